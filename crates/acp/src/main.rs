@@ -1,0 +1,2 @@
+//! keel
+fn main() {}
