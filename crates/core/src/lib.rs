@@ -1,1 +1,20 @@
-//! Keel core.
+//! Keel's engine.
+//!
+//! Principal types (each module opens with its own overview):
+//! - [`tool`]: the tool contract (`ToolSpec`, the `Tool` trait, the result `Envelope`, the registry).
+//! - [`capability`]: `RequirementSet` and the compiled `Scope` the runtime checks every access against.
+//! - [`runtime`]: `Runtime`, the only surface through which tools reach files, processes and the network.
+//! - [`tools`]: the locked tools.
+//! - [`policy`]: the permission engine: rules, scopes, approval keys, modes, watchdog.
+//! - [`provider`]: model providers (Anthropic, OpenAI-compatible, scripted) streaming `ModelEvent`s.
+//! - [`agent`]: the turn loop, emitting front-end-neutral events.
+//! - [`config`]: layered TOML configuration.
+
+pub mod agent;
+pub mod capability;
+pub mod config;
+pub mod policy;
+pub mod provider;
+pub mod runtime;
+pub mod tool;
+pub mod tools;

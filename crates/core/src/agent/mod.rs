@@ -1,0 +1,1 @@
+//! agent (placeholder, filled by its owner).

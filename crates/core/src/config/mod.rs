@@ -1,0 +1,1 @@
+//! config (placeholder, filled by its owner).

@@ -1,0 +1,1 @@
+//! policy (placeholder, filled by its owner).

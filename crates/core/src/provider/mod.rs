@@ -1,0 +1,1 @@
+//! provider (placeholder, filled by its owner).

@@ -1,0 +1,1 @@
+//! runtime (placeholder, filled by its owner).

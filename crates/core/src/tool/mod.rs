@@ -1,0 +1,1 @@
+//! tool (placeholder, filled by its owner).

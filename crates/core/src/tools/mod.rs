@@ -1,0 +1,1 @@
+//! tools (placeholder, filled by its owner).

@@ -1,0 +1,3 @@
+//! keel-core integration tests: one binary, one module per area.
+
+mod suite;
