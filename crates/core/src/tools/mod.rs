@@ -1,1 +1,9 @@
-//! tools (placeholder, filled by its owner).
+//! The locked tools. Each file is one tool: its parameters type, its spec and its handler.
+
+pub mod bash;
+pub mod edit;
+pub mod glob;
+pub mod grep;
+pub mod read;
+pub mod todo;
+pub mod write;

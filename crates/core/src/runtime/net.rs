@@ -1,0 +1,1 @@
+//! Outbound HTTP for tools (filled by the web tools owner).

@@ -1,0 +1,1 @@
+//! Process spawning (filled by the shell tools owner).

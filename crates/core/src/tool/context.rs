@@ -1,0 +1,221 @@
+//! What a tool run is handed: the runtime surface, the session's state, the abort signal.
+
+use std::collections::HashMap;
+use std::path::{Path, PathBuf};
+use std::sync::{Arc, Mutex, MutexGuard};
+use std::time::SystemTime;
+
+use serde::{Deserialize, Serialize};
+use serde_json::Value;
+use tokio::sync::mpsc;
+use tokio_util::sync::CancellationToken;
+
+use super::ToolError;
+use crate::runtime::Runtime;
+
+/// Per-tool output caps (seed 000's defaults). The head goes to the model; the whole output to a
+/// sidecar file.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
+#[serde(default, deny_unknown_fields, rename_all = "camelCase")]
+pub struct Limits {
+    /// `read`: bytes of file text returned per call.
+    pub read_bytes: usize,
+    /// `glob`: entries returned.
+    pub glob_entries: usize,
+    /// `grep`: matches returned.
+    pub grep_matches: usize,
+    /// `bash`: bytes of combined stdout and stderr returned.
+    pub bash_bytes: usize,
+    /// `web_fetch`: bytes of extracted text returned.
+    pub web_fetch_bytes: usize,
+}
+
+impl Default for Limits {
+    fn default() -> Self {
+        Self {
+            read_bytes: 200 * 1024,
+            glob_entries: 1000,
+            grep_matches: 200,
+            bash_bytes: 200 * 1024,
+            web_fetch_bytes: 200 * 1024,
+        }
+    }
+}
+
+/// What `read` saw of a file: the read-before-write guard compares it with the disk at edit time.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct FileStamp {
+    pub modified: Option<SystemTime>,
+    pub len: u64,
+}
+
+/// Session-scoped state that tools share. Created by the front-end, one per session.
+#[derive(Debug)]
+pub struct SessionState {
+    pub id: String,
+    /// The session's scratch directory: sidecar files live here; removed when the session closes.
+    pub scratch_dir: PathBuf,
+    pub limits: Limits,
+    /// Whether a human can answer (`question`, `ask`); false for `keel exec` and CI.
+    pub interactive: bool,
+    reads: Mutex<HashMap<PathBuf, FileStamp>>,
+    todos: Mutex<Vec<Value>>,
+    sidecar_seq: Mutex<u64>,
+}
+
+fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
+    // A poisoned lock only means another task panicked mid-update of plain data; keep going.
+    m.lock().unwrap_or_else(std::sync::PoisonError::into_inner)
+}
+
+impl SessionState {
+    pub fn new(
+        id: impl Into<String>,
+        scratch_dir: PathBuf,
+        limits: Limits,
+        interactive: bool,
+    ) -> Self {
+        Self {
+            id: id.into(),
+            scratch_dir,
+            limits,
+            interactive,
+            reads: Mutex::new(HashMap::new()),
+            todos: Mutex::new(Vec::new()),
+            sidecar_seq: Mutex::new(0),
+        }
+    }
+
+    /// Records that the session read `path` (canonical) as it was at `stamp`.
+    pub fn record_read(&self, path: &Path, stamp: FileStamp) {
+        lock(&self.reads).insert(path.to_path_buf(), stamp);
+    }
+
+    /// What the session last read of `path`, if anything.
+    pub fn last_read(&self, path: &Path) -> Option<FileStamp> {
+        lock(&self.reads).get(path).cloned()
+    }
+
+    pub fn todos(&self) -> Vec<Value> {
+        lock(&self.todos).clone()
+    }
+
+    pub fn set_todos(&self, todos: Vec<Value>) {
+        *lock(&self.todos) = todos;
+    }
+
+    /// A fresh sidecar file name under the scratch directory.
+    pub fn next_sidecar(&self, tool: &str) -> PathBuf {
+        let mut seq = lock(&self.sidecar_seq);
+        *seq += 1;
+        self.scratch_dir
+            .join(format!("{tool}-output-{:04}.txt", *seq))
+    }
+}
+
+/// Progress a running tool reports (streamed output for the front-end; the model sees only the
+/// final envelope).
+#[derive(Debug, Clone, PartialEq)]
+pub enum ToolProgress {
+    /// A chunk of output, as it came.
+    Output(String),
+    /// The host created a terminal for this call.
+    Terminal(String),
+}
+
+/// Where progress goes. Cloneable; sending never blocks; a closed sink drops silently.
+#[derive(Debug, Clone, Default)]
+pub struct ProgressSink(Option<mpsc::UnboundedSender<ToolProgress>>);
+
+impl ProgressSink {
+    pub fn new(sender: mpsc::UnboundedSender<ToolProgress>) -> Self {
+        Self(Some(sender))
+    }
+
+    pub fn send(&self, progress: ToolProgress) {
+        if let Some(sender) = &self.0 {
+            let _ = sender.send(progress);
+        }
+    }
+}
+
+/// The context of one tool call.
+#[derive(Debug, Clone)]
+pub struct ToolContext {
+    pub runtime: Runtime,
+    pub session: Arc<SessionState>,
+    pub call_id: String,
+    /// Fires when the session aborts the turn. Tools stop and return [`ToolError::Cancelled`].
+    pub cancel: CancellationToken,
+    pub progress: ProgressSink,
+}
+
+impl ToolContext {
+    /// Writes the whole output of a call to a fresh sidecar file (through the runtime) and
+    /// returns its path.
+    pub async fn spill(&self, tool: &str, full: &[u8]) -> Result<PathBuf, ToolError> {
+        let path = self.session.next_sidecar(tool);
+        self.runtime.write_scratch(&path, full).await?;
+        Ok(path)
+    }
+
+    /// Caps `text` at `limit` bytes (on a char boundary, preferring a line end). Past the cap
+    /// the whole text is spilled; returns the head and the sidecar path.
+    pub async fn cap_bytes(
+        &self,
+        tool: &str,
+        text: String,
+        limit: usize,
+    ) -> Result<(String, Option<PathBuf>), ToolError> {
+        if text.len() <= limit {
+            return Ok((text, None));
+        }
+        let path = self.spill(tool, text.as_bytes()).await?;
+        Ok((head_of(&text, limit).to_owned(), Some(path)))
+    }
+
+    /// Caps a list of entries at `limit`; past it, the whole list is spilled, one per line.
+    pub async fn cap_entries(
+        &self,
+        tool: &str,
+        mut entries: Vec<String>,
+        limit: usize,
+    ) -> Result<(Vec<String>, Option<PathBuf>), ToolError> {
+        if entries.len() <= limit {
+            return Ok((entries, None));
+        }
+        let path = self.spill(tool, entries.join("\n").as_bytes()).await?;
+        entries.truncate(limit);
+        Ok((entries, Some(path)))
+    }
+}
+
+/// The longest prefix of `text` of at most `limit` bytes, cut at a line end when one is in the
+/// last quarter, otherwise at a char boundary.
+pub fn head_of(text: &str, limit: usize) -> &str {
+    if text.len() <= limit {
+        return text;
+    }
+    let mut end = limit;
+    while end > 0 && !text.is_char_boundary(end) {
+        end -= 1;
+    }
+    let head = &text[..end];
+    match head.rfind('\n') {
+        Some(nl) if nl + 1 >= end - end / 4 => &head[..=nl],
+        _ => head,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::head_of;
+
+    #[test]
+    fn head_cuts_on_char_boundary_and_prefers_line_end() {
+        assert_eq!(head_of("abc", 10), "abc");
+        assert_eq!(head_of("aaaa\nbbbb", 7), "aaaa\nbb");
+        assert_eq!(head_of("aaaaaa\nbb", 8), "aaaaaa\n");
+        assert_eq!(head_of("é", 1), "");
+    }
+}

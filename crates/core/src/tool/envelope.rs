@@ -1,0 +1,261 @@
+//! What a tool run produces, and the uniform envelope every consumer sees.
+
+use std::path::PathBuf;
+use std::time::Duration;
+
+use serde::{Deserialize, Serialize};
+use serde_json::{Map, Value};
+
+use crate::capability::Refusal;
+
+/// Something a front-end draws beside the text: a diff, a plan, a terminal, a location.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case", tag = "type")]
+pub enum Artifact {
+    /// A file change: full old and new text for the editor's inline diff (`old_text` is `None`
+    /// for a new file).
+    Diff {
+        path: String,
+        old_text: Option<String>,
+        new_text: String,
+    },
+    /// The session's todo list, whole.
+    Plan { entries: Vec<Value> },
+    /// A terminal the host created for this call (ACP `terminal/create`).
+    Terminal { terminal_id: String },
+    /// A place in a file the call touched.
+    Location { path: String, line: Option<u32> },
+}
+
+/// A successful run.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct ToolOutput {
+    /// The main payload the model reads (file text with line numbers, matches, command output).
+    /// Already capped by the tool; the full text went to `output_path`.
+    pub text: String,
+    /// Structured extras (exit code, counts, ...), included in the envelope's `data`.
+    pub data: Map<String, Value>,
+    /// For the front-end only; never sent to the model.
+    pub artifacts: Vec<Artifact>,
+    /// Set when `text` is a head and the whole output was written to a sidecar file.
+    pub output_path: Option<PathBuf>,
+}
+
+impl ToolOutput {
+    pub fn text(text: impl Into<String>) -> Self {
+        Self {
+            text: text.into(),
+            ..Self::default()
+        }
+    }
+
+    pub fn with(mut self, key: &str, value: impl Into<Value>) -> Self {
+        self.data.insert(key.to_owned(), value.into());
+        self
+    }
+
+    pub fn artifact(mut self, artifact: Artifact) -> Self {
+        self.artifacts.push(artifact);
+        self
+    }
+}
+
+/// A failed run. Every variant goes back to the model as an error envelope; none aborts the turn.
+#[derive(Debug, Clone, thiserror::Error, PartialEq)]
+pub enum ToolError {
+    /// The arguments do not match the schema (or do not deserialize).
+    #[error("invalid arguments for `{tool}`: {message}")]
+    InvalidArguments { tool: String, message: String },
+    /// The capability check refused an access.
+    #[error("{0}")]
+    Refused(Refusal),
+    /// The permission engine or the user denied the call.
+    #[error("{0}")]
+    Denied(String),
+    /// The tool ran and failed, with a message for the model.
+    #[error("{0}")]
+    Failed(String),
+    /// The tool outlived its timeout.
+    #[error("timed out after {}s", .0.as_secs_f32())]
+    Timeout(Duration),
+    /// The session aborted the call.
+    #[error("cancelled by the user")]
+    Cancelled,
+    /// No tool by that name.
+    #[error("unknown tool `{0}`")]
+    Unknown(String),
+}
+
+impl From<Refusal> for ToolError {
+    fn from(refusal: Refusal) -> Self {
+        ToolError::Refused(refusal)
+    }
+}
+
+/// `type` of an [`Envelope`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum EnvelopeKind {
+    Output,
+    Error,
+}
+
+/// Envelope metadata.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct Metadata {
+    pub duration_ms: u64,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub truncated: Option<bool>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub output_path: Option<String>,
+}
+
+/// The uniform tool result: `{type, data | error_text, metadata}`.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Envelope {
+    #[serde(rename = "type")]
+    pub kind: EnvelopeKind,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub data: Option<Value>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub error_text: Option<String>,
+    pub metadata: Metadata,
+    /// Front-end artifacts; not part of the wire envelope.
+    #[serde(skip)]
+    pub artifacts: Vec<Artifact>,
+}
+
+impl Envelope {
+    /// Builds the envelope of a finished run.
+    pub fn from_result(result: Result<ToolOutput, ToolError>, elapsed: Duration) -> Self {
+        let duration_ms = u64::try_from(elapsed.as_millis()).unwrap_or(u64::MAX);
+        match result {
+            Ok(output) => {
+                let truncated = output.output_path.is_some();
+                let mut data = output.data;
+                let key = if truncated { "head" } else { "output" };
+                data.insert(key.to_owned(), Value::String(output.text));
+                Envelope {
+                    kind: EnvelopeKind::Output,
+                    data: Some(Value::Object(data)),
+                    error_text: None,
+                    metadata: Metadata {
+                        duration_ms,
+                        truncated: truncated.then_some(true),
+                        output_path: output.output_path.map(|p| p.display().to_string()),
+                    },
+                    artifacts: output.artifacts,
+                }
+            }
+            Err(error) => Envelope::error(error.to_string(), duration_ms),
+        }
+    }
+
+    pub fn error(text: impl Into<String>, duration_ms: u64) -> Self {
+        Envelope {
+            kind: EnvelopeKind::Error,
+            data: None,
+            error_text: Some(text.into()),
+            metadata: Metadata {
+                duration_ms,
+                ..Metadata::default()
+            },
+            artifacts: Vec::new(),
+        }
+    }
+
+    pub fn is_error(&self) -> bool {
+        self.kind == EnvelopeKind::Error
+    }
+
+    /// The main text (`output`, `head` or `error_text`).
+    pub fn text(&self) -> &str {
+        if let Some(text) = &self.error_text {
+            return text;
+        }
+        self.data
+            .as_ref()
+            .and_then(|d| d.get("output").or_else(|| d.get("head")))
+            .and_then(Value::as_str)
+            .unwrap_or("")
+    }
+
+    /// The text the model reads: the payload, then the structured extras and the truncation
+    /// notice on their own lines.
+    pub fn for_model(&self) -> String {
+        if let Some(text) = &self.error_text {
+            return format!("Error: {text}");
+        }
+        let mut out = self.text().to_owned();
+        if let Some(Value::Object(data)) = &self.data {
+            let extras: Vec<String> = data
+                .iter()
+                .filter(|(k, _)| k.as_str() != "output" && k.as_str() != "head")
+                .map(|(k, v)| match v {
+                    Value::String(s) => format!("{k}: {s}"),
+                    other => format!("{k}: {other}"),
+                })
+                .collect();
+            if !extras.is_empty() {
+                if !out.is_empty() && !out.ends_with('\n') {
+                    out.push('\n');
+                }
+                out.push_str(&format!("[{}]", extras.join(", ")));
+            }
+        }
+        if let Some(path) = &self.metadata.output_path {
+            if !out.ends_with('\n') {
+                out.push('\n');
+            }
+            out.push_str(&format!(
+                "[output truncated: the whole output is in {path}; read it with the `read` tool (offset/limit) if you need more]"
+            ));
+        }
+        out
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn output_envelope_shape() {
+        let env = Envelope::from_result(
+            Ok(ToolOutput::text("hello").with("exit_code", 0)),
+            Duration::from_millis(12),
+        );
+        let json = serde_json::to_value(&env).unwrap();
+        assert_eq!(
+            json,
+            serde_json::json!({"type":"output","data":{"exit_code":0,"output":"hello"},"metadata":{"duration_ms":12}})
+        );
+        assert_eq!(env.for_model(), "hello\n[exit_code: 0]");
+    }
+
+    #[test]
+    fn truncated_envelope_carries_head_and_path() {
+        let out = ToolOutput {
+            text: "head".into(),
+            output_path: Some("/s/x.txt".into()),
+            ..Default::default()
+        };
+        let env = Envelope::from_result(Ok(out), Duration::ZERO);
+        let json = serde_json::to_value(&env).unwrap();
+        assert_eq!(json["data"]["head"], "head");
+        assert_eq!(json["metadata"]["truncated"], true);
+        assert_eq!(json["metadata"]["output_path"], "/s/x.txt");
+        assert!(env.for_model().contains("/s/x.txt"));
+    }
+
+    #[test]
+    fn error_envelope_shape() {
+        let env = Envelope::from_result(Err(ToolError::Failed("boom".into())), Duration::ZERO);
+        let json = serde_json::to_value(&env).unwrap();
+        assert_eq!(
+            json,
+            serde_json::json!({"type":"error","error_text":"boom","metadata":{"duration_ms":0}})
+        );
+        assert_eq!(env.for_model(), "Error: boom");
+    }
+}

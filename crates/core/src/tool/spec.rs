@@ -1,0 +1,341 @@
+//! Tool specifications and the typed/dynamic tool traits.
+
+use std::future::Future;
+use std::sync::Arc;
+
+use futures::future::BoxFuture;
+use schemars::JsonSchema;
+use serde::de::DeserializeOwned;
+use serde::{Deserialize, Serialize};
+use serde_json::Value;
+
+use super::{ToolContext, ToolError, ToolOutput};
+use crate::capability::RequirementSet;
+
+/// The kind hint a front-end uses to draw a call (mirrors ACP's `ToolKind`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum ToolKind {
+    Read,
+    Edit,
+    Delete,
+    Move,
+    Search,
+    Execute,
+    Think,
+    Fetch,
+    SwitchMode,
+    Other,
+}
+
+impl ToolKind {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            ToolKind::Read => "read",
+            ToolKind::Edit => "edit",
+            ToolKind::Delete => "delete",
+            ToolKind::Move => "move",
+            ToolKind::Search => "search",
+            ToolKind::Execute => "execute",
+            ToolKind::Think => "think",
+            ToolKind::Fetch => "fetch",
+            ToolKind::SwitchMode => "switch_mode",
+            ToolKind::Other => "other",
+        }
+    }
+}
+
+/// Which argument names the thing a call acts on: the permission engine matches rules against it
+/// and derives approval keys from it.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case", tag = "type", content = "field")]
+pub enum Subject {
+    /// The call has no subject (todo, question).
+    None,
+    /// A file path argument (absolute or workspace-relative). `None` field means "the workspace".
+    Path(Option<String>),
+    /// A shell command line argument.
+    Command(String),
+    /// A URL argument; the subject is its host.
+    Url(String),
+    /// A free-text query (web_search); the subject is the configured search host.
+    Query(String),
+}
+
+/// Where a tool comes from (reported by `/tools` and `keel tools`).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case", tag = "layer", content = "name")]
+pub enum Origin {
+    Bundled,
+    Global,
+    Project,
+    Mcp(String),
+}
+
+impl std::fmt::Display for Origin {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Origin::Bundled => f.write_str("bundled"),
+            Origin::Global => f.write_str("global"),
+            Origin::Project => f.write_str("project"),
+            Origin::Mcp(server) => write!(f, "mcp:{server}"),
+        }
+    }
+}
+
+/// What a tool publishes at registration.
+#[derive(Debug, Clone, Serialize)]
+pub struct ToolSpec {
+    pub id: String,
+    pub description: String,
+    /// JSON Schema of the arguments (inlined, no `$ref`), as the model receives it.
+    pub parameters: Value,
+    pub requires: RequirementSet,
+    pub kind: ToolKind,
+    /// Mutating calls are serialized and gated; read-only calls may run in parallel.
+    pub mutating: bool,
+    pub subject: Subject,
+    pub origin: Origin,
+    /// A short paragraph added once to the system prompt.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub prompt_hint: Option<String>,
+}
+
+impl ToolSpec {
+    /// A spec whose parameters are derived from `P`. Mutating by default.
+    pub fn new<P: JsonSchema>(id: &str, description: &str) -> Self {
+        Self {
+            id: id.to_owned(),
+            description: description.to_owned(),
+            parameters: schema_for::<P>(),
+            requires: RequirementSet::default(),
+            kind: ToolKind::Other,
+            mutating: true,
+            subject: Subject::None,
+            origin: Origin::Bundled,
+            prompt_hint: None,
+        }
+    }
+
+    pub fn kind(mut self, kind: ToolKind) -> Self {
+        self.kind = kind;
+        self
+    }
+
+    pub fn read_only(mut self) -> Self {
+        self.mutating = false;
+        self
+    }
+
+    pub fn requires(mut self, requires: RequirementSet) -> Self {
+        self.requires = requires;
+        self
+    }
+
+    pub fn subject(mut self, subject: Subject) -> Self {
+        self.subject = subject;
+        self
+    }
+
+    pub fn hint(mut self, hint: &str) -> Self {
+        self.prompt_hint = Some(hint.to_owned());
+        self
+    }
+
+    pub fn origin(mut self, origin: Origin) -> Self {
+        self.origin = origin;
+        self
+    }
+}
+
+/// The schema the model sees: draft 2020-12, subschemas inlined (some OpenAI-compatible servers
+/// reject `$ref`), no `$schema`/`title`, no schemars-only integer formats.
+pub fn schema_for<P: JsonSchema>() -> Value {
+    let generator = schemars::generate::SchemaSettings::draft2020_12()
+        .with(|s| {
+            s.inline_subschemas = true;
+            s.meta_schema = None;
+        })
+        .into_generator();
+    let mut schema = generator.into_root_schema_for::<P>().to_value();
+    strip_noise(&mut schema);
+    schema
+}
+
+/// Integer and float formats schemars emits that mean nothing to a model or a validator.
+const SCHEMARS_FORMATS: &[&str] = &[
+    "uint", "uint8", "uint16", "uint32", "uint64", "int8", "int16", "int32", "int64", "double",
+    "float",
+];
+
+fn strip_noise(value: &mut Value) {
+    match value {
+        Value::Object(map) => {
+            map.remove("title");
+            map.remove("$schema");
+            if let Some(Value::String(format)) = map.get("format")
+                && SCHEMARS_FORMATS.contains(&format.as_str())
+            {
+                map.remove("format");
+            }
+            for v in map.values_mut() {
+                strip_noise(v);
+            }
+        }
+        Value::Array(items) => items.iter_mut().for_each(strip_noise),
+        _ => {}
+    }
+}
+
+/// What a gated call shows the user before it runs.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Preview {
+    /// The change an edit or write would make, computed before anything is written.
+    Diff {
+        path: String,
+        old_text: Option<String>,
+        new_text: String,
+    },
+    /// The command a shell call would run, and where.
+    Command { command: String, cwd: String },
+}
+
+/// A typed tool. Implement this; register it wrapped in [`Typed`].
+pub trait Tool: Send + Sync + 'static {
+    type Params: DeserializeOwned + JsonSchema + Send + Sync + 'static;
+
+    fn spec(&self) -> ToolSpec;
+
+    fn run(
+        &self,
+        params: Self::Params,
+        ctx: &ToolContext,
+    ) -> impl Future<Output = Result<ToolOutput, ToolError>> + Send;
+
+    /// The preview shown with a permission prompt. Tools that change files return the diff.
+    fn preview(
+        &self,
+        _params: &Self::Params,
+        _ctx: &ToolContext,
+    ) -> impl Future<Output = Result<Option<Preview>, ToolError>> + Send {
+        async { Ok(None) }
+    }
+}
+
+/// The object-safe tool the registry holds.
+pub trait DynTool: Send + Sync {
+    fn spec(&self) -> &ToolSpec;
+    /// Validates `args` against the schema, then runs. A schema failure is a [`ToolError`].
+    fn execute<'a>(
+        &'a self,
+        args: Value,
+        ctx: &'a ToolContext,
+    ) -> BoxFuture<'a, Result<ToolOutput, ToolError>>;
+    /// Validates `args`, then computes the permission preview.
+    fn preview<'a>(
+        &'a self,
+        args: &'a Value,
+        ctx: &'a ToolContext,
+    ) -> BoxFuture<'a, Result<Option<Preview>, ToolError>>;
+    /// Validates `args` only.
+    fn validate(&self, args: &Value) -> Result<(), ToolError>;
+}
+
+/// Adapts a typed [`Tool`] to [`DynTool`]: compiles the schema validator once.
+pub struct Typed<T: Tool> {
+    tool: T,
+    spec: ToolSpec,
+    validator: jsonschema::Validator,
+}
+
+impl<T: Tool> std::fmt::Debug for Typed<T> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Typed").field("id", &self.spec.id).finish()
+    }
+}
+
+impl<T: Tool> Typed<T> {
+    /// Wraps a tool. Fails only if its own derived schema does not compile (a programming error
+    /// surfaced at registration, not at call time).
+    pub fn wrap(tool: T) -> Result<Arc<dyn DynTool>, ToolError> {
+        let spec = tool.spec();
+        let validator = jsonschema::validator_for(&spec.parameters).map_err(|e| {
+            ToolError::Failed(format!(
+                "tool `{}` has an invalid parameter schema: {e}",
+                spec.id
+            ))
+        })?;
+        Ok(Arc::new(Self {
+            tool,
+            spec,
+            validator,
+        }))
+    }
+
+    fn parse(&self, args: &Value) -> Result<T::Params, ToolError> {
+        validate_with(&self.validator, &self.spec.id, args)?;
+        serde_json::from_value(args.clone()).map_err(|e| ToolError::InvalidArguments {
+            tool: self.spec.id.clone(),
+            message: e.to_string(),
+        })
+    }
+}
+
+/// Validates arguments with a compiled validator; the error lists every violation.
+pub fn validate_with(
+    validator: &jsonschema::Validator,
+    tool: &str,
+    args: &Value,
+) -> Result<(), ToolError> {
+    let messages: Vec<String> = validator
+        .iter_errors(args)
+        .map(|e| {
+            let path = e.instance_path().to_string();
+            if path.is_empty() {
+                e.to_string()
+            } else {
+                format!("{path}: {e}")
+            }
+        })
+        .collect();
+    if messages.is_empty() {
+        Ok(())
+    } else {
+        Err(ToolError::InvalidArguments {
+            tool: tool.to_owned(),
+            message: messages.join("; "),
+        })
+    }
+}
+
+impl<T: Tool> DynTool for Typed<T> {
+    fn spec(&self) -> &ToolSpec {
+        &self.spec
+    }
+
+    fn execute<'a>(
+        &'a self,
+        args: Value,
+        ctx: &'a ToolContext,
+    ) -> BoxFuture<'a, Result<ToolOutput, ToolError>> {
+        Box::pin(async move {
+            let params = self.parse(&args)?;
+            self.tool.run(params, ctx).await
+        })
+    }
+
+    fn preview<'a>(
+        &'a self,
+        args: &'a Value,
+        ctx: &'a ToolContext,
+    ) -> BoxFuture<'a, Result<Option<Preview>, ToolError>> {
+        Box::pin(async move {
+            let params = self.parse(args)?;
+            self.tool.preview(&params, ctx).await
+        })
+    }
+
+    fn validate(&self, args: &Value) -> Result<(), ToolError> {
+        self.parse(args).map(|_| ())
+    }
+}

@@ -1,0 +1,1 @@
+//! The `glob` tool (placeholder).

@@ -1,0 +1,1 @@
+//! The `grep` tool (placeholder).

@@ -1,0 +1,1 @@
+//! The `todo` tool (placeholder).
