@@ -1,1 +1,318 @@
-//! config (placeholder, filled by its owner).
+//! Layered TOML configuration.
+//!
+//! Principal types:
+//! - [`Config`]: the effective settings (model, providers, mode, request and token caps,
+//!   permission rules, per-tool settings, truncation limits). Every field has a default, so an
+//!   empty file is a valid configuration. Unknown keys are errors.
+//! - [`LoadOptions`] and [`load`]: where the layers come from. Precedence, lowest first:
+//!   defaults < user file (`$XDG_CONFIG_HOME/keel/config.toml`, or `KEEL_CONFIG`) < project file
+//!   (`<workspace>/.keel/config.toml`) < environment (`KEEL_MODEL`, `KEEL_MODE`) < command-line
+//!   flags. Tables merge key by key; `[[permission]]` rules of all layers are kept, user rules
+//!   first.
+//! - [`Effective`]: the merged [`Config`] plus its [`Provenance`], which says for every value
+//!   where it came from ([`Source`]: default, file:line:column, environment variable, flag).
+//! - [`ConfigError`]: a bad layer, naming the file, line and column, with a fix where one is
+//!   known ("did you mean `model`?").
+//! - [`render_annotated`]: the effective configuration as TOML with a source comment per value
+//!   (`keel config show`); [`json_schema`]: the JSON Schema of a config file (`keel config
+//!   schema`).
+
+mod error;
+mod load;
+mod show;
+mod source;
+
+use std::collections::BTreeMap;
+use std::fmt;
+use std::str::FromStr;
+
+use schemars::JsonSchema;
+use serde::{Deserialize, Serialize};
+
+pub use error::ConfigError;
+pub use load::{
+    ENV_CONFIG, ENV_MODE, ENV_MODEL, Effective, LayerFile, LoadOptions, Override, PROJECT_FILE,
+    env_overrides, load, user_config_path,
+};
+pub use show::{json_schema, render_annotated};
+pub use source::{FileLocation, Provenance, Source};
+
+pub use crate::tool::Limits;
+
+/// Keel's settings. Each field is optional in a file; the defaults apply underneath.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(default, deny_unknown_fields)]
+#[schemars(title = "Keel configuration")]
+pub struct Config {
+    /// The model to use, as `provider/model` (for example `anthropic/claude-sonnet-4-5`).
+    /// When unset, the provider layer picks its default.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub model: Option<ModelRef>,
+    /// Model providers, by name. `anthropic` and `openai` are built in; a table here overrides
+    /// their settings or declares another endpoint of either kind.
+    pub providers: BTreeMap<String, ProviderConfig>,
+    /// How tool calls are approved: `ask`, `allowlist`, `yolo` or `read-only`.
+    pub mode: Mode,
+    /// Model requests one turn may make before it stops (`max_requests`).
+    #[schemars(range(min = 1))]
+    pub max_requests_per_turn: u32,
+    /// Output tokens requested per model response.
+    #[schemars(range(min = 1))]
+    pub max_tokens: u32,
+    /// Permission rules (`[[permission]]`), evaluated by the permission engine.
+    #[serde(rename = "permission")]
+    pub permissions: Vec<PermissionRule>,
+    /// Per-tool settings, by tool id (`[tools.bash]`).
+    pub tools: BTreeMap<String, ToolSettings>,
+    /// How much of a tool's output the model sees; the rest goes to a sidecar file.
+    pub limits: Limits,
+}
+
+/// Default for [`Config::max_requests_per_turn`].
+pub const DEFAULT_MAX_REQUESTS_PER_TURN: u32 = 50;
+/// Default for [`Config::max_tokens`].
+pub const DEFAULT_MAX_TOKENS: u32 = 8192;
+
+impl Default for Config {
+    fn default() -> Self {
+        Self {
+            model: None,
+            providers: BTreeMap::new(),
+            mode: Mode::Ask,
+            max_requests_per_turn: DEFAULT_MAX_REQUESTS_PER_TURN,
+            max_tokens: DEFAULT_MAX_TOKENS,
+            permissions: Vec::new(),
+            tools: BTreeMap::new(),
+            limits: Limits::default(),
+        }
+    }
+}
+
+impl Config {
+    /// The settings of a tool (defaults when the tool has no table).
+    pub fn tool(&self, id: &str) -> ToolSettings {
+        self.tools.get(id).cloned().unwrap_or_default()
+    }
+}
+
+/// A model named as `provider/model`. The model part may itself contain `/`
+/// (`openai/meta-llama/Llama-3-70b`).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(try_from = "String", into = "String")]
+pub struct ModelRef {
+    pub provider: String,
+    pub model: String,
+}
+
+impl JsonSchema for ModelRef {
+    fn schema_name() -> std::borrow::Cow<'static, str> {
+        "ModelRef".into()
+    }
+
+    fn json_schema(_: &mut schemars::SchemaGenerator) -> schemars::Schema {
+        schemars::json_schema!({
+            "type": "string",
+            "pattern": r"^[^/\s]+/\S+$",
+            "description": "`provider/model`, for example `anthropic/claude-sonnet-4-5`.",
+        })
+    }
+}
+
+impl FromStr for ModelRef {
+    type Err = String;
+
+    fn from_str(text: &str) -> Result<Self, Self::Err> {
+        match text.split_once('/') {
+            Some((provider, model))
+                if !provider.is_empty()
+                    && !model.is_empty()
+                    && !text.chars().any(char::is_whitespace) =>
+            {
+                Ok(Self {
+                    provider: provider.to_owned(),
+                    model: model.to_owned(),
+                })
+            }
+            _ => Err(format!(
+                "expected `provider/model` (for example `anthropic/claude-sonnet-4-5`), found `{text}`"
+            )),
+        }
+    }
+}
+
+impl TryFrom<String> for ModelRef {
+    type Error = String;
+
+    fn try_from(text: String) -> Result<Self, Self::Error> {
+        text.parse()
+    }
+}
+
+impl From<ModelRef> for String {
+    fn from(model: ModelRef) -> Self {
+        model.to_string()
+    }
+}
+
+impl fmt::Display for ModelRef {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{}/{}", self.provider, self.model)
+    }
+}
+
+/// The wire protocol a provider speaks.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "lowercase")]
+pub enum ProviderKind {
+    /// The Anthropic Messages API.
+    Anthropic,
+    /// The OpenAI Chat Completions API (and compatible servers).
+    Openai,
+}
+
+/// Names of the providers Keel knows without configuration.
+pub const BUILT_IN_PROVIDERS: &[&str] = &["anthropic", "openai"];
+
+/// One model provider (`[providers.NAME]`).
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct ProviderConfig {
+    /// The protocol; required unless the table overrides a built-in provider
+    /// (`anthropic`, `openai`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub kind: Option<ProviderKind>,
+    /// The API endpoint (for example `https://api.anthropic.com`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub base_url: Option<String>,
+    /// The environment variable holding the API key (never the key itself).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub api_key_env: Option<String>,
+    /// Models offered by this provider (shown by the editor's model picker).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub models: Vec<String>,
+    /// The models' context window in tokens.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub context_window: Option<u64>,
+}
+
+impl ProviderConfig {
+    /// The kind, falling back to the built-in provider of the same name.
+    pub fn kind_for(&self, name: &str) -> Option<ProviderKind> {
+        self.kind.or(match name {
+            "anthropic" => Some(ProviderKind::Anthropic),
+            "openai" => Some(ProviderKind::Openai),
+            _ => None,
+        })
+    }
+}
+
+/// How tool calls are approved (seed 001's security modes, plus read-only).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Hash, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "kebab-case")]
+pub enum Mode {
+    /// Ask the user about every gated call not covered by a rule or an earlier "always".
+    #[default]
+    Ask,
+    /// Allow calls matching allow rules; ask about the rest.
+    Allowlist,
+    /// Allow everything the capability scope allows, without asking. Deny rules still apply.
+    Yolo,
+    /// Deny every mutating call.
+    ReadOnly,
+}
+
+impl Mode {
+    /// Every mode, in documentation order.
+    pub const ALL: [Mode; 4] = [Mode::Ask, Mode::Allowlist, Mode::Yolo, Mode::ReadOnly];
+    /// Every mode's name, in documentation order.
+    pub const NAMES: [&'static str; 4] = ["ask", "allowlist", "yolo", "read-only"];
+
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Mode::Ask => "ask",
+            Mode::Allowlist => "allowlist",
+            Mode::Yolo => "yolo",
+            Mode::ReadOnly => "read-only",
+        }
+    }
+}
+
+impl fmt::Display for Mode {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+impl FromStr for Mode {
+    type Err = String;
+
+    fn from_str(text: &str) -> Result<Self, Self::Err> {
+        Mode::ALL
+            .into_iter()
+            .find(|m| m.as_str() == text)
+            .ok_or_else(|| format!("expected one of {}, found `{text}`", Mode::NAMES.join(", ")))
+    }
+}
+
+/// What a permission rule does to the calls it matches.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "lowercase")]
+pub enum RuleAction {
+    Allow,
+    Deny,
+    Ask,
+}
+
+impl RuleAction {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            RuleAction::Allow => "allow",
+            RuleAction::Deny => "deny",
+            RuleAction::Ask => "ask",
+        }
+    }
+}
+
+/// One `[[permission]]` rule: which calls it covers and what happens to them.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct PermissionRule {
+    /// A tool id (`bash`), a capability name (`fs.write`) or `*`.
+    pub permission: String,
+    /// What the call acts on: a path glob (`{workspace}/src/**`), a command prefix
+    /// (`cargo test *`) or a host. Path variables: `{workspace}`, `{ad-hoc}`, `{user-data}`,
+    /// `{session}`. Defaults to `*` (everything).
+    #[serde(default = "any_pattern")]
+    pub pattern: String,
+    /// `allow`, `deny` or `ask`.
+    pub action: RuleAction,
+    /// Where the rule was written (set by the loader; not part of the file format).
+    #[serde(skip)]
+    #[schemars(skip)]
+    pub source: Option<Source>,
+}
+
+fn any_pattern() -> String {
+    "*".to_owned()
+}
+
+/// Settings every tool accepts (`[tools.ID]`, seed 001).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(default, deny_unknown_fields)]
+pub struct ToolSettings {
+    /// Whether the tool is offered to the model at all.
+    pub enabled: bool,
+    /// The default time limit of one call, in milliseconds. A tool may accept a per-call value.
+    #[serde(rename = "timeoutMs", skip_serializing_if = "Option::is_none")]
+    #[schemars(range(min = 1))]
+    pub timeout_ms: Option<u64>,
+}
+
+impl Default for ToolSettings {
+    fn default() -> Self {
+        Self {
+            enabled: true,
+            timeout_ms: None,
+        }
+    }
+}

@@ -1,0 +1,464 @@
+//! Configuration: layering, provenance, and errors that name the file, the line and a fix.
+#![allow(clippy::disallowed_methods)]
+
+use std::path::{Path, PathBuf};
+
+use keel_core::config::{
+    self, ConfigError, LoadOptions, Mode, ModelRef, Override, ProviderKind, RuleAction, Source,
+};
+
+/// A temporary home (with the user file under `.config/keel/`) and a workspace.
+struct Dirs {
+    _root: tempfile::TempDir,
+    home: PathBuf,
+    workspace: PathBuf,
+}
+
+impl Dirs {
+    fn new() -> Self {
+        let root = tempfile::tempdir().unwrap();
+        let base = root.path().canonicalize().unwrap();
+        let home = base.join("home");
+        let workspace = base.join("work/project");
+        std::fs::create_dir_all(home.join(".config/keel")).unwrap();
+        std::fs::create_dir_all(workspace.join(".keel")).unwrap();
+        Self {
+            _root: root,
+            home,
+            workspace,
+        }
+    }
+
+    fn user_file(&self) -> PathBuf {
+        self.home.join(".config/keel/config.toml")
+    }
+
+    fn project_file(&self) -> PathBuf {
+        self.workspace.join(".keel/config.toml")
+    }
+
+    fn write_user(&self, text: &str) {
+        std::fs::write(self.user_file(), text).unwrap();
+    }
+
+    fn write_project(&self, text: &str) {
+        std::fs::write(self.project_file(), text).unwrap();
+    }
+
+    /// As the binary would see it with this home, run from inside the workspace.
+    fn options(&self) -> LoadOptions {
+        LoadOptions {
+            user_file: Some(self.user_file()),
+            user_file_required: false,
+            workspace: Some(self.workspace.clone()),
+            overrides: Vec::new(),
+            home: Some(self.home.clone()),
+            cwd: Some(self.workspace.clone()),
+        }
+    }
+}
+
+fn file_line(source: &Source) -> (PathBuf, usize, usize) {
+    match source {
+        Source::File(at) => (at.path.clone(), at.line, at.column),
+        other => panic!("expected a file source, got {other}"),
+    }
+}
+
+fn load_err(options: &LoadOptions) -> ConfigError {
+    config::load(options).expect_err("the configuration should be rejected")
+}
+
+#[test]
+fn no_files_gives_the_defaults() {
+    let dirs = Dirs::new();
+    let effective = config::load(&dirs.options()).unwrap();
+    assert_eq!(effective.config, config::Config::default());
+    assert_eq!(effective.sources.get("mode"), &Source::Default);
+    assert!(effective.files.iter().all(|f| !f.found));
+}
+
+#[test]
+fn unknown_key_names_file_line_and_suggests_the_key() {
+    let dirs = Dirs::new();
+    dirs.write_user("# my settings\nmode = \"ask\"\nmodle = \"anthropic/claude\"\n");
+    let err = load_err(&dirs.options());
+    assert_eq!(
+        err.to_string(),
+        "unknown key `modle` in ~/.config/keel/config.toml:3:1; did you mean `model`?"
+    );
+    let (path, line, column) = file_line(err.location().unwrap());
+    assert_eq!((path, line, column), (dirs.user_file(), 3, 1));
+}
+
+#[test]
+fn unknown_nested_key_gets_its_dotted_path_and_a_case_insensitive_suggestion() {
+    let dirs = Dirs::new();
+    dirs.write_project("[tools.bash]\nenabled = true\ntimeoutms = 5000\n");
+    let err = load_err(&dirs.options());
+    assert_eq!(
+        err.to_string(),
+        "unknown key `tools.bash.timeoutms` in .keel/config.toml:3:1; did you mean `timeoutMs`?"
+    );
+}
+
+#[test]
+fn unknown_key_far_from_every_key_lists_the_allowed_ones() {
+    let dirs = Dirs::new();
+    dirs.write_project("[limits]\nzzz = 1\n");
+    let err = load_err(&dirs.options());
+    let text = err.to_string();
+    assert!(
+        text.starts_with(
+            "unknown key `limits.zzz` in .keel/config.toml:2:1; expected one of `readBytes`"
+        ),
+        "{text}"
+    );
+}
+
+#[test]
+fn bad_mode_names_file_line_column_and_the_allowed_values() {
+    let dirs = Dirs::new();
+    dirs.write_project("model = \"openai/gpt-4.1\"\nmode = \"sometimes\"\n");
+    let err = load_err(&dirs.options());
+    assert_eq!(
+        err.to_string(),
+        "bad value for `mode` at .keel/config.toml:2:8: expected one of ask, allowlist, yolo, \
+         read-only (found `sometimes`)"
+    );
+    let (path, line, _) = file_line(err.location().unwrap());
+    assert_eq!((path, line), (dirs.project_file(), 2));
+}
+
+#[test]
+fn bad_value_types_and_formats_are_explained() {
+    let dirs = Dirs::new();
+    dirs.write_user("[tools.read]\nenabled = \"yes\"\n");
+    assert_eq!(
+        load_err(&dirs.options()).to_string(),
+        "bad value for `tools.read.enabled` at ~/.config/keel/config.toml:2:11: expected a \
+         boolean, found string \"yes\""
+    );
+    dirs.write_user("model = \"claude\"\n");
+    assert_eq!(
+        load_err(&dirs.options()).to_string(),
+        "bad value for `model` at ~/.config/keel/config.toml:1:9: expected `provider/model` (for \
+         example `anthropic/claude-sonnet-4-5`), found `claude`"
+    );
+    dirs.write_user("[providers.anthropic]\nkind = \"gemini\"\n");
+    assert_eq!(
+        load_err(&dirs.options()).to_string(),
+        "bad value for `providers.anthropic.kind` at ~/.config/keel/config.toml:2:8: expected \
+         one of anthropic, openai (found `gemini`)"
+    );
+    dirs.write_user("max_tokens = 0\n");
+    assert_eq!(
+        load_err(&dirs.options()).to_string(),
+        "bad value for `max_tokens` at ~/.config/keel/config.toml:1:1: expected a number of at \
+         least 1, found 0"
+    );
+}
+
+#[test]
+fn rule_errors_point_into_the_rule() {
+    let dirs = Dirs::new();
+    dirs.write_project(
+        "[[permission]]\npermission = \"bash\"\npattern = \"ls\"\naction = \"allow\"\n\n\
+         [[permission]]\npermission = \"bash\"\naction = \"maybe\"\n",
+    );
+    assert_eq!(
+        load_err(&dirs.options()).to_string(),
+        "bad value for `permission[1].action` at .keel/config.toml:8:10: expected one of allow, \
+         deny, ask (found `maybe`)"
+    );
+    dirs.write_project(
+        "[[permission]]\npermission = \"bash\"\npatern = \"ls\"\naction = \"allow\"\n",
+    );
+    assert_eq!(
+        load_err(&dirs.options()).to_string(),
+        "unknown key `permission[0].patern` in .keel/config.toml:3:1; did you mean `pattern`?"
+    );
+    dirs.write_project("[[permission]]\npermission = \"bash\"\n");
+    assert_eq!(
+        load_err(&dirs.options()).to_string(),
+        "missing key `action` in `permission[0]` at .keel/config.toml:1:1"
+    );
+}
+
+#[test]
+fn undefined_path_variable_in_a_rule_names_file_line_and_the_known_variables() {
+    let dirs = Dirs::new();
+    dirs.write_project(
+        "[[permission]]\npermission = \"edit\"\npattern = \"{workspce}/src/**\"\naction = \"allow\"\n",
+    );
+    let err = load_err(&dirs.options());
+    assert_eq!(
+        err.to_string(),
+        "undefined path variable `{workspce}` in permission pattern `{workspce}/src/**` at \
+         .keel/config.toml:3:11; did you mean `{workspace}`? Known variables: {workspace}, \
+         {ad-hoc}, {user-data}, {session}"
+    );
+    assert!(matches!(err, ConfigError::UnknownVariable { .. }));
+}
+
+#[test]
+fn braces_that_are_not_variables_are_left_alone() {
+    let dirs = Dirs::new();
+    dirs.write_project(
+        "[[permission]]\npermission = \"bash\"\npattern = \"awk '{print $1}' *\"\naction = \"ask\"\n\
+         [[permission]]\npermission = \"read\"\npattern = \"{workspace}/**/*.{rs,toml}\"\naction = \"allow\"\n",
+    );
+    let effective = config::load(&dirs.options()).unwrap();
+    assert_eq!(effective.config.permissions.len(), 2);
+}
+
+#[test]
+fn syntax_errors_name_the_line() {
+    let dirs = Dirs::new();
+    dirs.write_user("mode = \"ask\"\nmax_tokens = \n");
+    let err = load_err(&dirs.options());
+    assert!(matches!(err, ConfigError::Syntax { .. }), "{err}");
+    let text = err.to_string();
+    assert!(
+        text.starts_with("syntax error at ~/.config/keel/config.toml:2:"),
+        "{text}"
+    );
+}
+
+#[test]
+fn layers_override_in_order_and_provenance_says_where_each_value_came_from() {
+    let dirs = Dirs::new();
+    dirs.write_user(
+        "model = \"anthropic/claude-sonnet-4-5\"\nmode = \"yolo\"\nmax_tokens = 1000\n\n\
+         [tools.bash]\ntimeoutMs = 1000\n\n[limits]\nreadBytes = 10\n",
+    );
+    dirs.write_project("mode = \"allowlist\"\n\n[tools.bash]\nenabled = false\n");
+    let mut options = dirs.options();
+    options.overrides = config::env_overrides(|name| match name {
+        "KEEL_MODEL" => Some("openai/gpt-4.1".into()),
+        _ => None,
+    });
+    let options = options.flag("mode", "read-only", "--mode");
+    let effective = config::load(&options).unwrap();
+    let c = &effective.config;
+    assert_eq!(c.model, Some("openai/gpt-4.1".parse::<ModelRef>().unwrap()));
+    assert_eq!(c.mode, Mode::ReadOnly);
+    assert_eq!(c.max_tokens, 1000);
+    assert_eq!(
+        c.max_requests_per_turn,
+        config::DEFAULT_MAX_REQUESTS_PER_TURN
+    );
+    let bash = c.tool("bash");
+    assert!(!bash.enabled);
+    assert_eq!(bash.timeout_ms, Some(1000));
+    assert!(c.tool("read").enabled);
+    assert_eq!(c.limits.read_bytes, 10);
+    assert_eq!(
+        c.limits.glob_entries,
+        config::Limits::default().glob_entries
+    );
+
+    let sources = &effective.sources;
+    assert_eq!(sources.get("model"), &Source::Env("KEEL_MODEL".into()));
+    assert_eq!(sources.get("mode"), &Source::Flag("--mode".into()));
+    assert_eq!(
+        file_line(sources.get("max_tokens")),
+        (dirs.user_file(), 3, 1)
+    );
+    assert_eq!(
+        file_line(sources.get("tools.bash.timeoutMs")),
+        (dirs.user_file(), 6, 1)
+    );
+    assert_eq!(
+        file_line(sources.get("tools.bash.enabled")),
+        (dirs.project_file(), 4, 1)
+    );
+    assert_eq!(
+        file_line(sources.get("limits.readBytes")),
+        (dirs.user_file(), 9, 1)
+    );
+    assert_eq!(sources.get("limits.globEntries"), &Source::Default);
+    assert_eq!(sources.get("max_requests_per_turn"), &Source::Default);
+}
+
+#[test]
+fn rules_of_both_files_are_kept_user_first_with_their_sources() {
+    let dirs = Dirs::new();
+    dirs.write_user(
+        "[[permission]]\npermission = \"bash\"\npattern = \"ls*\"\naction = \"allow\"\n",
+    );
+    dirs.write_project(
+        "mode = \"ask\"\n\n[[permission]]\npermission = \"edit\"\npattern = \"{workspace}/Cargo.lock\"\naction = \"deny\"\n\n\
+         [[permission]]\npermission = \"webfetch\"\naction = \"ask\"\n",
+    );
+    let effective = config::load(&dirs.options()).unwrap();
+    let rules = &effective.config.permissions;
+    assert_eq!(rules.len(), 3);
+    assert_eq!(
+        (
+            rules[0].permission.as_str(),
+            rules[0].pattern.as_str(),
+            rules[0].action
+        ),
+        ("bash", "ls*", RuleAction::Allow)
+    );
+    assert_eq!(rules[1].action, RuleAction::Deny);
+    assert_eq!(rules[2].pattern, "*", "pattern defaults to everything");
+    assert_eq!(
+        file_line(rules[0].source.as_ref().unwrap()),
+        (dirs.user_file(), 1, 1)
+    );
+    assert_eq!(
+        file_line(rules[1].source.as_ref().unwrap()),
+        (dirs.project_file(), 3, 1)
+    );
+    assert_eq!(
+        file_line(rules[2].source.as_ref().unwrap()),
+        (dirs.project_file(), 8, 1)
+    );
+}
+
+#[test]
+fn providers_merge_key_by_key_and_need_a_kind_unless_built_in() {
+    let dirs = Dirs::new();
+    dirs.write_user(
+        "[providers.local]\nkind = \"openai\"\nbase_url = \"http://127.0.0.1:1/v1\"\nmodels = [\"a\"]\n",
+    );
+    dirs.write_project("[providers.local]\nmodels = [\"b\", \"c\"]\n\n[providers.anthropic]\nbase_url = \"http://127.0.0.1:2\"\n");
+    let effective = config::load(&dirs.options()).unwrap();
+    let local = &effective.config.providers["local"];
+    assert_eq!(local.kind, Some(ProviderKind::Openai));
+    assert_eq!(local.base_url.as_deref(), Some("http://127.0.0.1:1/v1"));
+    assert_eq!(local.models, ["b", "c"]);
+    assert_eq!(
+        effective.config.providers["anthropic"].kind_for("anthropic"),
+        Some(ProviderKind::Anthropic)
+    );
+
+    dirs.write_user("");
+    dirs.write_project("\n[providers.local]\nbase_url = \"http://127.0.0.1:1/v1\"\n");
+    assert_eq!(
+        load_err(&dirs.options()).to_string(),
+        "missing key `kind` in `providers.local` at .keel/config.toml:3:1"
+    );
+}
+
+#[test]
+fn bad_environment_and_flag_values_name_their_origin() {
+    let dirs = Dirs::new();
+    let mut options = dirs.options();
+    options.overrides =
+        config::env_overrides(|name| (name == "KEEL_MODE").then(|| "always".into()));
+    assert_eq!(
+        load_err(&options).to_string(),
+        "bad value for `mode` in environment variable KEEL_MODE: expected one of ask, allowlist, \
+         yolo, read-only (found `always`)"
+    );
+    let options = dirs.options().flag("model", "gpt", "--model");
+    assert_eq!(
+        load_err(&options).to_string(),
+        "bad value for `model` in flag --model: expected `provider/model` (for example \
+         `anthropic/claude-sonnet-4-5`), found `gpt`"
+    );
+}
+
+#[test]
+fn an_explicit_user_file_must_exist_the_default_one_need_not() {
+    let dirs = Dirs::new();
+    let mut options = dirs.options();
+    options.user_file = Some(dirs.home.join("elsewhere.toml"));
+    assert!(config::load(&options).is_ok());
+    options.user_file_required = true;
+    let err = load_err(&options);
+    assert!(matches!(err, ConfigError::Read { .. }), "{err}");
+    assert!(
+        err.to_string()
+            .starts_with("cannot read ~/elsewhere.toml: "),
+        "{err}"
+    );
+}
+
+#[test]
+fn show_annotates_every_value_with_its_source() {
+    let dirs = Dirs::new();
+    dirs.write_user("mode = \"yolo\"\n\n[tools.bash]\ntimeoutMs = 1000\n");
+    dirs.write_project(
+        "[[permission]]\npermission = \"bash\"\npattern = \"ls*\"\naction = \"allow\"\n",
+    );
+    let options = dirs.options().flag("model", "openai/gpt-4.1", "--model");
+    let effective = config::load(&options).unwrap();
+    let shown = config::render_annotated(&effective);
+    insta::assert_snapshot!(shown, @r#"
+    # user file: ~/.config/keel/config.toml
+    # project file: .keel/config.toml
+    model = "openai/gpt-4.1"    # flag --model
+    mode = "yolo"               # ~/.config/keel/config.toml:1:1
+    max_requests_per_turn = 50  # default
+    max_tokens = 8192           # default
+
+    [limits]
+    bashBytes = 204800      # default
+    globEntries = 1000      # default
+    grepMatches = 200       # default
+    readBytes = 204800      # default
+    webFetchBytes = 204800  # default
+
+    [tools.bash]
+    enabled = true    # default
+    timeoutMs = 1000  # ~/.config/keel/config.toml:4:1
+
+    [[permission]]  # .keel/config.toml:1:1
+    action = "allow"
+    pattern = "ls*"
+    permission = "bash"
+    "#);
+    // The rendering is itself a valid configuration with the same values.
+    let reparsed: config::Config = toml::from_str(&shown).unwrap();
+    let mut expected = effective.config.clone();
+    expected
+        .permissions
+        .iter_mut()
+        .for_each(|r| r.source = None);
+    assert_eq!(reparsed, expected);
+}
+
+#[test]
+fn the_schema_is_valid_and_matches_the_loader() {
+    let schema = config::json_schema();
+    assert!(jsonschema::meta::is_valid(&schema));
+    let validator = jsonschema::validator_for(&schema).unwrap();
+    let example = fixture("config/example.toml");
+    let example: toml::Table = toml::from_str(&example).unwrap();
+    let example = serde_json::to_value(&example).unwrap();
+    let errors: Vec<String> = validator
+        .iter_errors(&example)
+        .map(|e| e.to_string())
+        .collect();
+    assert!(errors.is_empty(), "{errors:?}");
+    for bad in [
+        serde_json::json!({"modle": "a/b"}),
+        serde_json::json!({"mode": "sometimes"}),
+        serde_json::json!({"model": "no-slash"}),
+        serde_json::json!({"tools": {"bash": {"timeoutms": 1}}}),
+        serde_json::json!({"permission": [{"permission": "bash"}]}),
+    ] {
+        assert!(!validator.is_valid(&bad), "schema accepted {bad}");
+    }
+}
+
+#[test]
+fn the_documented_example_loads() {
+    let dirs = Dirs::new();
+    dirs.write_project(&fixture("config/example.toml"));
+    let effective = config::load(&dirs.options()).unwrap();
+    assert_eq!(effective.config.permissions.len(), 3);
+    assert!(!effective.config.tool("web_fetch").enabled);
+    let _ = Override::flag("mode", "ask", "--mode");
+}
+
+fn fixture(name: &str) -> String {
+    let path = Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("../../fixtures")
+        .join(name);
+    std::fs::read_to_string(path).unwrap()
+}
