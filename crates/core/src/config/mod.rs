@@ -78,7 +78,7 @@ impl Default for Config {
         Self {
             model: None,
             providers: BTreeMap::new(),
-            mode: Mode::Ask,
+            mode: Mode::Allowlist,
             max_requests_per_turn: DEFAULT_MAX_REQUESTS_PER_TURN,
             max_tokens: DEFAULT_MAX_TOKENS,
             permissions: Vec::new(),
@@ -211,9 +211,9 @@ impl ProviderConfig {
 #[serde(rename_all = "kebab-case")]
 pub enum Mode {
     /// Ask the user about every gated call not covered by a rule or an earlier "always".
-    #[default]
     Ask,
-    /// Allow calls matching allow rules; ask about the rest.
+    /// Allow read-only calls and calls matching allow rules; ask about the rest. The default.
+    #[default]
     Allowlist,
     /// Allow everything the capability scope allows, without asking. Deny rules still apply.
     Yolo,

@@ -1,5 +1,5 @@
 //! Configuration: layering, provenance, and errors that name the file, the line and a fix.
-#![allow(clippy::disallowed_methods)]
+#![allow(clippy::disallowed_methods, clippy::unwrap_used, clippy::expect_used)]
 
 use std::path::{Path, PathBuf};
 
