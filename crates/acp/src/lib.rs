@@ -2,4 +2,6 @@
 //! demo (`keel demo`) and the command line that ties them together.
 
 pub mod cli;
+pub mod demo;
+pub mod exec;
 pub mod server;

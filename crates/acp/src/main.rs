@@ -1,3 +1,5 @@
-//! The `keel` binary.
+//! The `keel` binary: everything lives in [`keel_acp::cli`].
 
-fn main() {}
+fn main() -> std::process::ExitCode {
+    keel_acp::cli::main()
+}

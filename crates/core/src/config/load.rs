@@ -115,13 +115,25 @@ impl LoadOptions {
 /// `None` when no home directory is known.
 pub fn user_config_path() -> Option<PathBuf> {
     use etcetera::AppStrategy as _;
-    let strategy = etcetera::choose_app_strategy(etcetera::AppStrategyArgs {
+    Some(app_strategy()?.config_dir().join("config.toml"))
+}
+
+/// Where `keel acp` logs by default: `$XDG_STATE_HOME/keel/keel.log`
+/// (`~/.local/state/keel/keel.log`). `None` when no home directory is known.
+pub fn default_log_file() -> Option<PathBuf> {
+    use etcetera::AppStrategy as _;
+    let strategy = app_strategy()?;
+    let dir = strategy.state_dir().unwrap_or_else(|| strategy.data_dir());
+    Some(dir.join("keel.log"))
+}
+
+fn app_strategy() -> Option<impl etcetera::AppStrategy> {
+    etcetera::choose_app_strategy(etcetera::AppStrategyArgs {
         top_level_domain: "dev".into(),
         author: "keel".into(),
         app_name: "keel".into(),
     })
-    .ok()?;
-    Some(strategy.config_dir().join("config.toml"))
+    .ok()
 }
 
 /// The environment overrides, read through `get` (empty values count as unset).

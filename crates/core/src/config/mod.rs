@@ -32,7 +32,7 @@ use serde::{Deserialize, Serialize};
 pub use error::ConfigError;
 pub use load::{
     ENV_CONFIG, ENV_MODE, ENV_MODEL, Effective, LayerFile, LoadOptions, Override, PROJECT_FILE,
-    env_overrides, load, user_config_path,
+    default_log_file, env_overrides, load, user_config_path,
 };
 pub use show::{json_schema, render_annotated};
 pub use source::{FileLocation, Provenance, Source};

@@ -1,0 +1,356 @@
+//! The `keel` command line.
+//!
+//! - [`Cli`] / [`Command`]: the clap definitions (`keel acp`, `exec`, `demo`, `tools`, `tool
+//!   call`, `permissions check|list`, `config show|schema|path`).
+//! - [`main`]: parses, sets up logging ([`logging`]), runs the command on a tokio runtime, prints
+//!   an error once to stderr and turns the outcome into the process exit code ([`Failure`]).
+//!
+//! stdout carries only a command's result (the ACP stream for `keel acp`); logs and progress go
+//! to stderr or the log file.
+
+mod config_command;
+mod logging;
+mod permissions_command;
+mod tools_command;
+
+use std::io::Write as _;
+use std::path::PathBuf;
+use std::process::ExitCode;
+
+use clap::{Args, Parser, Subcommand};
+use keel_core::config::{self, Effective, LoadOptions};
+
+/// Exit code of a successful run.
+pub const EXIT_OK: u8 = 0;
+/// Exit code of a run that failed or was denied (a tool error, a denied call).
+pub const EXIT_FAILED: u8 = 1;
+/// Exit code of a configuration, model or usage error (nothing ran).
+pub const EXIT_USAGE: u8 = 2;
+
+const EXAMPLES: &str = "\
+Examples:
+  keel acp                                   serve ACP on stdio (what an editor starts)
+  keel exec \"explain src/main.rs\"            one headless turn; the answer on stdout
+  keel demo                                  an offline session on a scripted model
+  keel tools --json                          the registered tools as JSON
+  keel tool call read '{\"file_path\":\"README.md\"}' --workspace .
+  keel permissions check --tool bash --args '{\"command\":\"rm -rf /\"}'
+  keel config show                           the effective settings and where each came from
+
+Exit codes:
+  0  success
+  1  the run failed or a call was denied (tool error, denied permission)
+  2  configuration, model or usage error (nothing ran)
+
+Logs go to stderr (-v info, -vv debug, -vvv trace; RUST_LOG overrides), or to --log-file.
+`keel acp` logs to ~/.local/state/keel/keel.log by default: stdout is the protocol.";
+
+/// Keel: a coding agent for editors that speak the Agent Client Protocol.
+#[derive(Debug, Parser)]
+#[command(name = "keel", version, after_help = EXAMPLES, propagate_version = true)]
+pub struct Cli {
+    /// Write logs to this file instead of stderr (appends).
+    #[arg(long, global = true, value_name = "PATH")]
+    pub log_file: Option<PathBuf>,
+    /// More logs: -v info, -vv debug, -vvv trace (RUST_LOG, when set, wins).
+    #[arg(short, long, global = true, action = clap::ArgAction::Count)]
+    pub verbose: u8,
+    #[command(subcommand)]
+    pub command: Command,
+}
+
+/// The subcommands.
+#[derive(Debug, Subcommand)]
+pub enum Command {
+    /// Serve the Agent Client Protocol on stdin/stdout (an editor starts this).
+    Acp(AcpArgs),
+    /// Run one prompt headless: progress on stderr, the answer on stdout.
+    Exec(ExecArgs),
+    /// An offline session on a scripted model, in a scratch copy of a sample project.
+    Demo(DemoArgs),
+    /// List the registered tools.
+    Tools(ToolsArgs),
+    /// Run a single tool.
+    #[command(subcommand)]
+    Tool(ToolCommand),
+    /// Inspect the permission rules.
+    #[command(subcommand)]
+    Permissions(PermissionsCommand),
+    /// Inspect the configuration.
+    #[command(subcommand)]
+    Config(ConfigCommand),
+}
+
+/// Settings every session-like command accepts (they override the configuration files).
+#[derive(Debug, Clone, Default, Args)]
+pub struct Overrides {
+    /// Approval mode: ask, allowlist, yolo or read-only.
+    #[arg(long, value_name = "MODE", value_parser = config::Mode::NAMES)]
+    pub mode: Option<String>,
+    /// Model as provider/model (for example anthropic/claude-sonnet-4-5).
+    #[arg(long, value_name = "PROVIDER/MODEL")]
+    pub model: Option<String>,
+}
+
+/// `keel acp`.
+#[derive(Debug, Args)]
+pub struct AcpArgs {
+    #[command(flatten)]
+    pub overrides: Overrides,
+}
+
+/// `keel exec`.
+#[derive(Debug, Args)]
+#[command(after_help = "\
+Exit codes: 0 the turn ended normally; 1 a call was denied or failed, or the turn was cut short;
+2 configuration or model error.
+
+With --json, stdout carries one JSON object per line: turn_started, text, tool_call, tool_result,
+usage, turn_finished {stop_reason, exit_code}. See docs/configuration.md.")]
+pub struct ExecArgs {
+    /// The prompt; `-` reads it from stdin.
+    pub prompt: String,
+    /// The workspace (default: the current directory).
+    #[arg(long, value_name = "DIR")]
+    pub workspace: Option<PathBuf>,
+    /// One JSON event per line on stdout instead of the answer text.
+    #[arg(long)]
+    pub json: bool,
+    #[command(flatten)]
+    pub overrides: Overrides,
+}
+
+/// `keel demo`.
+#[derive(Debug, Args)]
+pub struct DemoArgs {
+    /// Answer permission prompts automatically even on a terminal.
+    #[arg(long)]
+    pub yes: bool,
+}
+
+/// `keel tools`.
+#[derive(Debug, Args)]
+pub struct ToolsArgs {
+    /// Print JSON (the full specs) instead of a table.
+    #[arg(long)]
+    pub json: bool,
+    /// The workspace whose configuration applies (default: the current directory).
+    #[arg(long, value_name = "DIR")]
+    pub workspace: Option<PathBuf>,
+}
+
+/// `keel tool …`.
+#[derive(Debug, Subcommand)]
+pub enum ToolCommand {
+    /// Run one tool through the full runtime and print its result envelope as JSON.
+    Call(ToolCallArgs),
+}
+
+/// `keel tool call`.
+#[derive(Debug, Args)]
+#[command(after_help = "\
+Example: keel tool call grep '{\"pattern\":\"fn main\"}' --workspace .
+Exit code 1 when the envelope is an error (type = \"error\").")]
+pub struct ToolCallArgs {
+    /// The tool id (see `keel tools`).
+    pub id: String,
+    /// The arguments as a JSON object.
+    #[arg(value_name = "JSON-ARGS")]
+    pub args: String,
+    /// The workspace root (default: the current directory).
+    #[arg(long, value_name = "DIR")]
+    pub workspace: Option<PathBuf>,
+    #[command(flatten)]
+    pub overrides: Overrides,
+}
+
+/// `keel permissions …`.
+#[derive(Debug, Subcommand)]
+pub enum PermissionsCommand {
+    /// What the permission engine decides for one call, and why.
+    Check(PermissionsCheckArgs),
+    /// The effective rules, by scope.
+    List(PermissionsListArgs),
+}
+
+/// `keel permissions check`.
+#[derive(Debug, Args)]
+pub struct PermissionsCheckArgs {
+    /// The tool id.
+    #[arg(long, value_name = "ID")]
+    pub tool: String,
+    /// The call's arguments as a JSON object.
+    #[arg(long, value_name = "JSON")]
+    pub args: String,
+    /// The workspace (default: the current directory).
+    #[arg(long, value_name = "DIR")]
+    pub workspace: Option<PathBuf>,
+    #[command(flatten)]
+    pub overrides: Overrides,
+}
+
+/// `keel permissions list`.
+#[derive(Debug, Args)]
+pub struct PermissionsListArgs {
+    /// The workspace (default: the current directory).
+    #[arg(long, value_name = "DIR")]
+    pub workspace: Option<PathBuf>,
+}
+
+/// `keel config …`.
+#[derive(Debug, Subcommand)]
+pub enum ConfigCommand {
+    /// The effective configuration, each value annotated with where it came from.
+    Show(ConfigShowArgs),
+    /// The JSON Schema of the configuration file (for editor completion).
+    Schema,
+    /// Where the configuration files are.
+    Path(ConfigPathArgs),
+}
+
+/// `keel config show`.
+#[derive(Debug, Args)]
+pub struct ConfigShowArgs {
+    /// JSON: `{config, sources}` instead of annotated TOML.
+    #[arg(long)]
+    pub json: bool,
+    /// The workspace whose project file applies (default: the current directory).
+    #[arg(long, value_name = "DIR")]
+    pub workspace: Option<PathBuf>,
+    #[command(flatten)]
+    pub overrides: Overrides,
+}
+
+/// `keel config path`.
+#[derive(Debug, Args)]
+pub struct ConfigPathArgs {
+    /// The workspace (default: the current directory).
+    #[arg(long, value_name = "DIR")]
+    pub workspace: Option<PathBuf>,
+}
+
+/// Why a command did not succeed: the message printed to stderr and the exit code.
+#[derive(Debug)]
+pub struct Failure {
+    pub code: u8,
+    pub message: String,
+}
+
+impl Failure {
+    /// A configuration, model or usage error (exit 2).
+    pub fn usage(message: impl std::fmt::Display) -> Self {
+        Self {
+            code: EXIT_USAGE,
+            message: message.to_string(),
+        }
+    }
+
+    /// A failed run (exit 1).
+    pub fn failed(message: impl std::fmt::Display) -> Self {
+        Self {
+            code: EXIT_FAILED,
+            message: message.to_string(),
+        }
+    }
+}
+
+impl From<config::ConfigError> for Failure {
+    fn from(error: config::ConfigError) -> Self {
+        Failure::usage(error)
+    }
+}
+
+/// What a command returns: its exit code, or a failure to report.
+pub type Outcome = Result<u8, Failure>;
+
+/// The binary's entry point.
+pub fn main() -> ExitCode {
+    let cli = Cli::parse();
+    let _guard = match logging::init(&cli) {
+        Ok(guard) => guard,
+        Err(failure) => return report(failure),
+    };
+    let runtime = match tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+    {
+        Ok(runtime) => runtime,
+        Err(e) => return report(Failure::failed(format!("cannot start the runtime: {e}"))),
+    };
+    let outcome = runtime.block_on(run(cli));
+    // Do not wait for tasks stuck in blocking reads (stdin); the outcome is decided.
+    runtime.shutdown_background();
+    match outcome {
+        Ok(code) => ExitCode::from(code),
+        Err(failure) => report(failure),
+    }
+}
+
+fn report(failure: Failure) -> ExitCode {
+    tracing::debug!(code = failure.code, "exiting: {}", failure.message);
+    let mut stderr = std::io::stderr().lock();
+    let _ = writeln!(stderr, "keel: {}", failure.message);
+    ExitCode::from(failure.code)
+}
+
+/// Runs a parsed command.
+pub async fn run(cli: Cli) -> Outcome {
+    match cli.command {
+        Command::Acp(args) => acp(args).await,
+        Command::Exec(args) => crate::exec::run(args).await,
+        Command::Demo(args) => crate::demo::run(args).await,
+        Command::Tools(args) => tools_command::list(args),
+        Command::Tool(ToolCommand::Call(args)) => tools_command::call(args).await,
+        Command::Permissions(PermissionsCommand::Check(args)) => permissions_command::check(args),
+        Command::Permissions(PermissionsCommand::List(args)) => permissions_command::list(args),
+        Command::Config(ConfigCommand::Show(args)) => config_command::show(args),
+        Command::Config(ConfigCommand::Schema) => config_command::schema(),
+        Command::Config(ConfigCommand::Path(args)) => config_command::path(args),
+    }
+}
+
+async fn acp(args: AcpArgs) -> Outcome {
+    let effective = load_config(None, &args.overrides)?;
+    tracing::info!(mode = %effective.config.mode, "keel acp starting");
+    Err(Failure::usage(
+        "the ACP server is not part of this build yet (keel-acp's server module is still a placeholder)",
+    ))
+}
+
+/// The workspace a command works in: the given directory, or the current one.
+pub fn workspace_or_cwd(workspace: Option<&PathBuf>) -> Result<PathBuf, Failure> {
+    let dir = match workspace {
+        Some(dir) => dir.clone(),
+        None => std::env::current_dir()
+            .map_err(|e| Failure::usage(format!("cannot read the current directory: {e}")))?,
+    };
+    std::path::absolute(&dir)
+        .map_err(|e| Failure::usage(format!("bad workspace {}: {e}", dir.display())))
+}
+
+/// Loads the layered configuration for a command: the process environment, the workspace's
+/// project file, then the command's flags.
+pub fn load_config(
+    workspace: Option<PathBuf>,
+    overrides: &Overrides,
+) -> Result<Effective, Failure> {
+    let mut options = LoadOptions::from_env(workspace);
+    if let Some(mode) = &overrides.mode {
+        options = options.flag("mode", mode.as_str(), "--mode");
+    }
+    if let Some(model) = &overrides.model {
+        options = options.flag("model", model.as_str(), "--model");
+    }
+    let effective = config::load(&options)?;
+    tracing::debug!(files = ?effective.files, "configuration loaded");
+    Ok(effective)
+}
+
+/// Writes `text` to stdout (the one place a command's result goes).
+pub fn write_stdout(text: &str) -> Result<(), Failure> {
+    let mut stdout = std::io::stdout().lock();
+    stdout
+        .write_all(text.as_bytes())
+        .and_then(|()| stdout.flush())
+        .map_err(|e| Failure::failed(format!("cannot write to stdout: {e}")))
+}

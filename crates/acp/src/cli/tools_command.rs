@@ -1,0 +1,243 @@
+//! `keel tools` and `keel tool call`.
+
+use std::path::Path;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use keel_core::capability::RequirementSet;
+use keel_core::config::Config;
+use keel_core::runtime::{Runtime, RuntimeConfig};
+use keel_core::tool::{
+    DynTool, Envelope, ProgressSink, Registry, SessionState, ToolContext, ToolError,
+};
+use tokio_util::sync::CancellationToken;
+
+use super::{
+    EXIT_FAILED, EXIT_OK, Failure, Outcome, ToolCallArgs, ToolsArgs, load_config, workspace_or_cwd,
+    write_stdout,
+};
+
+/// The tools a session offers: the bundled ones.
+pub fn registry() -> Result<Registry, Failure> {
+    // The bundled tool set lands in keel_core::tools; until then the registry is empty.
+    Ok(Registry::new())
+}
+
+/// Warns about `[tools.ID]` tables that name no registered tool (usually a typo).
+pub fn warn_unknown_tool_settings(config: &Config, registry: &Registry) {
+    for id in config.tools.keys() {
+        if registry.get(id).is_none() {
+            let known: Vec<&str> = registry.specs().map(|s| s.id.as_str()).collect();
+            tracing::warn!(
+                "configuration has settings for `[tools.{id}]`, but no tool `{id}` is registered (tools: {})",
+                known.join(", ")
+            );
+        }
+    }
+}
+
+/// `keel tools`: an aligned table, or the full specs as JSON.
+pub fn list(args: ToolsArgs) -> Outcome {
+    let workspace = workspace_or_cwd(args.workspace.as_ref())?;
+    let effective = load_config(Some(workspace), &super::Overrides::default())?;
+    let registry = registry()?;
+    warn_unknown_tool_settings(&effective.config, &registry);
+    if args.json {
+        let specs: Vec<serde_json::Value> = registry
+            .specs()
+            .map(|spec| {
+                let mut value = serde_json::to_value(spec).unwrap_or_default();
+                if let serde_json::Value::Object(map) = &mut value {
+                    map.insert(
+                        "enabled".into(),
+                        effective.config.tool(&spec.id).enabled.into(),
+                    );
+                }
+                value
+            })
+            .collect();
+        let text = serde_json::to_string_pretty(&specs)
+            .map_err(|e| Failure::failed(format!("cannot encode JSON: {e}")))?;
+        write_stdout(&format!("{text}\n"))?;
+        return Ok(EXIT_OK);
+    }
+    let mut rows = vec![[
+        "ID".to_owned(),
+        "KIND".to_owned(),
+        "MUTATING".to_owned(),
+        "ENABLED".to_owned(),
+        "ORIGIN".to_owned(),
+        "REQUIRES".to_owned(),
+    ]];
+    for spec in registry.specs() {
+        rows.push([
+            spec.id.clone(),
+            spec.kind.as_str().to_owned(),
+            yes_no(spec.mutating),
+            yes_no(effective.config.tool(&spec.id).enabled),
+            spec.origin.to_string(),
+            requires_summary(&spec.requires),
+        ]);
+    }
+    write_stdout(&align(&rows))?;
+    Ok(EXIT_OK)
+}
+
+fn yes_no(value: bool) -> String {
+    if value { "yes" } else { "no" }.to_owned()
+}
+
+/// One line per requirement kind: `read {workspace}/**, write {workspace}/**, run git`.
+pub fn requires_summary(requires: &RequirementSet) -> String {
+    let mut parts = Vec::new();
+    parts.extend(requires.fs.read.iter().map(|p| format!("read {p}")));
+    parts.extend(requires.fs.write.iter().map(|p| format!("write {p}")));
+    parts.extend(requires.net.hosts.iter().map(|h| format!("net {h}")));
+    parts.extend(requires.shell.iter().map(|s| format!("run {}", s.cmd)));
+    parts.extend(requires.capabilities.iter().cloned());
+    if parts.is_empty() {
+        "-".to_owned()
+    } else {
+        parts.join(", ")
+    }
+}
+
+/// Rows as columns padded to their widest cell (the last column is not padded).
+fn align<const N: usize>(rows: &[[String; N]]) -> String {
+    let mut widths = [0usize; N];
+    for row in rows {
+        for (i, cell) in row.iter().enumerate() {
+            widths[i] = widths[i].max(cell.chars().count());
+        }
+    }
+    let mut out = String::new();
+    for row in rows {
+        let mut line = String::new();
+        for (i, cell) in row.iter().enumerate() {
+            if i + 1 == N {
+                line.push_str(cell);
+            } else {
+                line.push_str(&format!("{cell:<width$}  ", width = widths[i]));
+            }
+        }
+        out.push_str(line.trim_end());
+        out.push('\n');
+    }
+    out
+}
+
+/// `keel tool call ID JSON`: one call through the schema and capability checks; the envelope as
+/// JSON on stdout; exit 1 on an error envelope.
+pub async fn call(args: ToolCallArgs) -> Outcome {
+    let workspace = workspace_or_cwd(args.workspace.as_ref())?;
+    if !workspace.is_dir() {
+        return Err(Failure::usage(format!(
+            "the workspace {} is not a directory",
+            workspace.display()
+        )));
+    }
+    let effective = load_config(Some(workspace.clone()), &args.overrides)?;
+    let registry = registry()?;
+    let tool = find_tool(&registry, &args.id)?;
+    let settings = effective.config.tool(&args.id);
+    if !settings.enabled {
+        return Err(Failure::usage(format!(
+            "tool `{}` is disabled by the configuration ({})",
+            args.id,
+            effective.sources.get(&format!("tools.{}.enabled", args.id))
+        )));
+    }
+    let call_args: serde_json::Value = serde_json::from_str(&args.args)
+        .map_err(|e| Failure::usage(format!("JSON-ARGS is not valid JSON: {e}")))?;
+
+    let scratch = std::env::temp_dir().join(format!("keel-tool-{}", uuid::Uuid::new_v4()));
+    let envelope = run_one(
+        tool.as_ref(),
+        call_args,
+        &workspace,
+        &scratch,
+        &effective.config,
+        settings.timeout_ms.map(Duration::from_millis),
+    )
+    .await;
+    let keep_scratch = envelope.metadata.output_path.is_some();
+    if !keep_scratch && let Err(e) = keel_core::runtime::remove_scratch(&scratch) {
+        tracing::warn!("cannot remove {}: {e}", scratch.display());
+    }
+    let text = serde_json::to_string_pretty(&envelope)
+        .map_err(|e| Failure::failed(format!("cannot encode JSON: {e}")))?;
+    write_stdout(&format!("{text}\n"))?;
+    Ok(if envelope.is_error() {
+        EXIT_FAILED
+    } else {
+        EXIT_OK
+    })
+}
+
+fn find_tool(registry: &Registry, id: &str) -> Result<Arc<dyn DynTool>, Failure> {
+    registry.get(id).cloned().ok_or_else(|| {
+        let known: Vec<&str> = registry.specs().map(|s| s.id.as_str()).collect();
+        if known.is_empty() {
+            Failure::usage(format!("unknown tool `{id}`: no tools are registered"))
+        } else {
+            Failure::usage(format!(
+                "unknown tool `{id}`; the tools are: {}",
+                known.join(", ")
+            ))
+        }
+    })
+}
+
+/// Runs one call in a fresh session over `workspace`; every failure becomes an error envelope.
+async fn run_one(
+    tool: &dyn DynTool,
+    args: serde_json::Value,
+    workspace: &Path,
+    scratch: &Path,
+    config: &Config,
+    timeout: Option<Duration>,
+) -> Envelope {
+    let started = Instant::now();
+    let runtime = match Runtime::new(RuntimeConfig {
+        roots: vec![workspace.to_path_buf()],
+        requirements: tool.spec().requires.clone(),
+        ad_hoc: Vec::new(),
+        user_data: None,
+        scratch_dir: scratch.to_path_buf(),
+    }) {
+        Ok(runtime) => runtime,
+        Err(e) => {
+            return Envelope::from_result(Err(ToolError::Failed(e.to_string())), started.elapsed());
+        }
+    };
+    let session = Arc::new(SessionState::new(
+        "keel-tool-call",
+        runtime.scratch_dir().to_path_buf(),
+        config.limits.clone(),
+        false,
+    ));
+    let cancel = CancellationToken::new();
+    let context = ToolContext {
+        runtime,
+        session,
+        call_id: "call-1".into(),
+        cancel: cancel.clone(),
+        progress: ProgressSink::default(),
+    };
+    let run = async {
+        match timeout {
+            Some(limit) => tokio::time::timeout(limit, tool.execute(args, &context))
+                .await
+                .unwrap_or(Err(ToolError::Timeout(limit))),
+            None => tool.execute(args, &context).await,
+        }
+    };
+    let result = tokio::select! {
+        result = run => result,
+        _ = tokio::signal::ctrl_c() => {
+            cancel.cancel();
+            Err(ToolError::Cancelled)
+        }
+    };
+    Envelope::from_result(result, started.elapsed())
+}
