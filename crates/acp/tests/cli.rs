@@ -1,0 +1,8 @@
+//! The `keel` binary, run as a user runs it: real processes, temporary homes and workspaces.
+
+mod cli {
+    pub mod basics;
+    pub mod common;
+    pub mod config;
+    pub mod tools;
+}

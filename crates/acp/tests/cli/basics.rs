@@ -1,0 +1,87 @@
+//! Help, version, exit codes, and logs that never reach stdout.
+#![allow(clippy::disallowed_methods, clippy::unwrap_used, clippy::expect_used)]
+
+use super::common::{Sandbox, run};
+
+#[test]
+fn help_lists_the_commands_examples_and_exit_codes() {
+    let sandbox = Sandbox::new();
+    let out = run(sandbox.keel(&["--help"]));
+    assert_eq!(out.code, 0);
+    for needle in [
+        "acp",
+        "exec",
+        "demo",
+        "tools",
+        "tool",
+        "permissions",
+        "config",
+        "Examples:",
+        "Exit codes:",
+        "--log-file",
+        "--verbose",
+    ] {
+        assert!(
+            out.stdout.contains(needle),
+            "--help lacks {needle}:\n{}",
+            out.stdout
+        );
+    }
+    let out = run(sandbox.keel(&["exec", "--help"]));
+    assert_eq!(out.code, 0);
+    assert!(out.stdout.contains("turn_finished"), "{}", out.stdout);
+    assert!(out.stdout.contains("--mode"), "{}", out.stdout);
+}
+
+#[test]
+fn version_prints_the_crate_version() {
+    let out = run(Sandbox::new().keel(&["--version"]));
+    assert_eq!(out.code, 0);
+    assert_eq!(out.stdout, format!("keel {}\n", env!("CARGO_PKG_VERSION")));
+}
+
+#[test]
+fn usage_errors_exit_2_on_stderr_only() {
+    let sandbox = Sandbox::new();
+    let out = run(sandbox.keel(&["frobnicate"]));
+    assert_eq!(out.code, 2);
+    assert!(out.stdout.is_empty());
+    assert!(out.stderr.contains("frobnicate"), "{}", out.stderr);
+    let out = run(sandbox.keel(&["config", "show", "--mode", "sometimes"]));
+    assert_eq!(out.code, 2);
+    assert!(out.stderr.contains("read-only"), "{}", out.stderr);
+}
+
+#[test]
+fn logs_go_to_stderr_never_stdout() {
+    let sandbox = Sandbox::new();
+    let quiet = run(sandbox.keel(&["config", "show"]));
+    assert_eq!(quiet.code, 0);
+    assert!(quiet.stderr.is_empty(), "{}", quiet.stderr);
+
+    let loud = run(sandbox.keel(&["-vv", "config", "show"]));
+    assert_eq!(loud.code, 0);
+    assert_eq!(loud.stdout, quiet.stdout, "-vv changed stdout");
+    assert!(
+        loud.stderr.contains("configuration loaded"),
+        "{}",
+        loud.stderr
+    );
+
+    let mut command = sandbox.keel(&["config", "show"]);
+    command.env("RUST_LOG", "trace");
+    let traced = run(command);
+    assert_eq!(traced.stdout, quiet.stdout, "RUST_LOG changed stdout");
+    assert!(traced.stderr.contains("DEBUG"), "{}", traced.stderr);
+}
+
+#[test]
+fn log_file_takes_the_logs() {
+    let sandbox = Sandbox::new();
+    let log = sandbox.home.join("logs/keel.log");
+    let out = run(sandbox.keel(&["-vv", "--log-file", log.to_str().unwrap(), "config", "show"]));
+    assert_eq!(out.code, 0);
+    assert!(out.stderr.is_empty(), "{}", out.stderr);
+    let logged = std::fs::read_to_string(&log).unwrap();
+    assert!(logged.contains("configuration loaded"), "{logged}");
+}
