@@ -573,3 +573,102 @@ fn reason(status: u16) -> &'static str {
         _ => "Status",
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// One raw HTTP/1.1 exchange; returns the whole response text (read to EOF or `until`).
+    async fn exchange(mock: &MockModel, path: &str, body: &str, until: &str) -> String {
+        let mut stream = TcpStream::connect(mock.addr()).await.unwrap();
+        let request = format!(
+            "POST {path} HTTP/1.1\r\nHost: x\r\nX-Api-Key: k\r\nContent-Length: {}\r\n\r\n{body}",
+            body.len()
+        );
+        stream.write_all(request.as_bytes()).await.unwrap();
+        let mut response = Vec::new();
+        let mut chunk = [0u8; 4096];
+        while !String::from_utf8_lossy(&response).contains(until) {
+            let read = stream.read(&mut chunk).await.unwrap();
+            if read == 0 {
+                break;
+            }
+            response.extend_from_slice(&chunk[..read]);
+        }
+        String::from_utf8(response).unwrap()
+    }
+
+    #[tokio::test]
+    async fn routes_records_and_reports_an_empty_queue() {
+        let mock = MockModel::start().await;
+        mock.push_anthropic(Turn::text_only("hello there"));
+        let response = exchange(&mock, "/v1/messages", r#"{"model":"m"}"#, "0\r\n\r\n").await;
+        assert!(response.starts_with("HTTP/1.1 200 OK\r\n"), "{response}");
+        assert!(response.contains("transfer-encoding: chunked"));
+        assert!(response.contains("event: message_stop"));
+        assert!(response.contains(r#""text":"hello th""#));
+
+        let response = exchange(&mock, "/chat/completions", "{}", "}}").await;
+        assert!(response.starts_with("HTTP/1.1 500"), "{response}");
+        assert!(response.contains("mock: no scripted response left"));
+        let response = exchange(&mock, "/elsewhere", "", "}}").await;
+        assert!(response.starts_with("HTTP/1.1 404"), "{response}");
+
+        let requests = mock.requests();
+        assert_eq!(requests.len(), 3);
+        assert_eq!(requests[0].body, json!({"model": "m"}));
+        assert_eq!(requests[0].header("x-api-key"), Some("k"));
+        assert_eq!(requests[2].body, Value::Null);
+    }
+
+    #[tokio::test]
+    async fn cut_and_close_delimited_bodies_end_without_terminator() {
+        let mock = MockModel::start().await;
+        mock.push(
+            Api::OpenAi,
+            Reply::openai(&Turn::text_only("abcdefghijklmnop")).cut_after(2),
+        );
+        let response = exchange(&mock, "/v1/chat/completions", "{}", "\u{0}").await;
+        assert!(
+            !response.contains("[DONE]") && !response.ends_with("0\r\n\r\n"),
+            "{response}"
+        );
+        assert_eq!(response.matches("data: ").count(), 2);
+    }
+
+    #[test]
+    fn openai_rendering_splits_arguments_and_sums_cached_prompt_tokens() {
+        let events = Turn::new()
+            .tool_call("c", "t", json!({"path": "a/long/enough/path.rs"}))
+            .usage(10, 2)
+            .cache(90, 0)
+            .openai_events();
+        let arguments: String = events
+            .iter()
+            .filter_map(|event| {
+                let data: Value =
+                    serde_json::from_str(event.strip_prefix("data: ")?.trim()).ok()?;
+                data.pointer("/choices/0/delta/tool_calls/0/function/arguments")?
+                    .as_str()
+                    .map(str::to_owned)
+            })
+            .collect();
+        assert_eq!(
+            arguments,
+            json!({"path": "a/long/enough/path.rs"}).to_string()
+        );
+        assert!(
+            events
+                .iter()
+                .filter(|event| event.contains("arguments"))
+                .count()
+                >= 4
+        );
+        assert!(
+            events
+                .iter()
+                .any(|event| event.contains(r#""prompt_tokens":100"#))
+        );
+        assert_eq!(events.last().map(String::as_str), Some("data: [DONE]\n\n"));
+    }
+}

@@ -171,7 +171,8 @@ fn block(part: &Part) -> Option<Value> {
         } => json!({
             "type": "tool_result",
             "tool_use_id": tool_use_id,
-            "content": content,
+            // Anthropic rejects an empty content on an error result.
+            "content": if content.is_empty() { "(no output)" } else { content },
             "is_error": is_error,
         }),
     })

@@ -113,7 +113,7 @@ pub enum Part {
     ToolResult {
         /// The id of the [`Part::ToolUse`] this answers.
         tool_use_id: String,
-        /// The result text.
+        /// The result text (sent to Anthropic as `(no output)` when empty, which it rejects).
         content: String,
         /// Whether the tool failed. OpenAI has no such field: the content is prefixed with
         /// `Error: ` instead.

@@ -244,9 +244,10 @@ fn known_context_window(model: &str) -> u64 {
         1_047_576
     } else if model.starts_with("gpt-5") {
         400_000
-    } else if model.starts_with("o1") || model.starts_with("o3") || model.starts_with("o4") {
-        200_000
-    } else if model.starts_with("claude") {
+    } else if ["o1", "o3", "o4", "claude"]
+        .iter()
+        .any(|family| model.starts_with(family))
+    {
         200_000
     } else {
         128_000

@@ -50,12 +50,17 @@ struct IdleBody {
     inner: BoxStream<'static, reqwest::Result<Bytes>>,
     idle: Duration,
     sleep: Pin<Box<tokio::time::Sleep>>,
+    /// The timeout fired: the body is over.
+    timed_out: bool,
 }
 
 impl Stream for IdleBody {
     type Item = Result<Bytes, BodyError>;
 
     fn poll_next(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Option<Self::Item>> {
+        if self.timed_out {
+            return Poll::Ready(None);
+        }
         match self.inner.poll_next_unpin(cx) {
             Poll::Ready(Some(Ok(chunk))) => {
                 let deadline = tokio::time::Instant::now() + self.idle;
@@ -67,7 +72,10 @@ impl Stream for IdleBody {
             }
             Poll::Ready(None) => Poll::Ready(None),
             Poll::Pending => match self.sleep.as_mut().poll(cx) {
-                Poll::Ready(()) => Poll::Ready(Some(Err(BodyError::Idle))),
+                Poll::Ready(()) => {
+                    self.timed_out = true;
+                    Poll::Ready(Some(Err(BodyError::Idle)))
+                }
                 Poll::Pending => Poll::Pending,
             },
         }
@@ -75,7 +83,7 @@ impl Stream for IdleBody {
 }
 
 /// How long to keep reading after the terminal event, so the connection can be reused.
-const DRAIN_LIMIT: Duration = Duration::from_secs(1);
+const DRAIN_LIMIT: Duration = Duration::from_millis(500);
 
 struct Driver<D> {
     events: EventStream<IdleBody>,
@@ -107,6 +115,7 @@ pub(crate) fn drive<D: Decoder>(
         inner: response.bytes_stream().boxed(),
         idle,
         sleep: Box::pin(tokio::time::sleep(idle)),
+        timed_out: false,
     };
     let driver = Driver {
         events: body.eventsource(),
@@ -140,7 +149,7 @@ impl<D: Decoder> Driver<D> {
                 State::Finished => return None,
                 State::Complete => {
                     self.state = State::Finished;
-                    let drain = async { while self.events.next().await.is_some() {} };
+                    let drain = async { while let Some(Ok(_)) = self.events.next().await {} };
                     let _ = tokio::time::timeout(DRAIN_LIMIT, drain).await;
                     return None;
                 }

@@ -252,3 +252,71 @@ async fn thinking_budget_is_clamped_below_max_tokens() {
     assert_eq!(body.get("system"), None);
     assert_eq!(body.get("tools"), None);
 }
+
+#[tokio::test]
+async fn redacted_thinking_round_trips() {
+    let mock = MockModel::start().await;
+    mock.push(
+        Api::Anthropic,
+        Reply::sse(vec![
+            anthropic_event("message_start", json!({"type": "message_start", "message": {"usage": {"input_tokens": 3}}})),
+            anthropic_event("content_block_start", json!({"type": "content_block_start", "index": 0,
+                "content_block": {"type": "redacted_thinking", "data": "EmwKAhgBEgy3va3pzix"}})),
+            anthropic_event("content_block_stop", json!({"type": "content_block_stop", "index": 0})),
+            anthropic_event("message_delta", json!({"type": "message_delta", "delta": {"stop_reason": "end_turn"}, "usage": {"output_tokens": 1}})),
+            anthropic_event("message_stop", json!({"type": "message_stop"})),
+        ]),
+    );
+    let (events, _) = collect(anthropic(&mock).stream(simple_request("hi")).await.unwrap()).await;
+    assert_eq!(
+        events[0],
+        ModelEvent::RedactedThinking("EmwKAhgBEgy3va3pzix".into())
+    );
+
+    let mut request = simple_request("hi");
+    request.messages.push(keel_core::provider::Message {
+        role: keel_core::provider::Role::Assistant,
+        content: vec![
+            keel_core::provider::Part::RedactedThinking {
+                data: "EmwKAhgBEgy3va3pzix".into(),
+            },
+            keel_core::provider::Part::Thinking {
+                text: "unsigned".into(),
+                signature: None,
+            },
+            keel_core::provider::Part::Text(String::new()),
+            keel_core::provider::Part::Text("answer".into()),
+        ],
+    });
+    let body = keel_core::provider::AnthropicProvider::request_body(&request);
+    assert_eq!(
+        body["messages"][1]["content"],
+        json!([
+            {"type": "redacted_thinking", "data": "EmwKAhgBEgy3va3pzix"},
+            {"type": "text", "text": "answer", "cache_control": {"type": "ephemeral"}},
+        ])
+    );
+}
+
+#[tokio::test]
+async fn prompt_too_long_is_recognisable() {
+    let mock = MockModel::start().await;
+    mock.push(
+        Api::Anthropic,
+        Reply::error(
+            Api::Anthropic,
+            400,
+            "prompt is too long: 201234 tokens > 200000 maximum",
+        ),
+    );
+    let error = anthropic(&mock)
+        .stream(simple_request("hi"))
+        .await
+        .err()
+        .unwrap();
+    assert!(
+        error.is_context_overflow() && !error.is_retryable(),
+        "{error:?}"
+    );
+    assert_eq!(mock.requests().len(), 1);
+}

@@ -1,5 +1,7 @@
 //! Shared helpers of the provider tests.
 
+#![allow(clippy::unwrap_used)] // test helpers outside #[test] functions
+
 use std::time::Duration;
 
 use futures::StreamExt;
