@@ -636,6 +636,23 @@ mod tests {
         assert_eq!(response.matches("data: ").count(), 2);
     }
 
+    #[tokio::test]
+    async fn dropping_the_mock_stops_the_server() {
+        let mock = MockModel::start().await;
+        let addr = mock.addr();
+        drop(mock);
+        let mut refused = false;
+        for _ in 0..100 {
+            tokio::task::yield_now().await;
+            if TcpStream::connect(addr).await.is_err() {
+                refused = true;
+                break;
+            }
+            tokio::time::sleep(Duration::from_millis(5)).await;
+        }
+        assert!(refused, "still accepting after drop");
+    }
+
     #[test]
     fn openai_rendering_splits_arguments_and_sums_cached_prompt_tokens() {
         let events = Turn::new()

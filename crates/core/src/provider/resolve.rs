@@ -186,10 +186,12 @@ impl ProviderConfig {
         Ok(match self.kind {
             ProviderKind::Anthropic => Arc::new(
                 AnthropicProvider::new(base, key.unwrap_or(""), self.key_env(), self.http.clone())?
+                    .with_label(&self.name)
                     .with_context_window(self.context_window),
             ),
             ProviderKind::OpenAi => Arc::new(
                 OpenAiProvider::new(base, key, self.key_env(), self.http.clone())?
+                    .with_label(&self.name)
                     .with_context_window(self.context_window),
             ),
         })

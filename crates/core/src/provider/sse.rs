@@ -18,8 +18,13 @@ use super::{ModelEvent, ModelStream, ProviderError, StreamProgress};
 /// One API's translation of server-sent events into model events.
 pub(crate) trait Decoder: Send + 'static {
     /// Handles one event, appending model events to `out`. Returns `true` once the response is
-    /// complete (its terminal event was seen).
-    fn event(&mut self, event: &Event, out: &mut Vec<ModelEvent>) -> Result<bool, ProviderError>;
+    /// complete (its terminal event was seen). `provider` labels errors.
+    fn event(
+        &mut self,
+        provider: &str,
+        event: &Event,
+        out: &mut Vec<ModelEvent>,
+    ) -> Result<bool, ProviderError>;
 
     /// The body ended before a terminal event. Returns `true` (after appending the final
     /// events) when what was received is nevertheless a complete response; `false` makes it a
@@ -88,7 +93,7 @@ const DRAIN_LIMIT: Duration = Duration::from_millis(500);
 struct Driver<D> {
     events: EventStream<IdleBody>,
     decoder: D,
-    provider: &'static str,
+    provider: String,
     idle: Duration,
     queue: VecDeque<ModelEvent>,
     error: Option<ProviderError>,
@@ -108,7 +113,7 @@ enum State {
 pub(crate) fn drive<D: Decoder>(
     response: reqwest::Response,
     decoder: D,
-    provider: &'static str,
+    provider: String,
     idle: Duration,
 ) -> ModelStream {
     let body = IdleBody {
@@ -165,7 +170,7 @@ impl<D: Decoder> Driver<D> {
             Some(Ok(event)) => {
                 self.progress.sse_events += 1;
                 self.progress.last_event = Some(event.event.clone());
-                match self.decoder.event(&event, &mut out) {
+                match self.decoder.event(&self.provider, &event, &mut out) {
                     Ok(true) => self.state = State::Complete,
                     Ok(false) => {}
                     Err(error) => self.error = Some(error),
@@ -184,7 +189,7 @@ impl<D: Decoder> Driver<D> {
     }
 
     fn body_error(&self, error: EventStreamError<BodyError>) -> ProviderError {
-        let provider = self.provider.to_owned();
+        let provider = self.provider.clone();
         match error {
             EventStreamError::Transport(BodyError::Idle) => ProviderError::Timeout {
                 provider,
@@ -205,7 +210,7 @@ impl<D: Decoder> Driver<D> {
 
     fn cut(&self, detail: String) -> ProviderError {
         ProviderError::StreamCut {
-            provider: self.provider.to_owned(),
+            provider: self.provider.clone(),
             after: self.after(),
             detail,
         }

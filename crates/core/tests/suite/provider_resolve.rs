@@ -164,3 +164,21 @@ async fn configured_providers_win_and_take_their_key_from_the_env() {
     assert!(error.is_none());
     assert_eq!(mock.requests()[1].path, "/v1/chat/completions");
 }
+
+#[tokio::test]
+async fn errors_name_the_configured_provider() {
+    let mock = MockModel::start().await;
+    let mut http = fast_settings();
+    http.retry = keel_core::provider::RetryPolicy::none();
+    let ollama = ProviderConfig {
+        base_url: Some(mock.openai_base_url()),
+        api_key_required: false,
+        http,
+        ..ProviderConfig::new("ollama", ProviderKind::OpenAi)
+    };
+    let env = env_with(&[]);
+    let (provider, model) = resolve_model(Some("ollama/qwen3"), &env, &[ollama]).unwrap();
+    assert_eq!((provider.id(), model.as_str()), ("openai", "qwen3"));
+    let error = provider.stream(simple_request("hi")).await.err().unwrap();
+    assert!(error.to_string().starts_with("ollama: HTTP 500"), "{error}");
+}
