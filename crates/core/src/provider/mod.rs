@@ -54,10 +54,10 @@ use futures::future::BoxFuture;
 use futures::stream::BoxStream;
 use serde::{Deserialize, Serialize};
 
-pub use anthropic::AnthropicProvider;
+pub use anthropic::{ANTHROPIC_BASE_URL, ANTHROPIC_VERSION, AnthropicProvider};
 pub use error::{ProviderError, StreamProgress};
 pub use http::HttpSettings;
-pub use openai::{MaxTokensParam, OpenAiProvider};
+pub use openai::{MaxTokensParam, OPENAI_BASE_URL, OpenAiProvider};
 pub use resolve::{
     DEFAULT_ANTHROPIC_MODEL, DEFAULT_OPENAI_MODEL, ProviderConfig, ProviderKind, resolve_model,
 };
