@@ -418,7 +418,7 @@ fn check_override(o: &Override) -> Result<(), ConfigError> {
 /// Checks that need the merged result: providers have a kind, counts are positive.
 fn check_merged(config: &Config, sources: &Provenance) -> Result<(), ConfigError> {
     for (name, provider) in &config.providers {
-        if provider.kind_for(name).is_none() {
+        if provider.kind.is_none() && !super::is_built_in_provider(name) {
             return Err(ConfigError::MissingKey {
                 key: "kind".into(),
                 table: format!("providers.{name}"),

@@ -19,6 +19,7 @@
 
 mod error;
 mod load;
+mod providers;
 mod show;
 mod source;
 
@@ -34,6 +35,7 @@ pub use load::{
     ENV_CONFIG, ENV_MODE, ENV_MODEL, Effective, LayerFile, LoadOptions, Override, PROJECT_FILE,
     default_log_file, env_overrides, load, user_config_path,
 };
+pub use providers::{ENV_SCRIPT, SCRIPTED_PROVIDER, is_built_in_provider, resolve_provider};
 pub use show::{json_schema, render_annotated};
 pub use source::{FileLocation, Provenance, Source};
 
@@ -48,8 +50,9 @@ pub struct Config {
     /// When unset, the provider layer picks its default.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub model: Option<ModelRef>,
-    /// Model providers, by name. `anthropic` and `openai` are built in; a table here overrides
-    /// their settings or declares another endpoint of either kind.
+    /// Model providers, by name. `anthropic`, `openai`, `openrouter`, `deepseek`, `ollama`,
+    /// `lmstudio` and `vllm` are built in; a table here overrides their settings or declares
+    /// another endpoint speaking either API.
     pub providers: BTreeMap<String, ProviderConfig>,
     /// How tool calls are approved: `ask`, `allowlist`, `yolo` or `read-only`.
     pub mode: Mode,
@@ -170,15 +173,12 @@ pub enum ProviderKind {
     Openai,
 }
 
-/// Names of the providers Keel knows without configuration.
-pub const BUILT_IN_PROVIDERS: &[&str] = &["anthropic", "openai"];
-
 /// One model provider (`[providers.NAME]`).
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct ProviderConfig {
-    /// The protocol; required unless the table overrides a built-in provider
-    /// (`anthropic`, `openai`).
+    /// The protocol; required unless the table overrides a built-in provider (`anthropic`,
+    /// `openai`, `openrouter`, `deepseek`, `ollama`, `lmstudio`, `vllm`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub kind: Option<ProviderKind>,
     /// The API endpoint (for example `https://api.anthropic.com`).
@@ -193,17 +193,6 @@ pub struct ProviderConfig {
     /// The models' context window in tokens.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub context_window: Option<u64>,
-}
-
-impl ProviderConfig {
-    /// The kind, falling back to the built-in provider of the same name.
-    pub fn kind_for(&self, name: &str) -> Option<ProviderKind> {
-        self.kind.or(match name {
-            "anthropic" => Some(ProviderKind::Anthropic),
-            "openai" => Some(ProviderKind::Openai),
-            _ => None,
-        })
-    }
 }
 
 /// How tool calls are approved (seed 001's security modes, plus read-only).

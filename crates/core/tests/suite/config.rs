@@ -330,9 +330,17 @@ fn providers_merge_key_by_key_and_need_a_kind_unless_built_in() {
     assert_eq!(local.kind, Some(ProviderKind::Openai));
     assert_eq!(local.base_url.as_deref(), Some("http://127.0.0.1:1/v1"));
     assert_eq!(local.models, ["b", "c"]);
-    assert_eq!(
-        effective.config.providers["anthropic"].kind_for("anthropic"),
-        Some(ProviderKind::Anthropic)
+    let env = |name: &str| (name == "ANTHROPIC_API_KEY").then(|| "sk-test".to_owned());
+    let resolved = effective.config.provider_configs(&env);
+    let anthropic = resolved.iter().find(|p| p.name == "anthropic").unwrap();
+    assert_eq!(anthropic.kind, keel_core::provider::ProviderKind::Anthropic);
+    assert_eq!(anthropic.base_url.as_deref(), Some("http://127.0.0.1:2"));
+    assert!(anthropic.has_credentials());
+    let local = resolved.iter().find(|p| p.name == "local").unwrap();
+    assert_eq!(local.default_model.as_deref(), Some("b"));
+    assert!(
+        !local.api_key_required,
+        "a custom endpoint without api_key_env needs no key"
     );
 
     dirs.write_user("");
@@ -461,4 +469,23 @@ fn fixture(name: &str) -> String {
         .join("../../fixtures")
         .join(name);
     std::fs::read_to_string(path).unwrap()
+}
+
+#[test]
+fn scripted_models_replay_the_script_named_by_keel_script() {
+    let config = config::Config {
+        model: Some("scripted/demo".parse().unwrap()),
+        ..config::Config::default()
+    };
+    let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../fixtures/scripted/hello.json");
+    let script = script.to_str().unwrap().to_owned();
+    let env = |name: &str| (name == config::ENV_SCRIPT).then(|| script.clone());
+    let (provider, model) = config::resolve_provider(&config, &env, None).unwrap();
+    assert_eq!((provider.id(), model.as_str()), ("scripted", "demo"));
+    let err = config::resolve_provider(&config, &|_| None, None).unwrap_err();
+    assert!(err.to_string().contains("KEEL_SCRIPT"), "{err}");
+
+    let none = config::Config::default();
+    let err = config::resolve_provider(&none, &|_| None, None).unwrap_err();
+    assert!(err.to_string().contains("ANTHROPIC_API_KEY"), "{err}");
 }
