@@ -18,6 +18,12 @@ fn zero_bytes(word: u64) -> u64 {
     !(((word & LOW7).wrapping_add(LOW7)) | word | LOW7)
 }
 
+/// A mask of the low `count` bytes of a word (`count` in 1..=8).
+#[inline]
+fn low_bytes_mask(count: usize) -> u64 {
+    u64::MAX >> (64 - 8 * count)
+}
+
 #[inline]
 fn read_word(bytes: &[u8]) -> Option<u64> {
     bytes
@@ -42,24 +48,61 @@ pub(crate) struct LineIndex<'a> {
 impl<'a> LineIndex<'a> {
     /// Indexes the lines of `bytes[range]`. The range starts at a line start and ends at a line
     /// end or at the end of `bytes`.
+    ///
+    /// One pass, eight bytes at a time: each word is checked for a newline and folded into the
+    /// current line's hash. Words are read from the line's own start (not aligned to the
+    /// buffer), so equal lines hash equally wherever they sit.
     pub(crate) fn new(bytes: &'a [u8], range: Range<usize>) -> Self {
         let region = bytes.get(range.clone()).unwrap_or_default();
         let estimate = region.len() / 32 + 2;
-        let mut bounds = Vec::with_capacity(estimate);
-        let mut fingerprints = Vec::with_capacity(estimate);
-        bounds.push(range.start);
-        let mut pos = 0;
-        while pos < region.len() {
-            let (len, fingerprint) = scan_line(&region[pos..]);
-            pos += len;
-            fingerprints.push(fingerprint);
-            bounds.push(range.start + pos);
-        }
-        LineIndex {
+        let mut index = LineIndex {
             bytes,
-            bounds,
-            fingerprints,
+            bounds: Vec::with_capacity(estimate),
+            fingerprints: Vec::with_capacity(estimate),
+        };
+        index.bounds.push(range.start);
+        let mut line_start = 0;
+        let mut pos = 0;
+        let mut hash = 0u64;
+        while let Some(word) = region.get(pos..pos + 8).and_then(read_word) {
+            let newlines = zero_bytes(word ^ NEWLINES);
+            if newlines == 0 {
+                hash = hash.rotate_left(19) ^ word;
+                pos += 8;
+                continue;
+            }
+            let taken = (newlines.trailing_zeros() / 8) as usize + 1;
+            hash = hash.rotate_left(19) ^ (word & low_bytes_mask(taken));
+            pos += taken;
+            index.end_line(range.start + pos, hash, pos - line_start);
+            line_start = pos;
+            hash = 0;
         }
+        // Fewer than eight bytes left: finish on a copy padded with newlines, which also ends
+        // a last line that has no newline of its own.
+        let rest = &region[pos..];
+        let mut padded = [b'\n'; 8];
+        padded[..rest.len()].copy_from_slice(rest);
+        let word = u64::from_le_bytes(padded);
+        let mut newlines = zero_bytes(word ^ NEWLINES);
+        let mut consumed = 0;
+        while line_start < region.len() && newlines != 0 {
+            let taken = (newlines.trailing_zeros() / 8) as usize + 1;
+            hash = hash.rotate_left(19) ^ ((word & low_bytes_mask(taken)) >> (consumed * 8));
+            consumed = taken.min(rest.len());
+            let end = pos + consumed;
+            index.end_line(range.start + end, hash, end - line_start);
+            line_start = end;
+            hash = 0;
+            newlines &= newlines - 1;
+        }
+        index
+    }
+
+    fn end_line(&mut self, end: usize, hash: u64, len: usize) {
+        let mixed = (hash ^ len as u64).wrapping_mul(MIX);
+        self.fingerprints.push((mixed >> 32) as u32 ^ mixed as u32);
+        self.bounds.push(end);
     }
 
     pub(crate) fn len(&self) -> usize {
@@ -81,44 +124,6 @@ impl<'a> LineIndex<'a> {
     pub(crate) fn line(&self, line: usize) -> &'a [u8] {
         self.span(line..line + 1)
     }
-}
-
-/// Length of the first line of `bytes` (through its `\n`, or all of it) and its fingerprint.
-///
-/// Reads eight bytes at a time, finding the newline and hashing in the same pass; the hash
-/// works on line-relative words so equal lines hash equally wherever they sit in the file.
-#[inline]
-fn scan_line(bytes: &[u8]) -> (usize, u32) {
-    let mut hash = 0u64;
-    let mut pos = 0;
-    let len = loop {
-        let rest = bytes.get(pos..).unwrap_or_default();
-        let (word, available) = match read_word(rest) {
-            Some(word) => (word, 8),
-            None => {
-                // Pad the tail with newlines so the scan stops at the end of the input.
-                let mut padded = [b'\n'; 8];
-                padded[..rest.len()].copy_from_slice(rest);
-                (u64::from_le_bytes(padded), rest.len())
-            }
-        };
-        let newlines = zero_bytes(word ^ NEWLINES);
-        if newlines == 0 {
-            hash = hash.rotate_left(19) ^ word;
-            pos += 8;
-            continue;
-        }
-        let taken = (newlines.trailing_zeros() / 8) as usize + 1;
-        let kept = if taken == 8 {
-            word
-        } else {
-            word & ((1u64 << (taken * 8)) - 1)
-        };
-        hash = hash.rotate_left(19) ^ kept;
-        break pos + taken.min(available);
-    };
-    let mixed = (hash ^ len as u64).wrapping_mul(MIX);
-    (len, (mixed >> 32) as u32 ^ mixed as u32)
 }
 
 /// Number of `\n` bytes in `bytes`.
