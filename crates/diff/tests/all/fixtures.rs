@@ -5,6 +5,7 @@
 //! `rename-from`. Each case snapshots the unified text with the summary line, and the plain
 //! terminal rendering at a fixed width.
 
+use std::io;
 use std::path::{Path, PathBuf};
 
 use keel_diff::{FileDiff, TerminalStyle};
@@ -27,42 +28,50 @@ struct Case {
     clippy::disallowed_methods,
     reason = "fixtures are repository files read by the test itself, not agent file access"
 )]
-fn read_if_present(path: &Path) -> Option<Vec<u8>> {
-    path.exists().then(|| std::fs::read(path).unwrap())
+fn read_if_present(path: &Path) -> io::Result<Option<Vec<u8>>> {
+    match std::fs::read(path) {
+        Ok(bytes) => Ok(Some(bytes)),
+        Err(err) if err.kind() == io::ErrorKind::NotFound => Ok(None),
+        Err(err) => Err(err),
+    }
 }
 
-fn load_cases() -> Vec<Case> {
+fn load_case(dir: &Path) -> io::Result<Case> {
+    let meta = read_if_present(&dir.join("meta"))?.unwrap_or_default();
+    let meta = String::from_utf8_lossy(&meta);
+    let field = |key: &str| {
+        meta.lines()
+            .find_map(|line| line.strip_prefix(key)?.strip_prefix(':'))
+            .map(|value| value.trim().to_owned())
+    };
+    Ok(Case {
+        name: dir
+            .file_name()
+            .map(|name| name.to_string_lossy().into_owned())
+            .unwrap_or_default(),
+        path: field("path").unwrap_or_else(|| "file.txt".to_owned()),
+        rename_from: field("rename-from"),
+        before: read_if_present(&dir.join("before"))?,
+        after: read_if_present(&dir.join("after"))?,
+    })
+}
+
+fn load_cases() -> io::Result<Vec<Case>> {
     let root = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../fixtures/diff");
-    let mut dirs: Vec<PathBuf> = std::fs::read_dir(&root)
-        .unwrap()
-        .map(|entry| entry.unwrap().path())
-        .filter(|path| path.is_dir())
-        .collect();
+    let mut dirs = Vec::new();
+    for entry in std::fs::read_dir(root)? {
+        let path = entry?.path();
+        if path.is_dir() {
+            dirs.push(path);
+        }
+    }
     dirs.sort();
-    dirs.into_iter()
-        .map(|dir| {
-            let meta = read_if_present(&dir.join("meta"))
-                .map(|bytes| String::from_utf8(bytes).unwrap())
-                .unwrap_or_default();
-            let field = |key: &str| {
-                meta.lines()
-                    .find_map(|line| line.strip_prefix(key)?.strip_prefix(':'))
-                    .map(|value| value.trim().to_owned())
-            };
-            Case {
-                name: dir.file_name().unwrap().to_string_lossy().into_owned(),
-                path: field("path").unwrap_or_else(|| "file.txt".to_owned()),
-                rename_from: field("rename-from"),
-                before: read_if_present(&dir.join("before")),
-                after: read_if_present(&dir.join("after")),
-            }
-        })
-        .collect()
+    dirs.iter().map(|dir| load_case(dir)).collect()
 }
 
 #[test]
 fn fixtures() {
-    let cases = load_cases();
+    let cases = load_cases().unwrap();
     assert!(
         cases.len() >= 15,
         "found only {} fixture cases",
