@@ -62,7 +62,9 @@ pub(crate) fn align(old: &LineIndex<'_>, new: &LineIndex<'_>) -> Vec<Op> {
             j += same;
             continue;
         }
-        let (next_i, next_j) = find_anchor(a, b, i, j).unwrap_or((a.len(), b.len()));
+        // Past the deadline, stop looking for anchors: Myers then settles the rest quickly.
+        let anchor = (Instant::now() < deadline).then(|| find_anchor(a, b, i, j));
+        let (next_i, next_j) = anchor.flatten().unwrap_or((a.len(), b.len()));
         script.myers(old, new, i..next_i, j..next_j, deadline);
         (i, j) = (next_i, next_j);
     }

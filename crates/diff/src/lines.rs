@@ -324,4 +324,33 @@ mod tests {
         assert_eq!(region.old, 0..4);
         assert_eq!(region.new, 0..5);
     }
+
+    #[test]
+    fn random_texts_split_like_split_inclusive_and_equal_lines_fingerprint_equally() {
+        let mut state = 12_345_u64;
+        let mut next = |bound: u64| {
+            state = state
+                .wrapping_mul(6_364_136_223_846_793_005)
+                .wrapping_add(1_442_695_040_888_963_407);
+            (state >> 33) % bound
+        };
+        for _ in 0..500 {
+            let len = next(300) as usize;
+            let text: Vec<u8> = (0..len).map(|_| b"abcdefghij\n\r"[next(12) as usize]).collect();
+            // Index a sub-range starting on a line start, as Region does.
+            let skip = text
+                .iter()
+                .position(|&b| b == b'\n')
+                .filter(|_| next(2) == 0)
+                .map_or(0, |newline| newline + 1);
+            let index = LineIndex::new(&text, skip..text.len());
+            let expected: Vec<&[u8]> = text[skip..].split_inclusive(|&b| b == b'\n').collect();
+            let actual: Vec<&[u8]> = (0..index.len()).map(|i| index.line(i)).collect();
+            assert_eq!(actual, expected);
+            for (i, line) in actual.iter().enumerate() {
+                let alone = LineIndex::new(line, 0..line.len());
+                assert_eq!(alone.fingerprints(), &index.fingerprints()[i..=i]);
+            }
+        }
+    }
 }

@@ -190,7 +190,12 @@ fn random_byte_edits_never_panic_and_replay() {
             diff
         };
         check_counts(&diff);
-        let _ = (diff.unified(), diff.summary(), diff.acp());
+        let _ = (diff.unified(), diff.summary());
+        let acp = diff.acp();
+        assert!(!acp.bounded, "small inputs keep their full texts");
+        let lossy = |side: Option<&[u8]>| side.map(|b| String::from_utf8_lossy(b).into_owned());
+        assert_eq!(acp.old_text, lossy(old_side));
+        assert_eq!(acp.new_text, lossy(new_side).unwrap_or_default());
         for _ in 0..3 {
             let style = TerminalStyle {
                 color: rng.below(2) == 0,
