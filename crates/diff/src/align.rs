@@ -39,8 +39,9 @@ const ANCHOR_SEARCH: usize = 128;
 /// Walks both sides in step while fingerprints agree. At each difference it looks for the
 /// nearest anchor, [`ANCHOR_LINES`] equal lines (or the end of both sides), within
 /// [`ANCHOR_SEARCH`] skipped lines, and aligns just the lines before it with Myers (similar's
-/// heuristic variant). Scattered edits in a large file thus cost a few small Myers runs instead
-/// of one over the whole file; when no anchor is near, Myers takes the whole rest.
+/// heuristic variant). Scattered edits in a large file thus cost many tiny Myers runs instead
+/// of one over the whole file. When no anchor is near (dense or large edits), Myers aligns the
+/// whole region after all.
 ///
 /// Every equal run is then checked against the bytes: a fingerprint collision turns into a
 /// changed line instead of a wrong "equal". Adjacent deletions and insertions come out merged
@@ -62,9 +63,16 @@ pub(crate) fn align(old: &LineIndex<'_>, new: &LineIndex<'_>) -> Vec<Op> {
             j += same;
             continue;
         }
-        // Past the deadline, stop looking for anchors: Myers then settles the rest quickly.
+        // Past the deadline, stop looking for anchors: Myers then settles everything quickly.
         let anchor = (Instant::now() < deadline).then(|| find_anchor(a, b, i, j));
-        let (next_i, next_j) = anchor.flatten().unwrap_or((a.len(), b.len()));
+        let Some((next_i, next_j)) = anchor.flatten() else {
+            // No anchor near: align the whole region with Myers instead. (Not just the rest:
+            // similar's Myers can be an order of magnitude slower on a tail that starts off
+            // the diagonal than on the whole input.)
+            let mut whole = Script::default();
+            whole.myers(old, new, 0..a.len(), 0..b.len(), deadline);
+            return whole.ops;
+        };
         script.myers(old, new, i..next_i, j..next_j, deadline);
         (i, j) = (next_i, next_j);
     }
@@ -269,6 +277,32 @@ mod tests {
                     old: 2,
                     new: 2,
                     len: 1
+                },
+            ]
+        );
+    }
+
+    #[test]
+    fn an_insertion_longer_than_the_anchor_search_falls_back_to_myers() {
+        let old: String = (0..1000).map(|n| format!("{n}\n")).collect();
+        let block: String = (0..300).map(|n| format!("new {n}\n")).collect();
+        let new = old.replacen("500\n", &format!("{block}500\n"), 1);
+        assert_eq!(
+            script(&old, &new),
+            [
+                Op::Equal {
+                    old: 0,
+                    new: 0,
+                    len: 500
+                },
+                Op::Change {
+                    old: 500..500,
+                    new: 500..800
+                },
+                Op::Equal {
+                    old: 500,
+                    new: 800,
+                    len: 500
                 },
             ]
         );

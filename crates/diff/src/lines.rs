@@ -336,7 +336,9 @@ mod tests {
         };
         for _ in 0..500 {
             let len = next(300) as usize;
-            let text: Vec<u8> = (0..len).map(|_| b"abcdefghij\n\r"[next(12) as usize]).collect();
+            let text: Vec<u8> = (0..len)
+                .map(|_| b"abcdefghij\n\r"[next(12) as usize])
+                .collect();
             // Index a sub-range starting on a line start, as Region does.
             let skip = text
                 .iter()
