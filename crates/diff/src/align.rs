@@ -5,7 +5,7 @@ use std::time::{Duration, Instant};
 
 use similar::{Algorithm, DiffOp, capture_diff_slices_deadline};
 
-use crate::lines::LineIndex;
+use crate::lines::{CONTEXT, LineIndex, Region, back_lines, common_prefix_len, count_newlines};
 
 /// Time the line alignment may take before it settles for a coarser (still correct) result.
 ///
@@ -31,71 +31,268 @@ pub(crate) enum Op {
 /// Consecutive equal lines that resynchronise the two sides after a difference.
 const ANCHOR_LINES: usize = 8;
 /// How far (old lines skipped + new lines skipped) to look for an anchor before handing the
-/// rest of the region to Myers.
+/// whole region to Myers.
 const ANCHOR_SEARCH: usize = 128;
 
-/// Aligns the lines of two regions.
+/// An edit script and the lines it refers to.
+#[derive(Debug)]
+pub(crate) struct Alignment<'a> {
+    pub(crate) ops: Vec<Op>,
+    pub(crate) old: Lines<'a>,
+    pub(crate) new: Lines<'a>,
+}
+
+/// The lines of one side of the region, indexed only around the differences.
 ///
-/// Walks both sides in step while fingerprints agree. At each difference it looks for the
-/// nearest anchor, [`ANCHOR_LINES`] equal lines (or the end of both sides), within
-/// [`ANCHOR_SEARCH`] skipped lines, and aligns just the lines before it with Myers (similar's
-/// heuristic variant). Scattered edits in a large file thus cost many tiny Myers runs instead
-/// of one over the whole file. When no anchor is near (dense or large edits), Myers aligns the
-/// whole region after all.
-///
-/// Every equal run is then checked against the bytes: a fingerprint collision turns into a
-/// changed line instead of a wrong "equal". Adjacent deletions and insertions come out merged
-/// into one [`Op::Change`].
-pub(crate) fn align(old: &LineIndex<'_>, new: &LineIndex<'_>) -> Vec<Op> {
-    let deadline = Instant::now() + ALIGNMENT_TIME_LIMIT;
-    let (a, b) = (old.fingerprints(), new.fingerprints());
-    let mut script = Script::default();
-    let (mut i, mut j) = (0, 0);
-    while i < a.len() || j < b.len() {
-        let same = a[i..]
-            .iter()
-            .zip(&b[j..])
-            .take_while(|(x, y)| x == y)
-            .count();
-        if same > 0 {
-            script.equal_checked(old, new, i, j, same);
-            i += same;
-            j += same;
-            continue;
+/// Long equal stretches are skipped with a byte comparison and never split into lines; every
+/// line an [`Alignment`]'s hunks need (changes, and the context and anchor lines around them)
+/// is indexed. Other lines are still found, by scanning from the nearest indexed line.
+#[derive(Debug)]
+pub(crate) struct Lines<'a> {
+    bytes: &'a [u8],
+    /// Indexed stretches in line order, not overlapping.
+    spans: Vec<LineIndex<'a>>,
+    /// Where the region starts and ends.
+    range: Range<usize>,
+    /// Number of lines in the region.
+    len: usize,
+}
+
+impl<'a> Lines<'a> {
+    pub(crate) fn len(&self) -> usize {
+        self.len
+    }
+
+    /// The raw bytes of region line `line` (ending included).
+    pub(crate) fn line(&self, line: usize) -> &'a [u8] {
+        let after = self.spans.partition_point(|span| span.first() <= line);
+        if let Some(span) = after.checked_sub(1).map(|index| &self.spans[index])
+            && line < span.end_line()
+        {
+            return span.line(line);
         }
+        // Not indexed: count back from the next span's start (or the region end).
+        let (next_line, next_start) = self
+            .spans
+            .get(after)
+            .map_or((self.len, self.range.end), |span| {
+                (span.first(), span.start_of(span.first()))
+            });
+        let start = back_lines(self.bytes, next_start, next_line - line).max(self.range.start);
+        let end = self.bytes[start..self.range.end]
+            .iter()
+            .position(|&byte| byte == b'\n')
+            .map_or(self.range.end, |newline| start + newline + 1);
+        &self.bytes[start..end]
+    }
+}
+
+/// Aligns the lines of the region of `old` and `new`.
+///
+/// Walks both sides in step, skipping equal lines with a byte comparison. At each difference
+/// it indexes lines from there (plus a few before, for context) and looks for the nearest
+/// anchor, [`ANCHOR_LINES`] equal lines (or the end of both sides), within [`ANCHOR_SEARCH`]
+/// skipped lines; just the lines before the anchor are aligned with Myers (similar's heuristic
+/// variant). Scattered edits in a large file thus cost many tiny Myers runs and no per-line
+/// work between them. When no anchor is near (dense or large edits), Myers aligns the whole
+/// region after all.
+///
+/// Equal runs found by Myers are checked against the bytes: a fingerprint collision turns into
+/// a changed line instead of a wrong "equal". Adjacent deletions and insertions come out
+/// merged into one [`Op::Change`].
+pub(crate) fn align<'a>(old: &'a [u8], new: &'a [u8], region: &Region) -> Alignment<'a> {
+    let deadline = Instant::now() + ALIGNMENT_TIME_LIMIT;
+    let mut script = Script::default();
+    let mut sides = [
+        Walk::new(old, region.old.clone()),
+        Walk::new(new, region.new.clone()),
+    ];
+    loop {
+        let [o, n] = &mut sides;
+        let (lines, bytes) = equal_lines(o.rest(), n.rest());
+        script.equal(o.line, n.line, lines);
+        o.advance(lines, bytes);
+        n.advance(lines, bytes);
+        if o.rest().is_empty() && n.rest().is_empty() {
+            break;
+        }
+        o.cover_current_line();
+        n.cover_current_line();
+        let (from_old, from_new) = (o.line, n.line);
         // Past the deadline, stop looking for anchors: Myers then settles everything quickly.
-        let anchor = (Instant::now() < deadline).then(|| find_anchor(a, b, i, j));
-        let Some((next_i, next_j)) = anchor.flatten() else {
+        let anchor = (Instant::now() < deadline)
+            .then(|| find_anchor(o.span(), n.span(), from_old, from_new));
+        let Some((to_old, to_new)) = anchor.flatten() else {
             // No anchor near: align the whole region with Myers instead. (Not just the rest:
             // similar's Myers can be an order of magnitude slower on a tail that starts off
             // the diagonal than on the whole input.)
-            let mut whole = Script::default();
-            whole.myers(old, new, 0..a.len(), 0..b.len(), deadline);
-            return whole.ops;
+            return align_whole(old, new, region, deadline);
         };
-        script.myers(old, new, i..next_i, j..next_j, deadline);
-        (i, j) = (next_i, next_j);
+        script.myers(
+            o.span(),
+            n.span(),
+            from_old..to_old,
+            from_new..to_new,
+            deadline,
+        );
+        let (old_end, new_end) = (o.span().start_of(to_old), n.span().start_of(to_new));
+        o.jump(to_old, old_end);
+        n.jump(to_new, new_end);
     }
-    script.ops
+    let [o, n] = sides;
+    Alignment {
+        ops: script.ops,
+        old: o.finish(),
+        new: n.finish(),
+    }
+}
+
+/// Aligns the whole region with Myers, every line indexed.
+fn align_whole<'a>(
+    old: &'a [u8],
+    new: &'a [u8],
+    region: &Region,
+    deadline: Instant,
+) -> Alignment<'a> {
+    let old_index = LineIndex::new(old, region.old.clone());
+    let new_index = LineIndex::new(new, region.new.clone());
+    let mut script = Script::default();
+    script.myers(
+        &old_index,
+        &new_index,
+        0..old_index.len(),
+        0..new_index.len(),
+        deadline,
+    );
+    let lines = |bytes, range: &Range<usize>, index: LineIndex<'a>| Lines {
+        bytes,
+        range: range.clone(),
+        len: index.len(),
+        spans: vec![index],
+    };
+    Alignment {
+        ops: script.ops,
+        old: lines(old, &region.old, old_index),
+        new: lines(new, &region.new, new_index),
+    }
+}
+
+/// One side's progress through the region.
+struct Walk<'a> {
+    bytes: &'a [u8],
+    range: Range<usize>,
+    /// The current line (region line number) and where it starts.
+    line: usize,
+    at: usize,
+    spans: Vec<LineIndex<'a>>,
+}
+
+impl<'a> Walk<'a> {
+    fn new(bytes: &'a [u8], range: Range<usize>) -> Self {
+        Walk {
+            bytes,
+            line: 0,
+            at: range.start,
+            range,
+            spans: Vec::new(),
+        }
+    }
+
+    fn rest(&self) -> &'a [u8] {
+        &self.bytes[self.at..self.range.end]
+    }
+
+    fn advance(&mut self, lines: usize, bytes: usize) {
+        self.line += lines;
+        self.at += bytes;
+    }
+
+    fn jump(&mut self, line: usize, at: usize) {
+        self.line = line;
+        self.at = at;
+    }
+
+    /// Makes the last span reach the current line, starting a new span (with up to
+    /// [`CONTEXT`] lines before the current one) when the last one ends before it.
+    fn cover_current_line(&mut self) {
+        let last_end = self.spans.last().map_or(0, LineIndex::end_line);
+        if self.spans.is_empty() || last_end < self.line {
+            let before = CONTEXT.min(self.line - last_end);
+            let start = back_lines(self.bytes, self.at, before);
+            let span =
+                LineIndex::starting_at(self.bytes, self.line - before, start, self.range.end);
+            self.spans.push(span);
+        }
+    }
+
+    fn span(&mut self) -> &mut LineIndex<'a> {
+        // `cover_current_line` always leaves a span; the fallback is never used.
+        if self.spans.is_empty() {
+            self.cover_current_line();
+        }
+        let last = self.spans.len() - 1;
+        &mut self.spans[last]
+    }
+
+    fn finish(self) -> Lines<'a> {
+        Lines {
+            bytes: self.bytes,
+            spans: self.spans,
+            range: self.range,
+            len: self.line,
+        }
+    }
+}
+
+/// Number of whole lines, and their bytes, that `old` and `new` start with in common.
+fn equal_lines(old: &[u8], new: &[u8]) -> (usize, usize) {
+    let same = common_prefix_len(old, new);
+    if same == old.len() && same == new.len() {
+        // Equal to the end: every line, the last one perhaps without a newline.
+        let unterminated = usize::from(old.last().is_some_and(|&byte| byte != b'\n'));
+        return (count_newlines(old) + unterminated, same);
+    }
+    let whole = old[..same]
+        .iter()
+        .rposition(|&byte| byte == b'\n')
+        .map_or(0, |newline| newline + 1);
+    (count_newlines(&old[..whole]), whole)
 }
 
 /// The nearest `(i, j)` at or after a difference at `(from_i, from_j)` where the sides agree
-/// again: the next [`ANCHOR_LINES`] lines are equal, or everything left is.
-fn find_anchor(a: &[u32], b: &[u32], from_i: usize, from_j: usize) -> Option<(usize, usize)> {
-    let is_anchor = |i: usize, j: usize| {
-        let (rest_a, rest_b) = (&a[i..], &b[j..]);
-        if rest_a.len().min(rest_b.len()) >= ANCHOR_LINES {
-            rest_a[..ANCHOR_LINES] == rest_b[..ANCHOR_LINES]
-        } else {
-            rest_a == rest_b
-        }
-    };
-    (1..=ANCHOR_SEARCH).find_map(|skipped| {
-        (0..=skipped).find_map(|skip_a| {
+/// again: the next [`ANCHOR_LINES`] lines are equal, or everything left is. Indexes lines as
+/// the search needs them.
+fn find_anchor(
+    old: &mut LineIndex<'_>,
+    new: &mut LineIndex<'_>,
+    from_i: usize,
+    from_j: usize,
+) -> Option<(usize, usize)> {
+    for skipped in 1..=ANCHOR_SEARCH {
+        old.ensure(from_i + skipped + ANCHOR_LINES);
+        new.ensure(from_j + skipped + ANCHOR_LINES);
+        let (a, b) = (old.fingerprints(), new.fingerprints());
+        let found = (0..=skipped).find_map(|skip_a| {
             let (i, j) = (from_i + skip_a, from_j + skipped - skip_a);
-            (i <= a.len() && j <= b.len() && is_anchor(i, j)).then_some((i, j))
-        })
-    })
+            let (Some(rest_a), Some(rest_b)) = (
+                a.get(i.checked_sub(old.first())?..),
+                b.get(j.checked_sub(new.first())?..),
+            ) else {
+                return None;
+            };
+            let anchored = if rest_a.len().min(rest_b.len()) >= ANCHOR_LINES {
+                rest_a[..ANCHOR_LINES] == rest_b[..ANCHOR_LINES]
+            } else {
+                // Near the end (both indexes are complete there): all that is left is equal.
+                old.is_complete() && new.is_complete() && rest_a == rest_b
+            };
+            anchored.then_some((i, j))
+        });
+        if found.is_some() {
+            return found;
+        }
+    }
+    None
 }
 
 #[derive(Default)]
@@ -114,10 +311,15 @@ impl Script {
         deadline: Instant,
     ) {
         let (i, j) = (old_lines.start, new_lines.start);
+        let relative = |lines: Range<usize>, first: usize| lines.start - first..lines.end - first;
         let ops = capture_diff_slices_deadline(
             Algorithm::Myers,
-            &old.fingerprints()[old_lines],
-            &new.fingerprints()[new_lines],
+            old.fingerprints()
+                .get(relative(old_lines, old.first()))
+                .unwrap_or_default(),
+            new.fingerprints()
+                .get(relative(new_lines, new.first()))
+                .unwrap_or_default(),
             Some(deadline),
         );
         for op in ops {
@@ -213,10 +415,16 @@ impl Script {
 mod tests {
     use super::*;
 
+    fn whole(old: &str, new: &str) -> Region {
+        Region {
+            old: 0..old.len(),
+            new: 0..new.len(),
+            lines_before: 0,
+        }
+    }
+
     fn script(old: &str, new: &str) -> Vec<Op> {
-        let old_index = LineIndex::new(old.as_bytes(), 0..old.len());
-        let new_index = LineIndex::new(new.as_bytes(), 0..new.len());
-        align(&old_index, &new_index)
+        align(old.as_bytes(), new.as_bytes(), &whole(old, new)).ops
     }
 
     #[test]
@@ -283,6 +491,27 @@ mod tests {
     }
 
     #[test]
+    fn only_lines_around_differences_are_indexed_yet_every_line_is_reachable() {
+        let old: String = (0..100).map(|n| format!("{n}\n")).collect::<String>() + "end";
+        let new = old.replacen("\n50\n", "\nfifty\n", 1);
+        let alignment = align(old.as_bytes(), new.as_bytes(), &whole(&old, &new));
+        let lines = &alignment.old;
+        assert_eq!(lines.len(), 101);
+        assert_eq!(lines.spans.len(), 1);
+        assert_eq!(
+            lines.spans[0].first(),
+            47,
+            "three lines of context before line 50"
+        );
+        assert!(lines.spans[0].end_line() < 100);
+        assert_eq!(lines.line(10), b"10\n");
+        assert_eq!(lines.line(48), b"48\n");
+        assert_eq!(lines.line(99), b"99\n");
+        assert_eq!(lines.line(100), b"end");
+        assert_eq!(alignment.new.line(50), b"fifty\n");
+    }
+
+    #[test]
     fn an_insertion_longer_than_the_anchor_search_falls_back_to_myers() {
         let old: String = (0..1000).map(|n| format!("{n}\n")).collect();
         let block: String = (0..300).map(|n| format!("new {n}\n")).collect();
@@ -331,10 +560,11 @@ mod tests {
     }
 
     /// Applies an edit script: the new side's lines, taken from old (equal) or new (changed).
-    fn replay<'a>(ops: &[Op], old: &LineIndex<'a>, new: &LineIndex<'a>) -> Vec<&'a [u8]> {
+    fn replay<'a>(alignment: &Alignment<'a>) -> Vec<&'a [u8]> {
+        let (old, new) = (&alignment.old, &alignment.new);
         let mut lines = Vec::new();
         let (mut next_old, mut next_new) = (0, 0);
-        for op in ops {
+        for op in &alignment.ops {
             match op {
                 Op::Equal {
                     old: o,
@@ -342,7 +572,10 @@ mod tests {
                     len,
                 } => {
                     assert_eq!((*o, *n), (next_old, next_new), "ops must be contiguous");
-                    lines.extend((*o..o + len).map(|line| old.line(line)));
+                    for offset in 0..*len {
+                        assert_eq!(old.line(o + offset), new.line(n + offset));
+                        lines.push(old.line(o + offset));
+                    }
                     (next_old, next_new) = (o + len, n + len);
                 }
                 Op::Change { old: o, new: n } => {
@@ -395,15 +628,14 @@ mod tests {
                 }
             }
             let new_text = lines.join("\n") + "\n";
-            let old = LineIndex::new(old_text.as_bytes(), 0..old_text.len());
-            let new = LineIndex::new(new_text.as_bytes(), 0..new_text.len());
-            let anchored = align(&old, &new);
-            assert_eq!(replay(&anchored, &old, &new).concat(), new_text.as_bytes());
+            let region = whole(&old_text, &new_text);
+            let anchored = align(old_text.as_bytes(), new_text.as_bytes(), &region);
+            assert_eq!(replay(&anchored).concat(), new_text.as_bytes());
 
-            let mut plain = Script::default();
             let deadline = Instant::now() + ALIGNMENT_TIME_LIMIT;
-            plain.myers(&old, &new, 0..old.len(), 0..new.len(), deadline);
-            let (ours, myers) = (changed_lines(&anchored), changed_lines(&plain.ops));
+            let plain = align_whole(old_text.as_bytes(), new_text.as_bytes(), &region, deadline);
+            assert_eq!(replay(&plain).concat(), new_text.as_bytes());
+            let (ours, myers) = (changed_lines(&anchored.ops), changed_lines(&plain.ops));
             if alphabet == 1000 {
                 assert!(
                     ours <= myers,

@@ -32,7 +32,11 @@ fn read_word(bytes: &[u8]) -> Option<u64> {
         .map(u64::from_le_bytes)
 }
 
-/// The lines of one side of the diffed region: where each starts, and a fingerprint of each.
+/// Indexed lines of one side of the diffed region: where each starts, and a fingerprint of
+/// each. It covers consecutive lines from a given line on, and grows on demand.
+///
+/// Line numbers are region line numbers (0 is the region's first line) throughout, whatever
+/// line the index starts at.
 ///
 /// Fingerprints are 32-bit hashes of a line's raw bytes (its ending included). They only
 /// guide the alignment: equal fingerprints are checked against the bytes afterwards (see
@@ -40,31 +44,73 @@ fn read_word(bytes: &[u8]) -> Option<u64> {
 #[derive(Debug)]
 pub(crate) struct LineIndex<'a> {
     bytes: &'a [u8],
-    /// Offset of each line's first byte, then one past the last line's end.
+    /// Region line number of the first indexed line.
+    first: usize,
+    /// Where the region ends: indexing stops here.
+    end: usize,
+    /// Offset of each indexed line's first byte, then one past the last one's end.
     bounds: Vec<usize>,
     fingerprints: Vec<u32>,
 }
 
 impl<'a> LineIndex<'a> {
-    /// Indexes the lines of `bytes[range]`. The range starts at a line start and ends at a line
+    /// Indexes all lines of `bytes[range]`. The range starts at a line start and ends at a line
     /// end or at the end of `bytes`.
+    pub(crate) fn new(bytes: &'a [u8], range: Range<usize>) -> Self {
+        let mut index = LineIndex::starting_at(bytes, 0, range.start, range.end);
+        index.scan(usize::MAX, range.len() / 32 + 2);
+        index
+    }
+
+    /// An index with nothing indexed yet, whose first line is region line `first`, starting at
+    /// byte `start` (a line start), for a region ending at byte `end`.
+    pub(crate) fn starting_at(bytes: &'a [u8], first: usize, start: usize, end: usize) -> Self {
+        // Room for a typical difference and its anchor, so small spans allocate once.
+        const TYPICAL_LINES: usize = 32;
+        let mut bounds = Vec::with_capacity(TYPICAL_LINES + 1);
+        bounds.push(start);
+        LineIndex {
+            bytes,
+            first,
+            end,
+            bounds,
+            fingerprints: Vec::with_capacity(TYPICAL_LINES),
+        }
+    }
+
+    /// Indexes until line `line` is indexed or the region ends.
+    pub(crate) fn ensure(&mut self, line: usize) {
+        let wanted = (line + 1).saturating_sub(self.end_line());
+        if wanted > 0 {
+            // Grow at least geometrically so that repeated small requests stay linear.
+            self.scan(wanted.max(self.len()).max(16), 0);
+        }
+    }
+
+    /// Indexes up to `count` more lines.
     ///
     /// One pass, eight bytes at a time: each word is checked for a newline and folded into the
     /// current line's hash. Words are read from the line's own start (not aligned to the
     /// buffer), so equal lines hash equally wherever they sit.
-    pub(crate) fn new(bytes: &'a [u8], range: Range<usize>) -> Self {
-        let region = bytes.get(range.clone()).unwrap_or_default();
-        let estimate = region.len() / 32 + 2;
-        let mut index = LineIndex {
-            bytes,
-            bounds: Vec::with_capacity(estimate),
-            fingerprints: Vec::with_capacity(estimate),
-        };
-        index.bounds.push(range.start);
-        let mut line_start = 0;
-        let mut pos = 0;
-        let mut hash = 0u64;
-        while let Some(word) = region.get(pos..pos + 8).and_then(read_word) {
+    fn scan(&mut self, count: usize, reserve: usize) {
+        let start = self.start_of(self.end_line());
+        let region = self.bytes.get(start..self.end).unwrap_or_default();
+        self.bounds.reserve(reserve);
+        self.fingerprints.reserve(reserve);
+        let mut added = 0;
+        let (mut line_start, mut pos, mut hash) = (0, 0, 0u64);
+        while added < count && line_start < region.len() {
+            let (word, available) = match region.get(pos..pos + 8).and_then(read_word) {
+                Some(word) => (word, 8),
+                None => {
+                    // Fewer than eight bytes left: a copy padded with newlines, which also
+                    // ends a last line that has no newline of its own.
+                    let rest = &region[pos..];
+                    let mut padded = [b'\n'; 8];
+                    padded[..rest.len()].copy_from_slice(rest);
+                    (u64::from_le_bytes(padded), rest.len())
+                }
+            };
             let newlines = zero_bytes(word ^ NEWLINES);
             if newlines == 0 {
                 hash = hash.rotate_left(19) ^ word;
@@ -73,50 +119,50 @@ impl<'a> LineIndex<'a> {
             }
             let taken = (newlines.trailing_zeros() / 8) as usize + 1;
             hash = hash.rotate_left(19) ^ (word & low_bytes_mask(taken));
-            pos += taken;
-            index.end_line(range.start + pos, hash, pos - line_start);
+            pos += taken.min(available);
+            let mixed = (hash ^ (pos - line_start) as u64).wrapping_mul(MIX);
+            self.fingerprints.push((mixed >> 32) as u32 ^ mixed as u32);
+            self.bounds.push(start + pos);
+            added += 1;
             line_start = pos;
             hash = 0;
         }
-        // Fewer than eight bytes left: finish on a copy padded with newlines, which also ends
-        // a last line that has no newline of its own.
-        let rest = &region[pos..];
-        let mut padded = [b'\n'; 8];
-        padded[..rest.len()].copy_from_slice(rest);
-        let word = u64::from_le_bytes(padded);
-        let mut newlines = zero_bytes(word ^ NEWLINES);
-        let mut consumed = 0;
-        while line_start < region.len() && newlines != 0 {
-            let taken = (newlines.trailing_zeros() / 8) as usize + 1;
-            hash = hash.rotate_left(19) ^ ((word & low_bytes_mask(taken)) >> (consumed * 8));
-            consumed = taken.min(rest.len());
-            let end = pos + consumed;
-            index.end_line(range.start + end, hash, end - line_start);
-            line_start = end;
-            hash = 0;
-            newlines &= newlines - 1;
-        }
-        index
     }
 
-    fn end_line(&mut self, end: usize, hash: u64, len: usize) {
-        let mixed = (hash ^ len as u64).wrapping_mul(MIX);
-        self.fingerprints.push((mixed >> 32) as u32 ^ mixed as u32);
-        self.bounds.push(end);
-    }
-
+    /// Number of indexed lines.
     pub(crate) fn len(&self) -> usize {
         self.fingerprints.len()
     }
 
+    /// Region line number of the first indexed line.
+    pub(crate) fn first(&self) -> usize {
+        self.first
+    }
+
+    /// Region line number just past the last indexed line.
+    pub(crate) fn end_line(&self) -> usize {
+        self.first + self.len()
+    }
+
+    /// True when every line up to the region end is indexed.
+    pub(crate) fn is_complete(&self) -> bool {
+        self.bounds.last().is_none_or(|&last| last >= self.end)
+    }
+
+    /// Fingerprints of the indexed lines; element 0 is line [`LineIndex::first`].
     pub(crate) fn fingerprints(&self) -> &[u32] {
         &self.fingerprints
     }
 
+    /// Byte offset where line `line` starts (`line` up to [`LineIndex::end_line`]).
+    pub(crate) fn start_of(&self, line: usize) -> usize {
+        let index = line.saturating_sub(self.first).min(self.bounds.len() - 1);
+        self.bounds[index]
+    }
+
     /// The raw bytes of lines `lines` (endings included), as one contiguous slice.
     pub(crate) fn span(&self, lines: Range<usize>) -> &'a [u8] {
-        let start = self.bounds.get(lines.start).copied().unwrap_or(0);
-        let end = self.bounds.get(lines.end).copied().unwrap_or(start);
+        let (start, end) = (self.start_of(lines.start), self.start_of(lines.end));
         self.bytes.get(start..end).unwrap_or_default()
     }
 
@@ -144,12 +190,18 @@ pub(crate) fn count_newlines(bytes: &[u8]) -> usize {
 }
 
 /// Length of the longest common prefix of `a` and `b`.
-fn common_prefix_len(a: &[u8], b: &[u8]) -> usize {
+pub(crate) fn common_prefix_len(a: &[u8], b: &[u8]) -> usize {
     const BLOCK: usize = 512;
     let limit = a.len().min(b.len());
     let mut same = 0;
     while same + BLOCK <= limit && a[same..same + BLOCK] == b[same..same + BLOCK] {
         same += BLOCK;
+    }
+    while let (Some(x), Some(y)) = (read_word(&a[same..limit]), read_word(&b[same..limit])) {
+        if x != y {
+            return same + ((x ^ y).trailing_zeros() / 8) as usize;
+        }
+        same += 8;
     }
     same + a[same..limit]
         .iter()
@@ -178,7 +230,7 @@ fn common_suffix_len(a: &[u8], b: &[u8], limit: usize) -> usize {
 }
 
 /// Start of the line `count` lines before the line starting at `pos` (or 0).
-fn back_lines(bytes: &[u8], pos: usize, count: usize) -> usize {
+pub(crate) fn back_lines(bytes: &[u8], pos: usize, count: usize) -> usize {
     let mut start = pos;
     for _ in 0..count {
         if start == 0 {
@@ -207,7 +259,7 @@ fn forward_lines(bytes: &[u8], pos: usize, count: usize) -> usize {
 
 /// The part of two texts that needs a line diff: everything but their common leading and
 /// trailing lines, widened by [`CONTEXT`] lines each way so hunks find their context inside.
-#[derive(Debug, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq)]
 pub(crate) struct Region {
     pub(crate) old: Range<usize>,
     pub(crate) new: Range<usize>,

@@ -7,8 +7,8 @@ use serde::{Deserialize, Serialize};
 
 use crate::DiffError;
 use crate::acp::ACP_FULL_TEXT_LIMIT;
-use crate::align::{Op, align};
-use crate::lines::{CONTEXT, LineIndex, Region};
+use crate::align::{Lines, Op, align};
+use crate::lines::{CONTEXT, Region};
 
 /// What happened to the file as a whole.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -159,10 +159,13 @@ impl FileDiff {
         let hunks = match Region::find(old_bytes, new_bytes) {
             None => Vec::new(),
             Some(region) => {
-                let old_lines = LineIndex::new(old_bytes, region.old);
-                let new_lines = LineIndex::new(new_bytes, region.new);
-                let ops = align(&old_lines, &new_lines);
-                build_hunks(&ops, &old_lines, &new_lines, region.lines_before)
+                let alignment = align(old_bytes, new_bytes, &region);
+                build_hunks(
+                    &alignment.ops,
+                    &alignment.old,
+                    &alignment.new,
+                    region.lines_before,
+                )
             }
         };
         let (added, removed) = count_changes(&hunks);
@@ -264,12 +267,7 @@ fn make_line(
 ///
 /// `lines_before` is the number of lines before the region the script covers, the same on
 /// both sides; it turns region indices into file line numbers.
-fn build_hunks(
-    ops: &[Op],
-    old: &LineIndex<'_>,
-    new: &LineIndex<'_>,
-    lines_before: usize,
-) -> Vec<Hunk> {
+fn build_hunks(ops: &[Op], old: &Lines<'_>, new: &Lines<'_>, lines_before: usize) -> Vec<Hunk> {
     let changes: Vec<(Range<usize>, Range<usize>)> = ops
         .iter()
         .filter_map(|op| match op {
@@ -317,8 +315,8 @@ fn build_hunks(
 }
 
 struct HunkBuilder<'i, 'a> {
-    old: &'i LineIndex<'a>,
-    new: &'i LineIndex<'a>,
+    old: &'i Lines<'a>,
+    new: &'i Lines<'a>,
     lines_before: usize,
     lines: Vec<Line>,
     old_len: usize,
@@ -326,7 +324,7 @@ struct HunkBuilder<'i, 'a> {
 }
 
 impl<'i, 'a> HunkBuilder<'i, 'a> {
-    fn new(old: &'i LineIndex<'a>, new: &'i LineIndex<'a>, lines_before: usize) -> Self {
+    fn new(old: &'i Lines<'a>, new: &'i Lines<'a>, lines_before: usize) -> Self {
         HunkBuilder {
             old,
             new,
