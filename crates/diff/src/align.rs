@@ -14,7 +14,7 @@ use crate::lines::{CONTEXT, LineIndex, Region, back_lines, common_prefix_len, co
 /// call.
 pub const ALIGNMENT_TIME_LIMIT: Duration = Duration::from_millis(200);
 
-/// One step of the edit script, in line indices of the region's [`LineIndex`]es.
+/// One step of the edit script, in region line numbers (0 is the region's first line).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub(crate) enum Op {
     Equal {
@@ -65,6 +65,9 @@ impl<'a> Lines<'a> {
 
     /// The raw bytes of region line `line` (ending included).
     pub(crate) fn line(&self, line: usize) -> &'a [u8] {
+        if line >= self.len {
+            return &[];
+        }
         let after = self.spans.partition_point(|span| span.first() <= line);
         if let Some(span) = after.checked_sub(1).map(|index| &self.spans[index])
             && line < span.end_line()
@@ -121,7 +124,7 @@ pub(crate) fn align<'a>(old: &'a [u8], new: &'a [u8], region: &Region) -> Alignm
         let (from_old, from_new) = (o.line, n.line);
         // Past the deadline, stop looking for anchors: Myers then settles everything quickly.
         let anchor = (Instant::now() < deadline)
-            .then(|| find_anchor(o.span(), n.span(), from_old, from_new));
+            .then(|| find_anchor(&mut o.current, &mut n.current, from_old, from_new));
         let Some((to_old, to_new)) = anchor.flatten() else {
             // No anchor near: align the whole region with Myers instead. (Not just the rest:
             // similar's Myers can be an order of magnitude slower on a tail that starts off
@@ -129,13 +132,13 @@ pub(crate) fn align<'a>(old: &'a [u8], new: &'a [u8], region: &Region) -> Alignm
             return align_whole(old, new, region, deadline);
         };
         script.myers(
-            o.span(),
-            n.span(),
+            &o.current,
+            &n.current,
             from_old..to_old,
             from_new..to_new,
             deadline,
         );
-        let (old_end, new_end) = (o.span().start_of(to_old), n.span().start_of(to_new));
+        let (old_end, new_end) = (o.current.start_of(to_old), n.current.start_of(to_new));
         o.jump(to_old, old_end);
         n.jump(to_new, new_end);
     }
@@ -184,7 +187,10 @@ struct Walk<'a> {
     /// The current line (region line number) and where it starts.
     line: usize,
     at: usize,
-    spans: Vec<LineIndex<'a>>,
+    /// The span being indexed, around the latest difference.
+    current: LineIndex<'a>,
+    /// Earlier spans, in line order.
+    done: Vec<LineIndex<'a>>,
 }
 
 impl<'a> Walk<'a> {
@@ -193,8 +199,9 @@ impl<'a> Walk<'a> {
             bytes,
             line: 0,
             at: range.start,
+            current: LineIndex::starting_at(bytes, 0, range.start, range.end),
             range,
-            spans: Vec::new(),
+            done: Vec::new(),
         }
     }
 
@@ -212,32 +219,29 @@ impl<'a> Walk<'a> {
         self.at = at;
     }
 
-    /// Makes the last span reach the current line, starting a new span (with up to
-    /// [`CONTEXT`] lines before the current one) when the last one ends before it.
+    /// Makes the current span reach the current line: when it ends before it, starts a new
+    /// span there, with up to [`CONTEXT`] lines before it for the hunk's context.
     fn cover_current_line(&mut self) {
-        let last_end = self.spans.last().map_or(0, LineIndex::end_line);
-        if self.spans.is_empty() || last_end < self.line {
-            let before = CONTEXT.min(self.line - last_end);
-            let start = back_lines(self.bytes, self.at, before);
-            let span =
-                LineIndex::starting_at(self.bytes, self.line - before, start, self.range.end);
-            self.spans.push(span);
+        let last_end = self.current.end_line();
+        if last_end >= self.line {
+            return;
+        }
+        let before = CONTEXT.min(self.line - last_end);
+        let start = back_lines(self.bytes, self.at, before);
+        let span = LineIndex::starting_at(self.bytes, self.line - before, start, self.range.end);
+        let previous = std::mem::replace(&mut self.current, span);
+        if previous.len() > 0 {
+            self.done.push(previous);
         }
     }
 
-    fn span(&mut self) -> &mut LineIndex<'a> {
-        // `cover_current_line` always leaves a span; the fallback is never used.
-        if self.spans.is_empty() {
-            self.cover_current_line();
+    fn finish(mut self) -> Lines<'a> {
+        if self.current.len() > 0 {
+            self.done.push(self.current);
         }
-        let last = self.spans.len() - 1;
-        &mut self.spans[last]
-    }
-
-    fn finish(self) -> Lines<'a> {
         Lines {
             bytes: self.bytes,
-            spans: self.spans,
+            spans: self.done,
             range: self.range,
             len: self.line,
         }
@@ -311,7 +315,9 @@ impl Script {
         deadline: Instant,
     ) {
         let (i, j) = (old_lines.start, new_lines.start);
-        let relative = |lines: Range<usize>, first: usize| lines.start - first..lines.end - first;
+        let relative = |lines: Range<usize>, first: usize| {
+            lines.start.saturating_sub(first)..lines.end.saturating_sub(first)
+        };
         let ops = capture_diff_slices_deadline(
             Algorithm::Myers,
             old.fingerprints()

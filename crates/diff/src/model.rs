@@ -123,6 +123,11 @@ impl FileDiff {
     /// and a line whose ending alone changed shows as removed and added. Hunks carry 3 lines
     /// of context and merge when their contexts would touch, as git's do.
     ///
+    /// The line alignment is Myers-based but not always minimal: on highly repetitive text
+    /// (a handful of distinct lines repeated) it can show a few more changed lines than plain
+    /// Myers would, and after [`crate::ALIGNMENT_TIME_LIMIT`] it gets coarser. It is always
+    /// correct: applying the hunks to the old text gives the new text.
+    ///
     /// # Errors
     ///
     /// [`DiffError::Binary`] when either side contains a NUL byte, and
