@@ -68,15 +68,18 @@ impl FileDiff {
     /// The diff for a person at a terminal.
     ///
     /// A header line with the path (`from → to` for a rename) and `+N −M`, then each hunk's
-    /// lines under a gutter of old and new line numbers, hunks separated by a `⋮` line. With
-    /// colour, removed lines are red and added lines green, and the words that changed within
-    /// a replaced line are bold and reversed (word diff by similar's inline changes). Long lines
-    /// wrap to [`TerminalStyle::width`] by display width, continuation rows with a blank gutter;
-    /// tabs expand to [`TerminalStyle::tab_width`]; a last line without a line ending is
-    /// followed by git's `\ No newline at end of file`, and where a run of changed lines mixes
-    /// `\r\n` with other endings the `\r\n` lines end in `␍`; control characters (escape sequences in
-    /// the file included) are drawn as their Unicode control pictures, so file content can
-    /// never drive the terminal.
+    /// lines under a gutter of old and new line numbers, hunks separated by a `⋮` line.
+    ///
+    /// With colour, removed lines are red and added lines green, and the words that changed
+    /// within a replaced line are bold and reversed (word diff by similar's inline changes).
+    /// Without it the output has no escape codes at all.
+    ///
+    /// Long lines wrap to [`TerminalStyle::width`] by display width, continuation rows with a
+    /// blank gutter; tabs expand to [`TerminalStyle::tab_width`]. A last line without a line
+    /// ending is followed by git's `\ No newline at end of file`, and where a run of changed
+    /// lines mixes `\r\n` with other endings the `\r\n` lines end in `␍`. Control characters
+    /// (escape sequences in the file included) are drawn as Unicode control pictures, and
+    /// bidirectional overrides as U+FFFD, so file content can never drive the terminal.
     pub fn render_terminal(&self, style: &TerminalStyle) -> String {
         let mut out = String::new();
         let paint = Paint { color: style.color };
@@ -158,7 +161,7 @@ impl Paint {
         if text.is_empty() {
             return;
         }
-        if self.color {
+        if self.color && !sgr.is_empty() {
             out.push_str(sgr);
             out.push_str(text);
             out.push_str(RESET);
@@ -514,7 +517,12 @@ mod tests {
         let text = diff("a\n\nb", "a\n\nb\n").render_terminal(&plain(80));
         assert_eq!(
             text,
-            "a.rs +1 −1\n1 1 │ a\n2 2 │\n3   │-b\n    │ \\ No newline at end of file\n  3 │+b\n"
+            "a.rs +1 −1\n\
+             1 1 │ a\n\
+             2 2 │\n\
+             3   │-b\n\
+             \x20   │ \\ No newline at end of file\n\
+             \x20 3 │+b\n"
         );
     }
 
