@@ -15,7 +15,9 @@ use std::time::{Duration, Instant};
 use keel_diff::{DiffError, FileDiff, TerminalStyle};
 
 const WARM_UP: usize = 5;
-const RUNS: usize = 60;
+/// Timed runs per case; the pathological case, ~200 ms a run, gets fewer.
+const RUNS: usize = 200;
+const SLOW_RUNS: usize = 20;
 
 /// Knuth's MMIX linear congruential generator: deterministic, no dependency.
 struct Lcg(u64);
@@ -97,11 +99,11 @@ struct Stats {
     min: Duration,
 }
 
-fn measure(mut run: impl FnMut()) -> Stats {
+fn measure(runs: usize, mut run: impl FnMut()) -> Stats {
     for _ in 0..WARM_UP {
         run();
     }
-    let mut times: Vec<Duration> = (0..RUNS)
+    let mut times: Vec<Duration> = (0..runs)
         .map(|_| {
             let start = Instant::now();
             run();
@@ -110,10 +112,26 @@ fn measure(mut run: impl FnMut()) -> Stats {
         .collect();
     times.sort();
     Stats {
-        median: times[RUNS / 2],
-        p95: times[(RUNS * 95).div_ceil(100) - 1],
+        median: times[runs / 2],
+        p95: times[(runs * 95).div_ceil(100) - 1],
         min: times[0],
     }
+}
+
+/// The 1/5/15-minute load averages, to judge how much other work shared the machine.
+#[allow(
+    clippy::disallowed_methods,
+    reason = "the benchmark reads /proc/loadavg to report machine load; no agent file access"
+)]
+fn load_average() -> String {
+    std::fs::read_to_string("/proc/loadavg")
+        .map(|text| {
+            text.split_whitespace()
+                .take(3)
+                .collect::<Vec<_>>()
+                .join(" ")
+        })
+        .unwrap_or_else(|_| "unknown".to_owned())
 }
 
 fn report(name: &str, stats: &Stats) {
@@ -130,12 +148,14 @@ fn main() -> Result<(), DiffError> {
     let (old, new) = generate(0x6b65_656c, 100_000, 1_000);
     let diff = FileDiff::compute("big.rs", Some(old.as_bytes()), Some(new.as_bytes()))?;
     println!(
-        "input: {} -> {} bytes; {} hunks, +{} -{}; {RUNS} runs after {WARM_UP} warm-up runs\n",
+        "input: {} -> {} bytes; {} hunks, +{} -{}; {RUNS} runs ({SLOW_RUNS} for the last case) \
+         after {WARM_UP} warm-up runs; load average {}\n",
         old.len(),
         new.len(),
         diff.hunks.len(),
         diff.added,
-        diff.removed
+        diff.removed,
+        load_average()
     );
     println!("| case | median ms | p95 ms | min ms |");
     println!("| --- | ---: | ---: | ---: |");
@@ -151,11 +171,11 @@ fn main() -> Result<(), DiffError> {
     };
     report(
         "100k lines, 1,000 edits: texts → unified + summary (target < 10 ms)",
-        &measure(texts_to_unified),
+        &measure(RUNS, texts_to_unified),
     );
     report(
         "100k lines, 1,000 edits: compute only",
-        &measure(|| {
+        &measure(RUNS, || {
             black_box(
                 FileDiff::compute(
                     "big.rs",
@@ -168,7 +188,7 @@ fn main() -> Result<(), DiffError> {
     );
     report(
         "100k lines, 1,000 edits: unified only",
-        &measure(|| {
+        &measure(RUNS, || {
             black_box(diff.unified());
         }),
     );
@@ -179,13 +199,13 @@ fn main() -> Result<(), DiffError> {
     };
     report(
         "100k lines, 1,000 edits: terminal, colour + word emphasis",
-        &measure(|| {
+        &measure(RUNS, || {
             black_box(diff.render_terminal(&colored));
         }),
     );
     report(
         "100k lines, 1,000 edits: ACP (bounded form)",
-        &measure(|| {
+        &measure(RUNS, || {
             black_box(diff.acp());
         }),
     );
@@ -194,7 +214,7 @@ fn main() -> Result<(), DiffError> {
     let one_edit = one_edit.replacen("value", "VALUE", 1);
     report(
         "100k lines, 1 edit: texts → unified",
-        &measure(|| {
+        &measure(RUNS, || {
             if let Ok(diff) =
                 FileDiff::compute("big.rs", Some(old.as_bytes()), Some(one_edit.as_bytes()))
             {
@@ -206,7 +226,7 @@ fn main() -> Result<(), DiffError> {
     let (small_old, small_new) = generate(7, 10_000, 2_000);
     report(
         "10k lines, 2,000 edits: texts → unified",
-        &measure(|| {
+        &measure(RUNS, || {
             if let Ok(diff) = FileDiff::compute(
                 "s.rs",
                 Some(small_old.as_bytes()),
@@ -227,7 +247,7 @@ fn main() -> Result<(), DiffError> {
     let (noise_old, noise_new) = (noise(50_000), noise(50_000));
     report(
         "50k vs 50k unrelated lines of a 4-line alphabet: texts → unified",
-        &measure(|| {
+        &measure(SLOW_RUNS, || {
             if let Ok(diff) =
                 FileDiff::compute("n", Some(noise_old.as_bytes()), Some(noise_new.as_bytes()))
             {
@@ -235,5 +255,6 @@ fn main() -> Result<(), DiffError> {
             }
         }),
     );
+    println!("\nload average after: {}", load_average());
     Ok(())
 }
