@@ -1,6 +1,358 @@
-//! `keel exec`: one headless turn.
+//! `keel exec`: one headless turn on the same engine the editor uses.
+//!
+//! - [`ExecHost`]: the [`TurnHost`] of a run without a human. Every `ask` was already turned into
+//!   a denial by the headless policy; `question` is answered with [`HEADLESS_QUESTION`] as a tool
+//!   error. Progress (tool calls with their kind, diffs, command output, intermediate text) goes to
+//!   stderr; the final answer to stdout. With `--json`, stdout carries one [`ExecEvent`] per line
+//!   instead.
+//! - [`exit_code`]: 0 when the turn ended normally and nothing was denied; 1 when a call was
+//!   denied or the turn was cut short (max tokens, max requests, refusal, cancel); 2 for a
+//!   configuration or model error (reported before or instead of the turn).
 
-use crate::cli::{ExecArgs, Failure, Outcome};
+use std::io::{IsTerminal as _, Write as _};
+use std::sync::Mutex;
+
+use futures::future::BoxFuture;
+use keel_core::agent::{
+    AgentEvent, ApprovalAnswer, ApprovalRequest, CallStatus, QuestionItem, TurnHost, TurnOutcome,
+    TurnStop,
+};
+use keel_core::tool::{Artifact, Envelope, ToolKind, ToolProgress};
+use serde::Serialize;
+use serde_json::Value;
+
+use crate::cli::style::{Style, call_title};
+use crate::cli::{EXIT_FAILED, EXIT_OK, ExecArgs, Failure, Outcome};
+
+/// What the `question` tool gets in a headless run.
+pub const HEADLESS_QUESTION: &str = "No one can answer questions in this headless run (keel \
+     exec). Do not wait for an answer: proceed with your best judgement and state the \
+     assumptions you made.";
+
+/// One line of `keel exec --json` output. The schema is stable: fields are only ever added.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+#[serde(tag = "type", rename_all = "snake_case")]
+pub enum ExecEvent {
+    /// The turn began.
+    TurnStarted {
+        model: String,
+        mode: String,
+        workspace: String,
+    },
+    /// A chunk of the assistant's text, as it streams.
+    Text { text: String },
+    /// The model called a tool.
+    ToolCall {
+        call_id: String,
+        tool: String,
+        kind: ToolKind,
+        title: String,
+        args: Value,
+    },
+    /// A call finished: `status` is `completed` or `failed`; `envelope` is what the model got.
+    ToolResult {
+        call_id: String,
+        status: CallStatus,
+        envelope: Envelope,
+    },
+    /// The todo list changed.
+    Plan { entries: Vec<Value> },
+    /// Context used by the latest model request, and the model's window.
+    Usage { used: u64, size: u64 },
+    /// The turn could not run or was cut off by an error (model, configuration).
+    Error { message: String },
+    /// The last line of every run.
+    TurnFinished {
+        stop_reason: Option<TurnStop>,
+        exit_code: u8,
+        denied_calls: usize,
+        failed_calls: usize,
+    },
+}
+
+/// The exit code of a finished turn.
+pub fn exit_code(outcome: &TurnOutcome) -> u8 {
+    if outcome.stop == TurnStop::EndTurn && outcome.denied_calls == 0 {
+        EXIT_OK
+    } else {
+        EXIT_FAILED
+    }
+}
+
+#[derive(Debug, Default)]
+struct HostState {
+    /// Text since the last tool call: intermediate when a call follows, else the answer.
+    pending_text: String,
+    /// Calls whose output was streamed already (not repeated at the end).
+    streamed: Vec<String>,
+    /// Kinds of the calls seen, by call id.
+    kinds: Vec<(String, ToolKind)>,
+}
+
+/// The headless host: progress to stderr (or JSON lines to stdout).
+#[derive(Debug)]
+pub struct ExecHost {
+    json: bool,
+    style: Style,
+    state: Mutex<HostState>,
+}
+
+impl ExecHost {
+    pub fn new(json: bool) -> Self {
+        Self {
+            json,
+            style: Style::for_stream(std::io::stderr().is_terminal()),
+            state: Mutex::new(HostState::default()),
+        }
+    }
+
+    fn state(&self) -> std::sync::MutexGuard<'_, HostState> {
+        self.state
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+    }
+
+    /// Writes one JSON event line to stdout (`--json` only).
+    pub fn emit(&self, event: &ExecEvent) {
+        if !self.json {
+            return;
+        }
+        match serde_json::to_string(event) {
+            Ok(line) => {
+                let mut stdout = std::io::stdout().lock();
+                let _ = writeln!(stdout, "{line}");
+                let _ = stdout.flush();
+            }
+            Err(e) => tracing::error!("cannot encode an exec event: {e}"),
+        }
+    }
+
+    /// Writes progress for a person to stderr (not in `--json` mode).
+    fn progress(&self, text: &str) {
+        if self.json || text.is_empty() {
+            return;
+        }
+        let mut stderr = std::io::stderr().lock();
+        let _ = stderr.write_all(text.as_bytes());
+        let _ = stderr.flush();
+    }
+
+    /// Flushes the text seen since the last call to stderr: a call follows, so it was not the
+    /// answer.
+    fn flush_intermediate_text(&self) {
+        let text = std::mem::take(&mut self.state().pending_text);
+        let text = text.trim();
+        if !text.is_empty() {
+            self.progress(&format!("{}\n", self.style.dim(text)));
+        }
+    }
+
+    /// Ends the run: the answer to stdout (text mode) and the final JSON event.
+    pub fn finish(&self, outcome: &TurnOutcome) -> u8 {
+        let code = exit_code(outcome);
+        if self.json {
+            self.emit(&ExecEvent::TurnFinished {
+                stop_reason: Some(outcome.stop),
+                exit_code: code,
+                denied_calls: outcome.denied_calls,
+                failed_calls: outcome.failed_calls,
+            });
+        } else {
+            let mut answer = outcome.final_text.trim_end().to_owned();
+            if !answer.is_empty() {
+                answer.push('\n');
+                let mut stdout = std::io::stdout().lock();
+                let _ = stdout.write_all(answer.as_bytes());
+                let _ = stdout.flush();
+            }
+            let mut summary = format!("stop reason: {}", stop_name(outcome.stop));
+            if outcome.denied_calls > 0 {
+                summary.push_str(&format!(", {} call(s) denied", outcome.denied_calls));
+            }
+            if outcome.failed_calls > 0 {
+                summary.push_str(&format!(", {} call(s) failed", outcome.failed_calls));
+            }
+            self.progress(&format!("{}\n", self.style.dim(&summary)));
+        }
+        code
+    }
+
+    /// Reports an error that ends the run (exit code 2 unless told otherwise).
+    pub fn fail(&self, message: &str, code: u8) {
+        if self.json {
+            self.emit(&ExecEvent::Error {
+                message: message.to_owned(),
+            });
+            self.emit(&ExecEvent::TurnFinished {
+                stop_reason: None,
+                exit_code: code,
+                denied_calls: 0,
+                failed_calls: 0,
+            });
+        }
+    }
+
+    fn kind_of(&self, call_id: &str) -> Option<ToolKind> {
+        self.state()
+            .kinds
+            .iter()
+            .find(|(id, _)| id == call_id)
+            .map(|(_, k)| *k)
+    }
+
+    fn show_result(&self, call_id: &str, status: CallStatus, envelope: &Envelope) {
+        if let Some(error) = &envelope.error_text {
+            let first = error.lines().next().unwrap_or_default();
+            self.progress(&format!("  {} {first}\n", self.style.red("✗")));
+            return;
+        }
+        let mut out = String::new();
+        for artifact in &envelope.artifacts {
+            if let Artifact::Diff {
+                path,
+                old_text,
+                new_text,
+            } = artifact
+            {
+                out.push_str(&indent(&self.style.diff(
+                    path,
+                    old_text.as_deref(),
+                    new_text,
+                )));
+            }
+        }
+        let streamed = self.state().streamed.iter().any(|id| id == call_id);
+        if self.kind_of(call_id) == Some(ToolKind::Execute) && !streamed {
+            let text = envelope.text();
+            let lines: Vec<&str> = text.lines().collect();
+            for line in lines.iter().take(40) {
+                out.push_str(&format!("  {}\n", self.style.dim(line)));
+            }
+            if lines.len() > 40 {
+                out.push_str(&format!("  … {} more lines\n", lines.len() - 40));
+            }
+        }
+        let mark = match status {
+            CallStatus::Failed => self.style.red("✗"),
+            _ => self.style.green("✓"),
+        };
+        out.push_str(&format!("  {mark}\n"));
+        self.progress(&out);
+    }
+}
+
+fn indent(text: &str) -> String {
+    text.lines().map(|l| format!("  {l}\n")).collect()
+}
+
+/// The wire name of a stop reason (`end_turn`, `max_requests`, ...).
+pub fn stop_name(stop: TurnStop) -> String {
+    serde_json::to_value(stop)
+        .ok()
+        .and_then(|v| v.as_str().map(str::to_owned))
+        .unwrap_or_else(|| format!("{stop:?}"))
+}
+
+/// A plan entry as a line: `[x] write the tests`.
+pub fn plan_line(entry: &Value) -> String {
+    let content = entry
+        .get("content")
+        .or_else(|| entry.get("title"))
+        .and_then(Value::as_str)
+        .map_or_else(|| entry.to_string(), str::to_owned);
+    let mark = match entry.get("status").and_then(Value::as_str) {
+        Some("completed") => "[x]",
+        Some("in_progress") => "[~]",
+        _ => "[ ]",
+    };
+    format!("{mark} {content}")
+}
+
+impl TurnHost for ExecHost {
+    fn event(&self, event: AgentEvent) {
+        match event {
+            AgentEvent::Text { text, .. } => {
+                self.state().pending_text.push_str(&text);
+                self.emit(&ExecEvent::Text { text });
+            }
+            AgentEvent::Thinking { .. } | AgentEvent::ToolStatus { .. } => {}
+            AgentEvent::ToolCall {
+                call_id,
+                tool_id,
+                kind,
+                args,
+                ..
+            } => {
+                self.flush_intermediate_text();
+                let title = call_title(&tool_id, &args);
+                self.state().kinds.push((call_id.clone(), kind));
+                self.progress(&format!(
+                    "{} {} {}\n",
+                    self.style.cyan("●"),
+                    self.style.bold(&title),
+                    self.style.dim(&format!("({})", kind.as_str()))
+                ));
+                self.emit(&ExecEvent::ToolCall {
+                    call_id,
+                    tool: tool_id,
+                    kind,
+                    title,
+                    args,
+                });
+            }
+            AgentEvent::ToolProgress { call_id, progress } => {
+                if let ToolProgress::Output(chunk) = progress {
+                    let mut state = self.state();
+                    if !state.streamed.contains(&call_id) {
+                        state.streamed.push(call_id);
+                    }
+                    drop(state);
+                    self.progress(&self.style.dim(&chunk));
+                }
+            }
+            AgentEvent::ToolResult {
+                call_id,
+                status,
+                envelope,
+            } => {
+                self.show_result(&call_id, status, &envelope);
+                self.emit(&ExecEvent::ToolResult {
+                    call_id,
+                    status,
+                    envelope,
+                });
+            }
+            AgentEvent::Plan { entries } => {
+                let lines: String = entries
+                    .iter()
+                    .map(|e| format!("  {}\n", plan_line(e)))
+                    .collect();
+                self.progress(&format!("{}\n{lines}", self.style.bold("plan:")));
+                self.emit(&ExecEvent::Plan { entries });
+            }
+            AgentEvent::Usage { used, size } => {
+                tracing::debug!(used, size, "context usage");
+                self.emit(&ExecEvent::Usage { used, size });
+            }
+        }
+    }
+
+    fn approve(&self, request: ApprovalRequest) -> BoxFuture<'_, ApprovalAnswer> {
+        // The headless policy never asks; if something does, nobody is there to say yes.
+        tracing::warn!(
+            tool = %request.tool_id,
+            "a headless run was asked for approval; rejecting"
+        );
+        Box::pin(async { ApprovalAnswer::RejectOnce })
+    }
+
+    fn ask(
+        &self,
+        _questions: Vec<QuestionItem>,
+    ) -> BoxFuture<'_, Result<Vec<Vec<String>>, String>> {
+        Box::pin(async { Err(HEADLESS_QUESTION.to_owned()) })
+    }
+}
 
 /// Runs one prompt headless.
 pub async fn run(_args: ExecArgs) -> Outcome {

@@ -11,6 +11,7 @@
 mod config_command;
 mod logging;
 mod permissions_command;
+pub mod style;
 mod tools_command;
 
 use std::io::Write as _;
