@@ -1,10 +1,469 @@
-//! `keel demo`: an offline session on a scripted model.
+//! `keel demo`: what Keel does in an editor, offline, in one terminal.
+//!
+//! [`run`] copies the bundled sample project (embedded in the binary) into a scratch directory,
+//! starts `keel acp` as a child process on the scripted demo model (`KEEL_MODEL=scripted/demo`,
+//! `KEEL_SCRIPT`), and drives it over stdio as an editor would: initialize, a new session in the
+//! sample project, one prompt. The [`Transcript`] prints what the editor would show: the agent's
+//! text, each tool call with its kind and title, permission prompts with the diff drawn by
+//! keel-diff (answered by the user on a terminal, automatically otherwise), command output, the
+//! plan and the stop reason. At the end the child is reaped and the scratch directory removed.
 
-use crate::cli::{DemoArgs, Failure, Outcome};
+use std::io::{IsTerminal as _, Write as _};
+use std::path::Path;
+use std::process::Stdio;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use agent_client_protocol::schema::ProtocolVersion;
+use agent_client_protocol::v1::ConnectionTo;
+use agent_client_protocol::v1::schema::{
+    ContentBlock, InitializeRequest, NewSessionRequest, PermissionOptionKind, PlanEntryStatus,
+    PromptRequest, RequestPermissionOutcome, RequestPermissionRequest, RequestPermissionResponse,
+    SelectedPermissionOutcome, SessionNotification, SessionUpdate, StopReason, TextContent,
+    ToolCallContent, ToolCallStatus,
+};
+use agent_client_protocol::{Agent, ByteStreams, Client};
+use tokio_util::compat::{TokioAsyncReadCompatExt as _, TokioAsyncWriteCompatExt as _};
+
+use crate::cli::style::Style;
+use crate::cli::{DemoArgs, EXIT_OK, Failure, Outcome};
+
+/// The sample project, embedded so the installed binary works from any directory.
+const SAMPLE_PROJECT: &[(&str, &str)] = &[
+    (
+        "README.md",
+        include_str!("../../../fixtures/sample-project/README.md"),
+    ),
+    (
+        "greet.py",
+        include_str!("../../../fixtures/sample-project/greet.py"),
+    ),
+    (
+        "test.sh",
+        include_str!("../../../fixtures/sample-project/test.sh"),
+    ),
+];
+
+/// The scripted model's responses.
+const SCRIPT: &str = include_str!("../../../fixtures/scripted/demo.json");
+
+/// What the demo asks.
+pub const PROMPT: &str = "The greeting in greet.py is misspelt. Fix it, then run the tests.";
+
+/// How long the child may take to exit after its stdin closes before it is killed.
+const EXIT_GRACE: Duration = Duration::from_secs(5);
 
 /// Runs the demo.
-pub async fn run(_args: DemoArgs) -> Outcome {
-    Err(Failure::usage(
-        "`keel demo` needs the ACP server and the scripted provider, which are not part of this build yet",
-    ))
+pub async fn run(args: DemoArgs) -> Outcome {
+    let interactive =
+        !args.yes && std::io::stdin().is_terminal() && std::io::stdout().is_terminal();
+    let style = Style::for_stream(std::io::stdout().is_terminal());
+    let transcript = Arc::new(Transcript::new(style, interactive));
+
+    let scratch = tempfile::Builder::new()
+        .prefix("keel-demo-")
+        .tempdir()
+        .map_err(|e| Failure::failed(format!("cannot create a scratch directory: {e}")))?;
+    let scratch_path = scratch.path().to_path_buf();
+    let workspace = scratch_path.join("sample-project");
+    lay_out(&scratch_path, &workspace)?;
+    transcript.line(&format!(
+        "{} a scratch copy of the sample project in {}",
+        style.bold("keel demo:"),
+        workspace.display()
+    ));
+    transcript.line(&style.dim(
+        "the model is scripted: no API key and no network; the agent is `keel acp`, driven over stdio as an editor would",
+    ));
+    if !interactive {
+        transcript.line(
+            &style.dim("not a terminal (or --yes): permission prompts are answered automatically"),
+        );
+    }
+
+    let mut child = spawn_agent(&scratch_path, &workspace)?;
+    let driven = drive(&mut child, &workspace, transcript.clone()).await;
+    let reaped = reap(child).await;
+    let removed = scratch.close();
+
+    let stop = driven?;
+    reaped?;
+    removed.map_err(|e| {
+        Failure::failed(format!(
+            "cannot remove the scratch directory {}: {e}",
+            scratch_path.display()
+        ))
+    })?;
+    transcript.line(&format!(
+        "\n{} {}",
+        style.bold("stop reason:"),
+        stop_reason_name(stop)
+    ));
+    transcript.line(&style.dim(&format!(
+        "the agent exited; scratch directory {} removed",
+        scratch_path.display()
+    )));
+    Ok(EXIT_OK)
+}
+
+/// Writes the sample project, the script and an empty user configuration into `scratch`.
+#[allow(
+    clippy::disallowed_methods,
+    reason = "the demo lays out its own scratch directory; no tool or model output is involved"
+)]
+fn lay_out(scratch: &Path, workspace: &Path) -> Result<(), Failure> {
+    let failed = |path: &Path, e: std::io::Error| {
+        Failure::failed(format!("cannot write {}: {e}", path.display()))
+    };
+    std::fs::create_dir_all(workspace).map_err(|e| failed(workspace, e))?;
+    for (name, text) in SAMPLE_PROJECT {
+        let path = workspace.join(name);
+        std::fs::write(&path, text).map_err(|e| failed(&path, e))?;
+    }
+    for (name, text) in [("demo.json", SCRIPT), ("config.toml", "")] {
+        let path = scratch.join(name);
+        std::fs::write(&path, text).map_err(|e| failed(&path, e))?;
+    }
+    Ok(())
+}
+
+/// Starts `keel acp` on the scripted model, isolated from the user's configuration, logging
+/// into the scratch directory.
+#[allow(
+    clippy::disallowed_methods,
+    reason = "the demo starts its own `keel acp` child, as an editor does"
+)]
+fn spawn_agent(scratch: &Path, workspace: &Path) -> Result<tokio::process::Child, Failure> {
+    let exe = std::env::current_exe()
+        .map_err(|e| Failure::failed(format!("cannot find the keel binary: {e}")))?;
+    tokio::process::Command::new(exe)
+        .arg("--log-file")
+        .arg(scratch.join("keel.log"))
+        .arg("acp")
+        .current_dir(workspace)
+        .env("KEEL_CONFIG", scratch.join("config.toml"))
+        .env("KEEL_MODEL", "scripted/demo")
+        .env("KEEL_SCRIPT", scratch.join("demo.json"))
+        .env("KEEL_MODE", "allowlist")
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::inherit())
+        .kill_on_drop(true)
+        .spawn()
+        .map_err(|e| Failure::failed(format!("cannot start `keel acp`: {e}")))
+}
+
+/// The editor's side of the session: initialize, a session in the workspace, one prompt.
+async fn drive(
+    child: &mut tokio::process::Child,
+    workspace: &Path,
+    transcript: Arc<Transcript>,
+) -> Result<StopReason, Failure> {
+    let (Some(stdin), Some(stdout)) = (child.stdin.take(), child.stdout.take()) else {
+        return Err(Failure::failed("the agent's stdio is not connected"));
+    };
+    let transport = ByteStreams::new(stdin.compat_write(), stdout.compat());
+    let on_update = transcript.clone();
+    let on_permission = transcript.clone();
+    let workspace = workspace.to_path_buf();
+    let result = Client
+        .v1()
+        .name("keel-demo")
+        .on_receive_notification(
+            async move |notification: SessionNotification, _cx| {
+                on_update.update(notification.update);
+                Ok(())
+            },
+            agent_client_protocol::on_receive_notification!(),
+        )
+        .on_receive_request(
+            async move |request: RequestPermissionRequest, responder, _cx| {
+                let outcome = on_permission.permission(&request).await;
+                responder.respond(RequestPermissionResponse::new(outcome))
+            },
+            agent_client_protocol::on_receive_request!(),
+        )
+        .connect_with(transport, async move |agent: ConnectionTo<Agent>| {
+            agent
+                .send_request(InitializeRequest::new(ProtocolVersion::V1))
+                .block_task()
+                .await?;
+            let session = agent
+                .send_request(NewSessionRequest::new(workspace.clone()))
+                .block_task()
+                .await?;
+            transcript.line(&format!("\n{} {PROMPT}", transcript.style.bold("you:")));
+            let response = agent
+                .send_request(PromptRequest::new(
+                    session.session_id,
+                    vec![ContentBlock::Text(TextContent::new(PROMPT))],
+                ))
+                .block_task()
+                .await?;
+            transcript.end_text();
+            Ok(response.stop_reason)
+        })
+        .await;
+    result.map_err(|e| Failure::failed(format!("the ACP session failed: {e}")))
+}
+
+/// Waits for the child to exit after its stdin closed; kills it if it does not.
+async fn reap(mut child: tokio::process::Child) -> Result<(), Failure> {
+    drop(child.stdin.take());
+    match tokio::time::timeout(EXIT_GRACE, child.wait()).await {
+        Ok(Ok(status)) if status.success() => Ok(()),
+        Ok(Ok(status)) => Err(Failure::failed(format!("`keel acp` exited with {status}"))),
+        Ok(Err(e)) => Err(Failure::failed(format!("cannot wait for `keel acp`: {e}"))),
+        Err(_) => {
+            let _ = child.kill().await;
+            Err(Failure::failed(format!(
+                "`keel acp` did not exit within {}s of the end of the session; killed it",
+                EXIT_GRACE.as_secs()
+            )))
+        }
+    }
+}
+
+fn stop_reason_name(stop: StopReason) -> String {
+    serde_json::to_value(stop)
+        .ok()
+        .and_then(|v| v.as_str().map(str::to_owned))
+        .unwrap_or_else(|| format!("{stop:?}"))
+}
+
+/// What the terminal shows: the editor's view of the session.
+#[derive(Debug)]
+pub struct Transcript {
+    style: Style,
+    interactive: bool,
+    /// Whether the last thing written was agent text without a final newline.
+    in_text: Mutex<bool>,
+    /// Titles of the calls seen, by id, for their updates.
+    titles: Mutex<Vec<(String, String)>>,
+}
+
+impl Transcript {
+    fn new(style: Style, interactive: bool) -> Self {
+        Self {
+            style,
+            interactive,
+            in_text: Mutex::new(false),
+            titles: Mutex::new(Vec::new()),
+        }
+    }
+
+    fn write(&self, text: &str) {
+        let mut stdout = std::io::stdout().lock();
+        let _ = stdout.write_all(text.as_bytes());
+        let _ = stdout.flush();
+    }
+
+    /// Ends a run of streamed agent text with a newline.
+    fn end_text(&self) {
+        let mut in_text = self.in_text.lock().unwrap_or_else(|e| e.into_inner());
+        if *in_text {
+            self.write("\n");
+            *in_text = false;
+        }
+    }
+
+    fn line(&self, text: &str) {
+        self.end_text();
+        self.write(&format!("{text}\n"));
+    }
+
+    fn title_of(&self, id: &str) -> String {
+        self.titles
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .iter()
+            .find(|(call, _)| call == id)
+            .map(|(_, title)| title.clone())
+            .unwrap_or_else(|| id.to_owned())
+    }
+
+    fn update(&self, update: SessionUpdate) {
+        match update {
+            SessionUpdate::AgentMessageChunk(chunk) => {
+                if let ContentBlock::Text(text) = chunk.content {
+                    let mut in_text = self.in_text.lock().unwrap_or_else(|e| e.into_inner());
+                    if !*in_text {
+                        self.write(&format!("\n{} ", self.style.bold("agent:")));
+                        *in_text = true;
+                    }
+                    self.write(&text.text);
+                }
+            }
+            SessionUpdate::ToolCall(call) => {
+                self.titles
+                    .lock()
+                    .unwrap_or_else(|e| e.into_inner())
+                    .push((call.tool_call_id.to_string(), call.title.clone()));
+                self.line(&format!(
+                    "\n{} {} {}",
+                    self.style.cyan("●"),
+                    self.style.bold(&call.title),
+                    self.style.dim(&format!("[{}]", kind_name(&call.kind)))
+                ));
+                self.show_content(&call.content);
+            }
+            SessionUpdate::ToolCallUpdate(update) => {
+                if let Some(content) = &update.fields.content {
+                    self.show_content(content);
+                }
+                match update.fields.status {
+                    Some(ToolCallStatus::Completed) => self.line(&format!(
+                        "  {} {}",
+                        self.style.green("✓"),
+                        self.title_of(&update.tool_call_id.to_string())
+                    )),
+                    Some(ToolCallStatus::Failed) => self.line(&format!(
+                        "  {} {}",
+                        self.style.red("✗"),
+                        self.title_of(&update.tool_call_id.to_string())
+                    )),
+                    _ => {}
+                }
+            }
+            SessionUpdate::Plan(plan) => {
+                let mut text = format!("\n{}", self.style.bold("plan:"));
+                for entry in &plan.entries {
+                    let mark = match entry.status {
+                        PlanEntryStatus::Completed => "[x]",
+                        PlanEntryStatus::InProgress => "[~]",
+                        _ => "[ ]",
+                    };
+                    text.push_str(&format!("\n  {mark} {}", entry.content));
+                }
+                self.line(&text);
+            }
+            other => tracing::debug!(update = ?other, "demo: update not shown"),
+        }
+    }
+
+    /// Tool output as the editor would draw it: diffs through keel-diff, text indented.
+    fn show_content(&self, content: &[ToolCallContent]) {
+        for item in content {
+            match item {
+                ToolCallContent::Diff(diff) => {
+                    let path = diff.path.display().to_string();
+                    let drawn = self
+                        .style
+                        .diff(&path, diff.old_text.as_deref(), &diff.new_text);
+                    self.line(drawn.trim_end());
+                }
+                ToolCallContent::Content(content) => {
+                    if let ContentBlock::Text(text) = &content.content {
+                        let body: String =
+                            text.text.lines().map(|l| format!("  │ {l}\n")).collect();
+                        self.line(self.style.dim(body.trim_end()).as_str());
+                    }
+                }
+                _ => {}
+            }
+        }
+    }
+
+    /// Shows a permission prompt and answers it (the user on a terminal; automatically
+    /// otherwise, allowing once).
+    async fn permission(&self, request: &RequestPermissionRequest) -> RequestPermissionOutcome {
+        let fields = &request.tool_call.fields;
+        let title = fields
+            .title
+            .clone()
+            .unwrap_or_else(|| self.title_of(&request.tool_call.tool_call_id.to_string()));
+        self.line(&format!(
+            "\n{} {} {}",
+            self.style.bold("permission:"),
+            title,
+            self.style.dim(
+                &fields
+                    .kind
+                    .as_ref()
+                    .map(kind_name)
+                    .map(|k| format!("[{k}]"))
+                    .unwrap_or_default()
+            )
+        ));
+        if let Some(content) = &fields.content {
+            self.show_content(content);
+        }
+        let choices: Vec<String> = request
+            .options
+            .iter()
+            .map(|o| format!("{} ({})", o.name, option_kind_name(o.kind)))
+            .collect();
+        self.line(
+            &self
+                .style
+                .dim(&format!("  options: {}", choices.join(", "))),
+        );
+        let wanted = if self.interactive {
+            self.ask_user().await
+        } else {
+            self.line(&format!(
+                "  {} not a terminal: answering \"allow once\" automatically",
+                self.style.cyan("→")
+            ));
+            Some(PermissionOptionKind::AllowOnce)
+        };
+        let chosen = wanted.and_then(|kind| {
+            request.options.iter().find(|o| o.kind == kind).or_else(|| {
+                // No exact match: fall back to the same direction (allow / reject).
+                let allow = matches!(
+                    kind,
+                    PermissionOptionKind::AllowOnce | PermissionOptionKind::AllowAlways
+                );
+                request.options.iter().find(|o| {
+                    allow
+                        == matches!(
+                            o.kind,
+                            PermissionOptionKind::AllowOnce | PermissionOptionKind::AllowAlways
+                        )
+                })
+            })
+        });
+        match chosen {
+            Some(option) => RequestPermissionOutcome::Selected(SelectedPermissionOutcome::new(
+                option.option_id.clone(),
+            )),
+            None => RequestPermissionOutcome::Cancelled,
+        }
+    }
+
+    /// Reads y / n / a from the terminal.
+    async fn ask_user(&self) -> Option<PermissionOptionKind> {
+        loop {
+            self.end_text();
+            self.write(&format!(
+                "  {} ",
+                self.style.bold("allow? [y]es once / [n]o / [a]lways:")
+            ));
+            let line = tokio::task::spawn_blocking(|| {
+                let mut line = String::new();
+                std::io::stdin().read_line(&mut line).map(|_| line)
+            })
+            .await
+            .ok()?
+            .ok()?;
+            match line.trim().to_lowercase().as_str() {
+                "y" | "yes" => return Some(PermissionOptionKind::AllowOnce),
+                "a" | "always" => return Some(PermissionOptionKind::AllowAlways),
+                "n" | "no" => return Some(PermissionOptionKind::RejectOnce),
+                "" if line.is_empty() => return None, // end of input
+                _ => {}
+            }
+        }
+    }
+}
+
+fn kind_name<T: serde::Serialize + std::fmt::Debug>(kind: &T) -> String {
+    serde_json::to_value(kind)
+        .ok()
+        .and_then(|v| v.as_str().map(str::to_owned))
+        .unwrap_or_else(|| format!("{kind:?}"))
+}
+
+fn option_kind_name(kind: PermissionOptionKind) -> String {
+    kind_name(&kind)
 }
