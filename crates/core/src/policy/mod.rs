@@ -1,1 +1,8 @@
-//! policy (placeholder, filled by its owner).
+//! policy (in progress)
+pub mod commands;
+pub mod layers;
+pub mod mode;
+pub mod rule;
+pub mod shell;
+pub mod trust;
+pub mod wrappers;

@@ -1,0 +1,971 @@
+//! Shell command lines, parsed for real with tree-sitter-bash.
+//!
+//! [`analyze`] turns a command line into a [`ShellAnalysis`]: its [`Pipeline`]s of
+//! [`SimpleCommand`]s (wrappers peeled, `sh -c` scripts analysed in place, the working
+//! directory tracked through `cd`), and whether the line is *plain*. A plain line is a list of
+//! simple commands joined by `&&`, `||`, `;`, `|`, whose words are literal (quoted or not), with
+//! redirections only to files inside the workspace (or `/dev/null`) and file-descriptor
+//! duplications. Only a plain line gets approval keys; anything else (substitutions,
+//! expansions, here-documents, subshells, functions, loops, background jobs, inline code, a parse
+//! error, ...) is asked every time, and its text is handed to the watchdog's scan.
+//!
+//! Commands are extracted from non-plain lines too (best effort), so deny rules and the
+//! watchdog still see them.
+
+use std::path::{Component, Path, PathBuf};
+
+use tree_sitter::{Node, Parser};
+
+use super::commands::approval_key;
+use super::rule::base_name;
+use super::wrappers::{is_dangerous_variable, peel};
+use crate::runtime::Runtime;
+
+/// How deep `sh -c "sh -c '...'"` nesting is followed.
+pub const MAX_NESTING: usize = 4;
+
+/// Where a command runs.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Cwd {
+    Known(PathBuf),
+    /// After `cd $X`, `cd -`, `popd`: relative paths can no longer be placed.
+    Unknown,
+}
+
+/// One redirection of a simple command.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Redirect {
+    /// `>`, `>>`, `<`, `&>`, `>&`, ...
+    pub operator: String,
+    pub target: String,
+    /// `2>&1`, `>&-`: a file-descriptor duplication, no file involved.
+    pub duplicate: bool,
+    /// The target holds an expansion.
+    pub dynamic: bool,
+}
+
+impl Redirect {
+    /// Whether the redirection writes to a file.
+    pub fn writes(&self) -> bool {
+        !self.duplicate && self.operator.contains('>')
+    }
+
+    pub fn reads(&self) -> bool {
+        !self.duplicate && self.operator.contains('<')
+    }
+}
+
+/// A simple command, as written and peeled.
+#[derive(Debug, Clone, PartialEq)]
+pub struct SimpleCommand {
+    /// The words as written (after leading `NAME=value` assignments).
+    pub original: Vec<String>,
+    /// The command that does the work (wrappers peeled).
+    pub argv: Vec<String>,
+    pub wrappers: Vec<String>,
+    /// Leading `NAME=value` words and `env NAME=value` pairs.
+    pub assignments: Vec<(String, String)>,
+    pub redirects: Vec<Redirect>,
+    pub cwd: Cwd,
+    /// A word holds an expansion or a substitution.
+    pub dynamic: bool,
+    /// A `sh -c` whose script was analysed in its place (it has no key of its own).
+    pub container: bool,
+    /// Code handed to an interpreter, `eval`, awk or sed.
+    pub inline_code: Vec<String>,
+    /// The approval key (`None` for containers).
+    pub key: Option<String>,
+}
+
+impl SimpleCommand {
+    /// The peeled command as one line (words joined by spaces), what rule patterns match.
+    pub fn text(&self) -> String {
+        self.argv.join(" ")
+    }
+
+    pub fn program(&self) -> &str {
+        self.argv.first().map(|p| base_name(p)).unwrap_or("")
+    }
+}
+
+/// Commands joined by `|`.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct Pipeline {
+    pub stages: Vec<SimpleCommand>,
+}
+
+/// A command line, analysed.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct ShellAnalysis {
+    pub pipelines: Vec<Pipeline>,
+    /// Why the line is not plain; empty when it is.
+    pub not_plain: Vec<String>,
+    /// Text the watchdog scans as raw text: the whole line when it is not plain, inline code,
+    /// nested scripts that did not parse.
+    pub opaque: Vec<String>,
+}
+
+impl ShellAnalysis {
+    pub fn is_plain(&self) -> bool {
+        self.not_plain.is_empty()
+    }
+
+    pub fn commands(&self) -> impl Iterator<Item = &SimpleCommand> {
+        self.pipelines.iter().flat_map(|p| p.stages.iter())
+    }
+
+    /// The approval keys, one per distinct simple command, in order. Empty when not plain.
+    pub fn keys(&self) -> Vec<String> {
+        if !self.is_plain() {
+            return Vec::new();
+        }
+        let mut keys: Vec<String> = Vec::new();
+        for key in self.commands().filter_map(|c| c.key.clone()) {
+            if !keys.contains(&key) {
+                keys.push(key);
+            }
+        }
+        keys
+    }
+}
+
+/// What the analysis needs to know about the world.
+#[derive(Debug, Clone, Copy)]
+pub struct ShellContext<'a> {
+    /// Workspace roots (canonical); the first is where commands start.
+    pub roots: &'a [PathBuf],
+    pub home: Option<&'a Path>,
+    /// Resolves symlinks when present.
+    pub runtime: Option<&'a Runtime>,
+    /// The session's scratch directory, which counts as inside.
+    pub scratch: Option<&'a Path>,
+}
+
+/// Where a path argument points.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Place {
+    /// Strictly inside a workspace root (or the scratch directory).
+    Inside(PathBuf),
+    /// A workspace root itself.
+    Root(PathBuf),
+    Outside(PathBuf),
+    /// Holds an expansion, or the working directory is unknown.
+    Unknown,
+}
+
+impl Place {
+    pub fn path(&self) -> Option<&Path> {
+        match self {
+            Place::Inside(p) | Place::Root(p) | Place::Outside(p) => Some(p),
+            Place::Unknown => None,
+        }
+    }
+}
+
+impl ShellContext<'_> {
+    /// Where `word` points when a command running in `cwd` uses it as a path. `~` and
+    /// `$HOME` expand to the home directory; a glob stands for its directory.
+    pub fn place(&self, word: &str, cwd: &Cwd) -> Place {
+        let word = word.trim_matches(|c| c == '"' || c == '\'');
+        let expanded = if let Some(rest) = strip_home(word) {
+            match self.home {
+                Some(home) => home.join(rest.trim_start_matches('/')),
+                None => return Place::Unknown,
+            }
+        } else if word.starts_with('~') {
+            // `~user`: somebody's home, never the workspace.
+            PathBuf::from("/home").join(word.trim_start_matches('~'))
+        } else if word.contains(['$', '`']) {
+            return Place::Unknown;
+        } else {
+            let literal = match word.find(['*', '?', '[']) {
+                Some(at) => match word[..at].rfind('/') {
+                    Some(slash) if slash == 0 => "/",
+                    Some(slash) => &word[..slash],
+                    None => ".",
+                },
+                None => word,
+            };
+            if Path::new(literal).is_absolute() {
+                PathBuf::from(literal)
+            } else {
+                match cwd {
+                    Cwd::Known(dir) => dir.join(literal),
+                    Cwd::Unknown => return Place::Unknown,
+                }
+            }
+        };
+        let mut path = normalize(&expanded);
+        if let Some(runtime) = self.runtime
+            && let Some(text) = path.to_str()
+            && let Ok(resolved) = runtime.resolve(text)
+        {
+            path = resolved;
+        }
+        self.classify(path)
+    }
+
+    /// Places an absolute, resolved path.
+    pub fn classify(&self, path: PathBuf) -> Place {
+        if self.roots.iter().any(|r| *r == path) {
+            return Place::Root(path);
+        }
+        let inside = self.roots.iter().any(|r| path.starts_with(r))
+            || self.scratch.is_some_and(|s| path.starts_with(s));
+        if inside {
+            Place::Inside(path)
+        } else {
+            Place::Outside(path)
+        }
+    }
+
+    fn start(&self) -> Cwd {
+        self.roots
+            .first()
+            .map(|r| Cwd::Known(r.clone()))
+            .unwrap_or(Cwd::Unknown)
+    }
+}
+
+fn strip_home(word: &str) -> Option<&str> {
+    if word == "~" || word == "$HOME" || word == "${HOME}" {
+        return Some("");
+    }
+    word.strip_prefix("~/")
+        .or_else(|| word.strip_prefix("$HOME/"))
+        .or_else(|| word.strip_prefix("${HOME}/"))
+}
+
+/// `..` and `.` applied lexically.
+pub fn normalize(path: &Path) -> PathBuf {
+    let mut out = PathBuf::from("/");
+    for component in path.components() {
+        match component {
+            Component::ParentDir => {
+                out.pop();
+            }
+            Component::Normal(part) => out.push(part),
+            Component::RootDir | Component::CurDir | Component::Prefix(_) => {}
+        }
+    }
+    out
+}
+
+/// Characters that hide what a text says: zero-width and bidirectional controls, and
+/// look-alikes of `/` and `.`. The engine refuses paths and commands that contain them.
+pub fn confusable_char(text: &str) -> Option<char> {
+    text.chars().find(|c| {
+        matches!(
+            *c,
+            '\u{00AD}'
+                | '\u{034F}'
+                | '\u{061C}'
+                | '\u{115F}'
+                | '\u{1160}'
+                | '\u{17B4}'
+                | '\u{17B5}'
+                | '\u{180E}'
+                | '\u{200B}'..='\u{200F}'
+                | '\u{202A}'..='\u{202E}'
+                | '\u{2060}'..='\u{2069}'
+                | '\u{3164}'
+                | '\u{FEFF}'
+                | '\u{FFA0}'
+                | '\u{2044}'
+                | '\u{2215}'
+                | '\u{2571}'
+                | '\u{29F8}'
+                | '\u{FF0F}'
+                | '\u{FF3C}'
+                | '\u{FF0E}'
+                | '\u{2024}'
+                | '\u{FE52}'
+                | '\u{FE68}'
+                | '\u{3002}'
+        ) || (c.is_control() && !matches!(*c, '\n' | '\t' | '\r'))
+    })
+}
+
+/// Analyses a command line.
+pub fn analyze(script: &str, context: &ShellContext<'_>) -> ShellAnalysis {
+    let mut analyzer = Analyzer {
+        context,
+        cwd: context.start(),
+        out: ShellAnalysis::default(),
+    };
+    analyzer.script(script, 0);
+    analyzer.out
+}
+
+struct Analyzer<'c, 'a> {
+    context: &'c ShellContext<'a>,
+    cwd: Cwd,
+    out: ShellAnalysis,
+}
+
+impl Analyzer<'_, '_> {
+    fn not_plain(&mut self, reason: impl Into<String>) {
+        let reason = reason.into();
+        if !self.out.not_plain.contains(&reason) {
+            self.out.not_plain.push(reason);
+        }
+    }
+
+    fn opaque(&mut self, text: &str) {
+        if !text.trim().is_empty() && !self.out.opaque.iter().any(|t| t == text) {
+            self.out.opaque.push(text.to_owned());
+        }
+    }
+
+    fn script(&mut self, text: &str, depth: usize) {
+        if depth > MAX_NESTING {
+            self.not_plain("shell scripts nested too deeply");
+            self.opaque(text);
+            return;
+        }
+        if let Some(c) = confusable_char(text) {
+            self.not_plain(format!("an invisible or look-alike character (U+{:04X})", c as u32));
+            self.opaque(text);
+        }
+        let mut parser = Parser::new();
+        let tree = match parser.set_language(&tree_sitter_bash::LANGUAGE.into()) {
+            Ok(()) => parser.parse(text, None),
+            Err(_) => None,
+        };
+        let Some(tree) = tree else {
+            self.not_plain("the command could not be parsed");
+            self.opaque(text);
+            return;
+        };
+        let root = tree.root_node();
+        if root.has_error() {
+            self.not_plain("the command does not parse as shell (a syntax error)");
+            self.opaque(text);
+        }
+        let reasons = self.out.not_plain.len();
+        self.sequence(root, text, depth);
+        if self.out.not_plain.len() > reasons {
+            self.opaque(text);
+        }
+    }
+
+    fn sequence(&mut self, node: Node<'_>, src: &str, depth: usize) {
+        let mut cursor = node.walk();
+        for child in node.children(&mut cursor) {
+            if child.is_named() {
+                self.statement(child, src, depth);
+            } else {
+                self.operator(child.kind());
+            }
+        }
+    }
+
+    fn operator(&mut self, kind: &str) {
+        match kind {
+            "&&" | "||" | ";" | "|" | "|&" | "\n" => {}
+            "&" => self.not_plain("a command runs in the background (`&`)"),
+            other => self.not_plain(format!("the shell syntax `{other}`")),
+        }
+    }
+
+    fn statement(&mut self, node: Node<'_>, src: &str, depth: usize) {
+        match node.kind() {
+            "program" | "list" => self.sequence(node, src, depth),
+            "pipeline" => self.pipeline(node, &[], src, depth),
+            "redirected_statement" => {
+                let mut cursor = node.walk();
+                let redirects: Vec<Node<'_>> = node
+                    .children_by_field_name("redirect", &mut cursor)
+                    .collect();
+                match node.child_by_field_name("body") {
+                    Some(body) => self.with_redirects(body, &redirects, src, depth),
+                    None => self.not_plain("a redirection without a command"),
+                }
+            }
+            "command" | "negated_command" => {
+                if let Some(stage) = self.stage(node, src, depth) {
+                    self.out.pipelines.push(Pipeline {
+                        stages: vec![stage],
+                    });
+                }
+            }
+            "comment" => {}
+            other => {
+                self.not_plain(describe(other));
+                self.opaque(&src[node.byte_range()]);
+                self.harvest(node, src, depth);
+            }
+        }
+    }
+
+    /// A statement followed by redirections: they belong to its last simple command
+    /// (tree-sitter-bash attaches `a && b > f` to the whole list).
+    fn with_redirects(&mut self, node: Node<'_>, redirects: &[Node<'_>], src: &str, depth: usize) {
+        match node.kind() {
+            "command" => {
+                let command = self.command(node, redirects, src, depth);
+                self.out.pipelines.push(Pipeline {
+                    stages: vec![command],
+                });
+            }
+            "pipeline" => self.pipeline(node, redirects, src, depth),
+            "list" => {
+                let mut cursor = node.walk();
+                let children: Vec<Node<'_>> = node.children(&mut cursor).collect();
+                let last_named = children.iter().rposition(|c| c.is_named());
+                for (i, child) in children.iter().enumerate() {
+                    if !child.is_named() {
+                        self.operator(child.kind());
+                    } else if Some(i) == last_named {
+                        self.with_redirects(*child, redirects, src, depth);
+                    } else {
+                        self.statement(*child, src, depth);
+                    }
+                }
+            }
+            other => {
+                self.not_plain(describe(other));
+                self.opaque(&src[node.byte_range()]);
+                self.harvest(node, src, depth);
+            }
+        }
+    }
+
+    fn pipeline(&mut self, node: Node<'_>, last_redirects: &[Node<'_>], src: &str, depth: usize) {
+        let mut stages = Vec::new();
+        let mut cursor = node.walk();
+        let children: Vec<Node<'_>> = node.children(&mut cursor).collect();
+        let last_named = children.iter().rposition(|c| c.is_named());
+        for (i, child) in children.iter().enumerate() {
+            if !child.is_named() {
+                self.operator(child.kind());
+                continue;
+            }
+            let extra = if Some(i) == last_named {
+                last_redirects
+            } else {
+                &[]
+            };
+            let stage = if child.kind() == "command" {
+                Some(self.command(*child, extra, src, depth))
+            } else {
+                if !extra.is_empty() {
+                    self.not_plain("a redirection of a compound command");
+                }
+                self.stage(*child, src, depth)
+            };
+            stages.extend(stage);
+        }
+        self.out.pipelines.push(Pipeline { stages });
+    }
+
+    fn stage(&mut self, node: Node<'_>, src: &str, depth: usize) -> Option<SimpleCommand> {
+        match node.kind() {
+            "command" => Some(self.command(node, &[], src, depth)),
+            "negated_command" => {
+                let mut cursor = node.walk();
+                let inner = node.named_children(&mut cursor).next()?;
+                self.stage(inner, src, depth)
+            }
+            "redirected_statement" => {
+                let body = node.child_by_field_name("body");
+                let mut cursor = node.walk();
+                let redirects: Vec<Node<'_>> = node
+                    .children_by_field_name("redirect", &mut cursor)
+                    .collect();
+                match body {
+                    Some(body) if body.kind() == "command" => {
+                        Some(self.command(body, &redirects, src, depth))
+                    }
+                    Some(body) => {
+                        self.not_plain(describe(body.kind()));
+                        self.opaque(&src[node.byte_range()]);
+                        self.harvest(node, src, depth);
+                        None
+                    }
+                    None => {
+                        self.not_plain("a redirection without a command");
+                        None
+                    }
+                }
+            }
+            other => {
+                self.not_plain(describe(other));
+                self.opaque(&src[node.byte_range()]);
+                self.harvest(node, src, depth);
+                None
+            }
+        }
+    }
+
+    /// Finds the commands inside a structure that is not plain, each as its own pipeline.
+    fn harvest(&mut self, node: Node<'_>, src: &str, depth: usize) {
+        let mut cursor = node.walk();
+        for child in node.named_children(&mut cursor) {
+            if child.kind() == "command" {
+                let command = self.command(child, &[], src, depth);
+                self.out.pipelines.push(Pipeline {
+                    stages: vec![command],
+                });
+            } else {
+                self.harvest(child, src, depth);
+            }
+        }
+    }
+
+    fn command(
+        &mut self,
+        node: Node<'_>,
+        redirect_nodes: &[Node<'_>],
+        src: &str,
+        depth: usize,
+    ) -> SimpleCommand {
+        let mut words = Vec::new();
+        let mut assignments = Vec::new();
+        let mut dynamic = false;
+        let mut redirects = Vec::new();
+        let mut cursor = node.walk();
+        let children: Vec<Node<'_>> = node.named_children(&mut cursor).collect();
+        for child in children {
+            match child.kind() {
+                "variable_assignment" => {
+                    let name = child
+                        .child_by_field_name("name")
+                        .map(|n| src[n.byte_range()].to_owned())
+                        .unwrap_or_default();
+                    let value = match child.child_by_field_name("value") {
+                        Some(v) => {
+                            let (value, is_dynamic) = self.word(v, src, depth);
+                            dynamic |= is_dynamic;
+                            value
+                        }
+                        None => String::new(),
+                    };
+                    if is_dangerous_variable(&name) {
+                        self.not_plain(format!("setting `{name}` changes which code runs"));
+                    }
+                    assignments.push((name, value));
+                }
+                "command_name" => {
+                    let mut inner_cursor = child.walk();
+                    let word = child.named_children(&mut inner_cursor).next();
+                    if let Some(word) = word {
+                        let (value, is_dynamic) = self.word(word, src, depth);
+                        if is_dynamic {
+                            self.not_plain("the command name is computed (an expansion)");
+                        }
+                        dynamic |= is_dynamic;
+                        words.push(value);
+                    }
+                }
+                "file_redirect" | "heredoc_redirect" | "herestring_redirect" => {
+                    if let Some(r) = self.redirect(child, src, depth, &mut words) {
+                        redirects.push(r);
+                    }
+                }
+                _ => {
+                    let (value, is_dynamic) = self.word(child, src, depth);
+                    dynamic |= is_dynamic;
+                    words.push(value);
+                }
+            }
+        }
+        for node in redirect_nodes {
+            if let Some(r) = self.redirect(*node, src, depth, &mut words) {
+                redirects.push(r);
+            }
+        }
+        for r in &redirects {
+            dynamic |= r.dynamic;
+        }
+        let context = self.context;
+        let cwd = self.cwd.clone();
+        let inside = |word: &str| {
+            matches!(
+                context.place(word, &cwd),
+                Place::Inside(_) | Place::Root(_)
+            )
+        };
+        let peeled = peel(&words, &inside);
+        for reason in &peeled.not_plain {
+            self.not_plain(reason.clone());
+        }
+        for code in &peeled.inline_code {
+            self.opaque(code);
+        }
+        if !peeled.not_plain.is_empty() {
+            self.opaque(&src[node.byte_range()]);
+        }
+        assignments.extend(peeled.assignments.iter().cloned());
+        let container = !peeled.nested.is_empty();
+        let saved = self.cwd.clone();
+        for script in &peeled.nested {
+            self.script(script, depth + 1);
+        }
+        // A nested shell's `cd` does not move this one.
+        self.cwd = saved;
+        let key = if container {
+            None
+        } else {
+            approval_key(&peeled.argv)
+        };
+        let command = SimpleCommand {
+            original: words,
+            argv: peeled.argv,
+            wrappers: peeled.wrappers,
+            assignments,
+            redirects,
+            cwd: cwd.clone(),
+            dynamic,
+            container,
+            inline_code: peeled.inline_code,
+            key,
+        };
+        self.track_directory(&command);
+        command
+    }
+
+    fn track_directory(&mut self, command: &SimpleCommand) {
+        match command.program() {
+            "cd" | "pushd" => {
+                let target = command.argv.iter().skip(1).find(|a| !a.starts_with('-'));
+                self.cwd = match target {
+                    None => match self.context.home {
+                        Some(home) => Cwd::Known(home.to_path_buf()),
+                        None => Cwd::Unknown,
+                    },
+                    Some(_) if command.dynamic => Cwd::Unknown,
+                    Some(dir) => match self.context.place(dir, &self.cwd).path() {
+                        Some(path) => Cwd::Known(path.to_path_buf()),
+                        None => Cwd::Unknown,
+                    },
+                };
+            }
+            "popd" => self.cwd = Cwd::Unknown,
+            _ => {}
+        }
+    }
+
+    fn redirect(
+        &mut self,
+        node: Node<'_>,
+        src: &str,
+        depth: usize,
+        words: &mut Vec<String>,
+    ) -> Option<Redirect> {
+        match node.kind() {
+            "heredoc_redirect" => {
+                self.not_plain("a here-document (`<<`)");
+                self.opaque(&src[node.byte_range()]);
+                self.harvest(node, src, depth);
+                return None;
+            }
+            "herestring_redirect" => {
+                self.not_plain("a here-string (`<<<`)");
+                self.opaque(&src[node.byte_range()]);
+                return None;
+            }
+            _ => {}
+        }
+        let mut operator = String::new();
+        let mut cursor = node.walk();
+        for child in node.children(&mut cursor) {
+            if !child.is_named() {
+                operator.push_str(child.kind());
+            }
+        }
+        let mut cursor = node.walk();
+        let destinations: Vec<Node<'_>> = node
+            .children_by_field_name("destination", &mut cursor)
+            .collect();
+        let mut target = String::new();
+        let mut dynamic = false;
+        for (i, destination) in destinations.iter().enumerate() {
+            let (value, is_dynamic) = self.word(*destination, src, depth);
+            if i == 0 {
+                target = value;
+                dynamic = is_dynamic;
+            } else {
+                // `cmd > file arg`: the extra words are arguments.
+                words.push(value);
+            }
+        }
+        let duplicate = (operator == ">&" || operator == "<&")
+            && (target == "-" || target.chars().all(|c| c.is_ascii_digit()));
+        let redirect = Redirect {
+            operator,
+            target,
+            duplicate,
+            dynamic,
+        };
+        if !redirect.duplicate && !dynamic && !is_harmless_device(&redirect.target) {
+            let place = self.context.place(&redirect.target, &self.cwd);
+            if !matches!(place, Place::Inside(_)) {
+                let shown = place
+                    .path()
+                    .map(|p| p.display().to_string())
+                    .unwrap_or_else(|| redirect.target.clone());
+                self.not_plain(format!("a redirection to `{shown}`, outside the workspace"));
+            }
+        }
+        Some(redirect)
+    }
+
+    /// A word's value and whether it holds an expansion or substitution.
+    fn word(&mut self, node: Node<'_>, src: &str, depth: usize) -> (String, bool) {
+        let text = &src[node.byte_range()];
+        match node.kind() {
+            "word" => {
+                if is_brace_expansion(text) {
+                    self.not_plain("a brace expansion (`{a,b}`)");
+                    return (text.to_owned(), true);
+                }
+                (unescape_bare(text), false)
+            }
+            "number" => (text.to_owned(), false),
+            "raw_string" => (
+                text.strip_prefix('\'')
+                    .and_then(|t| t.strip_suffix('\''))
+                    .unwrap_or(text)
+                    .to_owned(),
+                false,
+            ),
+            "string" => {
+                let mut value = String::new();
+                let mut dynamic = false;
+                let mut cursor = node.walk();
+                for child in node.named_children(&mut cursor) {
+                    if child.kind() == "string_content" {
+                        value.push_str(&unescape_double(&src[child.byte_range()]));
+                    } else {
+                        let (inner, _) = self.word(child, src, depth);
+                        value.push_str(&inner);
+                        dynamic = true;
+                    }
+                }
+                (value, dynamic)
+            }
+            "concatenation" => {
+                let mut value = String::new();
+                let mut dynamic = false;
+                let mut cursor = node.walk();
+                for child in node.named_children(&mut cursor) {
+                    let (inner, is_dynamic) = self.word(child, src, depth);
+                    value.push_str(&inner);
+                    dynamic |= is_dynamic;
+                }
+                if !dynamic && is_brace_expansion(text) {
+                    self.not_plain("a brace expansion (`{a,b}`)");
+                    dynamic = true;
+                }
+                (value, dynamic)
+            }
+            kind => {
+                let reason = match kind {
+                    "command_substitution" if text.starts_with('`') => {
+                        "command substitution with backticks".to_owned()
+                    }
+                    "command_substitution" => "command substitution `$(...)`".to_owned(),
+                    "process_substitution" => "process substitution `<(...)`".to_owned(),
+                    "simple_expansion" | "expansion" => format!("the expansion `{text}`"),
+                    "arithmetic_expansion" => "an arithmetic expansion `$((...))`".to_owned(),
+                    "ansi_c_string" => "ANSI-C quoting `$'...'`".to_owned(),
+                    "brace_expression" => "a brace expansion (`{a..b}`)".to_owned(),
+                    other => describe(other),
+                };
+                self.not_plain(reason);
+                self.opaque(text);
+                self.harvest(node, src, depth);
+                (text.to_owned(), true)
+            }
+        }
+    }
+}
+
+fn is_brace_expansion(text: &str) -> bool {
+    text.find('{').is_some_and(|open| {
+        text[open..]
+            .find('}')
+            .is_some_and(|close| {
+                let inner = &text[open + 1..open + close];
+                inner.contains(',') || inner.contains("..")
+            })
+    })
+}
+
+pub fn is_harmless_device(target: &str) -> bool {
+    matches!(
+        target,
+        "/dev/null" | "/dev/stdout" | "/dev/stderr" | "/dev/stdin" | "/dev/tty"
+    ) || target.starts_with("/dev/fd/")
+}
+
+fn unescape_bare(text: &str) -> String {
+    let mut out = String::with_capacity(text.len());
+    let mut chars = text.chars();
+    while let Some(c) = chars.next() {
+        if c == '\\' {
+            match chars.next() {
+                Some('\n') | None => {}
+                Some(next) => out.push(next),
+            }
+        } else {
+            out.push(c);
+        }
+    }
+    out
+}
+
+fn unescape_double(text: &str) -> String {
+    let mut out = String::with_capacity(text.len());
+    let mut chars = text.chars().peekable();
+    while let Some(c) = chars.next() {
+        if c == '\\' {
+            match chars.peek() {
+                Some('"' | '\\' | '$' | '`') => {
+                    if let Some(next) = chars.next() {
+                        out.push(next);
+                    }
+                }
+                Some('\n') => {
+                    chars.next();
+                }
+                _ => out.push(c),
+            }
+        } else {
+            out.push(c);
+        }
+    }
+    out
+}
+
+fn describe(kind: &str) -> String {
+    match kind {
+        "subshell" => "a subshell `( ... )`".to_owned(),
+        "compound_statement" => "a command group `{ ... }`".to_owned(),
+        "function_definition" => "a function definition".to_owned(),
+        "for_statement" | "c_style_for_statement" | "while_statement" => "a loop".to_owned(),
+        "if_statement" => "an `if` statement".to_owned(),
+        "case_statement" => "a `case` statement".to_owned(),
+        "test_command" => "a test `[[ ... ]]`".to_owned(),
+        "variable_assignment" | "variable_assignments" => {
+            "a variable assignment without a command".to_owned()
+        }
+        "declaration_command" => "`export`/`declare`/`local`".to_owned(),
+        "unset_command" => "`unset`".to_owned(),
+        "ERROR" => "a syntax error".to_owned(),
+        other => format!("the shell construct `{other}`"),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn analyze_in(script: &str) -> ShellAnalysis {
+        let roots = [PathBuf::from("/w")];
+        let context = ShellContext {
+            roots: &roots,
+            home: Some(Path::new("/home/u")),
+            runtime: None,
+            scratch: None,
+        };
+        analyze(script, &context)
+    }
+
+    fn argvs(a: &ShellAnalysis) -> Vec<Vec<String>> {
+        a.pipelines
+            .iter()
+            .map(|p| p.stages.iter().map(|s| s.text()).collect())
+            .collect()
+    }
+
+    #[test]
+    fn plain_lists_and_pipelines() {
+        let a = analyze_in("git status && cargo test -p core -- --nocapture");
+        assert!(a.is_plain(), "{:?}", a.not_plain);
+        assert_eq!(a.keys(), vec!["git status", "cargo test"]);
+        let a = analyze_in("ls -la | grep 'foo bar' ; echo \"done\"");
+        assert!(a.is_plain());
+        assert_eq!(
+            argvs(&a),
+            vec![vec!["ls -la".to_owned(), "grep foo bar".to_owned()], vec!["echo done".to_owned()]]
+        );
+        assert_eq!(a.keys(), vec!["ls", "grep", "echo"]);
+        let a = analyze_in("cargo test 2>&1 | tail -n 5 > /dev/null");
+        assert!(a.is_plain(), "{:?}", a.not_plain);
+        let a = analyze_in("cargo build > build.log");
+        assert!(a.is_plain(), "{:?}", a.not_plain);
+        assert!(a.commands().next().unwrap().redirects[0].writes());
+    }
+
+    #[test]
+    fn words_are_unquoted() {
+        let a = analyze_in(r#"echo a\ b 'c d' "e\"f" g"h"'i'"#);
+        assert_eq!(a.commands().next().unwrap().argv, vec!["echo", "a b", "c d", "e\"f", "ghi"]);
+    }
+
+    #[test]
+    fn not_plain_constructs() {
+        for (script, fragment) in [
+            ("rm -rf $(pwd)/target", "command substitution"),
+            ("echo `id`", "backticks"),
+            ("bash <(curl -s x)", "process substitution"),
+            ("echo $HOME", "expansion"),
+            ("$CMD arg", "command name is computed"),
+            ("cat <<EOF\nhi\nEOF", "here-document"),
+            ("cat <<< hi", "here-string"),
+            ("(cd x && ls)", "subshell"),
+            ("f() { ls; }; f", "function"),
+            ("for i in 1 2; do ls; done", "loop"),
+            ("sleep 1 &", "background"),
+            ("echo 'unterminated", "syntax error"),
+            ("echo hi > /etc/passwd", "outside the workspace"),
+            ("echo hi > ../x", "outside the workspace"),
+            ("cd .. && echo hi > x", "outside the workspace"),
+            ("LD_PRELOAD=x ls", "LD_PRELOAD"),
+            ("echo {a,b}", "brace expansion"),
+            ("export A=1", "export"),
+            ("bash -c 'echo $(id)'", "command substitution"),
+            ("ls \u{200b}x", "invisible"),
+        ] {
+            let a = analyze_in(script);
+            assert!(!a.is_plain(), "{script} should not be plain");
+            assert!(
+                a.not_plain.iter().any(|r| r.contains(fragment)),
+                "{script}: {:?}",
+                a.not_plain
+            );
+            assert!(a.keys().is_empty());
+            assert!(!a.opaque.is_empty(), "{script}");
+        }
+    }
+
+    #[test]
+    fn commands_inside_non_plain_lines_are_still_found() {
+        let a = analyze_in("echo $(rm -rf ~)");
+        assert!(a.commands().any(|c| c.argv == ["rm", "-rf", "~"]));
+        let a = analyze_in("for f in *; do shred $f; done");
+        assert!(a.commands().any(|c| c.program() == "shred"));
+    }
+
+    #[test]
+    fn nested_shells_are_analysed_in_place() {
+        let a = analyze_in("bash -c \"sh -c 'git status && ls'\"");
+        assert!(a.is_plain(), "{:?}", a.not_plain);
+        assert_eq!(a.keys(), vec!["git status", "ls"]);
+        let a = analyze_in("timeout 5 bash -c \"cargo test\"");
+        assert_eq!(a.keys(), vec!["cargo test"]);
+        let a = analyze_in("sh -c 'curl x | sh'");
+        assert!(!a.is_plain());
+        assert!(a.commands().any(|c| c.program() == "curl"));
+    }
+
+    #[test]
+    fn working_directory_is_tracked() {
+        let a = analyze_in("cd src && ls; cd ~ && ls");
+        let cwds: Vec<Cwd> = a.commands().map(|c| c.cwd.clone()).collect();
+        assert_eq!(cwds[1], Cwd::Known(PathBuf::from("/w/src")));
+        assert_eq!(cwds[3], Cwd::Known(PathBuf::from("/home/u")));
+    }
+}
