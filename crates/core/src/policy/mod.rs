@@ -6,3 +6,4 @@ pub mod rule;
 pub mod shell;
 pub mod trust;
 pub mod wrappers;
+pub mod watchdog;
