@@ -167,3 +167,15 @@ pub fn load_file(path: &Path, source: Source) -> Result<Option<RuleSet>, PolicyE
     })?;
     text.map(|text| RuleSet::parse(&text, source)).transpose()
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_bundled_policy_loads() {
+        let set = bundled_rules().unwrap();
+        assert!(set.rules.len() >= 15, "{}", set.rules.len());
+        assert!(set.rules.iter().all(|r| r.source == Source::Bundled));
+    }
+}

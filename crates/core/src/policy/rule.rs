@@ -310,6 +310,15 @@ impl Pattern {
         })
     }
 
+    /// A literal subject, never read as a glob.
+    pub fn exact(text: &str) -> Self {
+        Self {
+            kind: PatternKind::Exact,
+            text: text.trim().to_owned(),
+            globs: None,
+        }
+    }
+
     /// A prefix: whole words for commands, whole components for paths and names.
     pub fn prefix(text: &str) -> Result<Self, String> {
         let text = text.trim();
@@ -479,6 +488,18 @@ impl fmt::Display for Pattern {
             PatternKind::Class => write!(f, "class `{}`", self.text),
         }
     }
+}
+
+/// `text` with glob metacharacters escaped, for building a glob from a literal path.
+pub(crate) fn escape_glob(text: &str) -> String {
+    let mut out = String::with_capacity(text.len());
+    for c in text.chars() {
+        if GLOB_CHARS.contains(&c) || c == '\\' {
+            out.push('\\');
+        }
+        out.push(c);
+    }
+    out
 }
 
 /// A command prefix's words (shell quoting understood).
@@ -711,9 +732,11 @@ impl RuleSet {
                         "the only class is \"read-only\"".to_owned(),
                     ));
                 }
-                if !matches!(&permission, Permission::Any | Permission::Capability(Capability::ShellRun))
-                    && permission != Permission::Tool("bash".to_owned())
-                {
+                let for_commands = matches!(
+                    &permission,
+                    Permission::Any | Permission::Capability(Capability::ShellRun)
+                ) || permission == Permission::Tool("bash".to_owned());
+                if !for_commands {
                     return Err(invalid(
                         format!("class `{class}` applies to shell commands only"),
                         "use permission = \"bash\" or \"shell.run\"".to_owned(),
