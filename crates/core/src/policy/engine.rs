@@ -344,6 +344,9 @@ impl Policy {
             }
             Verdict::Escalate(finding) => {
                 if action != Action::Deny {
+                    if let Cause::Rule { rule, .. } = &cause {
+                        notes.push(format!("the rules alone would say {} ({rule})", action));
+                    }
                     escalated = true;
                     cause = Cause::Watchdog {
                         category: finding.category,
@@ -497,14 +500,30 @@ impl Policy {
         run: &dyn Fn(&Target<'_>, bool) -> Evaluation<'r>,
     ) -> Outcome {
         let mut notes = Vec::new();
-        let texts: Vec<String> = commands.iter().map(|c| c.text()).collect();
-        let mut targets: Vec<(Target<'_>, &str)> = commands
+        let mut texts: Vec<String> = Vec::new();
+        for command in commands {
+            let text = command.text();
+            if !texts.contains(&text) {
+                texts.push(text);
+            }
+        }
+        let words: Vec<Vec<String>> = texts
+            .iter()
+            .map(|t| {
+                commands
+                    .iter()
+                    .find(|c| c.text() == *t)
+                    .map(|c| c.argv.clone())
+                    .unwrap_or_default()
+            })
+            .collect();
+        let mut targets: Vec<(Target<'_>, &str)> = words
             .iter()
             .zip(&texts)
-            .map(|(c, text)| {
+            .map(|(words, text)| {
                 (
                     Target::Command {
-                        words: &c.argv,
+                        words,
                         text,
                         read_only: false,
                     },
@@ -512,7 +531,9 @@ impl Policy {
                 )
             })
             .collect();
-        targets.push((Target::Raw(raw), raw));
+        if !texts.iter().any(|t| t == raw.trim()) {
+            targets.push((Target::Raw(raw), raw));
+        }
         for (target, text) in &targets {
             let evaluation = run(target, false);
             ignored_notes(&evaluation, &mut notes);
@@ -527,8 +548,12 @@ impl Policy {
             }
             if let Some(rule) = evaluation.winner
                 && rule.action == Action::Ask
+                && rule.pattern.kind() != super::rule::PatternKind::Any
             {
-                notes.push(format!("`{text}` also matches the {}", RuleRef::from(rule)));
+                let note = format!("`{text}` also matches the {}", RuleRef::from(rule));
+                if !notes.contains(&note) {
+                    notes.push(note);
+                }
             }
         }
         Outcome {

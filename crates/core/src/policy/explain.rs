@@ -134,7 +134,7 @@ impl Cause {
                 text
             }
             Cause::ReadOnlyMode { subject } => format!(
-                "mode `read-only` is for planning, and `{subject}` may change files"
+                "mode `read-only` is for planning, and `{subject}` may change something"
             ),
             Cause::Yolo { instead_of } => format!(
                 "mode `yolo` answers yes where the rules would ask ({})",

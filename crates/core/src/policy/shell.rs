@@ -853,7 +853,7 @@ fn describe(kind: &str) -> String {
         }
         "declaration_command" => "`export`/`declare`/`local`".to_owned(),
         "unset_command" => "`unset`".to_owned(),
-        "ERROR" => "a syntax error".to_owned(),
+        "ERROR" => "the command does not parse as shell (a syntax error)".to_owned(),
         other => format!("the shell construct `{other}`"),
     }
 }

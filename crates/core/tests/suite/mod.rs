@@ -1,1 +1,4 @@
 //! Test modules, one per area.
+
+mod policy_support;
+mod policy_table;
