@@ -229,8 +229,16 @@ pub const READ_ONLY_COMMANDS: &[ReadOnlyCommand] = &[
     entry("tail", "any flags", true),
     entry("wc", "any flags", true),
     entry("nl", "any flags", true),
-    entry("echo", "always (a redirection to a file makes it a write)", false),
-    entry("printf", "always (a redirection to a file makes it a write)", false),
+    entry(
+        "echo",
+        "always (a redirection to a file makes it a write)",
+        false,
+    ),
+    entry(
+        "printf",
+        "always (a redirection to a file makes it a write)",
+        false,
+    ),
     entry("which", "always", false),
     entry("whereis", "always", false),
     entry("type", "always", false),
@@ -256,11 +264,19 @@ pub const READ_ONLY_COMMANDS: &[ReadOnlyCommand] = &[
     entry("cmp", "any flags", true),
     entry("comm", "any flags", true),
     entry("sort", "without `-o`/`--output`", true),
-    entry("uniq", "at most one file (a second one is an output file)", true),
+    entry(
+        "uniq",
+        "at most one file (a second one is an output file)",
+        true,
+    ),
     entry("grep", "any flags", true),
     entry("egrep", "any flags", true),
     entry("fgrep", "any flags", true),
-    entry("rg", "without `--pre` or `--hostname-bin` (they run programs)", true),
+    entry(
+        "rg",
+        "without `--pre` or `--hostname-bin` (they run programs)",
+        true,
+    ),
     entry(
         "find",
         "without `-exec`, `-execdir`, `-ok`, `-okdir`, `-delete`, `-fprint*`, `-fls`",
@@ -394,10 +410,11 @@ fn git_read_only(args: &[&str]) -> bool {
                 "--no-contains",
                 "--points-at",
             ];
-            !rest
-                .iter()
-                .any(|a| changing.iter().any(|c| a == c || a.starts_with(&format!("{c}="))))
-                && (!positional || rest.iter().any(|a| lists.contains(a)))
+            !rest.iter().any(|a| {
+                changing
+                    .iter()
+                    .any(|c| a == c || a.starts_with(&format!("{c}=")))
+            }) && (!positional || rest.iter().any(|a| lists.contains(a)))
         }
         "tag" => rest.is_empty() || matches!(rest.first(), Some(&"-l") | Some(&"--list")),
         "remote" => matches!(
@@ -468,7 +485,11 @@ mod tests {
             ("docker compose up -d", "docker compose up"),
             ("make", "make"),
         ] {
-            assert_eq!(approval_key(&argv(command)).as_deref(), Some(key), "{command}");
+            assert_eq!(
+                approval_key(&argv(command)).as_deref(),
+                Some(key),
+                "{command}"
+            );
         }
     }
 

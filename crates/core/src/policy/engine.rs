@@ -406,7 +406,11 @@ impl Policy {
                 session_only: evaluation
                     .winner
                     .is_some_and(|r| r.source.scope() == Scope::Session),
-                pending: if action == Action::Allow { Vec::new() } else { keys },
+                pending: if action == Action::Allow {
+                    Vec::new()
+                } else {
+                    keys
+                },
                 cause: rule_cause(&evaluation, text),
                 notes,
             }
@@ -421,9 +425,15 @@ impl Policy {
                 };
                 single(run(&target, plain), text, vec![path.key().to_owned()])
             }
-            CallSubject::Host(host) => single(run(&Target::Host(host), true), text, vec![host.clone()]),
-            CallSubject::Name(name) => single(run(&Target::Name(name), true), text, vec![name.clone()]),
-            CallSubject::Nothing => single(run(&Target::Nothing, true), text, vec![tool.to_owned()]),
+            CallSubject::Host(host) => {
+                single(run(&Target::Host(host), true), text, vec![host.clone()])
+            }
+            CallSubject::Name(name) => {
+                single(run(&Target::Name(name), true), text, vec![name.clone()])
+            }
+            CallSubject::Nothing => {
+                single(run(&Target::Nothing, true), text, vec![tool.to_owned()])
+            }
             CallSubject::Command { raw, analysis } => {
                 let commands: Vec<&SimpleCommand> = analysis
                     .commands()
@@ -477,7 +487,9 @@ impl Policy {
                 }
                 let cause = match decisive {
                     Some((evaluation, text)) => rule_cause(&evaluation, text),
-                    None => Cause::NoRule { subject: raw.clone() },
+                    None => Cause::NoRule {
+                        subject: raw.clone(),
+                    },
                 };
                 Outcome {
                     action,
@@ -618,7 +630,11 @@ impl Policy {
             let mut rule = Rule::new(permission, pattern, action, Source::Session);
             rule.reason = Some(format!(
                 "answered \"{} always\"",
-                if action == Action::Allow { "allow" } else { "reject" }
+                if action == Action::Allow {
+                    "allow"
+                } else {
+                    "reject"
+                }
             ));
             state.session.push(rule);
         }
@@ -720,7 +736,8 @@ fn evaluate<'r>(
         if best.is_none_or(|b| rank(rule) > rank(b)) {
             best = Some(rule);
         }
-        if rule.source.scope() == Scope::Manifest && best_manifest.is_none_or(|b| rank(rule) > rank(b))
+        if rule.source.scope() == Scope::Manifest
+            && best_manifest.is_none_or(|b| rank(rule) > rank(b))
         {
             best_manifest = Some(rule);
         }

@@ -65,7 +65,10 @@ pub enum Cause {
     /// The command line is not plain: no key, asked every time.
     NotPlain { reasons: Vec<String> },
     /// Mode `ask` turned a rule's allow into a prompt.
-    AskMode { subject: String, rule: Option<RuleRef> },
+    AskMode {
+        subject: String,
+        rule: Option<RuleRef>,
+    },
     /// Mode `read-only` refused a call that may change something.
     ReadOnlyMode { subject: String },
     /// Mode `yolo` answered yes instead of asking.
@@ -113,7 +116,9 @@ impl Cause {
                     text.push_str(&format!(" ({reason})"));
                 }
                 if *manifest_final {
-                    text.push_str("; a manifest deny is final, no project or session rule overrides it");
+                    text.push_str(
+                        "; a manifest deny is final, no project or session rule overrides it",
+                    );
                 }
                 text
             }
@@ -133,9 +138,9 @@ impl Cause {
                 }
                 text
             }
-            Cause::ReadOnlyMode { subject } => format!(
-                "mode `read-only` is for planning, and `{subject}` may change something"
-            ),
+            Cause::ReadOnlyMode { subject } => {
+                format!("mode `read-only` is for planning, and `{subject}` may change something")
+            }
             Cause::Yolo { instead_of } => format!(
                 "mode `yolo` answers yes where the rules would ask ({})",
                 instead_of.clause()
@@ -179,7 +184,11 @@ pub fn render_check(decision: &Decision) -> String {
     if decision.keys.is_empty() {
         out.push_str("approval keys: none (not cacheable: asked every time)\n");
     } else {
-        let keys: Vec<String> = decision.keys.iter().map(|k| format!("`{}`", k.key)).collect();
+        let keys: Vec<String> = decision
+            .keys
+            .iter()
+            .map(|k| format!("`{}`", k.key))
+            .collect();
         out.push_str(&format!("approval keys: {}\n", keys.join(", ")));
     }
     if let Some(scope) = &decision.always_scope {
@@ -213,7 +222,11 @@ pub fn render_rules(policy: &Policy) -> String {
         } else {
             " (project allow rules are ignored until you trust it)"
         },
-        if policy.headless() { "; headless: every ask is denied" } else { "" }
+        if policy.headless() {
+            "; headless: every ask is denied"
+        } else {
+            ""
+        }
     ));
     if mode == Mode::Yolo {
         out.push_str("yolo: what the rules would ask about is allowed; deny rules and the watchdog still refuse\n");

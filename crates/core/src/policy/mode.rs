@@ -80,7 +80,13 @@ mod tests {
             assert_eq!(mode.to_string().parse::<Mode>().unwrap(), mode);
         }
         assert_eq!("READ_ONLY".parse::<Mode>().unwrap(), Mode::ReadOnly);
-        assert!("yes".parse::<Mode>().unwrap_err().to_string().contains("allowlist"));
+        assert!(
+            "yes"
+                .parse::<Mode>()
+                .unwrap_err()
+                .to_string()
+                .contains("allowlist")
+        );
         assert_eq!(Mode::default(), Mode::Allowlist);
     }
 }

@@ -356,7 +356,10 @@ impl Pattern {
             PatternKind::Prefix => (2, self.text.chars().count()),
             PatternKind::Glob => (
                 2,
-                self.text.chars().filter(|c| !GLOB_CHARS.contains(c)).count(),
+                self.text
+                    .chars()
+                    .filter(|c| !GLOB_CHARS.contains(c))
+                    .count(),
             ),
             PatternKind::Class => (1, 0),
             PatternKind::Any => (0, 0),
@@ -860,7 +863,11 @@ fn levenshtein(a: &str, b: &str) -> usize {
         let mut current = vec![i + 1];
         for (j, cb) in b.iter().enumerate() {
             let cost = usize::from(ca != *cb);
-            current.push((previous[j] + cost).min(previous[j + 1] + 1).min(current[j] + 1));
+            current.push(
+                (previous[j] + cost)
+                    .min(previous[j + 1] + 1)
+                    .min(current[j] + 1),
+            );
         }
         previous = current;
     }
@@ -872,14 +879,18 @@ mod tests {
     use super::*;
 
     fn parse(text: &str) -> Result<RuleSet, PolicyError> {
-        RuleSet::parse(text, Source::Project(PathBuf::from("/w/.keel/permissions.toml")))
+        RuleSet::parse(
+            text,
+            Source::Project(PathBuf::from("/w/.keel/permissions.toml")),
+        )
     }
 
     #[test]
     fn unknown_action_names_the_file_and_a_fix() {
-        let err = parse("[[permission]]\npermission = \"bash\"\nprefix = \"ls\"\naction = \"alow\"\n")
-            .unwrap_err()
-            .to_string();
+        let err =
+            parse("[[permission]]\npermission = \"bash\"\nprefix = \"ls\"\naction = \"alow\"\n")
+                .unwrap_err()
+                .to_string();
         assert!(err.contains("/w/.keel/permissions.toml"), "{err}");
         assert!(err.contains("rule #1"), "{err}");
         assert!(err.contains("unknown action `alow`"), "{err}");
@@ -922,7 +933,9 @@ mod tests {
         assert!(exact.specificity() > long.specificity());
         assert!(long.specificity() > short.specificity());
         assert!(prefix.specificity() > Pattern::class(CommandClass::ReadOnly).specificity());
-        assert!(Pattern::class(CommandClass::ReadOnly).specificity() > Pattern::any().specificity());
+        assert!(
+            Pattern::class(CommandClass::ReadOnly).specificity() > Pattern::any().specificity()
+        );
     }
 
     #[test]
@@ -945,12 +958,40 @@ mod tests {
         let p = Pattern::prefix("git status").unwrap();
         let words = |s: &str| s.split(' ').map(str::to_owned).collect::<Vec<_>>();
         let w = words("git status --short");
-        assert!(p.matches(&Target::Command { words: &w, text: "git status --short", read_only: false }, false));
+        assert!(p.matches(
+            &Target::Command {
+                words: &w,
+                text: "git status --short",
+                read_only: false
+            },
+            false
+        ));
         let w = words("git statusx");
-        assert!(!p.matches(&Target::Command { words: &w, text: "git statusx", read_only: false }, false));
+        assert!(!p.matches(
+            &Target::Command {
+                words: &w,
+                text: "git statusx",
+                read_only: false
+            },
+            false
+        ));
         let deny_rm = Pattern::prefix("rm").unwrap();
         let w = words("/bin/rm -rf x");
-        assert!(deny_rm.matches(&Target::Command { words: &w, text: "/bin/rm -rf x", read_only: false }, true));
-        assert!(!deny_rm.matches(&Target::Command { words: &w, text: "/bin/rm -rf x", read_only: false }, false));
+        assert!(deny_rm.matches(
+            &Target::Command {
+                words: &w,
+                text: "/bin/rm -rf x",
+                read_only: false
+            },
+            true
+        ));
+        assert!(!deny_rm.matches(
+            &Target::Command {
+                words: &w,
+                text: "/bin/rm -rf x",
+                read_only: false
+            },
+            false
+        ));
     }
 }

@@ -324,7 +324,10 @@ impl Analyzer<'_, '_> {
             return;
         }
         if let Some(c) = confusable_char(text) {
-            self.not_plain(format!("an invisible or look-alike character (U+{:04X})", c as u32));
+            self.not_plain(format!(
+                "an invisible or look-alike character (U+{:04X})",
+                c as u32
+            ));
             self.opaque(text);
         }
         let mut parser = Parser::new();
@@ -580,12 +583,8 @@ impl Analyzer<'_, '_> {
         }
         let context = self.context;
         let cwd = self.cwd.clone();
-        let inside = |word: &str| {
-            matches!(
-                context.place(word, &cwd),
-                Place::Inside(_) | Place::Root(_)
-            )
-        };
+        let inside =
+            |word: &str| matches!(context.place(word, &cwd), Place::Inside(_) | Place::Root(_));
         let peeled = peel(&words, &inside);
         for reason in &peeled.not_plain {
             self.not_plain(reason.clone());
@@ -784,12 +783,10 @@ impl Analyzer<'_, '_> {
 
 fn is_brace_expansion(text: &str) -> bool {
     text.find('{').is_some_and(|open| {
-        text[open..]
-            .find('}')
-            .is_some_and(|close| {
-                let inner = &text[open + 1..open + close];
-                inner.contains(',') || inner.contains("..")
-            })
+        text[open..].find('}').is_some_and(|close| {
+            let inner = &text[open + 1..open + close];
+            inner.contains(',') || inner.contains("..")
+        })
     })
 }
 
@@ -889,7 +886,10 @@ mod tests {
         assert!(a.is_plain());
         assert_eq!(
             argvs(&a),
-            vec![vec!["ls -la".to_owned(), "grep foo bar".to_owned()], vec!["echo done".to_owned()]]
+            vec![
+                vec!["ls -la".to_owned(), "grep foo bar".to_owned()],
+                vec!["echo done".to_owned()]
+            ]
         );
         assert_eq!(a.keys(), vec!["ls", "grep", "echo"]);
         let a = analyze_in("cargo test 2>&1 | tail -n 5 > /dev/null");
@@ -902,7 +902,10 @@ mod tests {
     #[test]
     fn words_are_unquoted() {
         let a = analyze_in(r#"echo a\ b 'c d' "e\"f" g"h"'i'"#);
-        assert_eq!(a.commands().next().unwrap().argv, vec!["echo", "a b", "c d", "e\"f", "ghi"]);
+        assert_eq!(
+            a.commands().next().unwrap().argv,
+            vec!["echo", "a b", "c d", "e\"f", "ghi"]
+        );
     }
 
     #[test]

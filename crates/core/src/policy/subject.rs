@@ -93,10 +93,7 @@ fn string_arg<'a>(args: &'a Value, field: &str) -> Result<Option<&'a str>, Strin
 }
 
 /// Resolves the call's subject. An error is a reason to deny (the call cannot be checked).
-pub fn subject_of(
-    call: &Call<'_>,
-    context: &ShellContext<'_>,
-) -> Result<CallSubject, String> {
+pub fn subject_of(call: &Call<'_>, context: &ShellContext<'_>) -> Result<CallSubject, String> {
     let spec = call.spec;
     if let Origin::Mcp(server) = &spec.origin {
         return Ok(CallSubject::Name(mcp_name(server, &spec.id)));
@@ -311,7 +308,13 @@ mod tests {
     #[test]
     fn mcp_names() {
         assert_eq!(mcp_name("github", "create_issue"), "github/create_issue");
-        assert_eq!(mcp_name("github", "mcp__github__create_issue"), "github/create_issue");
-        assert_eq!(mcp_name("github", "github__create_issue"), "github/create_issue");
+        assert_eq!(
+            mcp_name("github", "mcp__github__create_issue"),
+            "github/create_issue"
+        );
+        assert_eq!(
+            mcp_name("github", "github__create_issue"),
+            "github/create_issue"
+        );
     }
 }

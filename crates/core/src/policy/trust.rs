@@ -107,10 +107,11 @@ impl TrustStore {
     }
 
     fn read(&self) -> Result<TrustFile, PolicyError> {
-        let text = config_files::read_if_exists(&self.path).map_err(|source| PolicyError::Read {
-            path: self.path.clone(),
-            source,
-        })?;
+        let text =
+            config_files::read_if_exists(&self.path).map_err(|source| PolicyError::Read {
+                path: self.path.clone(),
+                source,
+            })?;
         match text {
             None => Ok(TrustFile::default()),
             Some(text) => toml::from_str(&text).map_err(|e| PolicyError::Syntax {

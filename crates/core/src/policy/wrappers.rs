@@ -121,7 +121,11 @@ pub fn peel(words: &[String], inside: &dyn Fn(&str) -> bool) -> Peeled {
             "timeout" => timeout(&argv),
             "nice" => nice(&argv),
             "nohup" | "builtin" => Step::Inner(1),
-            "time" => skip_options(&argv, &["-p", "-v", "--portability", "--verbose"], &["-o", "-f"]),
+            "time" => skip_options(
+                &argv,
+                &["-p", "-v", "--portability", "--verbose"],
+                &["-o", "-f"],
+            ),
             "command" => {
                 if argv.iter().skip(1).any(|a| a == "-v" || a == "-V") {
                     Step::Done
@@ -212,7 +216,9 @@ fn skip_options(argv: &[String], flags: &[&str], valued: &[&str]) -> Step {
             i += 1;
         } else if arg.len() > 2
             && !arg.starts_with("--")
-            && arg[1..].chars().all(|c| flags.contains(&format!("-{c}").as_str()))
+            && arg[1..]
+                .chars()
+                .all(|c| flags.contains(&format!("-{c}").as_str()))
         {
             i += 1;
         } else {
@@ -226,14 +232,19 @@ fn env(argv: &[String], out: &mut Peeled) -> Step {
     let mut i = 1;
     while i < argv.len() {
         let arg = argv[i].as_str();
-        if arg == "-S" || arg.starts_with("--split-string") || (arg.starts_with("-S") && arg.len() > 2)
+        if arg == "-S"
+            || arg.starts_with("--split-string")
+            || (arg.starts_with("-S") && arg.len() > 2)
         {
             return Step::NotPlain("`env -S` splits a string into a command".to_owned());
         }
         if arg == "-C" || arg.starts_with("--chdir") {
             return Step::NotPlain("`env -C` runs the command in another directory".to_owned());
         }
-        if matches!(arg, "-i" | "--ignore-environment" | "-0" | "--null" | "-v" | "--debug" | "-") {
+        if matches!(
+            arg,
+            "-i" | "--ignore-environment" | "-0" | "--null" | "-v" | "--debug" | "-"
+        ) {
             i += 1;
         } else if arg == "-u" || arg == "--unset" {
             i += 2;
@@ -315,18 +326,43 @@ fn stdbuf(argv: &[String]) -> Step {
 
 fn xargs(argv: &[String]) -> Step {
     let flags = [
-        "-0", "-r", "-t", "-x", "-p", "--null", "--no-run-if-empty", "--verbose", "--exit",
-        "--interactive", "-o", "--open-tty",
+        "-0",
+        "-r",
+        "-t",
+        "-x",
+        "-p",
+        "--null",
+        "--no-run-if-empty",
+        "--verbose",
+        "--exit",
+        "--interactive",
+        "-o",
+        "--open-tty",
     ];
     let valued = [
-        "-n", "-P", "-L", "-d", "-s", "-E", "-a", "--max-args", "--max-procs", "--max-lines",
-        "--delimiter", "--max-chars", "--eof", "--arg-file",
+        "-n",
+        "-P",
+        "-L",
+        "-d",
+        "-s",
+        "-E",
+        "-a",
+        "--max-args",
+        "--max-procs",
+        "--max-lines",
+        "--delimiter",
+        "--max-chars",
+        "--eof",
+        "--arg-file",
     ];
     let step = skip_options(argv, &flags, &valued);
     let Step::Inner(i) = step else {
         return step;
     };
-    if argv[1..i].iter().any(|a| a == "-I" || a == "-i" || a.starts_with("--replace")) {
+    if argv[1..i]
+        .iter()
+        .any(|a| a == "-I" || a == "-i" || a.starts_with("--replace"))
+    {
         return Step::NotPlain("`xargs -I` splices its input into a command".to_owned());
     }
     let inner = &argv[i..];
@@ -392,8 +428,9 @@ fn inspect(name: &str, argv: &mut Vec<String>, inside: &dyn Fn(&str) -> bool, ou
     if is_interpreter(name) && !SHELLS.contains(&name) {
         if let Some(code) = interpreter_inline_code(name, argv) {
             out.inline_code.push(code);
-            out.not_plain
-                .push(format!("`{name}` runs inline code given on the command line"));
+            out.not_plain.push(format!(
+                "`{name}` runs inline code given on the command line"
+            ));
         }
         return;
     }
@@ -468,15 +505,21 @@ fn git(argv: &mut Vec<String>, inside: &dyn Fn(&str) -> bool, out: &mut Peeled) 
     while i < argv.len() {
         let arg = argv[i].clone();
         match arg.as_str() {
-            "--no-pager" | "-P" | "--no-optional-locks" | "--literal-pathspecs"
-            | "--no-replace-objects" | "--paginate" | "-p" => {
+            "--no-pager"
+            | "-P"
+            | "--no-optional-locks"
+            | "--literal-pathspecs"
+            | "--no-replace-objects"
+            | "--paginate"
+            | "-p" => {
                 argv.remove(i);
             }
             "-C" => {
                 let dir = argv.get(i + 1).cloned().unwrap_or_default();
                 if !inside(&dir) {
-                    out.not_plain
-                        .push(format!("`git -C {dir}` works on a repository outside the workspace"));
+                    out.not_plain.push(format!(
+                        "`git -C {dir}` works on a repository outside the workspace"
+                    ));
                     return;
                 }
                 argv.drain(i..(i + 2).min(argv.len()));
@@ -522,8 +565,9 @@ fn git(argv: &mut Vec<String>, inside: &dyn Fn(&str) -> bool, out: &mut Peeled) 
     };
     if runs_commands {
         out.inline_code.push(argv[2..].join(" "));
-        out.not_plain
-            .push(format!("`git {sub}` runs commands given on the command line"));
+        out.not_plain.push(format!(
+            "`git {sub}` runs commands given on the command line"
+        ));
     }
 }
 
@@ -580,7 +624,9 @@ mod tests {
     }
 
     fn peeled(s: &str) -> Peeled {
-        peel(&words(s), &|p: &str| !p.starts_with('/') && !p.starts_with(".."))
+        peel(&words(s), &|p: &str| {
+            !p.starts_with('/') && !p.starts_with("..")
+        })
     }
 
     #[test]
@@ -588,7 +634,11 @@ mod tests {
         for (command, argv, wrappers) in [
             ("env FOO=1 rm -rf x", "rm -rf x", "env"),
             ("timeout 5 cargo test", "cargo test", "timeout"),
-            ("timeout -s KILL 5m nice -n 10 cargo build", "cargo build", "timeout nice"),
+            (
+                "timeout -s KILL 5m nice -n 10 cargo build",
+                "cargo build",
+                "timeout nice",
+            ),
             ("nohup make", "make", "nohup"),
             ("time -p ls", "ls", "time"),
             ("command ls", "ls", "command"),

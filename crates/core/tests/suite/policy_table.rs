@@ -134,10 +134,7 @@ fn run(case: &Case) -> Result<(), String> {
     let report = render_check(&decision);
     let mut problems = Vec::new();
     if decision.action != action(&case.expect) {
-        problems.push(format!(
-            "expected {}, got {}",
-            case.expect, decision.action
-        ));
+        problems.push(format!("expected {}, got {}", case.expect, decision.action));
     }
     let because = world.expand(&case.because);
     if !report.contains(&because) {
@@ -153,7 +150,9 @@ fn run(case: &Case) -> Result<(), String> {
     match (case.always.as_deref(), &decision.always_scope) {
         (None, _) => {}
         (Some("none"), None) => {}
-        (Some("none"), Some(scope)) => problems.push(format!("always_scope is `{scope}`, expected none")),
+        (Some("none"), Some(scope)) => {
+            problems.push(format!("always_scope is `{scope}`, expected none"))
+        }
         (Some(fragment), Some(scope)) if scope.contains(&world.expand(fragment)) => {}
         (Some(fragment), other) => {
             problems.push(format!("always_scope {other:?} lacks `{fragment}`"))

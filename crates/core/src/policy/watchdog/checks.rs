@@ -5,7 +5,7 @@ use std::collections::BTreeSet;
 use super::{Finding, Watchdog, WatchdogCategory as Category};
 use crate::policy::commands::{is_interpreter, read_only_words};
 use crate::policy::rule::base_name;
-use crate::policy::shell::{Place, Pipeline, SimpleCommand, is_harmless_device};
+use crate::policy::shell::{Pipeline, Place, SimpleCommand, is_harmless_device};
 use crate::policy::wrappers::{PRIVILEGE_WRAPPERS, SHELLS};
 
 type Findings = Vec<(bool, Finding)>;
@@ -19,7 +19,15 @@ fn escalate(findings: &mut Findings, category: Category, reason: String) {
 }
 
 const DOWNLOADERS: &[&str] = &[
-    "curl", "wget", "fetch", "aria2c", "http", "https", "xh", "lwp-request", "GET",
+    "curl",
+    "wget",
+    "fetch",
+    "aria2c",
+    "http",
+    "https",
+    "xh",
+    "lwp-request",
+    "GET",
 ];
 
 const NETWORK_SENDERS: &[&str] = &[
@@ -36,13 +44,34 @@ const STDIN_SENDERS: &[&str] = &[
 const ENVIRONMENT_DUMPERS: &[&str] = &["env", "printenv", "set", "export", "declare", "compgen"];
 
 const DISK_DEVICES: &[&str] = &[
-    "/dev/sd", "/dev/hd", "/dev/vd", "/dev/xvd", "/dev/nvme", "/dev/mmcblk", "/dev/disk",
-    "/dev/mapper/", "/dev/md", "/dev/dm-", "/dev/loop", "/dev/mem", "/dev/kmem", "/dev/port",
-    "/dev/sg", "/dev/sr",
+    "/dev/sd",
+    "/dev/hd",
+    "/dev/vd",
+    "/dev/xvd",
+    "/dev/nvme",
+    "/dev/mmcblk",
+    "/dev/disk",
+    "/dev/mapper/",
+    "/dev/md",
+    "/dev/dm-",
+    "/dev/loop",
+    "/dev/mem",
+    "/dev/kmem",
+    "/dev/port",
+    "/dev/sg",
+    "/dev/sr",
 ];
 
 const DISK_TOOLS: &[&str] = &[
-    "wipefs", "fdisk", "sfdisk", "cfdisk", "gdisk", "sgdisk", "parted", "mkswap", "blkdiscard",
+    "wipefs",
+    "fdisk",
+    "sfdisk",
+    "cfdisk",
+    "gdisk",
+    "sgdisk",
+    "parted",
+    "mkswap",
+    "blkdiscard",
     "badblocks",
 ];
 
@@ -173,9 +202,7 @@ impl Watchdog<'_> {
                 || matches!(program, "source" | "." | "eval" | "csh" | "tcsh")
                 || (downstream.argv.is_empty() && downstream.container);
             if interprets
-                && let Some(source) = upstream
-                    .iter()
-                    .find(|c| DOWNLOADERS.contains(&c.program()))
+                && let Some(source) = upstream.iter().find(|c| DOWNLOADERS.contains(&c.program()))
             {
                 deny(
                     findings,
@@ -201,8 +228,7 @@ impl Watchdog<'_> {
                             source.text()
                         ),
                     );
-                } else if STDIN_SENDERS.contains(&program) || curl_reads_stdin(&downstream.argv)
-                {
+                } else if STDIN_SENDERS.contains(&program) || curl_reads_stdin(&downstream.argv) {
                     deny(
                         findings,
                         Category::Exfiltration,
@@ -544,7 +570,9 @@ impl Watchdog<'_> {
                     deny(
                         findings,
                         Category::GitConfigExecution,
-                        format!("`git -c {key}=...` makes git run a program of the caller's choice"),
+                        format!(
+                            "`git -c {key}=...` makes git run a program of the caller's choice"
+                        ),
                     );
                 }
             }
@@ -572,7 +600,9 @@ impl Watchdog<'_> {
                 "`git clone -u` runs a program of the caller's choice".to_owned(),
             ),
             Some("config") => {
-                let mut keys = ops[1..].iter().filter(|k| !matches!(**k, "set" | "get" | "unset" | "list"));
+                let mut keys = ops[1..]
+                    .iter()
+                    .filter(|k| !matches!(**k, "set" | "get" | "unset" | "list"));
                 let key = keys.next();
                 let has_value = keys.next().is_some()
                     || argv.iter().any(|a| a == "--add" || a == "--replace-all");
@@ -591,7 +621,12 @@ impl Watchdog<'_> {
         }
     }
 
-    fn check_exfiltration(&self, command: &SimpleCommand, position: usize, findings: &mut Findings) {
+    fn check_exfiltration(
+        &self,
+        command: &SimpleCommand,
+        position: usize,
+        findings: &mut Findings,
+    ) {
         let argv = &command.argv;
         match command.program() {
             "curl" => {
@@ -610,9 +645,10 @@ impl Watchdog<'_> {
                 }
             }
             "wget" => {
-                if let Some(arg) = argv.iter().find(|a| {
-                    a.starts_with("--post-file") || a.starts_with("--body-file")
-                }) {
+                if let Some(arg) = argv
+                    .iter()
+                    .find(|a| a.starts_with("--post-file") || a.starts_with("--body-file"))
+                {
                     deny(
                         findings,
                         Category::Exfiltration,
@@ -640,10 +676,7 @@ impl Watchdog<'_> {
         }
         if self.reads_secret(command) {
             let sender = NETWORK_SENDERS.contains(&command.program());
-            let finding = format!(
-                "`{}` reads a credential file",
-                command.text()
-            );
+            let finding = format!("`{}` reads a credential file", command.text());
             if sender {
                 deny(findings, Category::Exfiltration, finding);
             } else {
@@ -681,9 +714,14 @@ impl Watchdog<'_> {
         let risky = match ops.first().copied() {
             Some("push") => {
                 argv.iter().any(|a| {
-                    matches!(a.as_str(), "-f" | "--force" | "--mirror" | "--delete" | "-d")
-                        || a.starts_with("--force-with-lease")
-                }) || ops.iter().skip(2).any(|r| r.starts_with('+') || r.starts_with(':'))
+                    matches!(
+                        a.as_str(),
+                        "-f" | "--force" | "--mirror" | "--delete" | "-d"
+                    ) || a.starts_with("--force-with-lease")
+                }) || ops
+                    .iter()
+                    .skip(2)
+                    .any(|r| r.starts_with('+') || r.starts_with(':'))
             }
             Some("reset") => argv.iter().any(|a| a == "--hard"),
             Some("clean") => has_short_flag(argv, &['f'], &["--force"]),
@@ -694,7 +732,10 @@ impl Watchdog<'_> {
             escalate(
                 findings,
                 Category::RiskyCommand,
-                format!("`{}` can discard work that cannot be recovered", command.text()),
+                format!(
+                    "`{}` can discard work that cannot be recovered",
+                    command.text()
+                ),
             );
         }
     }
@@ -729,7 +770,10 @@ impl Watchdog<'_> {
             deny(
                 findings,
                 Category::DownloadExecute,
-                format!("`{}` runs {file}, downloaded earlier in the same command", command.text()),
+                format!(
+                    "`{}` runs {file}, downloaded earlier in the same command",
+                    command.text()
+                ),
             );
         }
     }
@@ -838,10 +882,12 @@ fn curl_sent_file(argv: &[String]) -> Option<String> {
 }
 
 fn curl_reads_stdin(argv: &[String]) -> bool {
-    curl_values(argv).into_iter().any(|(flag, value)| match flag {
-        "-T" | "--upload-file" => value == "-" || value == ".",
-        _ => value == "@-" || value.ends_with("=@-") || value.ends_with("=<-"),
-    })
+    curl_values(argv)
+        .into_iter()
+        .any(|(flag, value)| match flag {
+            "-T" | "--upload-file" => value == "-" || value == ".",
+            _ => value == "@-" || value.ends_with("=@-") || value.ends_with("=<-"),
+        })
 }
 
 fn is_setuid_mode(mode: &str) -> bool {
@@ -894,9 +940,18 @@ mod tests {
     #[test]
     fn curl_uploads() {
         let argv = |s: &str| shell_words::split(s).unwrap();
-        assert_eq!(curl_sent_file(&argv("curl -d @x.json u")).as_deref(), Some("x.json"));
-        assert_eq!(curl_sent_file(&argv("curl --data-binary=@f u")).as_deref(), Some("f"));
-        assert_eq!(curl_sent_file(&argv("curl -F a=@f u")).as_deref(), Some("f"));
+        assert_eq!(
+            curl_sent_file(&argv("curl -d @x.json u")).as_deref(),
+            Some("x.json")
+        );
+        assert_eq!(
+            curl_sent_file(&argv("curl --data-binary=@f u")).as_deref(),
+            Some("f")
+        );
+        assert_eq!(
+            curl_sent_file(&argv("curl -F a=@f u")).as_deref(),
+            Some("f")
+        );
         assert_eq!(curl_sent_file(&argv("curl -T f u")).as_deref(), Some("f"));
         assert_eq!(curl_sent_file(&argv("curl -d@f u")).as_deref(), Some("f"));
         assert_eq!(curl_sent_file(&argv("curl -d 'a=1' u")), None);

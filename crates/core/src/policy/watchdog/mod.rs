@@ -335,17 +335,11 @@ impl Watchdog<'_> {
             if STARTUP_FILES.iter().any(|f| at_or_below(&relative, f)) {
                 return Some(Finding {
                     category: WatchdogCategory::StartupFile,
-                    reason: format!(
-                        "{} runs when a shell or session starts",
-                        path.display()
-                    ),
+                    reason: format!("{} runs when a shell or session starts", path.display()),
                 });
             }
         }
-        if SYSTEM_STARTUP
-            .iter()
-            .any(|f| at_or_below(&text, f))
-        {
+        if SYSTEM_STARTUP.iter().any(|f| at_or_below(&text, f)) {
             return Some(Finding {
                 category: WatchdogCategory::StartupFile,
                 reason: format!("{} runs when a shell or session starts", path.display()),

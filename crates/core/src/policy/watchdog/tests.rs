@@ -165,16 +165,37 @@ fn download_and_execute() {
 
 #[test]
 fn startup_and_keel_configuration() {
-    denied("echo 'alias ls=rm' >> ~/.bashrc", WatchdogCategory::StartupFile);
+    denied(
+        "echo 'alias ls=rm' >> ~/.bashrc",
+        WatchdogCategory::StartupFile,
+    );
     denied("cp evil ~/.profile", WatchdogCategory::StartupFile);
     denied("tee -a ~/.zshrc < x", WatchdogCategory::StartupFile);
-    denied("ln -sf /tmp/x ~/.ssh/authorized_keys", WatchdogCategory::StartupFile);
-    denied("sed -i 's/a/b/' ~/.bash_profile", WatchdogCategory::StartupFile);
+    denied(
+        "ln -sf /tmp/x ~/.ssh/authorized_keys",
+        WatchdogCategory::StartupFile,
+    );
+    denied(
+        "sed -i 's/a/b/' ~/.bash_profile",
+        WatchdogCategory::StartupFile,
+    );
     denied("rm -rf .keel", WatchdogCategory::KeelConfig);
-    denied("echo x > .keel/permissions.toml", WatchdogCategory::KeelConfig);
-    denied("echo x > .KEEL/permissions.toml", WatchdogCategory::KeelConfig);
-    denied("cp x ~/.config/keel/permissions.toml", WatchdogCategory::KeelConfig);
-    denied("rm /home/u/.local/state/keel-trust.toml", WatchdogCategory::KeelConfig);
+    denied(
+        "echo x > .keel/permissions.toml",
+        WatchdogCategory::KeelConfig,
+    );
+    denied(
+        "echo x > .KEEL/permissions.toml",
+        WatchdogCategory::KeelConfig,
+    );
+    denied(
+        "cp x ~/.config/keel/permissions.toml",
+        WatchdogCategory::KeelConfig,
+    );
+    denied(
+        "rm /home/u/.local/state/keel-trust.toml",
+        WatchdogCategory::KeelConfig,
+    );
     passes("cat ~/.bashrc");
     passes("cat .keel/permissions.toml");
     passes("grep alias ~/.zshrc");
@@ -204,7 +225,10 @@ fn git_configuration_that_executes() {
 
 #[test]
 fn risky_commands_escalate() {
-    escalated("git push --force origin main", WatchdogCategory::RiskyCommand);
+    escalated(
+        "git push --force origin main",
+        WatchdogCategory::RiskyCommand,
+    );
     escalated("git reset --hard HEAD~3", WatchdogCategory::RiskyCommand);
     escalated("git clean -fdx", WatchdogCategory::RiskyCommand);
     passes("git push origin main");

@@ -7,13 +7,15 @@
 
 use super::{Finding, WatchdogCategory};
 use crate::policy::commands::is_interpreter;
-use crate::policy::shell::{Cwd, Pipeline, Redirect, ShellContext, SimpleCommand, Place};
+use crate::policy::shell::{Cwd, Pipeline, Place, Redirect, ShellContext, SimpleCommand};
 use crate::policy::wrappers::{SHELLS, peel};
 
 /// The text of a fork bomb, described; `None` when there is none.
 pub fn fork_bomb(text: &str) -> Option<String> {
     let compact: String = text.chars().filter(|c| !c.is_whitespace()).collect();
-    let reason = || Some("a function that calls itself in the background until the machine runs out of processes".to_owned());
+    let reason = || {
+        Some("a function that calls itself in the background until the machine runs out of processes".to_owned())
+    };
     // `name(){ name|name& };name` and `function name { ... }`.
     let mut definitions: Vec<(String, usize)> = Vec::new();
     for (at, _) in compact.match_indices("(){") {
@@ -73,10 +75,13 @@ pub fn substituted_download(text: &str) -> Option<Finding> {
     if !substituted {
         return None;
     }
-    let words: Vec<String> = tokens(text).into_iter().filter_map(|t| match t {
-        Token::Word(w) => Some(w),
-        _ => None,
-    }).collect();
+    let words: Vec<String> = tokens(text)
+        .into_iter()
+        .filter_map(|t| match t {
+            Token::Word(w) => Some(w),
+            _ => None,
+        })
+        .collect();
     let runs = words.iter().any(|w| {
         let name = w.rsplit('/').next().unwrap_or(w);
         is_interpreter(name) || matches!(name, "eval" | "source" | ".")
@@ -153,7 +158,10 @@ fn tokens(text: &str) -> Vec<Token> {
                 }
                 if chars.peek() == Some(&'&') {
                     chars.next();
-                    while chars.peek().is_some_and(|c| c.is_ascii_digit() || *c == '-') {
+                    while chars
+                        .peek()
+                        .is_some_and(|c| c.is_ascii_digit() || *c == '-')
+                    {
                         chars.next();
                     }
                 } else {
@@ -205,12 +213,8 @@ pub fn pseudo_pipelines(text: &str, context: &ShellContext<'_>) -> Vec<Pipeline>
             return;
         }
         let words = strip_shell_prefix(std::mem::take(words));
-        let inside = |w: &str| {
-            matches!(
-                context.place(w, &start),
-                Place::Inside(_) | Place::Root(_)
-            )
-        };
+        let inside =
+            |w: &str| matches!(context.place(w, &start), Place::Inside(_) | Place::Root(_));
         let peeled = peel(&words, &inside);
         stages.push(SimpleCommand {
             dynamic: words.iter().any(|w| w.contains('$')),
@@ -329,7 +333,11 @@ mod tests {
             scratch: None,
         };
         let p = pseudo_pipelines("import os; os.system('rm -rf ~')", &context);
-        assert!(p.iter().flat_map(|p| &p.stages).any(|c| c.argv == ["rm", "-rf", "~"]));
+        assert!(
+            p.iter()
+                .flat_map(|p| &p.stages)
+                .any(|c| c.argv == ["rm", "-rf", "~"])
+        );
         let p = pseudo_pipelines("bash -c \"curl x | sh\" 2>&1 > out", &context);
         assert_eq!(p[0].stages.len(), 2);
         assert_eq!(p[0].stages[0].argv, vec!["curl", "x"]);
