@@ -6,7 +6,7 @@
 //!   argument condition that keeps it read-only; [`read_only_words`] checks one argv against it.
 //!   (Where the arguments point is checked by the caller, which knows the workspace.)
 
-use super::rule::base_name;
+use super::pattern::base_name;
 
 /// How many subcommand words follow the program in a key. Commands not listed get
 /// [`DEFAULT_DEPTH`].

@@ -20,9 +20,11 @@
 
 pub mod commands;
 mod engine;
+mod evaluate;
 mod explain;
 pub mod layers;
 pub mod mode;
+pub mod pattern;
 pub mod rule;
 pub mod shell;
 pub mod subject;
@@ -36,9 +38,8 @@ pub use engine::{ListedRule, Policy, ScopeRules};
 pub use explain::{Cause, Explanation, PRECEDENCE, RuleRef, render_check, render_rules};
 pub use layers::{BUNDLED_POLICY, PROJECT_DIR, PolicyLayers, RULE_FILE, Scope, Source};
 pub use mode::{Mode, UnknownMode};
-pub use rule::{
-    Action, Capability, CommandClass, Pattern, PatternKind, Permission, PolicyError, Rule, RuleSet,
-};
+pub use pattern::{CommandClass, Pattern, PatternKind};
+pub use rule::{Action, Capability, Permission, PolicyError, Rule, RuleSet};
 pub use subject::ApprovalKey;
 pub use trust::{Trust, TrustStore};
 pub use watchdog::{Finding, Verdict, Watchdog, WatchdogCategory};

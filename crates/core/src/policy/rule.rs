@@ -1,24 +1,18 @@
-//! Rules: `(permission, pattern, action)`, their file form, and how one rule matches a subject.
+//! Rules: `(permission, pattern, action)` and their file form, validated when loaded.
 //!
 //! - [`Permission`]: a tool id (`bash`), a [`Capability`] (`fs.write`) or `*`.
-//! - [`Pattern`]: `*`, an exact subject, a prefix, a glob, or the built-in `read-only` command
-//!   class; compiled when the file is loaded.
+//! - [`Pattern`](super::Pattern): how a rule names its subjects (see [`super::pattern`]).
 //! - [`Action`]: allow / deny / ask.
 //! - [`Rule`]: the three together, with an optional reason and the [`Source`] it came from.
 //! - [`RuleSet`]: the rules of one file (or of the bundled defaults, or of the session).
-//!
-//! Matching is deliberately asymmetric: a rule that restricts (deny, ask) matches readily
-//! (case-insensitively and after Unicode NFC normalisation for paths, on the program's base
-//! name for commands), a rule that permits (allow) matches only the literal subject. A spelling
-//! trick can therefore never turn a deny into an allow; at worst it turns an allow into a prompt.
 
 use std::fmt;
 use std::path::PathBuf;
 
-use globset::{GlobBuilder, GlobMatcher};
 use serde::Deserialize;
 
 use super::layers::Source;
+use super::pattern::{CommandClass, Pattern, PatternKind, Target, command_words};
 
 /// What a rule (or a decision) does with a call.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
@@ -179,361 +173,6 @@ impl fmt::Display for Permission {
     }
 }
 
-/// Built-in command classes a pattern may name.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum CommandClass {
-    /// Commands that only read, with their arguments checked (see `commands::is_read_only`).
-    ReadOnly,
-}
-
-impl CommandClass {
-    pub fn as_str(self) -> &'static str {
-        match self {
-            CommandClass::ReadOnly => "read-only",
-        }
-    }
-}
-
-/// The shape of a pattern.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum PatternKind {
-    /// `*` or no pattern: every subject.
-    Any,
-    /// A subject spelled out in full (no glob characters).
-    Exact,
-    /// `prefix = "..."`: whole words of a command, whole components of a path.
-    Prefix,
-    /// A glob (`*`, `**`, `?`, `[..]`, `{a,b}`).
-    Glob,
-    /// `class = "read-only"`.
-    Class,
-}
-
-/// What a pattern is matched against: one subject of a call.
-#[derive(Debug, Clone, Copy)]
-pub(crate) enum Target<'a> {
-    /// A file: workspace-relative when inside a root, the absolute canonical path, and the
-    /// `~/`-relative form when under the home directory.
-    Path {
-        relative: Option<&'a str>,
-        absolute: &'a str,
-        home: Option<&'a str>,
-    },
-    /// One simple command of a plain command line (wrappers peeled).
-    Command {
-        words: &'a [String],
-        text: &'a str,
-        read_only: bool,
-    },
-    /// A command line that is not plain: only restrictive rules are matched against it.
-    Raw(&'a str),
-    /// A network host (lower-case, ASCII).
-    Host(&'a str),
-    /// An MCP `server/tool`, or another free-form name.
-    Name(&'a str),
-    /// A call with no subject.
-    Nothing,
-}
-
-#[derive(Debug, Clone)]
-struct Globs {
-    /// `*` stops at `/`: for paths and names.
-    path: GlobMatcher,
-    /// `*` crosses `/`: for commands and hosts.
-    text: GlobMatcher,
-    /// Case-insensitive forms, used by restrictive rules.
-    path_folded: GlobMatcher,
-    text_folded: GlobMatcher,
-}
-
-/// A compiled pattern.
-#[derive(Debug, Clone)]
-pub struct Pattern {
-    kind: PatternKind,
-    text: String,
-    globs: Option<Box<Globs>>,
-}
-
-impl PartialEq for Pattern {
-    fn eq(&self, other: &Self) -> bool {
-        self.kind == other.kind && self.text == other.text
-    }
-}
-
-const GLOB_CHARS: &[char] = &['*', '?', '[', ']', '{', '}'];
-
-impl Pattern {
-    pub fn any() -> Self {
-        Self {
-            kind: PatternKind::Any,
-            text: "*".to_owned(),
-            globs: None,
-        }
-    }
-
-    /// A literal subject, or a glob when the text holds glob characters; `*` is [`Pattern::any`].
-    pub fn glob(text: &str) -> Result<Self, String> {
-        let text = text.trim();
-        if text.is_empty() {
-            return Err("the pattern is empty".to_owned());
-        }
-        if text == "*" {
-            return Ok(Self::any());
-        }
-        if !text.contains(GLOB_CHARS) {
-            return Ok(Self {
-                kind: PatternKind::Exact,
-                text: text.to_owned(),
-                globs: None,
-            });
-        }
-        let build = |separator: bool, fold: bool, text: &str| {
-            GlobBuilder::new(text)
-                .literal_separator(separator)
-                .backslash_escape(true)
-                .case_insensitive(fold)
-                .build()
-                .map(|g| g.compile_matcher())
-                .map_err(|e| e.kind().to_string())
-        };
-        let folded = nfc(text);
-        let globs = Globs {
-            path: build(true, false, text)?,
-            text: build(false, false, text)?,
-            path_folded: build(true, true, &folded)?,
-            text_folded: build(false, true, &folded)?,
-        };
-        Ok(Self {
-            kind: PatternKind::Glob,
-            text: text.to_owned(),
-            globs: Some(Box::new(globs)),
-        })
-    }
-
-    /// A literal subject, never read as a glob.
-    pub fn exact(text: &str) -> Self {
-        Self {
-            kind: PatternKind::Exact,
-            text: text.trim().to_owned(),
-            globs: None,
-        }
-    }
-
-    /// A prefix: whole words for commands, whole components for paths and names.
-    pub fn prefix(text: &str) -> Result<Self, String> {
-        let text = text.trim();
-        if text.is_empty() {
-            return Err("the prefix is empty".to_owned());
-        }
-        Ok(Self {
-            kind: PatternKind::Prefix,
-            text: text.to_owned(),
-            globs: None,
-        })
-    }
-
-    pub fn class(class: CommandClass) -> Self {
-        Self {
-            kind: PatternKind::Class,
-            text: class.as_str().to_owned(),
-            globs: None,
-        }
-    }
-
-    pub fn kind(&self) -> PatternKind {
-        self.kind
-    }
-
-    pub fn text(&self) -> &str {
-        &self.text
-    }
-
-    /// (shape, literal length): exact (3) > prefix or glob (2, longer literal text first) >
-    /// class (1) > any (0).
-    pub fn specificity(&self) -> (u8, usize) {
-        match self.kind {
-            PatternKind::Exact => (3, self.text.chars().count()),
-            PatternKind::Prefix => (2, self.text.chars().count()),
-            PatternKind::Glob => (
-                2,
-                self.text
-                    .chars()
-                    .filter(|c| !GLOB_CHARS.contains(c))
-                    .count(),
-            ),
-            PatternKind::Class => (1, 0),
-            PatternKind::Any => (0, 0),
-        }
-    }
-
-    /// Whether the pattern matches a target. `restrictive` selects the forgiving matching used
-    /// by deny and ask rules.
-    pub(crate) fn matches(&self, target: &Target<'_>, restrictive: bool) -> bool {
-        if self.kind == PatternKind::Any {
-            return true;
-        }
-        match *target {
-            Target::Nothing => false,
-            Target::Path {
-                relative,
-                absolute,
-                home,
-            } => {
-                let subject = if self.text.starts_with('/') {
-                    Some(absolute)
-                } else if self.text.starts_with("~/") || self.text == "~" {
-                    home
-                } else {
-                    relative
-                };
-                subject.is_some_and(|s| self.matches_path(s, restrictive))
-            }
-            Target::Command {
-                words,
-                text,
-                read_only,
-            } => {
-                if self.kind == PatternKind::Class {
-                    return read_only;
-                }
-                if self.matches_command(words, text) {
-                    return true;
-                }
-                // A deny on `rm` also catches `/bin/rm`.
-                if restrictive && let Some(first) = words.first() {
-                    let base = base_name(first);
-                    if base != first {
-                        let mut renamed = words.to_vec();
-                        renamed[0] = base.to_owned();
-                        return self.matches_command(&renamed, &renamed.join(" "));
-                    }
-                }
-                false
-            }
-            Target::Raw(raw) => {
-                let raw = raw.trim();
-                match self.kind {
-                    PatternKind::Exact => collapse(raw) == collapse(&self.text),
-                    PatternKind::Prefix => word_prefix(&collapse(raw), &collapse(&self.text)),
-                    PatternKind::Glob => self.glob_text(raw, restrictive),
-                    PatternKind::Class | PatternKind::Any => false,
-                }
-            }
-            Target::Host(host) => match self.kind {
-                PatternKind::Exact => host.eq_ignore_ascii_case(&self.text),
-                PatternKind::Prefix => host.starts_with(&self.text.to_ascii_lowercase()),
-                PatternKind::Glob => self.glob_text(host, true),
-                PatternKind::Class | PatternKind::Any => false,
-            },
-            Target::Name(name) => self.matches_path(name, restrictive),
-        }
-    }
-
-    fn matches_path(&self, subject: &str, restrictive: bool) -> bool {
-        let pattern = self.text.trim_start_matches("./").trim_end_matches('/');
-        let (subject, pattern) = if restrictive {
-            (nfc(subject).to_lowercase(), nfc(pattern).to_lowercase())
-        } else {
-            (subject.to_owned(), pattern.to_owned())
-        };
-        match self.kind {
-            PatternKind::Exact => subject == pattern,
-            PatternKind::Prefix => {
-                subject == pattern
-                    || pattern.is_empty()
-                    || subject
-                        .strip_prefix(pattern.as_str())
-                        .is_some_and(|rest| rest.starts_with('/'))
-            }
-            PatternKind::Glob => self.globs.as_ref().is_some_and(|g| {
-                if restrictive {
-                    g.path_folded.is_match(&subject)
-                } else {
-                    g.path.is_match(&subject)
-                }
-            }),
-            PatternKind::Class => false,
-            PatternKind::Any => true,
-        }
-    }
-
-    fn matches_command(&self, words: &[String], text: &str) -> bool {
-        match self.kind {
-            PatternKind::Exact => text == collapse(&self.text),
-            PatternKind::Prefix => {
-                let prefix = command_words(&self.text);
-                !prefix.is_empty()
-                    && prefix.len() <= words.len()
-                    && prefix.iter().zip(words).all(|(p, w)| p == w)
-            }
-            PatternKind::Glob => self.glob_text(text, false),
-            PatternKind::Class | PatternKind::Any => false,
-        }
-    }
-
-    fn glob_text(&self, subject: &str, folded: bool) -> bool {
-        self.globs.as_ref().is_some_and(|g| {
-            if folded {
-                g.text_folded.is_match(subject)
-            } else {
-                g.text.is_match(subject)
-            }
-        })
-    }
-}
-
-impl fmt::Display for Pattern {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        match self.kind {
-            PatternKind::Any => f.write_str("*"),
-            PatternKind::Exact | PatternKind::Glob => write!(f, "pattern `{}`", self.text),
-            PatternKind::Prefix => write!(f, "prefix `{}`", self.text),
-            PatternKind::Class => write!(f, "class `{}`", self.text),
-        }
-    }
-}
-
-/// `text` with glob metacharacters escaped, for building a glob from a literal path.
-pub(crate) fn escape_glob(text: &str) -> String {
-    let mut out = String::with_capacity(text.len());
-    for c in text.chars() {
-        if GLOB_CHARS.contains(&c) || c == '\\' {
-            out.push('\\');
-        }
-        out.push(c);
-    }
-    out
-}
-
-/// A command prefix's words (shell quoting understood).
-pub(crate) fn command_words(text: &str) -> Vec<String> {
-    shell_words::split(text)
-        .unwrap_or_else(|_| text.split_whitespace().map(str::to_owned).collect())
-}
-
-fn collapse(text: &str) -> String {
-    text.split_whitespace().collect::<Vec<_>>().join(" ")
-}
-
-fn word_prefix(text: &str, prefix: &str) -> bool {
-    text.strip_prefix(prefix)
-        .is_some_and(|rest| rest.is_empty() || rest.starts_with(' '))
-}
-
-pub(crate) fn base_name(program: &str) -> &str {
-    program.rsplit('/').next().unwrap_or(program)
-}
-
-/// Unicode NFC, the canonical spelling restrictive matching compares.
-pub(crate) fn nfc(text: &str) -> String {
-    if text.is_ascii() {
-        return text.to_owned();
-    }
-    icu_normalizer::ComposingNormalizerBorrowed::new_nfc()
-        .normalize(text)
-        .into_owned()
-}
-
 /// One rule.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Rule {
@@ -568,16 +207,19 @@ impl Rule {
             "permission = {}\n",
             toml_string(&self.permission.to_string())
         ));
-        match self.pattern.kind {
+        match self.pattern.kind() {
             PatternKind::Any => out.push_str("pattern = \"*\"\n"),
             PatternKind::Exact | PatternKind::Glob => {
-                out.push_str(&format!("pattern = {}\n", toml_string(&self.pattern.text)));
+                out.push_str(&format!(
+                    "pattern = {}\n",
+                    toml_string(&self.pattern.text())
+                ));
             }
             PatternKind::Prefix => {
-                out.push_str(&format!("prefix = {}\n", toml_string(&self.pattern.text)));
+                out.push_str(&format!("prefix = {}\n", toml_string(&self.pattern.text())));
             }
             PatternKind::Class => {
-                out.push_str(&format!("class = {}\n", toml_string(&self.pattern.text)));
+                out.push_str(&format!("class = {}\n", toml_string(&self.pattern.text())));
             }
         }
         out.push_str(&format!("action = \"{}\"\n", self.action));
@@ -786,7 +428,7 @@ fn check_examples(
     counterexamples: &[String],
 ) -> Result<(), (String, String)> {
     if (!examples.is_empty() || !counterexamples.is_empty())
-        && rule.pattern.kind == PatternKind::Class
+        && rule.pattern.kind() == PatternKind::Class
     {
         return Err((
             "examples cannot be checked for a class rule".to_owned(),
@@ -922,76 +564,5 @@ mod tests {
                    examples = [\"src/a/b.rs\"]\n";
         let err = parse(bad).unwrap_err().to_string();
         assert!(err.contains("does not match its example"), "{err}");
-    }
-
-    #[test]
-    fn specificity_orders_shapes() {
-        let exact = Pattern::glob("src/main.rs").unwrap();
-        let long = Pattern::glob("src/**/*.rs").unwrap();
-        let short = Pattern::glob("**").unwrap();
-        let prefix = Pattern::prefix("cargo test").unwrap();
-        assert!(exact.specificity() > long.specificity());
-        assert!(long.specificity() > short.specificity());
-        assert!(prefix.specificity() > Pattern::class(CommandClass::ReadOnly).specificity());
-        assert!(
-            Pattern::class(CommandClass::ReadOnly).specificity() > Pattern::any().specificity()
-        );
-    }
-
-    #[test]
-    fn restrictive_matching_folds_case_and_normal_form() {
-        let rule = Pattern::glob("secrets/**").unwrap();
-        let target = |p: &'static str| Target::Path {
-            relative: Some(p),
-            absolute: "/w/x",
-            home: None,
-        };
-        assert!(rule.matches(&target("SECRETS/a"), true));
-        assert!(!rule.matches(&target("SECRETS/a"), false));
-        let cafe = Pattern::prefix("docs/caf\u{e9}").unwrap();
-        assert!(cafe.matches(&target("docs/cafe\u{301}/x"), true));
-        assert!(!cafe.matches(&target("docs/cafe\u{301}/x"), false));
-    }
-
-    #[test]
-    fn command_prefix_is_word_wise() {
-        let p = Pattern::prefix("git status").unwrap();
-        let words = |s: &str| s.split(' ').map(str::to_owned).collect::<Vec<_>>();
-        let w = words("git status --short");
-        assert!(p.matches(
-            &Target::Command {
-                words: &w,
-                text: "git status --short",
-                read_only: false
-            },
-            false
-        ));
-        let w = words("git statusx");
-        assert!(!p.matches(
-            &Target::Command {
-                words: &w,
-                text: "git statusx",
-                read_only: false
-            },
-            false
-        ));
-        let deny_rm = Pattern::prefix("rm").unwrap();
-        let w = words("/bin/rm -rf x");
-        assert!(deny_rm.matches(
-            &Target::Command {
-                words: &w,
-                text: "/bin/rm -rf x",
-                read_only: false
-            },
-            true
-        ));
-        assert!(!deny_rm.matches(
-            &Target::Command {
-                words: &w,
-                text: "/bin/rm -rf x",
-                read_only: false
-            },
-            false
-        ));
     }
 }

@@ -14,7 +14,8 @@ use std::path::{Path, PathBuf};
 use serde_json::Value;
 
 use super::Call;
-use super::rule::{Capability, Pattern, escape_glob};
+use super::pattern::{Pattern, escape_glob};
+use super::rule::Capability;
 use super::shell::{ShellAnalysis, ShellContext, analyze, confusable_char};
 use crate::tool::{Origin, Subject, ToolKind, ToolSpec};
 

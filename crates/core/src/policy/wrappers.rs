@@ -9,7 +9,7 @@
 //! not read-only.
 
 use super::commands::{is_interpreter, read_only_words};
-use super::rule::base_name;
+use super::pattern::base_name;
 
 /// A simple command after peeling.
 #[derive(Debug, Clone, Default, PartialEq)]

@@ -11,13 +11,14 @@
 //! inside quotes too ([`text`]).
 
 mod checks;
+mod network;
 mod text;
 
 use std::fmt;
 use std::path::{Path, PathBuf};
 
 use super::commands::is_secret_name;
-use super::rule::nfc;
+use super::pattern::nfc;
 use super::shell::{ShellAnalysis, ShellContext, confusable_char, is_harmless_device};
 
 /// What kind of danger the watchdog saw.
