@@ -182,7 +182,11 @@ impl Policy {
 
     /// Decides one call.
     pub fn decide(&self, call: &Call<'_>) -> Decision {
-        let state = self.lock();
+        // A snapshot: resolving paths touches the file system, which is no place to hold a lock.
+        let (mode, trust, session) = {
+            let state = self.lock();
+            (state.mode, state.trust, state.session.clone())
+        };
         let spec = call.spec;
         let tool = spec.id.clone();
         let capability = capability_of(spec);
@@ -249,11 +253,11 @@ impl Policy {
             .iter()
             .flat_map(|s| s.rules.iter())
             .chain(self.project.iter().flat_map(|s| s.rules.iter()))
-            .chain(state.session.iter())
+            .chain(session.iter())
             .collect();
         let outcome = evaluate_call(
             &rules,
-            state.trust.is_trusted(),
+            trust.is_trusted(),
             &tool,
             capability,
             &subject,
@@ -274,7 +278,7 @@ impl Policy {
             }
             _ => spec.mutating,
         };
-        match state.mode {
+        match mode {
             Mode::Allowlist => {}
             Mode::Ask => {
                 if action == Action::Allow && gated && !outcome.session_only {
@@ -365,6 +369,10 @@ impl Policy {
         };
         decision
     }
+
+    /// Records the user's answer. "Always" answers add session rules: allow rules for the
+    /// decision's keys (only when it could be cached), deny rules for the keys that were asked
+    /// about (or, for a line without keys, for its exact text).
     pub fn remember(&self, decision: &Decision, answer: Answer) {
         let mut state = self.lock();
         let additions: Vec<(Pattern, Action)> = match answer {

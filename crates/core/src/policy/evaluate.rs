@@ -226,10 +226,6 @@ fn evaluate_opaque<'r>(
     }
 }
 
-/// Records the user's answer. "Always" answers add session rules: allow rules for the
-/// decision's keys (only when it was cacheable), deny rules for the keys that were asked
-/// about (or, for a line without keys, for its exact text).
-
 /// The most specific matching rule, with the manifest-deny and trust rules applied.
 fn evaluate<'r>(
     rules: &[&'r Rule],

@@ -3,7 +3,7 @@
 //! - [`Pattern`]: `*`, an exact subject, a prefix (whole words of a command, whole components
 //!   of a path), a glob, or the built-in `read-only` command [`CommandClass`]; globs are
 //!   compiled when the rule is loaded.
-//! - [`Target`]: one subject of a call (a path in its three spellings, a peeled simple command,
+//! - `Target`: one subject of a call (a path in its three spellings, a peeled simple command,
 //!   a raw command line, a host, an MCP name).
 //!
 //! Matching is deliberately asymmetric: a rule that restricts (deny, ask) matches readily

@@ -1,7 +1,7 @@
 //! Rules: `(permission, pattern, action)` and their file form, validated when loaded.
 //!
 //! - [`Permission`]: a tool id (`bash`), a [`Capability`] (`fs.write`) or `*`.
-//! - [`Pattern`](super::Pattern): how a rule names its subjects (see [`super::pattern`]).
+//! - [`Pattern`]: how a rule names its subjects (see [`super::pattern`]).
 //! - [`Action`]: allow / deny / ask.
 //! - [`Rule`]: the three together, with an optional reason and the [`Source`] it came from.
 //! - [`RuleSet`]: the rules of one file (or of the bundled defaults, or of the session).
@@ -210,16 +210,13 @@ impl Rule {
         match self.pattern.kind() {
             PatternKind::Any => out.push_str("pattern = \"*\"\n"),
             PatternKind::Exact | PatternKind::Glob => {
-                out.push_str(&format!(
-                    "pattern = {}\n",
-                    toml_string(&self.pattern.text())
-                ));
+                out.push_str(&format!("pattern = {}\n", toml_string(self.pattern.text())));
             }
             PatternKind::Prefix => {
-                out.push_str(&format!("prefix = {}\n", toml_string(&self.pattern.text())));
+                out.push_str(&format!("prefix = {}\n", toml_string(self.pattern.text())));
             }
             PatternKind::Class => {
-                out.push_str(&format!("class = {}\n", toml_string(&self.pattern.text())));
+                out.push_str(&format!("class = {}\n", toml_string(self.pattern.text())));
             }
         }
         out.push_str(&format!("action = \"{}\"\n", self.action));

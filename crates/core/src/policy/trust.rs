@@ -71,7 +71,7 @@ impl TrustStore {
     /// Whether the workspace (canonicalised) is in the store. A missing store trusts nothing.
     pub fn is_trusted(&self, workspace: &Path) -> Result<bool, PolicyError> {
         let workspace = canonical(workspace)?;
-        Ok(self.read()?.trusted.iter().any(|p| *p == workspace))
+        Ok(self.read()?.trusted.contains(&workspace))
     }
 
     /// [`Trust::Trusted`] when the store lists the workspace, else [`Trust::Unknown`].

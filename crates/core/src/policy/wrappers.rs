@@ -203,22 +203,20 @@ fn skip_options(argv: &[String], flags: &[&str], valued: &[&str]) -> Step {
         if !arg.starts_with('-') || arg == "-" {
             break;
         }
-        if flags.contains(&arg) {
-            i += 1;
-        } else if valued.contains(&arg) {
-            i += 2;
-        } else if arg.starts_with("--") && arg.contains('=') {
-            i += 1;
-        } else if valued
+        let attached = valued
             .iter()
-            .any(|v| v.len() == 2 && arg.starts_with(v) && arg.len() > 2)
-        {
-            i += 1;
-        } else if arg.len() > 2
+            .any(|v| v.len() == 2 && arg.starts_with(v) && arg.len() > 2);
+        let cluster = arg.len() > 2
             && !arg.starts_with("--")
             && arg[1..]
                 .chars()
-                .all(|c| flags.contains(&format!("-{c}").as_str()))
+                .all(|c| flags.contains(&format!("-{c}").as_str()));
+        if valued.contains(&arg) {
+            i += 2;
+        } else if flags.contains(&arg)
+            || (arg.starts_with("--") && arg.contains('='))
+            || attached
+            || cluster
         {
             i += 1;
         } else {
@@ -241,16 +239,18 @@ fn env(argv: &[String], out: &mut Peeled) -> Step {
         if arg == "-C" || arg.starts_with("--chdir") {
             return Step::NotPlain("`env -C` runs the command in another directory".to_owned());
         }
-        if matches!(
+        if arg == "--" {
+            i += 1;
+            break;
+        }
+        if arg == "-u" || arg == "--unset" {
+            i += 2;
+        } else if matches!(
             arg,
             "-i" | "--ignore-environment" | "-0" | "--null" | "-v" | "--debug" | "-"
-        ) {
-            i += 1;
-        } else if arg == "-u" || arg == "--unset" {
-            i += 2;
-        } else if arg.starts_with("--unset=") || (arg.starts_with("-u") && arg.len() > 2) {
-            i += 1;
-        } else if arg == "--" {
+        ) || arg.starts_with("--unset=")
+            || (arg.starts_with("-u") && arg.len() > 2)
+        {
             i += 1;
         } else if let Some((name, value)) = split_assignment(arg) {
             if is_dangerous_variable(name) {

@@ -57,7 +57,7 @@ impl ShellContext<'_> {
         } else {
             let literal = match word.find(['*', '?', '[']) {
                 Some(at) => match word[..at].rfind('/') {
-                    Some(slash) if slash == 0 => "/",
+                    Some(0) => "/",
                     Some(slash) => &word[..slash],
                     None => ".",
                 },
@@ -84,7 +84,7 @@ impl ShellContext<'_> {
 
     /// Places an absolute, resolved path.
     pub fn classify(&self, path: PathBuf) -> Place {
-        if self.roots.iter().any(|r| *r == path) {
+        if self.roots.contains(&path) {
             return Place::Root(path);
         }
         let inside = self.roots.iter().any(|r| path.starts_with(r))

@@ -8,7 +8,7 @@
 //! Commands are checked twice: structurally on the parsed simple commands (all of them, plain
 //! or not, nested `sh -c` scripts included), and as raw text for whatever is opaque (a line
 //! that is not plain, inline interpreter code), through a forgiving tokenizer that splits
-//! inside quotes too ([`text`]).
+//! inside quotes too (the `text` module).
 
 mod checks;
 mod network;
