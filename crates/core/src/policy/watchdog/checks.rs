@@ -273,7 +273,14 @@ impl Watchdog<'_> {
             _ => {}
         }
         if mutating && program != "rm" {
-            for operand in operands(argv) {
+            // Positional operands, and the values of `--option=value` words
+            // (`git log --output=~/.bashrc`).
+            let values = argv.iter().skip(1).filter_map(|a| {
+                a.strip_prefix("--")
+                    .and_then(|rest| rest.split_once('='))
+                    .map(|(_, value)| value)
+            });
+            for operand in operands(argv).into_iter().chain(values) {
                 if let Some(path) = self.context.place(operand, &command.cwd).path()
                     && let Some(finding) = self.protected_path(path)
                     && !findings.iter().any(|(_, f)| *f == finding)

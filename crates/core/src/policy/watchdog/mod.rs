@@ -19,7 +19,9 @@ use std::path::{Path, PathBuf};
 
 use super::commands::is_secret_name;
 use super::pattern::nfc;
-use super::shell::{ShellAnalysis, ShellContext, confusable_char, is_harmless_device};
+use super::shell::{
+    ShellAnalysis, ShellContext, SimpleCommand, confusable_char, is_harmless_device,
+};
 
 /// What kind of danger the watchdog saw.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
@@ -262,12 +264,34 @@ impl Watchdog<'_> {
             ));
         }
         self.check_pipelines(&analysis.pipelines, &mut findings);
+        let mut pseudo = Vec::new();
         for opaque in &analysis.opaque {
             if let Some(finding) = text::substituted_download(opaque) {
                 findings.push((true, finding));
             }
-            let pseudo = text::pseudo_pipelines(opaque, &self.context);
-            self.check_pipelines(&pseudo, &mut findings);
+            pseudo.extend(text::pseudo_pipelines(opaque, &self.context));
+        }
+        self.check_pipelines(&pseudo, &mut findings);
+        // A credential read anywhere in a line that also talks to the network
+        // (`curl -d "$(cat ~/.ssh/id_rsa)" ...`).
+        let commands: Vec<&SimpleCommand> = analysis
+            .commands()
+            .chain(pseudo.iter().flat_map(|p| p.stages.iter()))
+            .collect();
+        if let Some(secret) = commands.iter().find(|c| self.reads_secret(c))
+            && let Some(sender) = commands.iter().find(|c| network::is_sender(c.program()))
+        {
+            findings.push((
+                true,
+                Finding {
+                    category: WatchdogCategory::Exfiltration,
+                    reason: format!(
+                        "`{}` reads a credential file in a line where `{}` talks to the network",
+                        secret.text(),
+                        sender.program()
+                    ),
+                },
+            ));
         }
         Verdict::from_findings(findings)
     }

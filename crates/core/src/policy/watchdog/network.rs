@@ -49,6 +49,11 @@ fn is_remote(operand: &str) -> bool {
     }
 }
 
+/// Whether a program sends data over the network.
+pub(super) fn is_sender(program: &str) -> bool {
+    NETWORK_SENDERS.contains(&program)
+}
+
 impl Watchdog<'_> {
     pub(super) fn check_pipeline(&self, pipeline: &Pipeline, findings: &mut Findings) {
         for (j, downstream) in pipeline.stages.iter().enumerate().skip(1) {
@@ -162,7 +167,7 @@ impl Watchdog<'_> {
         }
     }
 
-    fn reads_secret(&self, command: &SimpleCommand) -> bool {
+    pub(super) fn reads_secret(&self, command: &SimpleCommand) -> bool {
         let redirected = command
             .redirects
             .iter()
