@@ -76,6 +76,7 @@ pub(super) fn evaluate_call(
                 relative: path.relative.as_deref(),
                 absolute: &path.absolute,
                 home: path.home.as_deref(),
+                session: path.session.as_deref(),
             };
             single(run(&target, plain), text, vec![path.key().to_owned()])
         }

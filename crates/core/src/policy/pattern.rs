@@ -48,12 +48,14 @@ pub enum PatternKind {
 /// What a pattern is matched against: one subject of a call.
 #[derive(Debug, Clone, Copy)]
 pub(crate) enum Target<'a> {
-    /// A file: workspace-relative when inside a root, the absolute canonical path, and the
-    /// `~/`-relative form when under the home directory.
+    /// A file: workspace-relative when inside a root, the absolute canonical path, the
+    /// `~/`-relative form under the home directory, the `{session}/`-relative form under the
+    /// session's scratch directory.
     Path {
         relative: Option<&'a str>,
         absolute: &'a str,
         home: Option<&'a str>,
+        session: Option<&'a str>,
     },
     /// One simple command of a plain command line (wrappers peeled).
     Command {
@@ -98,6 +100,9 @@ impl PartialEq for Pattern {
 
 const GLOB_CHARS: &[char] = &['*', '?', '[', ']', '{', '}'];
 
+/// The name path patterns use for the session's scratch directory (spilled tool output).
+pub const SESSION: &str = "{session}";
+
 impl Pattern {
     pub fn any() -> Self {
         Self {
@@ -116,13 +121,19 @@ impl Pattern {
         if text == "*" {
             return Ok(Self::any());
         }
-        if !text.contains(GLOB_CHARS) {
+        // `{session}` is a name, not a glob alternation.
+        let (literal_head, rest) = match text.strip_prefix(SESSION) {
+            Some(rest) => ("\\{session\\}", rest),
+            None => ("", text),
+        };
+        if !rest.contains(GLOB_CHARS) {
             return Ok(Self {
                 kind: PatternKind::Exact,
                 text: text.to_owned(),
                 globs: None,
             });
         }
+        let source = format!("{literal_head}{rest}");
         let build = |separator: bool, fold: bool, text: &str| {
             GlobBuilder::new(text)
                 .literal_separator(separator)
@@ -132,10 +143,10 @@ impl Pattern {
                 .map(|g| g.compile_matcher())
                 .map_err(|e| e.kind().to_string())
         };
-        let folded = nfc(text);
+        let folded = nfc(&source);
         let globs = Globs {
-            path: build(true, false, text)?,
-            text: build(false, false, text)?,
+            path: build(true, false, &source)?,
+            text: build(false, false, &source)?,
             path_folded: build(true, true, &folded)?,
             text_folded: build(false, true, &folded)?,
         };
@@ -214,11 +225,14 @@ impl Pattern {
                 relative,
                 absolute,
                 home,
+                session,
             } => {
                 let subject = if self.text.starts_with('/') {
                     Some(absolute)
                 } else if self.text.starts_with("~/") || self.text == "~" {
                     home
+                } else if self.text.starts_with(SESSION) {
+                    session
                 } else {
                     relative
                 };
@@ -395,6 +409,7 @@ mod tests {
             relative: Some(p),
             absolute: "/w/x",
             home: None,
+            session: None,
         };
         assert!(rule.matches(&target("SECRETS/a"), true));
         assert!(!rule.matches(&target("SECRETS/a"), false));
@@ -443,5 +458,31 @@ mod tests {
             },
             false
         ));
+    }
+
+    #[test]
+    fn session_is_a_name_not_an_alternation() {
+        let glob = Pattern::glob("{session}/**").unwrap();
+        let prefix = Pattern::prefix("{session}").unwrap();
+        let target = |s: &'static str| Target::Path {
+            relative: None,
+            absolute: "/tmp/s/x",
+            home: None,
+            session: Some(s),
+        };
+        for pattern in [&glob, &prefix] {
+            assert!(pattern.matches(&target("{session}/out.txt"), false));
+        }
+        let outside = Target::Path {
+            relative: None,
+            absolute: "/tmp/s/x",
+            home: None,
+            session: None,
+        };
+        assert!(!glob.matches(&outside, false));
+        assert_eq!(
+            Pattern::glob("{session}/a.txt").unwrap().kind(),
+            PatternKind::Exact
+        );
     }
 }

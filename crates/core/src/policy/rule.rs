@@ -12,7 +12,7 @@ use std::path::PathBuf;
 use serde::Deserialize;
 
 use super::layers::Source;
-use super::pattern::{CommandClass, Pattern, PatternKind, Target, command_words};
+use super::pattern::{CommandClass, Pattern, PatternKind, SESSION, Target, command_words};
 
 /// What a rule (or a decision) does with a call.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
@@ -451,11 +451,13 @@ fn check_examples(
             "path" => {
                 let absolute = example.starts_with('/');
                 let home = example.starts_with("~/");
+                let session = example.starts_with(SESSION);
                 rule.pattern.matches(
                     &Target::Path {
-                        relative: (!absolute && !home).then_some(example),
+                        relative: (!absolute && !home && !session).then_some(example),
                         absolute: example,
                         home: home.then_some(example),
+                        session: session.then_some(example),
                     },
                     restrictive,
                 )

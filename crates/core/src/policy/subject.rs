@@ -14,7 +14,7 @@ use std::path::{Path, PathBuf};
 use serde_json::Value;
 
 use super::Call;
-use super::pattern::{Pattern, escape_glob};
+use super::pattern::{Pattern, SESSION, escape_glob};
 use super::rule::Capability;
 use super::shell::{ShellAnalysis, ShellContext, analyze, confusable_char};
 use crate::tool::{Origin, Subject, ToolKind, ToolSpec};
@@ -63,6 +63,8 @@ pub struct PathSubject {
     pub absolute: String,
     /// `~/...` when under the home directory.
     pub home: Option<String>,
+    /// `{session}/...` when under the session's scratch directory.
+    pub session: Option<String>,
 }
 
 impl PathSubject {
@@ -120,12 +122,23 @@ pub fn subject_of(call: &Call<'_>, context: &ShellContext<'_>) -> Result<CallSub
                     .ok()
                     .map(|rest| format!("~/{}", rest.display()))
             });
+            let session = canonical
+                .strip_prefix(call.runtime.scratch_dir())
+                .ok()
+                .map(|rest| {
+                    if rest.as_os_str().is_empty() {
+                        SESSION.to_owned()
+                    } else {
+                        format!("{SESSION}/{}", rest.display())
+                    }
+                });
             Ok(CallSubject::Path(PathSubject {
                 user: user.to_owned(),
                 absolute: canonical.display().to_string(),
                 canonical,
                 relative,
                 home,
+                session,
             }))
         }
         Subject::Command(field) => {
