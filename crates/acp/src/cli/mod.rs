@@ -186,6 +186,9 @@ pub struct PermissionsCheckArgs {
     /// The workspace (default: the current directory).
     #[arg(long, value_name = "DIR")]
     pub workspace: Option<PathBuf>,
+    /// Decide as a headless host would (`keel exec`): every ask becomes a denial.
+    #[arg(long)]
+    pub headless: bool,
     #[command(flatten)]
     pub overrides: Overrides,
 }

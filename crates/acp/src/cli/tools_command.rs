@@ -5,13 +5,14 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use keel_core::capability::RequirementSet;
-use keel_core::config::Config;
-use keel_core::runtime::{Runtime, RuntimeConfig};
+use keel_core::config::{Config, Effective};
+use keel_core::policy::Call;
 use keel_core::tool::{
     DynTool, Envelope, ProgressSink, Registry, SessionState, ToolContext, ToolError,
 };
 use tokio_util::sync::CancellationToken;
 
+use super::permissions_command::{policy_for, runtime_for};
 use super::{
     EXIT_FAILED, EXIT_OK, Failure, Outcome, ToolCallArgs, ToolsArgs, load_config, workspace_or_cwd,
     write_stdout,
@@ -156,7 +157,7 @@ pub async fn call(args: ToolCallArgs) -> Outcome {
         call_args,
         &workspace,
         &scratch,
-        &effective.config,
+        &effective,
         settings.timeout_ms.map(Duration::from_millis),
     )
     .await;
@@ -174,7 +175,7 @@ pub async fn call(args: ToolCallArgs) -> Outcome {
     })
 }
 
-fn find_tool(registry: &Registry, id: &str) -> Result<Arc<dyn DynTool>, Failure> {
+pub fn find_tool(registry: &Registry, id: &str) -> Result<Arc<dyn DynTool>, Failure> {
     registry.get(id).cloned().ok_or_else(|| {
         let known: Vec<&str> = registry.specs().map(|s| s.id.as_str()).collect();
         if known.is_empty() {
@@ -188,32 +189,43 @@ fn find_tool(registry: &Registry, id: &str) -> Result<Arc<dyn DynTool>, Failure>
     })
 }
 
-/// Runs one call in a fresh session over `workspace`; every failure becomes an error envelope.
+/// Runs one call in a fresh headless session over `workspace`: the schema check, the
+/// permission engine (asks become denials), then the tool (whose runtime checks the capability
+/// scope). Every failure becomes an error envelope.
 async fn run_one(
     tool: &dyn DynTool,
     args: serde_json::Value,
     workspace: &Path,
     scratch: &Path,
-    config: &Config,
+    effective: &Effective,
     timeout: Option<Duration>,
 ) -> Envelope {
     let started = Instant::now();
-    let runtime = match Runtime::new(RuntimeConfig {
-        roots: vec![workspace.to_path_buf()],
-        requirements: tool.spec().requires.clone(),
-        ad_hoc: Vec::new(),
-        user_data: None,
-        scratch_dir: scratch.to_path_buf(),
-    }) {
+    let fail = |error: ToolError| Envelope::from_result(Err(error), started.elapsed());
+    let runtime = match runtime_for(tool, workspace, scratch) {
         Ok(runtime) => runtime,
-        Err(e) => {
-            return Envelope::from_result(Err(ToolError::Failed(e.to_string())), started.elapsed());
-        }
+        Err(failure) => return fail(ToolError::Failed(failure.message)),
     };
+    if let Err(error) = tool.validate(&args) {
+        return fail(error);
+    }
+    let policy = match policy_for(effective, workspace, true) {
+        Ok(policy) => policy,
+        Err(failure) => return fail(ToolError::Failed(failure.message)),
+    };
+    let decision = policy.decide(&Call {
+        spec: tool.spec(),
+        args: &args,
+        runtime: &runtime,
+    });
+    tracing::info!(tool = %tool.spec().id, action = %decision.action, "{}", decision.explanation);
+    if let Some(message) = decision.message_for_model() {
+        return fail(ToolError::Denied(message));
+    }
     let session = Arc::new(SessionState::new(
         "keel-tool-call",
         runtime.scratch_dir().to_path_buf(),
-        config.limits.clone(),
+        effective.config.limits.clone(),
         false,
     ));
     let cancel = CancellationToken::new();

@@ -166,3 +166,43 @@ fn path_names_both_files() {
         )
     );
 }
+
+#[test]
+fn permissions_list_shows_configured_rules_with_their_files() {
+    let sandbox = Sandbox::new();
+    sandbox.write(
+        &sandbox.user_file(),
+        "[[permission]]\npermission = \"bash\"\nprefix = \"cargo publish\"\naction = \"deny\"\n\
+         reason = \"releases go through CI\"\n",
+    );
+    sandbox.write(
+        &sandbox.project_file(),
+        "mode = \"ask\"\n\n[[permission]]\npermission = \"fs.write\"\npattern = \"{workspace}/gen/**\"\naction = \"deny\"\n",
+    );
+    let out = run(sandbox.keel(&["permissions", "list"]));
+    assert_eq!(out.code, 0, "{}", out.stderr);
+    assert!(out.stdout.starts_with("mode: ask"), "{}", out.stdout);
+    let user_rule = out
+        .stdout
+        .lines()
+        .find(|l| l.contains("cargo publish"))
+        .unwrap_or_else(|| panic!("no user rule in\n{}", out.stdout));
+    assert!(user_rule.contains("deny"), "{user_rule}");
+    assert!(
+        user_rule.contains(&format!(
+            "from {}: releases go through CI",
+            sandbox.user_file().display()
+        )),
+        "{user_rule}"
+    );
+    let project_rule = out
+        .stdout
+        .lines()
+        .find(|l| l.contains("/gen/**"))
+        .unwrap_or_else(|| panic!("no project rule in\n{}", out.stdout));
+    assert!(
+        project_rule.contains(&sandbox.workspace.display().to_string()),
+        "{{workspace}} is expanded: {project_rule}"
+    );
+    assert!(project_rule.contains(&sandbox.project_file().display().to_string()));
+}

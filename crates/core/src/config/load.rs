@@ -4,9 +4,8 @@ use std::path::{Path, PathBuf};
 
 use toml::de::{DeTable, DeValue};
 
-use super::error::{FileText, did_you_mean};
+use super::error::FileText;
 use super::{Config, ConfigError, Provenance, Source};
-use crate::capability::VARIABLES;
 
 /// Names another user configuration file (replaces `$XDG_CONFIG_HOME/keel/config.toml`).
 pub const ENV_CONFIG: &str = "KEEL_CONFIG";
@@ -264,68 +263,9 @@ fn check_file(
     let tree = DeTable::parse(file.text).map_err(|e| file.explain(&e, None))?;
     let typed: Config =
         toml::from_str(file.text).map_err(|e| file.explain(&e, Some(tree.get_ref())))?;
-    check_variables(&typed, tree.get_ref(), file)?;
+    super::rules::check_variables(&typed, tree.get_ref(), file)?;
     record(tree.get_ref(), "", file, sources, permission_offset);
     toml::from_str(file.text).map_err(|e| file.explain(&e, None))
-}
-
-/// Every `{name}` in a permission pattern must be a known path variable. `{a,b}` (glob
-/// alternation) and text that is not a name (`{print $1}` in a command) are left alone.
-fn check_variables(
-    config: &Config,
-    tree: &DeTable<'_>,
-    file: &FileText<'_>,
-) -> Result<(), ConfigError> {
-    for (i, rule) in config.permissions.iter().enumerate() {
-        for name in variable_names(&rule.pattern) {
-            if VARIABLES.contains(&name.as_str()) {
-                continue;
-            }
-            let offset = pattern_offset(tree, i).unwrap_or(0);
-            return Err(ConfigError::UnknownVariable {
-                suggestion: did_you_mean(&name, VARIABLES.iter().copied()),
-                variable: name,
-                pattern: rule.pattern.clone(),
-                location: file.source_at(offset),
-                known: VARIABLES,
-            });
-        }
-    }
-    Ok(())
-}
-
-fn variable_names(pattern: &str) -> Vec<String> {
-    let mut out = Vec::new();
-    let mut rest = pattern;
-    while let Some(start) = rest.find('{') {
-        let after = &rest[start + 1..];
-        let Some(end) = after.find('}') else { break };
-        let name = &after[..end];
-        let is_name = !name.is_empty()
-            && name
-                .chars()
-                .all(|c| c.is_ascii_alphanumeric() || c == '-' || c == '_');
-        if is_name {
-            out.push(name.to_owned());
-        }
-        rest = &after[end + 1..];
-    }
-    out
-}
-
-/// The byte offset of rule `index`'s `pattern` value (or of the rule itself).
-fn pattern_offset(tree: &DeTable<'_>, index: usize) -> Option<usize> {
-    let (_, rules) = tree.iter().find(|(k, _)| k.get_ref() == "permission")?;
-    let DeValue::Array(rules) = rules.get_ref() else {
-        return None;
-    };
-    let rule = rules.get(index)?;
-    if let DeValue::Table(fields) = rule.get_ref()
-        && let Some((_, pattern)) = fields.iter().find(|(k, _)| k.get_ref() == "pattern")
-    {
-        return Some(pattern.span().start);
-    }
-    Some(rule.span().start)
 }
 
 /// Records the source of every value the file sets: leaves by dotted path, rules by index.

@@ -20,6 +20,7 @@
 mod error;
 mod load;
 mod providers;
+mod rules;
 mod show;
 mod source;
 
@@ -36,6 +37,9 @@ pub use load::{
     default_log_file, env_overrides, load, user_config_path,
 };
 pub use providers::{ENV_SCRIPT, SCRIPTED_PROVIDER, is_built_in_provider, resolve_provider};
+pub use rules::{
+    PermissionRule, RULE_VARIABLES, RuleAction, build_policy, default_trust_store, policy_rule_sets,
+};
 pub use show::{json_schema, render_annotated};
 pub use source::{FileLocation, Provenance, Source};
 
@@ -62,7 +66,8 @@ pub struct Config {
     /// Output tokens requested per model response.
     #[schemars(range(min = 1))]
     pub max_tokens: u32,
-    /// Permission rules (`[[permission]]`), evaluated by the permission engine.
+    /// Permission rules (`[[permission]]`, the format of `permissions.toml`): user rules join the
+    /// manifest scope, project rules the project scope.
     #[serde(rename = "permission")]
     pub permissions: Vec<PermissionRule>,
     /// Per-tool settings, by tool id (`[tools.bash]`).
@@ -241,48 +246,6 @@ impl FromStr for Mode {
             .find(|m| m.as_str() == text)
             .ok_or_else(|| format!("expected one of {}, found `{text}`", Mode::NAMES.join(", ")))
     }
-}
-
-/// What a permission rule does to the calls it matches.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize, JsonSchema)]
-#[serde(rename_all = "lowercase")]
-pub enum RuleAction {
-    Allow,
-    Deny,
-    Ask,
-}
-
-impl RuleAction {
-    pub fn as_str(self) -> &'static str {
-        match self {
-            RuleAction::Allow => "allow",
-            RuleAction::Deny => "deny",
-            RuleAction::Ask => "ask",
-        }
-    }
-}
-
-/// One `[[permission]]` rule: which calls it covers and what happens to them.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
-#[serde(deny_unknown_fields)]
-pub struct PermissionRule {
-    /// A tool id (`bash`), a capability name (`fs.write`) or `*`.
-    pub permission: String,
-    /// What the call acts on: a path glob (`{workspace}/src/**`), a command prefix
-    /// (`cargo test *`) or a host. Path variables: `{workspace}`, `{ad-hoc}`, `{user-data}`,
-    /// `{session}`. Defaults to `*` (everything).
-    #[serde(default = "any_pattern")]
-    pub pattern: String,
-    /// `allow`, `deny` or `ask`.
-    pub action: RuleAction,
-    /// Where the rule was written (set by the loader; not part of the file format).
-    #[serde(skip)]
-    #[schemars(skip)]
-    pub source: Option<Source>,
-}
-
-fn any_pattern() -> String {
-    "*".to_owned()
 }
 
 /// Settings every tool accepts (`[tools.ID]`, seed 001).

@@ -178,10 +178,10 @@ fn rule_errors_point_into_the_rule() {
         load_err(&dirs.options()).to_string(),
         "unknown key `permission[0].patern` in .keel/config.toml:3:1; did you mean `pattern`?"
     );
-    dirs.write_project("[[permission]]\npermission = \"bash\"\n");
+    dirs.write_project("[[permission]]\nprefix = \"ls\"\n");
     assert_eq!(
         load_err(&dirs.options()).to_string(),
-        "missing key `action` in `permission[0]` at .keel/config.toml:1:1"
+        "missing key `permission` in `permission[0]` at .keel/config.toml:1:1"
     );
 }
 
@@ -196,9 +196,25 @@ fn undefined_path_variable_in_a_rule_names_file_line_and_the_known_variables() {
         err.to_string(),
         "undefined path variable `{workspce}` in permission pattern `{workspce}/src/**` at \
          .keel/config.toml:3:11; did you mean `{workspace}`? Known variables: {workspace}, \
-         {ad-hoc}, {user-data}, {session}"
+         {session}"
     );
     assert!(matches!(err, ConfigError::UnknownVariable { .. }));
+
+    dirs.write_project("\n[[permission]]\npermission = \"fs.write\"\nprefix = \"{ad-hoc}/x\"\n");
+    let err = load_err(&dirs.options());
+    assert!(
+        err.to_string().starts_with(
+            "undefined path variable `{ad-hoc}` in permission pattern `{ad-hoc}/x` at \
+             .keel/config.toml:4:10"
+        ),
+        "{err}"
+    );
+    dirs.write_project("[[permission]]\npermission = \"read\"\npattern = \"src/{workspace}\"\n");
+    assert_eq!(
+        load_err(&dirs.options()).to_string(),
+        "bad value for `permission[0].pattern` at .keel/config.toml:3:11: `{workspace}` may only \
+         begin a pattern, found `src/{workspace}`"
+    );
 }
 
 #[test]
@@ -297,13 +313,13 @@ fn rules_of_both_files_are_kept_user_first_with_their_sources() {
     assert_eq!(
         (
             rules[0].permission.as_str(),
-            rules[0].pattern.as_str(),
-            rules[0].action
+            rules[0].pattern.as_deref(),
+            rules[0].action()
         ),
-        ("bash", "ls*", RuleAction::Allow)
+        ("bash", Some("ls*"), RuleAction::Allow)
     );
-    assert_eq!(rules[1].action, RuleAction::Deny);
-    assert_eq!(rules[2].pattern, "*", "pattern defaults to everything");
+    assert_eq!(rules[1].action(), RuleAction::Deny);
+    assert_eq!(rules[2].subject(), "*", "no pattern: every subject");
     assert_eq!(
         file_line(rules[0].source.as_ref().unwrap()),
         (dirs.user_file(), 1, 1)
@@ -448,7 +464,8 @@ fn the_schema_is_valid_and_matches_the_loader() {
         serde_json::json!({"mode": "sometimes"}),
         serde_json::json!({"model": "no-slash"}),
         serde_json::json!({"tools": {"bash": {"timeoutms": 1}}}),
-        serde_json::json!({"permission": [{"permission": "bash"}]}),
+        serde_json::json!({"permission": [{"action": "allow"}]}),
+        serde_json::json!({"permission": [{"permission": "bash", "action": "maybe"}]}),
     ] {
         assert!(!validator.is_valid(&bad), "schema accepted {bad}");
     }
@@ -461,7 +478,20 @@ fn the_documented_example_loads() {
     let effective = config::load(&dirs.options()).unwrap();
     assert_eq!(effective.config.permissions.len(), 3);
     assert!(!effective.config.tool("web_fetch").enabled);
-    let _ = Override::flag("mode", "ask", "--mode");
+    // The engine accepts the rules (patterns compile, examples match).
+    let policy = config::build_policy(
+        &effective,
+        &dirs.workspace,
+        false,
+        keel_core::policy::Trust::Trusted,
+    )
+    .unwrap();
+    assert_eq!(policy.mode(), keel_core::policy::Mode::Allowlist);
+    let flagged = dirs.options().flag("mode", "yolo", "--mode");
+    assert_eq!(
+        flagged.overrides,
+        [Override::flag("mode", "yolo", "--mode")]
+    );
 }
 
 fn fixture(name: &str) -> String {
@@ -488,4 +518,78 @@ fn scripted_models_replay_the_script_named_by_keel_script() {
     let none = config::Config::default();
     let err = config::resolve_provider(&none, &|_| None, None).unwrap_err();
     assert!(err.to_string().contains("ANTHROPIC_API_KEY"), "{err}");
+}
+
+#[derive(serde::Deserialize, schemars::JsonSchema)]
+#[allow(dead_code)]
+struct PathParams {
+    file_path: String,
+}
+
+#[test]
+fn configured_rules_reach_the_permission_engine_with_their_files() {
+    use keel_core::capability::RequirementSet;
+    use keel_core::policy::{Action, Call, Trust, render_rules};
+    use keel_core::runtime::{Runtime, RuntimeConfig};
+    use keel_core::tool::{Subject, ToolKind, ToolSpec};
+
+    let dirs = Dirs::new();
+    dirs.write_user(
+        "mode = \"allowlist\"\n\n[[permission]]\npermission = \"fs.write\"\n\
+         pattern = \"{workspace}/generated/**\"\naction = \"deny\"\nreason = \"generated code\"\n",
+    );
+    dirs.write_project(
+        "[[permission]]\npermission = \"write\"\nprefix = \"{workspace}/notes\"\naction = \"allow\"\n",
+    );
+    let effective = config::load(&dirs.options()).unwrap();
+    let policy = config::build_policy(&effective, &dirs.workspace, true, Trust::Trusted).unwrap();
+    let scratch = tempfile::tempdir().unwrap();
+    let runtime = Runtime::new(RuntimeConfig {
+        roots: vec![dirs.workspace.clone()],
+        requirements: RequirementSet::fs_read_write(&["{workspace}/**"], &["{workspace}/**"]),
+        scratch_dir: scratch.path().join("s"),
+        ..RuntimeConfig::default()
+    })
+    .unwrap();
+    let spec = ToolSpec::new::<PathParams>("write", "Writes a file.")
+        .kind(ToolKind::Edit)
+        .subject(Subject::Path(Some("file_path".into())));
+    let decide = |path: &str| {
+        let args = serde_json::json!({ "file_path": path });
+        policy.decide(&Call {
+            spec: &spec,
+            args: &args,
+            runtime: &runtime,
+        })
+    };
+
+    let denied = decide("generated/api.rs");
+    assert_eq!(denied.action, Action::Deny);
+    let why = denied.explanation.to_string();
+    assert!(why.contains(dirs.user_file().to_str().unwrap()), "{why}");
+    assert!(why.contains("generated code"), "{why}");
+
+    let allowed = decide("notes/today.md");
+    assert_eq!(allowed.action, Action::Allow, "{}", allowed.explanation);
+    assert!(
+        allowed
+            .explanation
+            .to_string()
+            .contains(dirs.project_file().to_str().unwrap())
+    );
+
+    // Headless: what would be asked is denied with the fixed message.
+    let other = decide("src/main.py");
+    assert_eq!(other.action, Action::Deny);
+    assert_eq!(
+        other.message_for_model().as_deref(),
+        Some(keel_core::policy::HEADLESS_DENIAL)
+    );
+
+    let listed = render_rules(&policy);
+    assert!(listed.contains("generated/**"), "{listed}");
+    assert!(
+        listed.contains(dirs.project_file().to_str().unwrap()),
+        "{listed}"
+    );
 }
