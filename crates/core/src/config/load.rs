@@ -181,7 +181,10 @@ pub fn load(options: &LoadOptions) -> Result<Effective, ConfigError> {
     for (layer, path, required) in layers {
         let Some(path) = path else { continue };
         let shown = options.show_path(&path);
-        let text = match read_config_file(&path) {
+        let read = crate::runtime::config_files::read_if_exists(&path).and_then(|text| {
+            text.ok_or_else(|| std::io::Error::from(std::io::ErrorKind::NotFound))
+        });
+        let text = match read {
             Ok(text) => text,
             Err(e) if e.kind() == std::io::ErrorKind::NotFound && !required => {
                 files.push(LayerFile {
@@ -235,15 +238,6 @@ pub fn load(options: &LoadOptions) -> Result<Effective, ConfigError> {
         sources,
         files,
     })
-}
-
-#[allow(
-    clippy::disallowed_methods,
-    reason = "configuration is read at start-up, before any session and its runtime scope exist; \
-              these are the user's own settings files"
-)]
-fn read_config_file(path: &Path) -> std::io::Result<String> {
-    std::fs::read_to_string(path)
 }
 
 fn permission_count(table: &toml::Table) -> usize {
