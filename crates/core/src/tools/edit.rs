@@ -16,7 +16,7 @@ use std::path::PathBuf;
 use schemars::JsonSchema;
 use serde::Deserialize;
 
-use super::text::{self, FileChange, TextError, TextFile};
+use super::text::{self, FileChange, LineEndings, TextError, TextFile};
 use crate::capability::{Access, RequirementSet};
 use crate::tool::{
     Artifact, Preview, Subject, Tool, ToolContext, ToolError, ToolKind, ToolOutput, ToolSpec,
@@ -87,33 +87,41 @@ impl Tool for EditTool {
         let plan = EditPlan::new(params, ctx).await?;
         Ok(Some(Preview::Diff {
             path: plan.canonical.display().to_string(),
-            old_text: plan.old.as_deref().map(text::display_text),
-            new_text: text::display_text(&plan.new),
+            old_text: plan.old_text,
+            new_text: plan.new_text,
         }))
     }
 
     async fn run(&self, params: EditParams, ctx: &ToolContext) -> Result<ToolOutput, ToolError> {
         let plan = EditPlan::new(&params, ctx).await?;
-        ctx.runtime.write(&plan.canonical, &plan.new).await?;
+        let bytes = plan.file.encoded(&plan.new_text);
+        // The diff is computed while the write (and its fsync) runs on a blocking thread.
+        let (written, change) = tokio::join!(ctx.runtime.write(&plan.canonical, &bytes), async {
+            plan.change()
+        });
+        written?;
+        drop(bytes);
         if let Some(stamp) = ctx.runtime.stamp(&plan.canonical).await {
             ctx.session.record_read(&plan.canonical, stamp);
         }
-        plan.output(ctx).await
+        plan.output(change, ctx).await
     }
 }
 
-/// What one `edit` call would do.
+/// What one `edit` call would do. The texts are without the byte-order mark, with the file's
+/// line endings; `file` knows how to encode them back.
 #[derive(Debug)]
 struct EditPlan {
     canonical: PathBuf,
     shown: String,
-    /// The bytes before the edit; `None` when the edit creates the file.
-    old: Option<Vec<u8>>,
-    new: Vec<u8>,
+    /// The text before the edit; `None` when the edit creates the file.
+    old_text: Option<String>,
+    new_text: String,
+    /// The file's encoding and endings (an empty LF file when the edit creates it).
+    file: TextFile,
     replacements: usize,
     /// Line of the first replacement (in the new text).
     line: usize,
-    crlf: bool,
 }
 
 impl EditPlan {
@@ -129,16 +137,16 @@ impl EditPlan {
             .runtime
             .resolve_checked(&params.file_path, Access::Write)?;
         let shown = ctx.runtime.display_path(&canonical);
-        let Some(stamp) = ctx.runtime.stamp(&canonical).await else {
+        let Some((meta, stamp)) = text::inspect(ctx, &canonical).await? else {
             if params.old_string.is_empty() {
                 return Ok(Self {
                     canonical,
                     shown,
-                    old: None,
-                    new: params.new_string.clone().into_bytes(),
+                    old_text: None,
+                    new_text: params.new_string.clone(),
+                    file: TextFile::from_editor(String::new()),
                     replacements: 1,
                     line: 1,
-                    crlf: false,
                 });
             }
             return Err(ToolError::Failed(format!(
@@ -147,7 +155,6 @@ impl EditPlan {
                 canonical.display()
             )));
         };
-        let meta = ctx.runtime.metadata(&canonical).await?;
         if meta.is_dir() {
             return Err(ToolError::Failed(format!(
                 "{shown} is a directory; edit changes files"
@@ -158,7 +165,7 @@ impl EditPlan {
                 "{shown} is not a regular file (a device, socket or pipe); edit changes files only"
             )));
         }
-        text::require_fresh_read(ctx, &canonical, &shown, "edit").await?;
+        text::require_fresh_read(ctx, &canonical, &shown, &stamp, "edit")?;
         if stamp.len > MAX_EDIT_BYTES {
             return Err(ToolError::Failed(format!(
                 "{shown} is {} bytes, more than edit handles ({MAX_EDIT_BYTES}); use a \
@@ -166,52 +173,63 @@ impl EditPlan {
                 stamp.len
             )));
         }
-        let old = text::current_bytes(ctx, &canonical).await?;
-        let file = TextFile::decode(&old).map_err(|e| undecodable(&shown, &e))?;
+        let (old, source) = text::current_bytes(ctx, &canonical).await?;
+        if source == text::Source::Disk && old.len() as u64 != stamp.len {
+            return Err(text::changed(&shown, "it changed while being read", "edit"));
+        }
+        let mut file = TextFile::decode(old).map_err(|e| undecodable(&shown, &e))?;
+        let old_text = std::mem::take(&mut file.text);
         if params.old_string.is_empty() {
-            if !file.text.is_empty() {
+            if !old_text.is_empty() {
                 return Err(ToolError::Failed(format!(
                     "old_string is empty, but {shown} already has content. To replace all of it \
                      use `write`; to change part of it, put the exact text to replace in \
                      old_string. Nothing was written."
                 )));
             }
-            let new = file.encode(&params.new_string);
             return Ok(Self {
                 canonical,
                 shown,
-                old: Some(old),
-                new,
+                old_text: Some(old_text),
+                new_text: params.new_string.clone(),
+                file,
                 replacements: 1,
                 line: 1,
-                crlf: false,
             });
         }
         let edited = edit_text(
-            &file,
+            &old_text,
+            file.endings,
             &params.old_string,
             &params.new_string,
             params.replace_all,
         )
-        .map_err(|m| m.into_error(&shown, &file, &params.old_string))?;
+        .map_err(|m| m.into_error(&shown, &old_text, &params.old_string))?;
         Ok(Self {
             canonical,
             shown,
-            new: file.encode(&edited.text),
-            old: Some(old),
+            old_text: Some(old_text),
+            new_text: edited.text,
+            file,
             replacements: edited.count,
             line: edited.line,
-            crlf: file.endings.is_crlf(),
         })
     }
 
-    async fn output(self, ctx: &ToolContext) -> Result<ToolOutput, ToolError> {
-        let change = FileChange::compute(&self.shown, self.old.as_deref(), &self.new);
-        let mut message = match &self.old {
+    fn change(&self) -> FileChange {
+        FileChange::compute(
+            &self.shown,
+            self.old_text.as_deref().map(str::as_bytes),
+            self.new_text.as_bytes(),
+        )
+    }
+
+    async fn output(self, change: FileChange, ctx: &ToolContext) -> Result<ToolOutput, ToolError> {
+        let mut message = match &self.old_text {
             None => format!(
-                "Created {} ({} lines).",
+                "Created {} ({}).",
                 self.shown,
-                text::line_count(&self.new)
+                text::lines_phrase(text::line_count(self.new_text.as_bytes()))
             ),
             Some(_) => format!(
                 "Edited {}: replaced {} occurrence{} ({}).",
@@ -221,10 +239,10 @@ impl EditPlan {
                 change.counts()
             ),
         };
-        if self.crlf {
+        if self.file.endings.is_crlf() {
             message.push_str(" CRLF line endings kept.");
         }
-        if !change.unified.is_empty() && self.old.is_some() {
+        if !change.unified.is_empty() && self.old_text.is_some() {
             message.push_str("\n\n");
             message.push_str(&change.unified);
         }
@@ -245,8 +263,8 @@ impl EditPlan {
         .with("line", line)
         .artifact(Artifact::Diff {
             path: path.clone(),
-            old_text: self.old.as_deref().map(text::display_text),
-            new_text: text::display_text(&self.new),
+            old_text: self.old_text,
+            new_text: self.new_text,
         })
         .artifact(Artifact::Location {
             path,
@@ -306,10 +324,7 @@ pub fn replace(haystack: &str, old: &str, new: &str, all: bool) -> Result<Replac
         let mut lines = Vec::new();
         let mut counted = (0usize, 1usize);
         for &offset in &offsets {
-            counted.1 += haystack.as_bytes()[counted.0..offset]
-                .iter()
-                .filter(|&&b| b == b'\n')
-                .count();
+            counted.1 += text::count_newlines(&haystack.as_bytes()[counted.0..offset]);
             counted.0 = offset;
             if lines.last() != Some(&counted.1) {
                 lines.push(counted.1);
@@ -343,29 +358,28 @@ fn occurrences(haystack: &str, needle: &str) -> Vec<usize> {
     out
 }
 
-/// [`replace`] in a file's text, keeping its line endings: a CRLF file is matched as LF text
-/// and written back as CRLF; in a mixed file, LF-only `old` text that is absent is tried again
-/// with CRLF endings.
-fn edit_text(file: &TextFile, old: &str, new: &str, all: bool) -> Result<Replaced, Mismatch> {
-    if file.endings.is_crlf() {
-        let haystack = text::crlf_to_lf(&file.text);
-        let replaced = replace(
-            &haystack,
-            &text::crlf_to_lf(old),
-            &text::crlf_to_lf(new),
-            all,
-        )?;
-        return Ok(Replaced {
-            text: text::lf_to_crlf(&replaced.text),
-            ..replaced
-        });
+/// [`replace`] in a file's text, keeping its line endings. In a CRLF file `old` and `new` are
+/// given CRLF endings and matched on the text as it is (the same matches as LF text against LF
+/// text, without converting the whole file twice); in a mixed file, LF-only `old` text that is
+/// absent is tried again with CRLF endings.
+fn edit_text(
+    haystack: &str,
+    endings: LineEndings,
+    old: &str,
+    new: &str,
+    all: bool,
+) -> Result<Replaced, Mismatch> {
+    if endings.is_crlf() {
+        let old = text::lf_to_crlf(&text::crlf_to_lf(old));
+        let new = text::lf_to_crlf(&text::crlf_to_lf(new));
+        return replace(haystack, &old, &new, all);
     }
-    match replace(&file.text, old, new, all) {
+    match replace(haystack, old, new, all) {
         Err(Mismatch::Absent)
-            if file.endings.crlf > 0 && old.contains('\n') && !old.contains("\r\n") =>
+            if endings.crlf > 0 && old.contains('\n') && !old.contains("\r\n") =>
         {
             replace(
-                &file.text,
+                haystack,
                 &text::lf_to_crlf(old),
                 &text::lf_to_crlf(new),
                 all,
@@ -376,7 +390,7 @@ fn edit_text(file: &TextFile, old: &str, new: &str, all: bool) -> Result<Replace
 }
 
 impl Mismatch {
-    fn into_error(self, shown: &str, file: &TextFile, old: &str) -> ToolError {
+    fn into_error(self, shown: &str, text: &str, old: &str) -> ToolError {
         match self {
             Mismatch::Ambiguous { count, lines } => {
                 let mut listed: Vec<String> = lines
@@ -396,7 +410,7 @@ impl Mismatch {
                 ))
             }
             Mismatch::Absent => {
-                let haystack = text::crlf_to_lf(&file.text);
+                let haystack = text::crlf_to_lf(text);
                 let old = text::crlf_to_lf(old);
                 let advice = if has_line_number_prefixes(&old) {
                     "It seems to start its lines with the line numbers `read` shows (a number \
@@ -503,11 +517,25 @@ mod tests {
 
     #[test]
     fn crlf_files_match_lf_text_and_stay_crlf() {
-        let file = TextFile::decode(b"one\r\ntwo\r\nthree\r\n").unwrap();
-        let r = edit_text(&file, "one\ntwo\n", "1\n2\n", false).unwrap();
+        let file = TextFile::decode(b"one\r\ntwo\r\nthree\r\n".to_vec()).unwrap();
+        let r = edit_text(&file.text, file.endings, "one\ntwo\n", "1\n2\n", false).unwrap();
         assert_eq!(r.text, "1\r\n2\r\nthree\r\n");
-        let mixed = TextFile::decode(b"lf\none\r\ntwo\r\n").unwrap();
-        let r = edit_text(&mixed, "one\ntwo", "uno\ndos", false).unwrap();
+        let r = edit_text(&file.text, file.endings, "two", "two\n2b", false).unwrap();
+        assert_eq!(
+            (r.text.as_str(), r.line),
+            ("one\r\ntwo\r\n2b\r\nthree\r\n", 2)
+        );
+        let r = edit_text(&file.text, file.endings, "\nthree", "", false).unwrap();
+        assert_eq!(r.text, "one\r\ntwo\r\n");
+        assert_eq!(
+            edit_text(&file.text, file.endings, "e\n", "E\n", false),
+            Err(Mismatch::Ambiguous {
+                count: 2,
+                lines: vec![1, 3]
+            })
+        );
+        let mixed = TextFile::decode(b"lf\none\r\ntwo\r\n".to_vec()).unwrap();
+        let r = edit_text(&mixed.text, mixed.endings, "one\ntwo", "uno\ndos", false).unwrap();
         assert_eq!(r.text, "lf\nuno\r\ndos\r\n");
     }
 
@@ -515,9 +543,14 @@ mod tests {
     fn hints_for_absent_text() {
         let text = "fn main() {\n    let x = 1;\n    println!(\"{x}\");\n}\n";
         assert_eq!(near_match(text, "let  x=1;"), Some(2));
-        assert_eq!(near_match(text, "\tlet x = 1;\n\tprintln!(\"{x}\");"), Some(2));
+        assert_eq!(
+            near_match(text, "\tlet x = 1;\n\tprintln!(\"{x}\");"),
+            Some(2)
+        );
         assert_eq!(near_match(text, "let y = 2;"), None);
-        assert!(has_line_number_prefixes("     2\t    let x = 1;\n     3\tfoo"));
+        assert!(has_line_number_prefixes(
+            "     2\t    let x = 1;\n     3\tfoo"
+        ));
         assert!(!has_line_number_prefixes("let x = 1;"));
     }
 }

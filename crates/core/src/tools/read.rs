@@ -16,7 +16,9 @@ use serde::Deserialize;
 
 use super::text::{self, TextError};
 use crate::capability::{Access, RequirementSet};
-use crate::tool::{Artifact, Subject, Tool, ToolContext, ToolError, ToolKind, ToolOutput, ToolSpec};
+use crate::tool::{
+    Artifact, Subject, Tool, ToolContext, ToolError, ToolKind, ToolOutput, ToolSpec,
+};
 
 /// Lines returned when the call gives no `limit`.
 pub const DEFAULT_LIMIT: u64 = 2000;
@@ -79,14 +81,13 @@ impl Tool for ReadTool {
             .runtime
             .resolve_checked(&params.file_path, Access::Read)?;
         let shown = ctx.runtime.display_path(&canonical);
-        let Some(stamp) = ctx.runtime.stamp(&canonical).await else {
+        let Some((meta, stamp)) = text::inspect(ctx, &canonical).await? else {
             return Err(ToolError::Failed(format!(
                 "{shown} does not exist (looked for {}). Check the path; relative paths start at \
                  the workspace root.",
                 canonical.display()
             )));
         };
-        let meta = ctx.runtime.metadata(&canonical).await?;
         if meta.is_dir() {
             return Err(ToolError::Failed(format!(
                 "{shown} is a directory, not a file; use `glob` to list its contents"
@@ -314,7 +315,7 @@ impl Window {
         while !rest.is_empty() {
             if self.is_full() {
                 // Only counting from here on.
-                let newlines = rest.iter().filter(|&&b| b == b'\n').count() as u64;
+                let newlines = text::count_newlines(rest) as u64;
                 self.line += newlines;
                 self.partial = rest.last() != Some(&b'\n');
                 return;
@@ -453,7 +454,11 @@ mod tests {
         let line = "é".repeat(MAX_LINE_CHARS * 3);
         let v = view(&[line.as_bytes()], 1, 10, 1 << 20);
         assert!(!v.lossy);
-        assert!(v.text.contains("… [line cut:"), "{}", &v.text[v.text.len() - 80..]);
+        assert!(
+            v.text.contains("… [line cut:"),
+            "{}",
+            &v.text[v.text.len() - 80..]
+        );
         assert_eq!(v.text.matches('é').count(), MAX_LINE_CHARS);
     }
 

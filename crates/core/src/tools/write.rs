@@ -105,7 +105,7 @@ impl WritePlan {
             .runtime
             .resolve_checked(&params.file_path, Access::Write)?;
         let shown = ctx.runtime.display_path(&canonical);
-        if ctx.runtime.stamp(&canonical).await.is_none() {
+        let Some((meta, stamp)) = text::inspect(ctx, &canonical).await? else {
             return Ok(Self {
                 canonical,
                 shown,
@@ -114,8 +114,7 @@ impl WritePlan {
                 new: params.content.clone().into_bytes(),
                 notes: Vec::new(),
             });
-        }
-        let meta = ctx.runtime.metadata(&canonical).await?;
+        };
         if meta.is_dir() {
             return Err(ToolError::Failed(format!(
                 "{shown} is a directory; give write the path of a file"
@@ -126,9 +125,9 @@ impl WritePlan {
                 "{shown} is not a regular file (a device, socket or pipe); write replaces files only"
             )));
         }
-        text::require_fresh_read(ctx, &canonical, &shown, "overwrite").await?;
+        text::require_fresh_read(ctx, &canonical, &shown, &stamp, "overwrite")?;
         let old = if meta.len() <= MAX_DIFF_BYTES {
-            Some(text::current_bytes(ctx, &canonical).await?)
+            Some(text::current_bytes(ctx, &canonical).await?.0)
         } else {
             None
         };
@@ -157,7 +156,11 @@ impl WritePlan {
         let bytes = self.new.len();
         let change = FileChange::compute(&self.shown, self.old.as_deref(), &self.new);
         let mut message = if self.created {
-            format!("Created {} ({lines} lines, {bytes} bytes).", self.shown)
+            format!(
+                "Created {} ({}, {bytes} bytes).",
+                self.shown,
+                text::lines_phrase(lines)
+            )
         } else if unchanged {
             format!(
                 "{} already had exactly this content; nothing was written.",
@@ -165,8 +168,9 @@ impl WritePlan {
             )
         } else {
             format!(
-                "Overwrote {} ({lines} lines, {bytes} bytes; {}).",
+                "Overwrote {} ({}, {bytes} bytes; {}).",
                 self.shown,
+                text::lines_phrase(lines),
                 change.counts()
             )
         };

@@ -182,7 +182,10 @@ fn specs_declare_kind_subject_requirements_and_mutability() {
             .as_str()
             .unwrap()
             .replace('\n', " ");
-        assert!(description.contains("relative to the workspace root"), "{description}");
+        assert!(
+            description.contains("relative to the workspace root"),
+            "{description}"
+        );
     }
     let read = ReadTool.spec();
     assert_eq!(read.parameters["properties"]["limit"]["minimum"], json!(1));
@@ -205,10 +208,19 @@ async fn schema_violations_are_invalid_argument_envelopes() {
         (&fx.read, json!({ "file_path": "a.txt", "path": "a.txt" })),
         (&fx.write, json!({ "file_path": "b.txt" })),
         (&fx.write, json!({ "file_path": "b.txt", "content": 1 })),
-        (&fx.write, json!({ "file_path": "b.txt", "content": "x", "mode": 420 })),
+        (
+            &fx.write,
+            json!({ "file_path": "b.txt", "content": "x", "mode": 420 }),
+        ),
         (&fx.edit, json!({ "file_path": "a.txt", "new_string": "b" })),
-        (&fx.edit, json!({ "file_path": "a.txt", "old_string": "a", "new_string": "b", "replace_all": "yes" })),
-        (&fx.edit, json!({ "file_path": "a.txt", "old_string": "a", "new_string": "b", "extra": 1 })),
+        (
+            &fx.edit,
+            json!({ "file_path": "a.txt", "old_string": "a", "new_string": "b", "replace_all": "yes" }),
+        ),
+        (
+            &fx.edit,
+            json!({ "file_path": "a.txt", "old_string": "a", "new_string": "b", "extra": 1 }),
+        ),
         (&fx.edit, json!(["a.txt", "a", "b"])),
     ];
     for (tool, args) in cases {
@@ -220,7 +232,9 @@ async fn schema_violations_are_invalid_argument_envelopes() {
         let envelope = Envelope::from_result(result, std::time::Duration::ZERO);
         assert!(envelope.is_error());
         assert!(
-            envelope.for_model().starts_with("Error: invalid arguments for `"),
+            envelope
+                .for_model()
+                .starts_with("Error: invalid arguments for `"),
             "{}",
             envelope.for_model()
         );
@@ -238,10 +252,17 @@ async fn read_numbers_lines_and_honours_offset_and_limit() {
     let path = fx.put("src/lines.txt", &body);
 
     let all = fx.read_ok("src/lines.txt").await;
-    assert!(all.text.starts_with("     1\tline 1\n     2\tline 2\n"), "{}", all.text);
+    assert!(
+        all.text.starts_with("     1\tline 1\n     2\tline 2\n"),
+        "{}",
+        all.text
+    );
     assert!(all.text.ends_with("    12\tline 12"), "{}", all.text);
     assert_eq!(all.data["total_lines"], json!(12));
-    assert_eq!((all.data["start_line"].clone(), all.data["end_line"].clone()), (json!(1), json!(12)));
+    assert_eq!(
+        (all.data["start_line"].clone(), all.data["end_line"].clone()),
+        (json!(1), json!(12))
+    );
     assert_eq!(location(&all), (path.display().to_string(), Some(1)));
 
     let window = fx
@@ -255,8 +276,14 @@ async fn read_numbers_lines_and_honours_offset_and_limit() {
     assert_eq!(window.data["end_line"], json!(11));
     assert_eq!(location(&window).1, Some(10));
 
-    let past = failed(fx.read(json!({ "file_path": "src/lines.txt", "offset": 13 })).await);
-    assert!(past.contains("past the end") && past.contains("12 lines"), "{past}");
+    let past = failed(
+        fx.read(json!({ "file_path": "src/lines.txt", "offset": 13 }))
+            .await,
+    );
+    assert!(
+        past.contains("past the end") && past.contains("12 lines"),
+        "{past}"
+    );
 }
 
 #[tokio::test]
@@ -267,7 +294,10 @@ async fn read_reports_missing_files_directories_and_empty_files() {
 
     fs::create_dir_all(fx.ws.join("src")).unwrap();
     let dir = failed(fx.read(json!({ "file_path": "src" })).await);
-    assert!(dir.contains("is a directory") && dir.contains("glob"), "{dir}");
+    assert!(
+        dir.contains("is a directory") && dir.contains("glob"),
+        "{dir}"
+    );
 
     fx.put("empty.txt", "");
     let empty = fx.read_ok("empty.txt").await;
@@ -280,7 +310,10 @@ async fn read_refuses_binary_and_cuts_long_lines() {
     let fx = Fixture::new();
     fx.put("image.png", b"\x89PNG\r\n\x1a\n\0\0\0\rIHDR\0\0");
     let binary = failed(fx.read(json!({ "file_path": "image.png" })).await);
-    assert!(binary.contains("binary file") && binary.contains("NUL"), "{binary}");
+    assert!(
+        binary.contains("binary file") && binary.contains("NUL"),
+        "{binary}"
+    );
 
     fx.put("long.txt", format!("short\n{}\nend\n", "x".repeat(5000)));
     let long = fx.read_ok("long.txt").await;
@@ -326,7 +359,8 @@ async fn read_of_a_large_file_goes_by_ranges() {
         .await
         .unwrap();
     assert!(
-        out.text.starts_with(&format!("150000\t{:0>49}\n150001\t", 150_000)),
+        out.text
+            .starts_with(&format!("150000\t{:0>49}\n150001\t", 150_000)),
         "{}",
         out.text
     );
@@ -340,7 +374,11 @@ async fn read_of_a_large_file_goes_by_ranges() {
 #[tokio::test]
 async fn read_shows_sidecar_files() {
     let fx = Fixture::new();
-    let sidecar = fx.ctx.spill("grep", b"first match\nsecond match\n").await.unwrap();
+    let sidecar = fx
+        .ctx
+        .spill("grep", b"first match\nsecond match\n")
+        .await
+        .unwrap();
     let out = fx.read_ok(&sidecar.display().to_string()).await;
     assert_eq!(out.text, "     1\tfirst match\n     2\tsecond match");
 }
@@ -363,7 +401,10 @@ async fn paths_outside_the_workspace_are_refused_every_way() {
     for path in paths {
         let reason = refused(fx.read(json!({ "file_path": path })).await);
         assert!(reason.starts_with("fs.read denied"), "{reason}");
-        let reason = refused(fx.write(json!({ "file_path": path, "content": "pwned\n" })).await);
+        let reason = refused(
+            fx.write(json!({ "file_path": path, "content": "pwned\n" }))
+                .await,
+        );
         assert!(reason.starts_with("fs.write denied"), "{reason}");
         let reason = refused(
             fx.edit(json!({ "file_path": path, "old_string": "outside", "new_string": "pwned" }))
@@ -376,10 +417,15 @@ async fn paths_outside_the_workspace_are_refused_every_way() {
         fx.write(json!({ "file_path": "dir-link/new/planted.txt", "content": "x" }))
             .await,
     );
-    assert!(reason.contains(&fx.outside.display().to_string()), "{reason}");
+    assert!(
+        reason.contains(&fx.outside.display().to_string()),
+        "{reason}"
+    );
     refused(
-        fx.edit(json!({ "file_path": "dir-link/planted.txt", "old_string": "", "new_string": "x" }))
-            .await,
+        fx.edit(
+            json!({ "file_path": "dir-link/planted.txt", "old_string": "", "new_string": "x" }),
+        )
+        .await,
     );
     fx.secret_untouched();
 }
@@ -395,7 +441,12 @@ async fn write_creates_files_and_nested_directories() {
         .unwrap();
     let path = fx.ws.join("a/b/c/new.rs");
     assert_eq!(fs::read_to_string(&path).unwrap(), "fn main() {}\n");
-    assert!(out.text.starts_with("Created a/b/c/new.rs (1 line, 13 bytes)."), "{}", out.text);
+    assert!(
+        out.text
+            .starts_with("Created a/b/c/new.rs (1 line, 13 bytes)."),
+        "{}",
+        out.text
+    );
     assert_eq!(out.data["created"], json!(true));
     assert_eq!(diff_artifact(&out), (None, "fn main() {}\n".to_owned()));
     assert_eq!(location(&out), (path.display().to_string(), Some(1)));
@@ -404,8 +455,17 @@ async fn write_creates_files_and_nested_directories() {
         .write(json!({ "file_path": "a/b/c/new.rs", "content": "fn main() { run(); }\n" }))
         .await
         .unwrap();
-    assert!(again.text.contains("-fn main() {}\n+fn main() { run(); }\n"), "{}", again.text);
-    let dir = failed(fx.write(json!({ "file_path": "a/b", "content": "x" })).await);
+    assert!(
+        again
+            .text
+            .contains("-fn main() {}\n+fn main() { run(); }\n"),
+        "{}",
+        again.text
+    );
+    let dir = failed(
+        fx.write(json!({ "file_path": "a/b", "content": "x" }))
+            .await,
+    );
     assert!(dir.contains("is a directory"), "{dir}");
 }
 
@@ -413,15 +473,30 @@ async fn write_creates_files_and_nested_directories() {
 async fn write_over_an_unread_or_changed_file_is_refused() {
     let fx = Fixture::new();
     let path = fx.put("notes.md", "original\n");
-    let unread = failed(fx.write(json!({ "file_path": "notes.md", "content": "new\n" })).await);
-    assert!(unread.contains("has not been read in this session"), "{unread}");
+    let unread = failed(
+        fx.write(json!({ "file_path": "notes.md", "content": "new\n" }))
+            .await,
+    );
+    assert!(
+        unread.contains("has not been read in this session"),
+        "{unread}"
+    );
     assert_eq!(fs::read_to_string(&path).unwrap(), "original\n");
 
     fx.read_ok("notes.md").await;
     fs::write(&path, "changed by someone else\n").unwrap();
-    let stale = failed(fx.write(json!({ "file_path": "notes.md", "content": "new\n" })).await);
-    assert!(stale.contains("changed on disk since you last read it"), "{stale}");
-    assert_eq!(fs::read_to_string(&path).unwrap(), "changed by someone else\n");
+    let stale = failed(
+        fx.write(json!({ "file_path": "notes.md", "content": "new\n" }))
+            .await,
+    );
+    assert!(
+        stale.contains("changed on disk since you last read it"),
+        "{stale}"
+    );
+    assert_eq!(
+        fs::read_to_string(&path).unwrap(),
+        "changed by someone else\n"
+    );
 
     fx.read_ok("notes.md").await;
     let out = fx
@@ -429,7 +504,13 @@ async fn write_over_an_unread_or_changed_file_is_refused() {
         .await
         .unwrap();
     assert!(out.text.starts_with("Overwrote notes.md"), "{}", out.text);
-    assert!(out.text.contains("--- a/notes.md\n+++ b/notes.md\n@@ -1 +1 @@\n-changed by someone else\n+new\n"), "{}", out.text);
+    assert!(
+        out.text.contains(
+            "--- a/notes.md\n+++ b/notes.md\n@@ -1 +1 @@\n-changed by someone else\n+new\n"
+        ),
+        "{}",
+        out.text
+    );
     assert_eq!(
         diff_artifact(&out),
         (Some("changed by someone else\n".into()), "new\n".into())
@@ -446,9 +527,16 @@ async fn write_keeps_crlf_bom_and_mode() {
         .write(json!({ "file_path": "win.txt", "content": "uno\ndos\ntres\n" }))
         .await
         .unwrap();
-    assert_eq!(fs::read(&path).unwrap(), b"\xEF\xBB\xBFuno\r\ndos\r\ntres\r\n");
+    assert_eq!(
+        fs::read(&path).unwrap(),
+        b"\xEF\xBB\xBFuno\r\ndos\r\ntres\r\n"
+    );
     assert_eq!(mode(&path), 0o755);
-    assert!(out.text.contains("Kept the file's CRLF line endings"), "{}", out.text);
+    assert!(
+        out.text.contains("Kept the file's CRLF line endings"),
+        "{}",
+        out.text
+    );
     assert!(out.text.contains("byte-order mark"), "{}", out.text);
 }
 
@@ -470,10 +558,16 @@ async fn write_preview_is_the_diff_and_writes_nothing() {
     assert_eq!(fs::read_to_string(&path).unwrap(), "old\n");
     let created = fx
         .write
-        .preview(&json!({ "file_path": "q/new.txt", "content": "x\n" }), &fx.ctx)
+        .preview(
+            &json!({ "file_path": "q/new.txt", "content": "x\n" }),
+            &fx.ctx,
+        )
         .await
         .unwrap();
-    assert!(matches!(created, Some(Preview::Diff { old_text: None, .. })));
+    assert!(matches!(
+        created,
+        Some(Preview::Diff { old_text: None, .. })
+    ));
     assert!(!fx.ws.join("q").exists());
 }
 
@@ -492,8 +586,18 @@ async fn edit_replaces_and_returns_the_diff() {
         fs::read_to_string(&path).unwrap(),
         "fn a() {}\nfn b() { a(); }\nfn c() {}\n"
     );
-    assert!(out.text.starts_with("Edited src/lib.rs: replaced 1 occurrence (+1 −1 lines)."), "{}", out.text);
-    assert!(out.text.contains("@@ -1,3 +1,3 @@\n fn a() {}\n-fn b() {}\n+fn b() { a(); }\n fn c() {}\n"), "{}", out.text);
+    assert!(
+        out.text
+            .starts_with("Edited src/lib.rs: replaced 1 occurrence (+1 −1 lines)."),
+        "{}",
+        out.text
+    );
+    assert!(
+        out.text
+            .contains("@@ -1,3 +1,3 @@\n fn a() {}\n-fn b() {}\n+fn b() { a(); }\n fn c() {}\n"),
+        "{}",
+        out.text
+    );
     assert_eq!(out.data["replacements"], json!(1));
     let (old, new) = diff_artifact(&out);
     assert_eq!(old.as_deref(), Some("fn a() {}\nfn b() {}\nfn c() {}\n"));
@@ -504,7 +608,10 @@ async fn edit_replaces_and_returns_the_diff() {
     fx.edit(json!({ "file_path": "src/lib.rs", "old_string": "fn c() {}", "new_string": "" }))
         .await
         .unwrap();
-    assert_eq!(fs::read_to_string(&path).unwrap(), "fn a() {}\nfn b() { a(); }\n\n");
+    assert_eq!(
+        fs::read_to_string(&path).unwrap(),
+        "fn a() {}\nfn b() { a(); }\n\n"
+    );
 }
 
 #[tokio::test]
@@ -512,29 +619,46 @@ async fn edit_failures_explain_and_write_nothing() {
     let fx = Fixture::new();
     let body = "let x = 1;\nlet y = 2;\nlet x = 1;\n    if ready {\n        go();\n    }\n";
     let path = fx.put("m.rs", body);
-    let edit = |old: &str, new: &str| {
-        json!({ "file_path": "m.rs", "old_string": old, "new_string": new })
-    };
+    let edit =
+        |old: &str, new: &str| json!({ "file_path": "m.rs", "old_string": old, "new_string": new });
 
     let unread = failed(fx.edit(edit("let y = 2;", "let y = 3;")).await);
-    assert!(unread.contains("has not been read in this session"), "{unread}");
+    assert!(
+        unread.contains("has not been read in this session"),
+        "{unread}"
+    );
     fx.read_ok("m.rs").await;
 
     let ambiguous = failed(fx.edit(edit("let x = 1;", "let x = 9;")).await);
-    assert!(ambiguous.contains("occurs 2 times") && ambiguous.contains("lines 1, 3"), "{ambiguous}");
+    assert!(
+        ambiguous.contains("occurs 2 times") && ambiguous.contains("lines 1, 3"),
+        "{ambiguous}"
+    );
     assert!(ambiguous.contains("replace_all"), "{ambiguous}");
 
     let absent = failed(fx.edit(edit("let z = 0;", "let z = 1;")).await);
-    assert!(absent.contains("old_string was not found in m.rs"), "{absent}");
-    let near = failed(fx.edit(edit("if ready {\n  go();\n}", "if ready { stop(); }")).await);
-    assert!(near.contains("whitespace and indentation are ignored starts at line 4"), "{near}");
+    assert!(
+        absent.contains("old_string was not found in m.rs"),
+        "{absent}"
+    );
+    let near = failed(
+        fx.edit(edit("if ready {\n  go();\n}", "if ready { stop(); }"))
+            .await,
+    );
+    assert!(
+        near.contains("whitespace and indentation are ignored starts at line 4"),
+        "{near}"
+    );
     let numbered = failed(fx.edit(edit("     2\tlet y = 2;", "let y = 3;")).await);
     assert!(numbered.contains("line numbers"), "{numbered}");
 
     let same = failed(fx.edit(edit("let y = 2;", "let y = 2;")).await);
     assert!(same.contains("identical"), "{same}");
     let empty = failed(fx.edit(edit("", "prefix")).await);
-    assert!(empty.contains("old_string is empty") && empty.contains("`write`"), "{empty}");
+    assert!(
+        empty.contains("old_string is empty") && empty.contains("`write`"),
+        "{empty}"
+    );
     let missing = failed(
         fx.edit(json!({ "file_path": "gone.rs", "old_string": "a", "new_string": "b" }))
             .await,
@@ -560,7 +684,10 @@ async fn stale_edit_is_refused_and_nothing_is_written() {
         fx.edit(json!({ "file_path": "s.txt", "old_string": "beta", "new_string": "BETA" }))
             .await,
     );
-    assert!(stale.contains("changed on disk since you last read it"), "{stale}");
+    assert!(
+        stale.contains("changed on disk since you last read it"),
+        "{stale}"
+    );
     assert!(stale.contains("Nothing was written"), "{stale}");
     assert_eq!(fs::read_to_string(&path).unwrap(), "alpha\nbeta\ngamma\n");
 }
@@ -568,14 +695,21 @@ async fn stale_edit_is_refused_and_nothing_is_written() {
 #[tokio::test]
 async fn replace_all_counts_occurrences() {
     let fx = Fixture::new();
-    let path = fx.put("r.py", "old_name = 1\nprint(old_name)\nold_name += old_name\n");
+    let path = fx.put(
+        "r.py",
+        "old_name = 1\nprint(old_name)\nold_name += old_name\n",
+    );
     fx.read_ok("r.py").await;
     let out = fx
         .edit(json!({ "file_path": "r.py", "old_string": "old_name", "new_string": "new_name", "replace_all": true }))
         .await
         .unwrap();
     assert_eq!(out.data["replacements"], json!(4));
-    assert!(out.text.contains("replaced 4 occurrences (+3 −3 lines)"), "{}", out.text);
+    assert!(
+        out.text.contains("replaced 4 occurrences (+3 −3 lines)"),
+        "{}",
+        out.text
+    );
     assert_eq!(
         fs::read_to_string(&path).unwrap(),
         "new_name = 1\nprint(new_name)\nnew_name += new_name\n"
@@ -585,7 +719,10 @@ async fn replace_all_counts_occurrences() {
 #[tokio::test]
 async fn edit_keeps_crlf_bom_and_mode() {
     let fx = Fixture::new();
-    let path = fx.put("run.sh", b"\xEF\xBB\xBF#!/bin/sh\r\necho one\r\necho two\r\n");
+    let path = fx.put(
+        "run.sh",
+        b"\xEF\xBB\xBF#!/bin/sh\r\necho one\r\necho two\r\n",
+    );
     fs::set_permissions(&path, fs::Permissions::from_mode(0o755)).unwrap();
     fx.read_ok("run.sh").await;
     let out = fx
@@ -619,7 +756,10 @@ async fn edit_refuses_binary_and_non_utf8_files() {
         fx.edit(json!({ "file_path": "latin1.txt", "old_string": "na", "new_string": "NA" }))
             .await,
     );
-    assert!(out.contains("not valid UTF-8") && out.contains("line 1"), "{out}");
+    assert!(
+        out.contains("not valid UTF-8") && out.contains("line 1"),
+        "{out}"
+    );
     assert_eq!(fs::read(&binary).unwrap(), b"abc\0def\n");
     assert_eq!(fs::read(&latin1).unwrap(), b"caf\xE9\nna\xEFve\n");
 }
@@ -631,8 +771,15 @@ async fn edit_with_empty_old_string_creates_a_file() {
         .edit(json!({ "file_path": "new/dir/x.txt", "old_string": "", "new_string": "hello\n" }))
         .await
         .unwrap();
-    assert_eq!(fs::read_to_string(fx.ws.join("new/dir/x.txt")).unwrap(), "hello\n");
-    assert!(out.text.starts_with("Created new/dir/x.txt"), "{}", out.text);
+    assert_eq!(
+        fs::read_to_string(fx.ws.join("new/dir/x.txt")).unwrap(),
+        "hello\n"
+    );
+    assert!(
+        out.text.starts_with("Created new/dir/x.txt"),
+        "{}",
+        out.text
+    );
     assert_eq!(diff_artifact(&out).0, None);
 }
 
@@ -678,6 +825,8 @@ async fn writes_leave_no_temporary_files() {
         .collect();
     names.sort();
     assert_eq!(names, ["keep.txt", "one.txt"]);
-    assert_eq!(fs::read_to_string(fx.ws.join("one.txt")).unwrap(), "final\n");
+    assert_eq!(
+        fs::read_to_string(fx.ws.join("one.txt")).unwrap(),
+        "final\n"
+    );
 }
-
