@@ -5,6 +5,11 @@
 //! it (holding `secret.txt`), `<tmp>/scratch` the session scratch directory.
 
 #![allow(clippy::disallowed_methods)]
+#![allow(
+    clippy::unwrap_used,
+    clippy::expect_used,
+    reason = "fixture helpers outside #[test] functions fail loudly too"
+)]
 
 use std::fs;
 use std::os::unix::fs::{PermissionsExt, symlink};
