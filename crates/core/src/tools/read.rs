@@ -115,14 +115,7 @@ impl Tool for ReadTool {
                 true
             }
             None if meta.len() == 0 => true,
-            None => {
-                let head = ctx
-                    .runtime
-                    .read_range(&canonical, 0, text::SNIFF_BYTES)
-                    .await?;
-                text::sniff(&head).map_err(|e| refuse(&shown, &e))?;
-                read_into(ctx, &canonical, meta.len(), &mut window).await?
-            }
+            None => read_into(ctx, &canonical, &shown, meta.len(), &mut window).await?,
         };
         let view = window.finish(eof);
         if view.binary {
@@ -134,7 +127,7 @@ impl Tool for ReadTool {
             ));
         }
         if view.total == Some(0) {
-            return Ok(ToolOutput::text(format!("{shown} is empty (0 lines).\n"))
+            return Ok(ToolOutput::text(format!("{shown} is empty (0 lines)."))
                 .with("total_lines", 0)
                 .artifact(location));
         }
@@ -163,16 +156,19 @@ async fn editor_text(ctx: &ToolContext, canonical: &Path) -> Option<String> {
 }
 
 /// Streams the file into the window: in one piece when small, else in chunks until the window
-/// is full (and the line count known, within [`COUNT_BYTES`]). Returns whether the end of the
-/// file was reached.
+/// is full (and the line count known, within [`COUNT_BYTES`]). The head is sniffed for binary
+/// content first. Returns whether the end of the file was reached.
 async fn read_into(
     ctx: &ToolContext,
     canonical: &Path,
+    shown: &str,
     size: u64,
     window: &mut Window,
 ) -> Result<bool, ToolError> {
     if size <= WHOLE_READ_BYTES {
-        window.feed(&ctx.runtime.read(canonical).await?);
+        let bytes = ctx.runtime.read(canonical).await?;
+        text::sniff(&bytes).map_err(|e| refuse(shown, &e))?;
+        window.feed(&bytes);
         return Ok(true);
     }
     let mut position = 0u64;
@@ -187,6 +183,9 @@ async fn read_into(
             .runtime
             .read_range(canonical, position, CHUNK_BYTES)
             .await?;
+        if position == 0 {
+            text::sniff(&chunk).map_err(|e| refuse(shown, &e))?;
+        }
         position += chunk.len() as u64;
         window.feed(&chunk);
         if chunk.len() < CHUNK_BYTES {
