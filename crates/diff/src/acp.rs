@@ -2,7 +2,7 @@
 
 use serde::{Deserialize, Serialize};
 
-use crate::model::{FileDiff, Hunk, Line, LineKind};
+use crate::model::{Change, FileDiff, Hunk, Line, LineKind};
 
 /// Largest file, in bytes, whose full old and new text go into [`AcpDiff`]: 1 MiB.
 ///
@@ -40,7 +40,6 @@ impl FileDiff {
     /// would pass the limit; a first hunk that alone is too big is cut at a line boundary.
     pub fn acp(&self) -> AcpDiff {
         let path = self.path.clone();
-        let is_create = self.old_text_missing();
         if let Some(texts) = &self.full_texts {
             return AcpDiff {
                 path,
@@ -52,14 +51,10 @@ impl FileDiff {
         let (old_text, new_text) = bounded_texts(&self.hunks, ACP_FULL_TEXT_LIMIT);
         AcpDiff {
             path,
-            old_text: (!is_create).then_some(old_text),
+            old_text: (self.change != Change::Create).then_some(old_text),
             new_text,
             bounded: true,
         }
-    }
-
-    fn old_text_missing(&self) -> bool {
-        self.change == crate::Change::Create
     }
 }
 

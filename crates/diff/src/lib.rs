@@ -28,9 +28,15 @@
 //! ```
 //!
 //! Lines are compared as raw bytes with their endings, so CRLF files diff line by line and a
-//! change of line ending alone is still a change. Large inputs are cheap: the common head and
-//! tail are skipped with a byte comparison, the rest is split and fingerprinted in one pass,
-//! and Myers aligns the fingerprints within [`ALIGNMENT_TIME_LIMIT`].
+//! change of line ending alone is still a change.
+//!
+//! Large inputs are cheap. Equal stretches are skipped with a byte comparison and never split
+//! into lines; only the lines around each difference are split and fingerprinted, and Myers
+//! (from `similar`) aligns each difference up to the nearest run of equal lines. When
+//! differences are too dense or too large for that, Myers aligns the whole changed region,
+//! within [`ALIGNMENT_TIME_LIMIT`]; past it the result gets coarser but stays correct. A
+//! 100,000-line file with 1,000 scattered edits goes from bytes to unified text in about 3 ms
+//! (see `docs/benchmarks.md`).
 
 mod acp;
 mod align;

@@ -18,6 +18,12 @@ fn zero_bytes(word: u64) -> u64 {
     !(((word & LOW7).wrapping_add(LOW7)) | word | LOW7)
 }
 
+/// A mask of the low `count` bytes of a word (`count` in 1..=8).
+#[inline]
+fn low_bytes_mask(count: usize) -> u64 {
+    u64::MAX >> (64 - 8 * count)
+}
+
 #[inline]
 fn read_word(bytes: &[u8]) -> Option<u64> {
     bytes
@@ -26,7 +32,11 @@ fn read_word(bytes: &[u8]) -> Option<u64> {
         .map(u64::from_le_bytes)
 }
 
-/// The lines of one side of the diffed region: where each starts, and a fingerprint of each.
+/// Indexed lines of one side of the diffed region: where each starts, and a fingerprint of
+/// each. It covers consecutive lines from a given line on, and grows on demand.
+///
+/// Line numbers are region line numbers (0 is the region's first line) throughout, whatever
+/// line the index starts at.
 ///
 /// Fingerprints are 32-bit hashes of a line's raw bytes (its ending included). They only
 /// guide the alignment: equal fingerprints are checked against the bytes afterwards (see
@@ -34,46 +44,125 @@ fn read_word(bytes: &[u8]) -> Option<u64> {
 #[derive(Debug)]
 pub(crate) struct LineIndex<'a> {
     bytes: &'a [u8],
-    /// Offset of each line's first byte, then one past the last line's end.
+    /// Region line number of the first indexed line.
+    first: usize,
+    /// Where the region ends: indexing stops here.
+    end: usize,
+    /// Offset of each indexed line's first byte, then one past the last one's end.
     bounds: Vec<usize>,
     fingerprints: Vec<u32>,
 }
 
 impl<'a> LineIndex<'a> {
-    /// Indexes the lines of `bytes[range]`. The range starts at a line start and ends at a line
+    /// Indexes all lines of `bytes[range]`. The range starts at a line start and ends at a line
     /// end or at the end of `bytes`.
     pub(crate) fn new(bytes: &'a [u8], range: Range<usize>) -> Self {
-        let region = bytes.get(range.clone()).unwrap_or_default();
-        let estimate = region.len() / 32 + 2;
-        let mut bounds = Vec::with_capacity(estimate);
-        let mut fingerprints = Vec::with_capacity(estimate);
-        bounds.push(range.start);
-        let mut pos = 0;
-        while pos < region.len() {
-            let (len, fingerprint) = scan_line(&region[pos..]);
-            pos += len;
-            fingerprints.push(fingerprint);
-            bounds.push(range.start + pos);
-        }
+        let mut index = LineIndex::starting_at(bytes, 0, range.start, range.end);
+        index.scan(usize::MAX, range.len() / 32 + 2);
+        index
+    }
+
+    /// An index with nothing indexed yet, whose first line is region line `first`, starting at
+    /// byte `start` (a line start), for a region ending at byte `end`.
+    pub(crate) fn starting_at(bytes: &'a [u8], first: usize, start: usize, end: usize) -> Self {
+        // Room for a typical difference and its anchor, so small spans allocate once.
+        const TYPICAL_LINES: usize = 32;
+        let mut bounds = Vec::with_capacity(TYPICAL_LINES + 1);
+        bounds.push(start);
         LineIndex {
             bytes,
+            first,
+            end,
             bounds,
-            fingerprints,
+            fingerprints: Vec::with_capacity(TYPICAL_LINES),
         }
     }
 
+    /// Indexes until line `line` is indexed or the region ends.
+    pub(crate) fn ensure(&mut self, line: usize) {
+        let wanted = (line + 1).saturating_sub(self.end_line());
+        if wanted > 0 {
+            // Grow at least geometrically so that repeated small requests stay linear.
+            self.scan(wanted.max(self.len()).max(16), 0);
+        }
+    }
+
+    /// Indexes up to `count` more lines.
+    ///
+    /// One pass, eight bytes at a time: each word is checked for a newline and folded into the
+    /// current line's hash. Words are read from the line's own start (not aligned to the
+    /// buffer), so equal lines hash equally wherever they sit.
+    fn scan(&mut self, count: usize, reserve: usize) {
+        let start = self.start_of(self.end_line());
+        let region = self.bytes.get(start..self.end).unwrap_or_default();
+        self.bounds.reserve(reserve);
+        self.fingerprints.reserve(reserve);
+        let mut added = 0;
+        let (mut line_start, mut pos, mut hash) = (0, 0, 0u64);
+        while added < count && line_start < region.len() {
+            let (word, available) = match region.get(pos..pos + 8).and_then(read_word) {
+                Some(word) => (word, 8),
+                None => {
+                    // Fewer than eight bytes left: a copy padded with newlines, which also
+                    // ends a last line that has no newline of its own.
+                    let rest = &region[pos..];
+                    let mut padded = [b'\n'; 8];
+                    padded[..rest.len()].copy_from_slice(rest);
+                    (u64::from_le_bytes(padded), rest.len())
+                }
+            };
+            let newlines = zero_bytes(word ^ NEWLINES);
+            if newlines == 0 {
+                hash = hash.rotate_left(19) ^ word;
+                pos += 8;
+                continue;
+            }
+            let taken = (newlines.trailing_zeros() / 8) as usize + 1;
+            hash = hash.rotate_left(19) ^ (word & low_bytes_mask(taken));
+            pos += taken.min(available);
+            let mixed = (hash ^ (pos - line_start) as u64).wrapping_mul(MIX);
+            self.fingerprints.push((mixed >> 32) as u32 ^ mixed as u32);
+            self.bounds.push(start + pos);
+            added += 1;
+            line_start = pos;
+            hash = 0;
+        }
+    }
+
+    /// Number of indexed lines.
     pub(crate) fn len(&self) -> usize {
         self.fingerprints.len()
     }
 
+    /// Region line number of the first indexed line.
+    pub(crate) fn first(&self) -> usize {
+        self.first
+    }
+
+    /// Region line number just past the last indexed line.
+    pub(crate) fn end_line(&self) -> usize {
+        self.first + self.len()
+    }
+
+    /// True when every line up to the region end is indexed.
+    pub(crate) fn is_complete(&self) -> bool {
+        self.bounds.last().is_none_or(|&last| last >= self.end)
+    }
+
+    /// Fingerprints of the indexed lines; element 0 is line [`LineIndex::first`].
     pub(crate) fn fingerprints(&self) -> &[u32] {
         &self.fingerprints
     }
 
+    /// Byte offset where line `line` starts (`line` up to [`LineIndex::end_line`]).
+    pub(crate) fn start_of(&self, line: usize) -> usize {
+        let index = line.saturating_sub(self.first).min(self.bounds.len() - 1);
+        self.bounds[index]
+    }
+
     /// The raw bytes of lines `lines` (endings included), as one contiguous slice.
     pub(crate) fn span(&self, lines: Range<usize>) -> &'a [u8] {
-        let start = self.bounds.get(lines.start).copied().unwrap_or(0);
-        let end = self.bounds.get(lines.end).copied().unwrap_or(start);
+        let (start, end) = (self.start_of(lines.start), self.start_of(lines.end));
         self.bytes.get(start..end).unwrap_or_default()
     }
 
@@ -81,44 +170,6 @@ impl<'a> LineIndex<'a> {
     pub(crate) fn line(&self, line: usize) -> &'a [u8] {
         self.span(line..line + 1)
     }
-}
-
-/// Length of the first line of `bytes` (through its `\n`, or all of it) and its fingerprint.
-///
-/// Reads eight bytes at a time, finding the newline and hashing in the same pass; the hash
-/// works on line-relative words so equal lines hash equally wherever they sit in the file.
-#[inline]
-fn scan_line(bytes: &[u8]) -> (usize, u32) {
-    let mut hash = 0u64;
-    let mut pos = 0;
-    let len = loop {
-        let rest = bytes.get(pos..).unwrap_or_default();
-        let (word, available) = match read_word(rest) {
-            Some(word) => (word, 8),
-            None => {
-                // Pad the tail with newlines so the scan stops at the end of the input.
-                let mut padded = [b'\n'; 8];
-                padded[..rest.len()].copy_from_slice(rest);
-                (u64::from_le_bytes(padded), rest.len())
-            }
-        };
-        let newlines = zero_bytes(word ^ NEWLINES);
-        if newlines == 0 {
-            hash = hash.rotate_left(19) ^ word;
-            pos += 8;
-            continue;
-        }
-        let taken = (newlines.trailing_zeros() / 8) as usize + 1;
-        let kept = if taken == 8 {
-            word
-        } else {
-            word & ((1u64 << (taken * 8)) - 1)
-        };
-        hash = hash.rotate_left(19) ^ kept;
-        break pos + taken.min(available);
-    };
-    let mixed = (hash ^ len as u64).wrapping_mul(MIX);
-    (len, (mixed >> 32) as u32 ^ mixed as u32)
 }
 
 /// Number of `\n` bytes in `bytes`.
@@ -139,12 +190,18 @@ pub(crate) fn count_newlines(bytes: &[u8]) -> usize {
 }
 
 /// Length of the longest common prefix of `a` and `b`.
-fn common_prefix_len(a: &[u8], b: &[u8]) -> usize {
+pub(crate) fn common_prefix_len(a: &[u8], b: &[u8]) -> usize {
     const BLOCK: usize = 512;
     let limit = a.len().min(b.len());
     let mut same = 0;
     while same + BLOCK <= limit && a[same..same + BLOCK] == b[same..same + BLOCK] {
         same += BLOCK;
+    }
+    while let (Some(x), Some(y)) = (read_word(&a[same..limit]), read_word(&b[same..limit])) {
+        if x != y {
+            return same + ((x ^ y).trailing_zeros() / 8) as usize;
+        }
+        same += 8;
     }
     same + a[same..limit]
         .iter()
@@ -173,7 +230,7 @@ fn common_suffix_len(a: &[u8], b: &[u8], limit: usize) -> usize {
 }
 
 /// Start of the line `count` lines before the line starting at `pos` (or 0).
-fn back_lines(bytes: &[u8], pos: usize, count: usize) -> usize {
+pub(crate) fn back_lines(bytes: &[u8], pos: usize, count: usize) -> usize {
     let mut start = pos;
     for _ in 0..count {
         if start == 0 {
@@ -202,7 +259,7 @@ fn forward_lines(bytes: &[u8], pos: usize, count: usize) -> usize {
 
 /// The part of two texts that needs a line diff: everything but their common leading and
 /// trailing lines, widened by [`CONTEXT`] lines each way so hunks find their context inside.
-#[derive(Debug, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq)]
 pub(crate) struct Region {
     pub(crate) old: Range<usize>,
     pub(crate) new: Range<usize>,
@@ -318,5 +375,36 @@ mod tests {
         let region = Region::find(b"a\nc\n", b"a\nbc\n").unwrap();
         assert_eq!(region.old, 0..4);
         assert_eq!(region.new, 0..5);
+    }
+
+    #[test]
+    fn random_texts_split_like_split_inclusive_and_equal_lines_fingerprint_equally() {
+        let mut state = 12_345_u64;
+        let mut next = |bound: u64| {
+            state = state
+                .wrapping_mul(6_364_136_223_846_793_005)
+                .wrapping_add(1_442_695_040_888_963_407);
+            (state >> 33) % bound
+        };
+        for _ in 0..500 {
+            let len = next(300) as usize;
+            let text: Vec<u8> = (0..len)
+                .map(|_| b"abcdefghij\n\r"[next(12) as usize])
+                .collect();
+            // Index a sub-range starting on a line start, as Region does.
+            let skip = text
+                .iter()
+                .position(|&b| b == b'\n')
+                .filter(|_| next(2) == 0)
+                .map_or(0, |newline| newline + 1);
+            let index = LineIndex::new(&text, skip..text.len());
+            let expected: Vec<&[u8]> = text[skip..].split_inclusive(|&b| b == b'\n').collect();
+            let actual: Vec<&[u8]> = (0..index.len()).map(|i| index.line(i)).collect();
+            assert_eq!(actual, expected);
+            for (i, line) in actual.iter().enumerate() {
+                let alone = LineIndex::new(line, 0..line.len());
+                assert_eq!(alone.fingerprints(), &index.fingerprints()[i..=i]);
+            }
+        }
     }
 }

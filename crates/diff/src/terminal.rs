@@ -40,6 +40,8 @@ const EMPHASIS_TIME_LIMIT: Duration = Duration::from_millis(100);
 /// that size reads better as plain removed and added lines.
 const EMPHASIS_MAX_BYTES: usize = 64 * 1024;
 const MIN_TEXT_WIDTH: usize = 10;
+/// Shown under a line that has no line ending, as git does.
+const NO_NEWLINE: &str = "\\ No newline at end of file";
 
 const RESET: &str = "\x1b[0m";
 const BOLD: &str = "\x1b[1m";
@@ -66,13 +68,18 @@ impl FileDiff {
     /// The diff for a person at a terminal.
     ///
     /// A header line with the path (`from → to` for a rename) and `+N −M`, then each hunk's
-    /// lines under a gutter of old and new line numbers, hunks separated by a `⋮` line. With
-    /// colour, removed lines are red and added lines green, and the words that changed within
-    /// a replaced line are bold and reversed (word diff by similar's inline changes). Long lines
-    /// wrap to [`TerminalStyle::width`] by display width, continuation rows with a blank gutter;
-    /// tabs expand to [`TerminalStyle::tab_width`]; control characters (escape sequences in
-    /// the file included) are drawn as their Unicode control pictures, so file content can
-    /// never drive the terminal.
+    /// lines under a gutter of old and new line numbers, hunks separated by a `⋮` line.
+    ///
+    /// With colour, removed lines are red and added lines green, and the words that changed
+    /// within a replaced line are bold and reversed (word diff by similar's inline changes).
+    /// Without it the output has no escape codes at all.
+    ///
+    /// Long lines wrap to [`TerminalStyle::width`] by display width, continuation rows with a
+    /// blank gutter; tabs expand to [`TerminalStyle::tab_width`]. A last line without a line
+    /// ending is followed by git's `\ No newline at end of file`, and where a run of changed
+    /// lines mixes `\r\n` with other endings the `\r\n` lines end in `␍`. Control characters
+    /// (escape sequences in the file included) are drawn as Unicode control pictures, and
+    /// bidirectional overrides as U+FFFD, so file content can never drive the terminal.
     pub fn render_terminal(&self, style: &TerminalStyle) -> String {
         let mut out = String::new();
         let paint = Paint { color: style.color };
@@ -154,7 +161,7 @@ impl Paint {
         if text.is_empty() {
             return;
         }
-        if self.color {
+        if self.color && !sgr.is_empty() {
             out.push_str(sgr);
             out.push_str(text);
             out.push_str(RESET);
@@ -201,11 +208,14 @@ impl Layout {
                     w = self.number_width
                 )
             } else {
-                format!("{:w$} │", "", w = 2 * self.number_width + 1)
+                self.blank_gutter()
             };
             self.paint.push(out, DIM, &gutter);
             let sign = if row_index == 0 { sign } else { ' ' };
-            self.paint.push(out, sgr, &sign.to_string());
+            // No trailing blank after the gutter of an empty context line.
+            if sign != ' ' || !row.is_empty() {
+                self.paint.push(out, sgr, &sign.to_string());
+            }
             for (ink, text) in row {
                 let ink_sgr = match ink {
                     Ink::Plain => sgr,
@@ -216,6 +226,16 @@ impl Layout {
             }
             out.push('\n');
         }
+        if line.no_newline_at_end {
+            self.paint.push(out, DIM, &self.blank_gutter());
+            out.push(' ');
+            self.paint.push(out, marker_sgr, NO_NEWLINE);
+            out.push('\n');
+        }
+    }
+
+    fn blank_gutter(&self) -> String {
+        format!("{:w$} │", "", w = 2 * self.number_width + 1)
     }
 
     /// Splits a line's display text into rows of at most `text_width` columns.
@@ -489,6 +509,20 @@ mod tests {
         assert_eq!(
             diff("a\n", "a\n").render_terminal(&plain(80)),
             "a.rs (no changes)\n"
+        );
+    }
+
+    #[test]
+    fn missing_final_newline_is_shown() {
+        let text = diff("a\n\nb", "a\n\nb\n").render_terminal(&plain(80));
+        assert_eq!(
+            text,
+            "a.rs +1 −1\n\
+             1 1 │ a\n\
+             2 2 │\n\
+             3   │-b\n\
+             \x20   │ \\ No newline at end of file\n\
+             \x20 3 │+b\n"
         );
     }
 
