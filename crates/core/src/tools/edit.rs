@@ -144,7 +144,7 @@ impl EditPlan {
                     shown,
                     old_text: None,
                     new_text: params.new_string.clone(),
-                    file: TextFile::from_editor(String::new()),
+                    file: TextFile::default(),
                     replacements: 1,
                     line: 1,
                 });

@@ -173,8 +173,8 @@ pub fn lf_to_crlf(text: &str) -> String {
     text.replace('\n', "\r\n")
 }
 
-/// A text file decoded for a change.
-#[derive(Debug, Clone, PartialEq, Eq)]
+/// A text file decoded for a change. The default is an empty file without a byte-order mark.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct TextFile {
     /// The text, without the byte-order mark, with its original line endings.
     pub text: String,

@@ -46,7 +46,7 @@ relative to the workspace root; missing parent directories are created.
 not have changed since. A new file needs no read.
 - To change part of an existing file, prefer `edit`: it sends only the change.
 - An existing file keeps its CRLF line endings and its UTF-8 byte-order mark.
-- Returns a short summary and the diff of the change.";
+- Returns a short summary, and for an existing file the diff of the change.";
 
 impl Tool for WriteTool {
     type Params = WriteParams;
