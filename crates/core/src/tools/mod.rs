@@ -5,5 +5,6 @@ pub mod edit;
 pub mod glob;
 pub mod grep;
 pub mod read;
+pub mod text;
 pub mod todo;
 pub mod write;

@@ -10,3 +10,4 @@ mod provider_resolve;
 mod provider_scripted;
 mod provider_sse;
 mod provider_support;
+mod tools_fs;
