@@ -1,1 +1,4 @@
 //! Test modules, one per area.
+
+mod tools_search;
+mod tools_shell;
