@@ -569,3 +569,21 @@ async fn grep_accepts_a_single_file_path() {
         .unwrap();
     assert_eq!(out.text, "src/lib.rs:2:    // TODO: check\n");
 }
+
+#[tokio::test]
+async fn ignore_files_above_a_repository_root_do_not_apply() {
+    // The temp dir above the workspace ignores `*.rs` (a home directory kept in git often
+    // ignores `*`); the workspace is its own repository, so that rule is not its business.
+    let ws = Workspace::new();
+    std::fs::write(ws.root.parent().unwrap().join(".gitignore"), "*.rs\n").unwrap();
+    ws.file("src/lib.rs", "fn needle() {}\n");
+    let out = ws.glob(json!({"pattern": "**/*.rs"})).await.unwrap();
+    assert!(out.text.starts_with("No files match"), "{}", out.text);
+    std::fs::create_dir(ws.root.join(".git")).unwrap();
+    ws.file(".gitignore", "/ignored/\n");
+    ws.file("ignored/x.rs", "fn needle() {}\n");
+    let out = ws.glob(json!({"pattern": "**/*.rs"})).await.unwrap();
+    assert_eq!(out.text, "src/lib.rs");
+    let out = ws.grep(json!({"pattern": "needle", "path": "src"})).await.unwrap();
+    assert_eq!(out.text, "src/lib.rs");
+}
