@@ -6,14 +6,15 @@
 //!
 //! The walk is [`Runtime::walker`](crate::runtime::Runtime::walker)'s, run in parallel: it honours
 //! `.gitignore`/`.ignore` (with or without a `.git`), skips hidden files and never follows or
-//! lists symlinks. Results are sorted by path (byte order), shown workspace-relative, and capped
-//! at `limits.glob_entries`; past the cap the whole list goes to a sidecar file.
+//! lists symlinks. Results are shown workspace-relative, sorted by that path (byte order, as
+//! `LC_ALL=C sort` does), and capped at `limits.glob_entries`; past the cap the whole list goes
+//! to a sidecar file.
 //!
 //! Why path order rather than Claude Code's newest-first: it is stable across checkouts (a fresh
-//! clone gives every file the same mtime), keeps related files together, and needs no `stat` per
-//! file.
+//! clone gives every file the same mtime) and between calls, keeps a directory's files together,
+//! and needs no `stat` per file.
 
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::sync::Mutex;
 
 use globset::{GlobBuilder, GlobMatcher};
@@ -93,7 +94,7 @@ impl Tool for GlobTool {
         let runtime = ctx.runtime.clone();
         let cancel = ctx.cancel.clone();
         let walk_base = base.clone();
-        let mut paths = tokio::task::spawn_blocking(move || {
+        let mut entries = tokio::task::spawn_blocking(move || {
             find_files(&runtime, &walk_base, &matcher, &cancel)
         })
         .await
@@ -101,7 +102,7 @@ impl Tool for GlobTool {
         if ctx.cancel.is_cancelled() {
             return Err(ToolError::Cancelled);
         }
-        if paths.is_empty() {
+        if entries.is_empty() {
             return Ok(ToolOutput::text(format!(
                 "No files match `{}` under {}.",
                 params.pattern,
@@ -109,9 +110,8 @@ impl Tool for GlobTool {
             ))
             .with("count", 0));
         }
-        paths.sort_unstable();
-        let total = paths.len();
-        let entries: Vec<String> = paths.iter().map(|p| ctx.runtime.display_path(p)).collect();
+        entries.sort_unstable();
+        let total = entries.len();
         let limit = ctx.session.limits.glob_entries;
         let (shown, output_path) = ctx.cap_entries("glob", entries, limit).await?;
         let mut text = shown.join("\n");
@@ -150,17 +150,26 @@ fn relative_pattern<'a>(pattern: &'a str, base: &Path) -> Result<&'a str, ToolEr
         })
 }
 
-/// Walks `base` in parallel and returns the files whose base-relative path matches.
+/// Walks `base` in parallel and returns the files whose base-relative path matches, as the
+/// user reads them (workspace-relative), unsorted.
 fn find_files(
     runtime: &Runtime,
     base: &Path,
     matcher: &GlobMatcher,
     cancel: &CancellationToken,
-) -> Result<Vec<PathBuf>, ToolError> {
+) -> Result<Vec<String>, ToolError> {
     let found = Mutex::new(Vec::new());
+    // How `base` itself is shown; an entry is shown as that prefix and its base-relative path.
+    let shown_base = runtime.display_path(base);
+    let prefix = match shown_base.as_str() {
+        "." => String::new(),
+        shown if shown.ends_with('/') => shown.to_owned(),
+        shown => format!("{shown}/"),
+    };
     let mut builder = Collect {
         runtime,
         base,
+        prefix: &prefix,
         matcher,
         cancel,
         found: &found,
@@ -175,9 +184,10 @@ fn find_files(
 struct Collect<'a> {
     runtime: &'a Runtime,
     base: &'a Path,
+    prefix: &'a str,
     matcher: &'a GlobMatcher,
     cancel: &'a CancellationToken,
-    found: &'a Mutex<Vec<PathBuf>>,
+    found: &'a Mutex<Vec<String>>,
 }
 
 impl<'s> ParallelVisitorBuilder<'s> for Collect<'s> {
@@ -185,6 +195,7 @@ impl<'s> ParallelVisitorBuilder<'s> for Collect<'s> {
         Box::new(Visitor {
             runtime: self.runtime,
             base: self.base,
+            prefix: self.prefix,
             matcher: self.matcher,
             cancel: self.cancel,
             found: self.found,
@@ -196,10 +207,11 @@ impl<'s> ParallelVisitorBuilder<'s> for Collect<'s> {
 struct Visitor<'a> {
     runtime: &'a Runtime,
     base: &'a Path,
+    prefix: &'a str,
     matcher: &'a GlobMatcher,
     cancel: &'a CancellationToken,
-    found: &'a Mutex<Vec<PathBuf>>,
-    local: Vec<PathBuf>,
+    found: &'a Mutex<Vec<String>>,
+    local: Vec<String>,
 }
 
 impl ParallelVisitor for Visitor<'_> {
@@ -219,7 +231,11 @@ impl ParallelVisitor for Visitor<'_> {
         };
         if self.matcher.is_match(relative) && self.runtime.check(entry.path(), Access::Read).is_ok()
         {
-            self.local.push(entry.into_path());
+            let relative = relative.to_string_lossy();
+            let mut shown = String::with_capacity(self.prefix.len() + relative.len());
+            shown.push_str(self.prefix);
+            shown.push_str(&relative);
+            self.local.push(shown);
         }
         WalkState::Continue
     }

@@ -7,8 +7,8 @@
 //!
 //! The walk is [`Runtime::walker`](crate::runtime::Runtime::walker)'s (gitignore-aware, no
 //! symlinks), run in parallel with one [`Searcher`] per thread; binary files (a NUL byte) are
-//! skipped. Per-thread results are collected, then sorted by path, so the output is
-//! deterministic. `limits.grep_matches` caps the result entries (matching lines in `content`
+//! skipped. Per-thread results are collected, then sorted by path (byte order), so the output
+//! is deterministic. `limits.grep_matches` caps the result entries (matching lines in `content`
 //! mode, files otherwise); past it the whole output goes to a sidecar file.
 //!
 //! `glob` has ripgrep's `--glob` meaning: a pattern without `/` matches file names at any depth,
@@ -259,7 +259,8 @@ impl Search {
             .files
             .into_inner()
             .unwrap_or_else(std::sync::PoisonError::into_inner);
-        files.sort_unstable_by(|a, b| a.path.cmp(&b.path));
+        // Byte order of the path, as `glob` sorts (and `LC_ALL=C sort`).
+        files.sort_unstable_by(|a, b| a.path.as_os_str().cmp(b.path.as_os_str()));
         Ok(Found {
             files,
             binary_skipped: shared.binary.into_inner(),
