@@ -1,2 +1,3 @@
-//! keel
+//! The `keel` binary.
+
 fn main() {}

@@ -1,4 +1,11 @@
 //! Test modules, one per area.
 
+mod provider_anthropic;
+mod provider_faults;
+mod provider_openai;
+mod provider_resolve;
+mod provider_scripted;
+mod provider_sse;
+mod provider_support;
 mod tools_search;
 mod tools_shell;

@@ -1,0 +1,1 @@
+//! The command line (placeholder, filled by its owner).

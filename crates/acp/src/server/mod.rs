@@ -1,0 +1,1 @@
+//! The ACP server (placeholder, filled by its owner).

@@ -1,0 +1,145 @@
+//! What the turn loop tells its host, and what it asks of it.
+
+use futures::future::BoxFuture;
+use serde::{Deserialize, Serialize};
+use serde_json::Value;
+
+use crate::tool::{Artifact, Envelope, Preview, ToolKind, ToolProgress};
+
+/// A piece of the user's prompt.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case", tag = "type")]
+pub enum UserContent {
+    Text { text: String },
+    Image { media_type: String, data: String },
+    /// An embedded resource (a file the user attached), given to the model as text.
+    Resource { uri: String, text: String },
+}
+
+/// Where a tool call stands.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum CallStatus {
+    Pending,
+    InProgress,
+    Completed,
+    Failed,
+}
+
+/// Everything a turn reports, in order. Sending never blocks the loop.
+#[derive(Debug, Clone, PartialEq)]
+pub enum AgentEvent {
+    /// A chunk of the assistant's answer. `message_id` is stable within one model message.
+    Text { message_id: String, text: String },
+    /// A chunk of the model's visible reasoning.
+    Thinking { message_id: String, text: String },
+    /// The model asked for a tool call (arguments complete, validated or not).
+    ToolCall {
+        call_id: String,
+        tool_id: String,
+        kind: ToolKind,
+        args: Value,
+        /// Canonical paths the call touches (for "follow along").
+        locations: Vec<(String, Option<u32>)>,
+    },
+    /// The call's status changed (pending → in progress, ...).
+    ToolStatus { call_id: String, status: CallStatus },
+    /// Streamed output or a terminal id while the call runs.
+    ToolProgress { call_id: String, progress: ToolProgress },
+    /// The call finished; `envelope` is what the model receives (artifacts ride along).
+    ToolResult { call_id: String, status: CallStatus, envelope: Envelope },
+    /// The todo list changed.
+    Plan { entries: Vec<Value> },
+    /// Context used by the latest model request versus the model's window (not a running total).
+    Usage { used: u64, size: u64 },
+}
+
+/// A call the policy says to ask about.
+#[derive(Debug, Clone, PartialEq)]
+pub struct ApprovalRequest {
+    pub call_id: String,
+    pub tool_id: String,
+    pub kind: ToolKind,
+    pub args: Value,
+    /// The diff of an edit or write, the command and cwd of a shell run.
+    pub preview: Option<Preview>,
+    /// Why the policy asks, in one sentence.
+    pub reason: String,
+    /// What "always" would cover, in words ("commands starting with `cargo test`"); `None` when
+    /// the call has no cacheable key (the host then offers once-only answers).
+    pub always_scope: Option<String>,
+}
+
+/// The user's answer to an [`ApprovalRequest`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum ApprovalAnswer {
+    AllowOnce,
+    AllowAlways,
+    RejectOnce,
+    RejectAlways,
+    /// The prompt was cancelled (the turn is being cancelled).
+    Cancelled,
+}
+
+/// One question of the `question` tool.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct QuestionItem {
+    pub question: String,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub header: Option<String>,
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub options: Vec<QuestionOption>,
+    #[serde(default)]
+    pub multi_select: bool,
+}
+
+/// A choice offered by a question.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct QuestionOption {
+    pub label: String,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub description: Option<String>,
+}
+
+/// The front-end side of a turn.
+pub trait TurnHost: Send + Sync {
+    /// Receives every event of the turn, in order. Must not block.
+    fn event(&self, event: AgentEvent);
+
+    /// Asks the human about a gated call. Headless hosts never get here (the policy turns ask
+    /// into deny first). Hosts serialize their prompts per session.
+    fn approve(&self, request: ApprovalRequest) -> BoxFuture<'_, ApprovalAnswer>;
+
+    /// Asks the human the `question` tool's questions; one answer list per question. `Err` is the
+    /// message the model gets (headless hosts answer with a fixed refusal).
+    fn ask(&self, questions: Vec<QuestionItem>) -> BoxFuture<'_, Result<Vec<Vec<String>>, String>>;
+
+    /// The editor's artifacts for a finished call (diffs, terminals) are in the envelope;
+    /// this hook lets a host release resources (e.g. an ACP terminal) after its final update.
+    fn call_finished(&self, _call_id: &str, _artifacts: &[Artifact]) {}
+}
+
+/// Why a turn stopped.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum TurnStop {
+    EndTurn,
+    MaxTokens,
+    /// The turn made as many model requests as allowed.
+    MaxRequests,
+    Refusal,
+    Cancelled,
+}
+
+/// How a turn ended.
+#[derive(Debug, Clone, PartialEq)]
+pub struct TurnOutcome {
+    pub stop: TurnStop,
+    /// The assistant's final text of the turn (all text of the last model message).
+    pub final_text: String,
+    /// Tool calls the policy or the user denied during the turn.
+    pub denied_calls: usize,
+    /// Tool calls that failed.
+    pub failed_calls: usize,
+}
