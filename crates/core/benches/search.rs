@@ -5,8 +5,9 @@
 //! Corpus: `scripts/bench-corpus.sh` (or `KEEL_BENCH_CORPUS=<dir>`). Run:
 //! `cargo bench -p keel-core --bench search` (release profile). Each case runs a warm-up, then
 //! `KEEL_BENCH_RUNS` (default 15) rounds in which the tool and the reference alternate; the
-//! medians are reported with their ratio. The result counts are compared, so both sides are
-//! known to do the same work.
+//! medians are reported with their ratio, the ratio of the fastest runs, and the CPU time
+//! (user + system) per run of each side, which the machine's load disturbs less than wall time.
+//! The result counts are compared, so both sides are known to do the same work.
 #![allow(
     clippy::disallowed_methods,
     clippy::print_stdout,
@@ -22,7 +23,9 @@ use std::time::{Duration, Instant};
 
 use keel_core::capability::RequirementSet;
 use keel_core::runtime::{Runtime, RuntimeConfig};
-use keel_core::tool::{DynTool, Limits, ProgressSink, SessionState, ToolContext, Typed};
+use keel_core::tool::{
+    DynTool, Limits, ProgressSink, SessionState, ToolContext, ToolOutput, Typed,
+};
 use keel_core::tools::glob::GlobTool;
 use keel_core::tools::grep::GrepTool;
 use serde_json::{Value, json};
@@ -90,38 +93,74 @@ fn corpus() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("../../.keel-bench/corpus")
 }
 
-fn median(mut samples: Vec<Duration>) -> Duration {
+/// Median and minimum, in milliseconds.
+fn summary(mut samples: Vec<Duration>) -> (f64, f64) {
     samples.sort();
-    samples[samples.len() / 2]
+    let ms = |d: Duration| d.as_secs_f64() * 1e3;
+    (ms(samples[samples.len() / 2]), ms(samples[0]))
 }
 
-fn reference_run(corpus: &Path, argv: &[&str]) -> (Duration, usize) {
+/// Runs the reference command; returns the wall time and its stdout.
+fn reference_run(corpus: &Path, argv: &[&str]) -> (Duration, String) {
     let start = Instant::now();
     let output = Command::new(argv[0])
         .args(&argv[1..])
         .current_dir(corpus)
         .output()
-        .unwrap_or_else(|e| panic!("cannot run {}: {e} (apt-get install ripgrep fd-find)", argv[0]));
-    let elapsed = start.elapsed();
-    let text = String::from_utf8_lossy(&output.stdout);
-    (elapsed, count_entries(text.lines()))
+        .unwrap_or_else(|e| {
+            panic!(
+                "cannot run {}: {e} (apt-get install ripgrep fd-find)",
+                argv[0]
+            )
+        });
+    (
+        start.elapsed(),
+        String::from_utf8_lossy(&output.stdout).into_owned(),
+    )
 }
 
-/// Result entries: `count` lines from rg are `path:n`; summed so they compare with our total.
-fn count_entries<'a>(lines: impl Iterator<Item = &'a str>) -> usize {
-    lines.filter(|l| !l.is_empty()).count()
-}
-
-async fn tool_run(tool: &Arc<dyn DynTool>, args: &Value, ctx: &ToolContext) -> (Duration, usize) {
+/// Runs the tool through `DynTool::execute`; returns the wall time and the output.
+async fn tool_run(
+    tool: &Arc<dyn DynTool>,
+    args: &Value,
+    ctx: &ToolContext,
+) -> (Duration, ToolOutput) {
     let start = Instant::now();
     let output = tool.execute(args.clone(), ctx).await.expect("tool failed");
-    let elapsed = start.elapsed();
-    // The whole result: the sidecar when the output was capped.
-    let entries = match &output.output_path {
-        Some(path) => count_entries(std::fs::read_to_string(path).unwrap().lines()),
-        None => count_entries(output.text.lines().filter(|l| !l.starts_with('['))),
-    };
-    (elapsed, entries)
+    (start.elapsed(), output)
+}
+
+/// Result entries (files, or matching lines in content mode) of a tool output: the sidecar's
+/// when the output was capped.
+fn tool_entries(output: &ToolOutput) -> usize {
+    match &output.output_path {
+        Some(path) => count_entries(&std::fs::read_to_string(path).unwrap()),
+        None => output
+            .text
+            .lines()
+            .filter(|l| !l.is_empty() && !l.starts_with('['))
+            .count(),
+    }
+}
+
+fn count_entries(text: &str) -> usize {
+    text.lines().filter(|l| !l.is_empty()).count()
+}
+
+/// CPU seconds (user + system) used so far by this process and by its waited-for children,
+/// from `/proc/self/stat` (clock ticks of 1/100 s).
+fn cpu_seconds() -> (f64, f64) {
+    let stat = std::fs::read_to_string("/proc/self/stat").unwrap();
+    let (_, rest) = stat.rsplit_once(')').unwrap();
+    let fields: Vec<f64> = rest
+        .split_whitespace()
+        .map(|f| f.parse().unwrap_or(0.0))
+        .collect();
+    // After the command name: state(0) ... utime(11) stime(12) cutime(13) cstime(14).
+    (
+        (fields[11] + fields[12]) / 100.0,
+        (fields[13] + fields[14]) / 100.0,
+    )
 }
 
 fn main() {
@@ -166,6 +205,7 @@ fn main() {
         .enable_all()
         .build()
         .unwrap();
+    println!("load average before: {}", load_average());
     println!(
         "corpus {} ({}), {runs} runs per case, {threads} CPUs, walker threads = CPUs (reference -j2)",
         corpus.display(),
@@ -174,8 +214,16 @@ fn main() {
             .trim()
     );
     println!(
-        "{:<34} {:>10} {:>10} {:>7} {:>9}",
-        "case", "keel ms", "ref ms", "ratio", "results"
+        "{:<34} {:>11} {:>11} {:>6} {:>6} {:>9} {:>9} {:>6} {:>9}",
+        "case",
+        "keel median",
+        "ref median",
+        "ratio",
+        "min",
+        "keel cpu",
+        "ref cpu",
+        "ratio",
+        "results"
     );
     for case in cases() {
         if filter.as_deref().is_some_and(|f| !case.name.contains(f)) {
@@ -183,28 +231,43 @@ fn main() {
         }
         let tool = if case.tool == "grep" { &grep } else { &glob };
         // Warm-up (page cache, first-run allocations), and the result counts.
-        let (_, ours) = tokio.block_on(tool_run(tool, &case.args, &ctx));
-        let (_, theirs) = reference_run(&corpus, case.reference);
+        let ours = tool_entries(&tokio.block_on(tool_run(tool, &case.args, &ctx)).1);
+        let theirs = count_entries(&reference_run(&corpus, case.reference).1);
         let mut keel = Vec::with_capacity(runs);
         let mut reference = Vec::with_capacity(runs);
+        let (self_before, children_before) = cpu_seconds();
         for _ in 0..runs {
             keel.push(tokio.block_on(tool_run(tool, &case.args, &ctx)).0);
             reference.push(reference_run(&corpus, case.reference).0);
         }
-        let (keel, reference) = (median(keel), median(reference));
+        let (self_after, children_after) = cpu_seconds();
+        let keel_cpu = (self_after - self_before) * 1e3 / runs as f64;
+        let reference_cpu = (children_after - children_before) * 1e3 / runs as f64;
+        let ((keel, keel_min), (reference, reference_min)) = (summary(keel), summary(reference));
         let same = if ours == theirs {
             format!("{ours}")
         } else {
             format!("{ours}≠{theirs}")
         };
         println!(
-            "{:<34} {:>10.1} {:>10.1} {:>6.2}x {:>9}",
+            "{:<34} {:>8.1} ms {:>8.1} ms {:>5.2}x {:>5.2}x {:>6.0} ms {:>6.0} ms {:>5.2}x {:>9}",
             case.name,
-            keel.as_secs_f64() * 1e3,
-            reference.as_secs_f64() * 1e3,
-            keel.as_secs_f64() / reference.as_secs_f64(),
+            keel,
+            reference,
+            keel / reference,
+            keel_min / reference_min,
+            keel_cpu,
+            reference_cpu,
+            keel_cpu / reference_cpu,
             same
         );
     }
+    println!("load average after: {}", load_average());
     let _ = std::fs::remove_dir_all(&scratch);
+}
+
+fn load_average() -> String {
+    std::fs::read_to_string("/proc/loadavg")
+        .map(|l| l.split_whitespace().take(3).collect::<Vec<_>>().join(" / "))
+        .unwrap_or_default()
 }

@@ -584,6 +584,9 @@ async fn ignore_files_above_a_repository_root_do_not_apply() {
     ws.file("ignored/x.rs", "fn needle() {}\n");
     let out = ws.glob(json!({"pattern": "**/*.rs"})).await.unwrap();
     assert_eq!(out.text, "src/lib.rs");
-    let out = ws.grep(json!({"pattern": "needle", "path": "src"})).await.unwrap();
+    let out = ws
+        .grep(json!({"pattern": "needle", "path": "src"}))
+        .await
+        .unwrap();
     assert_eq!(out.text, "src/lib.rs");
 }
