@@ -406,8 +406,12 @@ impl Runtime {
     /// A directory walker rooted at a canonical, in-scope directory. It honours .gitignore,
     /// .ignore and hidden files, and never follows symlinks, so everything it yields is inside
     /// `base` (callers skip symlink entries).
+    ///
+    /// Inside a git repository, ignore files above the repository's root do not apply (as with
+    /// git, ripgrep and fd); outside any repository, .gitignore files apply all the same.
     pub fn walker(&self, base: &Path) -> Result<ignore::WalkBuilder, ToolError> {
         self.check(base, Access::Read)?;
+        let in_repository = base.ancestors().any(|dir| dir.join(".git").exists());
         let mut builder = ignore::WalkBuilder::new(base);
         builder
             .follow_links(false)
@@ -415,7 +419,7 @@ impl Runtime {
             .git_ignore(true)
             .git_global(false)
             .git_exclude(true)
-            .require_git(false)
+            .require_git(in_repository)
             .parents(true);
         Ok(builder)
     }

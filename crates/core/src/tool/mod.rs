@@ -1,6 +1,7 @@
 //! The tool contract.
 //!
-//! - [`ToolSpec`]: what a tool publishes: id, description, JSON-Schema parameters, [`RequirementSet`],
+//! - [`ToolSpec`]: what a tool publishes: id, description, JSON-Schema parameters,
+//!   [`RequirementSet`](crate::capability::RequirementSet),
 //!   ACP kind hint, whether it mutates, which argument names its subject, where it came from.
 //! - [`Tool`]: a typed tool. Its parameters are a Rust type; the schema is derived from it
 //!   (schemars), and arguments are validated against that schema before `run` is called.

@@ -11,3 +11,5 @@ mod provider_scripted;
 mod provider_sse;
 mod provider_support;
 mod tools_fs;
+mod tools_search;
+mod tools_shell;
