@@ -176,10 +176,7 @@ impl Runtime {
             if url.origin() == origin {
                 request = request.headers(options.headers.clone());
             }
-            let response = request
-                .send()
-                .await
-                .map_err(|e| request_error(&url, &e))?;
+            let response = request.send().await.map_err(|e| request_error(&url, &e))?;
             let status = response.status();
             let location = response
                 .headers()
@@ -334,10 +331,7 @@ impl BlockedAddress {
         let target = if self.host == self.address.to_string() {
             format!("{} is {}", self.address, self.kind)
         } else {
-            format!(
-                "{} resolves to {}, {}",
-                self.host, self.address, self.kind
-            )
+            format!("{} resolves to {}, {}", self.host, self.address, self.kind)
         };
         Refusal {
             capability: CAPABILITY,
@@ -374,9 +368,8 @@ impl reqwest::dns::Resolve for CheckedResolver {
         let policy = self.policy;
         let host = name.as_str().to_owned();
         Box::pin(async move {
-            let addresses: Vec<SocketAddr> = tokio::net::lookup_host((host.as_str(), 0))
-                .await?
-                .collect();
+            let addresses: Vec<SocketAddr> =
+                tokio::net::lookup_host((host.as_str(), 0)).await?.collect();
             if !policy.allow_private {
                 for address in &addresses {
                     if let Some(kind) = forbidden_kind(address.ip()) {
@@ -384,7 +377,8 @@ impl reqwest::dns::Resolve for CheckedResolver {
                             host: host.clone(),
                             address: address.ip(),
                             kind,
-                        }) as Box<dyn std::error::Error + Send + Sync>);
+                        })
+                            as Box<dyn std::error::Error + Send + Sync>);
                     }
                 }
             }

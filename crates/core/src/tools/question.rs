@@ -95,7 +95,11 @@ impl Tool for Question {
             .subject(Subject::None)
     }
 
-    async fn run(&self, params: QuestionParams, ctx: &ToolContext) -> Result<ToolOutput, ToolError> {
+    async fn run(
+        &self,
+        params: QuestionParams,
+        ctx: &ToolContext,
+    ) -> Result<ToolOutput, ToolError> {
         let asker = match ctx.session.asker() {
             Some(asker) if ctx.session.interactive => asker,
             _ => return Err(ToolError::Failed(HEADLESS_MESSAGE.to_owned())),

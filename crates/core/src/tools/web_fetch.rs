@@ -76,7 +76,11 @@ impl Tool for WebFetch {
             .requires(RequirementSet::net_hosts(&["*"]))
     }
 
-    async fn run(&self, params: WebFetchParams, ctx: &ToolContext) -> Result<ToolOutput, ToolError> {
+    async fn run(
+        &self,
+        params: WebFetchParams,
+        ctx: &ToolContext,
+    ) -> Result<ToolOutput, ToolError> {
         let timeout = params
             .timeout_seconds
             .map_or(DEFAULT_FETCH_TIMEOUT, Duration::from_secs);
@@ -191,7 +195,11 @@ fn sniff(media_type: &str, body: &[u8]) -> Content {
         return Content::Binary(described(media_type));
     }
     let start = text.trim_start();
-    let lowered: String = start.chars().take(64).collect::<String>().to_ascii_lowercase();
+    let lowered: String = start
+        .chars()
+        .take(64)
+        .collect::<String>()
+        .to_ascii_lowercase();
     if lowered.starts_with("<!doctype html") || lowered.starts_with("<html") {
         Content::Html
     } else if (start.starts_with('{') || start.starts_with('['))
@@ -243,14 +251,43 @@ fn html_to_markdown(html: &str) -> Result<String, ToolError> {
 
 /// Block-level elements: text on either side goes on separate lines.
 const BLOCK_TAGS: &[&str] = &[
-    "address", "article", "aside", "br", "dd", "div", "dl", "dt", "fieldset", "figcaption",
-    "figure", "form", "header", "hr", "li", "main", "ol", "section", "tr", "ul", "title", "body",
+    "address",
+    "article",
+    "aside",
+    "br",
+    "dd",
+    "div",
+    "dl",
+    "dt",
+    "fieldset",
+    "figcaption",
+    "figure",
+    "form",
+    "header",
+    "hr",
+    "li",
+    "main",
+    "ol",
+    "section",
+    "tr",
+    "ul",
+    "title",
+    "body",
     "html",
 ];
 
 /// Paragraph-like elements: separated from their neighbours by an empty line.
 const PARAGRAPH_TAGS: &[&str] = &[
-    "p", "h1", "h2", "h3", "h4", "h5", "h6", "pre", "blockquote", "table",
+    "p",
+    "h1",
+    "h2",
+    "h3",
+    "h4",
+    "h5",
+    "h6",
+    "pre",
+    "blockquote",
+    "table",
 ];
 
 /// The visible text of an HTML page: tags dropped, the content of skipped elements (scripts,
@@ -460,7 +497,10 @@ mod tests {
             Content::Binary("application/pdf".into())
         );
         assert_eq!(classify("", b"<!DOCTYPE html><p>x"), Content::Html);
-        assert_eq!(classify("application/octet-stream", b"[1,2]"), Content::Json);
+        assert_eq!(
+            classify("application/octet-stream", b"[1,2]"),
+            Content::Json
+        );
         assert_eq!(classify("", b"plain words"), Content::Text);
         assert!(matches!(classify("", b"\x00\x01\xff"), Content::Binary(_)));
     }

@@ -231,7 +231,10 @@ impl SearchProvider for Brave {
                 .append_pair("q", request.query)
                 .append_pair("count", &request.max_results.to_string());
             let mut headers = HeaderMap::new();
-            headers.insert(http::header::ACCEPT, HeaderValue::from_static("application/json"));
+            headers.insert(
+                http::header::ACCEPT,
+                HeaderValue::from_static("application/json"),
+            );
             let mut token = HeaderValue::from_str(&self.api_key).map_err(|_| {
                 ToolError::Failed(format!("{ENV_BRAVE_API_KEY} contains invalid characters"))
             })?;
@@ -280,7 +283,9 @@ async fn get_json(
     let excerpt: String = one_line(&body).chars().take(ERROR_EXCERPT_CHARS).collect();
     let hint = match (provider, response.status) {
         ("brave", 401 | 403) => format!(" (check {ENV_BRAVE_API_KEY})"),
-        ("searxng", 403) => " (is the json format enabled in the instance's search.formats?)".into(),
+        ("searxng", 403) => {
+            " (is the json format enabled in the instance's search.formats?)".into()
+        }
         (_, 429) => " (rate limited; try again later)".into(),
         _ => String::new(),
     };
@@ -466,7 +471,11 @@ impl Tool for WebSearch {
             .requires(RequirementSet::net_hosts(&hosts))
     }
 
-    async fn run(&self, params: WebSearchParams, ctx: &ToolContext) -> Result<ToolOutput, ToolError> {
+    async fn run(
+        &self,
+        params: WebSearchParams,
+        ctx: &ToolContext,
+    ) -> Result<ToolOutput, ToolError> {
         let query = params.query.trim();
         if query.is_empty() {
             return Err(ToolError::InvalidArguments {
@@ -481,7 +490,10 @@ impl Tool for WebSearch {
         let request = SearchRequest {
             runtime: &ctx.runtime,
             query,
-            max_results: params.max_results.unwrap_or(DEFAULT_MAX_RESULTS).clamp(1, 20),
+            max_results: params
+                .max_results
+                .unwrap_or(DEFAULT_MAX_RESULTS)
+                .clamp(1, 20),
             timeout: self.limits.timeout,
             cancel: &ctx.cancel,
         };
@@ -521,7 +533,10 @@ mod tests {
     #[test]
     fn searxng_endpoint_keeps_a_path_prefix() {
         let searxng = Searxng::new("https://example.org/searx").unwrap();
-        assert_eq!(searxng.endpoint.as_str(), "https://example.org/searx/search");
+        assert_eq!(
+            searxng.endpoint.as_str(),
+            "https://example.org/searx/search"
+        );
         assert_eq!(searxng.host(), "example.org");
         assert!(Searxng::new("ftp://example.org").is_err());
     }

@@ -7,3 +7,4 @@ mod provider_resolve;
 mod provider_scripted;
 mod provider_sse;
 mod provider_support;
+mod tools_web;
