@@ -8,7 +8,7 @@
 //!    name that resolves to a loopback, private, link-local (cloud metadata), CGNAT, unique-local
 //!    or multicast address is refused unless [`NetPolicy::allow_private`] is set.
 //!
-//! The address check lives in the HTTP client's DNS resolver ([`CheckedResolver`]): the
+//! The address check lives in the HTTP client's DNS resolver (`CheckedResolver`): the
 //! resolver looks the name up once (`tokio::net::lookup_host`), refuses the whole answer if any
 //! address is forbidden, and hands the client exactly the addresses it checked. The connection
 //! goes to a checked address; there is no second lookup a rebinding DNS server could answer
