@@ -9,11 +9,17 @@
 //! Front-ends plug in through two seams: a [`FileBackend`] (the editor's buffers, ACP
 //! `fs/*_text_file`) and a [`TerminalBackend`] (the editor's terminal pane, ACP `terminal/*`).
 //! Without them the runtime uses the disk and local processes.
+//!
+//! Outbound HTTP goes through [`Runtime::fetch`] (see [`net`]): scheme, scope and resolved-address
+//! checks on every redirect hop, under the session's [`NetPolicy`] (private hosts refused unless
+//! [`Runtime::with_net_policy`] allows them).
 
 pub mod config_files;
 pub mod net;
 pub mod paths;
 pub mod process;
+
+pub use net::{FetchOptions, FetchResponse, NetPolicy};
 
 use std::fmt::Debug;
 use std::io::Write as _;
@@ -109,6 +115,8 @@ struct Inner {
     scratch_dir: PathBuf,
     files: Option<Arc<dyn FileBackend>>,
     terminals: Option<Arc<dyn TerminalBackend>>,
+    /// The network policy and its HTTP client ([`Runtime::with_net_policy`]).
+    net: Arc<net::NetState>,
 }
 
 /// The capability-checked surface handed to every tool. Cheap to clone.
@@ -157,6 +165,7 @@ impl Runtime {
                 scratch_dir,
                 files: None,
                 terminals: None,
+                net: Arc::new(net::NetState::new(NetPolicy::default())),
             }),
         })
     }
@@ -174,6 +183,7 @@ impl Runtime {
                 scratch_dir: self.inner.scratch_dir.clone(),
                 files,
                 terminals,
+                net: self.inner.net.clone(),
             }),
         }
     }

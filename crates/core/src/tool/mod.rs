@@ -10,7 +10,8 @@
 //! - [`ToolOutput`] / [`ToolError`]: what a run produces; [`Envelope`] is the uniform result the
 //!   model, the recorder and the front-ends see.
 //! - [`ToolContext`]: what a run gets: the [`Runtime`](crate::runtime::Runtime) surface, the
-//!   session's state, the abort signal, a progress sink.
+//!   session's state, the abort signal, a progress sink. [`Asker`] is the session's way to the
+//!   human for the `question` tool.
 //! - [`Registry`]: the tools of a session, in documentation order; rejects duplicate ids.
 
 mod context;
@@ -18,7 +19,9 @@ mod envelope;
 mod registry;
 mod spec;
 
-pub use context::{FileStamp, Limits, ProgressSink, SessionState, ToolContext, ToolProgress};
+pub use context::{
+    Asker, FileStamp, Limits, ProgressSink, SessionState, ToolContext, ToolProgress,
+};
 pub use envelope::{Artifact, Envelope, EnvelopeKind, Metadata, ToolError, ToolOutput};
 pub use registry::{Registry, RegistryError};
 pub use spec::{DynTool, Origin, Preview, Subject, Tool, ToolKind, ToolSpec, Typed};

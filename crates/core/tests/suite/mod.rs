@@ -13,3 +13,4 @@ mod provider_support;
 mod tools_fs;
 mod tools_search;
 mod tools_shell;
+mod tools_web;
