@@ -1,4 +1,4 @@
-//! The `question` tool: [`Question`] with [`QuestionParams`]. It pauses the call on the human
+//! The `question` tool: [`QuestionTool`] with [`QuestionParams`]. It pauses the call on the human
 //! and returns `{answers: string[][]}`, one list per question.
 //!
 //! It reaches the human through the session's [`Asker`](crate::tool::Asker)
@@ -83,9 +83,9 @@ impl From<QuestionEntry> for QuestionItem {
 
 /// The `question` tool.
 #[derive(Debug, Clone, Copy, Default)]
-pub struct Question;
+pub struct QuestionTool;
 
-impl Tool for Question {
+impl Tool for QuestionTool {
     type Params = QuestionParams;
 
     fn spec(&self) -> ToolSpec {

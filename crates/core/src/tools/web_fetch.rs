@@ -1,4 +1,4 @@
-//! The `web_fetch` tool: [`WebFetch`] with [`WebFetchParams`] and [`Format`].
+//! The `web_fetch` tool: [`WebFetchTool`] with [`WebFetchParams`] and [`Format`].
 //!
 //! It GETs one URL through [`Runtime::fetch`](crate::runtime::Runtime::fetch) (scheme, scope and
 //! address checks on every redirect hop, a raw body limit) and returns text: HTML converted to
@@ -63,9 +63,9 @@ pub struct WebFetchParams {
 
 /// The `web_fetch` tool.
 #[derive(Debug, Clone, Copy, Default)]
-pub struct WebFetch;
+pub struct WebFetchTool;
 
-impl Tool for WebFetch {
+impl Tool for WebFetchTool {
     type Params = WebFetchParams;
 
     fn spec(&self) -> ToolSpec {

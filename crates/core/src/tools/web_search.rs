@@ -1,7 +1,7 @@
-//! The `web_search` tool: [`WebSearch`] with [`WebSearchParams`], over the provider seam
+//! The `web_search` tool: [`WebSearchTool`] with [`WebSearchParams`], over the provider seam
 //! [`SearchProvider`] ([`Searxng`], [`Brave`]), answering [`SearchResult`]s.
 //!
-//! The host picks the providers (configuration, or [`WebSearch::from_env`]: `KEEL_SEARXNG_URL`,
+//! The host picks the providers (configuration, or [`WebSearchTool::from_env`]: `KEEL_SEARXNG_URL`,
 //! `BRAVE_API_KEY`). A session always uses the same one (the session id is hashed to pick), so
 //! a flaky provider fails consistently. Each session may make [`SearchLimits::max_calls_per_session`]
 //! calls (default 25) and each call times out after [`SearchLimits::timeout`] (default 15 s).
@@ -353,7 +353,7 @@ pub struct WebSearchParams {
 }
 
 /// The `web_search` tool.
-pub struct WebSearch {
+pub struct WebSearchTool {
     providers: Vec<Arc<dyn SearchProvider>>,
     limits: SearchLimits,
     /// Why configured providers could not be built (shown when none is left).
@@ -362,16 +362,16 @@ pub struct WebSearch {
     calls: Mutex<HashMap<String, usize>>,
 }
 
-impl Debug for WebSearch {
+impl Debug for WebSearchTool {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("WebSearch")
+        f.debug_struct("WebSearchTool")
             .field("providers", &self.providers)
             .field("limits", &self.limits)
             .finish_non_exhaustive()
     }
 }
 
-impl WebSearch {
+impl WebSearchTool {
     /// A tool over these providers (none: every call fails, naming what to configure).
     pub fn new(providers: Vec<Arc<dyn SearchProvider>>, limits: SearchLimits) -> Self {
         Self {
@@ -458,7 +458,7 @@ impl WebSearch {
     }
 }
 
-impl Tool for WebSearch {
+impl Tool for WebSearchTool {
     type Params = WebSearchParams;
 
     fn spec(&self) -> ToolSpec {
@@ -543,7 +543,7 @@ mod tests {
 
     #[test]
     fn provider_choice_is_stable_per_session() {
-        let tool = WebSearch::from_vars(
+        let tool = WebSearchTool::from_vars(
             |name| match name {
                 ENV_SEARXNG_URL => Some("https://searx.example.org".into()),
                 ENV_BRAVE_API_KEY => Some("key".into()),

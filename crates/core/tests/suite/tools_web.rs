@@ -11,7 +11,7 @@ use keel_core::tool::{
     DynTool, Envelope, Limits, ProgressSink, SessionState, ToolContext, ToolError, ToolOutput,
     Typed,
 };
-use keel_core::tools::web_fetch::WebFetch;
+use keel_core::tools::web_fetch::WebFetchTool;
 use serde_json::{Value, json};
 use tokio_util::sync::CancellationToken;
 
@@ -84,7 +84,7 @@ impl Session {
 }
 
 fn fetch_tool() -> Arc<dyn DynTool> {
-    Typed::wrap(WebFetch).unwrap()
+    Typed::wrap(WebFetchTool).unwrap()
 }
 
 fn error_text(result: Result<ToolOutput, ToolError>) -> String {

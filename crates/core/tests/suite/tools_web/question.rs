@@ -8,7 +8,7 @@ use keel_core::agent::QuestionItem;
 use keel_core::capability::RequirementSet;
 use keel_core::runtime::NetPolicy;
 use keel_core::tool::{Asker, Envelope, Limits, ToolError, Typed};
-use keel_core::tools::question::{HEADLESS_MESSAGE, Question};
+use keel_core::tools::question::{HEADLESS_MESSAGE, QuestionTool};
 use serde_json::{Value, json};
 
 use super::{Session, error_text};
@@ -62,7 +62,7 @@ fn interactive_session() -> Session {
 
 #[tokio::test]
 async fn question_in_a_headless_session_is_the_fixed_error() {
-    let tool = Typed::wrap(Question).unwrap();
+    let tool = Typed::wrap(QuestionTool).unwrap();
     // Not interactive, even with an asker installed.
     let headless = Session::new(&[], NetPolicy::default());
     headless
@@ -80,7 +80,7 @@ async fn question_in_a_headless_session_is_the_fixed_error() {
 
 #[tokio::test]
 async fn question_returns_the_answers() {
-    let tool = Typed::wrap(Question).unwrap();
+    let tool = Typed::wrap(QuestionTool).unwrap();
     let session = interactive_session();
     let user = Arc::new(FakeUser::default());
     session.ctx.session.set_asker(Some(user.clone()));
@@ -108,7 +108,7 @@ async fn question_returns_the_answers() {
 
 #[tokio::test]
 async fn question_reports_a_refusal_or_a_bad_host_answer() {
-    let tool = Typed::wrap(Question).unwrap();
+    let tool = Typed::wrap(QuestionTool).unwrap();
     let session = interactive_session();
     session.ctx.session.set_asker(Some(Arc::new(FakeUser {
         refuse: true,
@@ -127,7 +127,7 @@ async fn question_reports_a_refusal_or_a_bad_host_answer() {
 
 #[tokio::test]
 async fn question_rejects_bad_arguments() {
-    let tool = Typed::wrap(Question).unwrap();
+    let tool = Typed::wrap(QuestionTool).unwrap();
     let session = interactive_session();
     session
         .ctx

@@ -5,7 +5,7 @@ use std::sync::Arc;
 use keel_core::runtime::NetPolicy;
 use keel_core::tool::{DynTool, Limits, ToolError, Typed};
 use keel_core::tools::web_search::{
-    Brave, ENV_BRAVE_API_KEY, ENV_SEARXNG_URL, SearchLimits, Searxng, WebSearch,
+    Brave, ENV_BRAVE_API_KEY, ENV_SEARXNG_URL, SearchLimits, Searxng, WebSearchTool,
 };
 use serde_json::{Value, json};
 
@@ -37,7 +37,7 @@ fn searxng_server_answer(seen: &Seen) -> Reply {
 
 fn searxng_tool(server: &Server) -> Arc<dyn DynTool> {
     let provider = Searxng::new(&server.url("/")).unwrap();
-    Typed::wrap(WebSearch::new(
+    Typed::wrap(WebSearchTool::new(
         vec![Arc::new(provider)],
         SearchLimits::default(),
     ))
@@ -108,7 +108,7 @@ async fn the_twenty_sixth_search_of_a_session_is_refused() {
 
 #[tokio::test]
 async fn search_without_a_provider_names_what_to_set() {
-    let tool = Typed::wrap(WebSearch::from_vars(|_| None, SearchLimits::default())).unwrap();
+    let tool = Typed::wrap(WebSearchTool::from_vars(|_| None, SearchLimits::default())).unwrap();
     assert!(tool.spec().requires.net.hosts.is_empty());
     let session = Session::local();
     let error = error_text(session.call(&tool, json!({"query": "anything"})).await);
@@ -117,7 +117,7 @@ async fn search_without_a_provider_names_what_to_set() {
         "{error}"
     );
 
-    let broken = Typed::wrap(WebSearch::from_vars(
+    let broken = Typed::wrap(WebSearchTool::from_vars(
         |name| (name == ENV_SEARXNG_URL).then(|| "not a url".to_owned()),
         SearchLimits::default(),
     ))
@@ -143,7 +143,7 @@ async fn brave_sends_its_key_and_strips_markup() {
     })
     .await;
     let brave = Brave::with_endpoint("test-key", &server.url("/res/v1/web/search")).unwrap();
-    let tool = Typed::wrap(WebSearch::new(
+    let tool = Typed::wrap(WebSearchTool::new(
         vec![Arc::new(brave)],
         SearchLimits::default(),
     ))
@@ -194,7 +194,7 @@ async fn search_goes_through_the_address_check() {
 
 #[tokio::test]
 async fn web_search_rejects_bad_arguments() {
-    let tool = Typed::wrap(WebSearch::from_vars(|_| None, SearchLimits::default())).unwrap();
+    let tool = Typed::wrap(WebSearchTool::from_vars(|_| None, SearchLimits::default())).unwrap();
     let session = Session::local();
     for args in [
         json!({}),
