@@ -1,9 +1,10 @@
 //! `keel permissions check|list`: the permission engine's view, as the engine explains it.
 
+use keel_core::capability::{RequirementSet, ShellRunRequirement};
 use keel_core::config::{self, Effective};
 use keel_core::policy::{self, Call, Policy, Trust};
 use keel_core::runtime::{Runtime, RuntimeConfig};
-use keel_core::tool::DynTool;
+use keel_core::tool::Registry;
 
 use super::tools_command::{find_tool, registry};
 use super::{
@@ -35,16 +36,26 @@ pub fn policy_for(
     config::build_policy(effective, workspace, headless, trust).map_err(Failure::usage)
 }
 
-/// A runtime over `workspace` whose scope is `tool`'s requirements, with a scratch directory
-/// under `scratch`.
+/// What the command line's one-call sessions may reach: every registered tool's requirements,
+/// plus any program for the shell (the permission rules and the watchdog decide which commands
+/// run, as in an editor session).
+pub fn session_requirements(registry: &Registry) -> RequirementSet {
+    registry.specs().fold(
+        RequirementSet::default().with_shell(ShellRunRequirement::any_args("*")),
+        |set, spec| set.union(&spec.requires),
+    )
+}
+
+/// A runtime over `workspace` with the session's requirements, its scratch directory at
+/// `scratch`.
 pub fn runtime_for(
-    tool: &dyn DynTool,
+    registry: &Registry,
     workspace: &std::path::Path,
     scratch: &std::path::Path,
 ) -> Result<Runtime, Failure> {
     Runtime::new(RuntimeConfig {
         roots: vec![workspace.to_path_buf()],
-        requirements: tool.spec().requires.clone(),
+        requirements: session_requirements(registry),
         ad_hoc: Vec::new(),
         user_data: None,
         scratch_dir: scratch.to_path_buf(),
@@ -64,7 +75,7 @@ pub fn check(args: PermissionsCheckArgs) -> Outcome {
     let policy = policy_for(&effective, &workspace, args.headless)?;
     let scratch = tempfile::tempdir()
         .map_err(|e| Failure::failed(format!("cannot create a scratch directory: {e}")))?;
-    let runtime = runtime_for(tool.as_ref(), &workspace, &scratch.path().join("session"))?;
+    let runtime = runtime_for(&registry, &workspace, &scratch.path().join("session"))?;
     let decision = policy.decide(&Call {
         spec: tool.spec(),
         args: &call_args,

@@ -18,10 +18,11 @@ use super::{
     write_stdout,
 };
 
-/// The tools a session offers: the bundled ones.
+/// The tools a session offers: the bundled ones (web search configured from the environment).
 pub fn registry() -> Result<Registry, Failure> {
-    // The bundled tool set lands in keel_core::tools; until then the registry is empty.
-    Ok(Registry::new())
+    let env = |name: &str| std::env::var(name).ok().filter(|v| !v.is_empty());
+    keel_core::tools::bundled(&env)
+        .map_err(|e| Failure::failed(format!("cannot register the bundled tools: {e}")))
 }
 
 /// Warns about `[tools.ID]` tables that name no registered tool (usually a typo).
@@ -153,6 +154,7 @@ pub async fn call(args: ToolCallArgs) -> Outcome {
 
     let scratch = std::env::temp_dir().join(format!("keel-tool-{}", uuid::Uuid::new_v4()));
     let envelope = run_one(
+        &registry,
         tool.as_ref(),
         call_args,
         &workspace,
@@ -193,6 +195,7 @@ pub fn find_tool(registry: &Registry, id: &str) -> Result<Arc<dyn DynTool>, Fail
 /// permission engine (asks become denials), then the tool (whose runtime checks the capability
 /// scope). Every failure becomes an error envelope.
 async fn run_one(
+    registry: &Registry,
     tool: &dyn DynTool,
     args: serde_json::Value,
     workspace: &Path,
@@ -202,7 +205,7 @@ async fn run_one(
 ) -> Envelope {
     let started = Instant::now();
     let fail = |error: ToolError| Envelope::from_result(Err(error), started.elapsed());
-    let runtime = match runtime_for(tool, workspace, scratch) {
+    let runtime = match runtime_for(registry, workspace, scratch) {
         Ok(runtime) => runtime,
         Err(failure) => return fail(ToolError::Failed(failure.message)),
     };

@@ -1,27 +1,174 @@
-//! `keel tools` and `keel tool call`.
+//! `keel tools`, `keel tool call` and `keel permissions check`.
 #![allow(clippy::disallowed_methods, clippy::unwrap_used, clippy::expect_used)]
 
 use super::common::{Sandbox, run};
 
 #[test]
-fn tools_json_parses_as_a_list_of_specs() {
-    let out = run(Sandbox::new().keel(&["tools", "--json"]));
+fn tools_lists_the_bundled_set_as_a_table_and_as_json() {
+    let sandbox = Sandbox::new();
+    sandbox.write(
+        &sandbox.project_file(),
+        "[tools.web_fetch]\nenabled = false\n",
+    );
+    let out = run(sandbox.keel(&["tools", "--json"]));
     assert_eq!(out.code, 0, "{}", out.stderr);
     let tools: Vec<serde_json::Value> = serde_json::from_str(&out.stdout).unwrap();
-    for tool in &tools {
-        assert!(tool["id"].is_string() && tool["kind"].is_string(), "{tool}");
-        assert!(
-            tool["parameters"].is_object() && tool["enabled"].is_boolean(),
-            "{tool}"
-        );
+    let ids: Vec<&str> = tools.iter().map(|t| t["id"].as_str().unwrap()).collect();
+    assert_eq!(&ids[..6], ["read", "write", "edit", "glob", "grep", "bash"]);
+    let read = &tools[0];
+    assert_eq!(read["kind"], "read");
+    assert_eq!(read["mutating"], false);
+    assert_eq!(read["origin"]["layer"], "bundled");
+    assert!(
+        read["parameters"]["properties"]["file_path"].is_object(),
+        "{read}"
+    );
+    let web_fetch = tools.iter().find(|t| t["id"] == "web_fetch").unwrap();
+    assert_eq!(web_fetch["enabled"], false);
+
+    let out = run(sandbox.keel(&["tools"]));
+    assert_eq!(out.code, 0, "{}", out.stderr);
+    let lines: Vec<&str> = out.stdout.lines().collect();
+    assert!(lines[0].starts_with("ID"), "{}", out.stdout);
+    let bash = lines.iter().find(|l| l.starts_with("bash ")).unwrap();
+    let columns: Vec<&str> = bash.split_whitespace().collect();
+    assert_eq!(&columns[..5], ["bash", "execute", "yes", "yes", "bundled"]);
+    // Aligned: every row's KIND value starts where the header's does.
+    let kind_at = lines[0].find("KIND").unwrap();
+    for line in &lines[1..] {
+        assert_eq!(&line[kind_at - 2..kind_at], "  ", "{line}");
+        assert!(line.as_bytes()[kind_at].is_ascii_lowercase(), "{line}");
     }
+}
+
+#[test]
+fn tool_call_read_returns_an_output_envelope() {
+    let sandbox = Sandbox::new();
+    sandbox.write(&sandbox.workspace.join("notes.txt"), "first\nsecond\n");
+    let workspace = sandbox.workspace.to_str().unwrap();
+    let out = run(sandbox.keel(&[
+        "tool",
+        "call",
+        "read",
+        r#"{"file_path":"notes.txt"}"#,
+        "--workspace",
+        workspace,
+    ]));
+    assert_eq!(out.code, 0, "{}", out.stderr);
+    let envelope: serde_json::Value = serde_json::from_str(&out.stdout).unwrap();
+    assert_eq!(envelope["type"], "output", "{envelope}");
+    let text = envelope["data"]["output"].as_str().unwrap();
+    assert!(text.contains("first") && text.contains("second"), "{text}");
+    assert!(envelope["metadata"]["duration_ms"].is_u64());
+}
+
+#[test]
+fn tool_call_outside_the_workspace_is_an_error_envelope_and_exit_1() {
+    let sandbox = Sandbox::new();
+    let secret = sandbox.home.join("secret.txt");
+    sandbox.write(&secret, "token");
+    let workspace = sandbox.workspace.to_str().unwrap();
+    let args = serde_json::json!({ "file_path": secret }).to_string();
+    let out = run(sandbox.keel(&["tool", "call", "read", &args, "--workspace", workspace]));
+    assert_eq!(out.code, 1, "{}", out.stderr);
+    let envelope: serde_json::Value = serde_json::from_str(&out.stdout).unwrap();
+    assert_eq!(envelope["type"], "error");
+    let error = envelope["error_text"].as_str().unwrap();
+    assert!(error.contains("outside"), "{error}");
+    assert!(!out.stdout.contains("token"));
+
+    let out = run(sandbox.keel(&["tool", "call", "read", r#"{"file_path": 3}"#]));
+    assert_eq!(out.code, 1, "{}", out.stderr);
+    let envelope: serde_json::Value = serde_json::from_str(&out.stdout).unwrap();
+    assert!(
+        envelope["error_text"]
+            .as_str()
+            .unwrap()
+            .contains("invalid arguments"),
+        "{envelope}"
+    );
+}
+
+#[test]
+fn tool_call_is_headless_asks_are_denied_unless_the_mode_allows() {
+    let sandbox = Sandbox::new();
+    let target = sandbox.workspace.join("new.txt");
+    let args = r#"{"file_path":"new.txt","content":"hi\n"}"#;
+    let out = run(sandbox.keel(&["tool", "call", "write", args]));
+    assert_eq!(out.code, 1, "{}", out.stderr);
+    let envelope: serde_json::Value = serde_json::from_str(&out.stdout).unwrap();
+    assert_eq!(
+        envelope["error_text"].as_str(),
+        Some(keel_core::policy::HEADLESS_DENIAL)
+    );
+    assert!(!target.exists(), "a denied write wrote");
+
+    let out = run(sandbox.keel(&["tool", "call", "write", args, "--mode", "yolo"]));
+    assert_eq!(out.code, 0, "{} {}", out.stdout, out.stderr);
+    assert_eq!(std::fs::read_to_string(&target).unwrap(), "hi\n");
 }
 
 #[test]
 fn unknown_tool_and_bad_json_are_usage_errors() {
     let sandbox = Sandbox::new();
-    let out = run(sandbox.keel(&["tool", "call", "nope", "{}"]));
+    let out = run(sandbox.keel(&["tool", "call", "reed", "{}"]));
     assert_eq!(out.code, 2);
     assert!(out.stdout.is_empty());
-    assert!(out.stderr.contains("unknown tool `nope`"), "{}", out.stderr);
+    assert!(out.stderr.contains("unknown tool `reed`"), "{}", out.stderr);
+    assert!(out.stderr.contains("read, write, edit"), "{}", out.stderr);
+    let out = run(sandbox.keel(&["tool", "call", "read", "{not json"]));
+    assert_eq!(out.code, 2);
+    assert!(out.stderr.contains("not valid JSON"), "{}", out.stderr);
+}
+
+#[test]
+fn permissions_check_explains_the_decision() {
+    let sandbox = Sandbox::new();
+    let out = run(sandbox.keel(&[
+        "permissions",
+        "check",
+        "--tool",
+        "bash",
+        "--args",
+        r#"{"command":"cargo test"}"#,
+    ]));
+    assert_eq!(out.code, 0, "{}", out.stderr);
+    assert!(
+        out.stdout.starts_with("action: ask\nwhy: "),
+        "{}",
+        out.stdout
+    );
+    assert!(
+        out.stdout.contains("approval keys: `cargo test`"),
+        "{}",
+        out.stdout
+    );
+
+    let out = run(sandbox.keel(&[
+        "permissions",
+        "check",
+        "--tool",
+        "bash",
+        "--args",
+        r#"{"command":"cargo test"}"#,
+        "--headless",
+    ]));
+    assert!(out.stdout.starts_with("action: deny\n"), "{}", out.stdout);
+    assert!(
+        out.stdout.contains(keel_core::policy::HEADLESS_DENIAL),
+        "{}",
+        out.stdout
+    );
+
+    let out = run(sandbox.keel(&[
+        "permissions",
+        "check",
+        "--tool",
+        "read",
+        "--args",
+        r#"{"file_path":"README.md"}"#,
+        "--mode",
+        "read-only",
+    ]));
+    assert!(out.stdout.starts_with("action: allow\n"), "{}", out.stdout);
 }
