@@ -76,6 +76,29 @@ fn logs_go_to_stderr_never_stdout() {
 }
 
 #[test]
+fn verbose_runs_of_every_kind_keep_stdout_to_the_result() {
+    let sandbox = Sandbox::new();
+    sandbox.write(&sandbox.workspace.join("a.txt"), "alpha\n");
+    let quiet = run(sandbox.keel(&["tools", "--json"]));
+    let loud = run(sandbox.keel(&["-vvv", "tools", "--json"]));
+    assert_eq!(loud.stdout, quiet.stdout);
+
+    let call = |extra: &[&str]| {
+        let mut args = extra.to_vec();
+        args.extend(["tool", "call", "read", r#"{"file_path":"a.txt"}"#]);
+        let mut command = sandbox.keel(&args);
+        command.env("RUST_LOG", "debug");
+        run(command)
+    };
+    let out = call(&["-vv"]);
+    assert_eq!(out.code, 0, "{}", out.stderr);
+    let envelope: serde_json::Value = serde_json::from_str(&out.stdout)
+        .unwrap_or_else(|e| panic!("stdout is not just the envelope ({e}):\n{}", out.stdout));
+    assert_eq!(envelope["type"], "output");
+    assert!(out.stderr.contains("DEBUG") || out.stderr.contains("INFO"), "{}", out.stderr);
+}
+
+#[test]
 fn log_file_takes_the_logs() {
     let sandbox = Sandbox::new();
     let log = sandbox.home.join("logs/keel.log");
