@@ -17,7 +17,9 @@ mod envelope;
 mod registry;
 mod spec;
 
-pub use context::{FileStamp, Limits, ProgressSink, SessionState, ToolContext, ToolProgress};
+pub use context::{
+    FileStamp, Limits, ProgressSink, SessionState, ToolContext, ToolProgress, head_of,
+};
 pub use envelope::{Artifact, Envelope, EnvelopeKind, Metadata, ToolError, ToolOutput};
 pub use registry::{Registry, RegistryError};
 pub use spec::{DynTool, Origin, Preview, Subject, Tool, ToolKind, ToolSpec, Typed};
