@@ -50,7 +50,7 @@ impl AnthropicProvider {
             HeaderValue::from_static(ANTHROPIC_VERSION),
         );
         let endpoint = Endpoint {
-            provider: "anthropic",
+            provider: "anthropic".to_owned(),
             url: join_url(base_url.unwrap_or(ANTHROPIC_BASE_URL), "/v1/messages"),
             headers,
             key_env: key_env.to_owned(),
@@ -61,6 +61,13 @@ impl AnthropicProvider {
             settings,
             context_window: None,
         })
+    }
+
+    /// Names the provider in errors and logs (e.g. the configured `ollama`); [`Provider::id`]
+    /// stays the API's.
+    pub fn with_label(mut self, label: impl Into<String>) -> Self {
+        self.endpoint.provider = label.into();
+        self
     }
 
     /// Overrides [`Provider::context_window`] for every model.
@@ -171,7 +178,8 @@ fn block(part: &Part) -> Option<Value> {
         } => json!({
             "type": "tool_result",
             "tool_use_id": tool_use_id,
-            "content": content,
+            // Anthropic rejects an empty content on an error result.
+            "content": if content.is_empty() { "(no output)" } else { content },
             "is_error": is_error,
         }),
     })
@@ -241,14 +249,17 @@ impl RawUsage {
     }
 }
 
-const PROVIDER: &str = "anthropic";
-
 impl Decoder for AnthropicDecoder {
-    fn event(&mut self, event: &Event, out: &mut Vec<ModelEvent>) -> Result<bool, ProviderError> {
+    fn event(
+        &mut self,
+        provider: &str,
+        event: &Event,
+        out: &mut Vec<ModelEvent>,
+    ) -> Result<bool, ProviderError> {
         if event.event == "ping" {
             return Ok(false);
         }
-        let data = parse_data(PROVIDER, event)?;
+        let data = parse_data(provider, event)?;
         // Some proxies send only `data:` lines; the type is also in the payload.
         let kind = data["type"].as_str().unwrap_or(&event.event);
         match kind {
@@ -283,7 +294,7 @@ impl Decoder for AnthropicDecoder {
                 out.push(ModelEvent::Stop(self.stop_reason()));
                 return Ok(true);
             }
-            "error" => return Err(stream_error(&data["error"])),
+            "error" => return Err(stream_error(provider, &data["error"])),
             _ => {} // ping and future event types
         }
         Ok(false)
@@ -367,10 +378,10 @@ impl AnthropicDecoder {
 }
 
 /// The error of an in-stream `error` event.
-fn stream_error(error: &Value) -> ProviderError {
+fn stream_error(provider: &str, error: &Value) -> ProviderError {
     let kind = error["type"].as_str().unwrap_or("error").to_owned();
     let message = error["message"].as_str().unwrap_or_default().to_owned();
-    let provider = PROVIDER.to_owned();
+    let provider = provider.to_owned();
     match kind.as_str() {
         "overloaded_error" => ProviderError::Overloaded {
             provider,

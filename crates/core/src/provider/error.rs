@@ -164,6 +164,30 @@ impl ProviderError {
         }
     }
 
+    /// Whether the provider rejected the request because the prompt exceeds the model's
+    /// context window (Anthropic `prompt is too long`, OpenAI `context_length_exceeded`): the
+    /// loop should compact the conversation rather than retry it as is.
+    pub fn is_context_overflow(&self) -> bool {
+        let text = match self {
+            Self::Http {
+                status: 400 | 413,
+                body,
+                ..
+            } => body,
+            Self::Api { message, .. } => message,
+            _ => return false,
+        };
+        let text = text.to_ascii_lowercase();
+        [
+            "prompt is too long",
+            "context_length_exceeded",
+            "maximum context length",
+            "context window",
+        ]
+        .iter()
+        .any(|needle| text.contains(needle))
+    }
+
     /// The delay the server asked for, if any.
     pub fn retry_after(&self) -> Option<Duration> {
         match self {

@@ -59,8 +59,9 @@ pub(crate) fn build_client(settings: &HttpSettings) -> Result<reqwest::Client, P
 /// Where and how one provider posts its requests.
 #[derive(Debug, Clone)]
 pub(crate) struct Endpoint {
-    /// Provider id, for errors.
-    pub provider: &'static str,
+    /// The provider's name in errors and logs (`anthropic`, `openai`, or a configured name
+    /// such as `ollama`).
+    pub provider: String,
     /// Full URL of the streaming endpoint.
     pub url: String,
     /// Auth and version headers.
@@ -103,16 +104,16 @@ where
         let decoder = new_decoder();
         let body = body.clone();
         async move {
-            tracing::debug!(provider = endpoint.provider, url = %endpoint.url, attempt, "model request");
+            tracing::debug!(provider = %endpoint.provider, url = %endpoint.url, attempt, "model request");
             let response = post(client, endpoint, body, settings.idle_timeout).await?;
-            let mut events = drive(response, decoder, endpoint.provider, settings.idle_timeout);
+            let mut events = drive(response, decoder, endpoint.provider.clone(), settings.idle_timeout);
             match events.next().await {
                 Some(Ok(first)) => {
                     Ok(futures::stream::once(async move { Ok(first) }).chain(events).boxed())
                 }
                 Some(Err(error)) => Err(error),
                 None => Err(ProviderError::StreamCut {
-                    provider: endpoint.provider.to_owned(),
+                    provider: endpoint.provider.clone(),
                     after: StreamProgress::default(),
                     detail: "the response produced no event".into(),
                 }),
@@ -129,7 +130,7 @@ async fn post(
     body: bytes::Bytes,
     idle: Duration,
 ) -> Result<reqwest::Response, ProviderError> {
-    let provider = endpoint.provider;
+    let provider = endpoint.provider.as_str();
     let request = client
         .post(&endpoint.url)
         .headers(endpoint.headers.clone())
@@ -182,7 +183,7 @@ fn classify(
     retry_after: Option<Duration>,
     body: String,
 ) -> ProviderError {
-    let provider = endpoint.provider.to_owned();
+    let provider = endpoint.provider.clone();
     match status {
         401 | 403 => ProviderError::Auth {
             provider,

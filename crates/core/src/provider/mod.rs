@@ -54,10 +54,10 @@ use futures::future::BoxFuture;
 use futures::stream::BoxStream;
 use serde::{Deserialize, Serialize};
 
-pub use anthropic::AnthropicProvider;
+pub use anthropic::{ANTHROPIC_BASE_URL, ANTHROPIC_VERSION, AnthropicProvider};
 pub use error::{ProviderError, StreamProgress};
 pub use http::HttpSettings;
-pub use openai::{MaxTokensParam, OpenAiProvider};
+pub use openai::{MaxTokensParam, OPENAI_BASE_URL, OpenAiProvider};
 pub use resolve::{
     DEFAULT_ANTHROPIC_MODEL, DEFAULT_OPENAI_MODEL, ProviderConfig, ProviderKind, resolve_model,
 };
@@ -113,7 +113,7 @@ pub enum Part {
     ToolResult {
         /// The id of the [`Part::ToolUse`] this answers.
         tool_use_id: String,
-        /// The result text.
+        /// The result text (sent to Anthropic as `(no output)` when empty, which it rejects).
         content: String,
         /// Whether the tool failed. OpenAI has no such field: the content is prefixed with
         /// `Error: ` instead.

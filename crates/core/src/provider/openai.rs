@@ -67,7 +67,7 @@ impl OpenAiProvider {
             MaxTokensParam::MaxTokens
         };
         let endpoint = Endpoint {
-            provider: "openai",
+            provider: "openai".to_owned(),
             url: join_url(base, "/chat/completions"),
             headers,
             key_env: key_env.to_owned(),
@@ -84,6 +84,13 @@ impl OpenAiProvider {
     /// Overrides the field used for the output token limit.
     pub fn with_max_tokens_param(mut self, param: MaxTokensParam) -> Self {
         self.max_tokens_param = param;
+        self
+    }
+
+    /// Names the provider in errors and logs (e.g. the configured `ollama`); [`Provider::id`]
+    /// stays the API's.
+    pub fn with_label(mut self, label: impl Into<String>) -> Self {
+        self.endpoint.provider = label.into();
         self
     }
 
@@ -244,16 +251,15 @@ fn known_context_window(model: &str) -> u64 {
         1_047_576
     } else if model.starts_with("gpt-5") {
         400_000
-    } else if model.starts_with("o1") || model.starts_with("o3") || model.starts_with("o4") {
-        200_000
-    } else if model.starts_with("claude") {
+    } else if ["o1", "o3", "o4", "claude"]
+        .iter()
+        .any(|family| model.starts_with(family))
+    {
         200_000
     } else {
         128_000
     }
 }
-
-const PROVIDER: &str = "openai";
 
 /// The Chat Completions chunk stream.
 #[derive(Debug, Default)]
@@ -266,14 +272,19 @@ struct OpenAiDecoder {
 }
 
 impl Decoder for OpenAiDecoder {
-    fn event(&mut self, event: &Event, out: &mut Vec<ModelEvent>) -> Result<bool, ProviderError> {
+    fn event(
+        &mut self,
+        provider: &str,
+        event: &Event,
+        out: &mut Vec<ModelEvent>,
+    ) -> Result<bool, ProviderError> {
         if event.data.trim() == "[DONE]" {
             self.finish(out);
             return Ok(true);
         }
-        let chunk = parse_data(PROVIDER, event)?;
+        let chunk = parse_data(provider, event)?;
         if let Some(error) = chunk.get("error").filter(|error| !error.is_null()) {
-            return Err(stream_error(error));
+            return Err(stream_error(provider, error));
         }
         if let Some(choice) = chunk["choices"].as_array().and_then(|choices| {
             choices
@@ -385,14 +396,14 @@ fn map_usage(usage: &Value) -> Usage {
 }
 
 /// The error of an in-stream `{"error": ...}` chunk.
-fn stream_error(error: &Value) -> ProviderError {
+fn stream_error(provider: &str, error: &Value) -> ProviderError {
     let message = error["message"].as_str().unwrap_or_default().to_owned();
     let kind = error["type"]
         .as_str()
         .or_else(|| error["code"].as_str())
         .unwrap_or("error")
         .to_owned();
-    let provider = PROVIDER.to_owned();
+    let provider = provider.to_owned();
     match kind.as_str() {
         "rate_limit_exceeded" | "rate_limit_error" => ProviderError::RateLimited {
             provider,

@@ -74,7 +74,7 @@ impl fmt::Debug for ProviderConfig {
 }
 
 /// An environment lookup, injectable so tests never touch the process environment.
-pub type Env<'a> = &'a dyn Fn(&str) -> Option<String>;
+type Env<'a> = &'a dyn Fn(&str) -> Option<String>;
 
 /// `env(name)`, with empty values treated as unset.
 fn var(env: Env<'_>, name: &str) -> Option<String> {
@@ -102,7 +102,7 @@ impl ProviderConfig {
     /// The official provider of `kind` as the environment describes it: `ANTHROPIC_API_KEY` and
     /// `ANTHROPIC_BASE_URL`, or `OPENAI_API_KEY` and `OPENAI_BASE_URL` (a non-official
     /// `OPENAI_BASE_URL` makes the key optional).
-    pub fn from_env(kind: ProviderKind, env: Env<'_>) -> Self {
+    pub fn from_env(kind: ProviderKind, env: &dyn Fn(&str) -> Option<String>) -> Self {
         let (name, prefix, model) = match kind {
             ProviderKind::Anthropic => ("anthropic", "ANTHROPIC", DEFAULT_ANTHROPIC_MODEL),
             ProviderKind::OpenAi => ("openai", "OPENAI", DEFAULT_OPENAI_MODEL),
@@ -125,7 +125,7 @@ impl ProviderConfig {
     }
 
     /// The built-in provider called `name` (see the module docs), if any.
-    pub fn builtin(name: &str, env: Env<'_>) -> Option<Self> {
+    pub fn builtin(name: &str, env: &dyn Fn(&str) -> Option<String>) -> Option<Self> {
         let remote = |base: &str, key_env: &str| Self {
             base_url: Some(base.to_owned()),
             api_key: var(env, key_env),
@@ -186,10 +186,12 @@ impl ProviderConfig {
         Ok(match self.kind {
             ProviderKind::Anthropic => Arc::new(
                 AnthropicProvider::new(base, key.unwrap_or(""), self.key_env(), self.http.clone())?
+                    .with_label(&self.name)
                     .with_context_window(self.context_window),
             ),
             ProviderKind::OpenAi => Arc::new(
                 OpenAiProvider::new(base, key, self.key_env(), self.http.clone())?
+                    .with_label(&self.name)
                     .with_context_window(self.context_window),
             ),
         })
@@ -211,7 +213,7 @@ impl ProviderConfig {
 /// directly).
 pub fn resolve_model(
     name: Option<&str>,
-    env: Env<'_>,
+    env: &dyn Fn(&str) -> Option<String>,
     configured: &[ProviderConfig],
 ) -> Result<(Arc<dyn Provider>, String), ProviderError> {
     let Some(name) = name.map(str::trim).filter(|name| !name.is_empty()) else {

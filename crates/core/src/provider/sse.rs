@@ -18,8 +18,13 @@ use super::{ModelEvent, ModelStream, ProviderError, StreamProgress};
 /// One API's translation of server-sent events into model events.
 pub(crate) trait Decoder: Send + 'static {
     /// Handles one event, appending model events to `out`. Returns `true` once the response is
-    /// complete (its terminal event was seen).
-    fn event(&mut self, event: &Event, out: &mut Vec<ModelEvent>) -> Result<bool, ProviderError>;
+    /// complete (its terminal event was seen). `provider` labels errors.
+    fn event(
+        &mut self,
+        provider: &str,
+        event: &Event,
+        out: &mut Vec<ModelEvent>,
+    ) -> Result<bool, ProviderError>;
 
     /// The body ended before a terminal event. Returns `true` (after appending the final
     /// events) when what was received is nevertheless a complete response; `false` makes it a
@@ -50,12 +55,17 @@ struct IdleBody {
     inner: BoxStream<'static, reqwest::Result<Bytes>>,
     idle: Duration,
     sleep: Pin<Box<tokio::time::Sleep>>,
+    /// The timeout fired: the body is over.
+    timed_out: bool,
 }
 
 impl Stream for IdleBody {
     type Item = Result<Bytes, BodyError>;
 
     fn poll_next(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Option<Self::Item>> {
+        if self.timed_out {
+            return Poll::Ready(None);
+        }
         match self.inner.poll_next_unpin(cx) {
             Poll::Ready(Some(Ok(chunk))) => {
                 let deadline = tokio::time::Instant::now() + self.idle;
@@ -67,7 +77,10 @@ impl Stream for IdleBody {
             }
             Poll::Ready(None) => Poll::Ready(None),
             Poll::Pending => match self.sleep.as_mut().poll(cx) {
-                Poll::Ready(()) => Poll::Ready(Some(Err(BodyError::Idle))),
+                Poll::Ready(()) => {
+                    self.timed_out = true;
+                    Poll::Ready(Some(Err(BodyError::Idle)))
+                }
                 Poll::Pending => Poll::Pending,
             },
         }
@@ -75,12 +88,12 @@ impl Stream for IdleBody {
 }
 
 /// How long to keep reading after the terminal event, so the connection can be reused.
-const DRAIN_LIMIT: Duration = Duration::from_secs(1);
+const DRAIN_LIMIT: Duration = Duration::from_millis(500);
 
 struct Driver<D> {
     events: EventStream<IdleBody>,
     decoder: D,
-    provider: &'static str,
+    provider: String,
     idle: Duration,
     queue: VecDeque<ModelEvent>,
     error: Option<ProviderError>,
@@ -100,13 +113,14 @@ enum State {
 pub(crate) fn drive<D: Decoder>(
     response: reqwest::Response,
     decoder: D,
-    provider: &'static str,
+    provider: String,
     idle: Duration,
 ) -> ModelStream {
     let body = IdleBody {
         inner: response.bytes_stream().boxed(),
         idle,
         sleep: Box::pin(tokio::time::sleep(idle)),
+        timed_out: false,
     };
     let driver = Driver {
         events: body.eventsource(),
@@ -140,7 +154,7 @@ impl<D: Decoder> Driver<D> {
                 State::Finished => return None,
                 State::Complete => {
                     self.state = State::Finished;
-                    let drain = async { while self.events.next().await.is_some() {} };
+                    let drain = async { while let Some(Ok(_)) = self.events.next().await {} };
                     let _ = tokio::time::timeout(DRAIN_LIMIT, drain).await;
                     return None;
                 }
@@ -156,7 +170,7 @@ impl<D: Decoder> Driver<D> {
             Some(Ok(event)) => {
                 self.progress.sse_events += 1;
                 self.progress.last_event = Some(event.event.clone());
-                match self.decoder.event(&event, &mut out) {
+                match self.decoder.event(&self.provider, &event, &mut out) {
                     Ok(true) => self.state = State::Complete,
                     Ok(false) => {}
                     Err(error) => self.error = Some(error),
@@ -175,7 +189,7 @@ impl<D: Decoder> Driver<D> {
     }
 
     fn body_error(&self, error: EventStreamError<BodyError>) -> ProviderError {
-        let provider = self.provider.to_owned();
+        let provider = self.provider.clone();
         match error {
             EventStreamError::Transport(BodyError::Idle) => ProviderError::Timeout {
                 provider,
@@ -196,7 +210,7 @@ impl<D: Decoder> Driver<D> {
 
     fn cut(&self, detail: String) -> ProviderError {
         ProviderError::StreamCut {
-            provider: self.provider.to_owned(),
+            provider: self.provider.clone(),
             after: self.after(),
             detail,
         }

@@ -1,2 +1,10 @@
 //! Test modules, one per area.
+
 pub mod agent;
+mod provider_anthropic;
+mod provider_faults;
+mod provider_openai;
+mod provider_resolve;
+mod provider_scripted;
+mod provider_sse;
+mod provider_support;
