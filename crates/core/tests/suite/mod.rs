@@ -1,6 +1,9 @@
 //! Test modules, one per area.
 
-pub mod agent;
+mod agent;
+mod policy_api;
+mod policy_support;
+mod policy_table;
 mod provider_anthropic;
 mod provider_faults;
 mod provider_openai;
