@@ -137,7 +137,9 @@ impl Engine {
 
     /// The bundled tools, less the disabled ones.
     pub fn registry(&self) -> Result<Registry, AgentError> {
-        let mut registry = crate::tools::bundled().map_err(AgentError::Setup)?;
+        let env = self.config.env.clone();
+        let mut registry =
+            crate::tools::bundled(&move |key: &str| env(key)).map_err(AgentError::Setup)?;
         for tool in &self.config.extra_tools {
             registry.register_shadowing(tool.clone());
         }
