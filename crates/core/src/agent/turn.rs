@@ -114,6 +114,8 @@ impl Session {
         let slot = self.model_slot();
         let (provider, model) = slot.resolved.map_err(AgentError::NoModel)?;
         let mut history = self.history.lock().await;
+        self.state
+            .set_asker(Some(Arc::new(HostAsker(host.clone()))));
         push_user(&mut history, user_parts(prompt));
         let tools: Vec<ToolDefinition> = self
             .registry
@@ -333,10 +335,10 @@ impl Session {
         match decision.action {
             Action::Allow => {}
             Action::Deny => {
-                return (
-                    Err(ToolError::Denied(decision.explanation.to_string())),
-                    Verdict::Denied,
-                );
+                let message = decision
+                    .message_for_model()
+                    .unwrap_or_else(|| decision.explanation.to_string());
+                return (Err(ToolError::Denied(message)), Verdict::Denied);
             }
             Action::Ask => {
                 let preview = match tool.preview(&call.input, &ctx).await {
@@ -474,6 +476,18 @@ impl Session {
             .map(|s| s.id.as_str())
             .collect::<Vec<_>>()
             .join(", ")
+    }
+}
+
+/// Lets the `question` tool reach the turn's host.
+struct HostAsker(Arc<dyn TurnHost>);
+
+impl crate::tool::Asker for HostAsker {
+    fn ask(
+        &self,
+        questions: Vec<super::QuestionItem>,
+    ) -> futures::future::BoxFuture<'_, Result<Vec<Vec<String>>, String>> {
+        self.0.ask(questions)
     }
 }
 

@@ -1,5 +1,5 @@
 //! The turn loop over real HTTP against the mock model server.
-#![allow(clippy::disallowed_methods)]
+#![allow(clippy::disallowed_methods, clippy::unwrap_used, clippy::expect_used)]
 
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
@@ -122,7 +122,7 @@ impl TurnHost for Host {
             }
             let mut answers = self.answers.lock().unwrap();
             if answers.is_empty() {
-                ApprovalAnswer::RejectOnce
+                ApprovalAnswer::AllowOnce
             } else {
                 answers.remove(0)
             }
@@ -208,6 +208,13 @@ fn reply(api: Api, turn: &Turn) -> Reply {
     }
 }
 
+/// Awaits a test milestone, failing (instead of hanging) if it never comes.
+async fn within<F: std::future::Future>(milestone: F) -> F::Output {
+    tokio::time::timeout(Duration::from_secs(10), milestone)
+        .await
+        .expect("milestone not reached within 10 s")
+}
+
 fn prompt(text: &str) -> Vec<UserContent> {
     vec![UserContent::Text { text: text.into() }]
 }
@@ -287,7 +294,8 @@ async fn multi_tool_turn(api: Api) {
     assert!(
         results[2]
             .1
-            .contains("unknown tool `nope`; the available tools are: look, change, hang"),
+            .contains("unknown tool `nope`; the available tools are: read, write, edit")
+            && results[2].1.ends_with("look, change, hang"),
         "{}",
         results[2].1
     );
@@ -449,7 +457,7 @@ async fn cancel_while_streaming() {
         let (session, host, cancel) = (session.clone(), host.clone(), cancel.clone());
         async move { session.run_turn(prompt("talk"), host, cancel).await }
     });
-    host.first_text.notified().await;
+    within(host.first_text.notified()).await;
     cancel.cancel();
     let outcome = tokio::time::timeout(Duration::from_secs(5), turn)
         .await
@@ -484,7 +492,7 @@ async fn cancel_while_awaiting_approval() {
         let (session, host, cancel) = (session.clone(), host.clone(), cancel.clone());
         async move { session.run_turn(prompt("change it"), host, cancel).await }
     });
-    host.asked.notified().await;
+    within(host.asked.notified()).await;
     cancel.cancel();
     let outcome = tokio::time::timeout(Duration::from_secs(5), turn)
         .await
@@ -515,7 +523,7 @@ async fn cancel_while_a_tool_runs() {
         let (session, host, cancel) = (session.clone(), host.clone(), cancel.clone());
         async move { session.run_turn(prompt("wait"), host, cancel).await }
     });
-    f.hang_started.notified().await;
+    within(f.hang_started.notified()).await;
     cancel.cancel();
     let outcome = tokio::time::timeout(Duration::from_secs(5), turn)
         .await
@@ -582,4 +590,46 @@ async fn the_turn_stops_at_the_request_limit() {
         .unwrap();
     assert_eq!(outcome.stop, TurnStop::MaxRequests);
     assert_eq!(f.mock.requests().len(), 3);
+}
+
+#[tokio::test]
+async fn headless_turns_ask_into_deny_and_real_reads_go_through() {
+    let f = fixture(Api::Anthropic, 1).await;
+    std::fs::write(f.workspace.join("notes.txt"), "alpha\nbeta\n").unwrap();
+    f.mock.push_anthropic(
+        Turn::new()
+            .tool_call("r1", "read", json!({"file_path": "notes.txt"}))
+            .tool_call(
+                "w1",
+                "write",
+                json!({"file_path": "new.txt", "content": "x"}),
+            ),
+    );
+    f.mock.push_anthropic(Turn::text_only("I could not write."));
+    let session = f.engine.open_session(options(&f, false)).unwrap();
+    let host = Arc::new(Host::default());
+    let outcome = session
+        .run_turn(prompt("go"), host.clone(), CancellationToken::new())
+        .await
+        .unwrap();
+    assert_eq!(outcome.denied_calls, 1);
+    assert!(
+        host.approvals.lock().unwrap().is_empty(),
+        "a headless session never prompts"
+    );
+    let results = tool_results(Api::Anthropic, &f.mock.requests()[1].body);
+    assert_eq!(results[0].0, "r1");
+    assert!(
+        results[0].1.starts_with("     1\talpha\n     2\tbeta"),
+        "{}",
+        results[0].1
+    );
+    assert_eq!(
+        results[1],
+        (
+            "w1".to_owned(),
+            keel_core::policy::HEADLESS_DENIAL.to_owned()
+        )
+    );
+    assert!(!f.workspace.join("new.txt").exists());
 }
