@@ -1,5 +1,6 @@
 //! Test modules, one per area.
 
+mod agent;
 mod config;
 mod policy_api;
 mod policy_support;
