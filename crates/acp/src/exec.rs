@@ -10,7 +10,7 @@
 //!   configuration or model error (reported before or instead of the turn).
 
 use std::io::{IsTerminal as _, Write as _};
-use std::sync::Mutex;
+use std::sync::{Arc, Mutex};
 
 use futures::future::BoxFuture;
 use keel_core::agent::{
@@ -21,8 +21,12 @@ use keel_core::tool::{Artifact, Envelope, ToolKind, ToolProgress};
 use serde::Serialize;
 use serde_json::Value;
 
+use keel_core::agent::{AgentError, Engine, EnvLookup, SessionOptions, UserContent};
+use keel_core::config;
+use tokio_util::sync::CancellationToken;
+
 use crate::cli::style::{Style, call_title};
-use crate::cli::{EXIT_FAILED, EXIT_OK, ExecArgs, Failure, Outcome};
+use crate::cli::{EXIT_FAILED, EXIT_OK, ExecArgs, Failure, Outcome, load_config, workspace_or_cwd};
 
 /// What the `question` tool gets in a headless run.
 pub const HEADLESS_QUESTION: &str = "No one can answer questions in this headless run (keel \
@@ -87,6 +91,8 @@ struct HostState {
     streamed: Vec<String>,
     /// Kinds of the calls seen, by call id.
     kinds: Vec<(String, ToolKind)>,
+    /// Paths inside it are shown relative to it.
+    workspace: Option<std::path::PathBuf>,
 }
 
 /// The headless host: progress to stderr (or JSON lines to stdout).
@@ -190,6 +196,20 @@ impl ExecHost {
                 failed_calls: 0,
             });
         }
+    }
+
+    /// Shows paths inside the workspace relative to it.
+    pub fn set_workspace(&self, workspace: &std::path::Path) {
+        self.state().workspace = Some(workspace.to_path_buf());
+    }
+
+    fn shown_path(&self, path: &str) -> String {
+        let state = self.state();
+        state
+            .workspace
+            .as_ref()
+            .and_then(|w| std::path::Path::new(path).strip_prefix(w).ok())
+            .map_or_else(|| path.to_owned(), |rel| rel.display().to_string())
     }
 
     fn kind_of(&self, call_id: &str) -> Option<ToolKind> {
@@ -355,8 +375,92 @@ impl TurnHost for ExecHost {
 }
 
 /// Runs one prompt headless.
-pub async fn run(_args: ExecArgs) -> Outcome {
-    Err(Failure::usage(
-        "`keel exec` needs the turn loop, which is not part of this build yet",
-    ))
+pub async fn run(args: ExecArgs) -> Outcome {
+    let host = Arc::new(ExecHost::new(args.json));
+    match run_turn(&args, host.clone()).await {
+        Ok(code) => Ok(code),
+        Err(failure) => {
+            host.fail(&failure.message, failure.code);
+            Err(failure)
+        }
+    }
+}
+
+async fn run_turn(args: &ExecArgs, host: Arc<ExecHost>) -> Outcome {
+    let prompt = read_prompt(&args.prompt).await?;
+    let workspace = workspace_or_cwd(args.workspace.as_ref())?;
+    if !workspace.is_dir() {
+        return Err(Failure::usage(format!(
+            "the workspace {} is not a directory",
+            workspace.display()
+        )));
+    }
+    let effective = load_config(Some(workspace.clone()), &args.overrides)?;
+    let scratch = tempfile::Builder::new()
+        .prefix("keel-exec-")
+        .tempdir()
+        .map_err(|e| Failure::failed(format!("cannot create a scratch directory: {e}")))?;
+    let env: EnvLookup = Arc::new(|name: &str| std::env::var(name).ok().filter(|v| !v.is_empty()));
+    let engine_config = config::engine_config(
+        &effective,
+        env,
+        scratch.path().to_path_buf(),
+        Some(&workspace),
+    )
+    .map_err(Failure::usage)?;
+    let engine = Engine::new(engine_config);
+    let session = engine
+        .open_session(SessionOptions {
+            roots: vec![workspace.clone()],
+            interactive: false,
+            ..SessionOptions::default()
+        })
+        .map_err(Failure::usage)?;
+    host.set_workspace(session.runtime().root());
+    host.emit(&ExecEvent::TurnStarted {
+        model: session.model_name(),
+        mode: session.policy().mode().to_string(),
+        workspace: workspace.display().to_string(),
+    });
+    let cancel = CancellationToken::new();
+    let on_interrupt = cancel.clone();
+    let interrupt = tokio::spawn(async move {
+        if tokio::signal::ctrl_c().await.is_ok() {
+            on_interrupt.cancel();
+        }
+    });
+    let result = session
+        .run_turn(
+            vec![UserContent::Text { text: prompt }],
+            host.clone(),
+            cancel,
+        )
+        .await;
+    interrupt.abort();
+    session.close();
+    let outcome = result.map_err(|e| match e {
+        AgentError::Provider(_) | AgentError::NoModel(_) | AgentError::Setup(_) => {
+            Failure::usage(e)
+        }
+    })?;
+    Ok(host.finish(&outcome))
+}
+
+/// The prompt: the argument, or stdin when it is `-`.
+async fn read_prompt(argument: &str) -> Result<String, Failure> {
+    let prompt = if argument == "-" {
+        tokio::task::spawn_blocking(|| {
+            let mut text = String::new();
+            std::io::Read::read_to_string(&mut std::io::stdin(), &mut text).map(|_| text)
+        })
+        .await
+        .map_err(|e| Failure::failed(format!("cannot read the prompt: {e}")))?
+        .map_err(|e| Failure::usage(format!("cannot read the prompt from stdin: {e}")))?
+    } else {
+        argument.to_owned()
+    };
+    if prompt.trim().is_empty() {
+        return Err(Failure::usage("the prompt is empty"));
+    }
+    Ok(prompt)
 }

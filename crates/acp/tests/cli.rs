@@ -4,5 +4,6 @@ mod cli {
     pub mod basics;
     pub mod common;
     pub mod config;
+    pub mod exec;
     pub mod tools;
 }

@@ -95,7 +95,11 @@ fn verbose_runs_of_every_kind_keep_stdout_to_the_result() {
     let envelope: serde_json::Value = serde_json::from_str(&out.stdout)
         .unwrap_or_else(|e| panic!("stdout is not just the envelope ({e}):\n{}", out.stdout));
     assert_eq!(envelope["type"], "output");
-    assert!(out.stderr.contains("DEBUG") || out.stderr.contains("INFO"), "{}", out.stderr);
+    assert!(
+        out.stderr.contains("DEBUG") || out.stderr.contains("INFO"),
+        "{}",
+        out.stderr
+    );
 }
 
 #[test]

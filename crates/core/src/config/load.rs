@@ -126,7 +126,7 @@ pub fn default_log_file() -> Option<PathBuf> {
     Some(dir.join("keel.log"))
 }
 
-fn app_strategy() -> Option<impl etcetera::AppStrategy> {
+pub(super) fn app_strategy() -> Option<impl etcetera::AppStrategy> {
     etcetera::choose_app_strategy(etcetera::AppStrategyArgs {
         top_level_domain: "dev".into(),
         author: "keel".into(),

@@ -17,6 +17,7 @@
 //!   (`keel config show`); [`json_schema`]: the JSON Schema of a config file (`keel config
 //!   schema`).
 
+mod engine;
 mod error;
 mod load;
 mod providers;
@@ -31,6 +32,7 @@ use std::str::FromStr;
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
+pub use engine::{engine_config, user_data_dir};
 pub use error::ConfigError;
 pub use load::{
     ENV_CONFIG, ENV_MODE, ENV_MODEL, Effective, LayerFile, LoadOptions, Override, PROJECT_FILE,

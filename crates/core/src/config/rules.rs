@@ -256,16 +256,12 @@ pub fn build_policy(
     Policy::new(layers, effective.config.mode.into(), headless)
 }
 
-/// The store of trusted workspaces: `$XDG_DATA_HOME/keel/trusted.toml`.
+/// The store of trusted workspaces: `$XDG_DATA_HOME/keel/trusted.toml` (in
+/// [`super::user_data_dir`], where the engine looks for it too).
 pub fn default_trust_store() -> Option<TrustStore> {
-    use etcetera::AppStrategy as _;
-    let strategy = etcetera::choose_app_strategy(etcetera::AppStrategyArgs {
-        top_level_domain: "dev".into(),
-        author: "keel".into(),
-        app_name: "keel".into(),
-    })
-    .ok()?;
-    Some(TrustStore::new(strategy.data_dir().join("trusted.toml")))
+    Some(TrustStore::new(
+        super::user_data_dir()?.join("trusted.toml"),
+    ))
 }
 
 impl From<super::Mode> for crate::policy::Mode {

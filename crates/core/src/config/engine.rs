@@ -1,0 +1,105 @@
+//! From the effective configuration to the turn loop's [`EngineConfig`].
+
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use super::load::app_strategy;
+use super::{Effective, SCRIPTED_PROVIDER, Source, resolve_provider};
+use crate::agent::{EngineConfig, EnvLookup};
+use crate::capability::{RequirementSet, ShellRunRequirement};
+
+/// The engine settings of a configuration.
+///
+/// - the model (`scripted/NAME` becomes a provider override replaying `KEEL_SCRIPT`), the
+///   configured providers, and the models they list (for the editor's model picker);
+/// - the mode, the request and token caps, the truncation limits;
+/// - disabled tools and per-tool timeouts (`[tools.ID]`);
+/// - the agent manifest: the workspace and the session directory, and any program for the
+///   shell (which commands run is the permission rules' and the watchdog's decision);
+/// - where the global rules (`permissions.toml` beside the user file) and the user's data
+///   (the trust store) live; sessions' scratch directories go under `scratch_root`.
+///
+/// Fails when the configuration holds `[[permission]]` rules: the engine builds each session's
+/// policy from the `permissions.toml` files only, and a rule that is shown but not enforced
+/// would be worse than an error.
+pub fn engine_config(
+    effective: &Effective,
+    env: EnvLookup,
+    scratch_root: PathBuf,
+    workspace: Option<&Path>,
+) -> Result<EngineConfig, String> {
+    let config = &effective.config;
+    if let Some(rule) = config.permissions.first() {
+        let source = rule
+            .source
+            .as_ref()
+            .map_or_else(|| "the configuration".to_owned(), ToString::to_string);
+        let dir = match &rule.source {
+            Some(Source::File(at)) => at
+                .path
+                .parent()
+                .map_or_else(String::new, |p| p.display().to_string()),
+            _ => "the same directory".to_owned(),
+        };
+        return Err(format!(
+            "`[[permission]]` rules in a config.toml (the first at {source}) are not applied to \
+             sessions yet; move them to permissions.toml in {dir} (same format)"
+        ));
+    }
+    let mut out = EngineConfig::new(env.clone(), scratch_root);
+    match &config.model {
+        Some(model) if model.provider == SCRIPTED_PROVIDER => {
+            let lookup = move |key: &str| env(key);
+            let resolved =
+                resolve_provider(config, &lookup, workspace).map_err(|e| e.to_string())?;
+            out.provider_override = Some(resolved);
+        }
+        Some(model) => out.model = Some(model.to_string()),
+        None => {}
+    }
+    let lookup = {
+        let env = out.env.clone();
+        move |key: &str| env(key)
+    };
+    out.providers = config.provider_configs(&lookup);
+    out.models = config
+        .providers
+        .iter()
+        .flat_map(|(name, table)| table.models.iter().map(move |m| format!("{name}/{m}")))
+        .collect();
+    out.mode = config.mode.into();
+    out.max_requests_per_turn = config.max_requests_per_turn;
+    out.max_tokens = config.max_tokens;
+    out.limits = config.limits.clone();
+    out.manifest =
+        RequirementSet::fs_read_write(&["{workspace}/**", "{session}/**"], &["{workspace}/**"])
+            .with_shell(ShellRunRequirement::any_args("*"));
+    out.disabled_tools = config
+        .tools
+        .iter()
+        .filter(|(_, settings)| !settings.enabled)
+        .map(|(id, _)| id.clone())
+        .collect();
+    out.tool_timeouts = config
+        .tools
+        .iter()
+        .filter_map(|(id, settings)| {
+            settings
+                .timeout_ms
+                .map(|ms| (id.clone(), Duration::from_millis(ms)))
+        })
+        .collect();
+    out.global_config_dir = effective
+        .files
+        .iter()
+        .find(|f| f.layer == "user")
+        .and_then(|f| f.path.parent().map(Path::to_path_buf));
+    out.user_data_dir = user_data_dir();
+    Ok(out)
+}
+
+/// `$XDG_DATA_HOME/keel` (`~/.local/share/keel`): the trust store lives there.
+pub fn user_data_dir() -> Option<PathBuf> {
+    use etcetera::AppStrategy as _;
+    Some(app_strategy()?.data_dir())
+}
