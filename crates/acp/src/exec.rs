@@ -234,8 +234,9 @@ impl ExecHost {
                 new_text,
             } = artifact
             {
+                let shown = self.shown_path(path);
                 out.push_str(&indent(&self.style.diff(
-                    path,
+                    &shown,
                     old_text.as_deref(),
                     new_text,
                 )));
