@@ -222,3 +222,27 @@ async fn model_and_configuration_errors_exit_2() {
         out.stderr
     );
 }
+
+#[tokio::test(flavor = "multi_thread")]
+async fn with_the_mode_allowing_it_the_edit_runs_and_its_diff_is_on_stderr() {
+    let sandbox = sandbox_with_project();
+    let mock = MockModel::start().await;
+    script(&mock);
+    let out = exec(
+        &sandbox,
+        &mock,
+        &["exec", "--mode", "yolo", "fix the greeting"],
+    )
+    .await;
+    assert_eq!(out.code, 0, "{}", out.stderr);
+    assert_eq!(
+        std::fs::read_to_string(sandbox.workspace.join("greet.py")).unwrap(),
+        "print(\"Hello\")\n"
+    );
+    assert!(out.stderr.contains("greet.py +1 −1"), "{}", out.stderr);
+    assert!(out.stderr.contains("print(\"Hello\")"), "{}", out.stderr);
+    assert!(
+        !out.stderr.contains('\u{1b}'),
+        "no colour when stderr is not a terminal"
+    );
+}
