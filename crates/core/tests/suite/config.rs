@@ -593,3 +593,52 @@ fn configured_rules_reach_the_permission_engine_with_their_files() {
         "{listed}"
     );
 }
+
+#[test]
+fn engine_config_carries_the_settings_and_refuses_rules_it_cannot_enforce() {
+    let dirs = Dirs::new();
+    dirs.write_user(
+        "model = \"local/qwen\"\nmode = \"yolo\"\nmax_requests_per_turn = 7\nmax_tokens = 900\n\n\
+         [providers.local]\nkind = \"openai\"\nbase_url = \"http://127.0.0.1:9/v1\"\nmodels = [\"qwen\", \"llama\"]\n\n\
+         [tools.bash]\ntimeoutMs = 1500\n\n[tools.web_fetch]\nenabled = false\n\n[limits]\ngrepMatches = 5\n",
+    );
+    let effective = config::load(&dirs.options()).unwrap();
+    let env: keel_core::agent::EnvLookup = std::sync::Arc::new(|_: &str| None);
+    let scratch = tempfile::tempdir().unwrap();
+    let engine =
+        config::engine_config(&effective, env.clone(), scratch.path().into(), None).unwrap();
+    assert_eq!(engine.model.as_deref(), Some("local/qwen"));
+    assert_eq!(engine.models, ["local/qwen", "local/llama"]);
+    assert_eq!(engine.providers.len(), 1);
+    assert_eq!(engine.mode, keel_core::policy::Mode::Yolo);
+    assert_eq!((engine.max_requests_per_turn, engine.max_tokens), (7, 900));
+    assert_eq!(engine.limits.grep_matches, 5);
+    assert_eq!(engine.disabled_tools, ["web_fetch"]);
+    assert_eq!(
+        engine.tool_timeouts.get("bash"),
+        Some(&std::time::Duration::from_millis(1500))
+    );
+    assert_eq!(
+        engine.global_config_dir.as_deref(),
+        Some(dirs.home.join(".config/keel").as_path())
+    );
+    assert!(
+        engine.manifest.shell.iter().any(|s| s.cmd == "*"),
+        "the shell scope admits any program; rules decide"
+    );
+    let keel_engine = keel_core::agent::Engine::new(engine);
+    let registry = keel_engine.registry().unwrap();
+    assert!(registry.get("web_fetch").is_none());
+
+    dirs.write_project("[[permission]]\npermission = \"bash\"\naction = \"deny\"\n");
+    let effective = config::load(&dirs.options()).unwrap();
+    let err = config::engine_config(&effective, env, scratch.path().into(), None).unwrap_err();
+    assert!(err.contains(".keel/config.toml:1:1"), "{err}");
+    assert!(
+        err.contains(&format!(
+            "permissions.toml in {}",
+            dirs.workspace.join(".keel").display()
+        )),
+        "{err}"
+    );
+}
