@@ -1,1 +1,9 @@
 //! Test modules, one per area.
+
+mod provider_anthropic;
+mod provider_faults;
+mod provider_openai;
+mod provider_resolve;
+mod provider_scripted;
+mod provider_sse;
+mod provider_support;

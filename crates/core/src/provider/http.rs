@@ -1,0 +1,268 @@
+//! The HTTP side shared by the Anthropic and OpenAI clients: [`HttpSettings`], client
+//! construction, sending one streaming POST with retries, and classifying failed responses.
+
+use std::sync::Once;
+use std::time::{Duration, SystemTime};
+
+use futures::StreamExt;
+use reqwest::header::{HeaderMap, HeaderValue};
+
+use super::retry::{RetryPolicy, parse_retry_after, with_retries};
+use super::sse::{Decoder, drive};
+use super::{ModelStream, ProviderError, StreamProgress};
+
+/// Timeouts and retries of an HTTP provider.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct HttpSettings {
+    /// Limit on establishing the TCP/TLS connection. Default 10 s.
+    pub connect_timeout: Duration,
+    /// Limit on silence: waiting for the response headers, and between two body chunks.
+    /// A stalled stream fails with [`ProviderError::Timeout`]. Default 300 s (reasoning models
+    /// can think for minutes before their first byte on OpenAI-compatible servers).
+    pub idle_timeout: Duration,
+    /// Retries before the first event of a response.
+    pub retry: RetryPolicy,
+}
+
+impl Default for HttpSettings {
+    fn default() -> Self {
+        Self {
+            connect_timeout: Duration::from_secs(10),
+            idle_timeout: Duration::from_secs(300),
+            retry: RetryPolicy::default(),
+        }
+    }
+}
+
+/// Installs ring as rustls' process-wide crypto provider, once (reqwest is built with
+/// `rustls-no-provider`). Another component having installed one first is fine.
+fn install_crypto_provider() {
+    static INSTALL: Once = Once::new();
+    INSTALL.call_once(|| {
+        // Err means a provider is already installed, which is all we need.
+        let _ = rustls::crypto::ring::default_provider().install_default();
+    });
+}
+
+/// Builds the reqwest client of one provider.
+pub(crate) fn build_client(settings: &HttpSettings) -> Result<reqwest::Client, ProviderError> {
+    install_crypto_provider();
+    reqwest::Client::builder()
+        .connect_timeout(settings.connect_timeout)
+        .user_agent(concat!("keel/", env!("CARGO_PKG_VERSION")))
+        .build()
+        .map_err(|error| {
+            ProviderError::Config(format!("cannot build HTTP client: {}", chain(&error)))
+        })
+}
+
+/// Where and how one provider posts its requests.
+#[derive(Debug, Clone)]
+pub(crate) struct Endpoint {
+    /// The provider's name in errors and logs (`anthropic`, `openai`, or a configured name
+    /// such as `ollama`).
+    pub provider: String,
+    /// Full URL of the streaming endpoint.
+    pub url: String,
+    /// Auth and version headers.
+    pub headers: HeaderMap,
+    /// The variable named by [`ProviderError::Auth`].
+    pub key_env: String,
+}
+
+/// A secret header value (hidden from `Debug`), or a configuration error naming the header.
+pub(crate) fn secret_header(name: &str, value: &str) -> Result<HeaderValue, ProviderError> {
+    let mut value = HeaderValue::from_str(value).map_err(|_| {
+        ProviderError::Config(format!("invalid characters in the {name} header value"))
+    })?;
+    value.set_sensitive(true);
+    Ok(value)
+}
+
+/// `base` without trailing slashes, joined with `path` (which starts with `/`).
+pub(crate) fn join_url(base: &str, path: &str) -> String {
+    format!("{}{path}", base.trim_end_matches('/'))
+}
+
+/// Posts `body` and returns the response's events, retrying transient failures until the first
+/// event has been produced.
+pub(crate) async fn open_stream<D, F>(
+    client: &reqwest::Client,
+    endpoint: &Endpoint,
+    body: &serde_json::Value,
+    settings: &HttpSettings,
+    mut new_decoder: F,
+) -> Result<ModelStream, ProviderError>
+where
+    D: Decoder,
+    F: FnMut() -> D,
+{
+    let body =
+        serde_json::to_vec(body).map_err(|error| ProviderError::Config(error.to_string()))?;
+    let body = bytes::Bytes::from(body);
+    with_retries(&settings.retry, |attempt| {
+        let decoder = new_decoder();
+        let body = body.clone();
+        async move {
+            tracing::debug!(provider = %endpoint.provider, url = %endpoint.url, attempt, "model request");
+            let response = post(client, endpoint, body, settings.idle_timeout).await?;
+            let mut events = drive(response, decoder, endpoint.provider.clone(), settings.idle_timeout);
+            match events.next().await {
+                Some(Ok(first)) => {
+                    Ok(futures::stream::once(async move { Ok(first) }).chain(events).boxed())
+                }
+                Some(Err(error)) => Err(error),
+                None => Err(ProviderError::StreamCut {
+                    provider: endpoint.provider.clone(),
+                    after: StreamProgress::default(),
+                    detail: "the response produced no event".into(),
+                }),
+            }
+        }
+    })
+    .await
+}
+
+/// One POST: the response when its status is a success, a classified error otherwise.
+async fn post(
+    client: &reqwest::Client,
+    endpoint: &Endpoint,
+    body: bytes::Bytes,
+    idle: Duration,
+) -> Result<reqwest::Response, ProviderError> {
+    let provider = endpoint.provider.as_str();
+    let request = client
+        .post(&endpoint.url)
+        .headers(endpoint.headers.clone())
+        .header(reqwest::header::CONTENT_TYPE, "application/json")
+        .header(reqwest::header::ACCEPT, "text/event-stream")
+        .body(body)
+        .send();
+    let response = match tokio::time::timeout(idle, request).await {
+        Err(_) => {
+            return Err(ProviderError::Timeout {
+                provider: provider.to_owned(),
+                idle,
+                after: StreamProgress::default(),
+            });
+        }
+        Ok(Err(error)) => {
+            return Err(ProviderError::Network {
+                provider: provider.to_owned(),
+                message: chain(&error),
+            });
+        }
+        Ok(Ok(response)) => response,
+    };
+    let status = response.status();
+    if status.is_success() {
+        let content_type = response
+            .headers()
+            .get(reqwest::header::CONTENT_TYPE)
+            .and_then(|value| value.to_str().ok())
+            .unwrap_or("")
+            .to_ascii_lowercase();
+        if content_type.starts_with("application/json") {
+            let body = read_body(response, idle).await;
+            return Err(ProviderError::Decode {
+                provider: provider.to_owned(),
+                message: format!("expected an event stream, got JSON: {body}"),
+            });
+        }
+        return Ok(response);
+    }
+    let retry_after = retry_after(response.headers());
+    let body = read_body(response, idle).await;
+    Err(classify(endpoint, status.as_u16(), retry_after, body))
+}
+
+/// The error for a non-success status.
+fn classify(
+    endpoint: &Endpoint,
+    status: u16,
+    retry_after: Option<Duration>,
+    body: String,
+) -> ProviderError {
+    let provider = endpoint.provider.clone();
+    match status {
+        401 | 403 => ProviderError::Auth {
+            provider,
+            env_var: endpoint.key_env.clone(),
+            message: format!(
+                "the API key was rejected (HTTP {status}): {}",
+                error_message(&body)
+            ),
+        },
+        429 => ProviderError::RateLimited {
+            provider,
+            retry_after,
+            body,
+        },
+        529 => ProviderError::Overloaded {
+            provider,
+            retry_after,
+            body,
+        },
+        _ if status >= 500 && body.contains("overloaded_error") => ProviderError::Overloaded {
+            provider,
+            retry_after,
+            body,
+        },
+        _ => ProviderError::Http {
+            provider,
+            status,
+            body,
+            retry_after,
+        },
+    }
+}
+
+/// `error.message` of a JSON error body, or the body itself.
+fn error_message(body: &str) -> String {
+    serde_json::from_str::<serde_json::Value>(body)
+        .ok()
+        .and_then(|value| value.pointer("/error/message")?.as_str().map(str::to_owned))
+        .unwrap_or_else(|| body.to_owned())
+}
+
+/// `retry-after-ms` (OpenAI) or `retry-after` (seconds or HTTP date).
+fn retry_after(headers: &HeaderMap) -> Option<Duration> {
+    let text = |name: &str| headers.get(name).and_then(|value| value.to_str().ok());
+    if let Some(ms) = text("retry-after-ms").and_then(|ms| ms.trim().parse::<f64>().ok())
+        && ms.is_finite()
+        && ms >= 0.0
+    {
+        return Some(Duration::from_secs_f64(ms / 1000.0));
+    }
+    parse_retry_after(text("retry-after")?, SystemTime::now())
+}
+
+/// The body of an error response, truncated, never failing (best effort within `idle`).
+async fn read_body(response: reqwest::Response, idle: Duration) -> String {
+    const LIMIT: usize = 4000;
+    let text = match tokio::time::timeout(idle, response.text()).await {
+        Ok(Ok(text)) => text,
+        Ok(Err(error)) => format!("<unreadable body: {}>", chain(&error)),
+        Err(_) => "<body timed out>".to_owned(),
+    };
+    let text = text.trim();
+    match text.char_indices().nth(LIMIT) {
+        Some((cut, _)) => format!("{}…", &text[..cut]),
+        None => text.to_owned(),
+    }
+}
+
+/// An error with its sources, `a: b: c`.
+pub(crate) fn chain(error: &dyn std::error::Error) -> String {
+    let mut text = error.to_string();
+    let mut source = error.source();
+    while let Some(cause) = source {
+        let cause_text = cause.to_string();
+        if !text.contains(&cause_text) {
+            text.push_str(": ");
+            text.push_str(&cause_text);
+        }
+        source = cause.source();
+    }
+    text
+}

@@ -1,0 +1,293 @@
+//! [`ProviderConfig`] and [`resolve_model`]: from a `provider/model` name, configured providers
+//! and environment credentials to a ready [`Provider`].
+//!
+//! Built-in provider names (usable as model prefixes without configuration):
+//!
+//! | name         | API       | base URL                          | key variable         |
+//! |--------------|-----------|-----------------------------------|----------------------|
+//! | `anthropic`  | Anthropic | `$ANTHROPIC_BASE_URL` or official | `ANTHROPIC_API_KEY`  |
+//! | `openai`     | OpenAI    | `$OPENAI_BASE_URL` or official    | `OPENAI_API_KEY`     |
+//! | `openrouter` | OpenAI    | `https://openrouter.ai/api/v1`    | `OPENROUTER_API_KEY` |
+//! | `deepseek`   | OpenAI    | `https://api.deepseek.com`        | `DEEPSEEK_API_KEY`   |
+//! | `ollama`     | OpenAI    | `http://localhost:11434/v1`       | none                 |
+//! | `lmstudio`   | OpenAI    | `http://localhost:1234/v1`        | none                 |
+//! | `vllm`       | OpenAI    | `http://localhost:8000/v1`        | none                 |
+//!
+//! A configured provider with the same name replaces the built-in one.
+
+use std::fmt;
+use std::sync::Arc;
+
+use super::{AnthropicProvider, HttpSettings, OpenAiProvider, Provider, ProviderError};
+
+/// The model used with `ANTHROPIC_API_KEY` when none is named.
+pub const DEFAULT_ANTHROPIC_MODEL: &str = "claude-sonnet-4-5";
+/// The model used with `OPENAI_API_KEY` when none is named.
+pub const DEFAULT_OPENAI_MODEL: &str = "gpt-5";
+
+/// Which wire API a provider speaks.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ProviderKind {
+    /// The Anthropic Messages API.
+    Anthropic,
+    /// OpenAI Chat Completions, or any compatible server.
+    OpenAi,
+}
+
+/// How to reach one provider. `Debug` never shows the key.
+#[derive(Clone, PartialEq)]
+pub struct ProviderConfig {
+    /// The prefix of the model names routed here (`anthropic` in `anthropic/claude-...`).
+    pub name: String,
+    /// The wire API.
+    pub kind: ProviderKind,
+    /// Base URL; `None` is the official endpoint of `kind`.
+    pub base_url: Option<String>,
+    /// The key; when `None`, read from [`Self::key_env`] at resolution.
+    pub api_key: Option<String>,
+    /// The variable holding the key (default `ANTHROPIC_API_KEY` / `OPENAI_API_KEY`).
+    pub api_key_env: Option<String>,
+    /// Whether a missing key is an error before sending anything (false for local servers).
+    pub api_key_required: bool,
+    /// The model used when none is named.
+    pub default_model: Option<String>,
+    /// Overrides the provider's context-window table.
+    pub context_window: Option<u64>,
+    /// Timeouts and retries.
+    pub http: HttpSettings,
+}
+
+impl fmt::Debug for ProviderConfig {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("ProviderConfig")
+            .field("name", &self.name)
+            .field("kind", &self.kind)
+            .field("base_url", &self.base_url)
+            .field("api_key", &self.api_key.as_ref().map(|_| "<redacted>"))
+            .field("api_key_env", &self.api_key_env)
+            .field("api_key_required", &self.api_key_required)
+            .field("default_model", &self.default_model)
+            .field("context_window", &self.context_window)
+            .field("http", &self.http)
+            .finish()
+    }
+}
+
+/// An environment lookup, injectable so tests never touch the process environment.
+type Env<'a> = &'a dyn Fn(&str) -> Option<String>;
+
+/// `env(name)`, with empty values treated as unset.
+fn var(env: Env<'_>, name: &str) -> Option<String> {
+    env(name)
+        .map(|value| value.trim().to_owned())
+        .filter(|value| !value.is_empty())
+}
+
+impl ProviderConfig {
+    /// A provider named `name` speaking `kind` at its official endpoint, key required.
+    pub fn new(name: impl Into<String>, kind: ProviderKind) -> Self {
+        Self {
+            name: name.into(),
+            kind,
+            base_url: None,
+            api_key: None,
+            api_key_env: None,
+            api_key_required: true,
+            default_model: None,
+            context_window: None,
+            http: HttpSettings::default(),
+        }
+    }
+
+    /// The official provider of `kind` as the environment describes it: `ANTHROPIC_API_KEY` and
+    /// `ANTHROPIC_BASE_URL`, or `OPENAI_API_KEY` and `OPENAI_BASE_URL` (a non-official
+    /// `OPENAI_BASE_URL` makes the key optional).
+    pub fn from_env(kind: ProviderKind, env: &dyn Fn(&str) -> Option<String>) -> Self {
+        let (name, prefix, model) = match kind {
+            ProviderKind::Anthropic => ("anthropic", "ANTHROPIC", DEFAULT_ANTHROPIC_MODEL),
+            ProviderKind::OpenAi => ("openai", "OPENAI", DEFAULT_OPENAI_MODEL),
+        };
+        let base_url = var(env, &format!("{prefix}_BASE_URL"));
+        let api_key_required = match kind {
+            ProviderKind::Anthropic => true,
+            ProviderKind::OpenAi => base_url
+                .as_deref()
+                .is_none_or(|url| url.contains("api.openai.com")),
+        };
+        Self {
+            base_url,
+            api_key: var(env, &format!("{prefix}_API_KEY")),
+            api_key_env: Some(format!("{prefix}_API_KEY")),
+            api_key_required,
+            default_model: Some(model.to_owned()),
+            ..Self::new(name, kind)
+        }
+    }
+
+    /// The built-in provider called `name` (see the module docs), if any.
+    pub fn builtin(name: &str, env: &dyn Fn(&str) -> Option<String>) -> Option<Self> {
+        let remote = |base: &str, key_env: &str| Self {
+            base_url: Some(base.to_owned()),
+            api_key: var(env, key_env),
+            api_key_env: Some(key_env.to_owned()),
+            ..Self::new(name, ProviderKind::OpenAi)
+        };
+        let local = |base: &str| Self {
+            base_url: Some(base.to_owned()),
+            api_key_required: false,
+            ..Self::new(name, ProviderKind::OpenAi)
+        };
+        Some(match name {
+            "anthropic" => Self::from_env(ProviderKind::Anthropic, env),
+            "openai" => Self::from_env(ProviderKind::OpenAi, env),
+            "openrouter" => remote("https://openrouter.ai/api/v1", "OPENROUTER_API_KEY"),
+            "deepseek" => remote("https://api.deepseek.com", "DEEPSEEK_API_KEY"),
+            "ollama" => local("http://localhost:11434/v1"),
+            "lmstudio" => local("http://localhost:1234/v1"),
+            "vllm" => local("http://localhost:8000/v1"),
+            _ => return None,
+        })
+    }
+
+    /// The variable holding the key.
+    pub fn key_env(&self) -> &str {
+        match (&self.api_key_env, self.kind) {
+            (Some(name), _) => name,
+            (None, ProviderKind::Anthropic) => "ANTHROPIC_API_KEY",
+            (None, ProviderKind::OpenAi) => "OPENAI_API_KEY",
+        }
+    }
+
+    /// Whether the provider can be used (it has a key or needs none).
+    pub fn has_credentials(&self) -> bool {
+        self.api_key.is_some() || !self.api_key_required
+    }
+
+    /// Fills the key from [`Self::key_env`] when not set.
+    fn with_env_key(mut self, env: Env<'_>) -> Self {
+        if self.api_key.is_none() {
+            self.api_key = var(env, self.key_env());
+        }
+        self
+    }
+
+    /// The provider. A required key that is missing is an [`ProviderError::Auth`] naming the
+    /// variable to set.
+    pub fn build(&self) -> Result<Arc<dyn Provider>, ProviderError> {
+        let key = self.api_key.as_deref().filter(|key| !key.is_empty());
+        if key.is_none() && self.api_key_required {
+            return Err(ProviderError::Auth {
+                provider: self.name.clone(),
+                env_var: self.key_env().to_owned(),
+                message: "no API key found".to_owned(),
+            });
+        }
+        let base = self.base_url.as_deref();
+        Ok(match self.kind {
+            ProviderKind::Anthropic => Arc::new(
+                AnthropicProvider::new(base, key.unwrap_or(""), self.key_env(), self.http.clone())?
+                    .with_label(&self.name)
+                    .with_context_window(self.context_window),
+            ),
+            ProviderKind::OpenAi => Arc::new(
+                OpenAiProvider::new(base, key, self.key_env(), self.http.clone())?
+                    .with_label(&self.name)
+                    .with_context_window(self.context_window),
+            ),
+        })
+    }
+}
+
+/// Resolves a model name to a provider and the model name the provider expects.
+///
+/// - `Some("provider/model")`: the configured provider called `provider`, else the built-in
+///   one; the model is everything after the first `/` (`openrouter/anthropic/claude-sonnet-4.5`
+///   works). A bare name is accepted for well-known families (`claude-*` → anthropic, `gpt-*`,
+///   `o1`/`o3`/`o4*` → openai).
+/// - `None`: the first configured provider with a `default_model` and credentials, then
+///   Anthropic with `ANTHROPIC_API_KEY` ([`DEFAULT_ANTHROPIC_MODEL`]), then OpenAI with
+///   `OPENAI_API_KEY` ([`DEFAULT_OPENAI_MODEL`]); with none, a [`ProviderError::Config`] naming
+///   what to set.
+///
+/// Keys missing from a configuration are read from `env` (never from the process environment
+/// directly).
+pub fn resolve_model(
+    name: Option<&str>,
+    env: &dyn Fn(&str) -> Option<String>,
+    configured: &[ProviderConfig],
+) -> Result<(Arc<dyn Provider>, String), ProviderError> {
+    let Some(name) = name.map(str::trim).filter(|name| !name.is_empty()) else {
+        return resolve_default(env, configured);
+    };
+    let (prefix, model) = match name.split_once('/') {
+        Some((prefix, model)) => (prefix, model),
+        None => (infer_provider(name).ok_or_else(|| bad_name(name))?, name),
+    };
+    if model.is_empty() || prefix.is_empty() {
+        return Err(bad_name(name));
+    }
+    let config = configured
+        .iter()
+        .find(|config| config.name == prefix)
+        .cloned()
+        .or_else(|| ProviderConfig::builtin(prefix, env))
+        .ok_or_else(|| {
+            ProviderError::Config(format!(
+                "unknown provider `{prefix}` in model `{name}`: use anthropic, openai, openrouter, \
+                 deepseek, ollama, lmstudio or vllm, or configure a provider named `{prefix}`"
+            ))
+        })?
+        .with_env_key(env);
+    Ok((config.build()?, model.to_owned()))
+}
+
+fn resolve_default(
+    env: Env<'_>,
+    configured: &[ProviderConfig],
+) -> Result<(Arc<dyn Provider>, String), ProviderError> {
+    let configured = configured
+        .iter()
+        .map(|config| config.clone().with_env_key(env))
+        .find(|config| config.default_model.is_some() && config.has_credentials());
+    // The environment fallbacks need a key, even when a local OPENAI_BASE_URL would not.
+    let from_env = || {
+        [ProviderKind::Anthropic, ProviderKind::OpenAi]
+            .into_iter()
+            .map(|kind| ProviderConfig::from_env(kind, env))
+            .find(|config| config.api_key.is_some())
+    };
+    match configured.or_else(from_env) {
+        Some(config) => {
+            let model = config.default_model.clone().unwrap_or_default();
+            Ok((config.build()?, model))
+        }
+        None => Err(ProviderError::Config(
+            "no model provider configured: set ANTHROPIC_API_KEY or OPENAI_API_KEY, or set \
+             `model = \"provider/model\"` in the config (e.g. `model = \"ollama/qwen3\"`)"
+                .to_owned(),
+        )),
+    }
+}
+
+/// The provider of a bare model name from a well-known family.
+fn infer_provider(model: &str) -> Option<&'static str> {
+    if model.starts_with("claude") {
+        Some("anthropic")
+    } else if model.starts_with("gpt-")
+        || model.starts_with("chatgpt")
+        || ["o1", "o3", "o4"]
+            .iter()
+            .any(|family| model.starts_with(family))
+    {
+        Some("openai")
+    } else {
+        None
+    }
+}
+
+fn bad_name(name: &str) -> ProviderError {
+    ProviderError::Config(format!(
+        "model `{name}`: model names are `provider/model`, e.g. `anthropic/{DEFAULT_ANTHROPIC_MODEL}`, \
+         `openai/{DEFAULT_OPENAI_MODEL}` or `ollama/qwen3`"
+    ))
+}

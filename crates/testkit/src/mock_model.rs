@@ -1,0 +1,691 @@
+//! [`MockModel`]: a mock model server over real HTTP on 127.0.0.1, speaking the Anthropic
+//! Messages and OpenAI Chat Completions streaming APIs from scripts.
+//!
+//! Principal types:
+//! - [`MockModel`]: the server. Queue responses per API with [`MockModel::push_anthropic`],
+//!   [`MockModel::push_openai`] or [`MockModel::push`]; inspect [`MockModel::requests`].
+//! - [`Turn`]: a high-level response (text, thinking, tool calls, usage, stop reason) rendered
+//!   as realistic SSE for either API.
+//! - [`Reply`]: one HTTP answer, with faults: error statuses with `retry-after`
+//!   ([`Reply::error`], [`Reply::rate_limited`]), a cut connection ([`Reply::cut_after`]), a
+//!   slow stream ([`Reply::chunk_delay`]), a stall ([`Reply::stall_after`]).
+//! - [`RecordedRequest`]: what a client sent, including whether it hung up mid-response.
+//!
+//! Routes: `/v1/messages` serves the Anthropic queue; `/v1/chat/completions` and
+//! `/chat/completions` serve the OpenAI queue. An empty queue answers
+//! `500 mock: no scripted response left`; an unknown path `404`. The server closes its
+//! connections and stops when dropped.
+
+mod turn;
+
+use std::collections::VecDeque;
+use std::net::SocketAddr;
+use std::sync::{Arc, Mutex, MutexGuard};
+use std::time::{Duration, Instant};
+
+use serde_json::{Value, json};
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::net::tcp::{OwnedReadHalf, OwnedWriteHalf};
+use tokio::net::{TcpListener, TcpStream};
+use tokio::sync::Notify;
+use tokio::task::{JoinHandle, JoinSet};
+
+pub use turn::{Block, Turn, anthropic_error_event, anthropic_event, openai_done, openai_event};
+
+/// Which API a queue serves.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Api {
+    /// `/v1/messages`.
+    Anthropic,
+    /// `/v1/chat/completions`, `/chat/completions`.
+    OpenAi,
+}
+
+/// How a response body is delimited.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Framing {
+    /// `Transfer-Encoding: chunked`, one chunk per event; the connection stays open after.
+    Chunked,
+    /// No length: the body ends when the server closes the connection.
+    CloseDelimited,
+}
+
+/// One scripted HTTP answer.
+#[derive(Debug, Clone)]
+pub struct Reply {
+    status: u16,
+    headers: Vec<(String, String)>,
+    events: Vec<String>,
+    /// A non-streamed body (error responses), sent with a Content-Length.
+    body: Option<String>,
+    framing: Framing,
+    chunk_delay: Duration,
+    cut_after: Option<usize>,
+    stall_after: Option<usize>,
+}
+
+impl Reply {
+    /// A 200 event stream of pre-rendered SSE events.
+    pub fn sse(events: Vec<String>) -> Self {
+        Self {
+            status: 200,
+            headers: vec![("content-type".into(), "text/event-stream".into())],
+            events,
+            body: None,
+            framing: Framing::Chunked,
+            chunk_delay: Duration::ZERO,
+            cut_after: None,
+            stall_after: None,
+        }
+    }
+
+    /// A 200 event stream from an SSE transcript (events separated by blank lines), e.g. a
+    /// file of `fixtures/sse/`.
+    pub fn sse_transcript(text: &str) -> Self {
+        let text = text.replace("\r\n", "\n");
+        let events = text
+            .split("\n\n")
+            .filter(|event| !event.trim().is_empty())
+            .map(|event| format!("{}\n\n", event.trim_start_matches('\n')))
+            .collect();
+        Self::sse(events)
+    }
+
+    /// `turn` as an Anthropic stream.
+    pub fn anthropic(turn: &Turn) -> Self {
+        Self::sse(turn.anthropic_events())
+    }
+
+    /// `turn` as an OpenAI stream.
+    pub fn openai(turn: &Turn) -> Self {
+        Self::sse(turn.openai_events())
+    }
+
+    /// A JSON response with `status` and `body`.
+    pub fn json(status: u16, body: Value) -> Self {
+        Self {
+            status,
+            headers: vec![("content-type".into(), "application/json".into())],
+            body: Some(body.to_string()),
+            ..Self::sse(Vec::new())
+        }
+    }
+
+    /// An error status with the body `api` would send for it.
+    pub fn error(api: Api, status: u16, message: &str) -> Self {
+        let kind = match status {
+            400 => "invalid_request_error",
+            401 => "authentication_error",
+            403 => "permission_error",
+            404 => "not_found_error",
+            429 => "rate_limit_error",
+            529 => "overloaded_error",
+            _ => "api_error",
+        };
+        let body = match api {
+            Api::Anthropic => json!({"type": "error", "error": {"type": kind, "message": message}}),
+            Api::OpenAi => json!({"error": {"message": message, "type": kind, "code": null}}),
+        };
+        Self::json(status, body)
+    }
+
+    /// A 429 with `retry-after: {retry_after}`.
+    pub fn rate_limited(api: Api, retry_after: &str) -> Self {
+        Self::error(api, 429, "mock: rate limited").header("retry-after", retry_after)
+    }
+
+    /// Adds a response header.
+    pub fn header(mut self, name: &str, value: &str) -> Self {
+        self.headers
+            .push((name.to_ascii_lowercase(), value.to_owned()));
+        self
+    }
+
+    /// Closes the connection after `events` events (no chunked terminator: the client sees a
+    /// truncated body; with [`Framing::CloseDelimited`], a clean EOF).
+    pub fn cut_after(mut self, events: usize) -> Self {
+        self.cut_after = Some(events);
+        self
+    }
+
+    /// Sends `events` events, then nothing, keeping the connection open until the client
+    /// hangs up. `stall_after(0)`: headers only.
+    pub fn stall_after(mut self, events: usize) -> Self {
+        self.stall_after = Some(events);
+        self
+    }
+
+    /// Waits `delay` before each event after the first.
+    pub fn chunk_delay(mut self, delay: Duration) -> Self {
+        self.chunk_delay = delay;
+        self
+    }
+
+    /// Sends the body close-delimited instead of chunked.
+    pub fn close_delimited(mut self) -> Self {
+        self.framing = Framing::CloseDelimited;
+        self
+    }
+}
+
+/// A request the server received.
+#[derive(Debug, Clone)]
+pub struct RecordedRequest {
+    /// `POST`, ...
+    pub method: String,
+    /// The path, query included.
+    pub path: String,
+    /// Headers, names lowercased, in order.
+    pub headers: Vec<(String, String)>,
+    /// The body parsed as JSON (`Null` when it is not JSON).
+    pub body: Value,
+    /// The body as text.
+    pub raw_body: String,
+    /// When the request was complete.
+    pub received_at: Instant,
+    /// The client closed the connection before the response was fully sent.
+    pub client_disconnected: bool,
+}
+
+impl RecordedRequest {
+    /// The first value of header `name` (case-insensitive).
+    pub fn header(&self, name: &str) -> Option<&str> {
+        self.headers
+            .iter()
+            .find(|(key, _)| key.eq_ignore_ascii_case(name))
+            .map(|(_, value)| value.as_str())
+    }
+}
+
+#[derive(Default)]
+struct State {
+    anthropic: VecDeque<Reply>,
+    openai: VecDeque<Reply>,
+    requests: Vec<RecordedRequest>,
+    disconnects: usize,
+}
+
+#[derive(Default)]
+struct Shared {
+    state: Mutex<State>,
+    disconnected: Notify,
+}
+
+impl Shared {
+    fn lock(&self) -> MutexGuard<'_, State> {
+        self.state
+            .lock()
+            .unwrap_or_else(|poisoned| poisoned.into_inner())
+    }
+
+    fn record_disconnect(&self, request: usize) {
+        let mut state = self.lock();
+        state.disconnects += 1;
+        if let Some(recorded) = state.requests.get_mut(request) {
+            recorded.client_disconnected = true;
+        }
+        drop(state);
+        self.disconnected.notify_waiters();
+    }
+}
+
+/// The mock model server. See the module docs.
+pub struct MockModel {
+    addr: SocketAddr,
+    shared: Arc<Shared>,
+    server: JoinHandle<()>,
+}
+
+impl std::fmt::Debug for MockModel {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("MockModel")
+            .field("addr", &self.addr)
+            .finish_non_exhaustive()
+    }
+}
+
+impl MockModel {
+    /// Starts a server on `127.0.0.1:0`.
+    pub async fn start() -> Self {
+        match Self::try_start().await {
+            Ok(mock) => mock,
+            Err(error) => panic!("mock model: cannot bind 127.0.0.1: {error}"),
+        }
+    }
+
+    /// Starts a server on `127.0.0.1:0`, reporting bind failures.
+    pub async fn try_start() -> std::io::Result<Self> {
+        let listener = TcpListener::bind(("127.0.0.1", 0)).await?;
+        let addr = listener.local_addr()?;
+        let shared = Arc::new(Shared::default());
+        let server = tokio::spawn(accept_loop(listener, Arc::clone(&shared)));
+        Ok(Self {
+            addr,
+            shared,
+            server,
+        })
+    }
+
+    /// The socket address.
+    pub fn addr(&self) -> SocketAddr {
+        self.addr
+    }
+
+    /// `http://127.0.0.1:{port}`: the Anthropic base URL (the client appends `/v1/messages`).
+    pub fn base_url(&self) -> String {
+        format!("http://{}", self.addr)
+    }
+
+    /// `http://127.0.0.1:{port}/v1`: the OpenAI base URL (the client appends
+    /// `/chat/completions`).
+    pub fn openai_base_url(&self) -> String {
+        format!("http://{}/v1", self.addr)
+    }
+
+    /// Queues `reply` for the next request to `api`.
+    pub fn push(&self, api: Api, reply: Reply) {
+        let mut state = self.shared.lock();
+        match api {
+            Api::Anthropic => state.anthropic.push_back(reply),
+            Api::OpenAi => state.openai.push_back(reply),
+        }
+    }
+
+    /// Queues `turn` as an Anthropic stream.
+    pub fn push_anthropic(&self, turn: Turn) {
+        self.push(Api::Anthropic, Reply::anthropic(&turn));
+    }
+
+    /// Queues `turn` as an OpenAI stream.
+    pub fn push_openai(&self, turn: Turn) {
+        self.push(Api::OpenAi, Reply::openai(&turn));
+    }
+
+    /// Replies still queued for `api`.
+    pub fn pending(&self, api: Api) -> usize {
+        let state = self.shared.lock();
+        match api {
+            Api::Anthropic => state.anthropic.len(),
+            Api::OpenAi => state.openai.len(),
+        }
+    }
+
+    /// Every request received, in order.
+    pub fn requests(&self) -> Vec<RecordedRequest> {
+        self.shared.lock().requests.clone()
+    }
+
+    /// How many responses the client hung up on before they were complete.
+    pub fn disconnects(&self) -> usize {
+        self.shared.lock().disconnects
+    }
+
+    /// Waits until at least one client hung up mid-response, up to `timeout`.
+    pub async fn wait_for_disconnect(&self, timeout: Duration) -> bool {
+        let wait = async {
+            loop {
+                let notified = self.shared.disconnected.notified();
+                if self.disconnects() > 0 {
+                    return;
+                }
+                notified.await;
+            }
+        };
+        tokio::time::timeout(timeout, wait).await.is_ok()
+    }
+}
+
+impl Drop for MockModel {
+    fn drop(&mut self) {
+        // Dropping the accept task drops its JoinSet, which aborts every connection.
+        self.server.abort();
+    }
+}
+
+async fn accept_loop(listener: TcpListener, shared: Arc<Shared>) {
+    let mut connections = JoinSet::new();
+    loop {
+        tokio::select! {
+            accepted = listener.accept() => match accepted {
+                Ok((stream, _)) => {
+                    connections.spawn(serve_connection(stream, Arc::clone(&shared)));
+                }
+                Err(error) => tracing::warn!(%error, "mock model: accept failed"),
+            },
+            Some(_) = connections.join_next(), if !connections.is_empty() => {}
+        }
+    }
+}
+
+struct Connection {
+    reader: OwnedReadHalf,
+    writer: OwnedWriteHalf,
+    buffer: Vec<u8>,
+}
+
+/// Serves requests on one connection until it closes.
+async fn serve_connection(stream: TcpStream, shared: Arc<Shared>) {
+    let (reader, writer) = stream.into_split();
+    let mut connection = Connection {
+        reader,
+        writer,
+        buffer: Vec::new(),
+    };
+    while let Some(request) = read_request(&mut connection).await {
+        let reply = route(&shared, &request.path);
+        let index = {
+            let mut state = shared.lock();
+            state.requests.push(request);
+            state.requests.len() - 1
+        };
+        match send_reply(&mut connection, reply).await {
+            Outcome::KeepAlive => {}
+            Outcome::Close => break,
+            Outcome::ClientGone => {
+                shared.record_disconnect(index);
+                break;
+            }
+        }
+    }
+    let _ = connection.writer.shutdown().await;
+}
+
+fn route(shared: &Shared, path: &str) -> Reply {
+    let path = path.split('?').next().unwrap_or(path);
+    let api = match path {
+        "/v1/messages" => Api::Anthropic,
+        "/v1/chat/completions" | "/chat/completions" => Api::OpenAi,
+        _ => {
+            return Reply::json(
+                404,
+                json!({"error": {"type": "not_found_error", "message": format!("mock: no route for {path}")}}),
+            );
+        }
+    };
+    let mut state = shared.lock();
+    let next = match api {
+        Api::Anthropic => state.anthropic.pop_front(),
+        Api::OpenAi => state.openai.pop_front(),
+    };
+    next.unwrap_or_else(|| Reply::error(api, 500, "mock: no scripted response left"))
+}
+
+/// Reads one request; `None` when the client closed the connection (or sent garbage).
+async fn read_request(connection: &mut Connection) -> Option<RecordedRequest> {
+    const MAX_HEAD: usize = 64 * 1024;
+    const MAX_BODY: usize = 64 * 1024 * 1024;
+    let head_end = loop {
+        if let Some(end) = find(&connection.buffer, b"\r\n\r\n") {
+            break end;
+        }
+        if connection.buffer.len() > MAX_HEAD || !fill(connection).await {
+            return None;
+        }
+    };
+    let head = String::from_utf8_lossy(&connection.buffer[..head_end]).into_owned();
+    let mut lines = head.split("\r\n");
+    let mut request_line = lines.next()?.split(' ');
+    let (method, path) = (
+        request_line.next()?.to_owned(),
+        request_line.next()?.to_owned(),
+    );
+    let headers: Vec<(String, String)> = lines
+        .filter_map(|line| line.split_once(':'))
+        .map(|(name, value)| (name.trim().to_ascii_lowercase(), value.trim().to_owned()))
+        .collect();
+    let length = headers
+        .iter()
+        .find(|(name, _)| name == "content-length")
+        .and_then(|(_, value)| value.parse::<usize>().ok())
+        .unwrap_or(0);
+    if length > MAX_BODY {
+        return None;
+    }
+    let body_start = head_end + 4;
+    while connection.buffer.len() < body_start + length {
+        if !fill(connection).await {
+            return None;
+        }
+    }
+    let raw: Vec<u8> = connection
+        .buffer
+        .drain(..body_start + length)
+        .skip(body_start)
+        .collect();
+    let raw_body = String::from_utf8_lossy(&raw).into_owned();
+    Some(RecordedRequest {
+        method,
+        path,
+        headers,
+        body: serde_json::from_str(&raw_body).unwrap_or(Value::Null),
+        raw_body,
+        received_at: Instant::now(),
+        client_disconnected: false,
+    })
+}
+
+/// Reads more bytes into the buffer; `false` on EOF or error.
+async fn fill(connection: &mut Connection) -> bool {
+    let mut chunk = [0u8; 8192];
+    match connection.reader.read(&mut chunk).await {
+        Ok(0) | Err(_) => false,
+        Ok(read) => {
+            connection.buffer.extend_from_slice(&chunk[..read]);
+            true
+        }
+    }
+}
+
+fn find(haystack: &[u8], needle: &[u8]) -> Option<usize> {
+    haystack
+        .windows(needle.len())
+        .position(|window| window == needle)
+}
+
+enum Outcome {
+    KeepAlive,
+    Close,
+    ClientGone,
+}
+
+async fn send_reply(connection: &mut Connection, reply: Reply) -> Outcome {
+    let mut head = format!("HTTP/1.1 {} {}\r\n", reply.status, reason(reply.status));
+    for (name, value) in &reply.headers {
+        head.push_str(&format!("{name}: {value}\r\n"));
+    }
+    if let Some(body) = &reply.body {
+        head.push_str(&format!("content-length: {}\r\n\r\n{body}", body.len()));
+        return match connection.writer.write_all(head.as_bytes()).await {
+            Ok(()) => Outcome::KeepAlive,
+            Err(_) => Outcome::ClientGone,
+        };
+    }
+    head.push_str(match reply.framing {
+        Framing::Chunked => "transfer-encoding: chunked\r\n\r\n",
+        Framing::CloseDelimited => "connection: close\r\n\r\n",
+    });
+    if connection.writer.write_all(head.as_bytes()).await.is_err() {
+        return Outcome::ClientGone;
+    }
+    for (number, event) in reply.events.iter().enumerate() {
+        if reply.cut_after == Some(number) {
+            return Outcome::Close;
+        }
+        if reply.stall_after == Some(number) {
+            return wait_for_hangup(connection).await;
+        }
+        if number > 0 && !reply.chunk_delay.is_zero() {
+            tokio::select! {
+                () = tokio::time::sleep(reply.chunk_delay) => {}
+                () = wait_for_eof(connection) => return Outcome::ClientGone,
+            }
+        }
+        let bytes = match reply.framing {
+            Framing::Chunked => format!("{:x}\r\n{event}\r\n", event.len()),
+            Framing::CloseDelimited => event.clone(),
+        };
+        if connection.writer.write_all(bytes.as_bytes()).await.is_err() {
+            return Outcome::ClientGone;
+        }
+        let _ = connection.writer.flush().await;
+    }
+    if reply
+        .stall_after
+        .is_some_and(|after| after >= reply.events.len())
+    {
+        return wait_for_hangup(connection).await;
+    }
+    match reply.framing {
+        Framing::Chunked if reply.cut_after.is_none() => {
+            match connection.writer.write_all(b"0\r\n\r\n").await {
+                Ok(()) => Outcome::KeepAlive,
+                Err(_) => Outcome::ClientGone,
+            }
+        }
+        _ => Outcome::Close,
+    }
+}
+
+/// Stalls: keeps the connection open, sending nothing, until the client hangs up.
+async fn wait_for_hangup(connection: &mut Connection) -> Outcome {
+    wait_for_eof(connection).await;
+    Outcome::ClientGone
+}
+
+/// Completes when the client closes its side (bytes it sends meanwhile are buffered).
+async fn wait_for_eof(connection: &mut Connection) {
+    while fill(connection).await {}
+}
+
+fn reason(status: u16) -> &'static str {
+    match status {
+        200 => "OK",
+        400 => "Bad Request",
+        401 => "Unauthorized",
+        403 => "Forbidden",
+        404 => "Not Found",
+        408 => "Request Timeout",
+        429 => "Too Many Requests",
+        500 => "Internal Server Error",
+        502 => "Bad Gateway",
+        503 => "Service Unavailable",
+        529 => "Overloaded",
+        _ => "Status",
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// One raw HTTP/1.1 exchange; returns the whole response text (read to EOF or `until`).
+    async fn exchange(mock: &MockModel, path: &str, body: &str, until: &str) -> String {
+        let mut stream = TcpStream::connect(mock.addr()).await.unwrap();
+        let request = format!(
+            "POST {path} HTTP/1.1\r\nHost: x\r\nX-Api-Key: k\r\nContent-Length: {}\r\n\r\n{body}",
+            body.len()
+        );
+        stream.write_all(request.as_bytes()).await.unwrap();
+        let mut response = Vec::new();
+        let mut chunk = [0u8; 4096];
+        while !String::from_utf8_lossy(&response).contains(until) {
+            let read = stream.read(&mut chunk).await.unwrap();
+            if read == 0 {
+                break;
+            }
+            response.extend_from_slice(&chunk[..read]);
+        }
+        String::from_utf8(response).unwrap()
+    }
+
+    #[tokio::test]
+    async fn routes_records_and_reports_an_empty_queue() {
+        let mock = MockModel::start().await;
+        mock.push_anthropic(Turn::text_only("hello there"));
+        let response = exchange(&mock, "/v1/messages", r#"{"model":"m"}"#, "0\r\n\r\n").await;
+        assert!(response.starts_with("HTTP/1.1 200 OK\r\n"), "{response}");
+        assert!(response.contains("transfer-encoding: chunked"));
+        assert!(response.contains("event: message_stop"));
+        assert!(response.contains(r#""text":"hello th""#));
+
+        let response = exchange(&mock, "/chat/completions", "{}", "}}").await;
+        assert!(response.starts_with("HTTP/1.1 500"), "{response}");
+        assert!(response.contains("mock: no scripted response left"));
+        let response = exchange(&mock, "/elsewhere", "", "}}").await;
+        assert!(response.starts_with("HTTP/1.1 404"), "{response}");
+
+        let requests = mock.requests();
+        assert_eq!(requests.len(), 3);
+        assert_eq!(requests[0].body, json!({"model": "m"}));
+        assert_eq!(requests[0].header("x-api-key"), Some("k"));
+        assert_eq!(requests[2].body, Value::Null);
+    }
+
+    #[tokio::test]
+    async fn cut_and_close_delimited_bodies_end_without_terminator() {
+        let mock = MockModel::start().await;
+        mock.push(
+            Api::OpenAi,
+            Reply::openai(&Turn::text_only("abcdefghijklmnop")).cut_after(2),
+        );
+        let response = exchange(&mock, "/v1/chat/completions", "{}", "\u{0}").await;
+        assert!(
+            !response.contains("[DONE]") && !response.ends_with("0\r\n\r\n"),
+            "{response}"
+        );
+        assert_eq!(response.matches("data: ").count(), 2);
+    }
+
+    #[tokio::test]
+    async fn dropping_the_mock_stops_the_server() {
+        let mock = MockModel::start().await;
+        let addr = mock.addr();
+        drop(mock);
+        let mut refused = false;
+        for _ in 0..100 {
+            tokio::task::yield_now().await;
+            if TcpStream::connect(addr).await.is_err() {
+                refused = true;
+                break;
+            }
+            tokio::time::sleep(Duration::from_millis(5)).await;
+        }
+        assert!(refused, "still accepting after drop");
+    }
+
+    #[test]
+    fn openai_rendering_splits_arguments_and_sums_cached_prompt_tokens() {
+        let events = Turn::new()
+            .tool_call("c", "t", json!({"path": "a/long/enough/path.rs"}))
+            .usage(10, 2)
+            .cache(90, 0)
+            .openai_events();
+        let arguments: String = events
+            .iter()
+            .filter_map(|event| {
+                let data: Value =
+                    serde_json::from_str(event.strip_prefix("data: ")?.trim()).ok()?;
+                data.pointer("/choices/0/delta/tool_calls/0/function/arguments")?
+                    .as_str()
+                    .map(str::to_owned)
+            })
+            .collect();
+        assert_eq!(
+            arguments,
+            json!({"path": "a/long/enough/path.rs"}).to_string()
+        );
+        assert!(
+            events
+                .iter()
+                .filter(|event| event.contains("arguments"))
+                .count()
+                >= 4
+        );
+        assert!(
+            events
+                .iter()
+                .any(|event| event.contains(r#""prompt_tokens":100"#))
+        );
+        assert_eq!(events.last().map(String::as_str), Some("data: [DONE]\n\n"));
+    }
+}

@@ -1,0 +1,32 @@
+# Keel's recipes. `just --list` shows them all. CI runs `.ci/run`, which needs no `just`.
+
+# The offline demo: a scripted session in a scratch copy of the sample project.
+demo:
+    cargo run --release -p keel-acp --bin keel -- demo
+
+# The whole test suite (the README's test command).
+test:
+    cargo test --workspace --locked
+
+# Lints as CI runs them.
+lint:
+    cargo clippy --workspace --all-targets --locked -- -D warnings
+
+fmt:
+    cargo fmt --all
+
+# Benchmarks; numbers go to docs/benchmarks.md by hand after a run.
+bench:
+    scripts/bench-corpus.sh
+    cargo bench -p keel-diff --bench diff
+    cargo bench -p keel-core --bench tools
+    cargo bench -p keel-core --bench search
+    cargo bench -p keel-acp --bench acp
+
+# What CI runs.
+ci:
+    .ci/run
+
+# Rustdoc with warnings as errors.
+doc:
+    RUSTDOCFLAGS="-D warnings" cargo doc --workspace --no-deps
