@@ -315,6 +315,15 @@ impl AcpTurnHost {
             }
             _ => {}
         }
+        let exit_code = envelope
+            .data
+            .as_ref()
+            .and_then(|data| data.get("exit_code"))
+            .and_then(Value::as_i64)
+            .filter(|code| *code != 0);
+        if let Some(code) = exit_code {
+            shown.push_str(&format!("\n\nExit code {code}"));
+        }
         if elided > 0 || envelope.metadata.output_path.is_some() {
             let whole = envelope
                 .metadata

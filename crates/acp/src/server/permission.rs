@@ -61,8 +61,12 @@ fn label(row: &OptionRow, scope: Option<&str>) -> String {
     match (row.answer, scope) {
         (ApprovalAnswer::AllowOnce, _) => "Allow once".into(),
         (ApprovalAnswer::RejectOnce, _) => "Reject".into(),
-        (ApprovalAnswer::AllowAlways, Some(scope)) => format!("Always allow {scope}"),
-        (ApprovalAnswer::RejectAlways, Some(scope)) => format!("Always reject {scope}"),
+        (ApprovalAnswer::AllowAlways, Some(scope)) => {
+            format!("Always allow {scope} in this session")
+        }
+        (ApprovalAnswer::RejectAlways, Some(scope)) => {
+            format!("Always reject {scope} in this session")
+        }
         (ApprovalAnswer::AllowAlways, None) => "Always allow".into(),
         (ApprovalAnswer::RejectAlways, None) => "Always reject".into(),
         (ApprovalAnswer::Cancelled, _) => "Cancel".into(),
@@ -70,7 +74,8 @@ fn label(row: &OptionRow, scope: Option<&str>) -> String {
 }
 
 /// The options a request offers: the once options always, the remembered ones only when the
-/// call has an "always" scope, each labelled with that scope.
+/// call has an "always" scope, each labelled with that scope (the policy remembers "always"
+/// answers as session rules).
 pub fn options(always_scope: Option<&str>) -> Vec<PermissionOption> {
     OPTIONS
         .iter()
@@ -170,7 +175,7 @@ mod tests {
 
     #[test]
     fn options_name_their_scope_and_once_only_without_one() {
-        let scoped = options(Some("commands starting with `cargo test` in this session"));
+        let scoped = options(Some("commands starting with `cargo test`"));
         insta::assert_json_snapshot!(scoped, @r#"
         [
           {

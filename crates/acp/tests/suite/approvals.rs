@@ -38,7 +38,7 @@ fn bash_request(call_id: &str, root: &str) -> ApprovalRequest {
             cwd: root.into(),
         }),
         reason: "`bash` asks by default".into(),
-        always_scope: Some("commands starting with `cargo test` in this session".into()),
+        always_scope: Some("commands starting with `cargo test`".into()),
     }
 }
 
@@ -83,7 +83,7 @@ async fn an_edit_approval_carries_the_diff_and_scoped_options() {
             .permissions([PermissionReply::Choose(PermissionOptionKind::AllowOnce)]),
         script(|turn| async move {
             let root = turn.spec.roots[0].display().to_string();
-            let request = edit_request("c1", &root, Some("edits to `src/lib.rs` in this session"));
+            let request = edit_request("c1", &root, Some("edits to `src/lib.rs`"));
             turn.host.event(AgentEvent::ToolCall {
                 call_id: "c1".into(),
                 tool_id: "edit".into(),
