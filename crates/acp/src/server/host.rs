@@ -542,6 +542,48 @@ mod tests {
         assert_eq!(head("héllo", 2), "h");
     }
 
+    fn call(tool_id: &str, output: &str) -> CallState {
+        CallState {
+            tool_id: tool_id.into(),
+            hint: ToolKind::Other,
+            title: String::new(),
+            kind: AcpKind::Other,
+            locations: Vec::new(),
+            terminal: None,
+            output: output.into(),
+            last_flush: None,
+        }
+    }
+
+    #[test]
+    fn finished_calls_show_streamed_output_exit_codes_and_sidecars() {
+        let output = keel_core::tool::ToolOutput {
+            text: "head".into(),
+            output_path: Some("/s/bash-output-0001.txt".into()),
+            ..Default::default()
+        }
+        .with("exit_code", 2);
+        let envelope = Envelope::from_result(Ok(output), Duration::ZERO);
+        let content = AcpTurnHost::final_content(&call("bash", "all of it\n"), &envelope);
+        let wire = serde_json::to_value(&content).unwrap();
+        assert_eq!(
+            wire[0]["content"]["text"],
+            "```console\nall of it\n```\n\nExit code 2\n\n(output truncated; the whole output is in `/s/bash-output-0001.txt`)"
+        );
+        // Nothing streamed: the envelope's text; tools other than the fenced ones as Markdown.
+        let envelope = Envelope::from_result(
+            Ok(keel_core::tool::ToolOutput::text("**done**")),
+            Duration::ZERO,
+        );
+        let content = AcpTurnHost::final_content(&call("task", ""), &envelope);
+        assert_eq!(
+            serde_json::to_value(&content).unwrap()[0]["content"]["text"],
+            "**done**"
+        );
+        let content = AcpTurnHost::final_content(&call("todo", ""), &envelope);
+        assert!(content.is_empty());
+    }
+
     #[test]
     fn todo_entries_become_plan_entries() {
         let entries = [
