@@ -10,6 +10,7 @@
 //! `fs/*_text_file`) and a [`TerminalBackend`] (the editor's terminal pane, ACP `terminal/*`).
 //! Without them the runtime uses the disk and local processes.
 
+pub mod config_files;
 pub mod net;
 pub mod paths;
 pub mod process;

@@ -1,5 +1,8 @@
 //! Test modules, one per area.
 
+mod policy_api;
+mod policy_support;
+mod policy_table;
 mod provider_anthropic;
 mod provider_faults;
 mod provider_openai;

@@ -1,0 +1,490 @@
+//! [`Policy`]: the layered rules, the mode, the trust and the session's answers, and
+//! [`Policy::decide`], which runs the decision order:
+//!
+//! 1. the capability check (the runtime's scope: paths, hosts, commands);
+//! 2. the rules (most specific match wins; a manifest deny is final; untrusted project allow
+//!    rules are ignored), then the mode (`ask`, `allowlist`, `yolo`, `read-only`);
+//! 3. the watchdog (deny, or escalate an allow to a prompt);
+//! 4. headless: a prompt becomes a denial with [`HEADLESS_DENIAL`](super::HEADLESS_DENIAL).
+
+use std::path::{Path, PathBuf};
+use std::sync::{Mutex, MutexGuard};
+
+use super::evaluate::{capability_refusal, evaluate_call, is_read_only, subject_text};
+use super::explain::{Cause, Explanation};
+use super::layers::{PROJECT_DIR, PolicyLayers, RULE_FILE, Scope, Source};
+use super::mode::Mode;
+use super::pattern::Pattern;
+use super::rule::{Action, Capability, Permission, PolicyError, Rule, RuleSet};
+use super::shell::ShellContext;
+use super::subject::{
+    ApprovalKey, CallSubject, Proposal, capability_of, join_wordings, proposals, subject_of,
+};
+use super::trust::Trust;
+use super::watchdog::{Verdict, Watchdog};
+use super::{Answer, Call, Decision};
+use crate::runtime::config_files;
+
+/// The permission engine of one session. `Send + Sync`; the mode, trust and session answers
+/// sit behind a mutex.
+#[derive(Debug)]
+pub struct Policy {
+    manifest: Vec<RuleSet>,
+    project: Option<RuleSet>,
+    home: Option<PathBuf>,
+    protected: Vec<PathBuf>,
+    headless: bool,
+    state: Mutex<State>,
+}
+
+#[derive(Debug)]
+struct State {
+    mode: Mode,
+    trust: Trust,
+    session: Vec<Rule>,
+}
+
+/// The rules of one scope, for `keel permissions list` and `/permissions`.
+#[derive(Debug, Clone)]
+pub struct ScopeRules {
+    pub scope: Scope,
+    pub rules: Vec<ListedRule>,
+}
+
+/// One listed rule.
+#[derive(Debug, Clone)]
+pub struct ListedRule {
+    pub rule: Rule,
+    /// A project allow rule while the project is not trusted.
+    pub ignored: bool,
+}
+
+impl Policy {
+    /// Builds the engine. Headless hosts treat a project whose trust is unknown as untrusted.
+    pub fn new(layers: PolicyLayers, mode: Mode, headless: bool) -> Result<Self, PolicyError> {
+        for set in &layers.manifest {
+            if set.source.scope() != Scope::Manifest {
+                return Err(PolicyError::Syntax {
+                    origin: set.source.to_string(),
+                    message: "manifest rules must come from the bundled defaults or the global \
+                              file"
+                        .to_owned(),
+                });
+            }
+        }
+        if let Some(set) = &layers.project
+            && set.source.scope() != Scope::Project
+        {
+            return Err(PolicyError::Syntax {
+                origin: set.source.to_string(),
+                message: "project rules must come from the project's file".to_owned(),
+            });
+        }
+        let trust = if headless && layers.trust == Trust::Unknown {
+            Trust::Untrusted
+        } else {
+            layers.trust
+        };
+        Ok(Self {
+            manifest: layers.manifest,
+            project: layers.project,
+            home: layers.home,
+            protected: layers.protected,
+            headless,
+            state: Mutex::new(State {
+                mode,
+                trust,
+                session: Vec::new(),
+            }),
+        })
+    }
+
+    /// The bundled defaults plus `<global_config_dir>/permissions.toml` and
+    /// `<workspace>/.keel/permissions.toml` when they exist.
+    pub fn load(
+        workspace: &Path,
+        global_config_dir: Option<&Path>,
+        mode: Mode,
+        headless: bool,
+        trust: Trust,
+    ) -> Result<Self, PolicyError> {
+        Self::new(
+            PolicyLayers::load(workspace, global_config_dir, trust)?,
+            mode,
+            headless,
+        )
+    }
+
+    fn lock(&self) -> MutexGuard<'_, State> {
+        self.state.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    pub fn mode(&self) -> Mode {
+        self.lock().mode
+    }
+
+    pub fn set_mode(&self, mode: Mode) {
+        self.lock().mode = mode;
+    }
+
+    pub fn trust(&self) -> Trust {
+        self.lock().trust
+    }
+
+    /// Changes the project's trust (after the user answered the trust prompt).
+    pub fn set_trust(&self, trust: Trust) {
+        self.lock().trust = trust;
+    }
+
+    pub fn headless(&self) -> bool {
+        self.headless
+    }
+
+    /// The rules added by "always" answers, oldest first.
+    pub fn session_rules(&self) -> Vec<Rule> {
+        self.lock().session.clone()
+    }
+
+    /// Forgets every answer of the session.
+    pub fn clear_session(&self) {
+        self.lock().session.clear();
+    }
+
+    /// Every rule by scope: session, project, manifest.
+    pub fn rules_by_scope(&self) -> Vec<ScopeRules> {
+        let state = self.lock();
+        let trusted = state.trust.is_trusted();
+        let list = |rules: &mut dyn Iterator<Item = &Rule>| -> Vec<ListedRule> {
+            rules
+                .map(|rule| ListedRule {
+                    ignored: rule.source.scope() == Scope::Project
+                        && rule.action == Action::Allow
+                        && !trusted,
+                    rule: rule.clone(),
+                })
+                .collect()
+        };
+        vec![
+            ScopeRules {
+                scope: Scope::Session,
+                rules: list(&mut state.session.iter()),
+            },
+            ScopeRules {
+                scope: Scope::Project,
+                rules: list(&mut self.project.iter().flat_map(|s| s.rules.iter())),
+            },
+            ScopeRules {
+                scope: Scope::Manifest,
+                rules: list(&mut self.manifest.iter().flat_map(|s| s.rules.iter())),
+            },
+        ]
+    }
+
+    /// Decides one call.
+    pub fn decide(&self, call: &Call<'_>) -> Decision {
+        // A snapshot: resolving paths touches the file system, which is no place to hold a lock.
+        let (mode, trust, session) = {
+            let state = self.lock();
+            (state.mode, state.trust, state.session.clone())
+        };
+        let spec = call.spec;
+        let tool = spec.id.clone();
+        let capability = capability_of(spec);
+        let context = ShellContext {
+            roots: call.runtime.roots(),
+            home: self.home.as_deref(),
+            runtime: Some(call.runtime),
+            scratch: Some(call.runtime.scratch_dir()),
+        };
+        let watchdog = Watchdog {
+            context,
+            protected: &self.protected,
+        };
+        let mut decision = Decision {
+            action: Action::Deny,
+            explanation: Explanation {
+                action: Action::Deny,
+                cause: Cause::NoRule {
+                    subject: tool.clone(),
+                },
+                notes: Vec::new(),
+            },
+            keys: Vec::new(),
+            always_scope: None,
+            tool: tool.clone(),
+            capability,
+            proposals: Vec::new(),
+            pending: Vec::new(),
+            raw_command: None,
+            headless: self.headless,
+        };
+
+        // 1. The capability check.
+        let subject = match subject_of(call, &context) {
+            Ok(subject) => subject,
+            Err(reason) => {
+                decision.explanation.cause = Cause::Capability {
+                    capability: capability.map_or("arguments".to_owned(), |c| c.to_string()),
+                    reason,
+                };
+                return decision;
+            }
+        };
+        if let Some((capability, reason)) = capability_refusal(call, capability, &subject) {
+            decision.explanation.cause = Cause::Capability { capability, reason };
+            return decision;
+        }
+        decision.proposals = proposals(&tool, capability, &subject);
+        decision.keys = decision
+            .proposals
+            .iter()
+            .map(|p| ApprovalKey {
+                tool: tool.clone(),
+                key: p.key.clone(),
+            })
+            .collect();
+        if let CallSubject::Command { raw, .. } = &subject {
+            decision.raw_command = Some(raw.clone());
+        }
+
+        // 2. Rules, then the mode.
+        let rules: Vec<&Rule> = self
+            .manifest
+            .iter()
+            .flat_map(|s| s.rules.iter())
+            .chain(self.project.iter().flat_map(|s| s.rules.iter()))
+            .chain(session.iter())
+            .collect();
+        let outcome = evaluate_call(
+            &rules,
+            trust.is_trusted(),
+            &tool,
+            capability,
+            &subject,
+            &watchdog,
+        );
+        let mut action = outcome.action;
+        let mut cause = outcome.cause;
+        let mut notes = outcome.notes;
+        decision.pending = outcome.pending;
+        let gated = !matches!(capability, Some(Capability::FsRead) | None) || spec.mutating;
+        let mutating = match &subject {
+            CallSubject::Command { analysis, .. } => {
+                !analysis.is_plain()
+                    || analysis
+                        .commands()
+                        .filter(|c| !c.container)
+                        .any(|c| !is_read_only(c, &context, &watchdog))
+            }
+            _ => spec.mutating,
+        };
+        match mode {
+            Mode::Allowlist => {}
+            Mode::Ask => {
+                if action == Action::Allow && gated && !outcome.session_only {
+                    let rule = match &cause {
+                        Cause::Rule { rule, .. } => Some(rule.clone()),
+                        _ => None,
+                    };
+                    cause = Cause::AskMode {
+                        subject: subject_text(&tool, &subject),
+                        rule,
+                    };
+                    action = Action::Ask;
+                }
+            }
+            Mode::Yolo => {
+                if action == Action::Ask {
+                    cause = Cause::Yolo {
+                        instead_of: Box::new(cause),
+                    };
+                    action = Action::Allow;
+                }
+            }
+            Mode::ReadOnly => {
+                if mutating && action != Action::Deny {
+                    cause = Cause::ReadOnlyMode {
+                        subject: subject_text(&tool, &subject),
+                    };
+                    action = Action::Deny;
+                }
+            }
+        }
+
+        // 3. The watchdog.
+        let verdict = match &subject {
+            CallSubject::Path(path) => watchdog.check_path(
+                &path.user,
+                &path.canonical,
+                capability == Some(Capability::FsWrite),
+            ),
+            CallSubject::Command { raw, analysis } => watchdog.check_shell(raw, analysis),
+            _ => Verdict::Pass,
+        };
+        let mut escalated = false;
+        match verdict {
+            Verdict::Pass => {}
+            Verdict::Deny(finding) => {
+                if let Cause::Rule { rule, .. } = &cause {
+                    notes.push(format!("the rules alone would say {} ({rule})", action));
+                }
+                cause = Cause::Watchdog {
+                    category: finding.category,
+                    reason: finding.reason,
+                    escalated: false,
+                };
+                action = Action::Deny;
+            }
+            Verdict::Escalate(finding) => {
+                if action != Action::Deny {
+                    if let Cause::Rule { rule, .. } = &cause {
+                        notes.push(format!("the rules alone would say {} ({rule})", action));
+                    }
+                    escalated = true;
+                    cause = Cause::Watchdog {
+                        category: finding.category,
+                        reason: finding.reason,
+                        escalated: true,
+                    };
+                    action = Action::Ask;
+                }
+            }
+        }
+
+        // 4. Headless.
+        if action == Action::Ask && self.headless {
+            cause = Cause::Headless {
+                asked_because: Box::new(cause),
+            };
+            action = Action::Deny;
+        }
+        if action == Action::Ask && !escalated {
+            decision.always_scope = join_wordings(&decision.proposals);
+        }
+        decision.action = action;
+        decision.explanation = Explanation {
+            action,
+            cause,
+            notes,
+        };
+        decision
+    }
+
+    /// Records the user's answer. "Always" answers add session rules: allow rules for the
+    /// decision's keys (only when it could be cached), deny rules for the keys that were asked
+    /// about (or, for a line without keys, for its exact text).
+    pub fn remember(&self, decision: &Decision, answer: Answer) {
+        let mut state = self.lock();
+        let additions: Vec<(Pattern, Action)> = match answer {
+            Answer::AllowOnce | Answer::RejectOnce => Vec::new(),
+            Answer::AllowAlways => {
+                if decision.always_scope.is_none() {
+                    Vec::new()
+                } else {
+                    decision
+                        .proposals
+                        .iter()
+                        .map(|p| (p.pattern.clone(), Action::Allow))
+                        .collect()
+                }
+            }
+            Answer::RejectAlways => {
+                let pending: Vec<&Proposal> = decision
+                    .proposals
+                    .iter()
+                    .filter(|p| decision.pending.contains(&p.key))
+                    .collect();
+                let chosen: Vec<&Proposal> = if pending.is_empty() {
+                    decision.proposals.iter().collect()
+                } else {
+                    pending
+                };
+                if chosen.is_empty() {
+                    decision
+                        .raw_command
+                        .iter()
+                        .map(|raw| (Pattern::exact(raw), Action::Deny))
+                        .collect()
+                } else {
+                    chosen
+                        .into_iter()
+                        .map(|p| (p.pattern.clone(), Action::Deny))
+                        .collect()
+                }
+            }
+        };
+        for (pattern, action) in additions {
+            let permission = Permission::Tool(decision.tool.clone());
+            state
+                .session
+                .retain(|r| !(r.permission == permission && r.pattern == pattern));
+            let mut rule = Rule::new(permission, pattern, action, Source::Session);
+            rule.reason = Some(format!(
+                "answered \"{} always\"",
+                if action == Action::Allow {
+                    "allow"
+                } else {
+                    "reject"
+                }
+            ));
+            state.session.push(rule);
+        }
+    }
+
+    /// Appends the decision's rules to `<workspace>/.keel/permissions.toml` (created if
+    /// missing; existing content kept). The action is the session's answer for that key when
+    /// there is one, else allow. Returns the file's path. The rules take effect in later
+    /// sessions, and allow rules only while the project is trusted.
+    pub fn persist_to_project(
+        &self,
+        decision: &Decision,
+        workspace: &Path,
+    ) -> Result<PathBuf, PolicyError> {
+        if decision.proposals.is_empty() {
+            return Err(PolicyError::NotCacheable(format!(
+                "the `{}` call has no approval key (it is asked every time)",
+                decision.tool
+            )));
+        }
+        let state = self.lock();
+        let permission = Permission::Tool(decision.tool.clone());
+        let mut text = String::new();
+        for proposal in &decision.proposals {
+            let action = state
+                .session
+                .iter()
+                .rev()
+                .find(|r| r.permission == permission && r.pattern == proposal.pattern)
+                .map_or(Action::Allow, |r| r.action);
+            let mut rule = Rule::new(
+                permission.clone(),
+                proposal.pattern.clone(),
+                action,
+                Source::Session,
+            );
+            rule.reason = Some(format!("saved from a session answer: {}", proposal.wording));
+            text.push('\n');
+            text.push_str(&rule.to_toml());
+        }
+        drop(state);
+        let path = workspace.join(PROJECT_DIR).join(RULE_FILE);
+        let existing = config_files::read_if_exists(&path).map_err(|source| PolicyError::Read {
+            path: path.clone(),
+            source,
+        })?;
+        let mut content = existing.unwrap_or_else(|| {
+            "# Keel permission rules for this project (see docs/permissions.md).\n".to_owned()
+        });
+        if !content.is_empty() && !content.ends_with('\n') {
+            content.push('\n');
+        }
+        content.push_str(&text);
+        // Never write a file that would not load.
+        RuleSet::parse(&content, Source::Project(path.clone()))?;
+        config_files::write_atomically(&path, &content).map_err(|source| PolicyError::Write {
+            path: path.clone(),
+            source,
+        })?;
+        Ok(path)
+    }
+}

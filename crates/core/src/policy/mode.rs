@@ -1,0 +1,92 @@
+//! [`Mode`]: how much the engine asks.
+//!
+//! - `ask`: every gated call asks the first time its key is seen; "always" answers given in
+//!   the session still apply, allow rules from files do not.
+//! - `allowlist` (the default): the rules decide.
+//! - `yolo`: what the rules would ask about is allowed; deny rules and the watchdog still deny.
+//! - `read-only`: planning; every call that may change something is denied, reading goes on
+//!   under the rules.
+//!
+//! No mode skips the capability check or a watchdog denial.
+
+use std::fmt;
+use std::str::FromStr;
+
+/// The security mode of a session.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default)]
+pub enum Mode {
+    Ask,
+    #[default]
+    Allowlist,
+    Yolo,
+    ReadOnly,
+}
+
+impl Mode {
+    pub const ALL: [Mode; 4] = [Mode::Ask, Mode::Allowlist, Mode::Yolo, Mode::ReadOnly];
+
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Mode::Ask => "ask",
+            Mode::Allowlist => "allowlist",
+            Mode::Yolo => "yolo",
+            Mode::ReadOnly => "read-only",
+        }
+    }
+
+    /// One line for a mode picker.
+    pub fn description(self) -> &'static str {
+        match self {
+            Mode::Ask => "ask before every new command, edit or fetch",
+            Mode::Allowlist => "the permission rules decide; unknown calls ask",
+            Mode::Yolo => "never ask; deny rules and the watchdog still refuse",
+            Mode::ReadOnly => "plan only: anything that may change files is refused",
+        }
+    }
+}
+
+impl fmt::Display for Mode {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+/// A mode name that is not one of ask, allowlist, yolo, read-only.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("unknown mode `{0}`: use ask, allowlist, yolo or read-only")]
+pub struct UnknownMode(pub String);
+
+impl FromStr for Mode {
+    type Err = UnknownMode;
+
+    fn from_str(s: &str) -> Result<Self, Self::Err> {
+        match s.trim().to_ascii_lowercase().replace('_', "-").as_str() {
+            "ask" => Ok(Mode::Ask),
+            "allowlist" => Ok(Mode::Allowlist),
+            "yolo" => Ok(Mode::Yolo),
+            "read-only" | "readonly" => Ok(Mode::ReadOnly),
+            _ => Err(UnknownMode(s.to_owned())),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn round_trips() {
+        for mode in Mode::ALL {
+            assert_eq!(mode.to_string().parse::<Mode>().unwrap(), mode);
+        }
+        assert_eq!("READ_ONLY".parse::<Mode>().unwrap(), Mode::ReadOnly);
+        assert!(
+            "yes"
+                .parse::<Mode>()
+                .unwrap_err()
+                .to_string()
+                .contains("allowlist")
+        );
+        assert_eq!(Mode::default(), Mode::Allowlist);
+    }
+}

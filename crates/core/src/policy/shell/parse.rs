@@ -1,0 +1,571 @@
+//! The walk over tree-sitter-bash's syntax tree that builds a [`ShellAnalysis`].
+
+use tree_sitter::{Node, Parser};
+
+use super::{
+    Cwd, MAX_NESTING, Pipeline, Place, Redirect, ShellAnalysis, ShellContext, SimpleCommand,
+    confusable_char, is_harmless_device,
+};
+use crate::policy::commands::approval_key;
+use crate::policy::wrappers::{is_dangerous_variable, peel};
+
+pub(super) fn run(script: &str, context: &ShellContext<'_>) -> ShellAnalysis {
+    let mut analyzer = Analyzer {
+        context,
+        cwd: context.start(),
+        out: ShellAnalysis::default(),
+    };
+    analyzer.script(script, 0);
+    analyzer.out
+}
+
+struct Analyzer<'c, 'a> {
+    context: &'c ShellContext<'a>,
+    cwd: Cwd,
+    out: ShellAnalysis,
+}
+
+impl Analyzer<'_, '_> {
+    fn not_plain(&mut self, reason: impl Into<String>) {
+        let reason = reason.into();
+        if !self.out.not_plain.contains(&reason) {
+            self.out.not_plain.push(reason);
+        }
+    }
+
+    fn opaque(&mut self, text: &str) {
+        if !text.trim().is_empty() && !self.out.opaque.iter().any(|t| t == text) {
+            self.out.opaque.push(text.to_owned());
+        }
+    }
+
+    fn script(&mut self, text: &str, depth: usize) {
+        if depth > MAX_NESTING {
+            self.not_plain("shell scripts nested too deeply");
+            self.opaque(text);
+            return;
+        }
+        if let Some(c) = confusable_char(text) {
+            self.not_plain(format!(
+                "an invisible or look-alike character (U+{:04X})",
+                c as u32
+            ));
+            self.opaque(text);
+        }
+        let mut parser = Parser::new();
+        let tree = match parser.set_language(&tree_sitter_bash::LANGUAGE.into()) {
+            Ok(()) => parser.parse(text, None),
+            Err(_) => None,
+        };
+        let Some(tree) = tree else {
+            self.not_plain("the command could not be parsed");
+            self.opaque(text);
+            return;
+        };
+        let root = tree.root_node();
+        if root.has_error() {
+            self.not_plain("the command does not parse as shell (a syntax error)");
+            self.opaque(text);
+        }
+        let reasons = self.out.not_plain.len();
+        self.sequence(root, text, depth);
+        if self.out.not_plain.len() > reasons {
+            self.opaque(text);
+        }
+    }
+
+    fn sequence(&mut self, node: Node<'_>, src: &str, depth: usize) {
+        let mut cursor = node.walk();
+        for child in node.children(&mut cursor) {
+            if child.is_named() {
+                self.statement(child, src, depth);
+            } else {
+                self.operator(child.kind());
+            }
+        }
+    }
+
+    fn operator(&mut self, kind: &str) {
+        match kind {
+            "&&" | "||" | ";" | "|" | "|&" | "\n" => {}
+            "&" => self.not_plain("a command runs in the background (`&`)"),
+            other => self.not_plain(format!("the shell syntax `{other}`")),
+        }
+    }
+
+    fn statement(&mut self, node: Node<'_>, src: &str, depth: usize) {
+        match node.kind() {
+            "program" | "list" => self.sequence(node, src, depth),
+            "pipeline" => self.pipeline(node, &[], src, depth),
+            "redirected_statement" => {
+                let mut cursor = node.walk();
+                let redirects: Vec<Node<'_>> = node
+                    .children_by_field_name("redirect", &mut cursor)
+                    .collect();
+                match node.child_by_field_name("body") {
+                    Some(body) => self.with_redirects(body, &redirects, src, depth),
+                    None => self.not_plain("a redirection without a command"),
+                }
+            }
+            "command" | "negated_command" => {
+                if let Some(stage) = self.stage(node, src, depth) {
+                    self.out.pipelines.push(Pipeline {
+                        stages: vec![stage],
+                    });
+                }
+            }
+            "comment" => {}
+            other => {
+                self.not_plain(describe(other));
+                self.opaque(&src[node.byte_range()]);
+                self.harvest(node, src, depth);
+            }
+        }
+    }
+
+    /// A statement followed by redirections: they belong to its last simple command
+    /// (tree-sitter-bash attaches `a && b > f` to the whole list).
+    fn with_redirects(&mut self, node: Node<'_>, redirects: &[Node<'_>], src: &str, depth: usize) {
+        match node.kind() {
+            "command" => {
+                let command = self.command(node, redirects, src, depth);
+                self.out.pipelines.push(Pipeline {
+                    stages: vec![command],
+                });
+            }
+            "pipeline" => self.pipeline(node, redirects, src, depth),
+            "list" => {
+                let mut cursor = node.walk();
+                let children: Vec<Node<'_>> = node.children(&mut cursor).collect();
+                let last_named = children.iter().rposition(|c| c.is_named());
+                for (i, child) in children.iter().enumerate() {
+                    if !child.is_named() {
+                        self.operator(child.kind());
+                    } else if Some(i) == last_named {
+                        self.with_redirects(*child, redirects, src, depth);
+                    } else {
+                        self.statement(*child, src, depth);
+                    }
+                }
+            }
+            other => {
+                self.not_plain(describe(other));
+                self.opaque(&src[node.byte_range()]);
+                self.harvest(node, src, depth);
+            }
+        }
+    }
+
+    fn pipeline(&mut self, node: Node<'_>, last_redirects: &[Node<'_>], src: &str, depth: usize) {
+        let mut stages = Vec::new();
+        let mut cursor = node.walk();
+        let children: Vec<Node<'_>> = node.children(&mut cursor).collect();
+        let last_named = children.iter().rposition(|c| c.is_named());
+        for (i, child) in children.iter().enumerate() {
+            if !child.is_named() {
+                self.operator(child.kind());
+                continue;
+            }
+            let extra = if Some(i) == last_named {
+                last_redirects
+            } else {
+                &[]
+            };
+            let stage = if child.kind() == "command" {
+                Some(self.command(*child, extra, src, depth))
+            } else {
+                if !extra.is_empty() {
+                    self.not_plain("a redirection of a compound command");
+                }
+                self.stage(*child, src, depth)
+            };
+            stages.extend(stage);
+        }
+        self.out.pipelines.push(Pipeline { stages });
+    }
+
+    fn stage(&mut self, node: Node<'_>, src: &str, depth: usize) -> Option<SimpleCommand> {
+        match node.kind() {
+            "command" => Some(self.command(node, &[], src, depth)),
+            "negated_command" => {
+                let mut cursor = node.walk();
+                let inner = node.named_children(&mut cursor).next()?;
+                self.stage(inner, src, depth)
+            }
+            "redirected_statement" => {
+                let body = node.child_by_field_name("body");
+                let mut cursor = node.walk();
+                let redirects: Vec<Node<'_>> = node
+                    .children_by_field_name("redirect", &mut cursor)
+                    .collect();
+                match body {
+                    Some(body) if body.kind() == "command" => {
+                        Some(self.command(body, &redirects, src, depth))
+                    }
+                    Some(body) => {
+                        self.not_plain(describe(body.kind()));
+                        self.opaque(&src[node.byte_range()]);
+                        self.harvest(node, src, depth);
+                        None
+                    }
+                    None => {
+                        self.not_plain("a redirection without a command");
+                        None
+                    }
+                }
+            }
+            other => {
+                self.not_plain(describe(other));
+                self.opaque(&src[node.byte_range()]);
+                self.harvest(node, src, depth);
+                None
+            }
+        }
+    }
+
+    /// Finds the commands inside a structure that is not plain, each as its own pipeline.
+    fn harvest(&mut self, node: Node<'_>, src: &str, depth: usize) {
+        let mut cursor = node.walk();
+        for child in node.named_children(&mut cursor) {
+            if child.kind() == "command" {
+                let command = self.command(child, &[], src, depth);
+                self.out.pipelines.push(Pipeline {
+                    stages: vec![command],
+                });
+            } else {
+                self.harvest(child, src, depth);
+            }
+        }
+    }
+
+    fn command(
+        &mut self,
+        node: Node<'_>,
+        redirect_nodes: &[Node<'_>],
+        src: &str,
+        depth: usize,
+    ) -> SimpleCommand {
+        let mut words = Vec::new();
+        let mut assignments = Vec::new();
+        let mut dynamic = false;
+        let mut redirects = Vec::new();
+        let mut cursor = node.walk();
+        let children: Vec<Node<'_>> = node.named_children(&mut cursor).collect();
+        for child in children {
+            match child.kind() {
+                "variable_assignment" => {
+                    let name = child
+                        .child_by_field_name("name")
+                        .map(|n| src[n.byte_range()].to_owned())
+                        .unwrap_or_default();
+                    let value = match child.child_by_field_name("value") {
+                        Some(v) => {
+                            let (value, is_dynamic) = self.word(v, src, depth);
+                            dynamic |= is_dynamic;
+                            value
+                        }
+                        None => String::new(),
+                    };
+                    if is_dangerous_variable(&name) {
+                        self.not_plain(format!("setting `{name}` changes which code runs"));
+                    }
+                    assignments.push((name, value));
+                }
+                "command_name" => {
+                    let mut inner_cursor = child.walk();
+                    let word = child.named_children(&mut inner_cursor).next();
+                    if let Some(word) = word {
+                        let (value, is_dynamic) = self.word(word, src, depth);
+                        if is_dynamic {
+                            self.not_plain("the command name is computed (an expansion)");
+                        }
+                        dynamic |= is_dynamic;
+                        words.push(value);
+                    }
+                }
+                "file_redirect" | "heredoc_redirect" | "herestring_redirect" => {
+                    if let Some(r) = self.redirect(child, src, depth, &mut words) {
+                        redirects.push(r);
+                    }
+                }
+                _ => {
+                    let (value, is_dynamic) = self.word(child, src, depth);
+                    dynamic |= is_dynamic;
+                    words.push(value);
+                }
+            }
+        }
+        for node in redirect_nodes {
+            if let Some(r) = self.redirect(*node, src, depth, &mut words) {
+                redirects.push(r);
+            }
+        }
+        for r in &redirects {
+            dynamic |= r.dynamic;
+        }
+        let context = self.context;
+        let cwd = self.cwd.clone();
+        let inside =
+            |word: &str| matches!(context.place(word, &cwd), Place::Inside(_) | Place::Root(_));
+        let peeled = peel(&words, &inside);
+        for reason in &peeled.not_plain {
+            self.not_plain(reason.clone());
+        }
+        for code in &peeled.inline_code {
+            self.opaque(code);
+        }
+        if !peeled.not_plain.is_empty() {
+            self.opaque(&src[node.byte_range()]);
+        }
+        assignments.extend(peeled.assignments.iter().cloned());
+        let container = !peeled.nested.is_empty();
+        let saved = self.cwd.clone();
+        for script in &peeled.nested {
+            self.script(script, depth + 1);
+        }
+        // A nested shell's `cd` does not move this one.
+        self.cwd = saved;
+        let key = if container {
+            None
+        } else {
+            approval_key(&peeled.argv)
+        };
+        let command = SimpleCommand {
+            original: words,
+            argv: peeled.argv,
+            wrappers: peeled.wrappers,
+            assignments,
+            redirects,
+            cwd: cwd.clone(),
+            dynamic,
+            container,
+            inline_code: peeled.inline_code,
+            key,
+        };
+        self.track_directory(&command);
+        command
+    }
+
+    fn track_directory(&mut self, command: &SimpleCommand) {
+        match command.program() {
+            "cd" | "pushd" => {
+                let target = command.argv.iter().skip(1).find(|a| !a.starts_with('-'));
+                self.cwd = match target {
+                    None => match self.context.home {
+                        Some(home) => Cwd::Known(home.to_path_buf()),
+                        None => Cwd::Unknown,
+                    },
+                    Some(_) if command.dynamic => Cwd::Unknown,
+                    Some(dir) => match self.context.place(dir, &self.cwd).path() {
+                        Some(path) => Cwd::Known(path.to_path_buf()),
+                        None => Cwd::Unknown,
+                    },
+                };
+            }
+            "popd" => self.cwd = Cwd::Unknown,
+            _ => {}
+        }
+    }
+
+    fn redirect(
+        &mut self,
+        node: Node<'_>,
+        src: &str,
+        depth: usize,
+        words: &mut Vec<String>,
+    ) -> Option<Redirect> {
+        match node.kind() {
+            "heredoc_redirect" => {
+                self.not_plain("a here-document (`<<`)");
+                self.opaque(&src[node.byte_range()]);
+                self.harvest(node, src, depth);
+                return None;
+            }
+            "herestring_redirect" => {
+                self.not_plain("a here-string (`<<<`)");
+                self.opaque(&src[node.byte_range()]);
+                return None;
+            }
+            _ => {}
+        }
+        let mut operator = String::new();
+        let mut cursor = node.walk();
+        for child in node.children(&mut cursor) {
+            if !child.is_named() {
+                operator.push_str(child.kind());
+            }
+        }
+        let mut cursor = node.walk();
+        let destinations: Vec<Node<'_>> = node
+            .children_by_field_name("destination", &mut cursor)
+            .collect();
+        let mut target = String::new();
+        let mut dynamic = false;
+        for (i, destination) in destinations.iter().enumerate() {
+            let (value, is_dynamic) = self.word(*destination, src, depth);
+            if i == 0 {
+                target = value;
+                dynamic = is_dynamic;
+            } else {
+                // `cmd > file arg`: the extra words are arguments.
+                words.push(value);
+            }
+        }
+        let duplicate = (operator == ">&" || operator == "<&")
+            && (target == "-" || target.chars().all(|c| c.is_ascii_digit()));
+        let redirect = Redirect {
+            operator,
+            target,
+            duplicate,
+            dynamic,
+        };
+        if !redirect.duplicate && !dynamic && !is_harmless_device(&redirect.target) {
+            let place = self.context.place(&redirect.target, &self.cwd);
+            if !matches!(place, Place::Inside(_)) {
+                let shown = place
+                    .path()
+                    .map(|p| p.display().to_string())
+                    .unwrap_or_else(|| redirect.target.clone());
+                self.not_plain(format!("a redirection to `{shown}`, outside the workspace"));
+            }
+        }
+        Some(redirect)
+    }
+
+    /// A word's value and whether it holds an expansion or substitution.
+    fn word(&mut self, node: Node<'_>, src: &str, depth: usize) -> (String, bool) {
+        let text = &src[node.byte_range()];
+        match node.kind() {
+            "word" => {
+                if is_brace_expansion(text) {
+                    self.not_plain("a brace expansion (`{a,b}`)");
+                    return (text.to_owned(), true);
+                }
+                (unescape_bare(text), false)
+            }
+            "number" => (text.to_owned(), false),
+            "raw_string" => (
+                text.strip_prefix('\'')
+                    .and_then(|t| t.strip_suffix('\''))
+                    .unwrap_or(text)
+                    .to_owned(),
+                false,
+            ),
+            "string" => {
+                let mut value = String::new();
+                let mut dynamic = false;
+                let mut cursor = node.walk();
+                for child in node.named_children(&mut cursor) {
+                    if child.kind() == "string_content" {
+                        value.push_str(&unescape_double(&src[child.byte_range()]));
+                    } else {
+                        let (inner, _) = self.word(child, src, depth);
+                        value.push_str(&inner);
+                        dynamic = true;
+                    }
+                }
+                (value, dynamic)
+            }
+            "concatenation" => {
+                let mut value = String::new();
+                let mut dynamic = false;
+                let mut cursor = node.walk();
+                for child in node.named_children(&mut cursor) {
+                    let (inner, is_dynamic) = self.word(child, src, depth);
+                    value.push_str(&inner);
+                    dynamic |= is_dynamic;
+                }
+                if !dynamic && is_brace_expansion(text) {
+                    self.not_plain("a brace expansion (`{a,b}`)");
+                    dynamic = true;
+                }
+                (value, dynamic)
+            }
+            kind => {
+                let reason = match kind {
+                    "command_substitution" if text.starts_with('`') => {
+                        "command substitution with backticks".to_owned()
+                    }
+                    "command_substitution" => "command substitution `$(...)`".to_owned(),
+                    "process_substitution" => "process substitution `<(...)`".to_owned(),
+                    "simple_expansion" | "expansion" => format!("the expansion `{text}`"),
+                    "arithmetic_expansion" => "an arithmetic expansion `$((...))`".to_owned(),
+                    "ansi_c_string" => "ANSI-C quoting `$'...'`".to_owned(),
+                    "brace_expression" => "a brace expansion (`{a..b}`)".to_owned(),
+                    other => describe(other),
+                };
+                self.not_plain(reason);
+                self.opaque(text);
+                self.harvest(node, src, depth);
+                (text.to_owned(), true)
+            }
+        }
+    }
+}
+
+fn is_brace_expansion(text: &str) -> bool {
+    text.find('{').is_some_and(|open| {
+        text[open..].find('}').is_some_and(|close| {
+            let inner = &text[open + 1..open + close];
+            inner.contains(',') || inner.contains("..")
+        })
+    })
+}
+
+fn unescape_bare(text: &str) -> String {
+    let mut out = String::with_capacity(text.len());
+    let mut chars = text.chars();
+    while let Some(c) = chars.next() {
+        if c == '\\' {
+            match chars.next() {
+                Some('\n') | None => {}
+                Some(next) => out.push(next),
+            }
+        } else {
+            out.push(c);
+        }
+    }
+    out
+}
+
+fn unescape_double(text: &str) -> String {
+    let mut out = String::with_capacity(text.len());
+    let mut chars = text.chars().peekable();
+    while let Some(c) = chars.next() {
+        if c == '\\' {
+            match chars.peek() {
+                Some('"' | '\\' | '$' | '`') => {
+                    if let Some(next) = chars.next() {
+                        out.push(next);
+                    }
+                }
+                Some('\n') => {
+                    chars.next();
+                }
+                _ => out.push(c),
+            }
+        } else {
+            out.push(c);
+        }
+    }
+    out
+}
+
+fn describe(kind: &str) -> String {
+    match kind {
+        "subshell" => "a subshell `( ... )`".to_owned(),
+        "compound_statement" => "a command group `{ ... }`".to_owned(),
+        "function_definition" => "a function definition".to_owned(),
+        "for_statement" | "c_style_for_statement" | "while_statement" => "a loop".to_owned(),
+        "if_statement" => "an `if` statement".to_owned(),
+        "case_statement" => "a `case` statement".to_owned(),
+        "test_command" => "a test `[[ ... ]]`".to_owned(),
+        "variable_assignment" | "variable_assignments" => {
+            "a variable assignment without a command".to_owned()
+        }
+        "declaration_command" => "`export`/`declare`/`local`".to_owned(),
+        "unset_command" => "`unset`".to_owned(),
+        "ERROR" => "the command does not parse as shell (a syntax error)".to_owned(),
+        other => format!("the shell construct `{other}`"),
+    }
+}

@@ -1,0 +1,400 @@
+//! The watchdog: a pre-execute check for what rules cannot express.
+//!
+//! [`Watchdog`] sees the tool's subject (a canonical path, or an analysed command line plus
+//! its raw text) and returns a [`Verdict`]: pass, escalate to a prompt, or deny with a
+//! [`WatchdogCategory`] and a reason for the model. It never permits anything: a pass only
+//! means "nothing to add", and the engine applies it after the capability check and the rules.
+//!
+//! Commands are checked twice: structurally on the parsed simple commands (all of them, plain
+//! or not, nested `sh -c` scripts included), and as raw text for whatever is opaque (a line
+//! that is not plain, inline interpreter code), through a forgiving tokenizer that splits
+//! inside quotes too (the `text` module).
+
+mod checks;
+mod network;
+mod text;
+
+use std::fmt;
+use std::path::{Path, PathBuf};
+
+use super::commands::is_secret_name;
+use super::pattern::nfc;
+use super::shell::{
+    ShellAnalysis, ShellContext, SimpleCommand, confusable_char, is_harmless_device,
+};
+
+/// What kind of danger the watchdog saw.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum WatchdogCategory {
+    /// Deleting or clobbering outside the workspace (or the workspace itself).
+    Destruction,
+    /// Writing to a block device, formatting, repartitioning.
+    DeviceWrite,
+    ForkBomb,
+    /// `sudo`, `su`, `doas`, `pkexec`, setuid bits.
+    PrivilegeEscalation,
+    /// Sending files, credentials or the environment to a network host.
+    Exfiltration,
+    /// Piping a download into an interpreter, or running what was just downloaded.
+    DownloadExecute,
+    /// Changing shell start-up and login files (`~/.bashrc`, `~/.profile`, ...).
+    StartupFile,
+    /// Changing Keel's own configuration (`~/.config/keel/`, `<workspace>/.keel/`).
+    KeelConfig,
+    /// Git configuration that runs programs (`core.pager`, `core.sshCommand`, hooks, aliases).
+    GitConfigExecution,
+    /// Invisible or look-alike characters in a path or command.
+    Confusable,
+    /// Reading a credential file (escalates to a prompt).
+    SecretRead,
+    /// A command that discards work (`git push --force`, `git reset --hard`; escalates).
+    RiskyCommand,
+}
+
+impl WatchdogCategory {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            WatchdogCategory::Destruction => "destruction outside the workspace",
+            WatchdogCategory::DeviceWrite => "device write",
+            WatchdogCategory::ForkBomb => "fork bomb",
+            WatchdogCategory::PrivilegeEscalation => "privilege escalation",
+            WatchdogCategory::Exfiltration => "exfiltration",
+            WatchdogCategory::DownloadExecute => "download and execute",
+            WatchdogCategory::StartupFile => "start-up file tampering",
+            WatchdogCategory::KeelConfig => "Keel configuration tampering",
+            WatchdogCategory::GitConfigExecution => "git configuration that runs programs",
+            WatchdogCategory::Confusable => "invisible or look-alike characters",
+            WatchdogCategory::SecretRead => "credential read",
+            WatchdogCategory::RiskyCommand => "command that discards work",
+        }
+    }
+}
+
+impl fmt::Display for WatchdogCategory {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+/// One thing the watchdog noticed.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Finding {
+    pub category: WatchdogCategory,
+    pub reason: String,
+}
+
+/// The watchdog's answer.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Verdict {
+    /// Nothing to add.
+    Pass,
+    /// Ask the user even where rules would allow (deny when no user is present).
+    Escalate(Finding),
+    /// Refuse.
+    Deny(Finding),
+}
+
+impl Verdict {
+    fn from_findings(findings: Vec<(bool, Finding)>) -> Verdict {
+        let mut escalation = None;
+        for (deny, finding) in findings {
+            if deny {
+                return Verdict::Deny(finding);
+            }
+            escalation.get_or_insert(finding);
+        }
+        escalation.map_or(Verdict::Pass, Verdict::Escalate)
+    }
+}
+
+/// Shell start-up and login files, relative to the home directory (compared in lower case).
+pub const STARTUP_FILES: &[&str] = &[
+    ".bashrc",
+    ".bash_profile",
+    ".bash_login",
+    ".bash_logout",
+    ".bash_aliases",
+    ".profile",
+    ".zshrc",
+    ".zshenv",
+    ".zprofile",
+    ".zlogin",
+    ".zlogout",
+    ".kshrc",
+    ".mkshrc",
+    ".cshrc",
+    ".tcshrc",
+    ".login",
+    ".inputrc",
+    ".xprofile",
+    ".xinitrc",
+    ".xsessionrc",
+    ".config/fish",
+    ".ssh/authorized_keys",
+    ".ssh/config",
+    ".ssh/rc",
+    ".config/autostart",
+    ".config/environment.d",
+    ".pam_environment",
+];
+
+const SYSTEM_STARTUP: &[&str] = &[
+    "/etc/profile",
+    "/etc/profile.d",
+    "/etc/bash.bashrc",
+    "/etc/bashrc",
+    "/etc/zsh",
+    "/etc/zshrc",
+    "/etc/zshenv",
+    "/etc/environment",
+];
+
+/// Credential files and directories, relative to the home directory.
+const SECRET_HOME_PATHS: &[&str] = &[
+    ".ssh",
+    ".aws",
+    ".gnupg",
+    ".config/gcloud",
+    ".azure",
+    ".kube/config",
+    ".docker/config.json",
+    ".netrc",
+    ".pgpass",
+    ".git-credentials",
+    ".config/gh/hosts.yml",
+    ".cargo/credentials",
+    ".cargo/credentials.toml",
+    ".npmrc",
+    ".pypirc",
+];
+
+/// The pre-execute check, bound to one workspace and home.
+#[derive(Debug, Clone, Copy)]
+pub struct Watchdog<'a> {
+    pub context: ShellContext<'a>,
+    /// Extra paths no tool may change (global config directory, trust store).
+    pub protected: &'a [PathBuf],
+}
+
+/// `path` relative to `base`, both compared in lower case NFC. `None` when not below.
+fn below(path: &str, base: &Path) -> Option<String> {
+    let base = nfc(&base.to_string_lossy()).to_lowercase();
+    let base = base.trim_end_matches('/');
+    if path == base {
+        return Some(String::new());
+    }
+    path.strip_prefix(base)
+        .and_then(|rest| rest.strip_prefix('/'))
+        .map(str::to_owned)
+}
+
+fn at_or_below(relative: &str, entry: &str) -> bool {
+    relative == entry
+        || relative
+            .strip_prefix(entry)
+            .is_some_and(|rest| rest.starts_with('/'))
+}
+
+impl Watchdog<'_> {
+    /// A file tool's call on `canonical` (resolved from `user_path`).
+    pub fn check_path(&self, user_path: &str, canonical: &Path, writes: bool) -> Verdict {
+        let mut findings = Vec::new();
+        if let Some(c) = confusable_char(user_path) {
+            findings.push((
+                true,
+                Finding {
+                    category: WatchdogCategory::Confusable,
+                    reason: format!(
+                        "the path contains the invisible or look-alike character U+{:04X}; \
+                         write the path with plain characters",
+                        c as u32
+                    ),
+                },
+            ));
+        }
+        if writes {
+            if let Some(finding) = self.protected_path(canonical) {
+                findings.push((true, finding));
+            }
+            let text = canonical.to_string_lossy();
+            if text.starts_with("/dev/") && !is_harmless_device(&text) {
+                findings.push((
+                    true,
+                    Finding {
+                        category: WatchdogCategory::DeviceWrite,
+                        reason: format!("writing to the device {text}"),
+                    },
+                ));
+            }
+        } else if self.is_secret(canonical) {
+            findings.push((
+                false,
+                Finding {
+                    category: WatchdogCategory::SecretRead,
+                    reason: format!("{} holds credentials", canonical.display()),
+                },
+            ));
+        }
+        Verdict::from_findings(findings)
+    }
+
+    /// A shell call: the analysed line and its raw text.
+    pub fn check_shell(&self, raw: &str, analysis: &ShellAnalysis) -> Verdict {
+        let mut findings = Vec::new();
+        if let Some(c) = confusable_char(raw) {
+            findings.push((
+                true,
+                Finding {
+                    category: WatchdogCategory::Confusable,
+                    reason: format!(
+                        "the command contains the invisible or look-alike character U+{:04X}, \
+                         which hides what it does",
+                        c as u32
+                    ),
+                },
+            ));
+        }
+        if let Some(reason) = text::fork_bomb(raw) {
+            findings.push((
+                true,
+                Finding {
+                    category: WatchdogCategory::ForkBomb,
+                    reason,
+                },
+            ));
+        }
+        self.check_pipelines(&analysis.pipelines, &mut findings);
+        let mut pseudo = Vec::new();
+        for opaque in &analysis.opaque {
+            if let Some(finding) = text::substituted_download(opaque) {
+                findings.push((true, finding));
+            }
+            pseudo.extend(text::pseudo_pipelines(opaque, &self.context));
+        }
+        self.check_pipelines(&pseudo, &mut findings);
+        // A credential read anywhere in a line that also talks to the network
+        // (`curl -d "$(cat ~/.ssh/id_rsa)" ...`).
+        let commands: Vec<&SimpleCommand> = analysis
+            .commands()
+            .chain(pseudo.iter().flat_map(|p| p.stages.iter()))
+            .collect();
+        if let Some(secret) = commands.iter().find(|c| self.reads_secret(c))
+            && let Some(sender) = commands.iter().find(|c| network::is_sender(c.program()))
+        {
+            findings.push((
+                true,
+                Finding {
+                    category: WatchdogCategory::Exfiltration,
+                    reason: format!(
+                        "`{}` reads a credential file in a line where `{}` talks to the network",
+                        secret.text(),
+                        sender.program()
+                    ),
+                },
+            ));
+        }
+        Verdict::from_findings(findings)
+    }
+
+    /// Which protected file or directory `path` is, if any.
+    pub fn protected_path(&self, path: &Path) -> Option<Finding> {
+        let text = nfc(&path.to_string_lossy()).to_lowercase();
+        for root in self.context.roots {
+            if let Some(relative) = below(&text, root) {
+                if at_or_below(&relative, ".keel") {
+                    return Some(Finding {
+                        category: WatchdogCategory::KeelConfig,
+                        reason: format!(
+                            "{} is Keel's project configuration; only the user changes it",
+                            path.display()
+                        ),
+                    });
+                }
+                if relative == ".git/config" || at_or_below(&relative, ".git/hooks") {
+                    return Some(Finding {
+                        category: WatchdogCategory::GitConfigExecution,
+                        reason: format!(
+                            "{} makes git run programs; only the user changes it",
+                            path.display()
+                        ),
+                    });
+                }
+            }
+        }
+        for protected in self.protected {
+            if below(&text, protected).is_some() {
+                return Some(Finding {
+                    category: WatchdogCategory::KeelConfig,
+                    reason: format!(
+                        "{} is Keel's own configuration; only the user changes it",
+                        path.display()
+                    ),
+                });
+            }
+        }
+        if let Some(home) = self.context.home
+            && let Some(relative) = below(&text, home)
+        {
+            if at_or_below(&relative, ".config/keel") || at_or_below(&relative, ".local/share/keel")
+            {
+                return Some(Finding {
+                    category: WatchdogCategory::KeelConfig,
+                    reason: format!(
+                        "{} is Keel's own configuration; only the user changes it",
+                        path.display()
+                    ),
+                });
+            }
+            if relative == ".gitconfig" || at_or_below(&relative, ".config/git") {
+                return Some(Finding {
+                    category: WatchdogCategory::GitConfigExecution,
+                    reason: format!(
+                        "{} is the user's git configuration, which can make git run programs",
+                        path.display()
+                    ),
+                });
+            }
+            if relative.is_empty() {
+                return None;
+            }
+            if STARTUP_FILES.iter().any(|f| at_or_below(&relative, f)) {
+                return Some(Finding {
+                    category: WatchdogCategory::StartupFile,
+                    reason: format!("{} runs when a shell or session starts", path.display()),
+                });
+            }
+        }
+        if SYSTEM_STARTUP.iter().any(|f| at_or_below(&text, f)) {
+            return Some(Finding {
+                category: WatchdogCategory::StartupFile,
+                reason: format!("{} runs when a shell or session starts", path.display()),
+            });
+        }
+        None
+    }
+
+    /// Whether `path` is a credential file.
+    pub fn is_secret(&self, path: &Path) -> bool {
+        if path
+            .file_name()
+            .and_then(|n| n.to_str())
+            .is_some_and(is_secret_name)
+        {
+            return true;
+        }
+        let text = nfc(&path.to_string_lossy()).to_lowercase();
+        let Some(home) = self.context.home else {
+            return false;
+        };
+        let Some(relative) = below(&text, home) else {
+            return false;
+        };
+        if relative == ".ssh/known_hosts" || relative.ends_with(".pub") {
+            return false;
+        }
+        SECRET_HOME_PATHS.iter().any(|s| at_or_below(&relative, s))
+    }
+}
+
+#[cfg(test)]
+mod tests;

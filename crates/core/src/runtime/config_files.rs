@@ -1,0 +1,36 @@
+//! Reading and writing Keel's own configuration files (rule files, the trust store).
+//!
+//! These are not tool accesses: the host reads them at start-up and writes them when the user
+//! asks (persisting a rule, trusting a project). They live here because the runtime is the one
+//! module allowed ambient file access; nothing here is reachable from a model's tool call.
+
+use std::io;
+use std::path::Path;
+
+/// The text of a file, or `None` when it does not exist.
+#[allow(
+    clippy::disallowed_methods,
+    reason = "the runtime is where ambient authority lives"
+)]
+pub fn read_if_exists(path: &Path) -> io::Result<Option<String>> {
+    match std::fs::read_to_string(path) {
+        Ok(text) => Ok(Some(text)),
+        Err(e) if e.kind() == io::ErrorKind::NotFound => Ok(None),
+        Err(e) => Err(e),
+    }
+}
+
+/// Replaces a file's content atomically (temp file + rename), creating missing parent
+/// directories.
+#[allow(
+    clippy::disallowed_methods,
+    reason = "the runtime is where ambient authority lives"
+)]
+pub fn write_atomically(path: &Path, text: &str) -> io::Result<()> {
+    if let Some(parent) = path.parent()
+        && !parent.as_os_str().is_empty()
+    {
+        std::fs::create_dir_all(parent)?;
+    }
+    super::atomic_write(path, text.as_bytes())
+}

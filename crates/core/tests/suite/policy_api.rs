@@ -1,0 +1,400 @@
+//! The engine's public surface: trust store, persistence, loading errors, reports, and the
+//! documentation's tables kept in sync with the code.
+#![allow(clippy::disallowed_methods, clippy::unwrap_used, clippy::expect_used)]
+
+use std::path::Path;
+use std::sync::Arc;
+
+use keel_core::policy::commands::READ_ONLY_COMMANDS;
+use keel_core::policy::layers::bundled_rules;
+use keel_core::policy::{
+    Action, Answer, Call, HEADLESS_DENIAL, Mode, Policy, PolicyError, Scope, Trust, TrustStore,
+    render_check, render_rules,
+};
+use serde_json::json;
+
+use super::policy_support::{World, spec};
+
+fn decide(
+    policy: &Policy,
+    world: &World,
+    tool: &str,
+    args: serde_json::Value,
+) -> keel_core::policy::Decision {
+    let runtime = world.runtime("wide");
+    let spec = spec(tool);
+    policy.decide(&Call {
+        spec: &spec,
+        args: &args,
+        runtime: &runtime,
+    })
+}
+
+#[test]
+fn the_policy_is_send_and_sync_and_shared_across_threads() {
+    fn assert_send_sync<T: Send + Sync>() {}
+    assert_send_sync::<Policy>();
+    let world = World::new();
+    let policy = Arc::new(world.policy(Mode::Allowlist, false, Trust::Unknown));
+    let runtime = world.runtime("wide");
+    std::thread::scope(|scope| {
+        for i in 0..4 {
+            let policy = Arc::clone(&policy);
+            let runtime = runtime.clone();
+            scope.spawn(move || {
+                let spec = spec("bash");
+                let args = json!({ "command": format!("cargo test -p crate{i}") });
+                let decision = policy.decide(&Call {
+                    spec: &spec,
+                    args: &args,
+                    runtime: &runtime,
+                });
+                policy.remember(&decision, Answer::AllowAlways);
+            });
+        }
+    });
+    assert_eq!(
+        policy.session_rules().len(),
+        1,
+        "one key, `cargo test`, remembered once"
+    );
+}
+
+#[test]
+fn mode_and_trust_change_at_run_time() {
+    let world = World::new();
+    world.write_project_rules(
+        "[[permission]]\npermission = \"bash\"\nprefix = \"cargo test\"\naction = \"allow\"\n",
+    );
+    let policy = world.policy(Mode::Allowlist, false, Trust::Unknown);
+    let args = json!({ "command": "cargo test" });
+    assert_eq!(
+        decide(&policy, &world, "bash", args.clone()).action,
+        Action::Ask
+    );
+    policy.set_trust(Trust::Trusted);
+    assert_eq!(
+        decide(&policy, &world, "bash", args.clone()).action,
+        Action::Allow
+    );
+    policy.set_mode(Mode::ReadOnly);
+    assert_eq!(policy.mode(), Mode::ReadOnly);
+    assert_eq!(decide(&policy, &world, "bash", args).action, Action::Deny);
+}
+
+#[test]
+fn the_trust_store_records_canonical_paths() {
+    let world = World::new();
+    let store = TrustStore::new(world.tmp.join("data/trusted.toml"));
+    assert!(!store.is_trusted(&world.ws).unwrap());
+    assert_eq!(store.trust_of(&world.ws).unwrap(), Trust::Unknown);
+    // Trusting through a symlink records the real path.
+    std::os::unix::fs::symlink(&world.ws, world.tmp.join("ws-link")).unwrap();
+    store.trust(&world.tmp.join("ws-link")).unwrap();
+    store.trust(&world.ws).unwrap();
+    assert!(store.is_trusted(&world.ws).unwrap());
+    assert_eq!(store.trust_of(&world.ws).unwrap(), Trust::Trusted);
+    let text = std::fs::read_to_string(store.path()).unwrap();
+    assert_eq!(
+        text.matches(&world.ws.display().to_string()).count(),
+        1,
+        "{text}"
+    );
+    assert!(text.starts_with("# Workspaces whose project permission rules"));
+    assert!(!store.is_trusted(&world.outside).unwrap());
+    store.revoke(&world.ws).unwrap();
+    assert!(!store.is_trusted(&world.ws).unwrap());
+
+    std::fs::write(store.path(), "trusted = 3\n").unwrap();
+    let err = store.is_trusted(&world.ws).unwrap_err().to_string();
+    assert!(err.contains("trusted.toml"), "{err}");
+}
+
+#[test]
+fn persisting_appends_readable_rules_without_clobbering() {
+    let world = World::new();
+    let existing = "# my rules\n[[permission]]\npermission = \"bash\"\nprefix = \"make\"\naction = \"allow\"\n";
+    world.write_project_rules(existing);
+    let policy = world.policy(Mode::Allowlist, false, Trust::Trusted);
+    let decision = decide(
+        &policy,
+        &world,
+        "bash",
+        json!({ "command": "cargo test -p core && npm publish" }),
+    );
+    assert_eq!(decision.action, Action::Ask);
+    policy.remember(&decision, Answer::AllowAlways);
+    let path = policy.persist_to_project(&decision, &world.ws).unwrap();
+    assert_eq!(path, world.ws.join(".keel/permissions.toml"));
+    let text = std::fs::read_to_string(&path).unwrap();
+    assert!(text.starts_with(existing), "{text}");
+    assert!(text.contains("prefix = \"cargo test\""), "{text}");
+    assert!(text.contains("prefix = \"npm publish\""), "{text}");
+    assert!(
+        text.contains(
+            "reason = \"saved from a session answer: commands starting with `cargo test`\""
+        ),
+        "{text}"
+    );
+
+    // A later session of the trusted project allows what was saved.
+    let later = world.policy(Mode::Allowlist, false, Trust::Trusted);
+    let decision = decide(
+        &later,
+        &world,
+        "bash",
+        json!({ "command": "cargo test --release" }),
+    );
+    assert_eq!(
+        decision.action,
+        Action::Allow,
+        "{}",
+        render_check(&decision)
+    );
+    assert!(render_check(&decision).contains("project rule `bash` prefix `cargo test`"));
+
+    // "Reject always" is saved as a deny.
+    let decision = decide(
+        &later,
+        &world,
+        "bash",
+        json!({ "command": "docker push registry/app" }),
+    );
+    later.remember(&decision, Answer::RejectAlways);
+    later.persist_to_project(&decision, &world.ws).unwrap();
+    let text = std::fs::read_to_string(&path).unwrap();
+    assert!(
+        text.contains("prefix = \"docker push\"\naction = \"deny\""),
+        "{text}"
+    );
+    let decision = decide(
+        &later,
+        &world,
+        "bash",
+        json!({ "command": "docker push other/app" }),
+    );
+    assert_eq!(decision.action, Action::Deny);
+}
+
+#[test]
+fn persisting_refuses_what_has_no_key_and_keeps_a_broken_file() {
+    let world = World::new();
+    let policy = world.policy(Mode::Allowlist, false, Trust::Trusted);
+    let decision = decide(
+        &policy,
+        &world,
+        "bash",
+        json!({ "command": "echo $(date)" }),
+    );
+    let err = policy.persist_to_project(&decision, &world.ws).unwrap_err();
+    assert!(matches!(err, PolicyError::NotCacheable(_)), "{err}");
+
+    let broken = "[[permission]]\npermission = \"bash\"\naction = \"alow\"\n";
+    world.write_project_rules(broken);
+    let decision = decide(&policy, &world, "bash", json!({ "command": "cargo test" }));
+    assert!(policy.persist_to_project(&decision, &world.ws).is_err());
+    let text = std::fs::read_to_string(world.ws.join(".keel/permissions.toml")).unwrap();
+    assert_eq!(text, broken);
+}
+
+#[test]
+fn persisting_creates_the_project_file() {
+    let world = World::new();
+    std::fs::remove_dir(world.ws.join(".keel")).unwrap();
+    let policy = world.policy(Mode::Allowlist, false, Trust::Trusted);
+    let decision = decide(
+        &policy,
+        &world,
+        "write",
+        json!({ "file_path": "src/[gen]/a.rs" }),
+    );
+    assert_eq!(
+        decision.always_scope.as_deref(),
+        Some("edits to `src/[gen]/**`")
+    );
+    policy.remember(&decision, Answer::AllowAlways);
+    // The directory glob escapes the brackets: it covers `src/[gen]/` only.
+    assert_eq!(
+        decide(
+            &policy,
+            &world,
+            "write",
+            json!({ "file_path": "src/[gen]/b.rs" })
+        )
+        .action,
+        Action::Allow
+    );
+    assert_eq!(
+        decide(
+            &policy,
+            &world,
+            "write",
+            json!({ "file_path": "src/g/b.rs" })
+        )
+        .action,
+        Action::Ask
+    );
+    let path = policy.persist_to_project(&decision, &world.ws).unwrap();
+    let text = std::fs::read_to_string(path).unwrap();
+    assert!(
+        text.contains("pattern = 'src/\\[gen\\]/**'")
+            || text.contains("pattern = \"src/\\\\[gen\\\\]/**\""),
+        "{text}"
+    );
+}
+
+#[test]
+fn invalid_rule_files_are_errors_naming_the_file() {
+    let world = World::new();
+    world.write_project_rules(
+        "[[permission]]\npermission = \"bash\"\nprefix = \"ls\"\naction = \"alow\"\n",
+    );
+    let err = Policy::load(
+        &world.ws,
+        Some(&world.global),
+        Mode::Allowlist,
+        false,
+        Trust::Trusted,
+    )
+    .unwrap_err()
+    .to_string();
+    assert!(
+        err.contains(".keel/permissions.toml, rule #1: unknown action `alow`"),
+        "{err}"
+    );
+    assert!(err.contains("Fix: did you mean \"allow\"?"), "{err}");
+
+    let world = World::new();
+    world.write_global_rules("[[permision]]\npermission = \"bash\"\n");
+    let err = Policy::load(
+        &world.ws,
+        Some(&world.global),
+        Mode::Allowlist,
+        false,
+        Trust::Trusted,
+    )
+    .unwrap_err()
+    .to_string();
+    assert!(err.contains("keel/permissions.toml"), "{err}");
+    assert!(err.contains("permision"), "{err}");
+}
+
+#[test]
+fn rules_are_listed_by_scope() {
+    let world = World::new();
+    world.write_project_rules(
+        "[[permission]]\npermission = \"bash\"\nprefix = \"cargo test\"\naction = \"allow\"\n",
+    );
+    let policy = world.policy(Mode::Allowlist, false, Trust::Untrusted);
+    let decision = decide(
+        &policy,
+        &world,
+        "web_fetch",
+        json!({ "url": "https://docs.rs/x" }),
+    );
+    policy.remember(&decision, Answer::AllowAlways);
+    let scopes = policy.rules_by_scope();
+    let order: Vec<Scope> = scopes.iter().map(|s| s.scope).collect();
+    assert_eq!(order, vec![Scope::Session, Scope::Project, Scope::Manifest]);
+    assert_eq!(scopes[0].rules.len(), 1);
+    assert!(scopes[1].rules[0].ignored);
+    assert!(scopes[2].rules.iter().all(|r| !r.ignored));
+
+    let text = render_rules(&policy).replace(&world.tmp.display().to_string(), "[TMP]");
+    insta::assert_snapshot!(text);
+}
+
+#[test]
+fn the_check_report_names_rule_scope_and_file() {
+    let world = World::new();
+    let policy = world.policy(Mode::Allowlist, true, Trust::Unknown);
+    let decision = decide(
+        &policy,
+        &world,
+        "bash",
+        json!({ "command": "git status && cargo build" }),
+    );
+    let text = render_check(&decision);
+    insta::assert_snapshot!(text);
+    assert_eq!(
+        decision.message_for_model().as_deref(),
+        Some(HEADLESS_DENIAL)
+    );
+    assert!(HEADLESS_DENIAL.starts_with("Denied: this action needs the user's approval"));
+}
+
+#[test]
+fn answers_parse() {
+    assert_eq!(
+        "allow-always".parse::<Answer>().unwrap(),
+        Answer::AllowAlways
+    );
+    assert_eq!("reject-once".parse::<Answer>().unwrap(), Answer::RejectOnce);
+    assert!("always".parse::<Answer>().is_err());
+}
+
+fn table_block<'a>(doc: &'a str, name: &str) -> &'a str {
+    let start = format!("<!-- {name}:start -->");
+    let end = format!("<!-- {name}:end -->");
+    let from = doc
+        .find(&start)
+        .map(|i| i + start.len())
+        .expect("start marker");
+    let to = doc.find(&end).expect("end marker");
+    doc[from..to].trim()
+}
+
+/// docs/permissions.md's tables must match the bundled rules and the read-only class; the
+/// failure message prints the table to paste.
+#[test]
+fn the_documentation_tables_match_the_code() {
+    let doc = std::fs::read_to_string(
+        Path::new(env!("CARGO_MANIFEST_DIR")).join("../../docs/permissions.md"),
+    )
+    .unwrap();
+    let mut rules =
+        String::from("| permission | pattern | action | why |\n| --- | --- | --- | --- |\n");
+    for rule in bundled_rules().unwrap().rules {
+        rules.push_str(&format!(
+            "| `{}` | {} | {} | {} |\n",
+            rule.permission,
+            rule.pattern,
+            rule.action,
+            rule.reason.unwrap_or_default()
+        ));
+    }
+    assert_eq!(
+        table_block(&doc, "bundled-rules"),
+        rules.trim(),
+        "expected:\n{rules}"
+    );
+    let mut commands = String::from("| command | stays read-only |\n| --- | --- |\n");
+    for command in READ_ONLY_COMMANDS {
+        commands.push_str(&format!("| `{}` | {} |\n", command.name, command.condition));
+    }
+    assert_eq!(
+        table_block(&doc, "read-only-commands"),
+        commands.trim(),
+        "expected:\n{commands}"
+    );
+}
+
+/// Every rule-file snippet in docs/permissions.md loads (patterns compile, examples match).
+#[test]
+fn the_documentation_examples_load() {
+    let doc = std::fs::read_to_string(
+        Path::new(env!("CARGO_MANIFEST_DIR")).join("../../docs/permissions.md"),
+    )
+    .unwrap();
+    let mut checked = 0;
+    for block in doc.split("```toml\n").skip(1) {
+        let text = block.split("```").next().unwrap();
+        if !text.contains("[[permission]]") {
+            continue;
+        }
+        keel_core::policy::RuleSet::parse(text, keel_core::policy::Source::Bundled)
+            .unwrap_or_else(|e| panic!("{e}\n{text}"));
+        checked += 1;
+    }
+    assert!(checked >= 5, "{checked} snippets");
+}
