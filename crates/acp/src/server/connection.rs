@@ -175,7 +175,7 @@ impl ConnectionState {
         };
         let session = Arc::new(Session::new(agent, shared, self.factory.models()));
         let response = NewSessionResponse::new(session_id.clone())
-            .modes(modes::mode_state(&session.mode()))
+            .modes(modes::mode_state(session.mode()))
             .config_options(session.config_options());
         lock(&self.sessions).insert(session_id, session.clone());
         Ok((session, response))

@@ -13,6 +13,7 @@ use std::sync::Arc;
 
 use futures::future::BoxFuture;
 use keel_core::agent::{TurnHost, TurnOutcome, UserContent};
+use keel_core::policy::Mode;
 use keel_core::runtime::{FileBackend, TerminalBackend};
 use tokio_util::sync::CancellationToken;
 
@@ -75,11 +76,11 @@ pub trait AgentSession: Send + Sync + 'static {
         cancel: CancellationToken,
     ) -> BoxFuture<'_, Result<TurnOutcome, EngineError>>;
 
-    /// The security mode id (`ask`, `allowlist`, `yolo`, `read-only`).
-    fn mode(&self) -> String;
+    /// The security mode.
+    fn mode(&self) -> Mode;
 
     /// Switches the security mode; takes effect for the next gated call.
-    fn set_mode(&self, mode: &str) -> Result<(), EngineError>;
+    fn set_mode(&self, mode: Mode) -> Result<(), EngineError>;
 
     /// The selected model id, if any.
     fn model(&self) -> Option<String>;

@@ -41,7 +41,7 @@ pub use connection::agent_capabilities;
 pub use engine::{AgentSession, EngineError, SessionFactory, SessionSpec, ToolInfo};
 pub use errors::ServerError;
 pub use kinds::{LockedTool, Roots, ToolRef, acp_kind, title};
-pub use modes::{MODES, ModeRow};
+pub use modes::mode_name;
 
 use connection::ConnectionState;
 

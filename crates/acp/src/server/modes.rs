@@ -1,8 +1,9 @@
 //! Security modes and models as ACP session modes and config options.
 //!
-//! - [`MODES`]: the security modes with their names and descriptions. They are offered twice:
-//!   as session modes (`availableModes`/`currentModeId`, for older clients) and as the `mode`
-//!   select config option; both stay in sync.
+//! - The security modes are the policy's [`Mode::ALL`], named by [`mode_name`] and described by
+//!   [`Mode::description`]. They are offered twice: as session modes
+//!   (`availableModes`/`currentModeId`, for older clients) and as the `mode` select config
+//!   option; both stay in sync.
 //! - [`config_options`]: the complete option list (`mode`, then `model` when models are
 //!   configured), as `session/new`, `session/set_config_option` and `config_option_update`
 //!   carry it.
@@ -11,70 +12,60 @@ use agent_client_protocol::v1::schema::{
     SessionConfigOption, SessionConfigOptionCategory, SessionConfigSelectOption, SessionMode,
     SessionModeState,
 };
-
-/// A security mode.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct ModeRow {
-    pub id: &'static str,
-    pub name: &'static str,
-    pub description: &'static str,
-}
-
-/// The security modes, in display order.
-pub const MODES: [ModeRow; 4] = [
-    ModeRow {
-        id: "ask",
-        name: "Ask",
-        description: "Ask before gated calls (edits, commands, fetches); approvals are remembered for the session",
-    },
-    ModeRow {
-        id: "allowlist",
-        name: "Allowlist",
-        description: "Run calls that match the allowlist rules without asking; ask for the rest",
-    },
-    ModeRow {
-        id: "yolo",
-        name: "Yolo",
-        description: "Run every call the workspace scope allows without asking (deny rules still apply)",
-    },
-    ModeRow {
-        id: "read-only",
-        name: "Read-only",
-        description: "Read and search only; edits, writes and commands are refused",
-    },
-];
+use keel_core::policy::Mode;
 
 /// The config option ids.
 pub const MODE_OPTION: &str = "mode";
 pub const MODEL_OPTION: &str = "model";
 
-pub fn find_mode(id: &str) -> Option<&'static ModeRow> {
-    MODES.iter().find(|mode| mode.id == id)
+/// A mode's name in a picker.
+pub fn mode_name(mode: Mode) -> &'static str {
+    match mode {
+        Mode::Ask => "Ask",
+        Mode::Allowlist => "Allowlist",
+        Mode::Yolo => "Yolo",
+        Mode::ReadOnly => "Read-only",
+    }
+}
+
+/// A mode's description, as a sentence.
+fn describe(mode: Mode) -> String {
+    let text = mode.description();
+    let mut chars = text.chars();
+    match chars.next() {
+        Some(first) => first.to_uppercase().chain(chars).collect(),
+        None => String::new(),
+    }
 }
 
 /// The session-mode state for `session/new`.
-pub fn mode_state(current: &str) -> SessionModeState {
+pub fn mode_state(current: Mode) -> SessionModeState {
     SessionModeState::new(
-        current.to_owned(),
-        MODES
+        current.as_str(),
+        Mode::ALL
             .iter()
-            .map(|mode| SessionMode::new(mode.id, mode.name).description(mode.description))
+            .map(|mode| {
+                SessionMode::new(mode.as_str(), mode_name(*mode)).description(describe(*mode))
+            })
             .collect(),
     )
 }
 
 /// The complete config option list.
 pub fn config_options(
-    mode: &str,
+    mode: Mode,
     model: Option<&str>,
     models: &[String],
 ) -> Vec<SessionConfigOption> {
-    let mode_choices: Vec<SessionConfigSelectOption> = MODES
+    let mode_choices: Vec<SessionConfigSelectOption> = Mode::ALL
         .iter()
-        .map(|row| SessionConfigSelectOption::new(row.id, row.name).description(row.description))
+        .map(|mode| {
+            SessionConfigSelectOption::new(mode.as_str(), mode_name(*mode))
+                .description(describe(*mode))
+        })
         .collect();
     let mut options = vec![
-        SessionConfigOption::select(MODE_OPTION, "Mode", mode.to_owned(), mode_choices)
+        SessionConfigOption::select(MODE_OPTION, "Mode", mode.as_str(), mode_choices)
             .description("What the agent may do without asking")
             .category(SessionConfigOptionCategory::Mode),
     ];
@@ -100,7 +91,7 @@ mod tests {
 
     #[test]
     fn options_wire_shape() {
-        let options = config_options("ask", Some("fast"), &["smart".into(), "fast".into()]);
+        let options = config_options(Mode::Ask, Some("fast"), &["smart".into(), "fast".into()]);
         let wire = serde_json::to_value(&options).unwrap();
         assert_eq!(wire[0]["id"], "mode");
         assert_eq!(wire[0]["type"], "select");
@@ -110,9 +101,34 @@ mod tests {
         assert_eq!(wire[1]["id"], "model");
         assert_eq!(wire[1]["category"], "model");
         assert_eq!(wire[1]["currentValue"], "fast");
-        assert_eq!(config_options("yolo", None, &[]).len(), 1);
-        let state = serde_json::to_value(mode_state("read-only")).unwrap();
-        assert_eq!(state["currentModeId"], "read-only");
-        assert_eq!(state["availableModes"][3]["id"], "read-only");
+        assert_eq!(config_options(Mode::Yolo, None, &[]).len(), 1);
+        let state = serde_json::to_value(mode_state(Mode::ReadOnly)).unwrap();
+        insta::assert_json_snapshot!(state, @r#"
+            {
+              "currentModeId": "read-only",
+              "availableModes": [
+                {
+                  "id": "ask",
+                  "name": "Ask",
+                  "description": "Ask before every new command, edit or fetch"
+                },
+                {
+                  "id": "allowlist",
+                  "name": "Allowlist",
+                  "description": "The permission rules decide; unknown calls ask"
+                },
+                {
+                  "id": "yolo",
+                  "name": "Yolo",
+                  "description": "Never ask; deny rules and the watchdog still refuse"
+                },
+                {
+                  "id": "read-only",
+                  "name": "Read-only",
+                  "description": "Plan only: anything that may change files is refused"
+                }
+              ]
+            }
+        "#);
     }
 }

@@ -16,6 +16,7 @@ use agent_client_protocol::v1::schema::{
     PromptResponse, SessionConfigOption, SessionNotification, SessionUpdate, StopReason,
 };
 use keel_core::agent::{TurnOutcome, TurnStop, UserContent};
+use keel_core::policy::{Mode, UnknownMode};
 use tokio_util::sync::CancellationToken;
 
 use super::commands::{self, SlashCommand};
@@ -127,13 +128,13 @@ impl Session {
     /// The complete config option list as it stands.
     pub fn config_options(&self) -> Vec<SessionConfigOption> {
         modes::config_options(
-            &self.agent.mode(),
+            self.agent.mode(),
             self.agent.model().as_deref(),
             &self.models,
         )
     }
 
-    pub fn mode(&self) -> String {
+    pub fn mode(&self) -> Mode {
         self.agent.mode()
     }
 
@@ -148,13 +149,9 @@ impl Session {
 
     /// Switches the security mode (validated against the mode table first).
     pub fn set_mode(&self, mode: &str) -> Result<(), ServerError> {
-        if modes::find_mode(mode).is_none() {
-            let known: Vec<&str> = modes::MODES.iter().map(|row| row.id).collect();
-            return Err(ServerError::InvalidParams(format!(
-                "unknown mode `{mode}`; the modes are {}",
-                known.join(", ")
-            )));
-        }
+        let mode: Mode = mode
+            .parse()
+            .map_err(|error: UnknownMode| ServerError::InvalidParams(error.to_string()))?;
         self.agent.set_mode(mode).map_err(ServerError::from)
     }
 
@@ -172,7 +169,7 @@ impl Session {
     /// Tells the client the mode changed (both the mode and the config option views).
     pub fn mode_changed(&self, config_too: bool) {
         self.send(SessionUpdate::CurrentModeUpdate(CurrentModeUpdate::new(
-            self.agent.mode(),
+            self.agent.mode().as_str(),
         )));
         if config_too {
             self.config_changed();

@@ -9,6 +9,7 @@ use agent_client_protocol::v1::schema::{SessionId, SessionUpdate};
 use futures::future::BoxFuture;
 use keel_acp::server::{AgentSession, EngineError, SessionFactory, SessionSpec, ToolInfo};
 use keel_core::agent::{AgentEvent, TurnHost, TurnOutcome, TurnStop, UserContent};
+use keel_core::policy::Mode;
 use keel_core::runtime::{TerminalOutcome, TerminalRequest};
 use keel_core::tool::{ProgressSink, ToolError};
 use keel_testkit::acp_client::{ClientOptions, Event, TestClient, pipe};
@@ -81,7 +82,7 @@ impl ScriptedFactory {
 struct ScriptedSession {
     spec: SessionSpec,
     script: Script,
-    mode: Mutex<String>,
+    mode: Mutex<Mode>,
     model: Mutex<Option<String>>,
     turns: Arc<AtomicUsize>,
 }
@@ -102,7 +103,7 @@ impl SessionFactory for Served {
         let session = ScriptedSession {
             spec,
             script: self.0.script.clone(),
-            mode: Mutex::new("ask".into()),
+            mode: Mutex::new(Mode::Ask),
             model: Mutex::new(self.0.models.first().cloned()),
             turns: self.0.turns.clone(),
         };
@@ -126,12 +127,12 @@ impl AgentSession for ScriptedSession {
         })
     }
 
-    fn mode(&self) -> String {
-        self.mode.lock().unwrap().clone()
+    fn mode(&self) -> Mode {
+        *self.mode.lock().unwrap()
     }
 
-    fn set_mode(&self, mode: &str) -> Result<(), EngineError> {
-        *self.mode.lock().unwrap() = mode.to_owned();
+    fn set_mode(&self, mode: Mode) -> Result<(), EngineError> {
+        *self.mode.lock().unwrap() = mode;
         Ok(())
     }
 
