@@ -104,31 +104,31 @@ mod tests {
         assert_eq!(config_options(Mode::Yolo, None, &[]).len(), 1);
         let state = serde_json::to_value(mode_state(Mode::ReadOnly)).unwrap();
         insta::assert_json_snapshot!(state, @r#"
+        {
+          "currentModeId": "read-only",
+          "availableModes": [
             {
-              "currentModeId": "read-only",
-              "availableModes": [
-                {
-                  "id": "ask",
-                  "name": "Ask",
-                  "description": "Ask before every new command, edit or fetch"
-                },
-                {
-                  "id": "allowlist",
-                  "name": "Allowlist",
-                  "description": "The permission rules decide; unknown calls ask"
-                },
-                {
-                  "id": "yolo",
-                  "name": "Yolo",
-                  "description": "Never ask; deny rules and the watchdog still refuse"
-                },
-                {
-                  "id": "read-only",
-                  "name": "Read-only",
-                  "description": "Plan only: anything that may change files is refused"
-                }
-              ]
+              "id": "ask",
+              "name": "Ask",
+              "description": "Ask before every new command, edit or fetch"
+            },
+            {
+              "id": "allowlist",
+              "name": "Allowlist",
+              "description": "The permission rules decide; unknown calls ask"
+            },
+            {
+              "id": "yolo",
+              "name": "Yolo",
+              "description": "Never ask; deny rules and the watchdog still refuse"
+            },
+            {
+              "id": "read-only",
+              "name": "Read-only",
+              "description": "Plan only: anything that may change files is refused"
             }
+          ]
+        }
         "#);
     }
 }

@@ -103,58 +103,58 @@ async fn an_edit_approval_carries_the_diff_and_scoped_options() {
     // The tool call is announced before the permission request.
     assert_eq!(events[1]["update"]["sessionUpdate"], "tool_call");
     insta::assert_json_snapshot!(events[2], @r#"
-        {
-          "permission": {
-            "toolCall": {
-              "toolCallId": "c1",
-              "kind": "edit",
-              "status": "pending",
-              "title": "Edit src/lib.rs",
-              "name": "edit",
-              "content": [
-                {
-                  "type": "diff",
-                  "path": "[root]/src/lib.rs",
-                  "oldText": "let a = 1;\n",
-                  "newText": "let b = 1;\n"
-                }
-              ],
-              "locations": [
-                {
-                  "path": "[root]/src/lib.rs"
-                }
-              ],
-              "rawInput": {
-                "file_path": "src/lib.rs",
-                "old_string": "a",
-                "new_string": "b"
-              }
-            },
-            "options": [
-              {
-                "optionId": "allow-once",
-                "name": "Allow once",
-                "kind": "allow_once"
-              },
-              {
-                "optionId": "allow-always",
-                "name": "Always allow edits to `src/lib.rs` in this session",
-                "kind": "allow_always"
-              },
-              {
-                "optionId": "reject-once",
-                "name": "Reject",
-                "kind": "reject_once"
-              },
-              {
-                "optionId": "reject-always",
-                "name": "Always reject edits to `src/lib.rs` in this session",
-                "kind": "reject_always"
-              }
-            ],
-            "answer": "allow-once"
+    {
+      "permission": {
+        "toolCall": {
+          "toolCallId": "c1",
+          "kind": "edit",
+          "status": "pending",
+          "title": "Edit src/lib.rs",
+          "name": "edit",
+          "content": [
+            {
+              "type": "diff",
+              "path": "[root]/src/lib.rs",
+              "oldText": "let a = 1;\n",
+              "newText": "let b = 1;\n"
+            }
+          ],
+          "locations": [
+            {
+              "path": "[root]/src/lib.rs"
+            }
+          ],
+          "rawInput": {
+            "file_path": "src/lib.rs",
+            "old_string": "a",
+            "new_string": "b"
           }
-        }
+        },
+        "options": [
+          {
+            "optionId": "allow-once",
+            "name": "Allow once",
+            "kind": "allow_once"
+          },
+          {
+            "optionId": "allow-always",
+            "name": "Always allow edits to `src/lib.rs` in this session",
+            "kind": "allow_always"
+          },
+          {
+            "optionId": "reject-once",
+            "name": "Reject",
+            "kind": "reject_once"
+          },
+          {
+            "optionId": "reject-always",
+            "name": "Always reject edits to `src/lib.rs` in this session",
+            "kind": "reject_always"
+          }
+        ],
+        "answer": "allow-once"
+      }
+    }
     "#);
     assert_eq!(answers(&harness, &session), "AllowOnce");
 }

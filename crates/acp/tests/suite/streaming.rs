@@ -120,228 +120,228 @@ async fn a_turn_streams_text_thoughts_tool_calls_plan_and_usage() {
     // Every update arrived before the response: nothing to wait for.
     let events = harness.events_json(&session);
     insta::assert_json_snapshot!(&events[1..], @r#"
-        [
-          {
-            "update": {
-              "sessionUpdate": "agent_thought_chunk",
+    [
+      {
+        "update": {
+          "sessionUpdate": "agent_thought_chunk",
+          "content": {
+            "type": "text",
+            "text": "Let me look."
+          },
+          "messageId": "m1"
+        }
+      },
+      {
+        "update": {
+          "sessionUpdate": "agent_message_chunk",
+          "content": {
+            "type": "text",
+            "text": "Reading "
+          },
+          "messageId": "m2"
+        }
+      },
+      {
+        "update": {
+          "sessionUpdate": "agent_message_chunk",
+          "content": {
+            "type": "text",
+            "text": "the file."
+          },
+          "messageId": "m2"
+        }
+      },
+      {
+        "update": {
+          "sessionUpdate": "usage_update",
+          "used": 1200,
+          "size": 200000
+        }
+      },
+      {
+        "update": {
+          "sessionUpdate": "tool_call",
+          "toolCallId": "c1",
+          "title": "Read src/main.rs (1-2)",
+          "name": "read",
+          "kind": "read",
+          "locations": [
+            {
+              "path": "[root]/src/main.rs",
+              "line": 1
+            }
+          ],
+          "rawInput": {
+            "file_path": "src/main.rs",
+            "offset": 1,
+            "limit": 2
+          }
+        }
+      },
+      {
+        "update": {
+          "sessionUpdate": "tool_call_update",
+          "toolCallId": "c1",
+          "status": "in_progress"
+        }
+      },
+      {
+        "update": {
+          "sessionUpdate": "tool_call_update",
+          "toolCallId": "c1",
+          "status": "completed",
+          "content": [
+            {
+              "type": "content",
               "content": {
                 "type": "text",
-                "text": "Let me look."
-              },
-              "messageId": "m1"
-            }
-          },
-          {
-            "update": {
-              "sessionUpdate": "agent_message_chunk",
-              "content": {
-                "type": "text",
-                "text": "Reading "
-              },
-              "messageId": "m2"
-            }
-          },
-          {
-            "update": {
-              "sessionUpdate": "agent_message_chunk",
-              "content": {
-                "type": "text",
-                "text": "the file."
-              },
-              "messageId": "m2"
-            }
-          },
-          {
-            "update": {
-              "sessionUpdate": "usage_update",
-              "used": 1200,
-              "size": 200000
-            }
-          },
-          {
-            "update": {
-              "sessionUpdate": "tool_call",
-              "toolCallId": "c1",
-              "title": "Read src/main.rs (1-2)",
-              "name": "read",
-              "kind": "read",
-              "locations": [
-                {
-                  "path": "[root]/src/main.rs",
-                  "line": 1
-                }
-              ],
-              "rawInput": {
-                "file_path": "src/main.rs",
-                "offset": 1,
-                "limit": 2
+                "text": "```\n1\tfn main() {\n2\t}\n```"
               }
             }
-          },
-          {
-            "update": {
-              "sessionUpdate": "tool_call_update",
-              "toolCallId": "c1",
-              "status": "in_progress"
-            }
-          },
-          {
-            "update": {
-              "sessionUpdate": "tool_call_update",
-              "toolCallId": "c1",
-              "status": "completed",
-              "content": [
-                {
-                  "type": "content",
-                  "content": {
-                    "type": "text",
-                    "text": "```\n1\tfn main() {\n2\t}\n```"
-                  }
-                }
-              ],
-              "rawOutput": {
-                "type": "output",
-                "data": {
-                  "output": "1\tfn main() {\n2\t}\n"
-                },
-                "metadata": {
-                  "duration_ms": 0
-                }
-              }
-            }
-          },
-          {
-            "update": {
-              "sessionUpdate": "tool_call",
-              "toolCallId": "c2",
-              "title": "Edit src/main.rs",
-              "name": "edit",
-              "kind": "edit",
-              "locations": [
-                {
-                  "path": "[root]/src/main.rs"
-                }
-              ],
-              "rawInput": {
-                "file_path": "src/main.rs",
-                "old_string": "{\n}",
-                "new_string": "{ run() }"
-              }
-            }
-          },
-          {
-            "update": {
-              "sessionUpdate": "tool_call_update",
-              "toolCallId": "c2",
-              "status": "in_progress"
-            }
-          },
-          {
-            "update": {
-              "sessionUpdate": "tool_call_update",
-              "toolCallId": "c2",
-              "status": "completed",
-              "content": [
-                {
-                  "type": "diff",
-                  "path": "[root]/src/main.rs",
-                  "oldText": "fn main() {\n}\n",
-                  "newText": "fn main() { run() }\n"
-                }
-              ],
-              "rawOutput": {
-                "type": "output",
-                "data": {
-                  "output": "edited"
-                },
-                "metadata": {
-                  "duration_ms": 0
-                }
-              }
-            }
-          },
-          {
-            "update": {
-              "sessionUpdate": "tool_call",
-              "toolCallId": "c3",
-              "title": "`cargo test`",
-              "name": "bash",
-              "kind": "execute",
-              "rawInput": {
-                "command": "cargo test"
-              }
-            }
-          },
-          {
-            "update": {
-              "sessionUpdate": "tool_call_update",
-              "toolCallId": "c3",
-              "status": "in_progress"
-            }
-          },
-          {
-            "update": {
-              "sessionUpdate": "tool_call_update",
-              "toolCallId": "c3",
-              "content": [
-                {
-                  "type": "content",
-                  "content": {
-                    "type": "text",
-                    "text": "```console\nrunning 1 test\n```"
-                  }
-                }
-              ]
-            }
-          },
-          {
-            "update": {
-              "sessionUpdate": "tool_call_update",
-              "toolCallId": "c3",
-              "status": "failed",
-              "content": [
-                {
-                  "type": "content",
-                  "content": {
-                    "type": "text",
-                    "text": "exit code 101"
-                  }
-                }
-              ],
-              "rawOutput": {
-                "type": "error",
-                "error_text": "exit code 101",
-                "metadata": {
-                  "duration_ms": 0
-                }
-              }
-            }
-          },
-          {
-            "update": {
-              "sessionUpdate": "plan",
-              "entries": [
-                {
-                  "content": "Read main",
-                  "priority": "medium",
-                  "status": "completed"
-                },
-                {
-                  "content": "Run the tests",
-                  "priority": "high",
-                  "status": "in_progress"
-                }
-              ]
-            }
-          },
-          {
-            "update": {
-              "sessionUpdate": "usage_update",
-              "used": 5300,
-              "size": 200000
+          ],
+          "rawOutput": {
+            "type": "output",
+            "data": {
+              "output": "1\tfn main() {\n2\t}\n"
+            },
+            "metadata": {
+              "duration_ms": 0
             }
           }
-        ]
+        }
+      },
+      {
+        "update": {
+          "sessionUpdate": "tool_call",
+          "toolCallId": "c2",
+          "title": "Edit src/main.rs",
+          "name": "edit",
+          "kind": "edit",
+          "locations": [
+            {
+              "path": "[root]/src/main.rs"
+            }
+          ],
+          "rawInput": {
+            "file_path": "src/main.rs",
+            "old_string": "{\n}",
+            "new_string": "{ run() }"
+          }
+        }
+      },
+      {
+        "update": {
+          "sessionUpdate": "tool_call_update",
+          "toolCallId": "c2",
+          "status": "in_progress"
+        }
+      },
+      {
+        "update": {
+          "sessionUpdate": "tool_call_update",
+          "toolCallId": "c2",
+          "status": "completed",
+          "content": [
+            {
+              "type": "diff",
+              "path": "[root]/src/main.rs",
+              "oldText": "fn main() {\n}\n",
+              "newText": "fn main() { run() }\n"
+            }
+          ],
+          "rawOutput": {
+            "type": "output",
+            "data": {
+              "output": "edited"
+            },
+            "metadata": {
+              "duration_ms": 0
+            }
+          }
+        }
+      },
+      {
+        "update": {
+          "sessionUpdate": "tool_call",
+          "toolCallId": "c3",
+          "title": "`cargo test`",
+          "name": "bash",
+          "kind": "execute",
+          "rawInput": {
+            "command": "cargo test"
+          }
+        }
+      },
+      {
+        "update": {
+          "sessionUpdate": "tool_call_update",
+          "toolCallId": "c3",
+          "status": "in_progress"
+        }
+      },
+      {
+        "update": {
+          "sessionUpdate": "tool_call_update",
+          "toolCallId": "c3",
+          "content": [
+            {
+              "type": "content",
+              "content": {
+                "type": "text",
+                "text": "```console\nrunning 1 test\n```"
+              }
+            }
+          ]
+        }
+      },
+      {
+        "update": {
+          "sessionUpdate": "tool_call_update",
+          "toolCallId": "c3",
+          "status": "failed",
+          "content": [
+            {
+              "type": "content",
+              "content": {
+                "type": "text",
+                "text": "exit code 101"
+              }
+            }
+          ],
+          "rawOutput": {
+            "type": "error",
+            "error_text": "exit code 101",
+            "metadata": {
+              "duration_ms": 0
+            }
+          }
+        }
+      },
+      {
+        "update": {
+          "sessionUpdate": "plan",
+          "entries": [
+            {
+              "content": "Read main",
+              "priority": "medium",
+              "status": "completed"
+            },
+            {
+              "content": "Run the tests",
+              "priority": "high",
+              "status": "in_progress"
+            }
+          ]
+        }
+      },
+      {
+        "update": {
+          "sessionUpdate": "usage_update",
+          "used": 5300,
+          "size": 200000
+        }
+      }
+    ]
     "#);
 }
 
