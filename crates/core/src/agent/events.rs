@@ -10,10 +10,18 @@ use crate::tool::{Artifact, Envelope, Preview, ToolKind, ToolProgress};
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case", tag = "type")]
 pub enum UserContent {
-    Text { text: String },
-    Image { media_type: String, data: String },
+    Text {
+        text: String,
+    },
+    Image {
+        media_type: String,
+        data: String,
+    },
     /// An embedded resource (a file the user attached), given to the model as text.
-    Resource { uri: String, text: String },
+    Resource {
+        uri: String,
+        text: String,
+    },
 }
 
 /// Where a tool call stands.
@@ -45,9 +53,16 @@ pub enum AgentEvent {
     /// The call's status changed (pending → in progress, ...).
     ToolStatus { call_id: String, status: CallStatus },
     /// Streamed output or a terminal id while the call runs.
-    ToolProgress { call_id: String, progress: ToolProgress },
+    ToolProgress {
+        call_id: String,
+        progress: ToolProgress,
+    },
     /// The call finished; `envelope` is what the model receives (artifacts ride along).
-    ToolResult { call_id: String, status: CallStatus, envelope: Envelope },
+    ToolResult {
+        call_id: String,
+        status: CallStatus,
+        envelope: Envelope,
+    },
     /// The todo list changed.
     Plan { entries: Vec<Value> },
     /// Context used by the latest model request versus the model's window (not a running total).

@@ -9,11 +9,17 @@
 //! Front-ends plug in through two seams: a [`FileBackend`] (the editor's buffers, ACP
 //! `fs/*_text_file`) and a [`TerminalBackend`] (the editor's terminal pane, ACP `terminal/*`).
 //! Without them the runtime uses the disk and local processes.
+//!
+//! Outbound HTTP goes through [`Runtime::fetch`] (see [`net`]): scheme, scope and resolved-address
+//! checks on every redirect hop, under the session's [`NetPolicy`] (private hosts refused unless
+//! [`Runtime::with_net_policy`] allows them).
 
 pub mod config_files;
 pub mod net;
 pub mod paths;
 pub mod process;
+
+pub use net::{FetchOptions, FetchResponse, NetPolicy};
 
 use std::fmt::Debug;
 use std::io::Write as _;
@@ -109,6 +115,8 @@ struct Inner {
     scratch_dir: PathBuf,
     files: Option<Arc<dyn FileBackend>>,
     terminals: Option<Arc<dyn TerminalBackend>>,
+    /// The network policy and its HTTP client ([`Runtime::with_net_policy`]).
+    net: Arc<net::NetState>,
 }
 
 /// The capability-checked surface handed to every tool. Cheap to clone.
@@ -157,6 +165,7 @@ impl Runtime {
                 scratch_dir,
                 files: None,
                 terminals: None,
+                net: Arc::new(net::NetState::new(NetPolicy::default())),
             }),
         })
     }
@@ -174,6 +183,7 @@ impl Runtime {
                 scratch_dir: self.inner.scratch_dir.clone(),
                 files,
                 terminals,
+                net: self.inner.net.clone(),
             }),
         }
     }
@@ -406,8 +416,12 @@ impl Runtime {
     /// A directory walker rooted at a canonical, in-scope directory. It honours .gitignore,
     /// .ignore and hidden files, and never follows symlinks, so everything it yields is inside
     /// `base` (callers skip symlink entries).
+    ///
+    /// Inside a git repository, ignore files above the repository's root do not apply (as with
+    /// git, ripgrep and fd); outside any repository, .gitignore files apply all the same.
     pub fn walker(&self, base: &Path) -> Result<ignore::WalkBuilder, ToolError> {
         self.check(base, Access::Read)?;
+        let in_repository = base.ancestors().any(|dir| dir.join(".git").exists());
         let mut builder = ignore::WalkBuilder::new(base);
         builder
             .follow_links(false)
@@ -415,7 +429,7 @@ impl Runtime {
             .git_ignore(true)
             .git_global(false)
             .git_exclude(true)
-            .require_git(false)
+            .require_git(in_repository)
             .parents(true);
         Ok(builder)
     }

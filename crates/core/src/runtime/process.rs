@@ -1,1 +1,643 @@
-//! Process spawning (filled by the shell tools owner).
+//! Process spawning: the one place a shell command becomes an OS process.
+//!
+//! - [`Runtime::check_shell`]: the capability check for running `bash -c <command>` in a
+//!   directory (the command against the shell scope, the directory against the file scope).
+//! - [`Runtime::spawn_shell`]: checks, then starts `bash -c` as the leader of a new process group,
+//!   stdin null, stdout and stderr on one pipe (so output keeps its arrival order), with an
+//!   environment that turns pagers and colours off. Returns a [`ShellProcess`].
+//! - [`ShellProcess`]: the running command. [`ShellProcess::wait_with_output`] streams output to
+//!   a progress sink, enforces the timeout and the abort signal, keeps a bounded head and tail in
+//!   memory and writes the whole output to a sidecar file once it passes the cap (it keeps
+//!   draining, so a chatty command never dies of `SIGPIPE`). [`ShellProcess::kill_group`] ends
+//!   every process of the group: `SIGTERM`, a short grace, then `SIGKILL`. Dropping a handle that
+//!   has not finished kills its group: no command outlives its call.
+//! - [`ShellOutput`] / [`ShellEnding`]: what a command printed and how it ended.
+//!
+//! When the command's own process exits, anything it left running in the background is ended
+//! too (a `bash` call is one command, not a session).
+
+use std::os::fd::OwnedFd;
+use std::os::unix::process::ExitStatusExt as _;
+use std::path::{Path, PathBuf};
+use std::process::{ExitStatus, Stdio};
+use std::time::Duration;
+
+use nix::errno::Errno;
+use nix::sys::signal::{Signal, killpg};
+use nix::unistd::Pid;
+use tokio::io::{AsyncReadExt as _, AsyncWriteExt as _};
+use tokio::net::unix::pipe;
+use tokio::time::Instant;
+use tokio_util::sync::CancellationToken;
+
+use super::{Runtime, paths};
+use crate::capability::Access;
+use crate::tool::{ProgressSink, ToolError, ToolProgress};
+
+/// How long a process group gets between `SIGTERM` and `SIGKILL`.
+pub const KILL_GRACE: Duration = Duration::from_secs(2);
+/// How long output is still read once the group is gone (a process that escaped the group may
+/// hold the pipe open).
+const DRAIN_GRACE: Duration = Duration::from_secs(2);
+/// The sidecar file stops growing here; the model cannot read more than this anyway.
+pub const SIDECAR_MAX_BYTES: u64 = 64 * 1024 * 1024;
+const READ_CHUNK: usize = 64 * 1024;
+/// Room left in the cap for the `[... N bytes omitted ...]` line.
+const MARKER_RESERVE: usize = 64;
+const POLL: Duration = Duration::from_millis(20);
+
+/// Environment set for every command: no pagers, no colours, no prompts.
+const QUIET_ENV: &[(&str, &str)] = &[
+    ("TERM", "dumb"),
+    ("PAGER", "cat"),
+    ("GIT_PAGER", "cat"),
+    ("MANPAGER", "cat"),
+    ("NO_COLOR", "1"),
+    ("CLICOLOR", "0"),
+    ("GIT_TERMINAL_PROMPT", "0"),
+];
+
+/// How [`ShellProcess::wait_with_output`] keeps output: `limit` bytes for the model, the whole
+/// output in `sidecar` (created only when the output passes `limit`; it must lie in the session's
+/// scratch directory).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct OutputCapture {
+    pub limit: usize,
+    pub sidecar: PathBuf,
+}
+
+/// How a command ended.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ShellEnding {
+    /// The command's process exited (on its own or by a signal from elsewhere).
+    Exited,
+    /// The timeout passed; the group was killed.
+    TimedOut,
+    /// The abort signal fired; the group was killed.
+    Cancelled,
+}
+
+/// What a command printed (stdout and stderr interleaved) and how it ended.
+#[derive(Debug, Clone, PartialEq)]
+pub struct ShellOutput {
+    /// The output for the model: all of it up to the cap, else its head, a marker line and its
+    /// tail (together at most the cap).
+    pub text: String,
+    /// Bytes the command printed in all.
+    pub total_bytes: u64,
+    /// The sidecar file with the whole output, when the output passed the cap.
+    pub output_path: Option<PathBuf>,
+    /// Why the sidecar does not hold the whole output (size ceiling, write error), if it does not.
+    pub sidecar_note: Option<String>,
+    pub exit_code: Option<i32>,
+    /// The signal that ended the command's process (`SIGKILL`, ...), if one did.
+    pub signal: Option<String>,
+    pub ending: ShellEnding,
+}
+
+impl ShellOutput {
+    /// Whether the command ran to completion and exited with status 0.
+    pub fn success(&self) -> bool {
+        self.ending == ShellEnding::Exited && self.exit_code == Some(0)
+    }
+}
+
+impl Runtime {
+    /// The capability check for running `bash -c command` in `cwd`: the command against the
+    /// shell scope, the (resolved) directory against the read scope. Returns the resolved
+    /// directory.
+    pub fn check_shell(&self, command: &str, cwd: &Path) -> Result<PathBuf, ToolError> {
+        self.scope()
+            .check_command("bash", &["-c".to_owned(), command.to_owned()])?;
+        let cwd = paths::resolve(cwd).map_err(|e| {
+            ToolError::Failed(format!(
+                "cannot resolve working directory {}: {e}",
+                cwd.display()
+            ))
+        })?;
+        self.check(&cwd, Access::Read)?;
+        Ok(cwd)
+    }
+
+    /// Starts `bash -c command` in `cwd` after [`Runtime::check_shell`]: a new process group,
+    /// stdin null, stdout and stderr on one pipe. Must be called inside a tokio runtime.
+    #[allow(
+        clippy::disallowed_methods,
+        reason = "the runtime is where ambient authority lives"
+    )]
+    pub fn spawn_shell(&self, command: &str, cwd: &Path) -> Result<ShellProcess, ToolError> {
+        let cwd = self.check_shell(command, cwd)?;
+        if !cwd.is_dir() {
+            return Err(ToolError::Failed(format!(
+                "working directory {} is not a directory",
+                self.display_path(&cwd)
+            )));
+        }
+        let failed = |what: &str, e: std::io::Error| {
+            ToolError::Failed(format!("cannot start bash ({what}): {e}"))
+        };
+        let (reader, writer) = std::io::pipe().map_err(|e| failed("pipe", e))?;
+        let writer_for_stderr = writer.try_clone().map_err(|e| failed("pipe", e))?;
+        let mut builder = tokio::process::Command::new("bash");
+        builder
+            .arg("-c")
+            .arg(command)
+            .current_dir(&cwd)
+            .stdin(Stdio::null())
+            .stdout(writer)
+            .stderr(writer_for_stderr)
+            .process_group(0)
+            .kill_on_drop(true);
+        for (key, value) in QUIET_ENV {
+            builder.env(key, value);
+        }
+        let child = builder.spawn().map_err(|e| failed("spawn", e))?;
+        // The command holds the parent's copies of the pipe's write end: close them now, or the
+        // reader never sees end-of-file.
+        drop(builder);
+        let pid = child
+            .id()
+            .and_then(|id| i32::try_from(id).ok())
+            .ok_or_else(|| ToolError::Failed("bash exited before it could be tracked".into()))?;
+        let output =
+            pipe::Receiver::from_owned_fd(OwnedFd::from(reader)).map_err(|e| failed("pipe", e))?;
+        tracing::debug!(pid, cwd = %cwd.display(), "spawned shell command");
+        Ok(ShellProcess {
+            child,
+            pgid: Pid::from_raw(pid),
+            output: Some(output),
+            scratch_dir: self.scratch_dir().to_path_buf(),
+            status: None,
+            finished: false,
+        })
+    }
+}
+
+/// A running `bash -c` command: the leader of its own process group.
+#[derive(Debug)]
+pub struct ShellProcess {
+    child: tokio::process::Child,
+    pgid: Pid,
+    output: Option<pipe::Receiver>,
+    scratch_dir: PathBuf,
+    status: Option<ExitStatus>,
+    finished: bool,
+}
+
+impl ShellProcess {
+    /// The process group id (equal to the leader's pid).
+    pub fn process_group(&self) -> i32 {
+        self.pgid.as_raw()
+    }
+
+    /// Streams the output to `progress` as it arrives, until the command exits, `timeout`
+    /// passes or `cancel` fires; on the latter two the whole group is killed. Background
+    /// processes still running when the command's process exits are ended too. Timeouts and
+    /// cancellation are reported in [`ShellOutput::ending`] (with the output so far), not as
+    /// errors.
+    pub async fn wait_with_output(
+        &mut self,
+        capture: OutputCapture,
+        timeout: Duration,
+        cancel: &CancellationToken,
+        progress: &ProgressSink,
+    ) -> Result<ShellOutput, ToolError> {
+        if !capture.sidecar.starts_with(&self.scratch_dir) {
+            return Err(ToolError::Failed(format!(
+                "{} is not in the session's scratch directory",
+                capture.sidecar.display()
+            )));
+        }
+        let mut collector = Collector::new(capture);
+        let mut stream = Utf8Stream::default();
+        let mut buffer = vec![0u8; READ_CHUNK];
+        let mut output = self.output.take();
+        let deadline = tokio::time::sleep(timeout);
+        tokio::pin!(deadline);
+        let mut ending = ShellEnding::Exited;
+        while self.status.is_none() {
+            tokio::select! {
+                biased;
+                () = cancel.cancelled() => {
+                    ending = ShellEnding::Cancelled;
+                    break;
+                }
+                () = &mut deadline => {
+                    ending = ShellEnding::TimedOut;
+                    break;
+                }
+                read = read_chunk(&mut output, &mut buffer) => match read {
+                    Ok(0) => output = None,
+                    Ok(n) => accept(&buffer[..n], &mut collector, &mut stream, progress).await,
+                    Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
+                    Err(e) => {
+                        tracing::warn!(error = %e, "reading command output failed");
+                        output = None;
+                    }
+                },
+                status = self.child.wait() => {
+                    let status = status.map_err(|e| {
+                        ToolError::Failed(format!("waiting for bash failed: {e}"))
+                    })?;
+                    self.status = Some(status);
+                }
+            }
+        }
+        // The command is done, timed out or cancelled: end its whole group (on a normal exit,
+        // whatever it left running in the background), so the pipe closes.
+        self.kill_group().await;
+        if self.status.is_none() {
+            // Wait for the leader itself (the group is being killed), so its status is known.
+            self.status = self.child.wait().await.ok();
+        }
+        // Read what is left in the pipe; bounded, in case a process escaped the group.
+        if let Some(reader) = output.as_mut() {
+            let drain_until = Instant::now() + DRAIN_GRACE;
+            loop {
+                tokio::select! {
+                    () = tokio::time::sleep_until(drain_until) => break,
+                    read = reader.read(&mut buffer) => match read {
+                        Ok(0) => break,
+                        Ok(n) => accept(&buffer[..n], &mut collector, &mut stream, progress).await,
+                        Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
+                        Err(_) => break,
+                    },
+                }
+            }
+        }
+        self.finished = true;
+        let status = self.status;
+        let (text, total_bytes, output_path, sidecar_note) = collector.finish().await;
+        Ok(ShellOutput {
+            text,
+            total_bytes,
+            output_path,
+            sidecar_note,
+            exit_code: status.and_then(|s| s.code()),
+            signal: status.and_then(|s| s.signal()).map(|n| {
+                Signal::try_from(n)
+                    .map_or_else(|_| format!("signal {n}"), |s| s.as_str().to_owned())
+            }),
+            ending,
+        })
+    }
+
+    /// Ends every process of the group: `SIGTERM`, up to [`KILL_GRACE`] for them to go, then
+    /// `SIGKILL`. Returns once no live process is left in the group (zombies awaiting their
+    /// parent do not count), or after a further grace if one survives `SIGKILL`.
+    pub async fn kill_group(&mut self) {
+        if !group_alive(self.pgid) {
+            return;
+        }
+        send(self.pgid, Signal::SIGTERM);
+        // A stopped process only acts on SIGTERM once continued.
+        send(self.pgid, Signal::SIGCONT);
+        if self.wait_group_gone(KILL_GRACE).await {
+            return;
+        }
+        tracing::debug!(
+            pgid = self.pgid.as_raw(),
+            "process group outlived SIGTERM; killing"
+        );
+        send(self.pgid, Signal::SIGKILL);
+        if !self.wait_group_gone(KILL_GRACE).await {
+            tracing::warn!(pgid = self.pgid.as_raw(), "process group outlived SIGKILL");
+        }
+    }
+
+    async fn wait_group_gone(&mut self, within: Duration) -> bool {
+        let until = Instant::now() + within;
+        loop {
+            if self.status.is_none()
+                && let Ok(Some(status)) = self.child.try_wait()
+            {
+                self.status = Some(status);
+            }
+            if !group_alive(self.pgid) {
+                return true;
+            }
+            if Instant::now() >= until {
+                return false;
+            }
+            tokio::time::sleep(POLL).await;
+        }
+    }
+}
+
+impl Drop for ShellProcess {
+    fn drop(&mut self) {
+        if !self.finished {
+            // Abandoned mid-run (the call's future was dropped): no grace, no orphans.
+            send(self.pgid, Signal::SIGKILL);
+        }
+    }
+}
+
+fn send(pgid: Pid, signal: Signal) {
+    match killpg(pgid, signal) {
+        Ok(()) | Err(Errno::ESRCH) => {}
+        Err(e) => tracing::warn!(pgid = pgid.as_raw(), %signal, error = %e, "killpg failed"),
+    }
+}
+
+/// Whether the group has a live (not zombie) member. `kill(-pgid, 0)` alone also counts
+/// zombies, which linger when the init process is slow to reap orphans.
+#[allow(
+    clippy::disallowed_methods,
+    reason = "the runtime is where ambient authority lives"
+)]
+fn group_alive(pgid: Pid) -> bool {
+    if killpg(pgid, None) == Err(Errno::ESRCH) {
+        return false;
+    }
+    let Ok(entries) = std::fs::read_dir("/proc") else {
+        return true;
+    };
+    for entry in entries.flatten() {
+        let name = entry.file_name();
+        let Some(pid) = name
+            .to_str()
+            .filter(|n| n.bytes().all(|b| b.is_ascii_digit()))
+        else {
+            continue;
+        };
+        let Ok(stat) = std::fs::read_to_string(format!("/proc/{pid}/stat")) else {
+            continue;
+        };
+        // `pid (comm) state ppid pgrp ...`; comm may contain anything, so split after the last ')'.
+        let Some((_, rest)) = stat.rsplit_once(')') else {
+            continue;
+        };
+        let mut fields = rest.split_ascii_whitespace();
+        let state = fields.next().unwrap_or("");
+        let pgrp = fields.nth(1).and_then(|p| p.parse::<i32>().ok());
+        if pgrp == Some(pgid.as_raw()) && state != "Z" && state != "X" {
+            return true;
+        }
+    }
+    false
+}
+
+/// Reads a chunk from the pipe; pends forever once the pipe is closed.
+async fn read_chunk(
+    output: &mut Option<pipe::Receiver>,
+    buffer: &mut [u8],
+) -> std::io::Result<usize> {
+    match output {
+        Some(reader) => reader.read(buffer).await,
+        None => std::future::pending().await,
+    }
+}
+
+async fn accept(
+    chunk: &[u8],
+    collector: &mut Collector,
+    stream: &mut Utf8Stream,
+    progress: &ProgressSink,
+) {
+    let text = stream.push(chunk);
+    if !text.is_empty() {
+        progress.send(ToolProgress::Output(text));
+    }
+    collector.push(chunk).await;
+}
+
+/// Keeps the first `limit` bytes and a tail of `limit / 2` in memory; past `limit`, writes
+/// everything to the sidecar file (up to [`SIDECAR_MAX_BYTES`]).
+struct Collector {
+    limit: usize,
+    head: Vec<u8>,
+    tail: Vec<u8>,
+    total: u64,
+    sidecar_path: PathBuf,
+    sidecar: Option<tokio::fs::File>,
+    sidecar_bytes: u64,
+    sidecar_note: Option<String>,
+}
+
+impl Collector {
+    fn new(capture: OutputCapture) -> Self {
+        Self {
+            limit: capture.limit,
+            head: Vec::new(),
+            tail: Vec::new(),
+            total: 0,
+            sidecar_path: capture.sidecar,
+            sidecar: None,
+            sidecar_bytes: 0,
+            sidecar_note: None,
+        }
+    }
+
+    fn tail_keep(&self) -> usize {
+        self.limit / 2
+    }
+
+    async fn push(&mut self, chunk: &[u8]) {
+        self.total += chunk.len() as u64;
+        let room = self.limit.saturating_sub(self.head.len()).min(chunk.len());
+        let (to_head, rest) = chunk.split_at(room);
+        self.head.extend_from_slice(to_head);
+        self.tail.extend_from_slice(chunk);
+        let keep = self.tail_keep();
+        if self.tail.len() > keep.saturating_mul(2).max(READ_CHUNK) {
+            let excess = self.tail.len() - keep;
+            self.tail.drain(..excess);
+        }
+        if rest.is_empty() || self.sidecar_note.is_some() {
+            return;
+        }
+        if self.sidecar.is_none() {
+            match open_sidecar(&self.sidecar_path).await {
+                Ok(file) => self.sidecar = Some(file),
+                Err(e) => {
+                    self.sidecar_note = Some(format!("the sidecar file could not be created: {e}"));
+                    return;
+                }
+            }
+            let head = std::mem::take(&mut self.head);
+            self.write_sidecar(&head).await;
+            self.head = head;
+        }
+        self.write_sidecar(rest).await;
+    }
+
+    async fn write_sidecar(&mut self, bytes: &[u8]) {
+        let Some(file) = self.sidecar.as_mut() else {
+            return;
+        };
+        let room = SIDECAR_MAX_BYTES.saturating_sub(self.sidecar_bytes);
+        let take = usize::try_from(room).unwrap_or(usize::MAX).min(bytes.len());
+        if let Err(e) = file.write_all(&bytes[..take]).await {
+            self.sidecar_note = Some(format!("writing the sidecar file failed: {e}"));
+            return;
+        }
+        self.sidecar_bytes += take as u64;
+        if take < bytes.len() {
+            self.sidecar_note = Some(format!(
+                "the sidecar file holds only the first {} MiB",
+                SIDECAR_MAX_BYTES / (1024 * 1024)
+            ));
+        }
+    }
+
+    /// The model's text, the total, the sidecar path (when one was written) and a note on it.
+    async fn finish(mut self) -> (String, u64, Option<PathBuf>, Option<String>) {
+        if self.total <= self.limit as u64 {
+            return (
+                String::from_utf8_lossy(&self.head).into_owned(),
+                self.total,
+                None,
+                None,
+            );
+        }
+        let mut output_path = None;
+        if let Some(mut file) = self.sidecar.take() {
+            match file.flush().await {
+                Ok(()) => output_path = Some(self.sidecar_path.clone()),
+                Err(e) => self.sidecar_note = Some(format!("writing the sidecar file failed: {e}")),
+            }
+        }
+        // Head and tail share the cap with the marker line between them.
+        let half = self.limit.saturating_sub(MARKER_RESERVE) / 2;
+        let head = cut_head(&self.head[..self.head.len().min(half)]);
+        let tail = cut_tail(&self.tail[self.tail.len().saturating_sub(half)..]);
+        let omitted = self.total - (head.len() + tail.len()) as u64;
+        let mut text = String::from_utf8_lossy(head).into_owned();
+        if !text.is_empty() && !text.ends_with('\n') {
+            text.push('\n');
+        }
+        text.push_str(&format!("[... {omitted} bytes omitted ...]\n"));
+        text.push_str(&String::from_utf8_lossy(tail));
+        (text, self.total, output_path, self.sidecar_note)
+    }
+}
+
+#[allow(
+    clippy::disallowed_methods,
+    reason = "the runtime is where ambient authority lives"
+)]
+async fn open_sidecar(path: &Path) -> std::io::Result<tokio::fs::File> {
+    tokio::fs::OpenOptions::new()
+        .write(true)
+        .create(true)
+        .truncate(true)
+        .custom_flags(libc::O_NOFOLLOW)
+        .open(path)
+        .await
+}
+
+/// A head cut after its last line end when one is in its last quarter, else at a char boundary.
+fn cut_head(bytes: &[u8]) -> &[u8] {
+    let end = bytes.len() - incomplete_suffix(bytes);
+    let bytes = &bytes[..end];
+    match bytes.iter().rposition(|&b| b == b'\n') {
+        Some(nl) if nl + 1 >= end - end / 4 => &bytes[..=nl],
+        _ => bytes,
+    }
+}
+
+/// A tail started after its first line end when one is in its first quarter, else at a char
+/// boundary.
+fn cut_tail(bytes: &[u8]) -> &[u8] {
+    let mut start = 0;
+    while start < bytes.len() && is_continuation(bytes.get(start)) {
+        start += 1;
+    }
+    let bytes = &bytes[start..];
+    match bytes.iter().position(|&b| b == b'\n') {
+        Some(nl) if nl < bytes.len() / 4 => &bytes[nl + 1..],
+        _ => bytes,
+    }
+}
+
+fn is_continuation(byte: Option<&u8>) -> bool {
+    byte.is_some_and(|b| b & 0xC0 == 0x80)
+}
+
+/// Turns a byte stream into text chunks without splitting a UTF-8 sequence across chunks.
+#[derive(Debug, Default)]
+struct Utf8Stream {
+    pending: Vec<u8>,
+}
+
+impl Utf8Stream {
+    fn push(&mut self, chunk: &[u8]) -> String {
+        self.pending.extend_from_slice(chunk);
+        let keep = incomplete_suffix(&self.pending);
+        let complete = self.pending.len() - keep;
+        let text = String::from_utf8_lossy(&self.pending[..complete]).into_owned();
+        self.pending.drain(..complete);
+        text
+    }
+}
+
+/// Length of an unfinished UTF-8 sequence at the end of `bytes` (0 if none).
+fn incomplete_suffix(bytes: &[u8]) -> usize {
+    for back in 1..=bytes.len().min(3) {
+        let byte = bytes[bytes.len() - back];
+        if byte & 0xC0 == 0x80 {
+            continue;
+        }
+        let needed = match byte {
+            0xF0.. => 4,
+            0xE0.. => 3,
+            0xC0.. => 2,
+            _ => 1,
+        };
+        return if needed > back { back } else { 0 };
+    }
+    0
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn utf8_stream_never_splits_a_character() {
+        let mut stream = Utf8Stream::default();
+        let bytes = "aé€😀b".as_bytes();
+        let mut out = String::new();
+        for byte in bytes {
+            out.push_str(&stream.push(std::slice::from_ref(byte)));
+        }
+        assert_eq!(out, "aé€😀b");
+        assert_eq!(incomplete_suffix(b"ab"), 0);
+        assert_eq!(incomplete_suffix(&[b'a', 0xE2, 0x82]), 2);
+    }
+
+    #[test]
+    fn head_and_tail_cut_on_lines_and_chars() {
+        assert_eq!(cut_head(b"aaaa\nbb"), b"aaaa\nbb");
+        assert_eq!(cut_head(b"aaaaaaa\nb"), b"aaaaaaa\n");
+        assert_eq!(cut_head("aé".as_bytes().get(..2).unwrap_or_default()), b"a");
+        assert_eq!(cut_tail(b"x\nyyyyyyy"), b"yyyyyyy");
+        assert_eq!(cut_tail(&"é".as_bytes()[1..]), b"");
+    }
+
+    #[tokio::test]
+    async fn collector_keeps_head_and_tail_and_spills_everything() {
+        let dir = tempfile::tempdir().unwrap();
+        let sidecar = dir.path().join("out.txt");
+        let mut collector = Collector::new(OutputCapture {
+            limit: 160,
+            sidecar: sidecar.clone(),
+        });
+        let lines: String = (0..100).map(|i| format!("line {i}\n")).collect();
+        for chunk in lines.as_bytes().chunks(7) {
+            collector.push(chunk).await;
+        }
+        let (text, total, path, note) = collector.finish().await;
+        assert_eq!(total, lines.len() as u64);
+        assert_eq!(path.as_deref(), Some(sidecar.as_path()));
+        assert_eq!(note, None);
+        assert!(text.len() <= 160, "{text}");
+        assert!(text.starts_with("line 0\n"), "{text}");
+        assert!(text.ends_with("line 99\n"), "{text}");
+        assert!(text.contains("bytes omitted"), "{text}");
+        #[allow(clippy::disallowed_methods)]
+        let spilled = std::fs::read_to_string(&sidecar).unwrap();
+        assert_eq!(spilled, lines);
+    }
+}

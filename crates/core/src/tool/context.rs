@@ -5,12 +5,14 @@ use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::SystemTime;
 
+use futures::future::BoxFuture;
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 use tokio::sync::mpsc;
 use tokio_util::sync::CancellationToken;
 
 use super::ToolError;
+use crate::agent::QuestionItem;
 use crate::runtime::Runtime;
 
 /// Per-tool output caps (seed 000's defaults). The head goes to the model; the whole output to a
@@ -49,6 +51,28 @@ pub struct FileStamp {
     pub len: u64,
 }
 
+/// The human behind a session, as the `question` tool reaches them. The front-end installs one
+/// with [`SessionState::set_asker`] (the turn loop adapts its `TurnHost::ask`); headless sessions
+/// leave it unset.
+pub trait Asker: Send + Sync {
+    /// Asks the questions; one answer list per question, in order. `Err` is the message the
+    /// model gets.
+    fn ask(&self, questions: Vec<QuestionItem>) -> BoxFuture<'_, Result<Vec<Vec<String>>, String>>;
+}
+
+/// The session's [`Asker`] slot (a newtype so [`SessionState`] stays `Debug`).
+#[derive(Default)]
+struct AskerSlot(Mutex<Option<Arc<dyn Asker>>>);
+
+impl std::fmt::Debug for AskerSlot {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let set = lock(&self.0).is_some();
+        f.debug_tuple("AskerSlot")
+            .field(&if set { "set" } else { "unset" })
+            .finish()
+    }
+}
+
 /// Session-scoped state that tools share. Created by the front-end, one per session.
 #[derive(Debug)]
 pub struct SessionState {
@@ -61,6 +85,7 @@ pub struct SessionState {
     reads: Mutex<HashMap<PathBuf, FileStamp>>,
     todos: Mutex<Vec<Value>>,
     sidecar_seq: Mutex<u64>,
+    asker: AskerSlot,
 }
 
 fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
@@ -83,6 +108,7 @@ impl SessionState {
             reads: Mutex::new(HashMap::new()),
             todos: Mutex::new(Vec::new()),
             sidecar_seq: Mutex::new(0),
+            asker: AskerSlot::default(),
         }
     }
 
@@ -102,6 +128,17 @@ impl SessionState {
 
     pub fn set_todos(&self, todos: Vec<Value>) {
         *lock(&self.todos) = todos;
+    }
+
+    /// Installs (or, with `None`, removes) the human the `question` tool asks. Only consulted
+    /// when [`SessionState::interactive`] is true.
+    pub fn set_asker(&self, asker: Option<Arc<dyn Asker>>) {
+        *lock(&self.asker.0) = asker;
+    }
+
+    /// The installed [`Asker`], if any.
+    pub fn asker(&self) -> Option<Arc<dyn Asker>> {
+        lock(&self.asker.0).clone()
     }
 
     /// A fresh sidecar file name under the scratch directory.

@@ -1,6 +1,7 @@
 //! The tool contract.
 //!
-//! - [`ToolSpec`]: what a tool publishes: id, description, JSON-Schema parameters, [`RequirementSet`],
+//! - [`ToolSpec`]: what a tool publishes: id, description, JSON-Schema parameters,
+//!   [`RequirementSet`](crate::capability::RequirementSet),
 //!   ACP kind hint, whether it mutates, which argument names its subject, where it came from.
 //! - [`Tool`]: a typed tool. Its parameters are a Rust type; the schema is derived from it
 //!   (schemars), and arguments are validated against that schema before `run` is called.
@@ -9,7 +10,8 @@
 //! - [`ToolOutput`] / [`ToolError`]: what a run produces; [`Envelope`] is the uniform result the
 //!   model, the recorder and the front-ends see.
 //! - [`ToolContext`]: what a run gets: the [`Runtime`](crate::runtime::Runtime) surface, the
-//!   session's state, the abort signal, a progress sink.
+//!   session's state, the abort signal, a progress sink. [`Asker`] is the session's way to the
+//!   human for the `question` tool.
 //! - [`Registry`]: the tools of a session, in documentation order; rejects duplicate ids.
 
 mod context;
@@ -17,7 +19,9 @@ mod envelope;
 mod registry;
 mod spec;
 
-pub use context::{FileStamp, Limits, ProgressSink, SessionState, ToolContext, ToolProgress};
+pub use context::{
+    Asker, FileStamp, Limits, ProgressSink, SessionState, ToolContext, ToolProgress,
+};
 pub use envelope::{Artifact, Envelope, EnvelopeKind, Metadata, ToolError, ToolOutput};
 pub use registry::{Registry, RegistryError};
 pub use spec::{DynTool, Origin, Preview, Subject, Tool, ToolKind, ToolSpec, Typed};

@@ -1,1 +1,237 @@
-//! The `bash` tool (placeholder).
+//! The `bash` tool: runs one command with `bash -c`.
+//!
+//! - [`BashTool`] / [`BashParams`]: `command`, an optional `timeout` in milliseconds (default two
+//!   minutes, at most ten), an optional `description` for the user, an optional `cwd` inside the
+//!   workspace (default: the workspace root).
+//!
+//! The command runs through [`Runtime::spawn_shell`](crate::runtime::Runtime::spawn_shell) (its
+//! own process group, killed whole on timeout or abort, stdout and stderr interleaved and streamed
+//! as progress), or through the editor's terminal pane when the front-end provides one. The model
+//! gets the output up to `limits.bash_bytes` (head and tail past it, the whole output in a
+//! sidecar file), the exit code and the signal. A non-zero exit is an output, marked as such; a
+//! timeout is an error that carries the output so far.
+
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use schemars::JsonSchema;
+use serde::Deserialize;
+
+use crate::capability::{Access, RequirementSet, ShellRunRequirement};
+use crate::runtime::TerminalRequest;
+use crate::runtime::process::{OutputCapture, ShellEnding, ShellOutput};
+use crate::tool::{
+    Artifact, Preview, Subject, Tool, ToolContext, ToolError, ToolKind, ToolOutput, ToolSpec,
+};
+
+/// The timeout when the call gives none.
+pub const DEFAULT_TIMEOUT: Duration = Duration::from_secs(120);
+/// The longest timeout a call may ask for.
+pub const MAX_TIMEOUT: Duration = Duration::from_secs(600);
+
+const DESCRIPTION: &str = "\
+Runs one shell command with `bash -c` and returns its combined stdout and stderr, exit code and \
+signal.
+
+- The command runs in the workspace root unless `cwd` names another directory inside the \
+workspace. Each call is a fresh shell: `cd`, variables and background jobs do not carry over, \
+and anything the command leaves running in the background is stopped when it exits.
+- stdin is closed (/dev/null): interactive programs will not get input. Pagers and colours are \
+off (TERM=dumb, PAGER=cat, NO_COLOR=1).
+- `timeout` is in milliseconds: default 120000 (2 minutes), at most 600000 (10 minutes). On \
+timeout the command and every process it started are killed and the call fails with the output \
+so far.
+- Long output is cut to its beginning and end; the whole output is saved to a file whose path \
+is given, which you can page through with `read`.
+- Prefer the dedicated tools for files: `read` over cat/head/tail, `glob` over find/ls, `grep` \
+over grep/rg, `edit`/`write` over sed/echo redirection. Use bash for builds, tests, git and \
+other programs.
+- Quote paths that contain spaces. Chain dependent steps with `&&`.
+- `description`: a few words saying what the command does, shown to the user.";
+
+/// Arguments of `bash`.
+#[derive(Debug, Clone, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct BashParams {
+    /// The command line to run with `bash -c`.
+    #[schemars(length(min = 1))]
+    pub command: String,
+    /// Timeout in milliseconds (default 120000, at most 600000).
+    #[schemars(range(min = 1, max = 600000))]
+    pub timeout: Option<u64>,
+    /// What the command does, in 5-10 words, for the user.
+    pub description: Option<String>,
+    /// The directory to run in (absolute or workspace-relative); default the workspace root.
+    pub cwd: Option<String>,
+}
+
+/// `bash`: run one command.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct BashTool;
+
+impl BashTool {
+    fn working_directory(params: &BashParams, ctx: &ToolContext) -> Result<PathBuf, ToolError> {
+        match params.cwd.as_deref() {
+            Some(cwd) => ctx.runtime.resolve_checked(cwd, Access::Read),
+            None if ctx.runtime.roots().is_empty() => Err(ToolError::Failed(
+                "no workspace is open; pass an absolute `cwd`".into(),
+            )),
+            None => Ok(ctx.runtime.root().to_path_buf()),
+        }
+    }
+
+    async fn run_in_terminal(
+        params: &BashParams,
+        cwd: PathBuf,
+        timeout: Duration,
+        ctx: &ToolContext,
+    ) -> Result<ToolOutput, ToolError> {
+        let Some(terminals) = ctx.runtime.terminals() else {
+            return Err(ToolError::Failed("no terminal backend".into()));
+        };
+        let cwd = ctx.runtime.check_shell(&params.command, &cwd)?;
+        let request = TerminalRequest {
+            command: params.command.clone(),
+            cwd,
+            timeout,
+            output_limit: ctx.session.limits.bash_bytes,
+        };
+        let outcome = terminals
+            .run(request, ctx.progress.clone(), ctx.cancel.clone())
+            .await?;
+        if ctx.cancel.is_cancelled() {
+            return Err(ToolError::Cancelled);
+        }
+        let mut text = String::new();
+        if outcome.truncated {
+            text.push_str("[earlier output was dropped by the terminal]\n");
+        }
+        text.push_str(&outcome.output);
+        if outcome.timed_out {
+            return Err(timeout_error(timeout, &text, None));
+        }
+        let mut output = finish(text, outcome.exit_code, outcome.signal, None, None);
+        output.artifacts.push(Artifact::Terminal {
+            terminal_id: outcome.terminal_id,
+        });
+        Ok(output)
+    }
+}
+
+impl Tool for BashTool {
+    type Params = BashParams;
+
+    fn spec(&self) -> ToolSpec {
+        ToolSpec::new::<BashParams>("bash", DESCRIPTION)
+            .kind(ToolKind::Execute)
+            .subject(Subject::Command("command".into()))
+            .requires(
+                RequirementSet::fs_read(&["{workspace}/**"])
+                    .with_shell(ShellRunRequirement::any_args("bash")),
+            )
+    }
+
+    async fn run(&self, params: BashParams, ctx: &ToolContext) -> Result<ToolOutput, ToolError> {
+        let cwd = Self::working_directory(&params, ctx)?;
+        let timeout = params
+            .timeout
+            .map_or(DEFAULT_TIMEOUT, Duration::from_millis)
+            .min(MAX_TIMEOUT);
+        if ctx.runtime.terminals().is_some() {
+            return Self::run_in_terminal(&params, cwd, timeout, ctx).await;
+        }
+        let mut process = ctx.runtime.spawn_shell(&params.command, &cwd)?;
+        let capture = OutputCapture {
+            limit: ctx.session.limits.bash_bytes,
+            sidecar: ctx.session.next_sidecar("bash"),
+        };
+        let shell = process
+            .wait_with_output(capture, timeout, &ctx.cancel, &ctx.progress)
+            .await?;
+        let ShellOutput {
+            text,
+            output_path,
+            sidecar_note,
+            exit_code,
+            signal,
+            ending,
+            ..
+        } = shell;
+        match ending {
+            ShellEnding::Cancelled => Err(ToolError::Cancelled),
+            ShellEnding::TimedOut => Err(timeout_error(timeout, &text, output_path.as_deref())),
+            ShellEnding::Exited => Ok(finish(text, exit_code, signal, output_path, sidecar_note)),
+        }
+    }
+
+    async fn preview(
+        &self,
+        params: &BashParams,
+        ctx: &ToolContext,
+    ) -> Result<Option<Preview>, ToolError> {
+        let cwd = Self::working_directory(params, ctx)?;
+        Ok(Some(Preview::Command {
+            command: params.command.clone(),
+            cwd: ctx.runtime.display_path(&cwd),
+        }))
+    }
+}
+
+/// The output of a finished command: its text, marked when it failed, and the status in data.
+fn finish(
+    mut text: String,
+    exit_code: Option<i32>,
+    signal: Option<String>,
+    output_path: Option<PathBuf>,
+    sidecar_note: Option<String>,
+) -> ToolOutput {
+    if text.is_empty() {
+        text.push_str("(no output)");
+    }
+    let failed = exit_code != Some(0);
+    if failed {
+        if !text.ends_with('\n') {
+            text.push('\n');
+        }
+        match (&exit_code, &signal) {
+            (_, Some(signal)) => text.push_str(&format!("[command was killed by {signal}]")),
+            (Some(code), None) => text.push_str(&format!("[command failed with exit code {code}]")),
+            (None, None) => text.push_str("[command ended without an exit code]"),
+        }
+    }
+    let mut output = ToolOutput::text(text);
+    if let Some(code) = exit_code {
+        output = output.with("exit_code", code);
+    }
+    if let Some(signal) = signal {
+        output = output.with("signal", signal);
+    }
+    if let Some(note) = sidecar_note {
+        output = output.with("note", note);
+    }
+    output.output_path = output_path;
+    output
+}
+
+fn timeout_error(timeout: Duration, text: &str, output_path: Option<&Path>) -> ToolError {
+    let mut message = format!(
+        "the command did not finish within {}s and was killed (with every process it started)",
+        timeout.as_secs_f64()
+    );
+    if text.is_empty() {
+        message.push_str("; it printed nothing");
+    } else {
+        message.push_str(". Output so far:\n");
+        message.push_str(text);
+    }
+    if let Some(path) = output_path {
+        if !message.ends_with('\n') {
+            message.push('\n');
+        }
+        message.push_str(&format!(
+            "[the whole output so far is in {}]",
+            path.display()
+        ));
+    }
+    ToolError::Failed(message)
+}

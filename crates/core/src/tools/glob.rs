@@ -1,1 +1,252 @@
-//! The `glob` tool (placeholder).
+//! The `glob` tool: lists files whose path matches a glob pattern.
+//!
+//! - [`GlobTool`] / [`GlobParams`]: `pattern` (globset syntax: `*` stays within one path
+//!   component, `**` crosses directories, `{a,b}` alternates, `[abc]` classes) matched against
+//!   each file's path relative to `path` (default: the workspace root).
+//!
+//! The walk is [`Runtime::walker`](crate::runtime::Runtime::walker)'s, run in parallel: it honours
+//! `.gitignore`/`.ignore` (with or without a `.git`), skips hidden files and never follows or
+//! lists symlinks. Results are shown workspace-relative, sorted by that path (byte order, as
+//! `LC_ALL=C sort` does), and capped at `limits.glob_entries`; past the cap the whole list goes
+//! to a sidecar file.
+//!
+//! Why path order rather than Claude Code's newest-first: it is stable across checkouts (a fresh
+//! clone gives every file the same mtime) and between calls, keeps a directory's files together,
+//! and needs no `stat` per file.
+
+use std::path::Path;
+use std::sync::Mutex;
+
+use globset::{GlobBuilder, GlobMatcher};
+use ignore::{DirEntry, ParallelVisitor, ParallelVisitorBuilder, WalkState};
+use schemars::JsonSchema;
+use serde::Deserialize;
+use tokio_util::sync::CancellationToken;
+
+use crate::capability::{Access, RequirementSet};
+use crate::runtime::Runtime;
+use crate::tool::{Subject, Tool, ToolContext, ToolError, ToolKind, ToolOutput, ToolSpec};
+
+const DESCRIPTION: &str = "\
+Finds files by name pattern, fast, in a codebase of any size. Returns matching file paths \
+(relative to the workspace), sorted by path.
+
+- `pattern` is a glob matched against each file's path relative to `path`: `*` matches within \
+one directory level, `**` across any number of levels, `?` one character, `{ts,tsx}` \
+alternatives, `[ab]` a class. Examples: `**/*.rs`, `src/**/*.{ts,tsx}`, `*.md` (top level \
+only), `**/test_*.py`.
+- `path` is the directory to search (absolute or workspace-relative); default the workspace \
+root.
+- Files ignored by .gitignore/.ignore and hidden files are skipped; only files are listed, not \
+directories.
+- To search file contents use `grep`.";
+
+/// Arguments of `glob`.
+#[derive(Debug, Clone, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct GlobParams {
+    /// The glob pattern, relative to `path` (e.g. `**/*.rs`).
+    #[schemars(length(min = 1))]
+    pub pattern: String,
+    /// The directory to search in (absolute or workspace-relative); default the workspace root.
+    pub path: Option<String>,
+}
+
+/// `glob`: list files by pattern.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct GlobTool;
+
+impl Tool for GlobTool {
+    type Params = GlobParams;
+
+    fn spec(&self) -> ToolSpec {
+        ToolSpec::new::<GlobParams>("glob", DESCRIPTION)
+            .kind(ToolKind::Search)
+            .subject(Subject::Path(Some("path".into())))
+            .requires(RequirementSet::fs_read(&["{workspace}/**"]))
+            .read_only()
+    }
+
+    async fn run(&self, params: GlobParams, ctx: &ToolContext) -> Result<ToolOutput, ToolError> {
+        let base = ctx
+            .runtime
+            .resolve_checked(params.path.as_deref().unwrap_or("."), Access::Read)?;
+        let meta = ctx.runtime.metadata(&base).await?;
+        if !meta.is_dir() {
+            return Err(ToolError::Failed(format!(
+                "{} is not a directory; `path` names the directory to search",
+                ctx.runtime.display_path(&base)
+            )));
+        }
+        let pattern = relative_pattern(&params.pattern, &base)?;
+        let matcher = GlobBuilder::new(pattern)
+            .literal_separator(true)
+            .backslash_escape(true)
+            .build()
+            .map_err(|e| {
+                ToolError::Failed(format!(
+                    "invalid glob pattern `{}`: {}",
+                    params.pattern,
+                    e.kind()
+                ))
+            })?
+            .compile_matcher();
+        let runtime = ctx.runtime.clone();
+        let cancel = ctx.cancel.clone();
+        let walk_base = base.clone();
+        let mut entries = tokio::task::spawn_blocking(move || {
+            find_files(&runtime, &walk_base, &matcher, &cancel)
+        })
+        .await
+        .map_err(|e| ToolError::Failed(format!("glob task failed: {e}")))??;
+        if ctx.cancel.is_cancelled() {
+            return Err(ToolError::Cancelled);
+        }
+        if entries.is_empty() {
+            return Ok(ToolOutput::text(format!(
+                "No files match `{}` under {}.",
+                params.pattern,
+                ctx.runtime.display_path(&base)
+            ))
+            .with("count", 0));
+        }
+        entries.sort_unstable();
+        let total = entries.len();
+        let limit = ctx.session.limits.glob_entries;
+        let (shown, output_path) = ctx.cap_entries("glob", entries, limit).await?;
+        let mut text = shown.join("\n");
+        if output_path.is_some() {
+            text.push_str(&format!(
+                "\n[{total} files match; showing the first {}]",
+                shown.len()
+            ));
+        }
+        let mut output = ToolOutput::text(text).with("count", total);
+        output.output_path = output_path;
+        Ok(output)
+    }
+}
+
+/// The pattern relative to the search base: a leading `./` is dropped, and an absolute pattern
+/// is accepted when it lies under the base.
+fn relative_pattern<'a>(pattern: &'a str, base: &Path) -> Result<&'a str, ToolError> {
+    let mut pattern = pattern;
+    while let Some(rest) = pattern.strip_prefix("./") {
+        pattern = rest;
+    }
+    if !pattern.starts_with('/') {
+        return Ok(pattern);
+    }
+    let base = base.to_string_lossy();
+    pattern
+        .strip_prefix(base.as_ref())
+        .and_then(|rest| rest.strip_prefix('/'))
+        .filter(|rest| !rest.is_empty())
+        .ok_or_else(|| {
+            ToolError::Failed(format!(
+                "the pattern `{pattern}` is absolute and not under the search directory {base}; \
+                 give a pattern relative to `path`"
+            ))
+        })
+}
+
+/// Walks `base` in parallel and returns the files whose base-relative path matches, as the
+/// user reads them (workspace-relative), unsorted.
+fn find_files(
+    runtime: &Runtime,
+    base: &Path,
+    matcher: &GlobMatcher,
+    cancel: &CancellationToken,
+) -> Result<Vec<String>, ToolError> {
+    let found = Mutex::new(Vec::new());
+    // How `base` itself is shown; an entry is shown as that prefix and its base-relative path.
+    let shown_base = runtime.display_path(base);
+    let prefix = match shown_base.as_str() {
+        "." => String::new(),
+        shown if shown.ends_with('/') => shown.to_owned(),
+        shown => format!("{shown}/"),
+    };
+    let mut builder = Collect {
+        runtime,
+        base,
+        prefix: &prefix,
+        matcher,
+        cancel,
+        found: &found,
+    };
+    runtime.walker(base)?.build_parallel().visit(&mut builder);
+    Ok(found
+        .into_inner()
+        .unwrap_or_else(std::sync::PoisonError::into_inner))
+}
+
+/// Builds one visitor per walker thread; each keeps its own list and hands it over when done.
+struct Collect<'a> {
+    runtime: &'a Runtime,
+    base: &'a Path,
+    prefix: &'a str,
+    matcher: &'a GlobMatcher,
+    cancel: &'a CancellationToken,
+    found: &'a Mutex<Vec<String>>,
+}
+
+impl<'s> ParallelVisitorBuilder<'s> for Collect<'s> {
+    fn build(&mut self) -> Box<dyn ParallelVisitor + 's> {
+        Box::new(Visitor {
+            runtime: self.runtime,
+            base: self.base,
+            prefix: self.prefix,
+            matcher: self.matcher,
+            cancel: self.cancel,
+            found: self.found,
+            local: Vec::new(),
+        })
+    }
+}
+
+struct Visitor<'a> {
+    runtime: &'a Runtime,
+    base: &'a Path,
+    prefix: &'a str,
+    matcher: &'a GlobMatcher,
+    cancel: &'a CancellationToken,
+    found: &'a Mutex<Vec<String>>,
+    local: Vec<String>,
+}
+
+impl ParallelVisitor for Visitor<'_> {
+    fn visit(&mut self, entry: Result<DirEntry, ignore::Error>) -> WalkState {
+        if self.cancel.is_cancelled() {
+            return WalkState::Quit;
+        }
+        let Ok(entry) = entry else {
+            return WalkState::Continue;
+        };
+        // Symlinks have their own file type here (the walker does not follow them).
+        if !entry.file_type().is_some_and(|t| t.is_file()) {
+            return WalkState::Continue;
+        }
+        let Ok(relative) = entry.path().strip_prefix(self.base) else {
+            return WalkState::Continue;
+        };
+        if self.matcher.is_match(relative) && self.runtime.check(entry.path(), Access::Read).is_ok()
+        {
+            let relative = relative.to_string_lossy();
+            let mut shown = String::with_capacity(self.prefix.len() + relative.len());
+            shown.push_str(self.prefix);
+            shown.push_str(&relative);
+            self.local.push(shown);
+        }
+        WalkState::Continue
+    }
+}
+
+impl Drop for Visitor<'_> {
+    fn drop(&mut self) {
+        let mut found = self
+            .found
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        found.append(&mut self.local);
+    }
+}

@@ -1,1 +1,589 @@
-//! The `grep` tool (placeholder).
+//! The `grep` tool: regex search over file contents, built on ripgrep's own crates.
+//!
+//! - [`GrepTool`] / [`GrepParams`]: `pattern` (Rust regex syntax), `path` (a directory or one
+//!   file; default the workspace root), `glob` and `type` filters, `output_mode`
+//!   ([`OutputMode`]: `files_with_matches` (default), `content`, `count`), `-i`, `-n`, `-A`/`-B`/`-C`
+//!   context, `multiline`, `head_limit`: the parameters of Claude Code's Grep.
+//!
+//! The walk is [`Runtime::walker`](crate::runtime::Runtime::walker)'s (gitignore-aware, no
+//! symlinks), run in parallel with one [`Searcher`] per thread; binary files (a NUL byte) are
+//! skipped. Per-thread results are collected, then sorted by path (byte order), so the output
+//! is deterministic. `limits.grep_matches` caps the result entries (matching lines in `content`
+//! mode, files otherwise); past it the whole output goes to a sidecar file.
+//!
+//! `glob` has ripgrep's `--glob` meaning: a pattern without `/` matches file names at any depth,
+//! one with `/` matches paths relative to `path`, and a leading `!` excludes.
+
+use std::path::{Path, PathBuf};
+use std::sync::Mutex;
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+
+use grep_regex::{RegexMatcher, RegexMatcherBuilder};
+use grep_searcher::{
+    BinaryDetection, Searcher, SearcherBuilder, Sink, SinkContext, SinkContextKind, SinkMatch,
+};
+use ignore::overrides::OverrideBuilder;
+use ignore::types::TypesBuilder;
+use ignore::{DirEntry, WalkState};
+use schemars::JsonSchema;
+use serde::Deserialize;
+use tokio_util::sync::CancellationToken;
+
+use crate::capability::{Access, RequirementSet};
+use crate::runtime::Runtime;
+use crate::tool::{Subject, Tool, ToolContext, ToolError, ToolKind, ToolOutput, ToolSpec};
+
+/// Lines longer than this are cut in the text the model reads (the sidecar keeps them whole).
+pub const MAX_LINE_BYTES: usize = 1000;
+/// The search stops collecting past this much matched text (a runaway pattern over a huge tree).
+pub const MAX_COLLECTED_BYTES: usize = 64 * 1024 * 1024;
+
+const DESCRIPTION: &str = "\
+Searches file contents with a regular expression (ripgrep's engine and syntax), respecting \
+.gitignore. Use it instead of running grep or rg through bash.
+
+- `pattern`: a Rust regex, e.g. `fn\\s+main`, `log.*Error`, `TODO|FIXME`. Escape literal braces \
+and parentheses (`interface\\{\\}`, `foo\\(`). Case-sensitive unless `-i` is true.
+- `path`: a directory or a single file (absolute or workspace-relative); default the workspace \
+root.
+- `glob` filters files like rg --glob (`*.js`, `**/*.{ts,tsx}`, `!**/vendor/**`); `type` by file \
+type like rg --type (`rust`, `py`, `js`, `go`, ...), usually faster than `glob`.
+- `output_mode`: `files_with_matches` (default: the paths of matching files), `content` (the \
+matching lines as path:line:text; `-n` line numbers, default true; `-A`/`-B`/`-C` context lines), \
+`count` (matches per file).
+- `multiline`: let `.` match newlines and patterns span lines.
+- `head_limit`: show only the first N lines or entries.
+- Files are sorted by path. Large results are cut; the whole result is saved to a file you can \
+`read`.";
+
+/// What `grep` returns.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Deserialize, JsonSchema)]
+#[serde(rename_all = "snake_case")]
+pub enum OutputMode {
+    /// The matching lines, `path:line:text`, with optional context.
+    Content,
+    /// The paths of the files that match.
+    #[default]
+    FilesWithMatches,
+    /// The number of matching lines per file.
+    Count,
+}
+
+/// Arguments of `grep`.
+#[derive(Debug, Clone, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct GrepParams {
+    /// The regular expression to search for.
+    #[schemars(length(min = 1))]
+    pub pattern: String,
+    /// The file or directory to search (absolute or workspace-relative); default the workspace root.
+    pub path: Option<String>,
+    /// Only search files matching this glob (rg --glob), e.g. `*.rs` or `src/**/*.{ts,tsx}`.
+    pub glob: Option<String>,
+    /// Only search files of this type (rg --type), e.g. `rust`, `py`, `js`.
+    #[serde(rename = "type")]
+    pub file_type: Option<String>,
+    /// `files_with_matches` (default), `content` or `count`.
+    pub output_mode: Option<OutputMode>,
+    /// Case-insensitive search.
+    #[serde(rename = "-i")]
+    pub dash_i: Option<bool>,
+    /// Case-insensitive search (same as `-i`).
+    pub case_insensitive: Option<bool>,
+    /// Show line numbers in `content` mode (default true).
+    #[serde(rename = "-n")]
+    pub line_numbers: Option<bool>,
+    /// Lines of context after each match (`content` mode).
+    #[serde(rename = "-A")]
+    pub after: Option<u32>,
+    /// Lines of context before each match (`content` mode).
+    #[serde(rename = "-B")]
+    pub before: Option<u32>,
+    /// Lines of context before and after each match (`content` mode).
+    #[serde(rename = "-C")]
+    pub context: Option<u32>,
+    /// Let `.` match newlines and patterns span lines.
+    pub multiline: Option<bool>,
+    /// Show only the first N lines (`content`) or entries (other modes).
+    #[schemars(range(min = 1))]
+    pub head_limit: Option<u64>,
+}
+
+/// `grep`: search file contents.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct GrepTool;
+
+impl Tool for GrepTool {
+    type Params = GrepParams;
+
+    fn spec(&self) -> ToolSpec {
+        ToolSpec::new::<GrepParams>("grep", DESCRIPTION)
+            .kind(ToolKind::Search)
+            .subject(Subject::Path(Some("path".into())))
+            .requires(RequirementSet::fs_read(&["{workspace}/**"]))
+            .read_only()
+    }
+
+    async fn run(&self, params: GrepParams, ctx: &ToolContext) -> Result<ToolOutput, ToolError> {
+        let base = ctx
+            .runtime
+            .resolve_checked(params.path.as_deref().unwrap_or("."), Access::Read)?;
+        let is_dir = ctx.runtime.metadata(&base).await?.is_dir();
+        let search = Search::new(&params, &base, is_dir)?;
+        let runtime = ctx.runtime.clone();
+        let cancel = ctx.cancel.clone();
+        let found = tokio::task::spawn_blocking(move || search.run(&runtime, &base, &cancel))
+            .await
+            .map_err(|e| ToolError::Failed(format!("grep task failed: {e}")))??;
+        if ctx.cancel.is_cancelled() {
+            return Err(ToolError::Cancelled);
+        }
+        report(&params, found, ctx).await
+    }
+}
+
+/// A compiled search: matcher, searcher settings and walk filters.
+struct Search {
+    matcher: RegexMatcher,
+    searcher: SearcherBuilder,
+    mode: OutputMode,
+    overrides: Option<ignore::overrides::Override>,
+    types: Option<ignore::types::Types>,
+}
+
+impl Search {
+    fn new(params: &GrepParams, base: &Path, is_dir: bool) -> Result<Self, ToolError> {
+        let mode = params.output_mode.unwrap_or_default();
+        let multiline = params.multiline.unwrap_or(false);
+        let case_insensitive =
+            params.dash_i.unwrap_or(false) || params.case_insensitive.unwrap_or(false);
+        let mut builder = RegexMatcherBuilder::new();
+        builder
+            .case_insensitive(case_insensitive)
+            .multi_line(true)
+            .dot_matches_new_line(multiline);
+        if !multiline {
+            builder.line_terminator(Some(b'\n'));
+        }
+        let matcher = builder.build(&params.pattern).map_err(|e| {
+            let hint = if !multiline && e.to_string().contains("not allowed") {
+                " (set `multiline` to true to match across lines)"
+            } else {
+                ""
+            };
+            ToolError::Failed(format!("invalid regex `{}`: {e}{hint}", params.pattern))
+        })?;
+        let mut searcher = SearcherBuilder::new();
+        searcher
+            .binary_detection(BinaryDetection::quit(0))
+            .multi_line(multiline)
+            .line_number(mode == OutputMode::Content);
+        if mode == OutputMode::Content {
+            let context = params.context.unwrap_or(0) as usize;
+            searcher
+                .before_context(params.before.map_or(context, |b| b as usize))
+                .after_context(params.after.map_or(context, |a| a as usize));
+        }
+        let overrides = match (&params.glob, is_dir) {
+            (Some(glob), true) => {
+                let mut overrides = OverrideBuilder::new(base);
+                overrides
+                    .add(glob)
+                    .map_err(|e| ToolError::Failed(format!("invalid glob `{glob}`: {e}")))?;
+                Some(
+                    overrides
+                        .build()
+                        .map_err(|e| ToolError::Failed(format!("invalid glob `{glob}`: {e}")))?,
+                )
+            }
+            _ => None,
+        };
+        let types = match (&params.file_type, is_dir) {
+            (Some(name), true) => {
+                let mut types = TypesBuilder::new();
+                types.add_defaults().select(name);
+                Some(types.build().map_err(|e| {
+                    ToolError::Failed(format!(
+                        "unknown file type `{name}`: {e} (types are rg's: rust, py, js, ts, go, ...)"
+                    ))
+                })?)
+            }
+            _ => None,
+        };
+        Ok(Self {
+            matcher,
+            searcher,
+            mode,
+            overrides,
+            types,
+        })
+    }
+
+    /// Searches `base` (a file, or a directory walked in parallel) and returns the hits sorted
+    /// by path.
+    fn run(
+        &self,
+        runtime: &Runtime,
+        base: &Path,
+        cancel: &CancellationToken,
+    ) -> Result<Found, ToolError> {
+        let shared = Shared::default();
+        let mut walker = runtime.walker(base)?;
+        if let Some(overrides) = &self.overrides {
+            walker.overrides(overrides.clone());
+        }
+        if let Some(types) = &self.types {
+            walker.types(types.clone());
+        }
+        walker.build_parallel().run(|| {
+            let mut searcher = self.searcher.build();
+            let shared = &shared;
+            Box::new(move |entry: Result<DirEntry, ignore::Error>| {
+                if cancel.is_cancelled() || shared.full.load(Ordering::Relaxed) {
+                    return WalkState::Quit;
+                }
+                let Ok(entry) = entry else {
+                    shared.unreadable.fetch_add(1, Ordering::Relaxed);
+                    return WalkState::Continue;
+                };
+                // Symlinks have their own file type here (the walker does not follow them).
+                if entry.file_type().is_some_and(|t| t.is_file())
+                    && runtime.check(entry.path(), Access::Read).is_ok()
+                {
+                    self.search_file(&mut searcher, entry.into_path(), shared, cancel);
+                }
+                WalkState::Continue
+            })
+        });
+        let mut files = shared
+            .files
+            .into_inner()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        // Byte order of the path, as `glob` sorts (and `LC_ALL=C sort`).
+        files.sort_unstable_by(|a, b| a.path.as_os_str().cmp(b.path.as_os_str()));
+        Ok(Found {
+            files,
+            binary_skipped: shared.binary.into_inner(),
+            unreadable: shared.unreadable.into_inner(),
+            stopped_early: shared.full.into_inner(),
+        })
+    }
+
+    fn search_file(
+        &self,
+        searcher: &mut Searcher,
+        path: PathBuf,
+        shared: &Shared,
+        cancel: &CancellationToken,
+    ) {
+        let mut sink = Collector {
+            mode: self.mode,
+            lines: Vec::new(),
+            matches: 0,
+            bytes: 0,
+            binary: false,
+            cancel,
+        };
+        match searcher.search_path(&self.matcher, &path, &mut sink) {
+            Err(_) => {
+                shared.unreadable.fetch_add(1, Ordering::Relaxed);
+            }
+            Ok(()) if sink.binary => {
+                shared.binary.fetch_add(1, Ordering::Relaxed);
+            }
+            Ok(()) if sink.matches > 0 => {
+                let total = shared.bytes.fetch_add(sink.bytes, Ordering::Relaxed) + sink.bytes;
+                if total > MAX_COLLECTED_BYTES {
+                    shared.full.store(true, Ordering::Relaxed);
+                }
+                let hits = FileHits {
+                    path,
+                    matches: sink.matches,
+                    lines: sink.lines,
+                };
+                shared
+                    .files
+                    .lock()
+                    .unwrap_or_else(std::sync::PoisonError::into_inner)
+                    .push(hits);
+            }
+            Ok(()) => {}
+        }
+    }
+}
+
+/// What the walker threads share.
+#[derive(Default)]
+struct Shared {
+    files: Mutex<Vec<FileHits>>,
+    binary: AtomicUsize,
+    unreadable: AtomicUsize,
+    bytes: AtomicUsize,
+    full: AtomicBool,
+}
+
+/// The result of a search.
+struct Found {
+    files: Vec<FileHits>,
+    binary_skipped: usize,
+    unreadable: usize,
+    stopped_early: bool,
+}
+
+/// The hits of one file.
+struct FileHits {
+    path: PathBuf,
+    /// Matching lines.
+    matches: u64,
+    /// Matching and context lines (`content` mode only), in file order.
+    lines: Vec<Line>,
+}
+
+enum Line {
+    Match {
+        number: u64,
+        text: String,
+    },
+    Context {
+        number: u64,
+        text: String,
+    },
+    /// A gap between non-adjacent groups of lines.
+    Break,
+}
+
+/// The sink of one file's search.
+struct Collector<'a> {
+    mode: OutputMode,
+    lines: Vec<Line>,
+    matches: u64,
+    bytes: usize,
+    binary: bool,
+    cancel: &'a CancellationToken,
+}
+
+fn line_text(bytes: &[u8]) -> String {
+    let bytes = bytes.strip_suffix(b"\n").unwrap_or(bytes);
+    let bytes = bytes.strip_suffix(b"\r").unwrap_or(bytes);
+    String::from_utf8_lossy(bytes).into_owned()
+}
+
+impl Sink for Collector<'_> {
+    type Error = std::io::Error;
+
+    fn matched(&mut self, _: &Searcher, found: &SinkMatch<'_>) -> Result<bool, std::io::Error> {
+        match self.mode {
+            OutputMode::FilesWithMatches => {
+                self.matches = 1;
+                return Ok(false);
+            }
+            OutputMode::Count => self.matches += found.lines().count() as u64,
+            OutputMode::Content => {
+                let first = found.line_number().unwrap_or(0);
+                for (offset, line) in found.lines().enumerate() {
+                    self.matches += 1;
+                    self.bytes += line.len();
+                    self.lines.push(Line::Match {
+                        number: first + offset as u64,
+                        text: line_text(line),
+                    });
+                }
+            }
+        }
+        Ok(!self.cancel.is_cancelled())
+    }
+
+    fn context(&mut self, _: &Searcher, context: &SinkContext<'_>) -> Result<bool, std::io::Error> {
+        if matches!(
+            context.kind(),
+            SinkContextKind::Before | SinkContextKind::After
+        ) {
+            self.bytes += context.bytes().len();
+            self.lines.push(Line::Context {
+                number: context.line_number().unwrap_or(0),
+                text: line_text(context.bytes()),
+            });
+        }
+        Ok(true)
+    }
+
+    fn context_break(&mut self, _: &Searcher) -> Result<bool, std::io::Error> {
+        self.lines.push(Line::Break);
+        Ok(true)
+    }
+
+    fn binary_data(&mut self, _: &Searcher, _: u64) -> Result<bool, std::io::Error> {
+        self.binary = true;
+        self.lines.clear();
+        self.matches = 0;
+        Ok(false)
+    }
+}
+
+/// Turns the hits into the model's text (capped, with a sidecar past the cap) and data.
+async fn report(
+    params: &GrepParams,
+    found: Found,
+    ctx: &ToolContext,
+) -> Result<ToolOutput, ToolError> {
+    let mode = params.output_mode.unwrap_or_default();
+    let total_matches: u64 = found.files.iter().map(|f| f.matches).sum();
+    let mut notes = Vec::new();
+    if found.files.is_empty() {
+        let mut output = ToolOutput::text("No matches found.").with("files", 0);
+        if found.binary_skipped > 0 {
+            output = output.with("binary_files_skipped", found.binary_skipped);
+        }
+        return Ok(output);
+    }
+    let limit = ctx.session.limits.grep_matches;
+    let head_limit = params
+        .head_limit
+        .and_then(|n| usize::try_from(n).ok())
+        .unwrap_or(usize::MAX);
+    let (text, output_path) = match mode {
+        OutputMode::Content => {
+            let line_numbers = params.line_numbers.unwrap_or(true);
+            let context = params
+                .context
+                .or(params.before)
+                .or(params.after)
+                .unwrap_or(0)
+                > 0;
+            let render =
+                |cap, cut| render_content(&found.files, ctx, line_numbers, context, cap, cut);
+            let (mut head, shown) = render(limit, Some(MAX_LINE_BYTES));
+            let mut output_path = None;
+            if (shown as u64) < total_matches {
+                let (full, _) = render(usize::MAX, None);
+                output_path = Some(ctx.spill("grep", full.as_bytes()).await?);
+                notes.push(format!(
+                    "showing the first {shown} of {total_matches} matching lines"
+                ));
+            }
+            let line_count = head.lines().count();
+            if head_limit < line_count {
+                head = head
+                    .lines()
+                    .take(head_limit)
+                    .fold(String::new(), |mut acc, l| {
+                        acc.push_str(l);
+                        acc.push('\n');
+                        acc
+                    });
+                notes.push(format!(
+                    "head_limit: showing {head_limit} of {line_count} lines"
+                ));
+            }
+            (head, output_path)
+        }
+        OutputMode::FilesWithMatches | OutputMode::Count => {
+            let mut entries: Vec<String> = found
+                .files
+                .iter()
+                .map(|file| {
+                    let shown = ctx.runtime.display_path(&file.path);
+                    if mode == OutputMode::Count {
+                        format!("{shown}:{}", file.matches)
+                    } else {
+                        shown
+                    }
+                })
+                .collect();
+            let total = entries.len();
+            if head_limit < total {
+                entries.truncate(head_limit);
+                notes.push(format!("head_limit: showing {head_limit} of {total} files"));
+            }
+            let (shown, output_path) = ctx.cap_entries("grep", entries, limit).await?;
+            if output_path.is_some() {
+                notes.push(format!(
+                    "showing the first {} of {total} files",
+                    shown.len()
+                ));
+            }
+            (shown.join("\n"), output_path)
+        }
+    };
+    if found.stopped_early {
+        notes.push(format!(
+            "the search stopped after collecting {} MiB of matches; narrow the pattern",
+            MAX_COLLECTED_BYTES / (1024 * 1024)
+        ));
+    }
+    let mut text = text;
+    for note in notes {
+        if !text.is_empty() && !text.ends_with('\n') {
+            text.push('\n');
+        }
+        text.push_str(&format!("[{note}]"));
+    }
+    let mut output = ToolOutput::text(text).with("files", found.files.len());
+    if mode != OutputMode::FilesWithMatches {
+        output = output.with("matches", total_matches);
+    }
+    if found.binary_skipped > 0 {
+        output = output.with("binary_files_skipped", found.binary_skipped);
+    }
+    if found.unreadable > 0 {
+        output = output.with("unreadable_files", found.unreadable);
+    }
+    output.output_path = output_path;
+    Ok(output)
+}
+
+/// Renders `content` mode: `path:line:text` for matches, `path-line-text` for context, `--`
+/// between groups. Stops before the match past `max_matches`; cuts lines at `cut` bytes.
+/// Returns the text and the number of matching lines in it.
+fn render_content(
+    files: &[FileHits],
+    ctx: &ToolContext,
+    line_numbers: bool,
+    context: bool,
+    max_matches: usize,
+    cut: Option<usize>,
+) -> (String, usize) {
+    let mut out = String::new();
+    let mut shown = 0usize;
+    for (index, file) in files.iter().enumerate() {
+        let path = ctx.runtime.display_path(&file.path);
+        if context && index > 0 {
+            out.push_str("--\n");
+        }
+        for line in &file.lines {
+            let (separator, number, text) = match line {
+                Line::Break => {
+                    out.push_str("--\n");
+                    continue;
+                }
+                Line::Match { number, text } => {
+                    if shown == max_matches {
+                        return (out, shown);
+                    }
+                    shown += 1;
+                    (':', number, text)
+                }
+                Line::Context { number, text } => ('-', number, text),
+            };
+            out.push_str(&path);
+            out.push(separator);
+            if line_numbers {
+                out.push_str(&number.to_string());
+                out.push(separator);
+            }
+            match cut {
+                Some(max) if text.len() > max => {
+                    let mut end = max;
+                    while !text.is_char_boundary(end) {
+                        end -= 1;
+                    }
+                    out.push_str(&text[..end]);
+                    out.push_str(&format!(" [... line cut, {} more bytes]", text.len() - end));
+                }
+                _ => out.push_str(text),
+            }
+            out.push('\n');
+        }
+    }
+    (out, shown)
+}

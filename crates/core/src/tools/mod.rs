@@ -4,6 +4,83 @@ pub mod bash;
 pub mod edit;
 pub mod glob;
 pub mod grep;
+pub mod question;
 pub mod read;
+pub mod text;
 pub mod todo;
+pub mod web_fetch;
+pub mod web_search;
 pub mod write;
+
+use crate::tool::{Registry, Typed};
+
+/// The bundled tools, in documentation order. `env` supplies the web search settings
+/// (`KEEL_SEARXNG_URL`, `BRAVE_API_KEY`); without them `web_search` answers with what to set.
+pub fn bundled(env: &dyn Fn(&str) -> Option<String>) -> Result<Registry, String> {
+    let tools = [
+        Typed::wrap(read::ReadTool),
+        Typed::wrap(write::WriteTool),
+        Typed::wrap(edit::EditTool),
+        Typed::wrap(glob::GlobTool),
+        Typed::wrap(grep::GrepTool),
+        Typed::wrap(bash::BashTool),
+        Typed::wrap(todo::TodoTool),
+        Typed::wrap(question::QuestionTool),
+        Typed::wrap(web_fetch::WebFetchTool),
+        Typed::wrap(web_search::WebSearchTool::from_vars(
+            env,
+            web_search::SearchLimits::default(),
+        )),
+    ];
+    let mut registry = Registry::new();
+    for tool in tools {
+        let tool = tool.map_err(|e| e.to_string())?;
+        registry.register(tool).map_err(|e| e.to_string())?;
+    }
+    Ok(registry)
+}
+
+#[cfg(test)]
+mod tests {
+    use crate::tool::{Subject, ToolKind};
+
+    #[test]
+    fn bundled_tools_are_the_locked_set_with_their_shapes() {
+        let registry = super::bundled(&|_| None).unwrap();
+        let shapes: Vec<(String, ToolKind, bool, Subject)> = registry
+            .specs()
+            .map(|s| (s.id.clone(), s.kind, s.mutating, s.subject.clone()))
+            .collect();
+        let path = |f: &str| Subject::Path(Some(f.to_owned()));
+        assert_eq!(
+            shapes,
+            vec![
+                ("read".into(), ToolKind::Read, false, path("file_path")),
+                ("write".into(), ToolKind::Edit, true, path("file_path")),
+                ("edit".into(), ToolKind::Edit, true, path("file_path")),
+                ("glob".into(), ToolKind::Search, false, path("path")),
+                ("grep".into(), ToolKind::Search, false, path("path")),
+                (
+                    "bash".into(),
+                    ToolKind::Execute,
+                    true,
+                    Subject::Command("command".into())
+                ),
+                ("todo".into(), ToolKind::Think, false, Subject::None),
+                ("question".into(), ToolKind::Other, false, Subject::None),
+                (
+                    "web_fetch".into(),
+                    ToolKind::Fetch,
+                    false,
+                    Subject::Url("url".into())
+                ),
+                (
+                    "web_search".into(),
+                    ToolKind::Fetch,
+                    false,
+                    Subject::Query("query".into())
+                ),
+            ]
+        );
+    }
+}

@@ -1,1 +1,253 @@
-//! The `write` tool (placeholder).
+//! The `write` tool: create a file or replace its whole content.
+//!
+//! - [`WriteTool`] / [`WriteParams`]: the tool and its arguments (`file_path`, `content`).
+//! - `WritePlan`: the bytes a call would write and the diff against what is there, computed
+//!   once for the permission preview and again at run time (the file may have changed while the
+//!   user decided).
+//!
+//! Overwriting an existing file needs a fresh read ([`text::require_fresh_read`]). A CRLF file
+//! stays CRLF when the model sends LF text, and a UTF-8 byte-order mark stays. The write itself
+//! is the runtime's: scope-checked, atomic, mode kept, parents created.
+
+use std::path::PathBuf;
+
+use schemars::JsonSchema;
+use serde::Deserialize;
+
+use super::text::{self, FileChange};
+use crate::capability::{Access, RequirementSet};
+use crate::tool::{
+    Artifact, Preview, Subject, Tool, ToolContext, ToolError, ToolKind, ToolOutput, ToolSpec,
+};
+
+/// Existing files larger than this are overwritten without a diff (only their head is read, to
+/// keep their line endings and byte-order mark).
+const MAX_DIFF_BYTES: u64 = 64 * 1024 * 1024;
+
+/// Arguments of `write`.
+#[derive(Debug, Clone, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct WriteParams {
+    /// The file to create or overwrite: an absolute path, or a path relative to the workspace
+    /// root. Missing parent directories are created.
+    pub file_path: String,
+    /// The complete new content of the file.
+    pub content: String,
+}
+
+/// The `write` tool.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct WriteTool;
+
+const DESCRIPTION: &str = "\
+Creates a file, or replaces the whole content of an existing one. `file_path` is absolute or \
+relative to the workspace root; missing parent directories are created.
+- To overwrite an existing file you must have read it with `read` in this session, and it must \
+not have changed since. A new file needs no read.
+- To change part of an existing file, prefer `edit`: it sends only the change.
+- An existing file keeps its CRLF line endings and its UTF-8 byte-order mark.
+- Returns a short summary, and for an existing file the diff of the change.";
+
+impl Tool for WriteTool {
+    type Params = WriteParams;
+
+    fn spec(&self) -> ToolSpec {
+        ToolSpec::new::<WriteParams>("write", DESCRIPTION)
+            .kind(ToolKind::Edit)
+            .subject(Subject::Path(Some("file_path".into())))
+            .requires(RequirementSet::fs_read_write(
+                &["{workspace}/**"],
+                &["{workspace}/**"],
+            ))
+    }
+
+    async fn preview(
+        &self,
+        params: &WriteParams,
+        ctx: &ToolContext,
+    ) -> Result<Option<Preview>, ToolError> {
+        let plan = WritePlan::new(params, ctx).await?;
+        Ok(Some(Preview::Diff {
+            path: plan.canonical.display().to_string(),
+            old_text: plan.old.as_deref().map(text::display_text),
+            new_text: text::display_text(&plan.new),
+        }))
+    }
+
+    async fn run(&self, params: WriteParams, ctx: &ToolContext) -> Result<ToolOutput, ToolError> {
+        let plan = WritePlan::new(&params, ctx).await?;
+        let unchanged = plan.old.as_deref() == Some(plan.new.as_slice());
+        if !unchanged {
+            ctx.runtime.write(&plan.canonical, &plan.new).await?;
+        }
+        if let Some(stamp) = ctx.runtime.stamp(&plan.canonical).await {
+            ctx.session.record_read(&plan.canonical, stamp);
+        }
+        plan.output(ctx, unchanged).await
+    }
+}
+
+/// What one `write` call would do.
+#[derive(Debug)]
+struct WritePlan {
+    canonical: PathBuf,
+    shown: String,
+    created: bool,
+    /// The existing bytes, when the file exists and is small enough to diff.
+    old: Option<Vec<u8>>,
+    new: Vec<u8>,
+    notes: Vec<&'static str>,
+}
+
+impl WritePlan {
+    async fn new(params: &WriteParams, ctx: &ToolContext) -> Result<Self, ToolError> {
+        let canonical = ctx
+            .runtime
+            .resolve_checked(&params.file_path, Access::Write)?;
+        let shown = ctx.runtime.display_path(&canonical);
+        let Some((meta, stamp)) = text::inspect(ctx, &canonical).await? else {
+            return Ok(Self {
+                canonical,
+                shown,
+                created: true,
+                old: None,
+                new: params.content.clone().into_bytes(),
+                notes: Vec::new(),
+            });
+        };
+        if meta.is_dir() {
+            return Err(ToolError::Failed(format!(
+                "{shown} is a directory; give write the path of a file"
+            )));
+        }
+        if !meta.is_file() {
+            return Err(ToolError::Failed(format!(
+                "{shown} is not a regular file (a device, socket or pipe); write replaces files only"
+            )));
+        }
+        text::require_fresh_read(ctx, &canonical, &shown, &stamp, "overwrite")?;
+        let old = if meta.len() <= MAX_DIFF_BYTES {
+            Some(text::current_bytes(ctx, &canonical).await?.0)
+        } else {
+            None
+        };
+        let (new, notes) = match &old {
+            Some(bytes) => keep_conventions(bytes, &params.content),
+            None => {
+                let head = ctx
+                    .runtime
+                    .read_range(&canonical, 0, text::SNIFF_BYTES)
+                    .await?;
+                keep_conventions(&head, &params.content)
+            }
+        };
+        Ok(Self {
+            canonical,
+            shown,
+            created: false,
+            old,
+            new,
+            notes,
+        })
+    }
+
+    async fn output(self, ctx: &ToolContext, unchanged: bool) -> Result<ToolOutput, ToolError> {
+        let lines = text::line_count(&self.new);
+        let bytes = self.new.len();
+        let change = FileChange::compute(&self.shown, self.old.as_deref(), &self.new);
+        let mut message = if self.created {
+            format!(
+                "Created {} ({}, {bytes} bytes).",
+                self.shown,
+                text::lines_phrase(lines)
+            )
+        } else if unchanged {
+            format!(
+                "{} already had exactly this content; nothing was written.",
+                self.shown
+            )
+        } else {
+            format!(
+                "Overwrote {} ({}, {bytes} bytes; {}).",
+                self.shown,
+                text::lines_phrase(lines),
+                change.counts()
+            )
+        };
+        for note in &self.notes {
+            message.push(' ');
+            message.push_str(note);
+        }
+        if !self.created && !unchanged {
+            if self.old.is_none() {
+                message.push_str(" The old content was too large to diff.");
+            } else if !change.unified.is_empty() {
+                message.push_str("\n\n");
+                message.push_str(&change.unified);
+            }
+        }
+        let (text, output_path) = ctx
+            .cap_bytes("write", message, ctx.session.limits.read_bytes)
+            .await?;
+        let path = self.canonical.display().to_string();
+        let mut output = ToolOutput {
+            text,
+            output_path,
+            ..ToolOutput::default()
+        }
+        .with("path", self.shown.as_str())
+        .with("created", self.created)
+        .with("lines", lines)
+        .with("added", change.added)
+        .with("removed", change.removed);
+        if !unchanged && (self.created || self.old.is_some()) {
+            output = output.artifact(Artifact::Diff {
+                path: path.clone(),
+                old_text: self.old.as_deref().map(text::display_text),
+                new_text: text::display_text(&self.new),
+            });
+        }
+        let line = change.first_line.unwrap_or(1);
+        Ok(output.artifact(Artifact::Location {
+            path,
+            line: u32::try_from(line).ok(),
+        }))
+    }
+}
+
+/// The bytes to write for `content` over a file whose content (or head) is `old`: LF text into
+/// a CRLF file becomes CRLF, and a UTF-8 byte-order mark is kept. Returns notes for the model.
+fn keep_conventions(old: &[u8], content: &str) -> (Vec<u8>, Vec<&'static str>) {
+    let mut notes = Vec::new();
+    let mut bytes = Vec::with_capacity(content.len() + content.len() / 16 + 3);
+    if old.starts_with(text::UTF8_BOM) && !content.starts_with('\u{FEFF}') {
+        bytes.extend_from_slice(text::UTF8_BOM);
+        notes.push("Kept the file's UTF-8 byte-order mark.");
+    }
+    let crlf_file = text::LineEndings::of(old).mostly_crlf();
+    if crlf_file && content.contains('\n') && !content.contains("\r\n") {
+        bytes.extend_from_slice(text::lf_to_crlf(content).as_bytes());
+        notes.push("Kept the file's CRLF line endings.");
+    } else {
+        bytes.extend_from_slice(content.as_bytes());
+    }
+    (bytes, notes)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::keep_conventions;
+
+    #[test]
+    fn conventions_of_the_old_file_are_kept() {
+        let (bytes, notes) = keep_conventions(b"a\r\nb\r\n", "x\ny\n");
+        assert_eq!(bytes, b"x\r\ny\r\n");
+        assert_eq!(notes.len(), 1);
+        let (bytes, _) = keep_conventions(b"\xEF\xBB\xBFa\n", "x\n");
+        assert_eq!(bytes, b"\xEF\xBB\xBFx\n");
+        // The model's own CRLF, or an LF file, are left alone.
+        assert_eq!(keep_conventions(b"a\r\n", "x\r\ny\n").0, b"x\r\ny\n");
+        assert_eq!(keep_conventions(b"a\n", "x\n").0, b"x\n");
+        assert!(keep_conventions(b"", "x\n").1.is_empty());
+    }
+}

@@ -10,3 +10,7 @@ mod provider_resolve;
 mod provider_scripted;
 mod provider_sse;
 mod provider_support;
+mod tools_fs;
+mod tools_search;
+mod tools_shell;
+mod tools_web;

@@ -1,0 +1,147 @@
+//! The `question` tool: [`QuestionTool`] with [`QuestionParams`]. It pauses the call on the human
+//! and returns `{answers: string[][]}`, one list per question.
+//!
+//! It reaches the human through the session's [`Asker`](crate::tool::Asker)
+//! ([`SessionState::set_asker`](crate::tool::SessionState::set_asker)). A headless session (not
+//! interactive, or no asker installed) gets the fixed [`HEADLESS_MESSAGE`] as a tool error, so
+//! the model falls back to its own judgement instead of waiting for an answer that cannot come.
+
+use schemars::JsonSchema;
+use serde::Deserialize;
+use serde_json::Value;
+
+use crate::agent::{QuestionItem, QuestionOption};
+use crate::tool::{Subject, Tool, ToolContext, ToolError, ToolKind, ToolOutput, ToolSpec};
+
+/// The error every headless session returns for `question`.
+pub const HEADLESS_MESSAGE: &str = "The question tool is not available: no user is present \
+(headless run). Make your best judgement and say what you assumed.";
+
+const DESCRIPTION: &str = "Ask the user one or more questions and wait for the answers. Use it \
+when a decision is genuinely the user's (a preference, an ambiguous requirement, a choice between \
+approaches with different trade-offs), not for things you can find out yourself. Offer options \
+when the likely answers are known; the user may still answer in their own words. Returns one \
+list of answers per question. In headless runs there is no one to ask and the call fails: then \
+decide yourself and state the assumption.";
+
+/// Arguments of `question`.
+#[derive(Debug, Clone, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct QuestionParams {
+    /// The questions, asked together.
+    #[schemars(length(min = 1, max = 8))]
+    pub questions: Vec<QuestionEntry>,
+}
+
+/// One question.
+#[derive(Debug, Clone, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct QuestionEntry {
+    /// The question, as a full sentence.
+    #[schemars(length(min = 1))]
+    pub question: String,
+    /// A very short label shown above the question (a few words).
+    #[serde(default)]
+    pub header: Option<String>,
+    /// Choices to offer. Omit for a free-text answer.
+    #[serde(default)]
+    pub options: Vec<ChoiceEntry>,
+    /// Whether the user may pick several options (default false).
+    #[serde(default)]
+    pub multi_select: bool,
+}
+
+/// One choice of a question.
+#[derive(Debug, Clone, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct ChoiceEntry {
+    /// The choice as shown (and as returned when picked).
+    #[schemars(length(min = 1))]
+    pub label: String,
+    /// What picking it means.
+    #[serde(default)]
+    pub description: Option<String>,
+}
+
+impl From<QuestionEntry> for QuestionItem {
+    fn from(entry: QuestionEntry) -> Self {
+        QuestionItem {
+            question: entry.question,
+            header: entry.header,
+            options: entry
+                .options
+                .into_iter()
+                .map(|choice| QuestionOption {
+                    label: choice.label,
+                    description: choice.description,
+                })
+                .collect(),
+            multi_select: entry.multi_select,
+        }
+    }
+}
+
+/// The `question` tool.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct QuestionTool;
+
+impl Tool for QuestionTool {
+    type Params = QuestionParams;
+
+    fn spec(&self) -> ToolSpec {
+        ToolSpec::new::<QuestionParams>("question", DESCRIPTION)
+            .kind(ToolKind::Other)
+            .read_only()
+            .subject(Subject::None)
+    }
+
+    async fn run(
+        &self,
+        params: QuestionParams,
+        ctx: &ToolContext,
+    ) -> Result<ToolOutput, ToolError> {
+        let asker = match ctx.session.asker() {
+            Some(asker) if ctx.session.interactive => asker,
+            _ => return Err(ToolError::Failed(HEADLESS_MESSAGE.to_owned())),
+        };
+        let items: Vec<QuestionItem> = params.questions.into_iter().map(Into::into).collect();
+        let asked = items.clone();
+        let answers = tokio::select! {
+            biased;
+            () = ctx.cancel.cancelled() => return Err(ToolError::Cancelled),
+            answers = asker.ask(items) => answers.map_err(ToolError::Failed)?,
+        };
+        if answers.len() != asked.len() {
+            return Err(ToolError::Failed(format!(
+                "the host returned {} answer lists for {} questions",
+                answers.len(),
+                asked.len()
+            )));
+        }
+        let text = render(&asked, &answers);
+        let answers_json = Value::from(
+            answers
+                .iter()
+                .map(|list| Value::from(list.clone()))
+                .collect::<Vec<_>>(),
+        );
+        Ok(ToolOutput::text(text).with("answers", answers_json))
+    }
+}
+
+/// Each question followed by its answers, for the model to read.
+fn render(questions: &[QuestionItem], answers: &[Vec<String>]) -> String {
+    let mut text = String::new();
+    for (item, answer) in questions.iter().zip(answers) {
+        text.push_str("Q: ");
+        text.push_str(&item.question);
+        text.push_str("\nA: ");
+        if answer.is_empty() {
+            text.push_str("(no answer)");
+        } else {
+            text.push_str(&answer.join("; "));
+        }
+        text.push('\n');
+    }
+    text
+}

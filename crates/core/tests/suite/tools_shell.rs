@@ -1,0 +1,528 @@
+//! `bash` and `todo` through the full tool path, with real processes.
+#![allow(clippy::disallowed_methods, clippy::unwrap_used, clippy::expect_used)]
+
+use std::path::PathBuf;
+use std::sync::{Arc, Mutex};
+
+use futures::future::BoxFuture;
+use keel_core::capability::{RequirementSet, ShellRunRequirement};
+use keel_core::runtime::{
+    Runtime, RuntimeConfig, TerminalBackend, TerminalOutcome, TerminalRequest,
+};
+use keel_core::tool::{
+    Artifact, DynTool, Limits, Preview, ProgressSink, SessionState, Subject, ToolContext,
+    ToolError, ToolKind, ToolOutput, ToolProgress, Typed,
+};
+use keel_core::tools::bash::BashTool;
+use keel_core::tools::todo::TodoTool;
+use nix::errno::Errno;
+use nix::sys::signal::killpg;
+use nix::unistd::Pid;
+use serde_json::{Value, json};
+use tokio::sync::mpsc;
+use tokio_util::sync::CancellationToken;
+
+struct Workspace {
+    _dir: tempfile::TempDir,
+    root: PathBuf,
+    outside: PathBuf,
+    ctx: ToolContext,
+}
+
+impl Workspace {
+    fn new() -> Self {
+        Self::with(
+            RequirementSet::fs_read_write(&["{workspace}/**", "{session}/**"], &["{workspace}/**"])
+                .with_shell(ShellRunRequirement::any_args("bash")),
+        )
+    }
+
+    fn with(requirements: RequirementSet) -> Self {
+        let dir = tempfile::tempdir().unwrap();
+        let base = std::fs::canonicalize(dir.path()).unwrap();
+        let root = base.join("ws");
+        let outside = base.join("outside");
+        std::fs::create_dir_all(root.join("sub")).unwrap();
+        std::fs::create_dir_all(&outside).unwrap();
+        let scratch = base.join("scratch");
+        let runtime = Runtime::new(RuntimeConfig {
+            roots: vec![root.clone()],
+            requirements,
+            scratch_dir: scratch.clone(),
+            ..RuntimeConfig::default()
+        })
+        .unwrap();
+        let session = Arc::new(SessionState::new("s1", scratch, Limits::default(), false));
+        let ctx = ToolContext {
+            runtime,
+            session,
+            call_id: "call-1".into(),
+            cancel: CancellationToken::new(),
+            progress: ProgressSink::default(),
+        };
+        Self {
+            _dir: dir,
+            root,
+            outside,
+            ctx,
+        }
+    }
+
+    async fn bash(&self, args: Value) -> Result<ToolOutput, ToolError> {
+        bash_tool().execute(args, &self.ctx).await
+    }
+}
+
+fn bash_tool() -> Arc<dyn DynTool> {
+    Typed::wrap(BashTool).unwrap()
+}
+
+/// Whether any process of group `pgid` still runs. `kill(-pgid, 0)` failing with ESRCH means
+/// the group is gone; when it succeeds, the only members may be zombies (dead, waiting for an
+/// init process that reaps lazily, as in some containers), which do not count as running.
+fn group_running(pgid: i32) -> bool {
+    if killpg(Pid::from_raw(pgid), None) == Err(Errno::ESRCH) {
+        return false;
+    }
+    std::fs::read_dir("/proc").unwrap().flatten().any(|entry| {
+        let Ok(stat) = std::fs::read_to_string(entry.path().join("stat")) else {
+            return false;
+        };
+        let Some((_, rest)) = stat.rsplit_once(')') else {
+            return false;
+        };
+        let fields: Vec<&str> = rest.split_whitespace().collect();
+        fields.get(2) == Some(&pgid.to_string().as_str()) && fields[0] != "Z"
+    })
+}
+
+fn process_running(pid: i32) -> bool {
+    match std::fs::read_to_string(format!("/proc/{pid}/stat")) {
+        Ok(stat) => stat
+            .rsplit_once(')')
+            .is_some_and(|(_, rest)| !rest.trim_start().starts_with('Z')),
+        Err(_) => false,
+    }
+}
+
+/// The value printed as `name=<number>` in `text`.
+fn printed(text: &str, name: &str) -> i32 {
+    let prefix = format!("{name}=");
+    text.lines()
+        .find_map(|l| l.strip_prefix(prefix.as_str()))
+        .unwrap_or_else(|| panic!("no `{name}=` in {text:?}"))
+        .trim()
+        .parse()
+        .unwrap()
+}
+
+fn assert_invalid(result: Result<ToolOutput, ToolError>, needle: &str) {
+    match result {
+        Err(ToolError::InvalidArguments { message, .. }) => {
+            assert!(message.contains(needle), "{message:?} lacks {needle:?}")
+        }
+        other => panic!("expected a schema error mentioning {needle:?}, got {other:?}"),
+    }
+}
+
+#[test]
+fn specs() {
+    let bash = bash_tool();
+    let spec = bash.spec();
+    assert_eq!(spec.kind, ToolKind::Execute);
+    assert!(spec.mutating);
+    assert_eq!(spec.subject, Subject::Command("command".into()));
+    assert_eq!(
+        spec.requires.shell,
+        vec![ShellRunRequirement::any_args("bash")]
+    );
+    let todo = Typed::wrap(TodoTool).unwrap();
+    let spec = todo.spec();
+    assert_eq!(spec.kind, ToolKind::Think);
+    assert!(!spec.mutating);
+    assert_eq!(spec.subject, Subject::None);
+    assert_eq!(spec.requires, RequirementSet::default());
+}
+
+#[tokio::test]
+async fn bash_schema_violations() {
+    let ws = Workspace::new();
+    assert_invalid(ws.bash(json!({})).await, "command");
+    assert_invalid(ws.bash(json!({"command": ""})).await, "command");
+    assert_invalid(
+        ws.bash(json!({"command": "true", "timeout": 600001})).await,
+        "timeout",
+    );
+    assert_invalid(
+        ws.bash(json!({"command": "true", "timeout": "5s"})).await,
+        "timeout",
+    );
+    assert_invalid(
+        ws.bash(json!({"command": "true", "shell": "zsh"})).await,
+        "shell",
+    );
+}
+
+#[tokio::test]
+async fn exit_codes_are_outputs_and_failures_are_marked() {
+    let ws = Workspace::new();
+    let out = ws.bash(json!({"command": "echo fine"})).await.unwrap();
+    assert_eq!(out.text, "fine\n");
+    assert_eq!(out.data["exit_code"], json!(0));
+    assert!(out.data.get("signal").is_none());
+    let out = ws
+        .bash(json!({"command": "echo bad; exit 3"}))
+        .await
+        .unwrap();
+    assert_eq!(out.text, "bad\n[command failed with exit code 3]");
+    assert_eq!(out.data["exit_code"], json!(3));
+    let out = ws.bash(json!({"command": "kill -KILL $$"})).await.unwrap();
+    assert_eq!(out.data["signal"], json!("SIGKILL"));
+    assert!(out.text.contains("killed by SIGKILL"), "{}", out.text);
+    let out = ws.bash(json!({"command": "true"})).await.unwrap();
+    assert_eq!(out.text, "(no output)");
+}
+
+#[tokio::test]
+async fn stdout_and_stderr_interleave_in_arrival_order() {
+    let ws = Workspace::new();
+    let out = ws
+        .bash(json!({"command": "echo one; echo two >&2; echo three; echo four >&2"}))
+        .await
+        .unwrap();
+    assert_eq!(out.text, "one\ntwo\nthree\nfour\n");
+    let out = ws
+        .bash(
+            json!({"command": "echo $TERM $PAGER $GIT_PAGER $NO_COLOR; read x; echo \"stdin:$x\""}),
+        )
+        .await
+        .unwrap();
+    assert_eq!(out.text, "dumb cat cat 1\nstdin:\n");
+}
+
+#[tokio::test]
+async fn working_directory_is_the_workspace_or_a_directory_inside_it() {
+    let ws = Workspace::new();
+    let out = ws.bash(json!({"command": "pwd"})).await.unwrap();
+    assert_eq!(out.text.trim(), ws.root.display().to_string());
+    let out = ws
+        .bash(json!({"command": "pwd", "cwd": "sub"}))
+        .await
+        .unwrap();
+    assert_eq!(out.text.trim(), ws.root.join("sub").display().to_string());
+    std::os::unix::fs::symlink(&ws.outside, ws.root.join("escape")).unwrap();
+    let outside = ws.outside.display().to_string();
+    for cwd in ["..", "../outside", outside.as_str(), "escape", "/"] {
+        match ws.bash(json!({"command": "touch pwned", "cwd": cwd})).await {
+            Err(ToolError::Refused(refusal)) => assert_eq!(refusal.capability, "fs.read"),
+            other => panic!("cwd {cwd}: expected a refusal, got {other:?}"),
+        }
+    }
+    assert!(!ws.outside.join("pwned").exists());
+    let err = ws
+        .bash(json!({"command": "pwd", "cwd": "missing"}))
+        .await
+        .unwrap_err();
+    assert!(err.to_string().contains("not a directory"), "{err}");
+    let preview = bash_tool()
+        .preview(&json!({"command": "ls", "cwd": "sub"}), &ws.ctx)
+        .await
+        .unwrap();
+    assert_eq!(
+        preview,
+        Some(Preview::Command {
+            command: "ls".into(),
+            cwd: "sub".into()
+        })
+    );
+}
+
+#[tokio::test]
+async fn without_the_shell_capability_nothing_runs() {
+    let ws = Workspace::with(RequirementSet::fs_read(&["{workspace}/**"]));
+    match ws.bash(json!({"command": "touch ran"})).await {
+        Err(ToolError::Refused(refusal)) => assert_eq!(refusal.capability, "shell.run"),
+        other => panic!("expected a refusal, got {other:?}"),
+    }
+    assert!(!ws.root.join("ran").exists());
+}
+
+#[tokio::test]
+async fn output_past_the_cap_goes_to_a_sidecar_and_the_command_keeps_running() {
+    let ws = Workspace::new();
+    let out = ws.bash(json!({"command": "seq 1 200000"})).await.unwrap();
+    // Not killed by SIGPIPE: the pipe was drained to the end.
+    assert_eq!(out.data["exit_code"], json!(0));
+    assert!(
+        out.text.len() <= Limits::default().bash_bytes,
+        "{}",
+        out.text.len()
+    );
+    assert!(out.text.starts_with("1\n2\n3\n"), "{}", &out.text[..20]);
+    assert!(out.text.ends_with("199999\n200000\n"));
+    assert!(out.text.contains("bytes omitted"));
+    let sidecar = out.output_path.clone().unwrap();
+    assert!(sidecar.starts_with(ws.ctx.session.scratch_dir.as_path()));
+    let spilled = std::fs::read_to_string(sidecar).unwrap();
+    let expected: String = (1..=200000).map(|i| format!("{i}\n")).collect();
+    assert!(spilled == expected, "the sidecar differs from seq's output");
+}
+
+#[tokio::test]
+async fn timeout_kills_the_whole_group() {
+    let ws = Workspace::new();
+    let result = ws
+        .bash(json!({
+            "command": "sleep 30 & echo child=$!; (sleep 30; echo never) & echo pgid=$$; sleep 30",
+            "timeout": 1000
+        }))
+        .await;
+    let Err(ToolError::Failed(message)) = result else {
+        panic!("expected a timeout failure, got {result:?}");
+    };
+    assert!(
+        message.contains("did not finish within 1s and was killed"),
+        "{message}"
+    );
+    assert!(message.contains("Output so far:\nchild="), "{message}");
+    assert!(!message.contains("never"));
+    let pgid = printed(&message, "pgid");
+    let child = printed(&message, "child");
+    assert!(!group_running(pgid), "process group {pgid} still runs");
+    assert!(
+        !process_running(child),
+        "background child {child} still runs"
+    );
+}
+
+#[tokio::test]
+async fn background_leftovers_are_ended_when_the_command_exits() {
+    let ws = Workspace::new();
+    let out = ws
+        .bash(json!({"command": "sleep 60 & echo child=$!; echo pgid=$$"}))
+        .await
+        .unwrap();
+    assert_eq!(out.data["exit_code"], json!(0));
+    assert!(!process_running(printed(&out.text, "child")));
+    assert!(!group_running(printed(&out.text, "pgid")));
+}
+
+#[tokio::test]
+async fn cancellation_kills_the_group_and_progress_streams() {
+    let mut ws = Workspace::new();
+    let (sender, mut receiver) = mpsc::unbounded_channel();
+    ws.ctx.progress = ProgressSink::new(sender);
+    let ctx = ws.ctx.clone();
+    let call = tokio::spawn(async move {
+        bash_tool()
+            .execute(
+                json!({"command": "echo pgid=$$; sleep 0.1; echo ready; sleep 30 & sleep 30"}),
+                &ctx,
+            )
+            .await
+    });
+    let mut seen = String::new();
+    while !seen.contains("ready\n") {
+        match receiver.recv().await {
+            Some(ToolProgress::Output(chunk)) => seen.push_str(&chunk),
+            Some(other) => panic!("unexpected progress {other:?}"),
+            None => panic!("progress closed early; saw {seen:?}"),
+        }
+    }
+    assert!(seen.starts_with("pgid="), "{seen}");
+    ws.ctx.cancel.cancel();
+    assert_eq!(call.await.unwrap(), Err(ToolError::Cancelled));
+    assert!(!group_running(printed(&seen, "pgid")));
+}
+
+#[tokio::test]
+async fn progress_chunks_add_up_to_the_output() {
+    let mut ws = Workspace::new();
+    let (sender, mut receiver) = mpsc::unbounded_channel();
+    ws.ctx.progress = ProgressSink::new(sender);
+    let out = ws
+        .bash(json!({"command": "echo one; sleep 0.2; echo two"}))
+        .await
+        .unwrap();
+    drop(ws);
+    let mut chunks = Vec::new();
+    while let Some(ToolProgress::Output(chunk)) = receiver.recv().await {
+        chunks.push(chunk);
+    }
+    assert!(chunks.len() >= 2, "{chunks:?}");
+    assert_eq!(chunks.concat(), out.text);
+}
+
+/// A terminal pane that records requests and answers from a script.
+#[derive(Debug)]
+struct FakeTerminal {
+    requests: Mutex<Vec<TerminalRequest>>,
+    outcome: TerminalOutcome,
+}
+
+impl TerminalBackend for FakeTerminal {
+    fn run<'a>(
+        &'a self,
+        request: TerminalRequest,
+        progress: ProgressSink,
+        _cancel: CancellationToken,
+    ) -> BoxFuture<'a, Result<TerminalOutcome, ToolError>> {
+        self.requests.lock().unwrap().push(request);
+        progress.send(ToolProgress::Terminal(self.outcome.terminal_id.clone()));
+        let outcome = self.outcome.clone();
+        Box::pin(async move { Ok(outcome) })
+    }
+}
+
+#[tokio::test]
+async fn the_editor_terminal_runs_the_command_when_present() {
+    let mut ws = Workspace::new();
+    let outcome = TerminalOutcome {
+        terminal_id: "term-7".into(),
+        output: "built\n".into(),
+        truncated: false,
+        exit_code: Some(2),
+        signal: None,
+        timed_out: false,
+    };
+    let terminal = Arc::new(FakeTerminal {
+        requests: Mutex::new(Vec::new()),
+        outcome: outcome.clone(),
+    });
+    ws.ctx.runtime = ws.ctx.runtime.with_backends(None, Some(terminal.clone()));
+    let out = ws
+        .bash(json!({"command": "make", "cwd": "sub", "timeout": 5000}))
+        .await
+        .unwrap();
+    assert_eq!(out.text, "built\n[command failed with exit code 2]");
+    assert_eq!(out.data["exit_code"], json!(2));
+    assert_eq!(
+        out.artifacts,
+        vec![Artifact::Terminal {
+            terminal_id: "term-7".into()
+        }]
+    );
+    {
+        let requests = terminal.requests.lock().unwrap();
+        assert_eq!(requests.len(), 1);
+        assert_eq!(requests[0].command, "make");
+        assert_eq!(requests[0].cwd, ws.root.join("sub"));
+        assert_eq!(requests[0].timeout.as_millis(), 5000);
+        assert_eq!(requests[0].output_limit, Limits::default().bash_bytes);
+    }
+    let timed_out = Arc::new(FakeTerminal {
+        requests: Mutex::new(Vec::new()),
+        outcome: TerminalOutcome {
+            timed_out: true,
+            output: "partial\n".into(),
+            exit_code: None,
+            signal: Some("SIGKILL".into()),
+            ..outcome
+        },
+    });
+    ws.ctx.runtime = ws.ctx.runtime.with_backends(None, Some(timed_out));
+    let err = ws
+        .bash(json!({"command": "make", "timeout": 2000}))
+        .await
+        .unwrap_err();
+    assert!(
+        err.to_string().contains("within 2s and was killed"),
+        "{err}"
+    );
+    assert!(err.to_string().contains("partial"), "{err}");
+    // The capability check still applies.
+    let err = ws
+        .bash(json!({"command": "make", "cwd": ".."}))
+        .await
+        .unwrap_err();
+    assert!(matches!(err, ToolError::Refused(_)), "{err:?}");
+}
+
+#[tokio::test]
+async fn todo_round_trip() {
+    let ws = Workspace::new();
+    let todo = Typed::wrap(TodoTool).unwrap();
+    let out = todo
+        .execute(
+            json!({"todos": [
+                {"content": "Read the code", "status": "completed", "id": "1"},
+                {"content": "Write the tests", "status": "in_progress", "priority": "high",
+                 "activeForm": "Writing the tests"},
+                {"content": "Run clippy", "status": "pending", "priority": "low"}
+            ]}),
+            &ws.ctx,
+        )
+        .await
+        .unwrap();
+    assert_eq!(
+        out.text,
+        "Todo list updated:\n[x] Read the code\n[~] Write the tests (high priority)\n\
+         [ ] Run clippy (low priority)\n"
+    );
+    assert_eq!(
+        (
+            &out.data["completed"],
+            &out.data["in_progress"],
+            &out.data["pending"]
+        ),
+        (&json!(1), &json!(1), &json!(1))
+    );
+    assert_eq!(
+        ws.ctx.session.todos(),
+        vec![
+            json!({"content": "Read the code", "status": "completed", "id": "1"}),
+            json!({"content": "Write the tests", "status": "in_progress", "priority": "high",
+                   "activeForm": "Writing the tests"}),
+            json!({"content": "Run clippy", "status": "pending", "priority": "low"}),
+        ]
+    );
+    let Some(Artifact::Plan { entries }) = out.artifacts.first() else {
+        panic!("no plan artifact: {:?}", out.artifacts);
+    };
+    assert_eq!(
+        entries[0],
+        json!({"content": "Read the code", "priority": "medium", "status": "completed", "id": "1"})
+    );
+    assert_eq!(entries.len(), 3);
+
+    // Two in progress: allowed, noted.
+    let out = todo
+        .execute(
+            json!({"todos": [
+                {"content": "a", "status": "in_progress"},
+                {"content": "b", "status": "in_progress"}
+            ]}),
+            &ws.ctx,
+        )
+        .await
+        .unwrap();
+    assert!(out.text.contains("2 items are in progress"), "{}", out.text);
+    assert_eq!(ws.ctx.session.todos().len(), 2);
+
+    // An empty list clears it.
+    let out = todo.execute(json!({"todos": []}), &ws.ctx).await.unwrap();
+    assert_eq!(out.text, "The todo list is now empty.");
+    assert!(ws.ctx.session.todos().is_empty());
+
+    // Schema violations leave the list alone.
+    todo.execute(
+        json!({"todos": [{"content": "keep", "status": "pending"}]}),
+        &ws.ctx,
+    )
+    .await
+    .unwrap();
+    for bad in [
+        json!({}),
+        json!({"todos": [{"content": "x", "status": "done"}]}),
+        json!({"todos": [{"status": "pending"}]}),
+        json!({"todos": [{"content": "", "status": "pending"}]}),
+        json!({"todos": [{"content": "x", "status": "pending", "priority": "urgent"}]}),
+    ] {
+        let result = todo.execute(bad.clone(), &ws.ctx).await;
+        assert!(
+            matches!(result, Err(ToolError::InvalidArguments { .. })),
+            "{bad}: {result:?}"
+        );
+    }
+    assert_eq!(ws.ctx.session.todos().len(), 1);
+}
