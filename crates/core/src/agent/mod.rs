@@ -1,15 +1,40 @@
 //! The agent turn loop and the front-end-neutral events it emits.
 //!
-//! A front-end (the ACP server, `keel exec`, `keel demo`) owns a [`Session`] per conversation and
-//! calls [`Session::run_turn`] with the user's prompt, a [`TurnHost`] and a cancellation token.
-//! The loop streams the model's answer, dispatches tool calls through schema check, capability
-//! check, permission engine, watchdog and (when the policy says ask) [`TurnHost::approve`], runs
-//! read-only calls of one model response in parallel and mutating ones one at a time, and reports
-//! everything as [`AgentEvent`]s. It never sees ACP types.
+//! A front-end (the ACP server, `keel exec`, `keel demo`) builds one [`Engine`] per process and
+//! opens a [`Session`] per conversation ([`Engine::open_session`]), then calls
+//! [`Session::run_turn`] with the user's prompt, a [`TurnHost`] and a cancellation token. The
+//! loop streams the model's answer, dispatches tool calls through schema check, capability
+//! check, permission engine (rules, mode, watchdog) and, when the policy says ask,
+//! [`TurnHost::approve`]; it runs read-only calls of one model response in parallel and mutating
+//! ones one at a time in order, and reports everything as [`AgentEvent`]s. It never sees ACP
+//! types.
 
+mod engine;
 mod events;
+mod prompt;
+mod session;
+mod turn;
 
+pub use engine::{Engine, EngineConfig, EnvLookup, SessionOptions};
 pub use events::{
     AgentEvent, ApprovalAnswer, ApprovalRequest, CallStatus, QuestionItem, QuestionOption,
     TurnHost, TurnOutcome, TurnStop, UserContent,
 };
+pub use session::{ModelSlot, Session};
+
+use crate::provider::ProviderError;
+
+/// Why a turn (or a session) could not run. Tool failures are never here: they go back to the
+/// model.
+#[derive(Debug, thiserror::Error)]
+pub enum AgentError {
+    /// No model could be resolved; the message names exactly what to set. Not retried.
+    #[error("{0}")]
+    NoModel(String),
+    /// The model's service failed after the provider's own retries. The front-end reports it.
+    #[error("model error: {0}")]
+    Provider(#[from] ProviderError),
+    /// The session could not be set up (bad workspace root, bad rule file, ...).
+    #[error("{0}")]
+    Setup(String),
+}

@@ -181,10 +181,11 @@ impl Envelope {
     }
 
     /// The text the model reads: the payload, then the structured extras and the truncation
-    /// notice on their own lines.
+    /// notice on their own lines. An error is its text alone: the providers mark it as an error
+    /// (Anthropic's `is_error`, an `Error: ` prefix for OpenAI).
     pub fn for_model(&self) -> String {
         if let Some(text) = &self.error_text {
-            return format!("Error: {text}");
+            return text.clone();
         }
         let mut out = self.text().to_owned();
         if let Some(Value::Object(data)) = &self.data {
@@ -256,6 +257,6 @@ mod tests {
             json,
             serde_json::json!({"type":"error","error_text":"boom","metadata":{"duration_ms":0}})
         );
-        assert_eq!(env.for_model(), "Error: boom");
+        assert_eq!(env.for_model(), "boom");
     }
 }

@@ -1,5 +1,6 @@
 //! Test modules, one per area.
 
+mod agent;
 mod policy_api;
 mod policy_support;
 mod policy_table;

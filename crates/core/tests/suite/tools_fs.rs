@@ -241,9 +241,7 @@ async fn schema_violations_are_invalid_argument_envelopes() {
         let envelope = Envelope::from_result(result, std::time::Duration::ZERO);
         assert!(envelope.is_error());
         assert!(
-            envelope
-                .for_model()
-                .starts_with("Error: invalid arguments for `"),
+            envelope.for_model().starts_with("invalid arguments for `"),
             "{}",
             envelope.for_model()
         );

@@ -1,0 +1,236 @@
+//! The engine: what every session of one process shares, and how a session is opened.
+
+use std::collections::HashMap;
+use std::path::PathBuf;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use crate::capability::RequirementSet;
+use crate::policy::{Mode, Policy, Trust};
+use crate::provider::{Provider, ProviderConfig, resolve_model};
+use crate::runtime::{FileBackend, Runtime, RuntimeConfig, TerminalBackend};
+use crate::tool::{DynTool, Limits, Registry, SessionState};
+
+use super::AgentError;
+use super::session::{ModelSlot, Session};
+
+/// How environment variables are looked up (injectable so tests never touch the process env).
+pub type EnvLookup = Arc<dyn Fn(&str) -> Option<String> + Send + Sync>;
+
+/// Everything the engine needs, resolved from configuration by the front-end.
+#[derive(Clone)]
+pub struct EngineConfig {
+    /// `provider/model`; `None` picks the first provider with credentials.
+    pub model: Option<String>,
+    /// Models offered in the editor's model selector (`provider/model`).
+    pub models: Vec<String>,
+    pub providers: Vec<ProviderConfig>,
+    /// A provider to use instead of resolving one (the scripted model, tests).
+    pub provider_override: Option<(Arc<dyn Provider>, String)>,
+    pub env: EnvLookup,
+    pub mode: Mode,
+    pub max_requests_per_turn: u32,
+    pub max_tokens: u32,
+    pub thinking_budget: Option<u32>,
+    pub limits: Limits,
+    /// The agent manifest's own requirements, united with every tool's.
+    pub manifest: RequirementSet,
+    /// Tools registered after the bundled ones (MCP tools, tests); same id shadows.
+    pub extra_tools: Vec<Arc<dyn DynTool>>,
+    /// Per-tool settings (seed 001): disabled tools and default timeouts.
+    pub disabled_tools: Vec<String>,
+    pub tool_timeouts: HashMap<String, Duration>,
+    /// Where the user's global rules live (`~/.config/keel`), if anywhere.
+    pub global_config_dir: Option<PathBuf>,
+    /// `{user-data}` (`~/.local/share/keel`): the trust store lives there.
+    pub user_data_dir: Option<PathBuf>,
+    /// Parent of the sessions' scratch directories.
+    pub scratch_root: PathBuf,
+}
+
+impl std::fmt::Debug for EngineConfig {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("EngineConfig")
+            .field("model", &self.model)
+            .field("mode", &self.mode)
+            .field("max_requests_per_turn", &self.max_requests_per_turn)
+            .finish_non_exhaustive()
+    }
+}
+
+impl EngineConfig {
+    /// Defaults for a process whose environment is `env`.
+    pub fn new(env: EnvLookup, scratch_root: PathBuf) -> Self {
+        Self {
+            model: None,
+            models: Vec::new(),
+            providers: Vec::new(),
+            provider_override: None,
+            env,
+            mode: Mode::Allowlist,
+            max_requests_per_turn: 50,
+            max_tokens: 16_000,
+            thinking_budget: None,
+            limits: Limits::default(),
+            manifest: RequirementSet::fs_read_write(
+                &["{workspace}/**", "{session}/**"],
+                &["{workspace}/**"],
+            ),
+            extra_tools: Vec::new(),
+            disabled_tools: Vec::new(),
+            tool_timeouts: HashMap::new(),
+            global_config_dir: None,
+            user_data_dir: None,
+            scratch_root,
+        }
+    }
+}
+
+/// What a front-end asks for when it opens a session.
+#[derive(Default)]
+pub struct SessionOptions {
+    /// A fixed id (tests); a fresh UUID otherwise.
+    pub id: Option<String>,
+    /// Workspace roots; the first is the primary one.
+    pub roots: Vec<PathBuf>,
+    /// Whether a human can answer prompts. Headless sessions turn every ask into a deny.
+    pub interactive: bool,
+    pub mode: Option<Mode>,
+    pub model: Option<String>,
+    /// Whether the user trusts the project's own rules (asked by the host on first use).
+    pub trust: Option<Trust>,
+    pub files: Option<Arc<dyn FileBackend>>,
+    pub terminals: Option<Arc<dyn TerminalBackend>>,
+}
+
+/// Shared by every session of the process.
+#[derive(Debug)]
+pub struct Engine {
+    config: EngineConfig,
+}
+
+impl Engine {
+    pub fn new(config: EngineConfig) -> Self {
+        Self { config }
+    }
+
+    pub fn config(&self) -> &EngineConfig {
+        &self.config
+    }
+
+    /// The models offered to the user, the default first.
+    pub fn models(&self) -> Vec<String> {
+        let mut models = Vec::new();
+        if let Some((provider, model)) = &self.config.provider_override {
+            models.push(format!("{}/{model}", provider.id()));
+        }
+        if let Some(model) = &self.config.model {
+            models.push(model.clone());
+        }
+        for model in &self.config.models {
+            if !models.contains(model) {
+                models.push(model.clone());
+            }
+        }
+        models
+    }
+
+    /// The bundled tools, less the disabled ones.
+    pub fn registry(&self) -> Result<Registry, AgentError> {
+        let env = self.config.env.clone();
+        let mut registry =
+            crate::tools::bundled(&move |key: &str| env(key)).map_err(AgentError::Setup)?;
+        for tool in &self.config.extra_tools {
+            registry.register_shadowing(tool.clone());
+        }
+        for id in &self.config.disabled_tools {
+            registry.remove(id);
+        }
+        Ok(registry)
+    }
+
+    /// Resolves `name` (or the default) to a provider. Failure is kept in the slot, not raised:
+    /// a session without credentials still opens; its first prompt reports what to set.
+    pub fn resolve_model(&self, name: Option<&str>) -> ModelSlot {
+        if let Some((provider, model)) = &self.config.provider_override {
+            let display = format!("{}/{model}", provider.id());
+            if name.is_none() || name == Some(display.as_str()) {
+                return ModelSlot {
+                    name: display,
+                    resolved: Ok((provider.clone(), model.clone())),
+                };
+            }
+        }
+        let env = self.config.env.clone();
+        let lookup = move |key: &str| env(key);
+        let name = name.or(self.config.model.as_deref());
+        match resolve_model(name, &lookup, &self.config.providers) {
+            Ok((provider, model)) => {
+                let display = format!("{}/{model}", provider.id());
+                let display = name.map(str::to_owned).unwrap_or(display);
+                ModelSlot {
+                    name: display,
+                    resolved: Ok((provider, model)),
+                }
+            }
+            Err(error) => ModelSlot {
+                name: name.unwrap_or("(none)").to_owned(),
+                resolved: Err(error.to_string()),
+            },
+        }
+    }
+
+    /// Opens a session: compiles the scope over the roots, builds the registry and the policy.
+    pub fn open_session(&self, options: SessionOptions) -> Result<Session, AgentError> {
+        let id = options
+            .id
+            .unwrap_or_else(|| uuid::Uuid::new_v4().to_string());
+        let registry = self.registry()?;
+        let requirements = registry
+            .specs()
+            .fold(self.config.manifest.clone(), |set, spec| {
+                set.union(&spec.requires)
+            });
+        let scratch_dir = self.config.scratch_root.join(format!("session-{id}"));
+        let runtime = Runtime::new(RuntimeConfig {
+            roots: options.roots.clone(),
+            requirements,
+            ad_hoc: Vec::new(),
+            user_data: self.config.user_data_dir.clone(),
+            scratch_dir: scratch_dir.clone(),
+        })
+        .map_err(|e| AgentError::Setup(e.to_string()))?
+        .with_backends(options.files, options.terminals);
+        let mode = options.mode.unwrap_or(self.config.mode);
+        let workspace = runtime.root().to_path_buf();
+        let trust = options.trust.unwrap_or(if options.interactive {
+            Trust::Unknown
+        } else {
+            Trust::Untrusted
+        });
+        let policy = Policy::load(
+            &workspace,
+            self.config.global_config_dir.as_deref(),
+            mode,
+            !options.interactive,
+            trust,
+        )
+        .map_err(|e| AgentError::Setup(e.to_string()))?;
+        let state = SessionState::new(
+            id.clone(),
+            runtime.scratch_dir().to_path_buf(),
+            self.config.limits.clone(),
+            options.interactive,
+        );
+        let model = self.resolve_model(options.model.as_deref());
+        Ok(Session::new(
+            id,
+            runtime,
+            Arc::new(state),
+            Arc::new(registry),
+            Arc::new(policy),
+            Mutex::new(model),
+            self.config.clone(),
+        ))
+    }
+}

@@ -1,0 +1,75 @@
+//! The system prompt: who the agent is, where it runs, and the tools' hints.
+
+use crate::runtime::Runtime;
+use crate::tool::Registry;
+
+/// Project instruction files read into the prompt, first found wins.
+const INSTRUCTION_FILES: &[&str] = &["AGENTS.md", "KEEL.md", "CLAUDE.md"];
+/// At most this much of an instruction file goes into the prompt.
+const INSTRUCTION_LIMIT: usize = 16 * 1024;
+
+/// Builds the system prompt for a session. Stable across the turns of a session (so the
+/// provider's prompt cache keeps hitting): no clock, no counters.
+pub async fn system_prompt(runtime: &Runtime, registry: &Registry, date: &str) -> String {
+    let mut out = String::from(
+        "You are Keel, a coding agent working inside the user's editor. You help with software \
+         engineering tasks in the user's workspace using the tools provided.\n\n\
+         Guidelines:\n\
+         - Read a file before you edit it; make the smallest change that does the job.\n\
+         - Prefer the dedicated tools (read, edit, glob, grep) over shell commands that do the same.\n\
+         - Paths are absolute or relative to the primary workspace root.\n\
+         - A tool call may be denied by the user or by policy: do not retry the same call; adjust or ask.\n\
+         - Keep the user informed briefly; when done, summarise what changed.\n",
+    );
+    out.push_str("\nEnvironment:\n");
+    let roots = runtime.roots();
+    match roots.first() {
+        Some(primary) => out.push_str(&format!(
+            "- Primary workspace root: {}\n",
+            primary.display()
+        )),
+        None => out.push_str("- No workspace is open.\n"),
+    }
+    for root in roots.iter().skip(1) {
+        out.push_str(&format!(
+            "- Additional workspace root: {}\n",
+            root.display()
+        ));
+    }
+    out.push_str(&format!(
+        "- Platform: {} ({})\n",
+        std::env::consts::OS,
+        std::env::consts::ARCH
+    ));
+    out.push_str(&format!("- Date: {date}\n"));
+    let hints: Vec<String> = registry
+        .specs()
+        .filter_map(|spec| {
+            spec.prompt_hint
+                .as_ref()
+                .map(|hint| format!("- {}: {hint}", spec.id))
+        })
+        .collect();
+    if !hints.is_empty() {
+        out.push_str("\nTool notes:\n");
+        out.push_str(&hints.join("\n"));
+        out.push('\n');
+    }
+    if let Some((name, text)) = instructions(runtime).await {
+        out.push_str(&format!("\nProject instructions from {name}:\n{text}\n"));
+    }
+    out
+}
+
+async fn instructions(runtime: &Runtime) -> Option<(&'static str, String)> {
+    let root = runtime.roots().first()?;
+    for name in INSTRUCTION_FILES {
+        let path = root.join(name);
+        if let Ok(bytes) = runtime.read(&path).await {
+            let text = String::from_utf8_lossy(&bytes);
+            let text = crate::tool::head_of(&text, INSTRUCTION_LIMIT).to_owned();
+            return Some((name, text));
+        }
+    }
+    None
+}

@@ -1,0 +1,116 @@
+//! One conversation: its runtime, tools, policy, model and history.
+
+use std::sync::{Arc, Mutex, MutexGuard};
+
+use tokio::sync::RwLock;
+
+use crate::policy::Policy;
+use crate::provider::{Message, Provider};
+use crate::runtime::Runtime;
+use crate::tool::{Registry, SessionState};
+
+use super::engine::EngineConfig;
+
+/// The model a session talks to: its display name and the resolved provider, or why it could
+/// not be resolved (a message naming what to set).
+#[derive(Debug, Clone)]
+pub struct ModelSlot {
+    pub name: String,
+    pub resolved: Result<(Arc<dyn Provider>, String), String>,
+}
+
+/// A conversation. Turns are serialized (the history lock is held for a whole turn).
+pub struct Session {
+    pub(super) id: String,
+    pub(super) runtime: Runtime,
+    pub(super) state: Arc<SessionState>,
+    pub(super) registry: Arc<Registry>,
+    pub(super) policy: Arc<Policy>,
+    pub(super) model: Mutex<ModelSlot>,
+    pub(super) config: EngineConfig,
+    pub(super) history: tokio::sync::Mutex<Vec<Message>>,
+    /// Read-only calls share it; mutating calls take it alone, in the order the model asked.
+    pub(super) tool_lock: RwLock<()>,
+}
+
+impl std::fmt::Debug for Session {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Session")
+            .field("id", &self.id)
+            .finish_non_exhaustive()
+    }
+}
+
+fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(std::sync::PoisonError::into_inner)
+}
+
+impl Session {
+    pub(super) fn new(
+        id: String,
+        runtime: Runtime,
+        state: Arc<SessionState>,
+        registry: Arc<Registry>,
+        policy: Arc<Policy>,
+        model: Mutex<ModelSlot>,
+        config: EngineConfig,
+    ) -> Self {
+        Self {
+            id,
+            runtime,
+            state,
+            registry,
+            policy,
+            model,
+            config,
+            history: tokio::sync::Mutex::new(Vec::new()),
+            tool_lock: RwLock::new(()),
+        }
+    }
+
+    pub fn id(&self) -> &str {
+        &self.id
+    }
+
+    pub fn runtime(&self) -> &Runtime {
+        &self.runtime
+    }
+
+    pub fn state(&self) -> &Arc<SessionState> {
+        &self.state
+    }
+
+    pub fn registry(&self) -> &Registry {
+        &self.registry
+    }
+
+    pub fn policy(&self) -> &Policy {
+        &self.policy
+    }
+
+    /// The current model's display name (`provider/model`).
+    pub fn model_name(&self) -> String {
+        lock(&self.model).name.clone()
+    }
+
+    /// Switches the model for the next turn (resolve it with [`super::Engine::resolve_model`]).
+    pub fn set_model(&self, slot: ModelSlot) {
+        *lock(&self.model) = slot;
+    }
+
+    pub(super) fn model_slot(&self) -> ModelSlot {
+        lock(&self.model).clone()
+    }
+
+    /// A copy of the conversation so far (waits for a running turn to finish).
+    pub async fn history(&self) -> Vec<Message> {
+        self.history.lock().await.clone()
+    }
+
+    /// Ends the session: removes its scratch directory (sidecar files).
+    pub fn close(&self) {
+        if let Err(e) = crate::runtime::remove_scratch(self.runtime.scratch_dir()) {
+            tracing::warn!(session = %self.id, error = %e, "could not remove the session's scratch directory");
+        }
+    }
+}

@@ -1,0 +1,676 @@
+//! The turn loop: model request → streamed answer → tool calls → results → next request.
+
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use futures::StreamExt as _;
+use serde_json::Value;
+use tokio_util::sync::CancellationToken;
+
+use crate::capability::Access;
+use crate::policy::{Action, Answer, Call};
+use crate::provider::{
+    Message, ModelEvent, ModelRequest, Part, Provider, ProviderError, Role, StopReason,
+    ToolDefinition, Usage,
+};
+use crate::tool::{Artifact, Envelope, ProgressSink, Subject, ToolContext, ToolError, ToolKind};
+
+use super::session::Session;
+use super::{
+    AgentError, AgentEvent, ApprovalAnswer, ApprovalRequest, CallStatus, TurnHost, TurnOutcome,
+    TurnStop, UserContent,
+};
+
+/// How long a cancelled tool gets to wind down (kill its processes, answer) before it is dropped.
+const CANCEL_GRACE: Duration = Duration::from_secs(2);
+
+/// A tool call the model asked for.
+#[derive(Debug, Clone)]
+struct RequestedCall {
+    id: String,
+    name: String,
+    input: Value,
+    /// Set when the arguments were not a JSON object.
+    invalid: Option<String>,
+}
+
+/// One streamed model response.
+#[derive(Debug, Default)]
+struct Response {
+    parts: Vec<Part>,
+    calls: Vec<RequestedCall>,
+    text: String,
+    usage: Option<Usage>,
+    stop: Option<StopReason>,
+    thinking: String,
+}
+
+impl Response {
+    fn flush_thinking(&mut self, signature: Option<String>) {
+        if !self.thinking.is_empty() || signature.is_some() {
+            let text = std::mem::take(&mut self.thinking);
+            self.parts.push(Part::Thinking { text, signature });
+        }
+    }
+
+    fn push_text(&mut self, delta: &str) {
+        self.flush_thinking(None);
+        self.text.push_str(delta);
+        if let Some(Part::Text(text)) = self.parts.last_mut() {
+            text.push_str(delta);
+        } else {
+            self.parts.push(Part::Text(delta.to_owned()));
+        }
+    }
+
+    fn message(&self) -> Message {
+        Message {
+            role: Role::Assistant,
+            content: self.parts.clone(),
+        }
+    }
+}
+
+enum StreamEnd {
+    Cancelled(Response),
+    Failed(ProviderError),
+}
+
+fn user_parts(prompt: Vec<UserContent>) -> Vec<Part> {
+    prompt
+        .into_iter()
+        .map(|content| match content {
+            UserContent::Text { text } => Part::Text(text),
+            UserContent::Image { media_type, data } => Part::Image { media_type, data },
+            UserContent::Resource { uri, text } => {
+                Part::Text(format!("<file uri=\"{uri}\">\n{text}\n</file>"))
+            }
+        })
+        .collect()
+}
+
+/// Appends user content, merging into a trailing user message (after an interrupted turn) so
+/// roles keep alternating.
+fn push_user(history: &mut Vec<Message>, parts: Vec<Part>) {
+    match history.last_mut() {
+        Some(last) if last.role == Role::User => last.content.extend(parts),
+        _ => history.push(Message {
+            role: Role::User,
+            content: parts,
+        }),
+    }
+}
+
+impl Session {
+    /// Runs one prompt turn to its end. Cancellation (the token) ends it promptly with
+    /// [`TurnStop::Cancelled`], every tool call answered. Errors are the model's or the setup's;
+    /// tool failures go back to the model and never end the turn.
+    pub async fn run_turn(
+        &self,
+        prompt: Vec<UserContent>,
+        host: Arc<dyn TurnHost>,
+        cancel: CancellationToken,
+    ) -> Result<TurnOutcome, AgentError> {
+        let slot = self.model_slot();
+        let (provider, model) = slot.resolved.map_err(AgentError::NoModel)?;
+        let mut history = self.history.lock().await;
+        self.state
+            .set_asker(Some(Arc::new(HostAsker(host.clone()))));
+        push_user(&mut history, user_parts(prompt));
+        let tools: Vec<ToolDefinition> = self
+            .registry
+            .specs()
+            .map(|spec| ToolDefinition {
+                name: spec.id.clone(),
+                description: spec.description.clone(),
+                input_schema: spec.parameters.clone(),
+            })
+            .collect();
+        let date = today();
+        let system = super::prompt::system_prompt(&self.runtime, &self.registry, &date).await;
+        let mut outcome = TurnOutcome {
+            stop: TurnStop::EndTurn,
+            final_text: String::new(),
+            denied_calls: 0,
+            failed_calls: 0,
+        };
+        for _ in 0..self.config.max_requests_per_turn {
+            if cancel.is_cancelled() {
+                outcome.stop = TurnStop::Cancelled;
+                return Ok(outcome);
+            }
+            let request = ModelRequest {
+                model: model.clone(),
+                system: system.clone(),
+                messages: history.clone(),
+                tools: tools.clone(),
+                max_tokens: self.config.max_tokens,
+                thinking_budget: self.config.thinking_budget,
+            };
+            let message_id = uuid::Uuid::new_v4().to_string();
+            let response = match stream_response(
+                provider.as_ref(),
+                request,
+                &message_id,
+                host.as_ref(),
+                &cancel,
+            )
+            .await
+            {
+                Ok(response) => response,
+                Err(StreamEnd::Cancelled(partial)) => {
+                    if !partial.text.is_empty() {
+                        history.push(Message::assistant_text(partial.text));
+                    }
+                    outcome.stop = TurnStop::Cancelled;
+                    return Ok(outcome);
+                }
+                Err(StreamEnd::Failed(error)) => return Err(AgentError::Provider(error)),
+            };
+            if let Some(usage) = response.usage {
+                host.event(AgentEvent::Usage {
+                    used: usage.input_tokens + usage.output_tokens,
+                    size: provider.context_window(&model),
+                });
+            }
+            history.push(response.message());
+            outcome.final_text = response.text.clone();
+            if response.calls.is_empty() {
+                outcome.stop = match response.stop {
+                    Some(StopReason::MaxTokens) => TurnStop::MaxTokens,
+                    Some(StopReason::Refusal) => TurnStop::Refusal,
+                    _ => TurnStop::EndTurn,
+                };
+                return Ok(outcome);
+            }
+            let results = self
+                .dispatch(&response.calls, &host, &cancel, &mut outcome)
+                .await;
+            history.push(Message {
+                role: Role::User,
+                content: results,
+            });
+            if cancel.is_cancelled() {
+                outcome.stop = TurnStop::Cancelled;
+                return Ok(outcome);
+            }
+        }
+        outcome.stop = TurnStop::MaxRequests;
+        Ok(outcome)
+    }
+
+    /// Runs the calls of one response: read-only ones in parallel, mutating ones alone and in
+    /// order (a fair read/write lock taken in the order the model asked). Results come back in
+    /// call order, one per call.
+    async fn dispatch(
+        &self,
+        calls: &[RequestedCall],
+        host: &Arc<dyn TurnHost>,
+        cancel: &CancellationToken,
+        outcome: &mut TurnOutcome,
+    ) -> Vec<Part> {
+        let runs = calls.iter().map(|call| self.run_call(call, host, cancel));
+        let finished = futures::future::join_all(runs).await;
+        let mut parts = Vec::with_capacity(calls.len());
+        for (call, (envelope, verdict)) in calls.iter().zip(finished) {
+            match verdict {
+                Verdict::Denied => outcome.denied_calls += 1,
+                Verdict::Failed => outcome.failed_calls += 1,
+                Verdict::Ran => {}
+            }
+            parts.push(Part::ToolResult {
+                tool_use_id: call.id.clone(),
+                content: envelope.for_model(),
+                is_error: envelope.is_error(),
+            });
+        }
+        parts
+    }
+
+    async fn run_call(
+        &self,
+        call: &RequestedCall,
+        host: &Arc<dyn TurnHost>,
+        cancel: &CancellationToken,
+    ) -> (Envelope, Verdict) {
+        let started = Instant::now();
+        let tool = self.registry.get(&call.name).cloned();
+        let spec = tool.as_ref().map(|t| t.spec());
+        host.event(AgentEvent::ToolCall {
+            call_id: call.id.clone(),
+            tool_id: call.name.clone(),
+            kind: spec.map_or(ToolKind::Other, |s| s.kind),
+            args: call.input.clone(),
+            locations: spec
+                .map(|s| self.locations(&s.subject, &call.input))
+                .unwrap_or_default(),
+        });
+        // Mutating calls (and unknown ones) run alone; read-only calls share the lock.
+        let mutating = spec.is_none_or(|s| s.mutating);
+        let _read_guard;
+        let _write_guard;
+        if mutating {
+            _write_guard = self.tool_lock.write().await;
+        } else {
+            _read_guard = self.tool_lock.read().await;
+        }
+        let (result, verdict) = match tool {
+            None => (
+                Err(ToolError::Failed(format!(
+                    "unknown tool `{}`; the available tools are: {}",
+                    call.name,
+                    self.tool_names()
+                ))),
+                Verdict::Failed,
+            ),
+            Some(tool) => self.gate_and_run(call, tool.as_ref(), host, cancel).await,
+        };
+        let failed = result.is_err();
+        let envelope = Envelope::from_result(result, started.elapsed());
+        for artifact in &envelope.artifacts {
+            if let Artifact::Plan { entries } = artifact {
+                host.event(AgentEvent::Plan {
+                    entries: entries.clone(),
+                });
+            }
+        }
+        let status = if failed {
+            CallStatus::Failed
+        } else {
+            CallStatus::Completed
+        };
+        host.event(AgentEvent::ToolResult {
+            call_id: call.id.clone(),
+            status,
+            envelope: envelope.clone(),
+        });
+        host.call_finished(&call.id, &envelope.artifacts);
+        let verdict = match verdict {
+            Verdict::Ran if failed => Verdict::Failed,
+            other => other,
+        };
+        (envelope, verdict)
+    }
+
+    /// Schema check, capability check, policy (with the watchdog), host approval, then the run.
+    async fn gate_and_run(
+        &self,
+        call: &RequestedCall,
+        tool: &dyn crate::tool::DynTool,
+        host: &Arc<dyn TurnHost>,
+        cancel: &CancellationToken,
+    ) -> (Result<crate::tool::ToolOutput, ToolError>, Verdict) {
+        if cancel.is_cancelled() {
+            return (Err(ToolError::Cancelled), Verdict::Failed);
+        }
+        if let Some(error) = &call.invalid {
+            return (
+                Err(ToolError::InvalidArguments {
+                    tool: call.name.clone(),
+                    message: error.clone(),
+                }),
+                Verdict::Failed,
+            );
+        }
+        let spec = tool.spec();
+        if let Err(error) = tool.validate(&call.input) {
+            return (Err(error), Verdict::Failed);
+        }
+        if let Err(error) = self.check_subject(&spec.subject, spec.mutating, &call.input) {
+            return (Err(error), Verdict::Denied);
+        }
+        let (progress_tx, mut progress_rx) = tokio::sync::mpsc::unbounded_channel();
+        let ctx = ToolContext {
+            runtime: self.runtime.clone(),
+            session: self.state.clone(),
+            call_id: call.id.clone(),
+            cancel: cancel.child_token(),
+            progress: ProgressSink::new(progress_tx),
+        };
+        let decision = self.policy.decide(&Call {
+            spec,
+            args: &call.input,
+            runtime: &self.runtime,
+        });
+        match decision.action {
+            Action::Allow => {}
+            Action::Deny => {
+                let message = decision
+                    .message_for_model()
+                    .unwrap_or_else(|| decision.explanation.to_string());
+                return (Err(ToolError::Denied(message)), Verdict::Denied);
+            }
+            Action::Ask => {
+                let preview = match tool.preview(&call.input, &ctx).await {
+                    Ok(preview) => preview,
+                    // A call that would fail anyway (an edit whose old text is absent) is not
+                    // worth the user's attention: the model gets the error at once.
+                    Err(error) => return (Err(error), Verdict::Failed),
+                };
+                let request = ApprovalRequest {
+                    call_id: call.id.clone(),
+                    tool_id: call.name.clone(),
+                    kind: spec.kind,
+                    args: call.input.clone(),
+                    preview,
+                    reason: decision.explanation.to_string(),
+                    always_scope: decision.always_scope.clone(),
+                };
+                let answer = tokio::select! {
+                    biased;
+                    _ = cancel.cancelled() => ApprovalAnswer::Cancelled,
+                    answer = host.approve(request) => answer,
+                };
+                let remembered = match answer {
+                    ApprovalAnswer::AllowOnce => Answer::AllowOnce,
+                    ApprovalAnswer::AllowAlways => Answer::AllowAlways,
+                    ApprovalAnswer::RejectOnce => Answer::RejectOnce,
+                    ApprovalAnswer::RejectAlways => Answer::RejectAlways,
+                    ApprovalAnswer::Cancelled => {
+                        cancel.cancel();
+                        return (Err(ToolError::Cancelled), Verdict::Denied);
+                    }
+                };
+                self.policy.remember(&decision, remembered);
+                if matches!(
+                    answer,
+                    ApprovalAnswer::RejectOnce | ApprovalAnswer::RejectAlways
+                ) {
+                    return (
+                        Err(ToolError::Denied(
+                            "The user rejected this tool call. Do not retry it as is; ask the user \
+                             how to proceed or take another approach."
+                                .into(),
+                        )),
+                        Verdict::Denied,
+                    );
+                }
+            }
+        }
+        host.event(AgentEvent::ToolStatus {
+            call_id: call.id.clone(),
+            status: CallStatus::InProgress,
+        });
+        let forward = {
+            let host = host.clone();
+            let call_id = call.id.clone();
+            tokio::spawn(async move {
+                while let Some(progress) = progress_rx.recv().await {
+                    host.event(AgentEvent::ToolProgress {
+                        call_id: call_id.clone(),
+                        progress,
+                    });
+                }
+            })
+        };
+        let timeout = self.config.tool_timeouts.get(&call.name).copied();
+        let result = run_with_cancel(tool, call.input.clone(), &ctx, cancel, timeout).await;
+        drop(ctx);
+        let _ = forward.await;
+        (result, Verdict::Ran)
+    }
+
+    /// The capability check on the call's subject, before the policy sees it.
+    fn check_subject(
+        &self,
+        subject: &Subject,
+        mutating: bool,
+        args: &Value,
+    ) -> Result<(), ToolError> {
+        match subject {
+            Subject::Path(Some(field)) => {
+                if let Some(path) = args.get(field).and_then(Value::as_str) {
+                    let access = if mutating {
+                        Access::Write
+                    } else {
+                        Access::Read
+                    };
+                    self.runtime.resolve_checked(path, access)?;
+                }
+                Ok(())
+            }
+            Subject::Url(field) => {
+                if let Some(url) = args.get(field).and_then(Value::as_str) {
+                    let host = url::Url::parse(url)
+                        .ok()
+                        .and_then(|u| u.host_str().map(str::to_owned))
+                        .ok_or_else(|| {
+                            ToolError::Failed(format!("`{url}` is not an absolute http(s) URL"))
+                        })?;
+                    self.runtime.scope().check_host(&host)?;
+                }
+                Ok(())
+            }
+            Subject::Command(field) => {
+                if let Some(command) = args.get(field).and_then(Value::as_str) {
+                    self.runtime
+                        .scope()
+                        .check_command("bash", &["-c".to_owned(), command.to_owned()])?;
+                }
+                Ok(())
+            }
+            Subject::Path(None) | Subject::None | Subject::Query(_) => Ok(()),
+        }
+    }
+
+    fn locations(&self, subject: &Subject, args: &Value) -> Vec<(String, Option<u32>)> {
+        let Subject::Path(Some(field)) = subject else {
+            return Vec::new();
+        };
+        let Some(path) = args.get(field).and_then(Value::as_str) else {
+            return Vec::new();
+        };
+        let Ok(resolved) = self.runtime.resolve(path) else {
+            return Vec::new();
+        };
+        let line = args
+            .get("offset")
+            .and_then(Value::as_u64)
+            .and_then(|n| u32::try_from(n).ok());
+        vec![(resolved.display().to_string(), line)]
+    }
+
+    fn tool_names(&self) -> String {
+        self.registry
+            .specs()
+            .map(|s| s.id.as_str())
+            .collect::<Vec<_>>()
+            .join(", ")
+    }
+}
+
+/// Lets the `question` tool reach the turn's host.
+struct HostAsker(Arc<dyn TurnHost>);
+
+impl crate::tool::Asker for HostAsker {
+    fn ask(
+        &self,
+        questions: Vec<super::QuestionItem>,
+    ) -> futures::future::BoxFuture<'_, Result<Vec<Vec<String>>, String>> {
+        self.0.ask(questions)
+    }
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Verdict {
+    Ran,
+    Denied,
+    Failed,
+}
+
+/// Runs a tool until it answers; on cancel the tool sees the token and gets a grace period to
+/// stop its processes, then it is dropped (dropping kills what it spawned).
+async fn run_with_cancel(
+    tool: &dyn crate::tool::DynTool,
+    args: Value,
+    ctx: &ToolContext,
+    cancel: &CancellationToken,
+    timeout: Option<Duration>,
+) -> Result<crate::tool::ToolOutput, ToolError> {
+    let run = tool.execute(args, ctx);
+    let run = async {
+        match timeout {
+            Some(limit) => tokio::time::timeout(limit, run)
+                .await
+                .unwrap_or(Err(ToolError::Timeout(limit))),
+            None => run.await,
+        }
+    };
+    tokio::pin!(run);
+    tokio::select! {
+        result = &mut run => result,
+        _ = cancel.cancelled() => {
+            match tokio::time::timeout(CANCEL_GRACE, &mut run).await {
+                Ok(Ok(_)) | Err(_) => Err(ToolError::Cancelled),
+                Ok(Err(error)) => Err(error),
+            }
+        }
+    }
+}
+
+/// Streams one model response, forwarding text and thinking to the host as they come.
+async fn stream_response(
+    provider: &dyn Provider,
+    request: ModelRequest,
+    message_id: &str,
+    host: &dyn TurnHost,
+    cancel: &CancellationToken,
+) -> Result<Response, StreamEnd> {
+    let mut response = Response::default();
+    let mut stream = tokio::select! {
+        biased;
+        _ = cancel.cancelled() => return Err(StreamEnd::Cancelled(response)),
+        stream = provider.stream(request) => stream.map_err(StreamEnd::Failed)?,
+    };
+    loop {
+        let event = tokio::select! {
+            biased;
+            _ = cancel.cancelled() => return Err(StreamEnd::Cancelled(response)),
+            event = stream.next() => event,
+        };
+        let Some(event) = event else { break };
+        match event.map_err(StreamEnd::Failed)? {
+            ModelEvent::TextDelta(text) => {
+                response.push_text(&text);
+                host.event(AgentEvent::Text {
+                    message_id: message_id.to_owned(),
+                    text,
+                });
+            }
+            ModelEvent::ThinkingDelta { text } => {
+                response.thinking.push_str(&text);
+                host.event(AgentEvent::Thinking {
+                    message_id: message_id.to_owned(),
+                    text,
+                });
+            }
+            ModelEvent::ThinkingSignature(signature) => response.flush_thinking(Some(signature)),
+            ModelEvent::RedactedThinking(data) => {
+                response.flush_thinking(None);
+                response.parts.push(Part::RedactedThinking { data });
+            }
+            ModelEvent::ToolCallStart { .. } | ModelEvent::ToolCallDelta { .. } => {}
+            ModelEvent::ToolCallEnd {
+                id, name, input, ..
+            } => {
+                response.flush_thinking(None);
+                response.parts.push(Part::ToolUse {
+                    id: id.clone(),
+                    name: name.clone(),
+                    input: input.clone(),
+                });
+                response.calls.push(RequestedCall {
+                    id,
+                    name,
+                    input,
+                    invalid: None,
+                });
+            }
+            ModelEvent::ToolCallInvalid {
+                id, name, error, ..
+            } => {
+                response.flush_thinking(None);
+                let input = Value::Object(serde_json::Map::new());
+                response.parts.push(Part::ToolUse {
+                    id: id.clone(),
+                    name: name.clone(),
+                    input: input.clone(),
+                });
+                response.calls.push(RequestedCall {
+                    id,
+                    name,
+                    input,
+                    invalid: Some(error),
+                });
+            }
+            ModelEvent::Usage(usage) => response.usage = Some(usage),
+            ModelEvent::Stop(stop) => response.stop = Some(stop),
+        }
+    }
+    response.flush_thinking(None);
+    Ok(response)
+}
+
+/// Today's date (UTC), for the system prompt.
+fn today() -> String {
+    let days = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map(|d| d.as_secs() / 86_400)
+        .unwrap_or(0);
+    let (year, month, day) = civil_from_days(i64::try_from(days).unwrap_or(0));
+    format!("{year:04}-{month:02}-{day:02}")
+}
+
+/// Days since 1970-01-01 to a (year, month, day) in the proleptic Gregorian calendar.
+fn civil_from_days(days: i64) -> (i64, u32, u32) {
+    let z = days + 719_468;
+    let era = z.div_euclid(146_097);
+    let doe = z.rem_euclid(146_097);
+    let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365;
+    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
+    let mp = (5 * doy + 2) / 153;
+    let day = u32::try_from(doy - (153 * mp + 2) / 5 + 1).unwrap_or(1);
+    let month = u32::try_from(if mp < 10 { mp + 3 } else { mp - 9 }).unwrap_or(1);
+    let year = yoe + era * 400 + i64::from(month <= 2);
+    (year, month, day)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn civil_dates() {
+        assert_eq!(civil_from_days(0), (1970, 1, 1));
+        assert_eq!(civil_from_days(20_414), (2025, 11, 22));
+        assert_eq!(civil_from_days(11_016), (2000, 2, 29));
+    }
+
+    #[test]
+    fn user_content_merges_after_an_interrupted_turn() {
+        let mut history = vec![Message::user_text("a")];
+        push_user(&mut history, vec![Part::Text("b".into())]);
+        assert_eq!(history.len(), 1);
+        assert_eq!(history[0].content.len(), 2);
+        history.push(Message::assistant_text("x"));
+        push_user(&mut history, vec![Part::Text("c".into())]);
+        assert_eq!(history.len(), 3);
+    }
+
+    #[test]
+    fn thinking_is_flushed_before_text_and_tool_use() {
+        let mut response = Response::default();
+        response.thinking.push_str("hmm");
+        response.push_text("hi");
+        assert_eq!(
+            response.parts,
+            vec![
+                Part::Thinking {
+                    text: "hmm".into(),
+                    signature: None
+                },
+                Part::Text("hi".into())
+            ]
+        );
+    }
+}
