@@ -104,8 +104,9 @@ impl ConnectionState {
 
     /// Removes a session, cancelling its turn. Unknown ids are not an error.
     pub fn close(&self, id: &SessionId) {
-        if let Some(session) = lock(&self.sessions).remove(id) {
-            session.cancel();
+        let removed = lock(&self.sessions).remove(id);
+        if let Some(session) = removed {
+            session.close();
         }
     }
 
@@ -113,7 +114,7 @@ impl ConnectionState {
     pub fn cancel_all(&self) {
         let sessions: Vec<Arc<Session>> = lock(&self.sessions).drain().map(|(_, s)| s).collect();
         for session in sessions {
-            session.cancel();
+            session.close();
         }
     }
 

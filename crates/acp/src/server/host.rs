@@ -27,7 +27,7 @@ use futures::future::BoxFuture;
 use keel_core::agent::{
     AgentEvent, ApprovalAnswer, ApprovalRequest, CallStatus, QuestionItem, TurnHost,
 };
-use keel_core::tool::{Artifact, Envelope, ToolKind, ToolProgress};
+use keel_core::tool::{Artifact, Envelope, Preview, ToolKind, ToolProgress};
 use serde_json::Value;
 use tokio_util::sync::CancellationToken;
 
@@ -403,7 +403,13 @@ impl AcpTurnHost {
         if self.cancel.is_cancelled() {
             return ApprovalAnswer::Cancelled;
         }
-        let wire = permission::request(&self.shared.session_id, &request, self.view(&request));
+        let view = self.view(&request);
+        let mut request = request;
+        // The preview names the working directory relative to the workspace; show where.
+        if let Some(Preview::Command { cwd, .. }) = &mut request.preview {
+            *cwd = self.shared.roots.absolute(cwd).display().to_string();
+        }
+        let wire = permission::request(&self.shared.session_id, &request, view);
         let sent = self.shared.connection.send_request(wire).block_task();
         tokio::select! {
             reply = sent => match reply {

@@ -153,7 +153,10 @@ impl Roots {
     pub fn absolute(&self, path: &str) -> PathBuf {
         let candidate = Path::new(path);
         match self.0.first() {
-            Some(root) if !candidate.is_absolute() => root.join(candidate),
+            Some(root) if path.is_empty() || path == "." => root.clone(),
+            Some(root) if !candidate.is_absolute() => {
+                root.join(candidate.strip_prefix("./").unwrap_or(candidate))
+            }
             _ => candidate.to_path_buf(),
         }
     }

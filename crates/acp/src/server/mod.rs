@@ -36,18 +36,21 @@ use agent_client_protocol::v1::schema::{
     SetSessionConfigOptionResponse, SetSessionModeRequest, SetSessionModeResponse,
 };
 use agent_client_protocol::{Agent, ConnectTo, Stdio};
+use keel_core::agent::Engine;
 
 pub use connection::agent_capabilities;
-pub use engine::{AgentSession, EngineError, SessionFactory, SessionSpec, ToolInfo};
+pub use engine::{
+    AgentSession, EngineError, EngineSessions, SessionFactory, SessionSpec, ToolInfo,
+};
 pub use errors::ServerError;
 pub use kinds::{LockedTool, Roots, ToolRef, acp_kind, title};
 pub use modes::mode_name;
 
 use connection::ConnectionState;
 
-/// Serves ACP over stdin/stdout until the client closes stdin.
-pub async fn serve_stdio(factory: impl SessionFactory) -> anyhow::Result<()> {
-    serve(Arc::new(factory), Stdio::new()).await
+/// Serves ACP over stdin/stdout with sessions of `engine`, until the client closes stdin.
+pub async fn serve_stdio(engine: Engine) -> anyhow::Result<()> {
+    serve(Arc::new(EngineSessions::new(engine)), Stdio::new()).await
 }
 
 /// Serves ACP over `transport` until it closes. Running turns are cancelled at the end.

@@ -130,14 +130,16 @@ pub fn request(
     if !approval.reason.is_empty() {
         content.push(ToolCallContent::from(approval.reason.clone()));
     }
-    let fields = ToolCallUpdateFields::new()
+    let mut fields = ToolCallUpdateFields::new()
         .kind(view.kind)
         .status(ToolCallStatus::Pending)
         .title(view.title)
         .name(approval.tool_id.clone())
         .raw_input(approval.args.clone())
-        .content(content)
-        .locations(view.locations);
+        .content(content);
+    if !view.locations.is_empty() {
+        fields = fields.locations(view.locations);
+    }
     RequestPermissionRequest::new(
         session_id.clone(),
         ToolCallUpdate::new(approval.call_id.clone(), fields),

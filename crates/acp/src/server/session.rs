@@ -182,6 +182,12 @@ impl Session {
         )));
     }
 
+    /// Cancels the running turn and lets the engine clean up.
+    pub fn close(&self) {
+        self.cancel();
+        self.agent.close();
+    }
+
     /// Fires the running turn's cancel token (nothing when no turn runs).
     pub fn cancel(&self) {
         if let Some(token) = self

@@ -8,3 +8,4 @@ mod modes;
 mod protocol;
 mod streaming;
 mod support;
+mod turns;

@@ -1,18 +1,28 @@
 //! Test support: a scripted engine (each turn runs a test-supplied async closure against the
-//! real host), a harness that serves it to the test client over in-memory pipes, and redaction.
+//! real host) with its [`Harness`]; the real engine against the mock model with its
+//! [`EngineHarness`]; both served to the test client over in-memory pipes; redaction.
 
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 
-use agent_client_protocol::v1::schema::{SessionId, SessionUpdate};
+use std::time::Duration;
+
+use agent_client_protocol::v1::schema::{ContentBlock, PromptResponse, SessionId, SessionUpdate};
 use futures::future::BoxFuture;
-use keel_acp::server::{AgentSession, EngineError, SessionFactory, SessionSpec, ToolInfo};
-use keel_core::agent::{AgentEvent, TurnHost, TurnOutcome, TurnStop, UserContent};
+use keel_acp::server::{
+    AgentSession, EngineError, EngineSessions, SessionFactory, SessionSpec, ToolInfo,
+};
+use keel_core::agent::{
+    AgentEvent, Engine, EngineConfig, TurnHost, TurnOutcome, TurnStop, UserContent,
+};
+use keel_core::capability::ShellRunRequirement;
 use keel_core::policy::Mode;
+use keel_core::provider::{ProviderConfig, ProviderKind};
 use keel_core::runtime::{TerminalOutcome, TerminalRequest};
 use keel_core::tool::{ProgressSink, ToolError};
 use keel_testkit::acp_client::{ClientOptions, Event, TestClient, pipe};
+use keel_testkit::mock_model::{MockModel, Turn as MockTurn};
 use serde_json::Value;
 use tempfile::TempDir;
 use tokio::task::JoinHandle;
@@ -289,5 +299,167 @@ pub async fn run_in_terminal(
                 return result;
             }
         }
+    }
+}
+
+/// The real engine against the mock model, served to a connected, initialized test client,
+/// with a session open in a temporary workspace.
+pub struct EngineHarness {
+    pub client: TestClient,
+    pub mock: MockModel,
+    pub session: SessionId,
+    /// The workspace, canonical.
+    pub root: PathBuf,
+    pub scratch: PathBuf,
+    _workspace: TempDir,
+    _scratch: TempDir,
+    _server: JoinHandle<anyhow::Result<()>>,
+}
+
+/// An engine whose only provider is `mock` (no global rules, no user data: hermetic).
+pub fn engine_config(mock: Option<&MockModel>, scratch: &Path) -> EngineConfig {
+    let mut config = EngineConfig::new(Arc::new(|_: &str| None), scratch.to_path_buf());
+    // As `keel`'s configuration does: any program may run; the rules and the watchdog decide.
+    config.manifest = config
+        .manifest
+        .with_shell(ShellRunRequirement::any_args("*"));
+    if let Some(mock) = mock {
+        let mut provider = ProviderConfig::new("anthropic", ProviderKind::Anthropic);
+        provider.base_url = Some(mock.base_url());
+        provider.api_key = Some("test-key".into());
+        provider.http.retry.base_delay = Duration::from_millis(5);
+        config.providers = vec![provider];
+        config.model = Some("anthropic/test-model".into());
+    }
+    config
+}
+
+impl EngineHarness {
+    /// Files (relative path, text) are written to the workspace; `turns` are queued.
+    pub async fn start(
+        options: ClientOptions,
+        files: &[(&str, &str)],
+        turns: Vec<MockTurn>,
+    ) -> EngineHarness {
+        let mock = MockModel::start().await;
+        for turn in turns {
+            mock.push_anthropic(turn);
+        }
+        let config = engine_config(Some(&mock), Path::new("/nonexistent"));
+        Self::with_config(options, files, mock, config).await
+    }
+
+    pub async fn with_config(
+        options: ClientOptions,
+        files: &[(&str, &str)],
+        mock: MockModel,
+        mut config: EngineConfig,
+    ) -> EngineHarness {
+        let workspace = tempfile::tempdir().unwrap();
+        let root = std::fs::canonicalize(workspace.path()).unwrap();
+        for (path, text) in files {
+            let path = root.join(path);
+            std::fs::create_dir_all(path.parent().unwrap()).unwrap();
+            std::fs::write(path, text).unwrap();
+        }
+        let scratch_dir = tempfile::tempdir().unwrap();
+        let scratch = std::fs::canonicalize(scratch_dir.path()).unwrap();
+        config.scratch_root = scratch.clone();
+        let factory: Arc<dyn SessionFactory> = Arc::new(EngineSessions::new(Engine::new(config)));
+        let (agent_end, client_end) = pipe();
+        let server = tokio::spawn(keel_acp::server::serve(factory, agent_end));
+        // Editor buffers are given relative to the workspace; the client serves absolute paths.
+        let mut options = options;
+        options.files = options
+            .files
+            .into_iter()
+            .map(|(path, text)| (root.join(path), text))
+            .collect();
+        let client = TestClient::connect(options, client_end).await.unwrap();
+        client.initialize().await.unwrap();
+        let session = client.new_session(&root, &[]).await.unwrap().session_id;
+        EngineHarness {
+            client,
+            mock,
+            session,
+            root,
+            scratch,
+            _workspace: workspace,
+            _scratch: scratch_dir,
+            _server: server,
+        }
+    }
+
+    pub async fn prompt(&self, text: &str) -> PromptResponse {
+        self.client.prompt(&self.session, text).await.unwrap()
+    }
+
+    /// The event log, normalized for snapshots: the session id, the workspace and scratch paths,
+    /// message ids (numbered in order of appearance) and durations replaced.
+    pub fn events_json(&self) -> Vec<Value> {
+        let events: Vec<Value> = self.client.events().iter().map(Event::to_json).collect();
+        let redacted = redact(
+            Value::Array(events),
+            &[
+                (&self.session.to_string(), "[session]"),
+                (&self.root.display().to_string(), "[root]"),
+                (&self.scratch.display().to_string(), "[scratch]"),
+            ],
+        );
+        let mut ids = Vec::new();
+        let normalized = normalize(redacted, &mut ids);
+        normalized.as_array().cloned().unwrap()
+    }
+
+    /// The tool-call updates and permission requests only (no text chunks, usage or plans).
+    pub fn tool_events(&self) -> Vec<Value> {
+        self.events_json()
+            .into_iter()
+            .filter(|event| {
+                let kind = event["update"]["sessionUpdate"].as_str();
+                event.get("permission").is_some()
+                    || matches!(kind, Some("tool_call" | "tool_call_update"))
+            })
+            .collect()
+    }
+
+    /// All agent message text of the session so far.
+    pub fn said(&self) -> String {
+        self.client
+            .updates(&self.session)
+            .iter()
+            .filter_map(|update| match update {
+                SessionUpdate::AgentMessageChunk(chunk) => match &chunk.content {
+                    ContentBlock::Text(text) => Some(text.text.clone()),
+                    _ => None,
+                },
+                _ => None,
+            })
+            .collect()
+    }
+}
+
+fn normalize(value: Value, ids: &mut Vec<String>) -> Value {
+    match value {
+        Value::Object(map) => Value::Object(
+            map.into_iter()
+                .map(|(key, item)| match (key.as_str(), item) {
+                    ("messageId", Value::String(id)) => {
+                        let index = match ids.iter().position(|known| *known == id) {
+                            Some(index) => index,
+                            None => {
+                                ids.push(id);
+                                ids.len() - 1
+                            }
+                        };
+                        (key, Value::String(format!("[message {}]", index + 1)))
+                    }
+                    ("duration_ms", _) => (key, Value::from(0)),
+                    (_, item) => (key, normalize(item, ids)),
+                })
+                .collect(),
+        ),
+        Value::Array(items) => Value::Array(items.into_iter().map(|i| normalize(i, ids)).collect()),
+        other => other,
     }
 }
