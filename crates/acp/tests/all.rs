@@ -5,5 +5,9 @@
     clippy::expect_used,
     reason = "test helpers fail loudly on purpose"
 )]
+#![allow(
+    clippy::disallowed_methods,
+    reason = "tests set up and inspect workspaces directly"
+)]
 
 mod suite;

@@ -411,18 +411,6 @@ impl EngineHarness {
         normalized.as_array().cloned().unwrap()
     }
 
-    /// The tool-call updates and permission requests only (no text chunks, usage or plans).
-    pub fn tool_events(&self) -> Vec<Value> {
-        self.events_json()
-            .into_iter()
-            .filter(|event| {
-                let kind = event["update"]["sessionUpdate"].as_str();
-                event.get("permission").is_some()
-                    || matches!(kind, Some("tool_call" | "tool_call_update"))
-            })
-            .collect()
-    }
-
     /// All agent message text of the session so far.
     pub fn said(&self) -> String {
         self.client

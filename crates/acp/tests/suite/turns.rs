@@ -1,11 +1,6 @@
 //! Whole turns with the real engine against the mock model: tool kinds and titles, approvals
 //! with diffs, remembered answers, the editor's files and terminals, cancellation.
 
-#![allow(
-    clippy::disallowed_methods,
-    reason = "tests inspect the workspace directly"
-)]
-
 use std::path::Path;
 
 use agent_client_protocol::v1::schema::{PermissionOptionKind, StopReason};
@@ -466,4 +461,383 @@ async fn read_edit_bash_with_two_approvals_on_disk_and_local_shell() {
       }
     ]
     "#);
+}
+
+fn bash(id: &str, command: &str) -> Turn {
+    Turn::new().tool_call(id, "bash", json!({ "command": command }))
+}
+
+/// The final update of a call.
+fn finished(harness: &EngineHarness, call_id: &str) -> serde_json::Value {
+    harness
+        .events_json()
+        .into_iter()
+        .rfind(|event| {
+            event["update"]["toolCallId"] == call_id
+                && matches!(
+                    event["update"]["status"].as_str(),
+                    Some("completed" | "failed")
+                )
+        })
+        .unwrap_or_else(|| panic!("no final update for {call_id}"))["update"]
+        .clone()
+}
+
+#[tokio::test]
+async fn reject_once_then_reject_always_then_no_more_prompts() {
+    let harness = EngineHarness::start(
+        ClientOptions::default().permissions([
+            PermissionReply::Choose(PermissionOptionKind::RejectOnce),
+            PermissionReply::Choose(PermissionOptionKind::RejectAlways),
+        ]),
+        &[],
+        vec![
+            bash("t1", "mkdir made"),
+            bash("t2", "mkdir made"),
+            bash("t3", "mkdir made"),
+            Turn::text_only("I could not create it."),
+        ],
+    )
+    .await;
+    assert_eq!(
+        harness.prompt("make a dir").await.stop_reason,
+        StopReason::EndTurn
+    );
+    assert_eq!(harness.client.permission_requests().len(), 2);
+    for call in ["t1", "t2", "t3"] {
+        assert_eq!(finished(&harness, call)["status"], "failed", "{call}");
+    }
+    let third = finished(&harness, "t3")["content"][0]["content"]["text"].clone();
+    assert!(third.as_str().unwrap().contains("Denied"), "{third}");
+    assert!(!harness.root.join("made").exists());
+    assert_eq!(harness.mock.requests().len(), 4);
+}
+
+#[tokio::test]
+async fn allow_always_then_a_matching_call_runs_without_a_prompt() {
+    let harness = EngineHarness::start(
+        ClientOptions::default()
+            .permissions([PermissionReply::Choose(PermissionOptionKind::AllowAlways)]),
+        &[],
+        vec![
+            bash("t1", "mkdir -p first"),
+            bash("t2", "mkdir -p second"),
+            Turn::text_only("Both made."),
+        ],
+    )
+    .await;
+    assert_eq!(
+        harness.prompt("make dirs").await.stop_reason,
+        StopReason::EndTurn
+    );
+    let requests = harness.client.permission_requests();
+    assert_eq!(requests.len(), 1);
+    assert_eq!(
+        requests[0].options[1].name,
+        "Always allow commands starting with `mkdir` in this session"
+    );
+    assert_eq!(finished(&harness, "t2")["status"], "completed");
+    assert!(harness.root.join("first").is_dir() && harness.root.join("second").is_dir());
+}
+
+#[tokio::test]
+async fn the_editor_serves_files_and_runs_commands_in_its_terminal() {
+    let buffer = format!("{LIB}// unsaved change\n");
+    let harness = EngineHarness::start(
+        ClientOptions::editor()
+            .file("src/lib.rs", buffer.clone())
+            .permissions(allow(2)),
+        &[("src/lib.rs", LIB)],
+        read_edit_bash(),
+    )
+    .await;
+    assert_eq!(
+        harness.prompt("fix it").await.stop_reason,
+        StopReason::EndTurn
+    );
+    let lib = harness.root.join("src/lib.rs");
+    // The read saw the unsaved buffer; the edit went to the editor, not the disk.
+    let read = finished(&harness, "t1")["rawOutput"]["data"]["output"].clone();
+    assert!(read.as_str().unwrap().contains("unsaved change"), "{read}");
+    assert_eq!(
+        harness.client.file(&lib),
+        Some(buffer.replace("helo", "hello"))
+    );
+    assert_eq!(std::fs::read_to_string(&lib).unwrap(), LIB);
+    let writes: Vec<_> = harness
+        .client
+        .events()
+        .into_iter()
+        .filter(|event| matches!(event, Event::WriteFile { .. }))
+        .collect();
+    assert_eq!(writes.len(), 1);
+    // The command ran in the editor's terminal, embedded in the call, released after its
+    // final update.
+    let records = harness.client.terminal_records();
+    let Some(TerminalRecord::Create {
+        terminal_id,
+        command,
+        args,
+        cwd,
+        output_byte_limit,
+        ..
+    }) = records.first()
+    else {
+        panic!("{records:?}");
+    };
+    assert_eq!(
+        (command.as_str(), args.as_slice()),
+        (
+            "bash",
+            &["-c".to_owned(), "mkdir -p build && echo built".to_owned()][..]
+        )
+    );
+    assert_eq!(cwd.as_deref(), Some(harness.root.as_path()));
+    assert_eq!(*output_byte_limit, Some(200 * 1024));
+    assert!(harness.root.join("build").is_dir());
+    let last = finished(&harness, "t3");
+    assert_eq!(last["status"], "completed");
+    assert_eq!(
+        last["content"][0],
+        json!({"type": "terminal", "terminalId": terminal_id})
+    );
+    assert_eq!(last["rawOutput"]["data"]["output"], "built\n");
+    let events = harness.client.events();
+    let final_at = events
+        .iter()
+        .rposition(|event| matches!(event, Event::Update(n) if serde_json::to_value(&n.update).unwrap()["status"] == "completed"))
+        .unwrap();
+    let release_at = events
+        .iter()
+        .position(|event| matches!(event, Event::Terminal(TerminalRecord::Release { .. })))
+        .unwrap();
+    assert!(final_at < release_at);
+}
+
+#[tokio::test]
+async fn without_editor_capabilities_files_and_commands_stay_local() {
+    let harness = EngineHarness::start(
+        ClientOptions::default().permissions(allow(2)),
+        &[("src/lib.rs", LIB)],
+        read_edit_bash(),
+    )
+    .await;
+    harness.prompt("fix it").await;
+    let events = harness.client.events();
+    assert!(
+        !events.iter().any(|event| matches!(
+            event,
+            Event::ReadFile { .. } | Event::WriteFile { .. } | Event::Terminal(_)
+        )),
+        "{events:?}"
+    );
+    assert!(harness.root.join("build").is_dir());
+}
+
+fn process_gone(pid: u32) -> bool {
+    !Path::new(&format!("/proc/{pid}")).exists()
+}
+
+#[tokio::test]
+async fn cancel_while_the_model_streams() {
+    use keel_testkit::mock_model::{Api, Reply};
+    let harness = EngineHarness::start(ClientOptions::default(), &[], Vec::new()).await;
+    let long = Turn::new().text("word ".repeat(400)).chunk_chars(5);
+    harness.mock.push(
+        Api::Anthropic,
+        Reply::anthropic(&long).chunk_delay(std::time::Duration::from_millis(20)),
+    );
+    let prompt = harness.client.start_prompt(&harness.session, "talk");
+    harness
+        .client
+        .wait_for("the first chunk", |events| {
+            events.iter().any(|event| matches!(event, Event::Update(n) if matches!(n.update, agent_client_protocol::v1::schema::SessionUpdate::AgentMessageChunk(_))))
+        })
+        .await;
+    harness.client.cancel(&harness.session).unwrap();
+    let answer = prompt.await.unwrap().unwrap();
+    assert_eq!(answer.stop_reason, StopReason::Cancelled);
+    assert!(
+        harness
+            .mock
+            .wait_for_disconnect(keel_testkit::acp_client::HANG_GUARD)
+            .await,
+        "the model stream was not dropped"
+    );
+}
+
+#[tokio::test]
+async fn cancel_while_a_permission_request_is_pending() {
+    let harness = EngineHarness::start(
+        ClientOptions::default().permissions([PermissionReply::Hold]),
+        &[],
+        vec![bash("t1", "mkdir never")],
+    )
+    .await;
+    let prompt = harness.client.start_prompt(&harness.session, "make it");
+    harness
+        .client
+        .wait_for("the permission request", |events| {
+            events
+                .iter()
+                .any(|event| matches!(event, Event::Permission { .. }))
+        })
+        .await;
+    harness.client.cancel(&harness.session).unwrap();
+    assert_eq!(
+        prompt.await.unwrap().unwrap().stop_reason,
+        StopReason::Cancelled
+    );
+    assert!(!harness.root.join("never").exists());
+    assert_eq!(harness.mock.requests().len(), 1);
+}
+
+/// The pid a command printed as `pid N`, from the streamed output or the terminal's record.
+fn printed_pid(harness: &EngineHarness) -> Option<u32> {
+    let text = serde_json::to_string(&harness.events_json()).unwrap();
+    text.match_indices("pid ").find_map(|(at, _)| {
+        text[at + 4..]
+            .chars()
+            .take_while(char::is_ascii_digit)
+            .collect::<String>()
+            .parse()
+            .ok()
+    })
+}
+
+#[tokio::test]
+async fn cancel_while_a_local_command_runs() {
+    let harness = EngineHarness::start(
+        ClientOptions::default().permissions(allow(1)),
+        &[],
+        vec![bash("t1", "echo \"pid $$\"; exec sleep 600")],
+    )
+    .await;
+    let prompt = harness.client.start_prompt(&harness.session, "wait");
+    harness
+        .client
+        .wait_for("the command's output", |events| {
+            events.iter().any(|event| {
+                matches!(event, Event::Update(n) if serde_json::to_string(&n.update).unwrap().contains("```console\\npid "))
+            })
+        })
+        .await;
+    let pid = printed_pid(&harness).expect("the command printed its pid");
+    harness.client.cancel(&harness.session).unwrap();
+    assert_eq!(
+        prompt.await.unwrap().unwrap().stop_reason,
+        StopReason::Cancelled
+    );
+    assert!(process_gone(pid), "process {pid} still runs");
+    assert_eq!(finished(&harness, "t1")["status"], "failed");
+}
+
+#[tokio::test]
+async fn cancel_while_a_terminal_command_runs() {
+    let harness = EngineHarness::start(
+        ClientOptions::editor().permissions(allow(1)),
+        &[],
+        vec![bash("t1", "exec sleep 600")],
+    )
+    .await;
+    let prompt = harness.client.start_prompt(&harness.session, "wait");
+    harness
+        .client
+        .wait_for("the terminal", |events| {
+            events
+                .iter()
+                .any(|event| matches!(event, Event::Terminal(TerminalRecord::Create { .. })))
+        })
+        .await;
+    harness.client.cancel(&harness.session).unwrap();
+    assert_eq!(
+        prompt.await.unwrap().unwrap().stop_reason,
+        StopReason::Cancelled
+    );
+    let records = harness.client.terminal_records();
+    let Some(TerminalRecord::Create { pid: Some(pid), .. }) = records.first() else {
+        panic!("{records:?}");
+    };
+    assert!(
+        records
+            .iter()
+            .any(|r| matches!(r, TerminalRecord::Kill { .. })),
+        "{records:?}"
+    );
+    assert!(
+        matches!(records.last(), Some(TerminalRecord::Release { .. })),
+        "{records:?}"
+    );
+    assert!(process_gone(*pid), "process {pid} still runs");
+}
+
+#[tokio::test]
+async fn without_credentials_sessions_open_and_prompts_name_what_to_set() {
+    let scratch = tempfile::tempdir().unwrap();
+    let mock = keel_testkit::mock_model::MockModel::start().await;
+    let config = super::support::engine_config(None, scratch.path());
+    let harness = EngineHarness::with_config(ClientOptions::default(), &[], mock, config).await;
+    let error = harness
+        .client
+        .prompt(&harness.session, "hello")
+        .await
+        .unwrap_err();
+    assert_eq!(i32::from(error.code), -32603);
+    assert!(error.message.contains("ANTHROPIC_API_KEY"), "{error:?}");
+}
+
+#[tokio::test]
+async fn slash_commands_see_the_real_tools_and_rules() {
+    let harness = EngineHarness::start(ClientOptions::default(), &[], Vec::new()).await;
+    harness.prompt("/tools").await;
+    let tools = harness.said();
+    for line in [
+        "- `read` (bundled)",
+        "- `edit` (bundled)",
+        "- `bash` (bundled)",
+    ] {
+        assert!(tools.contains(line), "{tools}");
+    }
+    harness.prompt("/permissions").await;
+    assert!(
+        harness.said().contains("mode: allowlist"),
+        "{}",
+        harness.said()
+    );
+    assert!(harness.mock.requests().is_empty());
+}
+
+#[tokio::test]
+async fn read_only_mode_refuses_edits_without_asking() {
+    let harness = EngineHarness::start(
+        ClientOptions::default(),
+        &[("src/lib.rs", LIB)],
+        vec![
+            Turn::new().tool_call(
+                "t1",
+                "edit",
+                json!({"file_path": "src/lib.rs", "old_string": "helo", "new_string": "hello"}),
+            ),
+            Turn::text_only("Read-only, so I did not edit."),
+        ],
+    )
+    .await;
+    harness
+        .client
+        .request(
+            agent_client_protocol::v1::schema::SetSessionConfigOptionRequest::new(
+                harness.session.clone(),
+                "mode",
+                "read-only",
+            ),
+        )
+        .await
+        .unwrap();
+    harness.prompt("edit it").await;
+    assert!(harness.client.permission_requests().is_empty());
+    assert_eq!(finished(&harness, "t1")["status"], "failed");
+    assert_eq!(
+        std::fs::read_to_string(harness.root.join("src/lib.rs")).unwrap(),
+        LIB
+    );
 }
