@@ -348,6 +348,8 @@ async fn accept_loop(listener: TcpListener, shared: Arc<Shared>) {
         tokio::select! {
             accepted = listener.accept() => match accepted {
                 Ok((stream, _)) => {
+                    // Small SSE writes must not wait for delayed ACKs (40 ms each on Linux).
+                    let _ = stream.set_nodelay(true);
                     connections.spawn(serve_connection(stream, Arc::clone(&shared)));
                 }
                 Err(error) => tracing::warn!(%error, "mock model: accept failed"),

@@ -57,6 +57,17 @@ const QUIET_ENV: &[(&str, &str)] = &[
     ("GIT_TERMINAL_PROMPT", "0"),
 ];
 
+/// Keel's own credentials: the model's keys never reach the commands the model runs (a
+/// `printenv` would otherwise hand them to the model, and from there to anywhere).
+pub const SECRET_ENV: &[&str] = &[
+    "ANTHROPIC_API_KEY",
+    "ANTHROPIC_AUTH_TOKEN",
+    "OPENAI_API_KEY",
+    "OPENROUTER_API_KEY",
+    "DEEPSEEK_API_KEY",
+    "BRAVE_API_KEY",
+];
+
 /// How [`ShellProcess::wait_with_output`] keeps output: `limit` bytes for the model, the whole
 /// output in `sidecar` (created only when the output passes `limit`; it must lie in the session's
 /// scratch directory).
@@ -150,6 +161,9 @@ impl Runtime {
             .kill_on_drop(true);
         for (key, value) in QUIET_ENV {
             builder.env(key, value);
+        }
+        for key in SECRET_ENV {
+            builder.env_remove(key);
         }
         let child = builder.spawn().map_err(|e| failed("spawn", e))?;
         // The command holds the parent's copies of the pipe's write end: close them now, or the
