@@ -31,8 +31,7 @@ use agent_client_protocol::v1::schema::{
 };
 use agent_client_protocol::v1::{ConnectionTo, Responder};
 use agent_client_protocol::{
-    AcpAgent, AcpAgentConfig, Agent, ByteStreams, Client, ConnectTo, Error, JsonRpcNotification,
-    JsonRpcRequest,
+    Agent, ByteStreams, Client, ConnectTo, Error, JsonRpcNotification, JsonRpcRequest,
 };
 use tokio::io::{AsyncBufReadExt as _, AsyncWriteExt as _};
 use tokio::sync::{Notify, oneshot};
@@ -40,6 +39,30 @@ use tokio::task::JoinHandle;
 use tokio_util::compat::{TokioAsyncReadCompatExt as _, TokioAsyncWriteCompatExt as _};
 
 pub use terminals::TerminalRecord;
+
+#[allow(
+    clippy::disallowed_methods,
+    reason = "the test client plays the editor, which starts the agent"
+)]
+fn spawn_agent(
+    program: &Path,
+    args: &[&str],
+    cwd: &Path,
+    env: &[(&str, &str)],
+) -> std::io::Result<tokio::process::Child> {
+    let mut command = tokio::process::Command::new(program);
+    command
+        .args(args)
+        .current_dir(cwd)
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::inherit())
+        .kill_on_drop(true);
+    for (name, value) in env {
+        command.env(name, value);
+    }
+    command.spawn()
+}
 
 /// How long [`TestClient::wait_for`] waits before it gives up (a hang guard, not a timing
 /// assertion).
@@ -263,6 +286,7 @@ pub struct TestClient {
     capabilities: ClientCapabilities,
     shutdown: Option<oneshot::Sender<()>>,
     task: Option<JoinHandle<Result<(), Error>>>,
+    child: Option<tokio::process::Child>,
 }
 
 impl std::fmt::Debug for TestClient {
@@ -301,21 +325,38 @@ impl TestClient {
             capabilities,
             shutdown: Some(shutdown),
             task: Some(task),
+            child: None,
         })
     }
 
-    /// Spawns `program` and connects to its stdin/stdout.
+    /// Spawns `program` (in `cwd`, with `env` added to the inherited environment) and connects
+    /// to its stdin/stdout; its stderr is inherited. The process is killed when the client is
+    /// dropped; [`TestClient::close`] closes its stdin and waits for it to exit.
     pub async fn spawn(
         options: ClientOptions,
         program: &Path,
         args: &[&str],
+        cwd: &Path,
         env: &[(&str, &str)],
     ) -> anyhow::Result<Self> {
-        let mut config = AcpAgentConfig::new(program).args(args.iter().copied());
-        for (name, value) in env {
-            config = config.env(*name, *value);
-        }
-        Self::connect(options, AcpAgent::new(config)).await
+        let mut child = spawn_agent(program, args, cwd, env)?;
+        let stdin = child
+            .stdin
+            .take()
+            .ok_or_else(|| anyhow::anyhow!("the agent's stdin is not piped"))?;
+        let stdout = child
+            .stdout
+            .take()
+            .ok_or_else(|| anyhow::anyhow!("the agent's stdout is not piped"))?;
+        let transport = ByteStreams::new(stdin.compat_write(), stdout.compat());
+        let mut client = Self::connect(options, transport).await?;
+        client.child = Some(child);
+        Ok(client)
+    }
+
+    /// The spawned agent's process id ([`TestClient::spawn`] only).
+    pub fn pid(&self) -> Option<u32> {
+        self.child.as_ref().and_then(tokio::process::Child::id)
     }
 
     /// Sends a request and waits for its answer.
@@ -487,6 +528,14 @@ impl TestClient {
         if let Some(task) = self.task.take() {
             task.await?
                 .map_err(|error| anyhow::anyhow!("client connection failed: {error}"))?;
+        }
+        if let Some(mut child) = self.child.take() {
+            let status = tokio::time::timeout(HANG_GUARD, child.wait())
+                .await
+                .map_err(|_| anyhow::anyhow!("the agent did not exit after its stdin closed"))??;
+            if !status.success() {
+                anyhow::bail!("the agent exited with {status}");
+            }
         }
         Ok(())
     }
