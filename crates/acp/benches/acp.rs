@@ -56,17 +56,22 @@ fn report(what: &str, samples: Vec<Duration>) {
 
 fn load_average() -> String {
     std::fs::read_to_string("/proc/loadavg")
-        .map(|text| text.split_whitespace().take(3).collect::<Vec<_>>().join(" "))
+        .map(|text| {
+            text.split_whitespace()
+                .take(3)
+                .collect::<Vec<_>>()
+                .join(" ")
+        })
         .unwrap_or_else(|_| "unknown".into())
 }
 
 /// The 4 replies of the read → edit → bash → answer turn.
 fn script(mock: &MockModel) {
-    mock.push_anthropic(
-        Turn::new()
-            .text("Let me look.")
-            .tool_call("t1", "read", json!({"file_path": "src/lib.rs"})),
-    );
+    mock.push_anthropic(Turn::new().text("Let me look.").tool_call(
+        "t1",
+        "read",
+        json!({"file_path": "src/lib.rs"}),
+    ));
     mock.push_anthropic(Turn::new().tool_call(
         "t2",
         "edit",

@@ -118,7 +118,11 @@ async fn connect(
                 async move |request: PromptRequest, responder, cx| match state
                     .session(&request.session_id)
                 {
-                    Ok(session) => cx.spawn(session.prompt(request.prompt, responder)),
+                    Ok(session) => {
+                        // Registered now, so a cancel right behind the prompt finds it.
+                        let admitted = session.admit();
+                        cx.spawn(admitted.answer(request.prompt, responder))
+                    }
                     Err(error) => responder.respond_with_error(error.to_rpc()),
                 }
             },

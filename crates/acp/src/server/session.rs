@@ -5,9 +5,13 @@
 //! A turn runs on its own tokio task (so the engine never shares a poll with the connection's
 //! dispatch loop); the spawned connection task that owns the prompt's responder waits for it and
 //! answers after every update of the turn has been queued. Prompts of one session queue behind
-//! each other; `session/cancel` fires the running turn's token, and a cancelled turn always
-//! answers `cancelled`.
+//! each other. Each prompt gets its cancel token when it arrives (in the handler, before anything
+//! is spawned), so a `session/cancel` right behind a prompt is never lost; it fires the tokens of
+//! the running prompt and of any queued behind it, and a cancelled prompt always answers
+//! `cancelled`.
 
+use std::collections::BTreeMap;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, PoisonError};
 
 use agent_client_protocol::v1::Responder;
@@ -32,8 +36,9 @@ pub struct Session {
     models: Vec<String>,
     /// Held for the length of a turn: prompts of a session run one after another.
     turns: tokio::sync::Mutex<()>,
-    /// The running turn's token.
-    running: Mutex<Option<CancellationToken>>,
+    /// The tokens of the prompts received and not answered yet, by arrival number.
+    prompts: Mutex<BTreeMap<u64, CancellationToken>>,
+    next_prompt: AtomicU64,
 }
 
 impl std::fmt::Debug for Session {
@@ -114,7 +119,8 @@ impl Session {
             shared,
             models,
             turns: tokio::sync::Mutex::new(()),
-            running: Mutex::new(None),
+            prompts: Mutex::new(BTreeMap::new()),
+            next_prompt: AtomicU64::new(0),
         }
     }
 
@@ -188,15 +194,30 @@ impl Session {
         self.agent.close();
     }
 
-    /// Fires the running turn's cancel token (nothing when no turn runs).
+    /// Fires the cancel tokens of the running prompt and of the prompts queued behind it.
     pub fn cancel(&self) {
-        if let Some(token) = self
-            .running
+        for token in self
+            .prompts
             .lock()
             .unwrap_or_else(PoisonError::into_inner)
-            .as_ref()
+            .values()
         {
             token.cancel();
+        }
+    }
+
+    /// Registers a prompt that just arrived; call from the request handler, before spawning.
+    pub fn admit(self: &Arc<Self>) -> AdmittedPrompt {
+        let number = self.next_prompt.fetch_add(1, Ordering::Relaxed);
+        let cancel = CancellationToken::new();
+        self.prompts
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .insert(number, cancel.clone());
+        AdmittedPrompt {
+            session: self.clone(),
+            number,
+            cancel,
         }
     }
 
@@ -235,15 +256,46 @@ impl Session {
         self.say(reply);
     }
 
-    /// Runs one prompt to its end and answers it. Meant to run in a spawned task; never fails
-    /// the connection (a failed turn is a JSON-RPC error on the prompt).
-    pub async fn prompt(
-        self: Arc<Self>,
+    async fn run_admitted(
+        &self,
+        prompt: Vec<ContentBlock>,
+        cancel: CancellationToken,
+    ) -> Result<StopReason, ServerError> {
+        let _turn = self.turns.lock().await;
+        if cancel.is_cancelled() {
+            return Ok(StopReason::Cancelled);
+        }
+        self.run(prompt, cancel).await
+    }
+}
+
+/// A prompt the session has registered; [`AdmittedPrompt::answer`] runs it and answers.
+pub struct AdmittedPrompt {
+    session: Arc<Session>,
+    number: u64,
+    cancel: CancellationToken,
+}
+
+impl Drop for AdmittedPrompt {
+    fn drop(&mut self) {
+        self.session
+            .prompts
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .remove(&self.number);
+    }
+}
+
+impl AdmittedPrompt {
+    /// Runs the prompt to its end (after the prompts before it) and answers it. Meant to run in
+    /// a spawned task; never fails the connection (a failed turn is a JSON-RPC error on the
+    /// prompt).
+    pub async fn answer(
+        self,
         prompt: Vec<ContentBlock>,
         responder: Responder<PromptResponse>,
     ) -> Result<(), agent_client_protocol::Error> {
-        let _turn = self.turns.lock().await;
-        let answer = self.run(prompt).await;
+        let answer = self.session.run_admitted(prompt, self.cancel.clone()).await;
         let sent = match answer {
             Ok(stop) => responder.respond(PromptResponse::new(stop)),
             Err(error) => responder.respond_with_error(error.to_rpc()),
@@ -253,21 +305,24 @@ impl Session {
         }
         Ok(())
     }
+}
 
-    async fn run(&self, prompt: Vec<ContentBlock>) -> Result<StopReason, ServerError> {
+impl Session {
+    async fn run(
+        &self,
+        prompt: Vec<ContentBlock>,
+        cancel: CancellationToken,
+    ) -> Result<StopReason, ServerError> {
         if let Some(command) = SlashCommand::parse(&prompt) {
             self.command(command);
             return Ok(StopReason::EndTurn);
         }
         let content = user_content(prompt)?;
-        let cancel = CancellationToken::new();
-        *self.running.lock().unwrap_or_else(PoisonError::into_inner) = Some(cancel.clone());
         let host = Arc::new(AcpTurnHost::new(self.shared.clone(), cancel.clone()));
         let agent = self.agent.clone();
         let turn_cancel = cancel.clone();
         let joined =
             tokio::spawn(async move { agent.run_turn(content, host, turn_cancel).await }).await;
-        *self.running.lock().unwrap_or_else(PoisonError::into_inner) = None;
         self.shared
             .terminals
             .release_all(&self.shared.connection, &self.shared.session_id);

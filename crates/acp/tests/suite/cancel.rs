@@ -186,3 +186,51 @@ async fn cancel_during_a_terminal_run_kills_and_releases() {
     let text = serde_json::to_string(&harness.events_json(&session)).unwrap();
     assert!(text.contains("cancelled by the user"), "{text}");
 }
+
+#[tokio::test]
+async fn a_cancel_right_behind_prompts_cancels_the_running_and_the_queued_ones() {
+    let harness = Harness::start(
+        ClientOptions::default(),
+        script(|turn| async move {
+            turn.host.event(AgentEvent::Text {
+                message_id: "m".into(),
+                text: "started".into(),
+            });
+            // Only a cancel ends this turn.
+            turn.cancel.cancelled().await;
+            Ok(outcome(TurnStop::Cancelled))
+        }),
+    )
+    .await;
+    let session = harness.session().await;
+    let first = harness.client.start_prompt(&session, "one");
+    let second = harness.client.start_prompt(&session, "two");
+    harness.client.cancel(&session).unwrap();
+    for prompt in [first, second] {
+        let answer = tokio::time::timeout(keel_testkit::acp_client::HANG_GUARD, prompt)
+            .await
+            .expect("the cancel reached the prompt")
+            .unwrap()
+            .unwrap();
+        assert_eq!(answer.stop_reason, StopReason::Cancelled);
+    }
+    assert!(harness.factory.turns() <= 1, "the queued prompt never ran");
+    // The session is usable afterwards; its next turn is cancelled on its own.
+    let started = |events: &[Event]| {
+        events
+            .iter()
+            .filter(|e| matches!(e, Event::Update(n) if matches!(&n.update, agent_client_protocol::v1::schema::SessionUpdate::AgentMessageChunk(_))))
+            .count()
+    };
+    let before = started(&harness.client.events());
+    let third = harness.client.start_prompt(&session, "three");
+    harness
+        .client
+        .wait_for("the third turn", |events| started(events) > before)
+        .await;
+    harness.client.cancel(&session).unwrap();
+    assert_eq!(
+        third.await.unwrap().unwrap().stop_reason,
+        StopReason::Cancelled
+    );
+}
