@@ -1,1 +1,292 @@
-fn main() {}
+//! The ACP front-end's costs, against the real engine and the mock model server over HTTP on
+//! 127.0.0.1, driven by the test-kit client.
+//!
+//! 1. In process (the server over in-memory pipes): `initialize` and `session/new` round trips,
+//!    and a read → edit (approved) → bash (approved) → answer turn: 4 model requests, 2
+//!    approvals. The model's share is measured in the same run by streaming the same 4 replies
+//!    straight through the provider, and subtracted: agent time = turn − model share.
+//! 2. The `keel acp` binary over stdio: process spawn → `initialize` response, `session/new`,
+//!    the same turn, and the process's peak RSS (`VmHWM`) after it. Skipped when the binary
+//!    does not serve ACP.
+#![allow(
+    clippy::print_stdout,
+    clippy::unwrap_used,
+    clippy::expect_used,
+    clippy::disallowed_methods,
+    reason = "a benchmark reports on stdout and sets up its own fixtures"
+)]
+
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use agent_client_protocol::v1::schema::{PermissionOptionKind, StopReason};
+use futures::StreamExt as _;
+use keel_acp::server::{EngineSessions, SessionFactory};
+use keel_core::agent::{Engine, EngineConfig};
+use keel_core::capability::ShellRunRequirement;
+use keel_core::provider::{ModelRequest, ProviderConfig, ProviderKind};
+use keel_testkit::acp_client::{ClientOptions, PermissionReply, TestClient, pipe};
+use keel_testkit::mock_model::{MockModel, Turn};
+use serde_json::json;
+
+const WARMUP: usize = 3;
+const ROUND_TRIPS: usize = 50;
+const TURNS: usize = 30;
+const SPAWNS: usize = 20;
+const LIB: &str = "pub fn greet() -> &'static str {\n    \"helo\"\n}\n";
+
+fn median(mut samples: Vec<Duration>) -> Duration {
+    samples.sort();
+    samples[samples.len() / 2]
+}
+
+fn p95(mut samples: Vec<Duration>) -> Duration {
+    samples.sort();
+    samples[(samples.len() * 95 / 100).min(samples.len() - 1)]
+}
+
+fn report(what: &str, samples: Vec<Duration>) {
+    println!(
+        "  {what:<44} median {:>9.3?}  p95 {:>9.3?}",
+        median(samples.clone()),
+        p95(samples)
+    );
+}
+
+fn load_average() -> String {
+    std::fs::read_to_string("/proc/loadavg")
+        .map(|text| {
+            text.split_whitespace()
+                .take(3)
+                .collect::<Vec<_>>()
+                .join(" ")
+        })
+        .unwrap_or_else(|_| "unknown".into())
+}
+
+/// The 4 replies of the read → edit → bash → answer turn.
+fn script(mock: &MockModel) {
+    mock.push_anthropic(Turn::new().text("Let me look.").tool_call(
+        "t1",
+        "read",
+        json!({"file_path": "src/lib.rs"}),
+    ));
+    mock.push_anthropic(Turn::new().tool_call(
+        "t2",
+        "edit",
+        json!({"file_path": "src/lib.rs", "old_string": "\"helo\"", "new_string": "\"hello\""}),
+    ));
+    mock.push_anthropic(Turn::new().tool_call(
+        "t3",
+        "bash",
+        json!({"command": "mkdir -p build && echo built"}),
+    ));
+    mock.push_anthropic(Turn::text_only("Fixed the greeting."));
+}
+
+fn approvals() -> Vec<PermissionReply> {
+    vec![PermissionReply::Choose(PermissionOptionKind::AllowOnce); 2]
+}
+
+fn workspace() -> (tempfile::TempDir, PathBuf) {
+    let dir = tempfile::tempdir().unwrap();
+    let root = std::fs::canonicalize(dir.path()).unwrap();
+    std::fs::create_dir_all(root.join("src")).unwrap();
+    std::fs::write(root.join("src/lib.rs"), LIB).unwrap();
+    (dir, root)
+}
+
+fn provider(mock: &MockModel) -> ProviderConfig {
+    let mut provider = ProviderConfig::new("anthropic", ProviderKind::Anthropic);
+    provider.base_url = Some(mock.base_url());
+    provider.api_key = Some("bench".into());
+    provider
+}
+
+/// The model's share of a turn: the same replies streamed straight through the provider.
+async fn model_share(mock: &MockModel, raw: &dyn keel_core::provider::Provider) -> Duration {
+    script(mock);
+    let started = Instant::now();
+    for _ in 0..4 {
+        let request = ModelRequest {
+            model: "bench-model".into(),
+            system: String::new(),
+            messages: vec![keel_core::provider::Message::user_text("go")],
+            tools: Vec::new(),
+            max_tokens: 1000,
+            thinking_budget: None,
+        };
+        let mut stream = raw.stream(request).await.unwrap();
+        while let Some(event) = stream.next().await {
+            event.unwrap();
+        }
+    }
+    started.elapsed()
+}
+
+async fn in_process(mock: &MockModel, scratch: &Path) {
+    let mut config = EngineConfig::new(Arc::new(|_: &str| None), scratch.to_path_buf());
+    config.providers = vec![provider(mock)];
+    config.model = Some("anthropic/bench-model".into());
+    config.manifest = config
+        .manifest
+        .with_shell(ShellRunRequirement::any_args("*"));
+    let factory: Arc<dyn SessionFactory> = Arc::new(EngineSessions::new(Engine::new(config)));
+    let raw = provider(mock).build().unwrap();
+
+    let mut initialize = Vec::new();
+    for run in 0..WARMUP + ROUND_TRIPS {
+        let (agent_end, client_end) = pipe();
+        let server = tokio::spawn(keel_acp::server::serve(factory.clone(), agent_end));
+        let client = TestClient::connect(ClientOptions::default(), client_end)
+            .await
+            .unwrap();
+        let started = Instant::now();
+        client.initialize().await.unwrap();
+        if run >= WARMUP {
+            initialize.push(started.elapsed());
+        }
+        client.close().await.unwrap();
+        server.await.unwrap().unwrap();
+    }
+
+    let (agent_end, client_end) = pipe();
+    let _server = tokio::spawn(keel_acp::server::serve(factory.clone(), agent_end));
+    let client = TestClient::connect(ClientOptions::default(), client_end)
+        .await
+        .unwrap();
+    client.initialize().await.unwrap();
+    let mut new_session = Vec::new();
+    let (_dir, root) = workspace();
+    for run in 0..WARMUP + ROUND_TRIPS {
+        let started = Instant::now();
+        client.new_session(&root, &[]).await.unwrap();
+        if run >= WARMUP {
+            new_session.push(started.elapsed());
+        }
+    }
+
+    let mut turns = Vec::new();
+    let mut models = Vec::new();
+    for run in 0..WARMUP + TURNS {
+        let model = model_share(mock, raw.as_ref()).await;
+        let (_dir, root) = workspace();
+        let session = client.new_session(&root, &[]).await.unwrap().session_id;
+        script(mock);
+        client.push_permissions(approvals());
+        let started = Instant::now();
+        let answer = client.prompt(&session, "fix the typo").await.unwrap();
+        let turn = started.elapsed();
+        assert_eq!(answer.stop_reason, StopReason::EndTurn);
+        assert_eq!(
+            std::fs::read_to_string(root.join("src/lib.rs")).unwrap(),
+            LIB.replace("helo", "hello")
+        );
+        if run >= WARMUP {
+            turns.push(turn);
+            models.push(model);
+        }
+    }
+    let agent: Vec<Duration> = turns
+        .iter()
+        .zip(&models)
+        .map(|(turn, model)| turn.saturating_sub(*model))
+        .collect();
+
+    println!("in process (server over in-memory pipes, real engine, mock model over HTTP)");
+    report("initialize round trip", initialize);
+    report("session/new round trip", new_session);
+    report("read/edit/bash turn, 4 requests, 2 approvals", turns);
+    report("  model share (same replies, provider only)", models);
+    report("  agent time (turn - model share)", agent);
+}
+
+/// Peak resident set of a process, from `/proc/PID/status`.
+fn peak_rss_kib(pid: u32) -> Option<u64> {
+    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).ok()?;
+    status
+        .lines()
+        .find_map(|line| line.strip_prefix("VmHWM:"))
+        .and_then(|value| value.trim().trim_end_matches("kB").trim().parse().ok())
+}
+
+async fn binary(mock: &MockModel) {
+    let program = PathBuf::from(env!("CARGO_BIN_EXE_keel"));
+    let home = tempfile::tempdir().unwrap();
+    let home_path = home.path().display().to_string();
+    let config_home = home.path().join("config").display().to_string();
+    let state_home = home.path().join("state").display().to_string();
+    let data_home = home.path().join("data").display().to_string();
+    let base_url = mock.base_url();
+    let env = [
+        ("HOME", home_path.as_str()),
+        ("XDG_CONFIG_HOME", config_home.as_str()),
+        ("XDG_STATE_HOME", state_home.as_str()),
+        ("XDG_DATA_HOME", data_home.as_str()),
+        ("ANTHROPIC_API_KEY", "bench"),
+        ("ANTHROPIC_BASE_URL", base_url.as_str()),
+        ("KEEL_MODEL", "anthropic/bench-model"),
+    ];
+    let mut spawn_to_initialize = Vec::new();
+    let mut new_session = Vec::new();
+    let mut turns = Vec::new();
+    let mut peaks = Vec::new();
+    for run in 0..WARMUP + SPAWNS {
+        let (_dir, root) = workspace();
+        let started = Instant::now();
+        let client = TestClient::spawn(
+            ClientOptions::default().permissions(approvals()),
+            &program,
+            &["acp"],
+            &root,
+            &env,
+        )
+        .await
+        .unwrap();
+        if let Err(error) = client.initialize().await {
+            println!("the keel binary: skipped (`keel acp` does not serve ACP yet: {error})");
+            return;
+        }
+        let initialized = started.elapsed();
+        let started = Instant::now();
+        let session = client.new_session(&root, &[]).await.unwrap().session_id;
+        let created = started.elapsed();
+        script(mock);
+        let started = Instant::now();
+        let answer = client.prompt(&session, "fix the typo").await.unwrap();
+        let turn = started.elapsed();
+        assert_eq!(answer.stop_reason, StopReason::EndTurn);
+        let peak = client.pid().and_then(peak_rss_kib);
+        client.close().await.unwrap();
+        if run >= WARMUP {
+            spawn_to_initialize.push(initialized);
+            new_session.push(created);
+            turns.push(turn);
+            peaks.extend(peak);
+        }
+    }
+    println!("the keel binary over stdio (`keel acp`, {SPAWNS} processes)");
+    report("process spawn -> initialize response", spawn_to_initialize);
+    report("session/new round trip", new_session);
+    report("read/edit/bash turn, 4 requests, 2 approvals", turns);
+    peaks.sort_unstable();
+    if let (Some(median), Some(max)) = (peaks.get(peaks.len() / 2), peaks.last()) {
+        println!(
+            "  {:<44} median {:>6.1} MiB  max {:>6.1} MiB",
+            "peak RSS (VmHWM) after the turn",
+            *median as f64 / 1024.0,
+            *max as f64 / 1024.0
+        );
+    }
+}
+
+#[tokio::main]
+async fn main() {
+    println!("load average before: {}", load_average());
+    let mock = MockModel::start().await;
+    let scratch = tempfile::tempdir().unwrap();
+    in_process(&mock, scratch.path()).await;
+    binary(&mock).await;
+    println!("load average after: {}", load_average());
+}

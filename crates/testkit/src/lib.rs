@@ -2,7 +2,10 @@
 //!
 //! - [`mock_model`]: [`MockModel`], a mock model server over real HTTP on 127.0.0.1 speaking
 //!   the Anthropic and OpenAI streaming APIs from [`Turn`] scripts, with fault injection.
+//! - [`acp_client`]: an ACP test client that plays the editor (records updates, answers
+//!   permission prompts from a script, serves files and terminals).
 
+pub mod acp_client;
 pub mod mock_model;
 
 pub use mock_model::{Api, Block, Framing, MockModel, RecordedRequest, Reply, Turn};

@@ -1,1 +1,224 @@
-//! The ACP server (placeholder, filled by its owner).
+//! The ACP server: Keel as an Agent Client Protocol agent (`keel acp`).
+//!
+//! Principal types:
+//! - [`SessionFactory`] / [`AgentSession`]: the seam to the engine (the server builds nothing
+//!   itself; tests plug in scripted sessions).
+//! - [`serve_stdio`] / [`serve`]: run the server over stdin/stdout, or over any transport
+//!   (in-memory pipes in tests).
+//! - Inside: `connection` (per-connection state), `session` (one session's turns, modes and
+//!   commands), `host` (the [`TurnHost`](keel_core::agent::TurnHost) that maps events to
+//!   `session/update`), `kinds` (tool → ACP kind, titles, locations), `permission` (the option
+//!   table), `fs` and `terminal` (the editor's files and terminal pane as runtime backends),
+//!   `modes`, `commands`, `question`, and `errors` (the one mapping to JSON-RPC errors).
+//!
+//! Every handler answers quickly: anything that waits (a turn, building a session) is spawned
+//! so the connection's dispatch loop keeps reading (a `session/cancel` must get through while a
+//! turn runs).
+
+mod commands;
+mod connection;
+mod engine;
+mod errors;
+mod fs;
+mod host;
+mod kinds;
+mod modes;
+mod permission;
+mod question;
+mod session;
+mod terminal;
+
+use std::sync::Arc;
+
+use agent_client_protocol::v1::schema::{
+    CancelNotification, CloseSessionRequest, CloseSessionResponse, InitializeRequest,
+    NewSessionRequest, PromptRequest, SessionConfigOptionValue, SetSessionConfigOptionRequest,
+    SetSessionConfigOptionResponse, SetSessionModeRequest, SetSessionModeResponse,
+};
+use agent_client_protocol::{Agent, ConnectTo, Stdio};
+use keel_core::agent::Engine;
+
+pub use connection::agent_capabilities;
+pub use engine::{
+    AgentSession, EngineError, EngineSessions, SessionFactory, SessionSpec, ToolInfo,
+};
+pub use errors::ServerError;
+pub use kinds::{LockedTool, Roots, ToolRef, acp_kind, title};
+pub use modes::mode_name;
+
+use connection::ConnectionState;
+
+/// Serves ACP over stdin/stdout with sessions of `engine`, until the client closes stdin.
+pub async fn serve_stdio(engine: Engine) -> anyhow::Result<()> {
+    serve(Arc::new(EngineSessions::new(engine)), Stdio::new()).await
+}
+
+/// Serves ACP over `transport` until it closes. Running turns are cancelled at the end.
+pub async fn serve(
+    factory: Arc<dyn SessionFactory>,
+    transport: impl ConnectTo<Agent> + 'static,
+) -> anyhow::Result<()> {
+    let state = Arc::new(ConnectionState::new(factory));
+    let served = connect(state.clone(), transport).await;
+    state.cancel_all();
+    served.map_err(|error| anyhow::anyhow!("ACP connection failed: {error}"))
+}
+
+fn ignore_closed(
+    result: Result<(), agent_client_protocol::Error>,
+) -> Result<(), agent_client_protocol::Error> {
+    if let Err(error) = result {
+        tracing::debug!(error = %error.message, "response not sent (connection closed)");
+    }
+    Ok(())
+}
+
+/// The agent's handlers, one per method, connected to `transport`.
+async fn connect(
+    state: Arc<ConnectionState>,
+    transport: impl ConnectTo<Agent> + 'static,
+) -> Result<(), agent_client_protocol::Error> {
+    Agent
+        .v1()
+        .name("keel")
+        .on_receive_request(
+            {
+                let state = state.clone();
+                async move |request: InitializeRequest, responder, _cx| {
+                    responder.respond(state.initialize(request))
+                }
+            },
+            agent_client_protocol::on_receive_request!(),
+        )
+        .on_receive_request(
+            {
+                let state = state.clone();
+                async move |request: NewSessionRequest, responder, cx| {
+                    let state = state.clone();
+                    let connection = cx.clone();
+                    cx.spawn(async move {
+                        match state.new_session(request, connection).await {
+                            Ok((session, response)) => {
+                                let sent = responder.respond(response);
+                                session.announce();
+                                ignore_closed(sent)
+                            }
+                            Err(error) => {
+                                ignore_closed(responder.respond_with_error(error.to_rpc()))
+                            }
+                        }
+                    })
+                }
+            },
+            agent_client_protocol::on_receive_request!(),
+        )
+        .on_receive_request(
+            {
+                let state = state.clone();
+                async move |request: PromptRequest, responder, cx| match state
+                    .session(&request.session_id)
+                {
+                    Ok(session) => {
+                        // Registered now, so a cancel right behind the prompt finds it.
+                        let admitted = session.admit();
+                        cx.spawn(admitted.answer(request.prompt, responder))
+                    }
+                    Err(error) => responder.respond_with_error(error.to_rpc()),
+                }
+            },
+            agent_client_protocol::on_receive_request!(),
+        )
+        .on_receive_notification(
+            {
+                let state = state.clone();
+                async move |notification: CancelNotification, _cx| {
+                    match state.session(&notification.session_id) {
+                        Ok(session) => session.cancel(),
+                        Err(error) => {
+                            tracing::debug!(%error, "session/cancel for an unknown session")
+                        }
+                    }
+                    Ok(())
+                }
+            },
+            agent_client_protocol::on_receive_notification!(),
+        )
+        .on_receive_request(
+            {
+                let state = state.clone();
+                async move |request: SetSessionModeRequest, responder, _cx| {
+                    let changed = state
+                        .session(&request.session_id)
+                        .and_then(|session| session.set_mode(&request.mode_id.0).map(|()| session));
+                    match changed {
+                        Ok(session) => {
+                            let sent = responder.respond(SetSessionModeResponse::new());
+                            session.config_changed();
+                            sent
+                        }
+                        Err(error) => responder.respond_with_error(error.to_rpc()),
+                    }
+                }
+            },
+            agent_client_protocol::on_receive_request!(),
+        )
+        .on_receive_request(
+            {
+                let state = state.clone();
+                async move |request: SetSessionConfigOptionRequest, responder, _cx| {
+                    match set_config_option(&state, &request) {
+                        Ok((session, mode_changed)) => {
+                            let sent = responder.respond(SetSessionConfigOptionResponse::new(
+                                session.config_options(),
+                            ));
+                            if mode_changed {
+                                session.mode_changed(false);
+                            }
+                            sent
+                        }
+                        Err(error) => responder.respond_with_error(error.to_rpc()),
+                    }
+                }
+            },
+            agent_client_protocol::on_receive_request!(),
+        )
+        .on_receive_request(
+            {
+                let state = state.clone();
+                async move |request: CloseSessionRequest, responder, _cx| {
+                    state.close(&request.session_id);
+                    responder.respond(CloseSessionResponse::new())
+                }
+            },
+            agent_client_protocol::on_receive_request!(),
+        )
+        .connect_to(transport)
+        .await
+}
+
+/// `session/set_config_option`: returns the session and whether the mode changed.
+fn set_config_option(
+    state: &ConnectionState,
+    request: &SetSessionConfigOptionRequest,
+) -> Result<(Arc<session::Session>, bool), ServerError> {
+    let session = state.session(&request.session_id)?;
+    let SessionConfigOptionValue::ValueId { value } = &request.value else {
+        return Err(ServerError::InvalidParams(format!(
+            "option `{}` takes a value id, not a boolean",
+            request.config_id
+        )));
+    };
+    match &*request.config_id.0 {
+        modes::MODE_OPTION => {
+            session.set_mode(&value.0)?;
+            Ok((session, true))
+        }
+        modes::MODEL_OPTION => {
+            session.set_model(&value.0)?;
+            Ok((session, false))
+        }
+        other => Err(ServerError::InvalidParams(format!(
+            "unknown config option `{other}`"
+        ))),
+    }
+}

@@ -1,0 +1,183 @@
+//! Slash commands the server answers itself, without calling the model.
+//!
+//! - [`available`]: the list sent in `available_commands_update` after `session/new`.
+//! - [`SlashCommand::parse`]: recognises a prompt that starts with one of them. Any other
+//!   prompt, including an unknown `/word`, goes to the model.
+//! - [`render_tools`]: the `/tools` answer.
+
+use agent_client_protocol::v1::schema::{
+    AvailableCommand, AvailableCommandInput, ContentBlock, UnstructuredCommandInput,
+};
+
+use super::engine::ToolInfo;
+
+/// A recognised command.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum SlashCommand {
+    /// `/tools`: the loaded tools with their origin.
+    Tools,
+    /// `/permissions`: the effective rules by scope.
+    Permissions,
+    /// `/mode [name]`: show or switch the security mode.
+    Mode(Option<String>),
+    /// `/model [id]`: show or switch the model.
+    Model(Option<String>),
+    /// `/help`: what the commands do.
+    Help,
+}
+
+struct CommandRow {
+    name: &'static str,
+    description: &'static str,
+    hint: Option<&'static str>,
+    /// Offered only when models are configured.
+    needs_models: bool,
+}
+
+const COMMANDS: [CommandRow; 5] = [
+    CommandRow {
+        name: "tools",
+        description: "List the loaded tools and where each comes from",
+        hint: None,
+        needs_models: false,
+    },
+    CommandRow {
+        name: "permissions",
+        description: "Show the effective permission rules by scope",
+        hint: None,
+        needs_models: false,
+    },
+    CommandRow {
+        name: "mode",
+        description: "Show or switch the security mode (ask, allowlist, yolo, read-only)",
+        hint: Some("mode name"),
+        needs_models: false,
+    },
+    CommandRow {
+        name: "model",
+        description: "Show or switch the model",
+        hint: Some("model id"),
+        needs_models: true,
+    },
+    CommandRow {
+        name: "help",
+        description: "Explain Keel's commands",
+        hint: None,
+        needs_models: false,
+    },
+];
+
+/// The commands to advertise.
+pub fn available(has_models: bool) -> Vec<AvailableCommand> {
+    COMMANDS
+        .iter()
+        .filter(|row| has_models || !row.needs_models)
+        .map(|row| {
+            AvailableCommand::new(row.name, row.description).input(row.hint.map(|hint| {
+                AvailableCommandInput::Unstructured(UnstructuredCommandInput::new(hint))
+            }))
+        })
+        .collect()
+}
+
+impl SlashCommand {
+    /// The command a prompt invokes: its first block is text starting with `/name`.
+    pub fn parse(prompt: &[ContentBlock]) -> Option<SlashCommand> {
+        let Some(ContentBlock::Text(first)) = prompt.first() else {
+            return None;
+        };
+        let text = first.text.trim_start().strip_prefix('/')?;
+        let (name, rest) = text
+            .split_once(char::is_whitespace)
+            .map_or((text, ""), |(name, rest)| (name, rest.trim()));
+        let argument = (!rest.is_empty()).then(|| rest.to_owned());
+        match name {
+            "tools" => Some(SlashCommand::Tools),
+            "permissions" => Some(SlashCommand::Permissions),
+            "mode" => Some(SlashCommand::Mode(argument)),
+            "model" => Some(SlashCommand::Model(argument)),
+            "help" => Some(SlashCommand::Help),
+            _ => None,
+        }
+    }
+}
+
+/// The `/tools` answer: one line per tool, with its origin.
+pub fn render_tools(tools: &[ToolInfo]) -> String {
+    if tools.is_empty() {
+        return "No tools are loaded.".into();
+    }
+    let mut out = format!("{} tools loaded:\n\n", tools.len());
+    for tool in tools {
+        out.push_str(&format!("- `{}` ({})", tool.id, tool.origin));
+        if !tool.summary.is_empty() {
+            out.push_str(&format!(": {}", tool.summary));
+        }
+        out.push('\n');
+    }
+    out
+}
+
+/// The `/help` answer.
+pub fn render_help(has_models: bool) -> String {
+    let mut out = String::from("Commands Keel answers itself:\n\n");
+    for row in COMMANDS
+        .iter()
+        .filter(|row| has_models || !row.needs_models)
+    {
+        match row.hint {
+            Some(hint) => out.push_str(&format!(
+                "- `/{} <{hint}>`: {}\n",
+                row.name, row.description
+            )),
+            None => out.push_str(&format!("- `/{}`: {}\n", row.name, row.description)),
+        }
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use agent_client_protocol::v1::schema::TextContent;
+
+    fn text(s: &str) -> Vec<ContentBlock> {
+        vec![ContentBlock::Text(TextContent::new(s))]
+    }
+
+    #[test]
+    fn parses_known_commands_only() {
+        assert_eq!(
+            SlashCommand::parse(&text("/tools")),
+            Some(SlashCommand::Tools)
+        );
+        assert_eq!(
+            SlashCommand::parse(&text("  /mode yolo ")),
+            Some(SlashCommand::Mode(Some("yolo".into())))
+        );
+        assert_eq!(
+            SlashCommand::parse(&text("/mode")),
+            Some(SlashCommand::Mode(None))
+        );
+        assert_eq!(SlashCommand::parse(&text("/review this")), None);
+        assert_eq!(SlashCommand::parse(&text("tools")), None);
+        assert_eq!(SlashCommand::parse(&[]), None);
+    }
+
+    #[test]
+    fn advertised_list() {
+        let names: Vec<String> = available(false).into_iter().map(|c| c.name).collect();
+        assert_eq!(names, ["tools", "permissions", "mode", "help"]);
+        assert_eq!(available(true).len(), 5);
+        let tools = vec![ToolInfo {
+            id: "read".into(),
+            origin: "bundled".into(),
+            summary: "Read a file".into(),
+        }];
+        insta::assert_snapshot!(render_tools(&tools), @r"
+        1 tools loaded:
+
+        - `read` (bundled): Read a file
+        ");
+    }
+}

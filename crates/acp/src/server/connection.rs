@@ -1,0 +1,184 @@
+//! [`ConnectionState`]: what one client connection knows: the client's capabilities from
+//! `initialize`, and its sessions by id. The handlers in `mod.rs` call into it.
+
+use std::collections::HashMap;
+use std::path::PathBuf;
+use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
+
+use agent_client_protocol::Client;
+use agent_client_protocol::schema::ProtocolVersion;
+use agent_client_protocol::v1::ConnectionTo;
+use agent_client_protocol::v1::schema::{
+    AgentCapabilities, ClientCapabilities, Implementation, InitializeRequest, InitializeResponse,
+    McpCapabilities, NewSessionRequest, NewSessionResponse, PromptCapabilities,
+    SessionAdditionalDirectoriesCapabilities, SessionCapabilities, SessionCloseCapabilities,
+    SessionId,
+};
+use keel_core::runtime::{FileBackend, TerminalBackend};
+
+use super::engine::{SessionFactory, SessionSpec};
+use super::errors::ServerError;
+use super::fs::ClientFiles;
+use super::host::HostShared;
+use super::kinds::Roots;
+use super::modes;
+use super::session::Session;
+use super::terminal::{ClientTerminals, TerminalLedger};
+
+/// One client connection's state.
+pub struct ConnectionState {
+    factory: Arc<dyn SessionFactory>,
+    client: Mutex<ClientCapabilities>,
+    sessions: Mutex<HashMap<SessionId, Arc<Session>>>,
+}
+
+impl std::fmt::Debug for ConnectionState {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("ConnectionState").finish_non_exhaustive()
+    }
+}
+
+fn lock<T>(mutex: &Mutex<T>) -> MutexGuard<'_, T> {
+    mutex.lock().unwrap_or_else(PoisonError::into_inner)
+}
+
+/// What the server advertises: only what is implemented.
+pub fn agent_capabilities() -> AgentCapabilities {
+    AgentCapabilities::new()
+        .load_session(false)
+        .prompt_capabilities(
+            PromptCapabilities::new()
+                .image(true)
+                .audio(false)
+                .embedded_context(true),
+        )
+        // MCP over http is not connected yet; stdio MCP needs no flag.
+        .mcp_capabilities(McpCapabilities::new().http(false).sse(false))
+        .session_capabilities(
+            SessionCapabilities::new()
+                .additional_directories(SessionAdditionalDirectoriesCapabilities::new())
+                .close(SessionCloseCapabilities::new()),
+        )
+}
+
+fn absolute(path: PathBuf, what: &str) -> Result<PathBuf, ServerError> {
+    if path.is_absolute() {
+        Ok(path)
+    } else {
+        Err(ServerError::InvalidParams(format!(
+            "{what} must be an absolute path, got `{}`",
+            path.display()
+        )))
+    }
+}
+
+impl ConnectionState {
+    pub fn new(factory: Arc<dyn SessionFactory>) -> Self {
+        Self {
+            factory,
+            client: Mutex::new(ClientCapabilities::new()),
+            sessions: Mutex::new(HashMap::new()),
+        }
+    }
+
+    /// `initialize`: remembers the client's capabilities and answers with ours, at protocol
+    /// version `min(requested, 1)`.
+    pub fn initialize(&self, request: InitializeRequest) -> InitializeResponse {
+        let version = std::cmp::min(request.protocol_version, ProtocolVersion::V1);
+        if let Some(info) = &request.client_info {
+            tracing::info!(client = %info.name, version = %info.version, "client connected");
+        }
+        *lock(&self.client) = request.client_capabilities;
+        InitializeResponse::new(version)
+            .agent_capabilities(agent_capabilities())
+            .auth_methods(Vec::new())
+            .agent_info(Implementation::new("keel", env!("CARGO_PKG_VERSION")).title("Keel"))
+    }
+
+    pub fn session(&self, id: &SessionId) -> Result<Arc<Session>, ServerError> {
+        lock(&self.sessions)
+            .get(id)
+            .cloned()
+            .ok_or_else(|| ServerError::SessionNotFound(id.to_string()))
+    }
+
+    /// Removes a session, cancelling its turn. Unknown ids are not an error.
+    pub fn close(&self, id: &SessionId) {
+        let removed = lock(&self.sessions).remove(id);
+        if let Some(session) = removed {
+            session.close();
+        }
+    }
+
+    /// Cancels every running turn (the connection is going away).
+    pub fn cancel_all(&self) {
+        let sessions: Vec<Arc<Session>> = lock(&self.sessions).drain().map(|(_, s)| s).collect();
+        for session in sessions {
+            session.close();
+        }
+    }
+
+    /// `session/new`: the roots are `cwd` then `additionalDirectories`; the editor's files and
+    /// terminals are plugged in when the client serves them.
+    pub async fn new_session(
+        &self,
+        request: NewSessionRequest,
+        connection: ConnectionTo<Client>,
+    ) -> Result<(Arc<Session>, NewSessionResponse), ServerError> {
+        let mut roots = vec![absolute(request.cwd, "cwd")?];
+        for directory in request.additional_directories {
+            let directory = absolute(directory, "additionalDirectories entry")?;
+            if !roots.contains(&directory) {
+                roots.push(directory);
+            }
+        }
+        if !request.mcp_servers.is_empty() {
+            tracing::info!(
+                count = request.mcp_servers.len(),
+                "session/new lists MCP servers; connecting to client MCP servers is not \
+                 supported yet, ignoring them"
+            );
+        }
+        let session_id = SessionId::new(format!("keel-{}", uuid::Uuid::new_v4().simple()));
+        let client = lock(&self.client).clone();
+        let files = ClientFiles::for_client(&client.fs, connection.clone(), session_id.clone())
+            .map(|files| Arc::new(files) as Arc<dyn FileBackend>);
+        let ledger = TerminalLedger::default();
+        let terminals = client.terminal.then(|| {
+            Arc::new(ClientTerminals::new(
+                connection.clone(),
+                session_id.clone(),
+                ledger.clone(),
+            )) as Arc<dyn TerminalBackend>
+        });
+        let spec = SessionSpec {
+            id: session_id.to_string(),
+            roots: roots.clone(),
+            files,
+            terminals,
+        };
+        let agent = self.factory.create(spec).await?;
+        // Paths the engine reports are canonical; titles strip either spelling of a root.
+        let mut shown_roots = roots.clone();
+        for root in &roots {
+            if let Ok(canonical) = std::fs::canonicalize(root)
+                && !shown_roots.contains(&canonical)
+            {
+                shown_roots.push(canonical);
+            }
+        }
+        let shared = HostShared {
+            connection,
+            session_id: session_id.clone(),
+            roots: Roots(shown_roots),
+            prompts: Arc::new(tokio::sync::Mutex::new(())),
+            terminals: ledger,
+        };
+        let session = Arc::new(Session::new(agent, shared, self.factory.models()));
+        let response = NewSessionResponse::new(session_id.clone())
+            .modes(modes::mode_state(session.mode()))
+            .config_options(session.config_options());
+        lock(&self.sessions).insert(session_id, session.clone());
+        Ok((session, response))
+    }
+}

@@ -1,0 +1,91 @@
+//! The one mapping from the server's failures to JSON-RPC errors.
+//!
+//! [`ServerError`] is what every handler returns; [`ServerError::to_rpc`] is the only place that
+//! picks a wire code. Engine failures arrive as [`EngineError`](super::EngineError) and convert
+//! through `From`.
+
+use agent_client_protocol::Error as RpcError;
+use agent_client_protocol::v1::schema;
+
+use super::engine::EngineError;
+
+/// A failure a client request ends with.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum ServerError {
+    /// The request names a session this connection does not have. Wire: `-32002` with
+    /// `data.sessionId` (the client may offer to start a new session).
+    #[error("session `{0}` not found")]
+    SessionNotFound(String),
+    /// The request is well-formed JSON-RPC but its parameters are unusable (relative cwd,
+    /// unknown mode, unsupported content). Wire: `-32602` with the reason as the message.
+    #[error("{0}")]
+    InvalidParams(String),
+    /// No model credentials are configured; the message names exactly what to set.
+    /// Wire: `-32603` carrying that message (not `-32000`: we advertise no auth methods, and
+    /// clients answer `-32000` with a login screen that would have nothing to offer).
+    #[error("{0}")]
+    NoCredentials(String),
+    /// Anything else that went wrong inside the agent. Wire: `-32603` with the message.
+    #[error("{0}")]
+    Internal(String),
+}
+
+impl ServerError {
+    /// The JSON-RPC error the client receives.
+    pub fn to_rpc(&self) -> RpcError {
+        match self {
+            ServerError::SessionNotFound(id) => {
+                schema::Error::session_not_found(schema::SessionId::new(id.as_str())).into()
+            }
+            ServerError::InvalidParams(message) => {
+                RpcError::new(RpcError::invalid_params().code, message.clone())
+            }
+            ServerError::NoCredentials(message) => {
+                RpcError::new(RpcError::internal_error().code, message.clone())
+                    .data(serde_json::json!({ "reason": "no_credentials" }))
+            }
+            ServerError::Internal(message) => {
+                RpcError::new(RpcError::internal_error().code, message.clone())
+            }
+        }
+    }
+}
+
+impl From<EngineError> for ServerError {
+    fn from(error: EngineError) -> Self {
+        match error {
+            EngineError::NoCredentials(message) => ServerError::NoCredentials(message),
+            EngineError::InvalidInput(message) => ServerError::InvalidParams(message),
+            EngineError::Failed(message) => ServerError::Internal(message),
+        }
+    }
+}
+
+impl From<ServerError> for RpcError {
+    fn from(error: ServerError) -> Self {
+        error.to_rpc()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn codes() {
+        let not_found = ServerError::SessionNotFound("s9".into()).to_rpc();
+        assert_eq!(i32::from(not_found.code), -32002);
+        assert_eq!(not_found.data, Some(serde_json::json!({"sessionId": "s9"})));
+        let invalid = ServerError::InvalidParams("cwd must be absolute".into()).to_rpc();
+        assert_eq!(i32::from(invalid.code), -32602);
+        assert_eq!(invalid.message, "cwd must be absolute");
+        let internal = ServerError::Internal("boom".into()).to_rpc();
+        assert_eq!(i32::from(internal.code), -32603);
+        assert_eq!(internal.message, "boom");
+        let credentials: ServerError =
+            EngineError::NoCredentials("set ANTHROPIC_API_KEY".into()).into();
+        let wire = credentials.to_rpc();
+        assert_eq!(i32::from(wire.code), -32603);
+        assert_eq!(wire.message, "set ANTHROPIC_API_KEY");
+    }
+}

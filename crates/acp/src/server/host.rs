@@ -1,0 +1,623 @@
+//! [`AcpTurnHost`]: the [`TurnHost`] of one prompt turn, turning the loop's [`AgentEvent`]s into
+//! `session/update` notifications and its approvals into `session/request_permission`.
+//!
+//! Sending never blocks the loop: a notification is queued on the connection's outgoing queue
+//! (unbounded, in order) and the host returns. Because requests and the prompt's response go
+//! through the same queue, a tool call always reaches the client before its permission request,
+//! and every update before the turn's response.
+//!
+//! A tool call goes `tool_call` (pending, with kind, title, name, raw input and locations) →
+//! `tool_call_update` in progress (streamed output or an embedded terminal as it comes) →
+//! `tool_call_update` completed or failed (the diff of an edit, the output, the raw envelope).
+
+use std::collections::HashMap;
+use std::path::PathBuf;
+use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
+use std::time::{Duration, Instant};
+
+use agent_client_protocol::Client;
+use agent_client_protocol::v1::ConnectionTo;
+use agent_client_protocol::v1::schema::{
+    ContentBlock, ContentChunk, Diff, MessageId, Plan, PlanEntry, PlanEntryPriority,
+    PlanEntryStatus, SessionId, SessionNotification, SessionUpdate, Terminal, ToolCall,
+    ToolCallContent, ToolCallLocation, ToolCallStatus, ToolCallUpdate, ToolCallUpdateFields,
+    ToolKind as AcpKind, UsageUpdate,
+};
+use futures::future::BoxFuture;
+use keel_core::agent::{
+    AgentEvent, ApprovalAnswer, ApprovalRequest, CallStatus, QuestionItem, TurnHost,
+};
+use keel_core::tool::{Artifact, Envelope, Preview, ToolKind, ToolProgress};
+use serde_json::Value;
+use tokio_util::sync::CancellationToken;
+
+use super::kinds::{self, LockedTool, Roots, ToolRef};
+use super::permission::{self, CallView};
+use super::terminal::TerminalLedger;
+
+/// The least time between two streamed-output updates of one call.
+const OUTPUT_THROTTLE: Duration = Duration::from_millis(100);
+/// Streamed output shown live: the last this many bytes.
+const LIVE_TAIL: usize = 64 * 1024;
+/// Output shown in a finished call: at most this many bytes (the sidecar file has the rest).
+const FINAL_OUTPUT: usize = 1024 * 1024;
+
+/// What the host remembers of a call between its events.
+#[derive(Debug, Clone)]
+struct CallState {
+    tool_id: String,
+    hint: ToolKind,
+    title: String,
+    kind: AcpKind,
+    locations: Vec<ToolCallLocation>,
+    terminal: Option<String>,
+    output: String,
+    last_flush: Option<Instant>,
+}
+
+impl CallState {
+    fn tool(&self) -> ToolRef<'_> {
+        ToolRef::of(&self.tool_id, self.hint)
+    }
+}
+
+/// Per-session pieces a turn's host shares with the session.
+#[derive(Debug, Clone)]
+pub struct HostShared {
+    pub connection: ConnectionTo<Client>,
+    pub session_id: SessionId,
+    pub roots: Roots,
+    /// Serializes the session's prompts to the human (permission and question requests).
+    pub prompts: Arc<tokio::sync::Mutex<()>>,
+    pub terminals: TerminalLedger,
+}
+
+/// The host of one turn.
+pub struct AcpTurnHost {
+    shared: HostShared,
+    cancel: CancellationToken,
+    calls: Mutex<HashMap<String, CallState>>,
+    /// Call ids in the order the loop announced them (for `ask`, which has no call id).
+    order: Mutex<Vec<String>>,
+}
+
+impl std::fmt::Debug for AcpTurnHost {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("AcpTurnHost")
+            .field("session_id", &self.shared.session_id)
+            .finish()
+    }
+}
+
+fn lock<T>(mutex: &Mutex<T>) -> MutexGuard<'_, T> {
+    mutex.lock().unwrap_or_else(PoisonError::into_inner)
+}
+
+fn status(status: CallStatus) -> ToolCallStatus {
+    match status {
+        CallStatus::Pending => ToolCallStatus::Pending,
+        CallStatus::InProgress => ToolCallStatus::InProgress,
+        CallStatus::Completed => ToolCallStatus::Completed,
+        CallStatus::Failed => ToolCallStatus::Failed,
+    }
+}
+
+/// `text` in a fenced block whose fence no line of `text` can close.
+pub fn fenced(text: &str, language: &str) -> String {
+    let mut longest = 0;
+    let mut run = 0;
+    for c in text.chars() {
+        if c == '`' {
+            run += 1;
+            longest = longest.max(run);
+        } else {
+            run = 0;
+        }
+    }
+    let fence = "`".repeat(longest.max(2) + 1);
+    let newline = if text.ends_with('\n') || text.is_empty() {
+        ""
+    } else {
+        "\n"
+    };
+    format!("{fence}{language}\n{text}{newline}{fence}")
+}
+
+/// The last `limit` bytes of `text`, cut on a char boundary.
+fn tail(text: &str, limit: usize) -> &str {
+    if text.len() <= limit {
+        return text;
+    }
+    let mut start = text.len() - limit;
+    while !text.is_char_boundary(start) {
+        start += 1;
+    }
+    &text[start..]
+}
+
+/// The first `limit` bytes of `text`, cut on a char boundary.
+fn head(text: &str, limit: usize) -> &str {
+    if text.len() <= limit {
+        return text;
+    }
+    let mut end = limit;
+    while !text.is_char_boundary(end) {
+        end -= 1;
+    }
+    &text[..end]
+}
+
+/// A todo entry as a plan entry. Todo items carry `content` (or `title`/`text`), a `status`
+/// and optionally a `priority`; a cancelled item shows as completed (ACP has no such status).
+fn plan_entry(entry: &Value) -> PlanEntry {
+    let text = ["content", "title", "text", "description"]
+        .iter()
+        .find_map(|key| entry.get(*key).and_then(Value::as_str))
+        .map_or_else(|| entry.to_string(), str::to_owned);
+    let status = match entry.get("status").and_then(Value::as_str) {
+        Some("in_progress" | "in-progress" | "active") => PlanEntryStatus::InProgress,
+        Some("completed" | "done" | "cancelled" | "canceled") => PlanEntryStatus::Completed,
+        _ => PlanEntryStatus::Pending,
+    };
+    let priority = match entry.get("priority").and_then(Value::as_str) {
+        Some("high") => PlanEntryPriority::High,
+        Some("low") => PlanEntryPriority::Low,
+        _ => PlanEntryPriority::Medium,
+    };
+    PlanEntry::new(text, priority, status)
+}
+
+impl AcpTurnHost {
+    pub fn new(shared: HostShared, cancel: CancellationToken) -> Self {
+        Self {
+            shared,
+            cancel,
+            calls: Mutex::new(HashMap::new()),
+            order: Mutex::new(Vec::new()),
+        }
+    }
+
+    fn send(&self, update: SessionUpdate) {
+        let notification = SessionNotification::new(self.shared.session_id.clone(), update);
+        if let Err(error) = self.shared.connection.send_notification(notification) {
+            tracing::debug!(error = %error.message, "session/update not sent (connection closed)");
+        }
+    }
+
+    fn update(&self, call_id: &str, fields: ToolCallUpdateFields) {
+        self.send(SessionUpdate::ToolCallUpdate(ToolCallUpdate::new(
+            call_id.to_owned(),
+            fields,
+        )));
+    }
+
+    fn tool_call(
+        &self,
+        call_id: String,
+        tool_id: String,
+        hint: ToolKind,
+        args: Value,
+        reported: Vec<(String, Option<u32>)>,
+    ) {
+        let tool = ToolRef::of(&tool_id, hint);
+        let kind = kinds::acp_kind(tool);
+        let title = kinds::title(tool, &args, &self.shared.roots);
+        let locations = kinds::locations(tool, &args, &reported, &self.shared.roots);
+        let call = ToolCall::new(call_id.clone(), title.clone())
+            .name(tool_id.clone())
+            .kind(kind)
+            .status(ToolCallStatus::Pending)
+            .raw_input(args)
+            .locations(locations.clone());
+        lock(&self.calls).insert(
+            call_id.clone(),
+            CallState {
+                tool_id,
+                hint,
+                title,
+                kind,
+                locations,
+                terminal: None,
+                output: String::new(),
+                last_flush: None,
+            },
+        );
+        lock(&self.order).push(call_id);
+        self.send(SessionUpdate::ToolCall(call));
+    }
+
+    fn progress(&self, call_id: &str, progress: ToolProgress) {
+        match progress {
+            ToolProgress::Terminal(terminal_id) => {
+                if let Some(call) = lock(&self.calls).get_mut(call_id) {
+                    call.terminal = Some(terminal_id.clone());
+                }
+                let content = vec![ToolCallContent::Terminal(Terminal::new(terminal_id))];
+                self.update(
+                    call_id,
+                    ToolCallUpdateFields::new()
+                        .status(ToolCallStatus::InProgress)
+                        .content(content),
+                );
+            }
+            ToolProgress::Output(chunk) => {
+                let shown = {
+                    let mut calls = lock(&self.calls);
+                    let Some(call) = calls.get_mut(call_id) else {
+                        return;
+                    };
+                    call.output.push_str(&chunk);
+                    let due = call
+                        .last_flush
+                        .is_none_or(|at| at.elapsed() >= OUTPUT_THROTTLE);
+                    if !due {
+                        return;
+                    }
+                    call.last_flush = Some(Instant::now());
+                    fenced(tail(&call.output, LIVE_TAIL), "console")
+                };
+                self.update(
+                    call_id,
+                    ToolCallUpdateFields::new().content(vec![ToolCallContent::from(shown)]),
+                );
+            }
+        }
+    }
+
+    /// The content of a finished call.
+    fn final_content(call: &CallState, envelope: &Envelope) -> Vec<ToolCallContent> {
+        let mut content = Vec::new();
+        if let Some(terminal_id) = &call.terminal {
+            content.push(ToolCallContent::Terminal(Terminal::new(
+                terminal_id.clone(),
+            )));
+        }
+        for artifact in &envelope.artifacts {
+            if let Artifact::Diff {
+                path,
+                old_text,
+                new_text,
+            } = artifact
+            {
+                content.push(ToolCallContent::Diff(
+                    Diff::new(PathBuf::from(path), new_text.clone()).old_text(old_text.clone()),
+                ));
+            }
+        }
+        if let Some(error) = &envelope.error_text {
+            content.push(ToolCallContent::from(error.clone()));
+            return content;
+        }
+        if !content.is_empty() {
+            return content;
+        }
+        let text = if call.output.is_empty() {
+            envelope.text()
+        } else {
+            call.output.as_str()
+        };
+        if text.is_empty() {
+            return content;
+        }
+        let mut shown = head(text, FINAL_OUTPUT).to_owned();
+        let elided = text.len() - shown.len();
+        match call.tool() {
+            ToolRef::Locked(LockedTool::Todo) => return content,
+            ToolRef::Locked(
+                LockedTool::Bash | LockedTool::Read | LockedTool::Glob | LockedTool::Grep,
+            ) => {
+                let language = if matches!(call.tool(), ToolRef::Locked(LockedTool::Bash)) {
+                    "console"
+                } else {
+                    ""
+                };
+                shown = fenced(&shown, language);
+            }
+            _ => {}
+        }
+        let exit_code = envelope
+            .data
+            .as_ref()
+            .and_then(|data| data.get("exit_code"))
+            .and_then(Value::as_i64)
+            .filter(|code| *code != 0);
+        if let Some(code) = exit_code {
+            shown.push_str(&format!("\n\nExit code {code}"));
+        }
+        if elided > 0 || envelope.metadata.output_path.is_some() {
+            let whole = envelope
+                .metadata
+                .output_path
+                .as_deref()
+                .map_or(String::new(), |path| {
+                    format!("; the whole output is in `{path}`")
+                });
+            shown.push_str(&format!("\n\n(output truncated{whole})"));
+        }
+        content.push(ToolCallContent::from(shown));
+        content
+    }
+
+    fn result(&self, call_id: &str, call_status: CallStatus, envelope: Envelope) {
+        let call = lock(&self.calls).remove(call_id);
+        let Some(call) = call else {
+            // A result for a call never announced: still close it on the client.
+            self.update(
+                call_id,
+                ToolCallUpdateFields::new()
+                    .status(status(call_status))
+                    .raw_output(serde_json::to_value(&envelope).ok()),
+            );
+            return;
+        };
+        let mut fields = ToolCallUpdateFields::new()
+            .status(status(call_status))
+            .content(Self::final_content(&call, &envelope))
+            .raw_output(serde_json::to_value(&envelope).ok());
+        let touched: Vec<ToolCallLocation> = envelope
+            .artifacts
+            .iter()
+            .filter_map(|artifact| match artifact {
+                Artifact::Location { path, line } => {
+                    Some(ToolCallLocation::new(PathBuf::from(path)).line(*line))
+                }
+                _ => None,
+            })
+            .collect();
+        if !touched.is_empty() {
+            fields = fields.locations(touched);
+        }
+        self.update(call_id, fields);
+        if let Some(terminal_id) = &call.terminal {
+            self.shared.terminals.release(
+                &self.shared.connection,
+                &self.shared.session_id,
+                terminal_id,
+            );
+        }
+    }
+
+    /// What the permission prompt shows of a call: what its `tool_call` showed, or the same
+    /// computed from the request when the call was never announced.
+    fn view(&self, request: &ApprovalRequest) -> CallView {
+        if let Some(call) = lock(&self.calls).get(&request.call_id) {
+            return CallView {
+                title: call.title.clone(),
+                kind: call.kind,
+                locations: call.locations.clone(),
+            };
+        }
+        let tool = ToolRef::of(&request.tool_id, request.kind);
+        CallView {
+            title: kinds::title(tool, &request.args, &self.shared.roots),
+            kind: kinds::acp_kind(tool),
+            locations: kinds::locations(tool, &request.args, &[], &self.shared.roots),
+        }
+    }
+
+    async fn approve_inner(&self, request: ApprovalRequest) -> ApprovalAnswer {
+        let _turn = tokio::select! {
+            guard = self.shared.prompts.lock() => guard,
+            () = self.cancel.cancelled() => return ApprovalAnswer::Cancelled,
+        };
+        if self.cancel.is_cancelled() {
+            return ApprovalAnswer::Cancelled;
+        }
+        let view = self.view(&request);
+        let mut request = request;
+        // The preview names the working directory relative to the workspace; show where.
+        if let Some(Preview::Command { cwd, .. }) = &mut request.preview {
+            *cwd = self.shared.roots.absolute(cwd).display().to_string();
+        }
+        let wire = permission::request(&self.shared.session_id, &request, view);
+        let sent = self.shared.connection.send_request(wire).block_task();
+        tokio::select! {
+            reply = sent => match reply {
+                Ok(response) => permission::answer(&response.outcome),
+                Err(error) => {
+                    tracing::warn!(
+                        call_id = %request.call_id,
+                        error = %error.message,
+                        "permission request failed; rejecting the call"
+                    );
+                    ApprovalAnswer::RejectOnce
+                }
+            },
+            () = self.cancel.cancelled() => ApprovalAnswer::Cancelled,
+        }
+    }
+
+    async fn ask_inner(&self, questions: Vec<QuestionItem>) -> Result<Vec<Vec<String>>, String> {
+        let call_id = lock(&self.order)
+            .iter()
+            .rev()
+            .find(|id| {
+                lock(&self.calls)
+                    .get(*id)
+                    .is_some_and(|call| call.tool_id == LockedTool::Question.id())
+            })
+            .cloned()
+            .unwrap_or_else(|| "question".to_owned());
+        let mut answers = Vec::new();
+        for item in questions {
+            if item.options.is_empty() {
+                return Err(format!(
+                    "The editor can only offer choices; \"{}\" needs a free-text answer. \
+                     Proceed with your best judgement and say what you assumed.",
+                    item.question
+                ));
+            }
+            let answer = super::question::ask_one(self, &call_id, &item).await?;
+            answers.push(answer);
+        }
+        Ok(answers)
+    }
+
+    pub(super) fn shared(&self) -> &HostShared {
+        &self.shared
+    }
+
+    pub(super) fn cancel_token(&self) -> &CancellationToken {
+        &self.cancel
+    }
+}
+
+impl TurnHost for AcpTurnHost {
+    fn event(&self, event: AgentEvent) {
+        match event {
+            AgentEvent::Text { message_id, text } => {
+                self.send(SessionUpdate::AgentMessageChunk(
+                    ContentChunk::new(ContentBlock::from(text))
+                        .message_id(MessageId::new(message_id)),
+                ));
+            }
+            AgentEvent::Thinking { message_id, text } => {
+                self.send(SessionUpdate::AgentThoughtChunk(
+                    ContentChunk::new(ContentBlock::from(text))
+                        .message_id(MessageId::new(message_id)),
+                ));
+            }
+            AgentEvent::ToolCall {
+                call_id,
+                tool_id,
+                kind,
+                args,
+                locations,
+            } => self.tool_call(call_id, tool_id, kind, args, locations),
+            AgentEvent::ToolStatus {
+                call_id,
+                status: call_status,
+            } => {
+                self.update(
+                    &call_id,
+                    ToolCallUpdateFields::new().status(status(call_status)),
+                );
+            }
+            AgentEvent::ToolProgress { call_id, progress } => self.progress(&call_id, progress),
+            AgentEvent::ToolResult {
+                call_id,
+                status: call_status,
+                envelope,
+            } => self.result(&call_id, call_status, envelope),
+            AgentEvent::Plan { entries } => {
+                self.send(SessionUpdate::Plan(Plan::new(
+                    entries.iter().map(plan_entry).collect(),
+                )));
+            }
+            AgentEvent::Usage { used, size } => {
+                self.send(SessionUpdate::UsageUpdate(UsageUpdate::new(used, size)));
+            }
+        }
+    }
+
+    fn approve(&self, request: ApprovalRequest) -> BoxFuture<'_, ApprovalAnswer> {
+        Box::pin(self.approve_inner(request))
+    }
+
+    fn ask(&self, questions: Vec<QuestionItem>) -> BoxFuture<'_, Result<Vec<Vec<String>>, String>> {
+        Box::pin(self.ask_inner(questions))
+    }
+
+    fn call_finished(&self, _call_id: &str, artifacts: &[Artifact]) {
+        for artifact in artifacts {
+            if let Artifact::Terminal { terminal_id } = artifact {
+                self.shared.terminals.release(
+                    &self.shared.connection,
+                    &self.shared.session_id,
+                    terminal_id,
+                );
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    #[test]
+    fn fences_outlast_backticks() {
+        assert_eq!(fenced("ls", "console"), "```console\nls\n```");
+        assert_eq!(fenced("a ``` b\n", ""), "````\na ``` b\n````");
+    }
+
+    #[test]
+    fn cuts_on_char_boundaries() {
+        assert_eq!(tail("héllo", 4), "llo");
+        assert_eq!(head("héllo", 2), "h");
+    }
+
+    fn call(tool_id: &str, output: &str) -> CallState {
+        CallState {
+            tool_id: tool_id.into(),
+            hint: ToolKind::Other,
+            title: String::new(),
+            kind: AcpKind::Other,
+            locations: Vec::new(),
+            terminal: None,
+            output: output.into(),
+            last_flush: None,
+        }
+    }
+
+    #[test]
+    fn finished_calls_show_streamed_output_exit_codes_and_sidecars() {
+        let output = keel_core::tool::ToolOutput {
+            text: "head".into(),
+            output_path: Some("/s/bash-output-0001.txt".into()),
+            ..Default::default()
+        }
+        .with("exit_code", 2);
+        let envelope = Envelope::from_result(Ok(output), Duration::ZERO);
+        let content = AcpTurnHost::final_content(&call("bash", "all of it\n"), &envelope);
+        let wire = serde_json::to_value(&content).unwrap();
+        assert_eq!(
+            wire[0]["content"]["text"],
+            "```console\nall of it\n```\n\nExit code 2\n\n(output truncated; the whole output is in `/s/bash-output-0001.txt`)"
+        );
+        // Nothing streamed: the envelope's text; tools other than the fenced ones as Markdown.
+        let envelope = Envelope::from_result(
+            Ok(keel_core::tool::ToolOutput::text("**done**")),
+            Duration::ZERO,
+        );
+        let content = AcpTurnHost::final_content(&call("task", ""), &envelope);
+        assert_eq!(
+            serde_json::to_value(&content).unwrap()[0]["content"]["text"],
+            "**done**"
+        );
+        let content = AcpTurnHost::final_content(&call("todo", ""), &envelope);
+        assert!(content.is_empty());
+    }
+
+    #[test]
+    fn todo_entries_become_plan_entries() {
+        let entries = [
+            json!({"content": "Write the test", "status": "completed", "priority": "high"}),
+            json!({"content": "Fix the bug", "status": "in_progress"}),
+            json!({"title": "Ship", "status": "cancelled", "priority": "low"}),
+        ];
+        let plan = Plan::new(entries.iter().map(plan_entry).collect());
+        insta::assert_json_snapshot!(plan, @r#"
+        {
+          "entries": [
+            {
+              "content": "Write the test",
+              "priority": "high",
+              "status": "completed"
+            },
+            {
+              "content": "Fix the bug",
+              "priority": "medium",
+              "status": "in_progress"
+            },
+            {
+              "content": "Ship",
+              "priority": "low",
+              "status": "completed"
+            }
+          ]
+        }
+        "#);
+    }
+}

@@ -1,0 +1,265 @@
+//! Approval prompts: one table of permission options, mapped both ways.
+//!
+//! - [`OPTIONS`]: each row ties an [`ApprovalAnswer`] to its ACP option id and kind. The options
+//!   a request offers ([`options`]) and the answer a reply means ([`answer`]) both read it.
+//! - [`request`]: builds `session/request_permission` for an [`ApprovalRequest`]: the tool call
+//!   with its kind, title, raw input and the full preview (the diff of an edit or write, the
+//!   command and working directory of a shell run).
+//!
+//! Failing closed: an option id the table does not know, or a request that failed, is
+//! [`ApprovalAnswer::RejectOnce`].
+
+use std::path::PathBuf;
+
+use agent_client_protocol::v1::schema::{
+    Diff, PermissionOption, PermissionOptionKind, RequestPermissionOutcome,
+    RequestPermissionRequest, SessionId, ToolCallContent, ToolCallLocation, ToolCallStatus,
+    ToolCallUpdate, ToolCallUpdateFields, ToolKind as AcpKind,
+};
+use keel_core::agent::{ApprovalAnswer, ApprovalRequest};
+use keel_core::tool::Preview;
+
+/// One permission option.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct OptionRow {
+    pub answer: ApprovalAnswer,
+    pub id: &'static str,
+    pub kind: PermissionOptionKind,
+    /// Whether the answer is remembered (offered only when the call has an "always" scope).
+    pub remembered: bool,
+}
+
+/// The permission options, in the order they are offered.
+pub const OPTIONS: [OptionRow; 4] = [
+    OptionRow {
+        answer: ApprovalAnswer::AllowOnce,
+        id: "allow-once",
+        kind: PermissionOptionKind::AllowOnce,
+        remembered: false,
+    },
+    OptionRow {
+        answer: ApprovalAnswer::AllowAlways,
+        id: "allow-always",
+        kind: PermissionOptionKind::AllowAlways,
+        remembered: true,
+    },
+    OptionRow {
+        answer: ApprovalAnswer::RejectOnce,
+        id: "reject-once",
+        kind: PermissionOptionKind::RejectOnce,
+        remembered: false,
+    },
+    OptionRow {
+        answer: ApprovalAnswer::RejectAlways,
+        id: "reject-always",
+        kind: PermissionOptionKind::RejectAlways,
+        remembered: true,
+    },
+];
+
+fn label(row: &OptionRow, scope: Option<&str>) -> String {
+    match (row.answer, scope) {
+        (ApprovalAnswer::AllowOnce, _) => "Allow once".into(),
+        (ApprovalAnswer::RejectOnce, _) => "Reject".into(),
+        (ApprovalAnswer::AllowAlways, Some(scope)) => {
+            format!("Always allow {scope} in this session")
+        }
+        (ApprovalAnswer::RejectAlways, Some(scope)) => {
+            format!("Always reject {scope} in this session")
+        }
+        (ApprovalAnswer::AllowAlways, None) => "Always allow".into(),
+        (ApprovalAnswer::RejectAlways, None) => "Always reject".into(),
+        (ApprovalAnswer::Cancelled, _) => "Cancel".into(),
+    }
+}
+
+/// The options a request offers: the once options always, the remembered ones only when the
+/// call has an "always" scope, each labelled with that scope (the policy remembers "always"
+/// answers as session rules).
+pub fn options(always_scope: Option<&str>) -> Vec<PermissionOption> {
+    OPTIONS
+        .iter()
+        .filter(|row| !row.remembered || always_scope.is_some())
+        .map(|row| PermissionOption::new(row.id, label(row, always_scope), row.kind))
+        .collect()
+}
+
+/// What the client's reply means. Unknown option ids fail closed.
+pub fn answer(outcome: &RequestPermissionOutcome) -> ApprovalAnswer {
+    match outcome {
+        RequestPermissionOutcome::Selected(selected) => OPTIONS
+            .iter()
+            .find(|row| *row.id == *selected.option_id.0)
+            .map_or(ApprovalAnswer::RejectOnce, |row| row.answer),
+        RequestPermissionOutcome::Cancelled => ApprovalAnswer::Cancelled,
+        _ => ApprovalAnswer::RejectOnce,
+    }
+}
+
+/// The preview as tool-call content.
+pub fn preview_content(preview: &Preview) -> ToolCallContent {
+    match preview {
+        Preview::Diff {
+            path,
+            old_text,
+            new_text,
+        } => ToolCallContent::Diff(
+            Diff::new(PathBuf::from(path), new_text.clone()).old_text(old_text.clone()),
+        ),
+        Preview::Command { command, cwd } => {
+            ToolCallContent::from(format!("```sh\n{command}\n```\nin `{cwd}`"))
+        }
+    }
+}
+
+/// What the call shows in the prompt besides its title.
+#[derive(Debug, Clone)]
+pub struct CallView {
+    pub title: String,
+    pub kind: AcpKind,
+    pub locations: Vec<ToolCallLocation>,
+}
+
+/// Builds the `session/request_permission` request of an approval.
+pub fn request(
+    session_id: &SessionId,
+    approval: &ApprovalRequest,
+    view: CallView,
+) -> RequestPermissionRequest {
+    let mut content: Vec<ToolCallContent> = approval.preview.iter().map(preview_content).collect();
+    if !approval.reason.is_empty() {
+        content.push(ToolCallContent::from(approval.reason.clone()));
+    }
+    let mut fields = ToolCallUpdateFields::new()
+        .kind(view.kind)
+        .status(ToolCallStatus::Pending)
+        .title(view.title)
+        .name(approval.tool_id.clone())
+        .raw_input(approval.args.clone())
+        .content(content);
+    if !view.locations.is_empty() {
+        fields = fields.locations(view.locations);
+    }
+    RequestPermissionRequest::new(
+        session_id.clone(),
+        ToolCallUpdate::new(approval.call_id.clone(), fields),
+        options(approval.always_scope.as_deref()),
+    )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use agent_client_protocol::v1::schema::SelectedPermissionOutcome;
+    use keel_core::tool::ToolKind;
+    use serde_json::json;
+
+    #[test]
+    fn table_maps_both_ways() {
+        for row in OPTIONS {
+            let outcome =
+                RequestPermissionOutcome::Selected(SelectedPermissionOutcome::new(row.id));
+            assert_eq!(answer(&outcome), row.answer);
+            assert_eq!(OPTIONS.iter().filter(|r| r.answer == row.answer).count(), 1);
+        }
+        assert_eq!(
+            answer(&RequestPermissionOutcome::Cancelled),
+            ApprovalAnswer::Cancelled
+        );
+        let unknown = RequestPermissionOutcome::Selected(SelectedPermissionOutcome::new("yes"));
+        assert_eq!(answer(&unknown), ApprovalAnswer::RejectOnce);
+        assert!(
+            OPTIONS
+                .iter()
+                .all(|r| r.answer != ApprovalAnswer::Cancelled)
+        );
+    }
+
+    #[test]
+    fn options_name_their_scope_and_once_only_without_one() {
+        let scoped = options(Some("commands starting with `cargo test`"));
+        insta::assert_json_snapshot!(scoped, @r#"
+        [
+          {
+            "optionId": "allow-once",
+            "name": "Allow once",
+            "kind": "allow_once"
+          },
+          {
+            "optionId": "allow-always",
+            "name": "Always allow commands starting with `cargo test` in this session",
+            "kind": "allow_always"
+          },
+          {
+            "optionId": "reject-once",
+            "name": "Reject",
+            "kind": "reject_once"
+          },
+          {
+            "optionId": "reject-always",
+            "name": "Always reject commands starting with `cargo test` in this session",
+            "kind": "reject_always"
+          }
+        ]
+        "#);
+        let once: Vec<String> = options(None)
+            .into_iter()
+            .map(|option| option.option_id.to_string())
+            .collect();
+        assert_eq!(once, ["allow-once", "reject-once"]);
+    }
+
+    #[test]
+    fn request_carries_the_diff_and_the_command() {
+        let approval = ApprovalRequest {
+            call_id: "c1".into(),
+            tool_id: "edit".into(),
+            kind: ToolKind::Edit,
+            args: json!({"file_path": "src/lib.rs"}),
+            preview: Some(Preview::Diff {
+                path: "/w/src/lib.rs".into(),
+                old_text: Some("a\n".into()),
+                new_text: "b\n".into(),
+            }),
+            reason: String::new(),
+            always_scope: None,
+        };
+        let view = CallView {
+            title: "Edit src/lib.rs".into(),
+            kind: AcpKind::Edit,
+            locations: vec![ToolCallLocation::new("/w/src/lib.rs")],
+        };
+        let wire = serde_json::to_value(request(&SessionId::new("s1"), &approval, view)).unwrap();
+        insta::assert_json_snapshot!(wire["toolCall"], @r#"
+        {
+          "toolCallId": "c1",
+          "kind": "edit",
+          "status": "pending",
+          "title": "Edit src/lib.rs",
+          "name": "edit",
+          "content": [
+            {
+              "type": "diff",
+              "path": "/w/src/lib.rs",
+              "oldText": "a\n",
+              "newText": "b\n"
+            }
+          ],
+          "locations": [
+            {
+              "path": "/w/src/lib.rs"
+            }
+          ],
+          "rawInput": {
+            "file_path": "src/lib.rs"
+          }
+        }
+        "#);
+        let command = preview_content(&Preview::Command {
+            command: "cargo test".into(),
+            cwd: "/w".into(),
+        });
+        let wire = serde_json::to_value(command).unwrap();
+        assert_eq!(wire["content"]["text"], "```sh\ncargo test\n```\nin `/w`");
+    }
+}

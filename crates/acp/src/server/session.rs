@@ -1,0 +1,401 @@
+//! [`Session`]: one ACP session: the engine's [`AgentSession`], its roots, its prompt lock and
+//! its terminals; runs prompt turns one at a time, cancels them, switches modes and models, and
+//! answers slash commands.
+//!
+//! A turn runs on its own tokio task (so the engine never shares a poll with the connection's
+//! dispatch loop); the spawned connection task that owns the prompt's responder waits for it and
+//! answers after every update of the turn has been queued. Prompts of one session queue behind
+//! each other. Each prompt gets its cancel token when it arrives (in the handler, before anything
+//! is spawned), so a `session/cancel` right behind a prompt is never lost; it fires the tokens of
+//! the running prompt and of any queued behind it, and a cancelled prompt always answers
+//! `cancelled`.
+
+use std::collections::BTreeMap;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex, PoisonError};
+
+use agent_client_protocol::v1::Responder;
+use agent_client_protocol::v1::schema::{
+    ConfigOptionUpdate, ContentBlock, ContentChunk, CurrentModeUpdate, EmbeddedResourceResource,
+    PromptResponse, SessionConfigOption, SessionNotification, SessionUpdate, StopReason,
+};
+use keel_core::agent::{TurnOutcome, TurnStop, UserContent};
+use keel_core::policy::{Mode, UnknownMode};
+use tokio_util::sync::CancellationToken;
+
+use super::commands::{self, SlashCommand};
+use super::engine::{AgentSession, EngineError};
+use super::errors::ServerError;
+use super::host::{AcpTurnHost, HostShared};
+use super::modes;
+
+/// One session of the connection.
+pub struct Session {
+    agent: Arc<dyn AgentSession>,
+    shared: HostShared,
+    models: Vec<String>,
+    /// Held for the length of a turn: prompts of a session run one after another.
+    turns: tokio::sync::Mutex<()>,
+    /// The tokens of the prompts received and not answered yet, by arrival number.
+    prompts: Mutex<BTreeMap<u64, CancellationToken>>,
+    next_prompt: AtomicU64,
+}
+
+impl std::fmt::Debug for Session {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Session")
+            .field("id", &self.shared.session_id)
+            .finish()
+    }
+}
+
+/// The ACP stop reason of a turn.
+pub fn stop_reason(stop: TurnStop) -> StopReason {
+    match stop {
+        TurnStop::EndTurn => StopReason::EndTurn,
+        TurnStop::MaxTokens => StopReason::MaxTokens,
+        TurnStop::MaxRequests => StopReason::MaxTurnRequests,
+        TurnStop::Refusal => StopReason::Refusal,
+        TurnStop::Cancelled => StopReason::Cancelled,
+    }
+}
+
+/// The prompt as the engine reads it.
+pub fn user_content(prompt: Vec<ContentBlock>) -> Result<Vec<UserContent>, ServerError> {
+    let mut content = Vec::with_capacity(prompt.len());
+    for block in prompt {
+        match block {
+            ContentBlock::Text(text) => content.push(UserContent::Text { text: text.text }),
+            ContentBlock::Image(image) => content.push(UserContent::Image {
+                media_type: image.mime_type,
+                data: image.data,
+            }),
+            ContentBlock::Resource(resource) => match resource.resource {
+                EmbeddedResourceResource::TextResourceContents(text) => {
+                    content.push(UserContent::Resource {
+                        uri: text.uri,
+                        text: text.text,
+                    });
+                }
+                EmbeddedResourceResource::BlobResourceContents(blob) => {
+                    match blob.mime_type.filter(|mime| mime.starts_with("image/")) {
+                        Some(mime) => content.push(UserContent::Image {
+                            media_type: mime,
+                            data: blob.blob,
+                        }),
+                        None => content.push(UserContent::Text {
+                            text: format!("[attached binary file {} (not shown)]", blob.uri),
+                        }),
+                    }
+                }
+                _ => {
+                    return Err(ServerError::InvalidParams(
+                        "unsupported embedded resource".into(),
+                    ));
+                }
+            },
+            ContentBlock::ResourceLink(link) => content.push(UserContent::Text {
+                text: format!("[{}]({})", link.name, link.uri),
+            }),
+            ContentBlock::Audio(_) => {
+                return Err(ServerError::InvalidParams(
+                    "audio prompts are not supported".into(),
+                ));
+            }
+            _ => {
+                return Err(ServerError::InvalidParams(
+                    "unsupported prompt content".into(),
+                ));
+            }
+        }
+    }
+    Ok(content)
+}
+
+impl Session {
+    pub fn new(agent: Arc<dyn AgentSession>, shared: HostShared, models: Vec<String>) -> Self {
+        Self {
+            agent,
+            shared,
+            models,
+            turns: tokio::sync::Mutex::new(()),
+            prompts: Mutex::new(BTreeMap::new()),
+            next_prompt: AtomicU64::new(0),
+        }
+    }
+
+    fn send(&self, update: SessionUpdate) {
+        let notification = SessionNotification::new(self.shared.session_id.clone(), update);
+        if let Err(error) = self.shared.connection.send_notification(notification) {
+            tracing::debug!(error = %error.message, "session/update not sent (connection closed)");
+        }
+    }
+
+    /// The complete config option list as it stands.
+    pub fn config_options(&self) -> Vec<SessionConfigOption> {
+        modes::config_options(
+            self.agent.mode(),
+            self.agent.model().as_deref(),
+            &self.models,
+        )
+    }
+
+    pub fn mode(&self) -> Mode {
+        self.agent.mode()
+    }
+
+    /// Sends what a new session shows before its first prompt: the slash commands.
+    pub fn announce(&self) {
+        self.send(SessionUpdate::AvailableCommandsUpdate(
+            agent_client_protocol::v1::schema::AvailableCommandsUpdate::new(commands::available(
+                !self.models.is_empty(),
+            )),
+        ));
+    }
+
+    /// Switches the security mode (validated against the mode table first).
+    pub fn set_mode(&self, mode: &str) -> Result<(), ServerError> {
+        let mode: Mode = mode
+            .parse()
+            .map_err(|error: UnknownMode| ServerError::InvalidParams(error.to_string()))?;
+        self.agent.set_mode(mode).map_err(ServerError::from)
+    }
+
+    /// Switches the model (one of the configured ones).
+    pub fn set_model(&self, model: &str) -> Result<(), ServerError> {
+        if !self.models.iter().any(|known| known == model) {
+            return Err(ServerError::InvalidParams(format!(
+                "unknown model `{model}`; the models are {}",
+                self.models.join(", ")
+            )));
+        }
+        self.agent.set_model(model).map_err(ServerError::from)
+    }
+
+    /// Tells the client the mode changed (both the mode and the config option views).
+    pub fn mode_changed(&self, config_too: bool) {
+        self.send(SessionUpdate::CurrentModeUpdate(CurrentModeUpdate::new(
+            self.agent.mode().as_str(),
+        )));
+        if config_too {
+            self.config_changed();
+        }
+    }
+
+    pub fn config_changed(&self) {
+        self.send(SessionUpdate::ConfigOptionUpdate(ConfigOptionUpdate::new(
+            self.config_options(),
+        )));
+    }
+
+    /// Cancels the running turn and lets the engine clean up.
+    pub fn close(&self) {
+        self.cancel();
+        self.agent.close();
+    }
+
+    /// Fires the cancel tokens of the running prompt and of the prompts queued behind it.
+    pub fn cancel(&self) {
+        for token in self
+            .prompts
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .values()
+        {
+            token.cancel();
+        }
+    }
+
+    /// Registers a prompt that just arrived; call from the request handler, before spawning.
+    pub fn admit(self: &Arc<Self>) -> AdmittedPrompt {
+        let number = self.next_prompt.fetch_add(1, Ordering::Relaxed);
+        let cancel = CancellationToken::new();
+        self.prompts
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .insert(number, cancel.clone());
+        AdmittedPrompt {
+            session: self.clone(),
+            number,
+            cancel,
+        }
+    }
+
+    fn say(&self, text: String) {
+        self.send(SessionUpdate::AgentMessageChunk(ContentChunk::new(
+            ContentBlock::from(text),
+        )));
+    }
+
+    /// Answers a slash command locally.
+    fn command(&self, command: SlashCommand) {
+        let reply = match command {
+            SlashCommand::Tools => commands::render_tools(&self.agent.tools()),
+            SlashCommand::Permissions => self.agent.permissions(),
+            SlashCommand::Help => commands::render_help(!self.models.is_empty()),
+            SlashCommand::Mode(None) => format!("The mode is `{}`.", self.agent.mode()),
+            SlashCommand::Mode(Some(mode)) => match self.set_mode(&mode) {
+                Ok(()) => {
+                    self.mode_changed(true);
+                    format!("Mode switched to `{}`.", self.agent.mode())
+                }
+                Err(error) => error.to_string(),
+            },
+            SlashCommand::Model(None) => match self.agent.model() {
+                Some(model) => format!("The model is `{model}`."),
+                None => "No model is selected.".into(),
+            },
+            SlashCommand::Model(Some(model)) => match self.set_model(&model) {
+                Ok(()) => {
+                    self.config_changed();
+                    format!("Model switched to `{model}`.")
+                }
+                Err(error) => error.to_string(),
+            },
+        };
+        self.say(reply);
+    }
+
+    async fn run_admitted(
+        &self,
+        prompt: Vec<ContentBlock>,
+        cancel: CancellationToken,
+    ) -> Result<StopReason, ServerError> {
+        let _turn = self.turns.lock().await;
+        if cancel.is_cancelled() {
+            return Ok(StopReason::Cancelled);
+        }
+        self.run(prompt, cancel).await
+    }
+}
+
+/// A prompt the session has registered; [`AdmittedPrompt::answer`] runs it and answers.
+pub struct AdmittedPrompt {
+    session: Arc<Session>,
+    number: u64,
+    cancel: CancellationToken,
+}
+
+impl Drop for AdmittedPrompt {
+    fn drop(&mut self) {
+        self.session
+            .prompts
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .remove(&self.number);
+    }
+}
+
+impl AdmittedPrompt {
+    /// Runs the prompt to its end (after the prompts before it) and answers it. Meant to run in
+    /// a spawned task; never fails the connection (a failed turn is a JSON-RPC error on the
+    /// prompt).
+    pub async fn answer(
+        self,
+        prompt: Vec<ContentBlock>,
+        responder: Responder<PromptResponse>,
+    ) -> Result<(), agent_client_protocol::Error> {
+        let answer = self.session.run_admitted(prompt, self.cancel.clone()).await;
+        let sent = match answer {
+            Ok(stop) => responder.respond(PromptResponse::new(stop)),
+            Err(error) => responder.respond_with_error(error.to_rpc()),
+        };
+        if let Err(error) = sent {
+            tracing::debug!(error = %error.message, "prompt response not sent (connection closed)");
+        }
+        Ok(())
+    }
+}
+
+impl Session {
+    async fn run(
+        &self,
+        prompt: Vec<ContentBlock>,
+        cancel: CancellationToken,
+    ) -> Result<StopReason, ServerError> {
+        if let Some(command) = SlashCommand::parse(&prompt) {
+            self.command(command);
+            return Ok(StopReason::EndTurn);
+        }
+        let content = user_content(prompt)?;
+        let host = Arc::new(AcpTurnHost::new(self.shared.clone(), cancel.clone()));
+        let agent = self.agent.clone();
+        let turn_cancel = cancel.clone();
+        let joined =
+            tokio::spawn(async move { agent.run_turn(content, host, turn_cancel).await }).await;
+        self.shared
+            .terminals
+            .release_all(&self.shared.connection, &self.shared.session_id);
+        let result: Result<TurnOutcome, EngineError> = joined.unwrap_or_else(|join| {
+            Err(EngineError::Failed(format!(
+                "the turn stopped unexpectedly: {join}"
+            )))
+        });
+        match result {
+            _ if cancel.is_cancelled() => Ok(StopReason::Cancelled),
+            Ok(outcome) => Ok(stop_reason(outcome.stop)),
+            Err(error) => {
+                tracing::warn!(session = %self.shared.session_id, %error, "turn failed");
+                Err(error.into())
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use agent_client_protocol::v1::schema::{
+        AudioContent, BlobResourceContents, EmbeddedResource, ImageContent, ResourceLink,
+        TextContent, TextResourceContents,
+    };
+
+    #[test]
+    fn prompt_blocks_become_user_content() {
+        let prompt = vec![
+            ContentBlock::Text(TextContent::new("look at this")),
+            ContentBlock::Image(ImageContent::new("aGk=", "image/png")),
+            ContentBlock::Resource(EmbeddedResource::new(
+                EmbeddedResourceResource::TextResourceContents(TextResourceContents::new(
+                    "fn main() {}",
+                    "file:///w/src/main.rs",
+                )),
+            )),
+            ContentBlock::Resource(EmbeddedResource::new(
+                EmbeddedResourceResource::BlobResourceContents(
+                    BlobResourceContents::new("AAAA", "file:///w/a.bin")
+                        .mime_type("application/octet-stream".to_owned()),
+                ),
+            )),
+            ContentBlock::ResourceLink(ResourceLink::new("lib.rs", "file:///w/src/lib.rs")),
+        ];
+        let content = user_content(prompt).unwrap();
+        assert_eq!(
+            content,
+            vec![
+                UserContent::Text {
+                    text: "look at this".into()
+                },
+                UserContent::Image {
+                    media_type: "image/png".into(),
+                    data: "aGk=".into()
+                },
+                UserContent::Resource {
+                    uri: "file:///w/src/main.rs".into(),
+                    text: "fn main() {}".into()
+                },
+                UserContent::Text {
+                    text: "[attached binary file file:///w/a.bin (not shown)]".into()
+                },
+                UserContent::Text {
+                    text: "[lib.rs](file:///w/src/lib.rs)".into()
+                },
+            ]
+        );
+        let audio = vec![ContentBlock::Audio(AudioContent::new("AAAA", "audio/wav"))];
+        assert!(matches!(
+            user_content(audio),
+            Err(ServerError::InvalidParams(_))
+        ));
+    }
+}

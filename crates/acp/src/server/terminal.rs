@@ -1,0 +1,194 @@
+//! [`ClientTerminals`]: a [`TerminalBackend`] that runs shell commands in the editor's terminal
+//! pane (`terminal/*`), so the user watches the output live.
+//!
+//! A run creates the terminal (`bash -c COMMAND` in the call's working directory, keeping at most
+//! the bash output cap), reports its id as progress (the tool call then embeds the terminal),
+//! waits for the exit raced against the timeout and the cancel token, kills on either, and reads
+//! the final output for the model. Releasing is left to the session's [`TerminalLedger`]: the
+//! host releases a call's terminal after the call's final `tool_call_update`, and whatever is
+//! left when the turn ends.
+
+use std::collections::BTreeSet;
+use std::sync::{Arc, Mutex, PoisonError};
+use std::time::Duration;
+
+use agent_client_protocol::Client;
+use agent_client_protocol::v1::ConnectionTo;
+use agent_client_protocol::v1::schema::{
+    CreateTerminalRequest, KillTerminalRequest, ReleaseTerminalRequest, SessionId,
+    TerminalExitStatus, TerminalOutputRequest, WaitForTerminalExitRequest,
+};
+use futures::future::BoxFuture;
+use keel_core::runtime::{TerminalBackend, TerminalOutcome, TerminalRequest};
+use keel_core::tool::{ProgressSink, ToolError, ToolProgress};
+use tokio_util::sync::CancellationToken;
+
+/// How long to wait for the exit status after a kill before reading the output anyway.
+const AFTER_KILL: Duration = Duration::from_secs(2);
+
+/// The terminals a session created and has not released yet.
+#[derive(Debug, Clone, Default)]
+pub struct TerminalLedger {
+    open: Arc<Mutex<BTreeSet<String>>>,
+}
+
+impl TerminalLedger {
+    fn open(&self, terminal_id: &str) {
+        self.open
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .insert(terminal_id.to_owned());
+    }
+
+    /// Releases a terminal (once; later calls for the same id do nothing). The release is
+    /// queued after everything already sent on the connection.
+    pub fn release(
+        &self,
+        connection: &ConnectionTo<Client>,
+        session_id: &SessionId,
+        terminal_id: &str,
+    ) {
+        let was_open = self
+            .open
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .remove(terminal_id);
+        if was_open {
+            connection
+                .send_request(ReleaseTerminalRequest::new(
+                    session_id.clone(),
+                    terminal_id.to_owned(),
+                ))
+                .detach();
+        }
+    }
+
+    /// Releases every terminal still open.
+    pub fn release_all(&self, connection: &ConnectionTo<Client>, session_id: &SessionId) {
+        let open = std::mem::take(&mut *self.open.lock().unwrap_or_else(PoisonError::into_inner));
+        for terminal_id in open {
+            connection
+                .send_request(ReleaseTerminalRequest::new(session_id.clone(), terminal_id))
+                .detach();
+        }
+    }
+}
+
+/// The editor's terminal pane for one session.
+pub struct ClientTerminals {
+    connection: ConnectionTo<Client>,
+    session_id: SessionId,
+    ledger: TerminalLedger,
+}
+
+impl std::fmt::Debug for ClientTerminals {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("ClientTerminals")
+            .field("session_id", &self.session_id)
+            .finish()
+    }
+}
+
+impl ClientTerminals {
+    pub fn new(
+        connection: ConnectionTo<Client>,
+        session_id: SessionId,
+        ledger: TerminalLedger,
+    ) -> Self {
+        Self {
+            connection,
+            session_id,
+            ledger,
+        }
+    }
+
+    fn failed(&self, what: &str, error: agent_client_protocol::Error) -> ToolError {
+        ToolError::Failed(format!(
+            "the editor's terminal {what} failed: {}",
+            error.message
+        ))
+    }
+
+    async fn kill(&self, terminal_id: &str) {
+        let kill = KillTerminalRequest::new(self.session_id.clone(), terminal_id.to_owned());
+        if let Err(error) = self.connection.send_request(kill).block_task().await {
+            tracing::warn!(terminal_id, error = %error.message, "terminal/kill failed");
+        }
+        let wait = WaitForTerminalExitRequest::new(self.session_id.clone(), terminal_id.to_owned());
+        let waited = self.connection.send_request(wait).block_task();
+        let _ = tokio::time::timeout(AFTER_KILL, waited).await;
+    }
+
+    async fn run_inner(
+        &self,
+        request: TerminalRequest,
+        progress: ProgressSink,
+        cancel: CancellationToken,
+    ) -> Result<TerminalOutcome, ToolError> {
+        if cancel.is_cancelled() {
+            return Err(ToolError::Cancelled);
+        }
+        let create = CreateTerminalRequest::new(self.session_id.clone(), "bash")
+            .args(vec!["-c".to_owned(), request.command.clone()])
+            .cwd(request.cwd.clone())
+            .output_byte_limit(u64::try_from(request.output_limit).unwrap_or(u64::MAX));
+        let created = self
+            .connection
+            .send_request(create)
+            .block_task()
+            .await
+            .map_err(|error| self.failed("create", error))?;
+        let terminal_id = created.terminal_id.to_string();
+        self.ledger.open(&terminal_id);
+        progress.send(ToolProgress::Terminal(terminal_id.clone()));
+
+        let wait = WaitForTerminalExitRequest::new(self.session_id.clone(), terminal_id.clone());
+        let waited = self.connection.send_request(wait).block_task();
+        let mut timed_out = false;
+        let mut exit: Option<TerminalExitStatus> = None;
+        tokio::select! {
+            result = waited => match result {
+                Ok(response) => exit = Some(response.exit_status),
+                Err(error) => return Err(self.failed("wait", error)),
+            },
+            () = tokio::time::sleep(request.timeout) => {
+                timed_out = true;
+                self.kill(&terminal_id).await;
+            }
+            () = cancel.cancelled() => {
+                self.kill(&terminal_id).await;
+                return Err(ToolError::Cancelled);
+            }
+        }
+
+        let output = TerminalOutputRequest::new(self.session_id.clone(), terminal_id.clone());
+        let output = self
+            .connection
+            .send_request(output)
+            .block_task()
+            .await
+            .map_err(|error| self.failed("output", error))?;
+        let status = exit.or(output.exit_status).unwrap_or_default();
+        Ok(TerminalOutcome {
+            terminal_id,
+            output: output.output,
+            truncated: output.truncated,
+            exit_code: status
+                .exit_code
+                .map(|code| i32::try_from(code).unwrap_or(i32::MAX)),
+            signal: status.signal,
+            timed_out,
+        })
+    }
+}
+
+impl TerminalBackend for ClientTerminals {
+    fn run<'a>(
+        &'a self,
+        request: TerminalRequest,
+        progress: ProgressSink,
+        cancel: CancellationToken,
+    ) -> BoxFuture<'a, Result<TerminalOutcome, ToolError>> {
+        Box::pin(self.run_inner(request, progress, cancel))
+    }
+}

@@ -1,0 +1,13 @@
+//! keel-acp's integration tests: one binary, modules under `suite/`.
+
+#![allow(
+    clippy::unwrap_used,
+    clippy::expect_used,
+    reason = "test helpers fail loudly on purpose"
+)]
+#![allow(
+    clippy::disallowed_methods,
+    reason = "tests set up and inspect workspaces directly"
+)]
+
+mod suite;

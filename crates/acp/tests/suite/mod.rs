@@ -1,0 +1,11 @@
+//! End-to-end tests of the ACP server through the test-kit client over in-memory pipes.
+
+mod approvals;
+mod cancel;
+mod commands;
+mod editor;
+mod modes;
+mod protocol;
+mod streaming;
+mod support;
+mod turns;

@@ -1,0 +1,370 @@
+//! Streaming: the loop's events become `session/update`s, in order, all before the response.
+
+use std::time::Duration;
+
+use agent_client_protocol::v1::schema::StopReason;
+use keel_core::agent::{AgentEvent, CallStatus, TurnStop};
+use keel_core::tool::{Artifact, Envelope, ToolError, ToolKind, ToolOutput, ToolProgress};
+use keel_testkit::acp_client::ClientOptions;
+use serde_json::json;
+
+use super::support::{Harness, outcome, script};
+
+fn ok(text: &str, artifacts: Vec<Artifact>) -> Envelope {
+    let mut output = ToolOutput::text(text);
+    output.artifacts = artifacts;
+    let mut envelope = Envelope::from_result(Ok(output), Duration::ZERO);
+    envelope.metadata.duration_ms = 0;
+    envelope
+}
+
+#[tokio::test]
+async fn a_turn_streams_text_thoughts_tool_calls_plan_and_usage() {
+    let harness = Harness::start(
+        ClientOptions::default(),
+        script(|turn| async move {
+            let root = turn.spec.roots[0].display().to_string();
+            let host = turn.host;
+            host.event(AgentEvent::Thinking {
+                message_id: "m1".into(),
+                text: "Let me look.".into(),
+            });
+            host.event(AgentEvent::Text {
+                message_id: "m2".into(),
+                text: "Reading ".into(),
+            });
+            host.event(AgentEvent::Text {
+                message_id: "m2".into(),
+                text: "the file.".into(),
+            });
+            host.event(AgentEvent::Usage {
+                used: 1200,
+                size: 200_000,
+            });
+            host.event(AgentEvent::ToolCall {
+                call_id: "c1".into(),
+                tool_id: "read".into(),
+                kind: ToolKind::Read,
+                args: json!({"file_path": "src/main.rs", "offset": 1, "limit": 2}),
+                locations: vec![(format!("{root}/src/main.rs"), Some(1))],
+            });
+            host.event(AgentEvent::ToolStatus {
+                call_id: "c1".into(),
+                status: CallStatus::InProgress,
+            });
+            host.event(AgentEvent::ToolResult {
+                call_id: "c1".into(),
+                status: CallStatus::Completed,
+                envelope: ok("1\tfn main() {\n2\t}\n", Vec::new()),
+            });
+            host.event(AgentEvent::ToolCall {
+                call_id: "c2".into(),
+                tool_id: "edit".into(),
+                kind: ToolKind::Edit,
+                args: json!({"file_path": "src/main.rs", "old_string": "{\n}", "new_string": "{ run() }"}),
+                locations: vec![(format!("{root}/src/main.rs"), None)],
+            });
+            host.event(AgentEvent::ToolStatus {
+                call_id: "c2".into(),
+                status: CallStatus::InProgress,
+            });
+            host.event(AgentEvent::ToolResult {
+                call_id: "c2".into(),
+                status: CallStatus::Completed,
+                envelope: ok(
+                    "edited",
+                    vec![Artifact::Diff {
+                        path: format!("{root}/src/main.rs"),
+                        old_text: Some("fn main() {\n}\n".into()),
+                        new_text: "fn main() { run() }\n".into(),
+                    }],
+                ),
+            });
+            host.event(AgentEvent::ToolCall {
+                call_id: "c3".into(),
+                tool_id: "bash".into(),
+                kind: ToolKind::Execute,
+                args: json!({"command": "cargo test"}),
+                locations: Vec::new(),
+            });
+            host.event(AgentEvent::ToolStatus {
+                call_id: "c3".into(),
+                status: CallStatus::InProgress,
+            });
+            host.event(AgentEvent::ToolProgress {
+                call_id: "c3".into(),
+                progress: ToolProgress::Output("running 1 test\n".into()),
+            });
+            host.event(AgentEvent::ToolResult {
+                call_id: "c3".into(),
+                status: CallStatus::Failed,
+                envelope: Envelope::error(ToolError::Failed("exit code 101".into()).to_string(), 0),
+            });
+            host.event(AgentEvent::Plan {
+                entries: vec![
+                    json!({"content": "Read main", "status": "completed"}),
+                    json!({"content": "Run the tests", "status": "in_progress", "priority": "high"}),
+                ],
+            });
+            host.event(AgentEvent::Usage {
+                used: 5300,
+                size: 200_000,
+            });
+            Ok(outcome(TurnStop::EndTurn))
+        }),
+    )
+    .await;
+    let session = harness.session().await;
+    let answer = harness.client.prompt(&session, "fix main").await.unwrap();
+    assert_eq!(answer.stop_reason, StopReason::EndTurn);
+    // Every update arrived before the response: nothing to wait for.
+    let events = harness.events_json(&session);
+    insta::assert_json_snapshot!(&events[1..], @r#"
+    [
+      {
+        "update": {
+          "sessionUpdate": "agent_thought_chunk",
+          "content": {
+            "type": "text",
+            "text": "Let me look."
+          },
+          "messageId": "m1"
+        }
+      },
+      {
+        "update": {
+          "sessionUpdate": "agent_message_chunk",
+          "content": {
+            "type": "text",
+            "text": "Reading "
+          },
+          "messageId": "m2"
+        }
+      },
+      {
+        "update": {
+          "sessionUpdate": "agent_message_chunk",
+          "content": {
+            "type": "text",
+            "text": "the file."
+          },
+          "messageId": "m2"
+        }
+      },
+      {
+        "update": {
+          "sessionUpdate": "usage_update",
+          "used": 1200,
+          "size": 200000
+        }
+      },
+      {
+        "update": {
+          "sessionUpdate": "tool_call",
+          "toolCallId": "c1",
+          "title": "Read src/main.rs (1-2)",
+          "name": "read",
+          "kind": "read",
+          "locations": [
+            {
+              "path": "[root]/src/main.rs",
+              "line": 1
+            }
+          ],
+          "rawInput": {
+            "file_path": "src/main.rs",
+            "offset": 1,
+            "limit": 2
+          }
+        }
+      },
+      {
+        "update": {
+          "sessionUpdate": "tool_call_update",
+          "toolCallId": "c1",
+          "status": "in_progress"
+        }
+      },
+      {
+        "update": {
+          "sessionUpdate": "tool_call_update",
+          "toolCallId": "c1",
+          "status": "completed",
+          "content": [
+            {
+              "type": "content",
+              "content": {
+                "type": "text",
+                "text": "```\n1\tfn main() {\n2\t}\n```"
+              }
+            }
+          ],
+          "rawOutput": {
+            "type": "output",
+            "data": {
+              "output": "1\tfn main() {\n2\t}\n"
+            },
+            "metadata": {
+              "duration_ms": 0
+            }
+          }
+        }
+      },
+      {
+        "update": {
+          "sessionUpdate": "tool_call",
+          "toolCallId": "c2",
+          "title": "Edit src/main.rs",
+          "name": "edit",
+          "kind": "edit",
+          "locations": [
+            {
+              "path": "[root]/src/main.rs"
+            }
+          ],
+          "rawInput": {
+            "file_path": "src/main.rs",
+            "old_string": "{\n}",
+            "new_string": "{ run() }"
+          }
+        }
+      },
+      {
+        "update": {
+          "sessionUpdate": "tool_call_update",
+          "toolCallId": "c2",
+          "status": "in_progress"
+        }
+      },
+      {
+        "update": {
+          "sessionUpdate": "tool_call_update",
+          "toolCallId": "c2",
+          "status": "completed",
+          "content": [
+            {
+              "type": "diff",
+              "path": "[root]/src/main.rs",
+              "oldText": "fn main() {\n}\n",
+              "newText": "fn main() { run() }\n"
+            }
+          ],
+          "rawOutput": {
+            "type": "output",
+            "data": {
+              "output": "edited"
+            },
+            "metadata": {
+              "duration_ms": 0
+            }
+          }
+        }
+      },
+      {
+        "update": {
+          "sessionUpdate": "tool_call",
+          "toolCallId": "c3",
+          "title": "`cargo test`",
+          "name": "bash",
+          "kind": "execute",
+          "rawInput": {
+            "command": "cargo test"
+          }
+        }
+      },
+      {
+        "update": {
+          "sessionUpdate": "tool_call_update",
+          "toolCallId": "c3",
+          "status": "in_progress"
+        }
+      },
+      {
+        "update": {
+          "sessionUpdate": "tool_call_update",
+          "toolCallId": "c3",
+          "content": [
+            {
+              "type": "content",
+              "content": {
+                "type": "text",
+                "text": "```console\nrunning 1 test\n```"
+              }
+            }
+          ]
+        }
+      },
+      {
+        "update": {
+          "sessionUpdate": "tool_call_update",
+          "toolCallId": "c3",
+          "status": "failed",
+          "content": [
+            {
+              "type": "content",
+              "content": {
+                "type": "text",
+                "text": "exit code 101"
+              }
+            }
+          ],
+          "rawOutput": {
+            "type": "error",
+            "error_text": "exit code 101",
+            "metadata": {
+              "duration_ms": 0
+            }
+          }
+        }
+      },
+      {
+        "update": {
+          "sessionUpdate": "plan",
+          "entries": [
+            {
+              "content": "Read main",
+              "priority": "medium",
+              "status": "completed"
+            },
+            {
+              "content": "Run the tests",
+              "priority": "high",
+              "status": "in_progress"
+            }
+          ]
+        }
+      },
+      {
+        "update": {
+          "sessionUpdate": "usage_update",
+          "used": 5300,
+          "size": 200000
+        }
+      }
+    ]
+    "#);
+}
+
+#[tokio::test]
+async fn prompt_content_reaches_the_engine() {
+    let harness = Harness::start(
+        ClientOptions::default(),
+        script(|turn| async move {
+            let text = serde_json::to_string(&turn.prompt).unwrap();
+            turn.host.event(AgentEvent::Text {
+                message_id: "m".into(),
+                text,
+            });
+            Ok(outcome(TurnStop::MaxRequests))
+        }),
+    )
+    .await;
+    let session = harness.session().await;
+    let answer = harness.client.prompt(&session, "hello").await.unwrap();
+    assert_eq!(answer.stop_reason, StopReason::MaxTurnRequests);
+    let events = harness.events_json(&session);
+    assert_eq!(
+        events.last().unwrap()["update"]["content"]["text"],
+        r#"[{"type":"text","text":"hello"}]"#
+    );
+}

@@ -1,0 +1,843 @@
+//! Whole turns with the real engine against the mock model: tool kinds and titles, approvals
+//! with diffs, remembered answers, the editor's files and terminals, cancellation.
+
+use std::path::Path;
+
+use agent_client_protocol::v1::schema::{PermissionOptionKind, StopReason};
+use keel_testkit::acp_client::{ClientOptions, Event, PermissionReply, TerminalRecord};
+use keel_testkit::mock_model::Turn;
+use serde_json::json;
+
+use super::support::EngineHarness;
+
+const LIB: &str = "pub fn greet() -> &'static str {\n    \"helo\"\n}\n";
+
+fn allow(count: usize) -> Vec<PermissionReply> {
+    vec![PermissionReply::Choose(PermissionOptionKind::AllowOnce); count]
+}
+
+/// read, edit (approved), bash (approved), then an answer: 4 model requests, 2 approvals.
+fn read_edit_bash() -> Vec<Turn> {
+    vec![
+        Turn::new().text("Let me look.").tool_call(
+            "t1",
+            "read",
+            json!({"file_path": "src/lib.rs"}),
+        ),
+        Turn::new().tool_call(
+            "t2",
+            "edit",
+            json!({"file_path": "src/lib.rs", "old_string": "\"helo\"", "new_string": "\"hello\""}),
+        ),
+        Turn::new().tool_call(
+            "t3",
+            "bash",
+            json!({"command": "mkdir -p build && echo built"}),
+        ),
+        Turn::text_only("Fixed the greeting."),
+    ]
+}
+
+#[tokio::test]
+async fn read_edit_bash_with_two_approvals_on_disk_and_local_shell() {
+    let harness = EngineHarness::start(
+        ClientOptions::default().permissions(allow(2)),
+        &[("src/lib.rs", LIB)],
+        read_edit_bash(),
+    )
+    .await;
+    let answer = harness.prompt("fix the typo").await;
+    assert_eq!(answer.stop_reason, StopReason::EndTurn);
+    assert_eq!(
+        std::fs::read_to_string(harness.root.join("src/lib.rs")).unwrap(),
+        LIB.replace("helo", "hello")
+    );
+    assert!(harness.root.join("build").is_dir());
+    assert_eq!(harness.mock.requests().len(), 4);
+    let events = harness.events_json();
+    insta::assert_json_snapshot!(events, @r#"
+    [
+      {
+        "update": {
+          "sessionUpdate": "available_commands_update",
+          "availableCommands": [
+            {
+              "name": "tools",
+              "description": "List the loaded tools and where each comes from"
+            },
+            {
+              "name": "permissions",
+              "description": "Show the effective permission rules by scope"
+            },
+            {
+              "name": "mode",
+              "description": "Show or switch the security mode (ask, allowlist, yolo, read-only)",
+              "input": {
+                "hint": "mode name"
+              }
+            },
+            {
+              "name": "model",
+              "description": "Show or switch the model",
+              "input": {
+                "hint": "model id"
+              }
+            },
+            {
+              "name": "help",
+              "description": "Explain Keel's commands"
+            }
+          ]
+        }
+      },
+      {
+        "update": {
+          "sessionUpdate": "agent_message_chunk",
+          "content": {
+            "type": "text",
+            "text": "Let me l"
+          },
+          "messageId": "[message 1]"
+        }
+      },
+      {
+        "update": {
+          "sessionUpdate": "agent_message_chunk",
+          "content": {
+            "type": "text",
+            "text": "ook."
+          },
+          "messageId": "[message 1]"
+        }
+      },
+      {
+        "update": {
+          "sessionUpdate": "usage_update",
+          "used": 120,
+          "size": 200000
+        }
+      },
+      {
+        "update": {
+          "sessionUpdate": "tool_call",
+          "toolCallId": "t1",
+          "title": "Read src/lib.rs",
+          "name": "read",
+          "kind": "read",
+          "locations": [
+            {
+              "path": "[root]/src/lib.rs"
+            }
+          ],
+          "rawInput": {
+            "file_path": "src/lib.rs"
+          }
+        }
+      },
+      {
+        "update": {
+          "sessionUpdate": "tool_call_update",
+          "toolCallId": "t1",
+          "status": "in_progress"
+        }
+      },
+      {
+        "update": {
+          "sessionUpdate": "tool_call_update",
+          "toolCallId": "t1",
+          "status": "completed",
+          "content": [
+            {
+              "type": "content",
+              "content": {
+                "type": "text",
+                "text": "```\n     1\tpub fn greet() -> &'static str {\n     2\t    \"helo\"\n     3\t}\n```"
+              }
+            }
+          ],
+          "locations": [
+            {
+              "path": "[root]/src/lib.rs",
+              "line": 1
+            }
+          ],
+          "rawOutput": {
+            "type": "output",
+            "data": {
+              "start_line": 1,
+              "end_line": 3,
+              "total_lines": 3,
+              "output": "     1\tpub fn greet() -> &'static str {\n     2\t    \"helo\"\n     3\t}"
+            },
+            "metadata": {
+              "duration_ms": 0
+            }
+          }
+        }
+      },
+      {
+        "update": {
+          "sessionUpdate": "usage_update",
+          "used": 120,
+          "size": 200000
+        }
+      },
+      {
+        "update": {
+          "sessionUpdate": "tool_call",
+          "toolCallId": "t2",
+          "title": "Edit src/lib.rs",
+          "name": "edit",
+          "kind": "edit",
+          "locations": [
+            {
+              "path": "[root]/src/lib.rs"
+            }
+          ],
+          "rawInput": {
+            "file_path": "src/lib.rs",
+            "old_string": "\"helo\"",
+            "new_string": "\"hello\""
+          }
+        }
+      },
+      {
+        "permission": {
+          "toolCall": {
+            "toolCallId": "t2",
+            "kind": "edit",
+            "status": "pending",
+            "title": "Edit src/lib.rs",
+            "name": "edit",
+            "content": [
+              {
+                "type": "diff",
+                "path": "[root]/src/lib.rs",
+                "oldText": "pub fn greet() -> &'static str {\n    \"helo\"\n}\n",
+                "newText": "pub fn greet() -> &'static str {\n    \"hello\"\n}\n"
+              },
+              {
+                "type": "content",
+                "content": {
+                  "type": "text",
+                  "text": "Needs approval: the manifest rule `fs.write` * → ask (from the bundled defaults) matches `src/lib.rs` (file changes are reviewed)."
+                }
+              }
+            ],
+            "locations": [
+              {
+                "path": "[root]/src/lib.rs"
+              }
+            ],
+            "rawInput": {
+              "file_path": "src/lib.rs",
+              "old_string": "\"helo\"",
+              "new_string": "\"hello\""
+            }
+          },
+          "options": [
+            {
+              "optionId": "allow-once",
+              "name": "Allow once",
+              "kind": "allow_once"
+            },
+            {
+              "optionId": "allow-always",
+              "name": "Always allow edits to `src/**` in this session",
+              "kind": "allow_always"
+            },
+            {
+              "optionId": "reject-once",
+              "name": "Reject",
+              "kind": "reject_once"
+            },
+            {
+              "optionId": "reject-always",
+              "name": "Always reject edits to `src/**` in this session",
+              "kind": "reject_always"
+            }
+          ],
+          "answer": "allow-once"
+        }
+      },
+      {
+        "update": {
+          "sessionUpdate": "tool_call_update",
+          "toolCallId": "t2",
+          "status": "in_progress"
+        }
+      },
+      {
+        "update": {
+          "sessionUpdate": "tool_call_update",
+          "toolCallId": "t2",
+          "status": "completed",
+          "content": [
+            {
+              "type": "diff",
+              "path": "[root]/src/lib.rs",
+              "oldText": "pub fn greet() -> &'static str {\n    \"helo\"\n}\n",
+              "newText": "pub fn greet() -> &'static str {\n    \"hello\"\n}\n"
+            }
+          ],
+          "locations": [
+            {
+              "path": "[root]/src/lib.rs",
+              "line": 2
+            }
+          ],
+          "rawOutput": {
+            "type": "output",
+            "data": {
+              "path": "src/lib.rs",
+              "replacements": 1,
+              "added": 1,
+              "removed": 1,
+              "line": 2,
+              "output": "Edited src/lib.rs: replaced 1 occurrence (+1 −1 lines).\n\ndiff --git a/src/lib.rs b/src/lib.rs\n--- a/src/lib.rs\n+++ b/src/lib.rs\n@@ -1,3 +1,3 @@\n pub fn greet() -> &'static str {\n-    \"helo\"\n+    \"hello\"\n }\n"
+            },
+            "metadata": {
+              "duration_ms": 0
+            }
+          }
+        }
+      },
+      {
+        "update": {
+          "sessionUpdate": "usage_update",
+          "used": 120,
+          "size": 200000
+        }
+      },
+      {
+        "update": {
+          "sessionUpdate": "tool_call",
+          "toolCallId": "t3",
+          "title": "`mkdir -p build && echo built`",
+          "name": "bash",
+          "kind": "execute",
+          "rawInput": {
+            "command": "mkdir -p build && echo built"
+          }
+        }
+      },
+      {
+        "permission": {
+          "toolCall": {
+            "toolCallId": "t3",
+            "kind": "execute",
+            "status": "pending",
+            "title": "`mkdir -p build && echo built`",
+            "name": "bash",
+            "content": [
+              {
+                "type": "content",
+                "content": {
+                  "type": "text",
+                  "text": "```sh\nmkdir -p build && echo built\n```\nin `[root]`"
+                }
+              },
+              {
+                "type": "content",
+                "content": {
+                  "type": "text",
+                  "text": "Needs approval: the manifest rule `shell.run` * → ask (from the bundled defaults) matches `mkdir -p build` (commands that may change things are reviewed)."
+                }
+              }
+            ],
+            "rawInput": {
+              "command": "mkdir -p build && echo built"
+            }
+          },
+          "options": [
+            {
+              "optionId": "allow-once",
+              "name": "Allow once",
+              "kind": "allow_once"
+            },
+            {
+              "optionId": "allow-always",
+              "name": "Always allow commands starting with `mkdir` and `echo` in this session",
+              "kind": "allow_always"
+            },
+            {
+              "optionId": "reject-once",
+              "name": "Reject",
+              "kind": "reject_once"
+            },
+            {
+              "optionId": "reject-always",
+              "name": "Always reject commands starting with `mkdir` and `echo` in this session",
+              "kind": "reject_always"
+            }
+          ],
+          "answer": "allow-once"
+        }
+      },
+      {
+        "update": {
+          "sessionUpdate": "tool_call_update",
+          "toolCallId": "t3",
+          "status": "in_progress"
+        }
+      },
+      {
+        "update": {
+          "sessionUpdate": "tool_call_update",
+          "toolCallId": "t3",
+          "content": [
+            {
+              "type": "content",
+              "content": {
+                "type": "text",
+                "text": "```console\nbuilt\n```"
+              }
+            }
+          ]
+        }
+      },
+      {
+        "update": {
+          "sessionUpdate": "tool_call_update",
+          "toolCallId": "t3",
+          "status": "completed",
+          "content": [
+            {
+              "type": "content",
+              "content": {
+                "type": "text",
+                "text": "```console\nbuilt\n```"
+              }
+            }
+          ],
+          "rawOutput": {
+            "type": "output",
+            "data": {
+              "exit_code": 0,
+              "output": "built\n"
+            },
+            "metadata": {
+              "duration_ms": 0
+            }
+          }
+        }
+      },
+      {
+        "update": {
+          "sessionUpdate": "agent_message_chunk",
+          "content": {
+            "type": "text",
+            "text": "Fixed th"
+          },
+          "messageId": "[message 2]"
+        }
+      },
+      {
+        "update": {
+          "sessionUpdate": "agent_message_chunk",
+          "content": {
+            "type": "text",
+            "text": "e greeti"
+          },
+          "messageId": "[message 2]"
+        }
+      },
+      {
+        "update": {
+          "sessionUpdate": "agent_message_chunk",
+          "content": {
+            "type": "text",
+            "text": "ng."
+          },
+          "messageId": "[message 2]"
+        }
+      },
+      {
+        "update": {
+          "sessionUpdate": "usage_update",
+          "used": 120,
+          "size": 200000
+        }
+      }
+    ]
+    "#);
+}
+
+fn bash(id: &str, command: &str) -> Turn {
+    Turn::new().tool_call(id, "bash", json!({ "command": command }))
+}
+
+/// The final update of a call.
+fn finished(harness: &EngineHarness, call_id: &str) -> serde_json::Value {
+    harness
+        .events_json()
+        .into_iter()
+        .rfind(|event| {
+            event["update"]["toolCallId"] == call_id
+                && matches!(
+                    event["update"]["status"].as_str(),
+                    Some("completed" | "failed")
+                )
+        })
+        .unwrap_or_else(|| panic!("no final update for {call_id}"))["update"]
+        .clone()
+}
+
+#[tokio::test]
+async fn reject_once_then_reject_always_then_no_more_prompts() {
+    let harness = EngineHarness::start(
+        ClientOptions::default().permissions([
+            PermissionReply::Choose(PermissionOptionKind::RejectOnce),
+            PermissionReply::Choose(PermissionOptionKind::RejectAlways),
+        ]),
+        &[],
+        vec![
+            bash("t1", "mkdir made"),
+            bash("t2", "mkdir made"),
+            bash("t3", "mkdir made"),
+            Turn::text_only("I could not create it."),
+        ],
+    )
+    .await;
+    assert_eq!(
+        harness.prompt("make a dir").await.stop_reason,
+        StopReason::EndTurn
+    );
+    assert_eq!(harness.client.permission_requests().len(), 2);
+    for call in ["t1", "t2", "t3"] {
+        assert_eq!(finished(&harness, call)["status"], "failed", "{call}");
+    }
+    let third = finished(&harness, "t3")["content"][0]["content"]["text"].clone();
+    assert!(third.as_str().unwrap().contains("Denied"), "{third}");
+    assert!(!harness.root.join("made").exists());
+    assert_eq!(harness.mock.requests().len(), 4);
+}
+
+#[tokio::test]
+async fn allow_always_then_a_matching_call_runs_without_a_prompt() {
+    let harness = EngineHarness::start(
+        ClientOptions::default()
+            .permissions([PermissionReply::Choose(PermissionOptionKind::AllowAlways)]),
+        &[],
+        vec![
+            bash("t1", "mkdir -p first"),
+            bash("t2", "mkdir -p second"),
+            Turn::text_only("Both made."),
+        ],
+    )
+    .await;
+    assert_eq!(
+        harness.prompt("make dirs").await.stop_reason,
+        StopReason::EndTurn
+    );
+    let requests = harness.client.permission_requests();
+    assert_eq!(requests.len(), 1);
+    assert_eq!(
+        requests[0].options[1].name,
+        "Always allow commands starting with `mkdir` in this session"
+    );
+    assert_eq!(finished(&harness, "t2")["status"], "completed");
+    assert!(harness.root.join("first").is_dir() && harness.root.join("second").is_dir());
+}
+
+#[tokio::test]
+async fn the_editor_serves_files_and_runs_commands_in_its_terminal() {
+    let buffer = format!("{LIB}// unsaved change\n");
+    let harness = EngineHarness::start(
+        ClientOptions::editor()
+            .file("src/lib.rs", buffer.clone())
+            .permissions(allow(2)),
+        &[("src/lib.rs", LIB)],
+        read_edit_bash(),
+    )
+    .await;
+    assert_eq!(
+        harness.prompt("fix it").await.stop_reason,
+        StopReason::EndTurn
+    );
+    let lib = harness.root.join("src/lib.rs");
+    // The read saw the unsaved buffer; the edit went to the editor, not the disk.
+    let read = finished(&harness, "t1")["rawOutput"]["data"]["output"].clone();
+    assert!(read.as_str().unwrap().contains("unsaved change"), "{read}");
+    assert_eq!(
+        harness.client.file(&lib),
+        Some(buffer.replace("helo", "hello"))
+    );
+    assert_eq!(std::fs::read_to_string(&lib).unwrap(), LIB);
+    let writes: Vec<_> = harness
+        .client
+        .events()
+        .into_iter()
+        .filter(|event| matches!(event, Event::WriteFile { .. }))
+        .collect();
+    assert_eq!(writes.len(), 1);
+    // The command ran in the editor's terminal, embedded in the call, released after its
+    // final update.
+    let records = harness.client.terminal_records();
+    let Some(TerminalRecord::Create {
+        terminal_id,
+        command,
+        args,
+        cwd,
+        output_byte_limit,
+        ..
+    }) = records.first()
+    else {
+        panic!("{records:?}");
+    };
+    assert_eq!(
+        (command.as_str(), args.as_slice()),
+        (
+            "bash",
+            &["-c".to_owned(), "mkdir -p build && echo built".to_owned()][..]
+        )
+    );
+    assert_eq!(cwd.as_deref(), Some(harness.root.as_path()));
+    assert_eq!(*output_byte_limit, Some(200 * 1024));
+    assert!(harness.root.join("build").is_dir());
+    let last = finished(&harness, "t3");
+    assert_eq!(last["status"], "completed");
+    assert_eq!(
+        last["content"][0],
+        json!({"type": "terminal", "terminalId": terminal_id})
+    );
+    assert_eq!(last["rawOutput"]["data"]["output"], "built\n");
+    let events = harness.client.events();
+    let final_at = events
+        .iter()
+        .rposition(|event| matches!(event, Event::Update(n) if serde_json::to_value(&n.update).unwrap()["status"] == "completed"))
+        .unwrap();
+    let release_at = events
+        .iter()
+        .position(|event| matches!(event, Event::Terminal(TerminalRecord::Release { .. })))
+        .unwrap();
+    assert!(final_at < release_at);
+}
+
+#[tokio::test]
+async fn without_editor_capabilities_files_and_commands_stay_local() {
+    let harness = EngineHarness::start(
+        ClientOptions::default().permissions(allow(2)),
+        &[("src/lib.rs", LIB)],
+        read_edit_bash(),
+    )
+    .await;
+    harness.prompt("fix it").await;
+    let events = harness.client.events();
+    assert!(
+        !events.iter().any(|event| matches!(
+            event,
+            Event::ReadFile { .. } | Event::WriteFile { .. } | Event::Terminal(_)
+        )),
+        "{events:?}"
+    );
+    assert!(harness.root.join("build").is_dir());
+}
+
+fn process_gone(pid: u32) -> bool {
+    !Path::new(&format!("/proc/{pid}")).exists()
+}
+
+#[tokio::test]
+async fn cancel_while_the_model_streams() {
+    use keel_testkit::mock_model::{Api, Reply};
+    let harness = EngineHarness::start(ClientOptions::default(), &[], Vec::new()).await;
+    let long = Turn::new().text("word ".repeat(400)).chunk_chars(5);
+    harness.mock.push(
+        Api::Anthropic,
+        Reply::anthropic(&long).chunk_delay(std::time::Duration::from_millis(20)),
+    );
+    let prompt = harness.client.start_prompt(&harness.session, "talk");
+    harness
+        .client
+        .wait_for("the first chunk", |events| {
+            events.iter().any(|event| matches!(event, Event::Update(n) if matches!(n.update, agent_client_protocol::v1::schema::SessionUpdate::AgentMessageChunk(_))))
+        })
+        .await;
+    harness.client.cancel(&harness.session).unwrap();
+    let answer = prompt.await.unwrap().unwrap();
+    assert_eq!(answer.stop_reason, StopReason::Cancelled);
+    assert!(
+        harness
+            .mock
+            .wait_for_disconnect(keel_testkit::acp_client::HANG_GUARD)
+            .await,
+        "the model stream was not dropped"
+    );
+}
+
+#[tokio::test]
+async fn cancel_while_a_permission_request_is_pending() {
+    let harness = EngineHarness::start(
+        ClientOptions::default().permissions([PermissionReply::Hold]),
+        &[],
+        vec![bash("t1", "mkdir never")],
+    )
+    .await;
+    let prompt = harness.client.start_prompt(&harness.session, "make it");
+    harness
+        .client
+        .wait_for("the permission request", |events| {
+            events
+                .iter()
+                .any(|event| matches!(event, Event::Permission { .. }))
+        })
+        .await;
+    harness.client.cancel(&harness.session).unwrap();
+    assert_eq!(
+        prompt.await.unwrap().unwrap().stop_reason,
+        StopReason::Cancelled
+    );
+    assert!(!harness.root.join("never").exists());
+    assert_eq!(harness.mock.requests().len(), 1);
+}
+
+/// The pid a command printed as `pid N`, from the streamed output or the terminal's record.
+fn printed_pid(harness: &EngineHarness) -> Option<u32> {
+    let text = serde_json::to_string(&harness.events_json()).unwrap();
+    text.match_indices("pid ").find_map(|(at, _)| {
+        text[at + 4..]
+            .chars()
+            .take_while(char::is_ascii_digit)
+            .collect::<String>()
+            .parse()
+            .ok()
+    })
+}
+
+#[tokio::test]
+async fn cancel_while_a_local_command_runs() {
+    let harness = EngineHarness::start(
+        ClientOptions::default().permissions(allow(1)),
+        &[],
+        vec![bash("t1", "echo \"pid $$\"; exec sleep 600")],
+    )
+    .await;
+    let prompt = harness.client.start_prompt(&harness.session, "wait");
+    harness
+        .client
+        .wait_for("the command's output", |events| {
+            events.iter().any(|event| {
+                matches!(event, Event::Update(n) if serde_json::to_string(&n.update).unwrap().contains("```console\\npid "))
+            })
+        })
+        .await;
+    let pid = printed_pid(&harness).expect("the command printed its pid");
+    harness.client.cancel(&harness.session).unwrap();
+    assert_eq!(
+        prompt.await.unwrap().unwrap().stop_reason,
+        StopReason::Cancelled
+    );
+    assert!(process_gone(pid), "process {pid} still runs");
+    assert_eq!(finished(&harness, "t1")["status"], "failed");
+}
+
+#[tokio::test]
+async fn cancel_while_a_terminal_command_runs() {
+    let harness = EngineHarness::start(
+        ClientOptions::editor().permissions(allow(1)),
+        &[],
+        vec![bash("t1", "exec sleep 600")],
+    )
+    .await;
+    let prompt = harness.client.start_prompt(&harness.session, "wait");
+    harness
+        .client
+        .wait_for("the terminal", |events| {
+            events
+                .iter()
+                .any(|event| matches!(event, Event::Terminal(TerminalRecord::Create { .. })))
+        })
+        .await;
+    harness.client.cancel(&harness.session).unwrap();
+    assert_eq!(
+        prompt.await.unwrap().unwrap().stop_reason,
+        StopReason::Cancelled
+    );
+    let records = harness.client.terminal_records();
+    let Some(TerminalRecord::Create { pid: Some(pid), .. }) = records.first() else {
+        panic!("{records:?}");
+    };
+    assert!(
+        records
+            .iter()
+            .any(|r| matches!(r, TerminalRecord::Kill { .. })),
+        "{records:?}"
+    );
+    assert!(
+        matches!(records.last(), Some(TerminalRecord::Release { .. })),
+        "{records:?}"
+    );
+    assert!(process_gone(*pid), "process {pid} still runs");
+}
+
+#[tokio::test]
+async fn without_credentials_sessions_open_and_prompts_name_what_to_set() {
+    let scratch = tempfile::tempdir().unwrap();
+    let mock = keel_testkit::mock_model::MockModel::start().await;
+    let config = super::support::engine_config(None, scratch.path());
+    let harness = EngineHarness::with_config(ClientOptions::default(), &[], mock, config).await;
+    let error = harness
+        .client
+        .prompt(&harness.session, "hello")
+        .await
+        .unwrap_err();
+    assert_eq!(i32::from(error.code), -32603);
+    assert!(error.message.contains("ANTHROPIC_API_KEY"), "{error:?}");
+}
+
+#[tokio::test]
+async fn slash_commands_see_the_real_tools_and_rules() {
+    let harness = EngineHarness::start(ClientOptions::default(), &[], Vec::new()).await;
+    harness.prompt("/tools").await;
+    let tools = harness.said();
+    for line in [
+        "- `read` (bundled)",
+        "- `edit` (bundled)",
+        "- `bash` (bundled)",
+    ] {
+        assert!(tools.contains(line), "{tools}");
+    }
+    harness.prompt("/permissions").await;
+    assert!(
+        harness.said().contains("mode: allowlist"),
+        "{}",
+        harness.said()
+    );
+    assert!(harness.mock.requests().is_empty());
+}
+
+#[tokio::test]
+async fn read_only_mode_refuses_edits_without_asking() {
+    let harness = EngineHarness::start(
+        ClientOptions::default(),
+        &[("src/lib.rs", LIB)],
+        vec![
+            Turn::new().tool_call(
+                "t1",
+                "edit",
+                json!({"file_path": "src/lib.rs", "old_string": "helo", "new_string": "hello"}),
+            ),
+            Turn::text_only("Read-only, so I did not edit."),
+        ],
+    )
+    .await;
+    harness
+        .client
+        .request(
+            agent_client_protocol::v1::schema::SetSessionConfigOptionRequest::new(
+                harness.session.clone(),
+                "mode",
+                "read-only",
+            ),
+        )
+        .await
+        .unwrap();
+    harness.prompt("edit it").await;
+    assert!(harness.client.permission_requests().is_empty());
+    assert_eq!(finished(&harness, "t1")["status"], "failed");
+    assert_eq!(
+        std::fs::read_to_string(harness.root.join("src/lib.rs")).unwrap(),
+        LIB
+    );
+}
