@@ -8,6 +8,7 @@
 //! keel-diff (answered by the user on a terminal, automatically otherwise), command output, the
 //! plan and the stop reason. At the end the child is reaped and the scratch directory removed.
 
+use std::collections::{HashMap, HashSet};
 use std::io::{IsTerminal as _, Write as _};
 use std::path::Path;
 use std::process::Stdio;
@@ -27,6 +28,7 @@ use tokio_util::compat::{TokioAsyncReadCompatExt as _, TokioAsyncWriteCompatExt 
 
 use crate::cli::style::Style;
 use crate::cli::{DemoArgs, EXIT_OK, Failure, Outcome};
+use crate::server::Roots;
 
 /// The sample project, embedded so the installed binary works from any directory.
 const SAMPLE_PROJECT: &[(&str, &str)] = &[
@@ -58,8 +60,6 @@ pub async fn run(args: DemoArgs) -> Outcome {
     let interactive =
         !args.yes && std::io::stdin().is_terminal() && std::io::stdout().is_terminal();
     let style = Style::for_stream(std::io::stdout().is_terminal());
-    let transcript = Arc::new(Transcript::new(style, interactive));
-
     let scratch = tempfile::Builder::new()
         .prefix("keel-demo-")
         .tempdir()
@@ -67,6 +67,9 @@ pub async fn run(args: DemoArgs) -> Outcome {
     let scratch_path = scratch.path().to_path_buf();
     let workspace = scratch_path.join("sample-project");
     lay_out(&scratch_path, &workspace)?;
+    // The agent sees the workspace through its canonical path (a temp dir may be a symlink).
+    let shown_root = std::path::absolute(&workspace).unwrap_or_else(|_| workspace.clone());
+    let transcript = Arc::new(Transcript::new(style, interactive, &shown_root));
     transcript.line(&format!(
         "{} a scratch copy of the sample project in {}",
         style.bold("keel demo:"),
@@ -120,8 +123,14 @@ fn lay_out(scratch: &Path, workspace: &Path) -> Result<(), Failure> {
         let path = workspace.join(name);
         std::fs::write(&path, text).map_err(|e| failed(&path, e))?;
     }
-    for (name, text) in [("demo.json", SCRIPT), ("config.toml", "")] {
-        let path = scratch.join(name);
+    // The user configuration sits in a directory of its own: the engine protects that
+    // directory (Keel's configuration) from every tool.
+    let config_dir = scratch.join("config");
+    std::fs::create_dir_all(&config_dir).map_err(|e| failed(&config_dir, e))?;
+    for (path, text) in [
+        (scratch.join("demo.json"), SCRIPT),
+        (config_dir.join("config.toml"), ""),
+    ] {
         std::fs::write(&path, text).map_err(|e| failed(&path, e))?;
     }
     Ok(())
@@ -141,7 +150,7 @@ fn spawn_agent(scratch: &Path, workspace: &Path) -> Result<tokio::process::Child
         .arg(scratch.join("keel.log"))
         .arg("acp")
         .current_dir(workspace)
-        .env("KEEL_CONFIG", scratch.join("config.toml"))
+        .env("KEEL_CONFIG", scratch.join("config").join("config.toml"))
         .env("KEEL_MODEL", "scripted/demo")
         .env("KEEL_SCRIPT", scratch.join("demo.json"))
         .env("KEEL_MODE", "allowlist")
@@ -240,15 +249,24 @@ pub struct Transcript {
     in_text: Mutex<bool>,
     /// Titles of the calls seen, by id, for their updates.
     titles: Mutex<Vec<(String, String)>>,
+    /// Content drawn so far, by call.
+    shown: Mutex<HashSet<String>>,
+    /// The last text content of each call.
+    streamed: Mutex<HashMap<String, String>>,
+    /// The sample project, for showing paths relative to it.
+    roots: Roots,
 }
 
 impl Transcript {
-    fn new(style: Style, interactive: bool) -> Self {
+    fn new(style: Style, interactive: bool, workspace: &Path) -> Self {
         Self {
             style,
             interactive,
             in_text: Mutex::new(false),
             titles: Mutex::new(Vec::new()),
+            shown: Mutex::new(HashSet::new()),
+            streamed: Mutex::new(HashMap::new()),
+            roots: Roots(vec![workspace.to_path_buf()]),
         }
     }
 
@@ -305,11 +323,11 @@ impl Transcript {
                     self.style.bold(&call.title),
                     self.style.dim(&format!("[{}]", kind_name(&call.kind)))
                 ));
-                self.show_content(&call.content);
+                self.show_content(&call.tool_call_id.to_string(), &call.content);
             }
             SessionUpdate::ToolCallUpdate(update) => {
                 if let Some(content) = &update.fields.content {
-                    self.show_content(content);
+                    self.show_content(&update.tool_call_id.to_string(), content);
                 }
                 match update.fields.status {
                     Some(ToolCallStatus::Completed) => self.line(&format!(
@@ -342,25 +360,49 @@ impl Transcript {
     }
 
     /// Tool output as the editor would draw it: diffs through keel-diff, text indented.
-    fn show_content(&self, content: &[ToolCallContent]) {
+    /// Content already drawn for a call (an update repeats the diff the prompt showed) is not
+    /// drawn again.
+    fn show_content(&self, call_id: &str, content: &[ToolCallContent]) {
         for item in content {
-            match item {
+            let drawn = match item {
                 ToolCallContent::Diff(diff) => {
-                    let path = diff.path.display().to_string();
+                    let path = self.roots.display(&diff.path.display().to_string());
                     let drawn = self
                         .style
                         .diff(&path, diff.old_text.as_deref(), &diff.new_text);
-                    self.line(drawn.trim_end());
+                    drawn
+                        .lines()
+                        .map(|l| format!("  {l}\n"))
+                        .collect::<String>()
                 }
-                ToolCallContent::Content(content) => {
-                    if let ContentBlock::Text(text) = &content.content {
-                        let body: String =
-                            text.text.lines().map(|l| format!("  │ {l}\n")).collect();
-                        self.line(self.style.dim(body.trim_end()).as_str());
+                ToolCallContent::Content(content) => match &content.content {
+                    ContentBlock::Text(text) => {
+                        // Streamed output grows: draw only what is new since the last update.
+                        let mut streamed = self.streamed.lock().unwrap_or_else(|e| e.into_inner());
+                        let now = unfenced(&text.text);
+                        let before = streamed.insert(call_id.to_owned(), now.clone());
+                        let new = match before {
+                            Some(before) if now == before => continue,
+                            Some(before) if now.starts_with(&before) => {
+                                now[before.len()..].to_owned()
+                            }
+                            _ => now,
+                        };
+                        text_block(&new, &self.style)
                     }
+                    _ => continue,
+                },
+                _ => continue,
+            };
+            let key = format!("{call_id}\u{0}{drawn}");
+            {
+                let mut shown = self.shown.lock().unwrap_or_else(|e| e.into_inner());
+                if shown.contains(&key) {
+                    continue;
                 }
-                _ => {}
+                shown.insert(key);
             }
+            self.line(drawn.trim_end());
         }
     }
 
@@ -386,7 +428,7 @@ impl Transcript {
             )
         ));
         if let Some(content) = &fields.content {
-            self.show_content(content);
+            self.show_content(&request.tool_call.tool_call_id.to_string(), content);
         }
         let choices: Vec<String> = request
             .options
@@ -455,6 +497,35 @@ impl Transcript {
             }
         }
     }
+}
+
+/// Lines shown of a text block (a file read, command output); the rest is counted.
+const TEXT_LINES: usize = 12;
+
+/// `text` without its markdown fence lines (a terminal shows the content plainly).
+fn unfenced(text: &str) -> String {
+    text.lines()
+        .filter(|l| !l.trim_start().starts_with("```"))
+        .map(|l| format!("{l}\n"))
+        .collect()
+}
+
+/// A text block of tool output, dimmed, in a gutter, cut at [`TEXT_LINES`].
+fn text_block(text: &str, style: &Style) -> String {
+    let lines: Vec<&str> = text.lines().collect();
+    let mut out: String = lines
+        .iter()
+        .take(TEXT_LINES)
+        .map(|l| format!("  {} {}\n", style.dim("│"), style.dim(l)))
+        .collect();
+    if lines.len() > TEXT_LINES {
+        out.push_str(&format!(
+            "  {} {}\n",
+            style.dim("│"),
+            style.dim(&format!("… {} more lines", lines.len() - TEXT_LINES))
+        ));
+    }
+    out
 }
 
 fn kind_name<T: serde::Serialize + std::fmt::Debug>(kind: &T) -> String {

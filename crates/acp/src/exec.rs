@@ -25,8 +25,9 @@ use keel_core::agent::{AgentError, Engine, EnvLookup, SessionOptions, UserConten
 use keel_core::config;
 use tokio_util::sync::CancellationToken;
 
-use crate::cli::style::{Style, call_title};
+use crate::cli::style::Style;
 use crate::cli::{EXIT_FAILED, EXIT_OK, ExecArgs, Failure, Outcome, load_config, workspace_or_cwd};
+use crate::server::{Roots, ToolRef, title};
 
 /// What the `question` tool gets in a headless run.
 pub const HEADLESS_QUESTION: &str = "No one can answer questions in this headless run (keel \
@@ -305,7 +306,8 @@ impl TurnHost for ExecHost {
                 ..
             } => {
                 self.flush_intermediate_text();
-                let title = call_title(&tool_id, &args);
+                let roots = Roots(self.state().workspace.iter().cloned().collect());
+                let title = title(ToolRef::of(&tool_id, kind), &args, &roots);
                 self.state().kinds.push((call_id.clone(), kind));
                 self.progress(&format!(
                     "{} {} {}\n",

@@ -4,6 +4,7 @@ mod cli {
     pub mod basics;
     pub mod common;
     pub mod config;
+    pub mod demo;
     pub mod exec;
     pub mod tools;
 }

@@ -313,12 +313,37 @@ pub async fn run(cli: Cli) -> Outcome {
     }
 }
 
+/// `keel acp`: serves ACP on stdin/stdout until the editor closes stdin. Sessions' scratch
+/// directories live under a temporary directory removed at exit.
 async fn acp(args: AcpArgs) -> Outcome {
-    let effective = load_config(None, &args.overrides)?;
-    tracing::info!(mode = %effective.config.mode, "keel acp starting");
-    Err(Failure::usage(
-        "the ACP server is not part of this build yet (keel-acp's server module is still a placeholder)",
-    ))
+    let cwd = std::env::current_dir().ok();
+    let effective = load_config(cwd.clone(), &args.overrides)?;
+    let scratch = tempfile::Builder::new()
+        .prefix("keel-acp-")
+        .tempdir()
+        .map_err(|e| Failure::failed(format!("cannot create a scratch directory: {e}")))?;
+    let env: keel_core::agent::EnvLookup =
+        std::sync::Arc::new(|name: &str| std::env::var(name).ok().filter(|v| !v.is_empty()));
+    let engine_config = config::engine_config(
+        &effective,
+        env,
+        scratch.path().to_path_buf(),
+        cwd.as_deref(),
+    )
+    .map_err(Failure::usage)?;
+    tracing::info!(
+        mode = %engine_config.mode,
+        model = ?engine_config.model,
+        "keel acp {} serving on stdio",
+        env!("CARGO_PKG_VERSION")
+    );
+    let engine = keel_core::agent::Engine::new(engine_config);
+    let served = crate::server::serve_stdio(engine).await;
+    if let Err(e) = scratch.close() {
+        tracing::warn!("cannot remove the scratch directory: {e}");
+    }
+    served.map_err(|e| Failure::failed(format!("{e:#}")))?;
+    Ok(EXIT_OK)
 }
 
 /// The workspace a command works in: the given directory, or the current one.

@@ -1,8 +1,7 @@
-//! How the terminal commands draw things for a person: colour when writing to a terminal, the
-//! width to wrap diffs at, and a tool call's one-line title.
+//! How the terminal commands draw things for a person: colour when writing to a terminal, and
+//! the width to wrap diffs at.
 
 use keel_diff::{FileDiff, TerminalStyle};
-use serde_json::Value;
 
 /// Colour and width for one output stream.
 #[derive(Debug, Clone, Copy)]
@@ -69,51 +68,5 @@ impl Style {
             }),
             Err(e) => format!("({e})\n"),
         }
-    }
-}
-
-/// A short title for a call: `read greet.py`, `bash sh test.sh`, `grep "fn main"`.
-pub fn call_title(tool: &str, args: &Value) -> String {
-    const SUBJECT_KEYS: &[&str] = &[
-        "command",
-        "file_path",
-        "path",
-        "pattern",
-        "url",
-        "query",
-        "description",
-    ];
-    let subject = SUBJECT_KEYS
-        .iter()
-        .find_map(|key| args.get(*key).and_then(Value::as_str));
-    match subject {
-        Some(subject) => {
-            let first_line = subject.lines().next().unwrap_or_default();
-            let short: String = first_line.chars().take(80).collect();
-            let cut = short.len() < first_line.len() || subject.lines().nth(1).is_some();
-            format!("{tool} {short}{}", if cut { "…" } else { "" })
-        }
-        None => tool.to_owned(),
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn titles_name_the_subject() {
-        assert_eq!(
-            call_title("read", &serde_json::json!({"file_path": "a.rs"})),
-            "read a.rs"
-        );
-        assert_eq!(
-            call_title("bash", &serde_json::json!({"command": "ls\nrm x"})),
-            "bash ls…"
-        );
-        assert_eq!(
-            call_title("todo", &serde_json::json!({"todos": []})),
-            "todo"
-        );
     }
 }

@@ -112,3 +112,24 @@ fn log_file_takes_the_logs() {
     let logged = std::fs::read_to_string(&log).unwrap();
     assert!(logged.contains("configuration loaded"), "{logged}");
 }
+
+#[test]
+fn acp_logs_to_the_state_dir_by_default_and_ends_cleanly_on_eof() {
+    let sandbox = Sandbox::new();
+    let mut command = sandbox.keel(&["-v", "acp"]);
+    command.write_stdin("");
+    let out = run(command);
+    assert_eq!(out.code, 0, "{}", out.stderr);
+    assert!(
+        out.stdout.is_empty(),
+        "stdout is the protocol: {}",
+        out.stdout
+    );
+    assert!(
+        out.stderr.is_empty(),
+        "the editor's stderr stays clean: {}",
+        out.stderr
+    );
+    let log = std::fs::read_to_string(sandbox.home.join(".local/state/keel/keel.log")).unwrap();
+    assert!(log.contains("serving on stdio"), "{log}");
+}

@@ -89,7 +89,7 @@ async fn json_events_show_an_allowed_read_and_a_denied_edit() {
         (read["tool"].as_str(), read["kind"].as_str()),
         (Some("read"), Some("read"))
     );
-    assert_eq!(read["title"], "read greet.py");
+    assert_eq!(read["title"], "Read greet.py");
     let read_result = call("call_read", "tool_result");
     assert_eq!(read_result["status"], "completed");
     assert!(
@@ -145,12 +145,12 @@ async fn text_mode_puts_only_the_answer_on_stdout_and_progress_on_stderr() {
     assert_eq!(out.code, 1, "{}", out.stderr);
     assert_eq!(out.stdout, "I could not edit greet.py without approval.\n");
     assert!(
-        out.stderr.contains("read greet.py (read)"),
+        out.stderr.contains("Read greet.py (read)"),
         "{}",
         out.stderr
     );
     assert!(
-        out.stderr.contains("edit greet.py (edit)"),
+        out.stderr.contains("Edit greet.py (edit)"),
         "{}",
         out.stderr
     );
