@@ -126,7 +126,8 @@ async fn a_command_runs_in_the_terminal_pane() {
         ClientOptions::editor(),
         script(|turn| async move {
             let cwd = turn.spec.roots[0].clone();
-            let command = "echo out; echo err >&2; echo \"pager=$PAGER key=${ANTHROPIC_API_KEY-unset}\"; exit 3";
+            // One stream (stderr joined to stdout in the shell), so the order is fixed.
+            let command = "exec 2>&1; echo out; echo err >&2; echo \"pager=$PAGER key=${ANTHROPIC_API_KEY-unset}\"; exit 3";
             turn.host.event(AgentEvent::ToolCall {
                 call_id: "c1".into(),
                 tool_id: "bash".into(),
