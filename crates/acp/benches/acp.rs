@@ -23,7 +23,7 @@ use std::time::{Duration, Instant};
 use agent_client_protocol::v1::schema::{PermissionOptionKind, StopReason};
 use futures::StreamExt as _;
 use keel_acp::server::{EngineSessions, SessionFactory};
-use keel_core::agent::{Engine, EngineConfig};
+use keel_core::agent::{Engine, EngineConfig, SessionOptions};
 use keel_core::capability::ShellRunRequirement;
 use keel_core::provider::{ModelRequest, ProviderConfig, ProviderKind};
 use keel_testkit::acp_client::{ClientOptions, PermissionReply, TestClient, pipe};
@@ -132,6 +132,7 @@ async fn in_process(mock: &MockModel, scratch: &Path) {
     config.manifest = config
         .manifest
         .with_shell(ShellRunRequirement::any_args("*"));
+    let bare_engine = Engine::new(config.clone());
     let factory: Arc<dyn SessionFactory> = Arc::new(EngineSessions::new(Engine::new(config)));
     let raw = provider(mock).build().unwrap();
 
@@ -167,6 +168,51 @@ async fn in_process(mock: &MockModel, scratch: &Path) {
         }
     }
 
+    // The engine's share of session/new: opening a session directly.
+    let mut open_session = Vec::new();
+    for run in 0..WARMUP + ROUND_TRIPS {
+        let started = Instant::now();
+        let session = bare_engine
+            .open_session(SessionOptions {
+                roots: vec![root.clone()],
+                interactive: true,
+                ..SessionOptions::default()
+            })
+            .unwrap();
+        if run >= WARMUP {
+            open_session.push(started.elapsed());
+        }
+        session.close();
+    }
+
+    // Its biggest parts: the tool registry and the permission rules.
+    let mut registry = Vec::new();
+    let mut policy = Vec::new();
+    let mut model = Vec::new();
+    for run in 0..WARMUP + ROUND_TRIPS {
+        let started = Instant::now();
+        bare_engine.registry().unwrap();
+        let built = started.elapsed();
+        let started = Instant::now();
+        keel_core::policy::Policy::load(
+            &root,
+            None,
+            keel_core::policy::Mode::Allowlist,
+            false,
+            keel_core::policy::Trust::Unknown,
+        )
+        .unwrap();
+        let loaded = started.elapsed();
+        let started = Instant::now();
+        let slot = bare_engine.resolve_model(None);
+        assert!(slot.resolved.is_ok());
+        if run >= WARMUP {
+            registry.push(built);
+            policy.push(loaded);
+            model.push(started.elapsed());
+        }
+    }
+
     let mut turns = Vec::new();
     let mut models = Vec::new();
     for run in 0..WARMUP + TURNS {
@@ -197,6 +243,10 @@ async fn in_process(mock: &MockModel, scratch: &Path) {
     println!("in process (server over in-memory pipes, real engine, mock model over HTTP)");
     report("initialize round trip", initialize);
     report("session/new round trip", new_session);
+    report("  engine.open_session alone", open_session);
+    report("    of which the tool registry", registry);
+    report("    of which the permission rules", policy);
+    report("    of which resolving the model", model);
     report("read/edit/bash turn, 4 requests, 2 approvals", turns);
     report("  model share (same replies, provider only)", models);
     report("  agent time (turn - model share)", agent);

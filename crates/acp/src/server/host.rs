@@ -53,6 +53,8 @@ struct CallState {
     terminal: Option<String>,
     output: String,
     last_flush: Option<Instant>,
+    /// A delayed update of the output is scheduled (output arrived inside the throttle window).
+    flush_scheduled: bool,
 }
 
 impl CallState {
@@ -76,7 +78,7 @@ pub struct HostShared {
 pub struct AcpTurnHost {
     shared: HostShared,
     cancel: CancellationToken,
-    calls: Mutex<HashMap<String, CallState>>,
+    calls: Arc<Mutex<HashMap<String, CallState>>>,
     /// Call ids in the order the loop announced them (for `ask`, which has no call id).
     order: Mutex<Vec<String>>,
 }
@@ -99,6 +101,24 @@ fn status(status: CallStatus) -> ToolCallStatus {
         CallStatus::InProgress => ToolCallStatus::InProgress,
         CallStatus::Completed => ToolCallStatus::Completed,
         CallStatus::Failed => ToolCallStatus::Failed,
+    }
+}
+
+/// Sends a call's live output (its last [`LIVE_TAIL`] bytes). Call with the calls lock held.
+fn flush_output(shared: &HostShared, call_id: &str, call: &mut CallState) {
+    call.last_flush = Some(Instant::now());
+    call.flush_scheduled = false;
+    let shown = fenced(tail(&call.output, LIVE_TAIL), "console");
+    let update = ToolCallUpdate::new(
+        call_id.to_owned(),
+        ToolCallUpdateFields::new().content(vec![ToolCallContent::from(shown)]),
+    );
+    let notification = SessionNotification::new(
+        shared.session_id.clone(),
+        SessionUpdate::ToolCallUpdate(update),
+    );
+    if let Err(error) = shared.connection.send_notification(notification) {
+        tracing::debug!(error = %error.message, "session/update not sent (connection closed)");
     }
 }
 
@@ -172,7 +192,7 @@ impl AcpTurnHost {
         Self {
             shared,
             cancel,
-            calls: Mutex::new(HashMap::new()),
+            calls: Arc::new(Mutex::new(HashMap::new())),
             order: Mutex::new(Vec::new()),
         }
     }
@@ -220,6 +240,7 @@ impl AcpTurnHost {
                 terminal: None,
                 output: String::new(),
                 last_flush: None,
+                flush_scheduled: false,
             },
         );
         lock(&self.order).push(call_id);
@@ -241,27 +262,44 @@ impl AcpTurnHost {
                 );
             }
             ToolProgress::Output(chunk) => {
-                let shown = {
-                    let mut calls = lock(&self.calls);
-                    let Some(call) = calls.get_mut(call_id) else {
-                        return;
-                    };
-                    call.output.push_str(&chunk);
-                    let due = call
-                        .last_flush
-                        .is_none_or(|at| at.elapsed() >= OUTPUT_THROTTLE);
-                    if !due {
-                        return;
-                    }
-                    call.last_flush = Some(Instant::now());
-                    fenced(tail(&call.output, LIVE_TAIL), "console")
+                let mut calls = lock(&self.calls);
+                let Some(call) = calls.get_mut(call_id) else {
+                    return;
                 };
-                self.update(
-                    call_id,
-                    ToolCallUpdateFields::new().content(vec![ToolCallContent::from(shown)]),
-                );
+                call.output.push_str(&chunk);
+                let wait = call.last_flush.map_or(Duration::ZERO, |at| {
+                    OUTPUT_THROTTLE.saturating_sub(at.elapsed())
+                });
+                if wait.is_zero() {
+                    // Sent under the lock, so it cannot pass the call's final update.
+                    flush_output(&self.shared, call_id, call);
+                } else if !call.flush_scheduled {
+                    call.flush_scheduled = true;
+                    self.schedule_flush(call_id, wait);
+                }
             }
         }
+    }
+
+    /// Sends the output that arrived inside the throttle window once it closes, so output that
+    /// stops coming (a build going quiet) is still shown before the call ends.
+    fn schedule_flush(&self, call_id: &str, wait: Duration) {
+        let Ok(runtime) = tokio::runtime::Handle::try_current() else {
+            return;
+        };
+        let calls = self.calls.clone();
+        let shared = self.shared.clone();
+        let call_id = call_id.to_owned();
+        runtime.spawn(async move {
+            tokio::time::sleep(wait).await;
+            let mut calls = lock(&calls);
+            // Gone: the call finished, and its final update has everything.
+            if let Some(call) = calls.get_mut(&call_id)
+                && call.flush_scheduled
+            {
+                flush_output(&shared, &call_id, call);
+            }
+        });
     }
 
     /// The content of a finished call.
@@ -558,6 +596,7 @@ mod tests {
             terminal: None,
             output: output.into(),
             last_flush: None,
+            flush_scheduled: false,
         }
     }
 

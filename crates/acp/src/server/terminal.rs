@@ -1,8 +1,8 @@
 //! [`ClientTerminals`]: a [`TerminalBackend`] that runs shell commands in the editor's terminal
 //! pane (`terminal/*`), so the user watches the output live.
 //!
-//! A run creates the terminal (`bash -c COMMAND` in the call's working directory, keeping at most
-//! the bash output cap), reports its id as progress (the tool call then embeds the terminal),
+//! A run creates the terminal (`bash -c COMMAND` in the call's working directory, with the same
+//! quiet environment as local runs, keeping at most the bash output cap), reports its id as progress (the tool call then embeds the terminal),
 //! waits for the exit raced against the timeout and the cancel token, kills on either, and reads
 //! the final output for the model. Releasing is left to the session's [`TerminalLedger`]: the
 //! host releases a call's terminal after the call's final `tool_call_update`, and whatever is
@@ -15,16 +15,39 @@ use std::time::Duration;
 use agent_client_protocol::Client;
 use agent_client_protocol::v1::ConnectionTo;
 use agent_client_protocol::v1::schema::{
-    CreateTerminalRequest, KillTerminalRequest, ReleaseTerminalRequest, SessionId,
+    CreateTerminalRequest, EnvVariable, KillTerminalRequest, ReleaseTerminalRequest, SessionId,
     TerminalExitStatus, TerminalOutputRequest, WaitForTerminalExitRequest,
 };
 use futures::future::BoxFuture;
+use keel_core::runtime::process::SECRET_ENV;
 use keel_core::runtime::{TerminalBackend, TerminalOutcome, TerminalRequest};
 use keel_core::tool::{ProgressSink, ToolError, ToolProgress};
 use tokio_util::sync::CancellationToken;
 
 /// How long to wait for the exit status after a kill before reading the output anyway.
 const AFTER_KILL: Duration = Duration::from_secs(2);
+
+/// Set for every command, as for local runs: no pagers (the pane would wait for a key), no
+/// colours or prompts (the model reads the output too).
+const QUIET_ENV: &[(&str, &str)] = &[
+    ("TERM", "dumb"),
+    ("PAGER", "cat"),
+    ("GIT_PAGER", "cat"),
+    ("MANPAGER", "cat"),
+    ("NO_COLOR", "1"),
+    ("CLICOLOR", "0"),
+    ("GIT_TERMINAL_PROMPT", "0"),
+];
+
+/// The command's environment: [`QUIET_ENV`], and Keel's own model credentials blanked (ACP can
+/// set variables but not remove them), as local runs drop them.
+fn environment() -> Vec<EnvVariable> {
+    QUIET_ENV
+        .iter()
+        .map(|(name, value)| EnvVariable::new(*name, *value))
+        .chain(SECRET_ENV.iter().map(|name| EnvVariable::new(*name, "")))
+        .collect()
+}
 
 /// The terminals a session created and has not released yet.
 #[derive(Debug, Clone, Default)]
@@ -130,6 +153,7 @@ impl ClientTerminals {
         }
         let create = CreateTerminalRequest::new(self.session_id.clone(), "bash")
             .args(vec!["-c".to_owned(), request.command.clone()])
+            .env(environment())
             .cwd(request.cwd.clone())
             .output_byte_limit(u64::try_from(request.output_limit).unwrap_or(u64::MAX));
         let created = self

@@ -126,7 +126,8 @@ async fn a_command_runs_in_the_terminal_pane() {
         ClientOptions::editor(),
         script(|turn| async move {
             let cwd = turn.spec.roots[0].clone();
-            let command = "echo out; echo err >&2; exit 3";
+            // One stream (stderr joined to stdout in the shell), so the order is fixed.
+            let command = "exec 2>&1; echo out; echo err >&2; echo \"pager=$PAGER key=${ANTHROPIC_API_KEY-unset}\"; exit 3";
             turn.host.event(AgentEvent::ToolCall {
                 call_id: "c1".into(),
                 tool_id: "bash".into(),
@@ -165,7 +166,7 @@ async fn a_command_runs_in_the_terminal_pane() {
     assert_eq!(answer.stop_reason, StopReason::EndTurn);
     let events = harness.events_json(&session);
     let said = events.last().unwrap()["update"]["content"]["text"].clone();
-    assert_eq!(said, r#""out\nerr\n"|Some(3)|false|false"#);
+    assert_eq!(said, r#""out\nerr\npager=cat key=\n"|Some(3)|false|false"#);
 
     let records = harness.client.terminal_records();
     let TerminalRecord::Create {
@@ -173,6 +174,7 @@ async fn a_command_runs_in_the_terminal_pane() {
         command,
         args,
         cwd,
+        env,
         output_byte_limit,
         ..
     } = &records[0]
@@ -180,7 +182,12 @@ async fn a_command_runs_in_the_terminal_pane() {
         panic!("{records:?}");
     };
     assert_eq!(command, "bash");
-    assert_eq!(args, &["-c", "echo out; echo err >&2; exit 3"]);
+    assert_eq!(args[0], "-c");
+    assert!(env.contains(&("GIT_PAGER".into(), "cat".into())), "{env:?}");
+    assert!(
+        env.contains(&("ANTHROPIC_API_KEY".into(), String::new())),
+        "{env:?}"
+    );
     assert_eq!(cwd.as_deref(), Some(harness.root().as_path()));
     assert_eq!(*output_byte_limit, Some(1024));
     // Released once, and only after the call's final update embedding the terminal.

@@ -368,3 +368,70 @@ async fn prompt_content_reaches_the_engine() {
         r#"[{"type":"text","text":"hello"}]"#
     );
 }
+
+#[tokio::test]
+async fn output_that_arrives_inside_the_throttle_window_is_still_shown() {
+    let finish = std::sync::Arc::new(tokio::sync::Notify::new());
+    let release = finish.clone();
+    let harness = Harness::start(
+        ClientOptions::default(),
+        script(move |turn| {
+            let finish = release.clone();
+            async move {
+                turn.host.event(AgentEvent::ToolCall {
+                    call_id: "c1".into(),
+                    tool_id: "bash".into(),
+                    kind: ToolKind::Execute,
+                    args: json!({"command": "make"}),
+                    locations: Vec::new(),
+                });
+                for chunk in ["compiling\n", "linking\n"] {
+                    turn.host.event(AgentEvent::ToolProgress {
+                        call_id: "c1".into(),
+                        progress: ToolProgress::Output(chunk.into()),
+                    });
+                }
+                // The command goes quiet; the second chunk must show without more output.
+                finish.notified().await;
+                turn.host.event(AgentEvent::ToolResult {
+                    call_id: "c1".into(),
+                    status: CallStatus::Completed,
+                    envelope: ok("compiling\nlinking\n", Vec::new()),
+                });
+                Ok(outcome(TurnStop::EndTurn))
+            }
+        }),
+    )
+    .await;
+    let session = harness.session().await;
+    let prompt = harness.client.start_prompt(&session, "build");
+    let both = "```console\ncompiling\nlinking\n```";
+    let escaped = serde_json::to_string(both).unwrap();
+    let needle = &escaped[1..escaped.len() - 1];
+    harness
+        .client
+        .wait_for("the delayed output update", |events| {
+            events.iter().any(|event| {
+                matches!(event, keel_testkit::acp_client::Event::Update(n)
+                    if serde_json::to_string(&n.update).unwrap().contains(needle))
+            })
+        })
+        .await;
+    finish.notify_one();
+    prompt.await.unwrap().unwrap();
+    let contents: Vec<String> = harness
+        .events_json(&session)
+        .iter()
+        .filter(|event| event["update"]["toolCallId"] == "c1")
+        .filter_map(|event| {
+            event["update"]["content"][0]["content"]["text"]
+                .as_str()
+                .map(str::to_owned)
+        })
+        .collect();
+    assert_eq!(
+        contents,
+        ["```console\ncompiling\n```", both, both],
+        "first chunk at once, the second after the window, then the final update"
+    );
+}

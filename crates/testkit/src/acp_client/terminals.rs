@@ -32,6 +32,8 @@ pub enum TerminalRecord {
         command: String,
         args: Vec<String>,
         cwd: Option<PathBuf>,
+        /// Variables the agent set, as (name, value).
+        env: Vec<(String, String)>,
         output_byte_limit: Option<u64>,
         /// The process id of the command (to check it is gone after a kill).
         pid: Option<u32>,
@@ -187,6 +189,11 @@ impl Terminals {
             command: request.command.clone(),
             args: request.args.clone(),
             cwd: request.cwd.clone(),
+            env: request
+                .env
+                .iter()
+                .map(|variable| (variable.name.clone(), variable.value.clone()))
+                .collect(),
             output_byte_limit: request.output_byte_limit,
             pid,
         };
