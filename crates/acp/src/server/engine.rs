@@ -96,6 +96,10 @@ pub trait AgentSession: Send + Sync + 'static {
     /// The effective permission rules by scope, as text for `/permissions`.
     fn permissions(&self) -> String;
 
+    /// Called once `session/new` has been answered: a session that opens in the background
+    /// starts now, so the work does not compete with the response.
+    fn start(&self) {}
+
     /// Resolves once the session can run turns and answer [`AgentSession::tools`] and
     /// [`AgentSession::permissions`] (a session may finish opening after `session/new` was
     /// answered); fails with what kept it from opening.

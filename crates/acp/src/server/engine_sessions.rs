@@ -2,12 +2,13 @@
 //!
 //! `session/new` answers as soon as the roots are known to be directories: the engine session
 //! (registry, permission rules, scratch directory, model provider: a few milliseconds, more in a
-//! fresh process) opens on a blocking thread meanwhile, and the first prompt waits for it. Until
+//! fresh process) then opens on a blocking thread, started once the answer is out
+//! ([`AgentSession::start`]), and the first prompt waits for it. Until
 //! it is open, the mode and the model the client sees are the engine's defaults, and changes to
 //! them are kept and applied the moment it opens; a failure to open is the first prompt's error.
 
 use std::path::PathBuf;
-use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
+use std::sync::{Arc, Mutex, MutexGuard, PoisonError, Weak};
 
 use futures::future::BoxFuture;
 use keel_core::agent::{
@@ -79,38 +80,24 @@ impl SessionFactory for EngineSessions {
         Box::pin(async move {
             check_roots(&spec.roots)?;
             let (opened, ready) = watch::channel(None);
-            let session = Arc::new(EngineSession {
+            let session = Arc::new_cyclic(|this| EngineSession {
                 engine: self.engine.clone(),
+                this: this.clone(),
                 state: Mutex::new(State::Opening {
                     mode: None,
                     model: None,
                     closed: false,
                 }),
+                spec: Mutex::new(Some((spec, opened))),
                 ready,
-            });
-            let opening = session.clone();
-            let engine = self.engine.clone();
-            tokio::task::spawn_blocking(move || {
-                let result = engine
-                    .open_session(SessionOptions {
-                        id: Some(spec.id),
-                        roots: spec.roots,
-                        interactive: true,
-                        files: spec.files,
-                        terminals: spec.terminals,
-                        ..SessionOptions::default()
-                    })
-                    .map_err(|error| match error {
-                        AgentError::Setup(message) => EngineError::InvalidInput(message),
-                        other => turn_error(other),
-                    });
-                let outcome = opening.opened(result);
-                let _ = opened.send(Some(outcome));
             });
             Ok(session as Arc<dyn AgentSession>)
         })
     }
 }
+
+/// How the open ended, once it has.
+type Opened = Option<Result<(), EngineError>>;
 
 /// Where an engine session stands.
 enum State {
@@ -127,9 +114,12 @@ enum State {
 /// One engine session, possibly still opening.
 struct EngineSession {
     engine: Arc<Engine>,
+    this: Weak<EngineSession>,
     state: Mutex<State>,
+    /// What to open, until [`AgentSession::start`] takes it.
+    spec: Mutex<Option<(SessionSpec, watch::Sender<Opened>)>>,
     /// `Some` once the open finished (the error when it failed).
-    ready: watch::Receiver<Option<Result<(), EngineError>>>,
+    ready: watch::Receiver<Opened>,
 }
 
 impl EngineSession {
@@ -179,7 +169,38 @@ impl EngineSession {
         }
     }
 
+    /// Starts opening on a blocking thread (once; later calls do nothing).
+    fn start_opening(&self) {
+        let taken = self
+            .spec
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .take();
+        let (Some((spec, opened)), Some(this)) = (taken, self.this.upgrade()) else {
+            return;
+        };
+        let engine = self.engine.clone();
+        tokio::task::spawn_blocking(move || {
+            let result = engine
+                .open_session(SessionOptions {
+                    id: Some(spec.id),
+                    roots: spec.roots,
+                    interactive: true,
+                    files: spec.files,
+                    terminals: spec.terminals,
+                    ..SessionOptions::default()
+                })
+                .map_err(|error| match error {
+                    AgentError::Setup(message) => EngineError::InvalidInput(message),
+                    other => turn_error(other),
+                });
+            let outcome = this.opened(result);
+            let _ = opened.send(Some(outcome));
+        });
+    }
+
     async fn wait_ready(&self) -> Result<(), EngineError> {
+        self.start_opening();
         let mut ready = self.ready.clone();
         let outcome = ready
             .wait_for(Option::is_some)
@@ -204,6 +225,10 @@ impl AgentSession for EngineSession {
                 .await
                 .map_err(turn_error)
         })
+    }
+
+    fn start(&self) {
+        self.start_opening();
     }
 
     fn ready(&self) -> BoxFuture<'_, Result<(), EngineError>> {

@@ -102,6 +102,7 @@ async fn connect(
                             Ok((session, response)) => {
                                 let sent = responder.respond(response);
                                 session.announce();
+                                session.start();
                                 ignore_closed(sent)
                             }
                             Err(error) => {

@@ -144,6 +144,11 @@ impl Session {
         self.agent.mode()
     }
 
+    /// Starts whatever the session does in the background (after `session/new` was answered).
+    pub fn start(&self) {
+        self.agent.start();
+    }
+
     /// Sends what a new session shows before its first prompt: the slash commands.
     pub fn announce(&self) {
         self.send(SessionUpdate::AvailableCommandsUpdate(
