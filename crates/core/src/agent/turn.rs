@@ -116,6 +116,14 @@ impl Session {
         let mut history = self.history.lock().await;
         self.state
             .set_asker(Some(Arc::new(HostAsker(host.clone()))));
+        if !self.settle_project_trust(&host, &cancel).await {
+            return Ok(TurnOutcome {
+                stop: TurnStop::Cancelled,
+                final_text: String::new(),
+                denied_calls: 0,
+                failed_calls: 0,
+            });
+        }
         push_user(&mut history, user_parts(prompt));
         let tools: Vec<ToolDefinition> = self
             .registry
