@@ -2,7 +2,7 @@
 //!
 //! - [`Cli`] / [`Command`]: the clap definitions (`keel acp`, `exec`, `demo`, `tools`, `tool
 //!   call`, `permissions check|list`, `config show|schema|path`).
-//! - [`main`]: parses, sets up logging ([`logging`]), runs the command on a tokio runtime, prints
+//! - [`main`]: parses, sets up logging (module `logging`), runs the command on a tokio runtime, prints
 //!   an error once to stderr and turns the outcome into the process exit code ([`Failure`]).
 //!
 //! stdout carries only a command's result (the ACP stream for `keel acp`); logs and progress go
