@@ -8,9 +8,10 @@ use serde_json::json;
 const LIB: &str = "pub fn greet() -> &'static str {\n    \"helo\"\n}\n";
 
 #[tokio::test]
-#[ignore = "enable once `keel acp` calls keel_acp::server::serve_stdio (the command line lands separately)"]
 async fn keel_acp_serves_a_turn_over_stdio() {
     let mock = MockModel::start().await;
+    // The read-before-write guard wants the file read first; reads need no approval.
+    mock.push_anthropic(Turn::new().tool_call("t0", "read", json!({"file_path": "src/lib.rs"})));
     mock.push_anthropic(Turn::new().tool_call(
         "t1",
         "edit",
