@@ -2,7 +2,7 @@
 //!
 //! - [`Cli`] / [`Command`]: the clap definitions (`keel acp`, `exec`, `demo`, `tools`, `tool
 //!   call`, `permissions check|list`, `config show|schema|path`).
-//! - [`main`]: parses, sets up logging ([`logging`]), runs the command on a tokio runtime, prints
+//! - [`main`]: parses, sets up logging (module `logging`), runs the command on a tokio runtime, prints
 //!   an error once to stderr and turns the outcome into the process exit code ([`Failure`]).
 //!
 //! stdout carries only a command's result (the ACP stream for `keel acp`); logs and progress go
@@ -338,12 +338,35 @@ async fn acp(args: AcpArgs) -> Outcome {
         env!("CARGO_PKG_VERSION")
     );
     let engine = keel_core::agent::Engine::new(engine_config);
-    let served = crate::server::serve_stdio(engine).await;
+    // A signal ends serving like EOF does, so the scratch directory is still removed.
+    let served = tokio::select! {
+        served = crate::server::serve_stdio(engine) => served,
+        signal = termination() => {
+            tracing::info!("{signal}: shutting down");
+            Ok(())
+        }
+    };
     if let Err(e) = scratch.close() {
         tracing::warn!("cannot remove the scratch directory: {e}");
     }
     served.map_err(|e| Failure::failed(format!("{e:#}")))?;
     Ok(EXIT_OK)
+}
+
+/// Resolves when the process is asked to stop (SIGINT or SIGTERM), naming the signal.
+async fn termination() -> &'static str {
+    use tokio::signal::unix::{SignalKind, signal};
+    match signal(SignalKind::terminate()) {
+        Ok(mut terminate) => tokio::select! {
+            _ = tokio::signal::ctrl_c() => "SIGINT",
+            _ = terminate.recv() => "SIGTERM",
+        },
+        Err(e) => {
+            tracing::warn!("cannot watch for SIGTERM: {e}");
+            let _ = tokio::signal::ctrl_c().await;
+            "SIGINT"
+        }
+    }
 }
 
 /// The workspace a command works in: the given directory, or the current one.
