@@ -270,10 +270,9 @@ pub type Outcome = Result<u8, Failure>;
 /// The binary's entry point.
 pub fn main() -> ExitCode {
     let cli = Cli::parse();
-    let _guard = match logging::init(&cli) {
-        Ok(guard) => guard,
-        Err(failure) => return report(failure),
-    };
+    if let Err(failure) = logging::init(&cli) {
+        return report(failure);
+    }
     let runtime = match tokio::runtime::Builder::new_multi_thread()
         .enable_all()
         .build()
@@ -331,6 +330,10 @@ async fn acp(args: AcpArgs) -> Outcome {
         cwd.as_deref(),
     )
     .map_err(Failure::usage)?;
+    // A signal ends serving like EOF does, so the scratch directory is still removed. The
+    // handlers are in place before the server says it serves.
+    let terminate = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate());
+    let interrupt = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::interrupt());
     tracing::info!(
         mode = %engine_config.mode,
         model = ?engine_config.model,
@@ -338,10 +341,9 @@ async fn acp(args: AcpArgs) -> Outcome {
         env!("CARGO_PKG_VERSION")
     );
     let engine = keel_core::agent::Engine::new(engine_config);
-    // A signal ends serving like EOF does, so the scratch directory is still removed.
     let served = tokio::select! {
         served = crate::server::serve_stdio(engine) => served,
-        signal = termination() => {
+        signal = termination(terminate, interrupt) => {
             tracing::info!("{signal}: shutting down");
             Ok(())
         }
@@ -354,18 +356,24 @@ async fn acp(args: AcpArgs) -> Outcome {
 }
 
 /// Resolves when the process is asked to stop (SIGINT or SIGTERM), naming the signal.
-async fn termination() -> &'static str {
-    use tokio::signal::unix::{SignalKind, signal};
-    match signal(SignalKind::terminate()) {
-        Ok(mut terminate) => tokio::select! {
-            _ = tokio::signal::ctrl_c() => "SIGINT",
-            _ = terminate.recv() => "SIGTERM",
-        },
-        Err(e) => {
-            tracing::warn!("cannot watch for SIGTERM: {e}");
-            let _ = tokio::signal::ctrl_c().await;
-            "SIGINT"
+async fn termination(
+    terminate: std::io::Result<tokio::signal::unix::Signal>,
+    interrupt: std::io::Result<tokio::signal::unix::Signal>,
+) -> &'static str {
+    async fn next(signal: std::io::Result<tokio::signal::unix::Signal>, name: &str) {
+        match signal {
+            Ok(mut signal) => {
+                signal.recv().await;
+            }
+            Err(e) => {
+                tracing::warn!("cannot watch for {name}: {e}");
+                std::future::pending::<()>().await;
+            }
         }
+    }
+    tokio::select! {
+        () = next(terminate, "SIGTERM") => "SIGTERM",
+        () = next(interrupt, "SIGINT") => "SIGINT",
     }
 }
 
