@@ -110,11 +110,17 @@ pub struct SessionOptions {
 #[derive(Debug)]
 pub struct Engine {
     config: EngineConfig,
+    /// Resolved models by requested name: a provider (and its HTTP client, TLS roots included)
+    /// is built once per engine and shared by the sessions that use it. Failures are not kept.
+    resolved: Mutex<HashMap<Option<String>, ModelSlot>>,
 }
 
 impl Engine {
     pub fn new(config: EngineConfig) -> Self {
-        Self { config }
+        Self {
+            config,
+            resolved: Mutex::new(HashMap::new()),
+        }
     }
 
     pub fn config(&self) -> &EngineConfig {
@@ -167,14 +173,24 @@ impl Engine {
         let env = self.config.env.clone();
         let lookup = move |key: &str| env(key);
         let name = name.or(self.config.model.as_deref());
+        let key = name.map(str::to_owned);
+        let mut resolved = self
+            .resolved
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        if let Some(slot) = resolved.get(&key) {
+            return slot.clone();
+        }
         match resolve_model(name, &lookup, &self.config.providers) {
             Ok((provider, model)) => {
                 let display = format!("{}/{model}", provider.id());
                 let display = name.map(str::to_owned).unwrap_or(display);
-                ModelSlot {
+                let slot = ModelSlot {
                     name: display,
                     resolved: Ok((provider, model)),
-                }
+                };
+                resolved.insert(key, slot.clone());
+                slot
             }
             Err(error) => ModelSlot {
                 name: name.unwrap_or("(none)").to_owned(),
