@@ -8,6 +8,10 @@
 //! 2. The `keel acp` binary over stdio: process spawn → `initialize` response, `session/new`,
 //!    the same turn, and the process's peak RSS (`VmHWM`) after it. Skipped when the binary
 //!    does not serve ACP.
+//!
+//! `session/new` answers before the engine session has opened; a `/help` prompt (answered
+//! locally, once the session is open) measures when it is, and keeps the timed turn from
+//! paying for the open.
 #![allow(
     clippy::print_stdout,
     clippy::unwrap_used,
@@ -159,12 +163,17 @@ async fn in_process(mock: &MockModel, scratch: &Path) {
         .unwrap();
     client.initialize().await.unwrap();
     let mut new_session = Vec::new();
+    let mut session_open = Vec::new();
     let (_dir, root) = workspace();
     for run in 0..WARMUP + ROUND_TRIPS {
         let started = Instant::now();
-        client.new_session(&root, &[]).await.unwrap();
+        let session = client.new_session(&root, &[]).await.unwrap().session_id;
+        let created = started.elapsed();
+        // The engine session opens in the background; a slash command waits for it.
+        client.prompt(&session, "/help").await.unwrap();
         if run >= WARMUP {
-            new_session.push(started.elapsed());
+            new_session.push(created);
+            session_open.push(started.elapsed());
         }
     }
 
@@ -219,6 +228,7 @@ async fn in_process(mock: &MockModel, scratch: &Path) {
         let model = model_share(mock, raw.as_ref()).await;
         let (_dir, root) = workspace();
         let session = client.new_session(&root, &[]).await.unwrap().session_id;
+        client.prompt(&session, "/help").await.unwrap();
         script(mock);
         client.push_permissions(approvals());
         let started = Instant::now();
@@ -243,6 +253,7 @@ async fn in_process(mock: &MockModel, scratch: &Path) {
     println!("in process (server over in-memory pipes, real engine, mock model over HTTP)");
     report("initialize round trip", initialize);
     report("session/new round trip", new_session);
+    report("  until the session is open (/help answered)", session_open);
     report("  engine.open_session alone", open_session);
     report("    of which the tool registry", registry);
     report("    of which the permission rules", policy);
@@ -252,13 +263,24 @@ async fn in_process(mock: &MockModel, scratch: &Path) {
     report("  agent time (turn - model share)", agent);
 }
 
-/// Peak resident set of a process, from `/proc/PID/status`.
-fn peak_rss_kib(pid: u32) -> Option<u64> {
+/// A `/proc/PID/status` field in KiB.
+fn status_kib(pid: u32, field: &str) -> Option<u64> {
     let status = std::fs::read_to_string(format!("/proc/{pid}/status")).ok()?;
     status
         .lines()
-        .find_map(|line| line.strip_prefix("VmHWM:"))
+        .find_map(|line| line.strip_prefix(field)?.strip_prefix(':'))
         .and_then(|value| value.trim().trim_end_matches("kB").trim().parse().ok())
+}
+
+fn mib_line(what: &str, mut kib: Vec<u64>) {
+    kib.sort_unstable();
+    if let (Some(median), Some(max)) = (kib.get(kib.len() / 2), kib.last()) {
+        println!(
+            "  {what:<44} median {:>6.1} MiB  max {:>6.1} MiB",
+            *median as f64 / 1024.0,
+            *max as f64 / 1024.0
+        );
+    }
 }
 
 async fn binary(mock: &MockModel) {
@@ -280,8 +302,11 @@ async fn binary(mock: &MockModel) {
     ];
     let mut spawn_to_initialize = Vec::new();
     let mut new_session = Vec::new();
+    let mut session_open = Vec::new();
     let mut turns = Vec::new();
     let mut peaks = Vec::new();
+    let mut anonymous = Vec::new();
+    let mut file_backed = Vec::new();
     for run in 0..WARMUP + SPAWNS {
         let (_dir, root) = workspace();
         let started = Instant::now();
@@ -302,33 +327,36 @@ async fn binary(mock: &MockModel) {
         let started = Instant::now();
         let session = client.new_session(&root, &[]).await.unwrap().session_id;
         let created = started.elapsed();
+        client.prompt(&session, "/help").await.unwrap();
+        let open = started.elapsed();
         script(mock);
         let started = Instant::now();
         let answer = client.prompt(&session, "fix the typo").await.unwrap();
         let turn = started.elapsed();
         assert_eq!(answer.stop_reason, StopReason::EndTurn);
-        let peak = client.pid().and_then(peak_rss_kib);
+        let pid = client.pid().unwrap();
+        let peak = status_kib(pid, "VmHWM");
+        let anon = status_kib(pid, "RssAnon");
+        let file = status_kib(pid, "RssFile");
         client.close().await.unwrap();
         if run >= WARMUP {
             spawn_to_initialize.push(initialized);
             new_session.push(created);
+            session_open.push(open);
             turns.push(turn);
             peaks.extend(peak);
+            anonymous.extend(anon);
+            file_backed.extend(file);
         }
     }
     println!("the keel binary over stdio (`keel acp`, {SPAWNS} processes)");
     report("process spawn -> initialize response", spawn_to_initialize);
     report("session/new round trip", new_session);
+    report("  until the session is open (/help answered)", session_open);
     report("read/edit/bash turn, 4 requests, 2 approvals", turns);
-    peaks.sort_unstable();
-    if let (Some(median), Some(max)) = (peaks.get(peaks.len() / 2), peaks.last()) {
-        println!(
-            "  {:<44} median {:>6.1} MiB  max {:>6.1} MiB",
-            "peak RSS (VmHWM) after the turn",
-            *median as f64 / 1024.0,
-            *max as f64 / 1024.0
-        );
-    }
+    mib_line("peak RSS (VmHWM) after the turn", peaks);
+    mib_line("  resident now: anonymous (RssAnon)", anonymous);
+    mib_line("  resident now: the binary's pages (RssFile)", file_backed);
 }
 
 #[tokio::main]

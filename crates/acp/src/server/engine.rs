@@ -5,7 +5,7 @@
 //! - [`AgentSession`]: one conversation: runs a turn against a [`TurnHost`], reports and changes
 //!   its security mode and model, lists its tools and renders its permission rules.
 //!
-//! - [`EngineSessions`]: the two traits over keel-core's [`Engine`] and its sessions.
+//! - `EngineSessions` (in `engine_sessions.rs`): the two traits over keel-core's engine.
 //!
 //! The server knows nothing else of how sessions are built, so tests can drive it with scripted
 //! sessions over temporary workspaces, and the real engine plugs in through the same two traits.
@@ -14,10 +14,8 @@ use std::path::PathBuf;
 use std::sync::Arc;
 
 use futures::future::BoxFuture;
-use keel_core::agent::{
-    AgentError, Engine, Session, SessionOptions, TurnHost, TurnOutcome, UserContent,
-};
-use keel_core::policy::{Mode, render_rules};
+use keel_core::agent::{TurnHost, TurnOutcome, UserContent};
+use keel_core::policy::Mode;
 use keel_core::runtime::{FileBackend, TerminalBackend};
 use tokio_util::sync::CancellationToken;
 
@@ -98,135 +96,13 @@ pub trait AgentSession: Send + Sync + 'static {
     /// The effective permission rules by scope, as text for `/permissions`.
     fn permissions(&self) -> String;
 
+    /// Resolves once the session can run turns and answer [`AgentSession::tools`] and
+    /// [`AgentSession::permissions`] (a session may finish opening after `session/new` was
+    /// answered); fails with what kept it from opening.
+    fn ready(&self) -> BoxFuture<'_, Result<(), EngineError>> {
+        Box::pin(async { Ok(()) })
+    }
+
     /// The session ends (closed by the client, or the connection went away).
     fn close(&self) {}
-}
-
-/// The engine behind the seam: sessions of a [`keel_core::agent::Engine`].
-pub struct EngineSessions {
-    engine: Arc<Engine>,
-}
-
-impl std::fmt::Debug for EngineSessions {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("EngineSessions").finish_non_exhaustive()
-    }
-}
-
-impl EngineSessions {
-    pub fn new(engine: Engine) -> Self {
-        Self {
-            engine: Arc::new(engine),
-        }
-    }
-}
-
-fn turn_error(error: AgentError) -> EngineError {
-    match error {
-        AgentError::NoModel(message) => EngineError::NoCredentials(message),
-        other => EngineError::Failed(other.to_string()),
-    }
-}
-
-impl SessionFactory for EngineSessions {
-    fn models(&self) -> Vec<String> {
-        self.engine.models()
-    }
-
-    fn create(
-        &self,
-        spec: SessionSpec,
-    ) -> BoxFuture<'_, Result<Arc<dyn AgentSession>, EngineError>> {
-        let engine = self.engine.clone();
-        Box::pin(async move {
-            // Opening reads rule files and resolves the roots: keep that off the async threads.
-            let opened = tokio::task::spawn_blocking({
-                let engine = engine.clone();
-                move || {
-                    engine.open_session(SessionOptions {
-                        id: Some(spec.id),
-                        roots: spec.roots,
-                        interactive: true,
-                        files: spec.files,
-                        terminals: spec.terminals,
-                        ..SessionOptions::default()
-                    })
-                }
-            })
-            .await
-            .map_err(|error| EngineError::Failed(format!("opening the session failed: {error}")))?;
-            let session = opened.map_err(|error| match error {
-                AgentError::Setup(message) => EngineError::InvalidInput(message),
-                other => turn_error(other),
-            })?;
-            Ok(Arc::new(EngineSession {
-                engine,
-                session: Arc::new(session),
-            }) as Arc<dyn AgentSession>)
-        })
-    }
-}
-
-/// One engine session.
-struct EngineSession {
-    engine: Arc<Engine>,
-    session: Arc<Session>,
-}
-
-impl AgentSession for EngineSession {
-    fn run_turn(
-        &self,
-        prompt: Vec<UserContent>,
-        host: Arc<dyn TurnHost>,
-        cancel: CancellationToken,
-    ) -> BoxFuture<'_, Result<TurnOutcome, EngineError>> {
-        Box::pin(async move {
-            self.session
-                .run_turn(prompt, host, cancel)
-                .await
-                .map_err(turn_error)
-        })
-    }
-
-    fn mode(&self) -> Mode {
-        self.session.policy().mode()
-    }
-
-    fn set_mode(&self, mode: Mode) -> Result<(), EngineError> {
-        self.session.policy().set_mode(mode);
-        Ok(())
-    }
-
-    fn model(&self) -> Option<String> {
-        Some(self.session.model_name())
-    }
-
-    fn set_model(&self, model: &str) -> Result<(), EngineError> {
-        let slot = self.engine.resolve_model(Some(model));
-        if let Err(message) = &slot.resolved {
-            return Err(EngineError::InvalidInput(message.clone()));
-        }
-        self.session.set_model(slot);
-        Ok(())
-    }
-
-    fn tools(&self) -> Vec<ToolInfo> {
-        self.session
-            .registry()
-            .specs()
-            .map(|spec| ToolInfo {
-                id: spec.id.clone(),
-                origin: spec.origin.to_string(),
-                summary: spec.description.lines().next().unwrap_or("").to_owned(),
-            })
-            .collect()
-    }
-
-    fn permissions(&self) -> String {
-        render_rules(self.session.policy())
-    }
-
-    fn close(&self) {
-        self.session.close();
-    }
 }

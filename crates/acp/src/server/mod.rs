@@ -2,7 +2,8 @@
 //!
 //! Principal types:
 //! - [`SessionFactory`] / [`AgentSession`]: the seam to the engine (the server builds nothing
-//!   itself; tests plug in scripted sessions).
+//!   itself; tests plug in scripted sessions); [`EngineSessions`] puts keel-core's engine
+//!   behind it.
 //! - [`serve_stdio`] / [`serve`]: run the server over stdin/stdout, or over any transport
 //!   (in-memory pipes in tests).
 //! - Inside: `connection` (per-connection state), `session` (one session's turns, modes and
@@ -18,6 +19,7 @@
 mod commands;
 mod connection;
 mod engine;
+mod engine_sessions;
 mod errors;
 mod fs;
 mod host;
@@ -39,9 +41,8 @@ use agent_client_protocol::{Agent, ConnectTo, Stdio};
 use keel_core::agent::Engine;
 
 pub use connection::agent_capabilities;
-pub use engine::{
-    AgentSession, EngineError, EngineSessions, SessionFactory, SessionSpec, ToolInfo,
-};
+pub use engine::{AgentSession, EngineError, SessionFactory, SessionSpec, ToolInfo};
+pub use engine_sessions::EngineSessions;
 pub use errors::ServerError;
 pub use kinds::{LockedTool, Roots, ToolRef, acp_kind, title};
 pub use modes::mode_name;

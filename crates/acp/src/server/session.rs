@@ -313,6 +313,19 @@ impl Session {
         prompt: Vec<ContentBlock>,
         cancel: CancellationToken,
     ) -> Result<StopReason, ServerError> {
+        // The engine session may still be opening (session/new does not wait for it).
+        let ready = tokio::select! {
+            ready = self.agent.ready() => ready,
+            () = cancel.cancelled() => return Ok(StopReason::Cancelled),
+        };
+        if let Err(error) = ready {
+            return Err(match error {
+                EngineError::NoCredentials(message) => ServerError::NoCredentials(message),
+                EngineError::InvalidInput(message) | EngineError::Failed(message) => {
+                    ServerError::Internal(format!("the session could not open: {message}"))
+                }
+            });
+        }
         if let Some(command) = SlashCommand::parse(&prompt) {
             self.command(command);
             return Ok(StopReason::EndTurn);

@@ -841,3 +841,36 @@ async fn read_only_mode_refuses_edits_without_asking() {
         LIB
     );
 }
+
+#[tokio::test]
+async fn a_missing_workspace_is_invalid_params() {
+    let harness = EngineHarness::start(ClientOptions::default(), &[], Vec::new()).await;
+    let error = harness
+        .client
+        .new_session(&harness.root.join("not-there"), &[])
+        .await
+        .unwrap_err();
+    assert_eq!(i32::from(error.code), -32602);
+    assert!(error.message.contains("not-there"), "{error:?}");
+}
+
+#[tokio::test]
+async fn a_session_that_cannot_open_fails_its_first_prompt_with_the_reason() {
+    let harness = EngineHarness::start(
+        ClientOptions::default(),
+        &[(".keel/permissions.toml", "[[permission]\nthis is not toml")],
+        Vec::new(),
+    )
+    .await;
+    let error = harness
+        .client
+        .prompt(&harness.session, "hello")
+        .await
+        .unwrap_err();
+    assert_eq!(i32::from(error.code), -32603);
+    assert!(
+        error.message.starts_with("the session could not open:")
+            && error.message.contains("permissions.toml"),
+        "{error:?}"
+    );
+}

@@ -1,0 +1,284 @@
+//! [`EngineSessions`]: the engine seam over keel-core's [`Engine`].
+//!
+//! `session/new` answers as soon as the roots are known to be directories: the engine session
+//! (registry, permission rules, scratch directory, model provider: a few milliseconds, more in a
+//! fresh process) opens on a blocking thread meanwhile, and the first prompt waits for it. Until
+//! it is open, the mode and the model the client sees are the engine's defaults, and changes to
+//! them are kept and applied the moment it opens; a failure to open is the first prompt's error.
+
+use std::path::PathBuf;
+use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
+
+use futures::future::BoxFuture;
+use keel_core::agent::{
+    AgentError, Engine, ModelSlot, Session, SessionOptions, TurnHost, TurnOutcome, UserContent,
+};
+use keel_core::policy::{Mode, render_rules};
+use tokio::sync::watch;
+use tokio_util::sync::CancellationToken;
+
+use super::engine::{AgentSession, EngineError, SessionFactory, SessionSpec, ToolInfo};
+
+/// Sessions of a [`keel_core::agent::Engine`].
+pub struct EngineSessions {
+    engine: Arc<Engine>,
+}
+
+impl std::fmt::Debug for EngineSessions {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("EngineSessions").finish_non_exhaustive()
+    }
+}
+
+impl EngineSessions {
+    pub fn new(engine: Engine) -> Self {
+        Self {
+            engine: Arc::new(engine),
+        }
+    }
+}
+
+fn turn_error(error: AgentError) -> EngineError {
+    match error {
+        AgentError::NoModel(message) => EngineError::NoCredentials(message),
+        other => EngineError::Failed(other.to_string()),
+    }
+}
+
+/// Every root must be an existing directory (checked before `session/new` is answered).
+fn check_roots(roots: &[PathBuf]) -> Result<(), EngineError> {
+    for root in roots {
+        match std::fs::metadata(root) {
+            Ok(meta) if meta.is_dir() => {}
+            Ok(_) => {
+                return Err(EngineError::InvalidInput(format!(
+                    "{} is not a directory",
+                    root.display()
+                )));
+            }
+            Err(error) => {
+                return Err(EngineError::InvalidInput(format!(
+                    "workspace root {}: {error}",
+                    root.display()
+                )));
+            }
+        }
+    }
+    Ok(())
+}
+
+impl SessionFactory for EngineSessions {
+    fn models(&self) -> Vec<String> {
+        self.engine.models()
+    }
+
+    fn create(
+        &self,
+        spec: SessionSpec,
+    ) -> BoxFuture<'_, Result<Arc<dyn AgentSession>, EngineError>> {
+        Box::pin(async move {
+            check_roots(&spec.roots)?;
+            let (opened, ready) = watch::channel(None);
+            let session = Arc::new(EngineSession {
+                engine: self.engine.clone(),
+                state: Mutex::new(State::Opening {
+                    mode: None,
+                    model: None,
+                    closed: false,
+                }),
+                ready,
+            });
+            let opening = session.clone();
+            let engine = self.engine.clone();
+            tokio::task::spawn_blocking(move || {
+                let result = engine
+                    .open_session(SessionOptions {
+                        id: Some(spec.id),
+                        roots: spec.roots,
+                        interactive: true,
+                        files: spec.files,
+                        terminals: spec.terminals,
+                        ..SessionOptions::default()
+                    })
+                    .map_err(|error| match error {
+                        AgentError::Setup(message) => EngineError::InvalidInput(message),
+                        other => turn_error(other),
+                    });
+                let outcome = opening.opened(result);
+                let _ = opened.send(Some(outcome));
+            });
+            Ok(session as Arc<dyn AgentSession>)
+        })
+    }
+}
+
+/// Where an engine session stands.
+enum State {
+    /// Opening on a blocking thread; what the client changed meanwhile.
+    Opening {
+        mode: Option<Mode>,
+        model: Option<ModelSlot>,
+        closed: bool,
+    },
+    Open(Arc<Session>),
+    Failed(EngineError),
+}
+
+/// One engine session, possibly still opening.
+struct EngineSession {
+    engine: Arc<Engine>,
+    state: Mutex<State>,
+    /// `Some` once the open finished (the error when it failed).
+    ready: watch::Receiver<Option<Result<(), EngineError>>>,
+}
+
+impl EngineSession {
+    fn state(&self) -> MutexGuard<'_, State> {
+        self.state.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+
+    /// Records the end of the open, applying what the client changed meanwhile.
+    fn opened(&self, result: Result<Session, EngineError>) -> Result<(), EngineError> {
+        let mut state = self.state();
+        let State::Opening {
+            mode,
+            model,
+            closed,
+        } = &mut *state
+        else {
+            return Ok(());
+        };
+        match result {
+            Ok(session) => {
+                if let Some(mode) = mode.take() {
+                    session.policy().set_mode(mode);
+                }
+                if let Some(model) = model.take() {
+                    session.set_model(model);
+                }
+                if *closed {
+                    session.close();
+                }
+                *state = State::Open(Arc::new(session));
+                Ok(())
+            }
+            Err(error) => {
+                *state = State::Failed(error.clone());
+                Err(error)
+            }
+        }
+    }
+
+    fn session(&self) -> Result<Arc<Session>, EngineError> {
+        match &*self.state() {
+            State::Open(session) => Ok(session.clone()),
+            State::Failed(error) => Err(error.clone()),
+            State::Opening { .. } => {
+                Err(EngineError::Failed("the session is still opening".into()))
+            }
+        }
+    }
+
+    async fn wait_ready(&self) -> Result<(), EngineError> {
+        let mut ready = self.ready.clone();
+        let outcome = ready
+            .wait_for(Option::is_some)
+            .await
+            .map_err(|_| EngineError::Failed("the session never finished opening".into()))?
+            .clone();
+        outcome.unwrap_or(Ok(()))
+    }
+}
+
+impl AgentSession for EngineSession {
+    fn run_turn(
+        &self,
+        prompt: Vec<UserContent>,
+        host: Arc<dyn TurnHost>,
+        cancel: CancellationToken,
+    ) -> BoxFuture<'_, Result<TurnOutcome, EngineError>> {
+        Box::pin(async move {
+            self.wait_ready().await?;
+            self.session()?
+                .run_turn(prompt, host, cancel)
+                .await
+                .map_err(turn_error)
+        })
+    }
+
+    fn ready(&self) -> BoxFuture<'_, Result<(), EngineError>> {
+        Box::pin(self.wait_ready())
+    }
+
+    fn mode(&self) -> Mode {
+        match &*self.state() {
+            State::Open(session) => session.policy().mode(),
+            State::Opening {
+                mode: Some(mode), ..
+            } => *mode,
+            _ => self.engine.config().mode,
+        }
+    }
+
+    fn set_mode(&self, mode: Mode) -> Result<(), EngineError> {
+        match &mut *self.state() {
+            State::Open(session) => session.policy().set_mode(mode),
+            State::Opening { mode: pending, .. } => *pending = Some(mode),
+            State::Failed(error) => return Err(error.clone()),
+        }
+        Ok(())
+    }
+
+    fn model(&self) -> Option<String> {
+        match &*self.state() {
+            State::Open(session) => Some(session.model_name()),
+            State::Opening {
+                model: Some(slot), ..
+            } => Some(slot.name.clone()),
+            _ => self.engine.models().into_iter().next(),
+        }
+    }
+
+    fn set_model(&self, model: &str) -> Result<(), EngineError> {
+        let slot = self.engine.resolve_model(Some(model));
+        if let Err(message) = &slot.resolved {
+            return Err(EngineError::InvalidInput(message.clone()));
+        }
+        match &mut *self.state() {
+            State::Open(session) => session.set_model(slot),
+            State::Opening { model: pending, .. } => *pending = Some(slot),
+            State::Failed(error) => return Err(error.clone()),
+        }
+        Ok(())
+    }
+
+    fn tools(&self) -> Vec<ToolInfo> {
+        let Ok(session) = self.session() else {
+            return Vec::new();
+        };
+        session
+            .registry()
+            .specs()
+            .map(|spec| ToolInfo {
+                id: spec.id.clone(),
+                origin: spec.origin.to_string(),
+                summary: spec.description.lines().next().unwrap_or("").to_owned(),
+            })
+            .collect()
+    }
+
+    fn permissions(&self) -> String {
+        match self.session() {
+            Ok(session) => render_rules(session.policy()),
+            Err(error) => error.to_string(),
+        }
+    }
+
+    fn close(&self) {
+        match &mut *self.state() {
+            State::Open(session) => session.close(),
+            State::Opening { closed, .. } => *closed = true,
+            State::Failed(_) => {}
+        }
+    }
+}
