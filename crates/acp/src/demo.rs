@@ -85,7 +85,11 @@ pub async fn run(args: DemoArgs) -> Outcome {
     }
 
     let mut child = spawn_agent(&scratch_path, &workspace)?;
-    let driven = drive(&mut child, &workspace, transcript.clone()).await;
+    // Ctrl-C ends the session but not the clean-up below.
+    let driven = tokio::select! {
+        driven = drive(&mut child, &workspace, transcript.clone()) => driven,
+        _ = tokio::signal::ctrl_c() => Err(Failure::failed("interrupted")),
+    };
     let reaped = reap(child).await;
     let removed = scratch.close();
 

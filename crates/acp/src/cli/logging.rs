@@ -8,16 +8,15 @@
 use std::io::IsTerminal as _;
 use std::path::{Path, PathBuf};
 
-use tracing_appender::non_blocking::WorkerGuard;
 use tracing_subscriber::EnvFilter;
 use tracing_subscriber::layer::SubscriberExt as _;
 use tracing_subscriber::util::SubscriberInitExt as _;
 
 use super::{Cli, Command, Failure};
 
-/// Installs the global subscriber. Keep the returned guard alive until exit: it flushes the
-/// file writer.
-pub fn init(cli: &Cli) -> Result<Option<WorkerGuard>, Failure> {
+/// Installs the global subscriber. File logging is synchronous: a line logged just before exit
+/// (a signal, an error) is on disk when the process is gone.
+pub fn init(cli: &Cli) -> Result<(), Failure> {
     let is_acp = matches!(cli.command, Command::Acp(_));
     let default_level = match (cli.verbose, is_acp) {
         (0, true) => "info",
@@ -38,16 +37,15 @@ pub fn init(cli: &Cli) -> Result<Option<WorkerGuard>, Failure> {
     };
     match file {
         Some(path) => {
-            let (writer, guard) = tracing_appender::non_blocking(open_appender(&path)?);
             let layer = tracing_subscriber::fmt::layer()
-                .with_writer(writer)
+                .with_writer(open_appender(&path)?)
                 .with_ansi(false);
             tracing_subscriber::registry()
                 .with(filter)
                 .with(layer)
                 .try_init()
                 .map_err(|e| Failure::failed(format!("cannot set up logging: {e}")))?;
-            Ok(Some(guard))
+            Ok(())
         }
         None => {
             let layer = tracing_subscriber::fmt::layer()
@@ -58,7 +56,7 @@ pub fn init(cli: &Cli) -> Result<Option<WorkerGuard>, Failure> {
                 .with(layer)
                 .try_init()
                 .map_err(|e| Failure::failed(format!("cannot set up logging: {e}")))?;
-            Ok(None)
+            Ok(())
         }
     }
 }

@@ -2,7 +2,7 @@
 //!
 //! - [`Cli`] / [`Command`]: the clap definitions (`keel acp`, `exec`, `demo`, `tools`, `tool
 //!   call`, `permissions check|list`, `config show|schema|path`).
-//! - [`main`]: parses, sets up logging ([`logging`]), runs the command on a tokio runtime, prints
+//! - [`main`]: parses, sets up logging (module `logging`), runs the command on a tokio runtime, prints
 //!   an error once to stderr and turns the outcome into the process exit code ([`Failure`]).
 //!
 //! stdout carries only a command's result (the ACP stream for `keel acp`); logs and progress go
@@ -270,10 +270,9 @@ pub type Outcome = Result<u8, Failure>;
 /// The binary's entry point.
 pub fn main() -> ExitCode {
     let cli = Cli::parse();
-    let _guard = match logging::init(&cli) {
-        Ok(guard) => guard,
-        Err(failure) => return report(failure),
-    };
+    if let Err(failure) = logging::init(&cli) {
+        return report(failure);
+    }
     let runtime = match tokio::runtime::Builder::new_multi_thread()
         .enable_all()
         .build()
@@ -331,6 +330,10 @@ async fn acp(args: AcpArgs) -> Outcome {
         cwd.as_deref(),
     )
     .map_err(Failure::usage)?;
+    // A signal ends serving like EOF does, so the scratch directory is still removed. The
+    // handlers are in place before the server says it serves.
+    let terminate = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate());
+    let interrupt = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::interrupt());
     tracing::info!(
         mode = %engine_config.mode,
         model = ?engine_config.model,
@@ -338,12 +341,40 @@ async fn acp(args: AcpArgs) -> Outcome {
         env!("CARGO_PKG_VERSION")
     );
     let engine = keel_core::agent::Engine::new(engine_config);
-    let served = crate::server::serve_stdio(engine).await;
+    let served = tokio::select! {
+        served = crate::server::serve_stdio(engine) => served,
+        signal = termination(terminate, interrupt) => {
+            tracing::info!("{signal}: shutting down");
+            Ok(())
+        }
+    };
     if let Err(e) = scratch.close() {
         tracing::warn!("cannot remove the scratch directory: {e}");
     }
     served.map_err(|e| Failure::failed(format!("{e:#}")))?;
     Ok(EXIT_OK)
+}
+
+/// Resolves when the process is asked to stop (SIGINT or SIGTERM), naming the signal.
+async fn termination(
+    terminate: std::io::Result<tokio::signal::unix::Signal>,
+    interrupt: std::io::Result<tokio::signal::unix::Signal>,
+) -> &'static str {
+    async fn next(signal: std::io::Result<tokio::signal::unix::Signal>, name: &str) {
+        match signal {
+            Ok(mut signal) => {
+                signal.recv().await;
+            }
+            Err(e) => {
+                tracing::warn!("cannot watch for {name}: {e}");
+                std::future::pending::<()>().await;
+            }
+        }
+    }
+    tokio::select! {
+        () = next(terminate, "SIGTERM") => "SIGTERM",
+        () = next(interrupt, "SIGINT") => "SIGINT",
+    }
 }
 
 /// The workspace a command works in: the given directory, or the current one.

@@ -19,25 +19,13 @@ use agent_client_protocol::v1::schema::{
     TerminalExitStatus, TerminalOutputRequest, WaitForTerminalExitRequest,
 };
 use futures::future::BoxFuture;
-use keel_core::runtime::process::SECRET_ENV;
+use keel_core::runtime::process::{QUIET_ENV, SECRET_ENV};
 use keel_core::runtime::{TerminalBackend, TerminalOutcome, TerminalRequest};
 use keel_core::tool::{ProgressSink, ToolError, ToolProgress};
 use tokio_util::sync::CancellationToken;
 
 /// How long to wait for the exit status after a kill before reading the output anyway.
 const AFTER_KILL: Duration = Duration::from_secs(2);
-
-/// Set for every command, as for local runs: no pagers (the pane would wait for a key), no
-/// colours or prompts (the model reads the output too).
-const QUIET_ENV: &[(&str, &str)] = &[
-    ("TERM", "dumb"),
-    ("PAGER", "cat"),
-    ("GIT_PAGER", "cat"),
-    ("MANPAGER", "cat"),
-    ("NO_COLOR", "1"),
-    ("CLICOLOR", "0"),
-    ("GIT_TERMINAL_PROMPT", "0"),
-];
 
 /// The command's environment: [`QUIET_ENV`], and Keel's own model credentials blanked (ACP can
 /// set variables but not remove them), as local runs drop them.

@@ -133,3 +133,46 @@ fn acp_logs_to_the_state_dir_by_default_and_ends_cleanly_on_eof() {
     let log = std::fs::read_to_string(sandbox.home.join(".local/state/keel/keel.log")).unwrap();
     assert!(log.contains("serving on stdio"), "{log}");
 }
+
+#[test]
+fn acp_stopped_by_sigterm_exits_cleanly_and_removes_its_scratch() {
+    let sandbox = Sandbox::new();
+    let tmp = sandbox.home.join("tmp");
+    std::fs::create_dir_all(&tmp).unwrap();
+    let log = sandbox.home.join("acp.log");
+    let mut command = sandbox.keel_process(&["--log-file", log.to_str().unwrap(), "acp"]);
+    let mut child = command
+        .env("TMPDIR", &tmp)
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    // Wait until it serves (its scratch directory exists by then).
+    let serving = (0..200).any(|_| {
+        std::thread::sleep(std::time::Duration::from_millis(50));
+        std::fs::read_to_string(&log).is_ok_and(|l| l.contains("serving on stdio"))
+    });
+    assert!(serving, "keel acp did not start");
+    assert_eq!(
+        std::fs::read_dir(&tmp).unwrap().count(),
+        1,
+        "one scratch directory"
+    );
+    let killed = std::process::Command::new("kill")
+        .args(["-TERM", &child.id().to_string()])
+        .status()
+        .unwrap();
+    assert!(killed.success());
+    let status = child.wait().unwrap();
+    assert_eq!(status.code(), Some(0));
+    assert_eq!(
+        std::fs::read_dir(&tmp).unwrap().count(),
+        0,
+        "scratch left behind"
+    );
+    assert!(
+        std::fs::read_to_string(&log)
+            .unwrap()
+            .contains("SIGTERM: shutting down")
+    );
+}

@@ -42,7 +42,12 @@ impl Sandbox {
     /// `keel ARGS…` with HOME and the XDG dirs in the sandbox, no KEEL_*/RUST_LOG from the
     /// outside, run from the workspace.
     pub fn keel(&self, args: &[&str]) -> assert_cmd::Command {
-        let mut command = assert_cmd::Command::cargo_bin("keel").unwrap();
+        assert_cmd::Command::from_std(self.keel_process(args))
+    }
+
+    /// The same, as a plain process (for tests that signal it).
+    pub fn keel_process(&self, args: &[&str]) -> std::process::Command {
+        let mut command = std::process::Command::new(assert_cmd::cargo::cargo_bin("keel"));
         command
             .args(args)
             .current_dir(&self.workspace)
@@ -53,7 +58,9 @@ impl Sandbox {
             .env_remove("KEEL_CONFIG")
             .env_remove("KEEL_MODEL")
             .env_remove("KEEL_MODE")
+            .env_remove("KEEL_SCRIPT")
             .env_remove("RUST_LOG")
+            .env_remove("NO_COLOR")
             .env_remove("ANTHROPIC_API_KEY")
             .env_remove("OPENAI_API_KEY")
             .env_remove("ANTHROPIC_BASE_URL")

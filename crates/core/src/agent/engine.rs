@@ -6,13 +6,16 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use crate::capability::RequirementSet;
-use crate::policy::{Mode, Policy, Trust};
+use crate::policy::{Mode, Policy, Trust, TrustStore};
 use crate::provider::{Provider, ProviderConfig, resolve_model};
 use crate::runtime::{FileBackend, Runtime, RuntimeConfig, TerminalBackend};
 use crate::tool::{DynTool, Limits, Registry, SessionState};
 
 use super::AgentError;
 use super::session::{ModelSlot, Session};
+
+/// The trust store's file name under the user data directory.
+pub const TRUST_FILE: &str = "trusted.toml";
 
 /// How environment variables are looked up (injectable so tests never touch the process env).
 pub type EnvLookup = Arc<dyn Fn(&str) -> Option<String> + Send + Sync>;
@@ -107,11 +110,17 @@ pub struct SessionOptions {
 #[derive(Debug)]
 pub struct Engine {
     config: EngineConfig,
+    /// Resolved models by requested name: a provider (and its HTTP client, TLS roots included)
+    /// is built once per engine and shared by the sessions that use it. Failures are not kept.
+    resolved: Mutex<HashMap<Option<String>, ModelSlot>>,
 }
 
 impl Engine {
     pub fn new(config: EngineConfig) -> Self {
-        Self { config }
+        Self {
+            config,
+            resolved: Mutex::new(HashMap::new()),
+        }
     }
 
     pub fn config(&self) -> &EngineConfig {
@@ -164,20 +173,36 @@ impl Engine {
         let env = self.config.env.clone();
         let lookup = move |key: &str| env(key);
         let name = name.or(self.config.model.as_deref());
+        let key = name.map(str::to_owned);
+        let mut resolved = self
+            .resolved
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        if let Some(slot) = resolved.get(&key) {
+            return slot.clone();
+        }
         match resolve_model(name, &lookup, &self.config.providers) {
             Ok((provider, model)) => {
                 let display = format!("{}/{model}", provider.id());
                 let display = name.map(str::to_owned).unwrap_or(display);
-                ModelSlot {
+                let slot = ModelSlot {
                     name: display,
                     resolved: Ok((provider, model)),
-                }
+                };
+                resolved.insert(key, slot.clone());
+                slot
             }
             Err(error) => ModelSlot {
                 name: name.unwrap_or("(none)").to_owned(),
                 resolved: Err(error.to_string()),
             },
         }
+    }
+
+    /// Where the user's trusted projects are recorded (`{user-data}/trusted.toml`).
+    pub fn trust_store(&self) -> Option<TrustStore> {
+        let dir = self.config.user_data_dir.as_ref()?;
+        Some(TrustStore::new(dir.join(TRUST_FILE)))
     }
 
     /// Opens a session: compiles the scope over the roots, builds the registry and the policy.
@@ -203,11 +228,17 @@ impl Engine {
         .with_backends(options.files, options.terminals);
         let mode = options.mode.unwrap_or(self.config.mode);
         let workspace = runtime.root().to_path_buf();
-        let trust = options.trust.unwrap_or(if options.interactive {
-            Trust::Unknown
-        } else {
-            Trust::Untrusted
-        });
+        let trust = match options.trust {
+            Some(trust) => trust,
+            None => match self.trust_store().map(|store| store.trust_of(&workspace)) {
+                Some(Ok(trust)) => trust,
+                Some(Err(error)) => {
+                    tracing::warn!(%error, "cannot read the trust store; the project is untrusted");
+                    Trust::Unknown
+                }
+                None => Trust::Unknown,
+            },
+        };
         let policy = Policy::load(
             &workspace,
             self.config.global_config_dir.as_deref(),
@@ -225,6 +256,7 @@ impl Engine {
         let model = self.resolve_model(options.model.as_deref());
         Ok(Session::new(
             id,
+            self.trust_store(),
             runtime,
             Arc::new(state),
             Arc::new(registry),

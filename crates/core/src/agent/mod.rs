@@ -13,14 +13,16 @@ mod engine;
 mod events;
 mod prompt;
 mod session;
+mod trust;
 mod turn;
 
-pub use engine::{Engine, EngineConfig, EnvLookup, SessionOptions};
+pub use engine::{Engine, EngineConfig, EnvLookup, SessionOptions, TRUST_FILE};
 pub use events::{
     AgentEvent, ApprovalAnswer, ApprovalRequest, CallStatus, QuestionItem, QuestionOption,
     TurnHost, TurnOutcome, TurnStop, UserContent,
 };
 pub use session::{ModelSlot, Session};
+pub use trust::TRUST_QUESTION_ID;
 
 use crate::provider::ProviderError;
 

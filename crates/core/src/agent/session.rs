@@ -4,7 +4,7 @@ use std::sync::{Arc, Mutex, MutexGuard};
 
 use tokio::sync::RwLock;
 
-use crate::policy::Policy;
+use crate::policy::{Policy, TrustStore};
 use crate::provider::{Message, Provider};
 use crate::runtime::Runtime;
 use crate::tool::{Registry, SessionState};
@@ -31,6 +31,10 @@ pub struct Session {
     pub(super) history: tokio::sync::Mutex<Vec<Message>>,
     /// Read-only calls share it; mutating calls take it alone, in the order the model asked.
     pub(super) tool_lock: RwLock<()>,
+    /// Where a "trust always" answer is recorded.
+    pub(super) trust_store: Option<TrustStore>,
+    /// Whether the project-trust question was settled in this session.
+    pub(super) trust_settled: std::sync::atomic::AtomicBool,
 }
 
 impl std::fmt::Debug for Session {
@@ -46,8 +50,13 @@ fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
 }
 
 impl Session {
+    #[allow(
+        clippy::too_many_arguments,
+        reason = "one private constructor, called once"
+    )]
     pub(super) fn new(
         id: String,
+        trust_store: Option<TrustStore>,
         runtime: Runtime,
         state: Arc<SessionState>,
         registry: Arc<Registry>,
@@ -65,6 +74,8 @@ impl Session {
             config,
             history: tokio::sync::Mutex::new(Vec::new()),
             tool_lock: RwLock::new(()),
+            trust_store,
+            trust_settled: std::sync::atomic::AtomicBool::new(false),
         }
     }
 

@@ -63,6 +63,22 @@ impl Response {
         }
     }
 
+    /// Records a complete tool call in the message and in the calls to run.
+    fn push_call(&mut self, id: String, name: String, input: Value, invalid: Option<String>) {
+        self.flush_thinking(None);
+        self.parts.push(Part::ToolUse {
+            id: id.clone(),
+            name: name.clone(),
+            input: input.clone(),
+        });
+        self.calls.push(RequestedCall {
+            id,
+            name,
+            input,
+            invalid,
+        });
+    }
+
     fn message(&self) -> Message {
         Message {
             role: Role::Assistant,
@@ -116,6 +132,14 @@ impl Session {
         let mut history = self.history.lock().await;
         self.state
             .set_asker(Some(Arc::new(HostAsker(host.clone()))));
+        if !self.settle_project_trust(&host, &cancel).await {
+            return Ok(TurnOutcome {
+                stop: TurnStop::Cancelled,
+                final_text: String::new(),
+                denied_calls: 0,
+                failed_calls: 0,
+            });
+        }
         push_user(&mut history, user_parts(prompt));
         let tools: Vec<ToolDefinition> = self
             .registry
@@ -572,37 +596,10 @@ async fn stream_response(
             ModelEvent::ToolCallStart { .. } | ModelEvent::ToolCallDelta { .. } => {}
             ModelEvent::ToolCallEnd {
                 id, name, input, ..
-            } => {
-                response.flush_thinking(None);
-                response.parts.push(Part::ToolUse {
-                    id: id.clone(),
-                    name: name.clone(),
-                    input: input.clone(),
-                });
-                response.calls.push(RequestedCall {
-                    id,
-                    name,
-                    input,
-                    invalid: None,
-                });
-            }
+            } => response.push_call(id, name, input, None),
             ModelEvent::ToolCallInvalid {
                 id, name, error, ..
-            } => {
-                response.flush_thinking(None);
-                let input = Value::Object(serde_json::Map::new());
-                response.parts.push(Part::ToolUse {
-                    id: id.clone(),
-                    name: name.clone(),
-                    input: input.clone(),
-                });
-                response.calls.push(RequestedCall {
-                    id,
-                    name,
-                    input,
-                    invalid: Some(error),
-                });
-            }
+            } => response.push_call(id, name, Value::Object(serde_json::Map::new()), Some(error)),
             ModelEvent::Usage(usage) => response.usage = Some(usage),
             ModelEvent::Stop(stop) => response.stop = Some(stop),
         }

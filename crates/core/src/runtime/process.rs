@@ -47,7 +47,7 @@ const MARKER_RESERVE: usize = 64;
 const POLL: Duration = Duration::from_millis(20);
 
 /// Environment set for every command: no pagers, no colours, no prompts.
-const QUIET_ENV: &[(&str, &str)] = &[
+pub const QUIET_ENV: &[(&str, &str)] = &[
     ("TERM", "dumb"),
     ("PAGER", "cat"),
     ("GIT_PAGER", "cat"),

@@ -633,3 +633,84 @@ async fn headless_turns_ask_into_deny_and_real_reads_go_through() {
     );
     assert!(!f.workspace.join("new.txt").exists());
 }
+
+/// A project whose own rules allow the `change` tool; `user_data` holds the trust store.
+fn trusting_fixture(f: &Fixture, user_data: &std::path::Path) -> Engine {
+    std::fs::create_dir_all(f.workspace.join(".keel")).unwrap();
+    std::fs::write(
+        f.workspace.join(".keel/permissions.toml"),
+        "[[permission]]\npermission = \"change\"\naction = \"allow\"\n",
+    )
+    .unwrap();
+    let mut config = f.engine.config().clone();
+    config.user_data_dir = Some(user_data.to_path_buf());
+    Engine::new(config)
+}
+
+#[tokio::test]
+async fn the_first_turn_asks_whether_to_trust_the_projects_rules() {
+    let f = fixture(Api::Anthropic, 1).await;
+    let user_data = tempfile::tempdir().unwrap();
+    let engine = trusting_fixture(&f, user_data.path());
+    f.mock
+        .push_anthropic(Turn::new().tool_call("c1", "change", json!({"name": "x"})));
+    f.mock.push_anthropic(Turn::text_only("changed"));
+    let session = engine.open_session(options(&f, true)).unwrap();
+    let host = Arc::new(Host::default());
+    host.answers
+        .lock()
+        .unwrap()
+        .push(ApprovalAnswer::AllowAlways);
+    let outcome = session
+        .run_turn(prompt("go"), host.clone(), CancellationToken::new())
+        .await
+        .unwrap();
+    assert_eq!(outcome.stop, TurnStop::EndTurn);
+    let approvals = host.approvals.lock().unwrap().clone();
+    // One question (trust), and the project's allow rule then lets `change` through unasked.
+    assert_eq!(approvals.len(), 1, "{approvals:?}");
+    assert_eq!(approvals[0].tool_id, keel_core::agent::TRUST_QUESTION_ID);
+    assert!(
+        approvals[0].reason.contains("change"),
+        "{}",
+        approvals[0].reason
+    );
+    assert_eq!(*f.probe.order.lock().unwrap(), vec!["x"]);
+    // Remembered: a new session of the same project does not ask again.
+    f.mock
+        .push_anthropic(Turn::new().tool_call("c2", "change", json!({"name": "y"})));
+    f.mock.push_anthropic(Turn::text_only("changed again"));
+    let again = engine.open_session(options(&f, true)).unwrap();
+    let host = Arc::new(Host::default());
+    again
+        .run_turn(prompt("go"), host.clone(), CancellationToken::new())
+        .await
+        .unwrap();
+    assert!(host.approvals.lock().unwrap().is_empty());
+}
+
+#[tokio::test]
+async fn an_untrusted_projects_allow_rules_stay_ignored() {
+    let f = fixture(Api::Anthropic, 1).await;
+    let user_data = tempfile::tempdir().unwrap();
+    let engine = trusting_fixture(&f, user_data.path());
+    f.mock
+        .push_anthropic(Turn::new().tool_call("c1", "change", json!({"name": "x"})));
+    f.mock.push_anthropic(Turn::text_only("not changed"));
+    let session = engine.open_session(options(&f, true)).unwrap();
+    let host = Arc::new(Host::default());
+    host.answers
+        .lock()
+        .unwrap()
+        .extend([ApprovalAnswer::RejectOnce, ApprovalAnswer::RejectOnce]);
+    session
+        .run_turn(prompt("go"), host.clone(), CancellationToken::new())
+        .await
+        .unwrap();
+    let approvals = host.approvals.lock().unwrap().clone();
+    // The trust question, then the call itself is asked about (the allow rule is ignored).
+    assert_eq!(approvals.len(), 2, "{approvals:?}");
+    assert_eq!(approvals[1].tool_id, "change");
+    assert!(f.probe.order.lock().unwrap().is_empty());
+    assert!(!user_data.path().join(keel_core::agent::TRUST_FILE).exists());
+}
