@@ -25,7 +25,8 @@ use agent_client_protocol::v1::schema::{
 };
 use futures::future::BoxFuture;
 use keel_core::agent::{
-    AgentEvent, ApprovalAnswer, ApprovalRequest, CallStatus, QuestionItem, TurnHost,
+    AgentEvent, ApprovalAnswer, ApprovalRequest, CallStatus, QuestionItem, TRUST_QUESTION_ID,
+    TurnHost,
 };
 use keel_core::tool::{Artifact, Envelope, Preview, ToolKind, ToolProgress};
 use serde_json::Value;
@@ -425,6 +426,13 @@ impl AcpTurnHost {
                 locations: call.locations.clone(),
             };
         }
+        if request.tool_id == TRUST_QUESTION_ID {
+            return CallView {
+                title: "Trust this project's permission rules?".into(),
+                kind: AcpKind::Other,
+                locations: Vec::new(),
+            };
+        }
         let tool = ToolRef::of(&request.tool_id, request.kind);
         CallView {
             title: kinds::title(tool, &request.args, &self.shared.roots),
@@ -442,6 +450,32 @@ impl AcpTurnHost {
             return ApprovalAnswer::Cancelled;
         }
         let view = self.view(&request);
+        // A question the loop did not announce as a call (the project-trust question): announce
+        // it, so every client has a call to hang the prompt on, and close it after the answer.
+        let unannounced = !lock(&self.calls).contains_key(&request.call_id);
+        if unannounced {
+            let call = ToolCall::new(request.call_id.clone(), view.title.clone())
+                .name(request.tool_id.clone())
+                .kind(view.kind)
+                .status(ToolCallStatus::Pending)
+                .raw_input(request.args.clone());
+            self.send(SessionUpdate::ToolCall(call));
+        }
+        let call_id = request.call_id.clone();
+        let answer = self.ask_permission(request, view).await;
+        if unannounced {
+            let status = match answer {
+                ApprovalAnswer::AllowOnce | ApprovalAnswer::AllowAlways => {
+                    ToolCallStatus::Completed
+                }
+                _ => ToolCallStatus::Failed,
+            };
+            self.update(&call_id, ToolCallUpdateFields::new().status(status));
+        }
+        answer
+    }
+
+    async fn ask_permission(&self, request: ApprovalRequest, view: CallView) -> ApprovalAnswer {
         let mut request = request;
         // The preview names the working directory relative to the workspace; show where.
         if let Some(Preview::Command { cwd, .. }) = &mut request.preview {

@@ -4,7 +4,8 @@
 //!   a request offers ([`options`]) and the answer a reply means ([`answer`]) both read it.
 //! - [`request`]: builds `session/request_permission` for an [`ApprovalRequest`]: the tool call
 //!   with its kind, title, raw input and the full preview (the diff of an edit or write, the
-//!   command and working directory of a shell run).
+//!   command and working directory of a shell run). The engine's project-trust question comes
+//!   the same way and gets its own wording ([`trust_options`]).
 //!
 //! Failing closed: an option id the table does not know, or a request that failed, is
 //! [`ApprovalAnswer::RejectOnce`].
@@ -16,7 +17,7 @@ use agent_client_protocol::v1::schema::{
     RequestPermissionRequest, SessionId, ToolCallContent, ToolCallLocation, ToolCallStatus,
     ToolCallUpdate, ToolCallUpdateFields, ToolKind as AcpKind,
 };
-use keel_core::agent::{ApprovalAnswer, ApprovalRequest};
+use keel_core::agent::{ApprovalAnswer, ApprovalRequest, TRUST_QUESTION_ID};
 use keel_core::tool::Preview;
 
 /// One permission option.
@@ -84,6 +85,23 @@ pub fn options(always_scope: Option<&str>) -> Vec<PermissionOption> {
         .collect()
 }
 
+/// The options of the project-trust question: the same ids, its own words. "Always reject"
+/// would do what rejecting does (the project stays untrusted), so it is not offered.
+pub fn trust_options() -> Vec<PermissionOption> {
+    OPTIONS
+        .iter()
+        .filter_map(|row| {
+            let label = match row.answer {
+                ApprovalAnswer::AllowAlways => "Trust this project (remembered across sessions)",
+                ApprovalAnswer::AllowOnce => "Trust it for this session",
+                ApprovalAnswer::RejectOnce => "Don't trust it (its allow rules stay ignored)",
+                ApprovalAnswer::RejectAlways | ApprovalAnswer::Cancelled => return None,
+            };
+            Some(PermissionOption::new(row.id, label, row.kind))
+        })
+        .collect()
+}
+
 /// What the client's reply means. Unknown option ids fail closed.
 pub fn answer(outcome: &RequestPermissionOutcome) -> ApprovalAnswer {
     match outcome {
@@ -140,10 +158,15 @@ pub fn request(
     if !view.locations.is_empty() {
         fields = fields.locations(view.locations);
     }
+    let options = if approval.tool_id == TRUST_QUESTION_ID {
+        trust_options()
+    } else {
+        options(approval.always_scope.as_deref())
+    };
     RequestPermissionRequest::new(
         session_id.clone(),
         ToolCallUpdate::new(approval.call_id.clone(), fields),
-        options(approval.always_scope.as_deref()),
+        options,
     )
 }
 

@@ -874,3 +874,63 @@ async fn a_session_that_cannot_open_fails_its_first_prompt_with_the_reason() {
         "{error:?}"
     );
 }
+
+#[tokio::test]
+async fn the_project_trust_question_is_a_prompt_of_its_own() {
+    let harness = EngineHarness::start(
+        ClientOptions::default()
+            .permissions([PermissionReply::Choose(PermissionOptionKind::AllowOnce)]),
+        &[(
+            ".keel/permissions.toml",
+            "[[permission]]\npermission = \"bash\"\nprefix = \"mkdir\"\naction = \"allow\"\n",
+        )],
+        vec![bash("t1", "mkdir made"), Turn::text_only("Made.")],
+    )
+    .await;
+    assert_eq!(
+        harness.prompt("make it").await.stop_reason,
+        StopReason::EndTurn
+    );
+    // One prompt: the trust question. Trusted, the project's rule lets the command through.
+    let requests = harness.client.permission_requests();
+    assert_eq!(requests.len(), 1, "{requests:?}");
+    let names: Vec<&str> = requests[0]
+        .options
+        .iter()
+        .map(|o| o.name.as_str())
+        .collect();
+    assert_eq!(
+        names,
+        [
+            "Trust it for this session",
+            "Trust this project (remembered across sessions)",
+            "Don't trust it (its allow rules stay ignored)"
+        ]
+    );
+    assert_eq!(
+        requests[0].tool_call.fields.title.as_deref(),
+        Some("Trust this project's permission rules?")
+    );
+    // (As the redacted event log spells it: the id names the session.)
+    let question = requests[0]
+        .tool_call
+        .tool_call_id
+        .to_string()
+        .replace(&harness.session.to_string(), "[session]");
+    // Announced before the prompt and closed after it.
+    let events = harness.events_json();
+    let announced = events
+        .iter()
+        .position(|e| {
+            e["update"]["sessionUpdate"] == "tool_call"
+                && e["update"]["toolCallId"] == question.as_str()
+        })
+        .expect("the question was announced");
+    let asked = events
+        .iter()
+        .position(|e| e.get("permission").is_some())
+        .unwrap();
+    assert!(announced < asked);
+    assert_eq!(finished(&harness, &question)["status"], "completed");
+    assert!(harness.root.join("made").is_dir());
+}
