@@ -9,4 +9,5 @@ mod modes;
 mod protocol;
 mod streaming;
 mod support;
+mod turn_snapshot;
 mod turns;
