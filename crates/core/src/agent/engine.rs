@@ -6,7 +6,7 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use crate::capability::RequirementSet;
-use crate::policy::{Mode, Policy, Trust, TrustStore};
+use crate::policy::{Mode, Policy, PolicyLayers, RuleSet, Trust, TrustStore};
 use crate::provider::{Provider, ProviderConfig, resolve_model};
 use crate::runtime::{FileBackend, Runtime, RuntimeConfig, TerminalBackend};
 use crate::tool::{DynTool, Limits, Registry, SessionState};
@@ -16,6 +16,12 @@ use super::session::{ModelSlot, Session};
 
 /// The trust store's file name under the user data directory.
 pub const TRUST_FILE: &str = "trusted.toml";
+
+/// The configuration's own permission rules for a workspace: the user file's (manifest scope)
+/// and the workspace's project file's (project scope). Called when a session opens.
+pub type ConfigRules = Arc<
+    dyn Fn(&std::path::Path) -> Result<(Option<RuleSet>, Option<RuleSet>), String> + Send + Sync,
+>;
 
 /// How environment variables are looked up (injectable so tests never touch the process env).
 pub type EnvLookup = Arc<dyn Fn(&str) -> Option<String> + Send + Sync>;
@@ -43,6 +49,9 @@ pub struct EngineConfig {
     /// Per-tool settings (seed 001): disabled tools and default timeouts.
     pub disabled_tools: Vec<String>,
     pub tool_timeouts: HashMap<String, Duration>,
+    /// `[[permission]]` rules written in the configuration files, joined to the
+    /// `permissions.toml` rules of the same scope.
+    pub config_rules: Option<ConfigRules>,
     /// Where the user's global rules live (`~/.config/keel`), if anywhere.
     pub global_config_dir: Option<PathBuf>,
     /// `{user-data}` (`~/.local/share/keel`): the trust store lives there.
@@ -82,6 +91,7 @@ impl EngineConfig {
             extra_tools: Vec::new(),
             disabled_tools: Vec::new(),
             tool_timeouts: HashMap::new(),
+            config_rules: None,
             global_config_dir: None,
             user_data_dir: None,
             scratch_root,
@@ -239,14 +249,21 @@ impl Engine {
                 None => Trust::Unknown,
             },
         };
-        let policy = Policy::load(
-            &workspace,
-            self.config.global_config_dir.as_deref(),
-            mode,
-            !options.interactive,
-            trust,
-        )
-        .map_err(|e| AgentError::Setup(e.to_string()))?;
+        let setup = |e: crate::policy::PolicyError| AgentError::Setup(e.to_string());
+        let mut layers =
+            PolicyLayers::load(&workspace, self.config.global_config_dir.as_deref(), trust)
+                .map_err(setup)?;
+        if let Some(config_rules) = &self.config.config_rules {
+            let (user, project) = config_rules(&workspace).map_err(AgentError::Setup)?;
+            layers.manifest.extend(user);
+            if let Some(project) = project {
+                match &mut layers.project {
+                    Some(existing) => existing.rules.extend(project.rules),
+                    None => layers.project = Some(project),
+                }
+            }
+        }
+        let policy = Policy::new(layers, mode, !options.interactive).map_err(setup)?;
         let state = SessionState::new(
             id.clone(),
             runtime.scratch_dir().to_path_buf(),

@@ -16,7 +16,7 @@ mod session;
 mod trust;
 mod turn;
 
-pub use engine::{Engine, EngineConfig, EnvLookup, SessionOptions, TRUST_FILE};
+pub use engine::{ConfigRules, Engine, EngineConfig, EnvLookup, SessionOptions, TRUST_FILE};
 pub use events::{
     AgentEvent, ApprovalAnswer, ApprovalRequest, CallStatus, QuestionItem, QuestionOption,
     TurnHost, TurnOutcome, TurnStop, UserContent,

@@ -4,7 +4,7 @@ use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 use super::load::app_strategy;
-use super::{Effective, SCRIPTED_PROVIDER, Source, resolve_provider};
+use super::{Effective, SCRIPTED_PROVIDER, resolve_provider};
 use crate::agent::{EngineConfig, EnvLookup};
 use crate::capability::{RequirementSet, ShellRunRequirement};
 
@@ -19,9 +19,9 @@ use crate::capability::{RequirementSet, ShellRunRequirement};
 /// - where the global rules (`permissions.toml` beside the user file) and the user's data
 ///   (the trust store) live; sessions' scratch directories go under `scratch_root`.
 ///
-/// Fails when the configuration holds `[[permission]]` rules: the engine builds each session's
-/// policy from the `permissions.toml` files only, and a rule that is shown but not enforced
-/// would be worse than an error.
+/// `[[permission]]` rules in the configuration files reach every session: the user file's join
+/// the manifest scope, and the project file of the session's own workspace (read when the
+/// session opens) joins the project scope.
 pub fn engine_config(
     effective: &Effective,
     env: EnvLookup,
@@ -29,23 +29,6 @@ pub fn engine_config(
     workspace: Option<&Path>,
 ) -> Result<EngineConfig, String> {
     let config = &effective.config;
-    if let Some(rule) = config.permissions.first() {
-        let source = rule
-            .source
-            .as_ref()
-            .map_or_else(|| "the configuration".to_owned(), ToString::to_string);
-        let dir = match &rule.source {
-            Some(Source::File(at)) => at
-                .path
-                .parent()
-                .map_or_else(String::new, |p| p.display().to_string()),
-            _ => "the same directory".to_owned(),
-        };
-        return Err(format!(
-            "`[[permission]]` rules in a config.toml (the first at {source}) are not applied to \
-             sessions yet; move them to permissions.toml in {dir} (same format)"
-        ));
-    }
     let mut out = EngineConfig::new(env.clone(), scratch_root);
     match &config.model {
         Some(model) if model.provider == SCRIPTED_PROVIDER => {
@@ -67,6 +50,7 @@ pub fn engine_config(
         .iter()
         .flat_map(|(name, table)| table.models.iter().map(move |m| format!("{name}/{m}")))
         .collect();
+    out.config_rules = Some(session_rules(effective));
     out.mode = config.mode.into();
     out.max_requests_per_turn = config.max_requests_per_turn;
     out.max_tokens = config.max_tokens;
@@ -102,4 +86,27 @@ pub fn engine_config(
 pub fn user_data_dir() -> Option<PathBuf> {
     use etcetera::AppStrategy as _;
     Some(app_strategy()?.data_dir())
+}
+
+/// The configuration rules for a session's workspace: the same user file as this
+/// configuration, and the project file of that workspace read afresh (sessions may open in other
+/// workspaces than the process's). Rules depend on no override, so none is applied.
+fn session_rules(effective: &Effective) -> crate::agent::ConfigRules {
+    let user_file = effective
+        .files
+        .iter()
+        .find(|f| f.layer == "user")
+        .map(|f| f.path.clone());
+    std::sync::Arc::new(move |workspace: &Path| {
+        let options = super::LoadOptions {
+            user_file: user_file.clone(),
+            user_file_required: false,
+            workspace: Some(workspace.to_path_buf()),
+            overrides: Vec::new(),
+            home: None,
+            cwd: None,
+        };
+        let loaded = super::load(&options).map_err(|e| e.to_string())?;
+        super::policy_rule_sets(&loaded, workspace).map_err(|e| e.to_string())
+    })
 }

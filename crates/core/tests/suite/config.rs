@@ -632,13 +632,26 @@ fn engine_config_carries_the_settings_and_refuses_rules_it_cannot_enforce() {
 
     dirs.write_project("[[permission]]\npermission = \"bash\"\naction = \"deny\"\n");
     let effective = config::load(&dirs.options()).unwrap();
-    let err = config::engine_config(&effective, env, scratch.path().into(), None).unwrap_err();
-    assert!(err.contains(".keel/config.toml:1:1"), "{err}");
+    let engine = config::engine_config(&effective, env, scratch.path().into(), None).unwrap();
+    // The project file's rule reaches a session opened in that workspace.
+    let session = keel_core::agent::Engine::new(engine)
+        .open_session(keel_core::agent::SessionOptions {
+            roots: vec![dirs.workspace.clone()],
+            ..Default::default()
+        })
+        .unwrap();
+    let registry = session.registry();
+    let bash = registry.get("bash").unwrap();
+    let args = serde_json::json!({"command": "ls"});
+    let decision = session.policy().decide(&keel_core::policy::Call {
+        spec: bash.spec(),
+        args: &args,
+        runtime: session.runtime(),
+    });
+    assert_eq!(decision.action, keel_core::policy::Action::Deny);
     assert!(
-        err.contains(&format!(
-            "permissions.toml in {}",
-            dirs.workspace.join(".keel").display()
-        )),
-        "{err}"
+        decision.explanation.to_string().contains("config.toml"),
+        "{}",
+        decision.explanation
     );
 }
