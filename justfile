@@ -21,6 +21,7 @@ bench:
     cargo bench -p keel-diff --bench diff
     cargo bench -p keel-core --bench tools
     cargo bench -p keel-core --bench search
+    cargo bench -p keel-core --bench turn_loop
     cargo bench -p keel-acp --bench acp
 
 # What CI runs.
