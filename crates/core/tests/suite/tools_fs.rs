@@ -16,14 +16,12 @@ use std::os::unix::fs::{PermissionsExt, symlink};
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
+use super::tool_support::{tool_context, workspace_scope};
 use serde_json::{Value, json};
-use tokio_util::sync::CancellationToken;
 
-use keel_core::capability::RequirementSet;
-use keel_core::runtime::{Runtime, RuntimeConfig};
 use keel_core::tool::{
-    Artifact, DynTool, Envelope, Limits, Preview, ProgressSink, SessionState, Subject, Tool,
-    ToolContext, ToolError, ToolKind, ToolOutput, Typed,
+    Artifact, DynTool, Envelope, Limits, Preview, Subject, Tool, ToolContext, ToolError, ToolKind,
+    ToolOutput, Typed,
 };
 use keel_core::tools::edit::EditTool;
 use keel_core::tools::read::ReadTool;
@@ -59,23 +57,7 @@ impl Fixture {
         fs::create_dir_all(&ws).unwrap();
         fs::create_dir_all(&outside).unwrap();
         fs::write(outside.join("secret.txt"), SECRET).unwrap();
-        let runtime = Runtime::new(RuntimeConfig {
-            roots: vec![ws.clone()],
-            requirements: RequirementSet::fs_read_write(
-                &["{workspace}/**", "{session}/**"],
-                &["{workspace}/**"],
-            ),
-            scratch_dir: scratch.clone(),
-            ..RuntimeConfig::default()
-        })
-        .unwrap();
-        let ctx = ToolContext {
-            runtime,
-            session: Arc::new(SessionState::new("s1", scratch, limits, false)),
-            call_id: "call-1".into(),
-            cancel: CancellationToken::new(),
-            progress: ProgressSink::default(),
-        };
+        let ctx = tool_context(&ws, scratch, workspace_scope(), limits);
         Self {
             _dir: dir,
             ws,

@@ -6,16 +6,13 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::Duration;
 
-use keel_core::capability::RequirementSet;
-use keel_core::runtime::{Runtime, RuntimeConfig};
+use super::tool_support::{tool_context, workspace_scope};
 use keel_core::tool::{
-    DynTool, Envelope, Limits, ProgressSink, SessionState, Subject, ToolContext, ToolError,
-    ToolKind, ToolOutput, Typed,
+    DynTool, Envelope, Limits, Subject, ToolContext, ToolError, ToolKind, ToolOutput, Typed,
 };
 use keel_core::tools::glob::GlobTool;
 use keel_core::tools::grep::GrepTool;
 use serde_json::{Value, json};
-use tokio_util::sync::CancellationToken;
 
 /// A workspace `ws/`, a scratch dir and a directory `outside/` next to it.
 struct Workspace {
@@ -34,24 +31,7 @@ impl Workspace {
         std::fs::create_dir_all(&root).unwrap();
         std::fs::create_dir_all(&outside).unwrap();
         let scratch = base.join("scratch");
-        let runtime = Runtime::new(RuntimeConfig {
-            roots: vec![root.clone()],
-            requirements: RequirementSet::fs_read_write(
-                &["{workspace}/**", "{session}/**"],
-                &["{workspace}/**"],
-            ),
-            scratch_dir: scratch.clone(),
-            ..RuntimeConfig::default()
-        })
-        .unwrap();
-        let session = Arc::new(SessionState::new("s1", scratch, Limits::default(), false));
-        let ctx = ToolContext {
-            runtime,
-            session,
-            call_id: "call-1".into(),
-            cancel: CancellationToken::new(),
-            progress: ProgressSink::default(),
-        };
+        let ctx = tool_context(&root, scratch, workspace_scope(), Limits::default());
         Self {
             _dir: dir,
             root,

@@ -4,14 +4,13 @@
 use std::path::PathBuf;
 use std::sync::{Arc, Mutex};
 
+use super::tool_support::tool_context;
 use futures::future::BoxFuture;
 use keel_core::capability::{RequirementSet, ShellRunRequirement};
-use keel_core::runtime::{
-    Runtime, RuntimeConfig, TerminalBackend, TerminalOutcome, TerminalRequest,
-};
+use keel_core::runtime::{TerminalBackend, TerminalOutcome, TerminalRequest};
 use keel_core::tool::{
-    Artifact, DynTool, Limits, Preview, ProgressSink, SessionState, Subject, ToolContext,
-    ToolError, ToolKind, ToolOutput, ToolProgress, Typed,
+    Artifact, DynTool, Limits, Preview, ProgressSink, Subject, ToolContext, ToolError, ToolKind,
+    ToolOutput, ToolProgress, Typed,
 };
 use keel_core::tools::bash::BashTool;
 use keel_core::tools::todo::TodoTool;
@@ -45,21 +44,7 @@ impl Workspace {
         std::fs::create_dir_all(root.join("sub")).unwrap();
         std::fs::create_dir_all(&outside).unwrap();
         let scratch = base.join("scratch");
-        let runtime = Runtime::new(RuntimeConfig {
-            roots: vec![root.clone()],
-            requirements,
-            scratch_dir: scratch.clone(),
-            ..RuntimeConfig::default()
-        })
-        .unwrap();
-        let session = Arc::new(SessionState::new("s1", scratch, Limits::default(), false));
-        let ctx = ToolContext {
-            runtime,
-            session,
-            call_id: "call-1".into(),
-            cancel: CancellationToken::new(),
-            progress: ProgressSink::default(),
-        };
+        let ctx = tool_context(&root, scratch, requirements, Limits::default());
         Self {
             _dir: dir,
             root,
