@@ -29,6 +29,7 @@ mod permission;
 mod question;
 mod session;
 mod terminal;
+mod transport;
 
 use std::sync::Arc;
 
@@ -37,7 +38,7 @@ use agent_client_protocol::v1::schema::{
     NewSessionRequest, PromptRequest, SessionConfigOptionValue, SetSessionConfigOptionRequest,
     SetSessionConfigOptionResponse, SetSessionModeRequest, SetSessionModeResponse,
 };
-use agent_client_protocol::{Agent, ConnectTo, Stdio};
+use agent_client_protocol::{Agent, ConnectTo};
 use keel_core::agent::Engine;
 
 pub use connection::agent_capabilities;
@@ -51,7 +52,8 @@ use connection::ConnectionState;
 
 /// Serves ACP over stdin/stdout with sessions of `engine`, until the client closes stdin.
 pub async fn serve_stdio(engine: Engine) -> anyhow::Result<()> {
-    serve(Arc::new(EngineSessions::new(engine)), Stdio::new()).await
+    let transport = transport::pipelined(tokio::io::stdout(), tokio::io::stdin());
+    serve(Arc::new(EngineSessions::new(engine)), transport).await
 }
 
 /// Serves ACP over `transport` until it closes. Running turns are cancelled at the end.

@@ -62,3 +62,60 @@ async fn keel_acp_serves_a_turn_over_stdio() {
     // Closing stdin ends the process cleanly.
     client.close().await.unwrap();
 }
+
+/// An editor may pipeline: `initialize` and `session/new` written back to back, without waiting
+/// for the first answer, both get served (the session is created, not refused as "before
+/// initialization").
+#[tokio::test]
+async fn keel_acp_serves_requests_pipelined_behind_initialize() {
+    use tokio::io::{AsyncBufReadExt, AsyncWriteExt};
+
+    let home = tempfile::tempdir().unwrap();
+    let workspace = tempfile::tempdir().unwrap();
+    let root = std::fs::canonicalize(workspace.path()).unwrap();
+    let mut child = tokio::process::Command::new(env!("CARGO_BIN_EXE_keel"))
+        .arg("acp")
+        .current_dir(&root)
+        .env("HOME", home.path())
+        .env("XDG_CONFIG_HOME", home.path().join("config"))
+        .env("XDG_STATE_HOME", home.path().join("state"))
+        .env("XDG_DATA_HOME", home.path().join("data"))
+        .env("ANTHROPIC_API_KEY", "test-key")
+        .env("KEEL_MODEL", "anthropic/test-model")
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::null())
+        .kill_on_drop(true)
+        .spawn()
+        .unwrap();
+    let initialize = json!({"jsonrpc": "2.0", "id": 1, "method": "initialize",
+        "params": {"protocolVersion": 1, "clientCapabilities": {}}});
+    let new_session = json!({"jsonrpc": "2.0", "id": 2, "method": "session/new",
+        "params": {"cwd": root, "mcpServers": []}});
+    let both = format!("{initialize}\n{new_session}\n");
+    let mut stdin = child.stdin.take().unwrap();
+    stdin.write_all(both.as_bytes()).await.unwrap();
+    stdin.flush().await.unwrap();
+
+    let mut lines = tokio::io::BufReader::new(child.stdout.take().unwrap()).lines();
+    let mut answers = std::collections::HashMap::new();
+    while answers.len() < 2 {
+        let line = lines
+            .next_line()
+            .await
+            .unwrap()
+            .expect("keel acp ended early");
+        let message: serde_json::Value = serde_json::from_str(&line).unwrap();
+        if let Some(id) = message.get("id").and_then(serde_json::Value::as_i64) {
+            answers.insert(id, message);
+        }
+    }
+    assert!(answers[&1].get("result").is_some(), "{:?}", answers[&1]);
+    let session = &answers[&2];
+    assert!(
+        session["result"]["sessionId"].is_string(),
+        "session/new was not served: {session}"
+    );
+    drop(stdin);
+    child.wait().await.unwrap();
+}
