@@ -297,7 +297,9 @@ impl TurnHost for ExecHost {
                 self.state().pending_text.push_str(&text);
                 self.emit(&ExecEvent::Text { text });
             }
-            AgentEvent::Thinking { .. } | AgentEvent::ToolStatus { .. } => {}
+            AgentEvent::Thinking { .. }
+            | AgentEvent::ToolStatus { .. }
+            | AgentEvent::SessionTitle { .. } => {}
             AgentEvent::ToolCall {
                 call_id,
                 tool_id,
@@ -442,9 +444,10 @@ async fn run_turn(args: &ExecArgs, host: Arc<ExecHost>) -> Outcome {
     interrupt.abort();
     session.close();
     let outcome = result.map_err(|e| match e {
-        AgentError::Provider(_) | AgentError::NoModel(_) | AgentError::Setup(_) => {
-            Failure::usage(e)
-        }
+        AgentError::Provider(_)
+        | AgentError::NoModel(_)
+        | AgentError::Setup(_)
+        | AgentError::Store(_) => Failure::usage(e),
     })?;
     Ok(host.finish(&outcome))
 }

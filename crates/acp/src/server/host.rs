@@ -19,9 +19,9 @@ use agent_client_protocol::Client;
 use agent_client_protocol::v1::ConnectionTo;
 use agent_client_protocol::v1::schema::{
     ContentBlock, ContentChunk, Diff, MessageId, Plan, PlanEntry, PlanEntryPriority,
-    PlanEntryStatus, SessionId, SessionNotification, SessionUpdate, Terminal, ToolCall,
-    ToolCallContent, ToolCallLocation, ToolCallStatus, ToolCallUpdate, ToolCallUpdateFields,
-    ToolKind as AcpKind, UsageUpdate,
+    PlanEntryStatus, SessionId, SessionInfoUpdate, SessionNotification, SessionUpdate, Terminal,
+    ToolCall, ToolCallContent, ToolCallLocation, ToolCallStatus, ToolCallUpdate,
+    ToolCallUpdateFields, ToolKind as AcpKind, UsageUpdate,
 };
 use futures::future::BoxFuture;
 use keel_core::agent::{
@@ -578,6 +578,11 @@ impl TurnHost for AcpTurnHost {
             }
             AgentEvent::Usage { used, size } => {
                 self.send(SessionUpdate::UsageUpdate(UsageUpdate::new(used, size)));
+            }
+            AgentEvent::SessionTitle { title } => {
+                self.send(SessionUpdate::SessionInfoUpdate(
+                    SessionInfoUpdate::new().title(title),
+                ));
             }
         }
     }

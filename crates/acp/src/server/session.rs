@@ -144,9 +144,35 @@ impl Session {
         self.agent.mode()
     }
 
+    pub fn id(&self) -> &agent_client_protocol::v1::schema::SessionId {
+        &self.shared.session_id
+    }
+
+    /// The stored history of a reopened session (taken once).
+    pub fn take_history(&self) -> Vec<keel_core::store::StoredEvent> {
+        self.agent.take_history()
+    }
+
     /// Starts whatever the session does in the background (after `session/new` was answered).
     pub fn start(&self) {
         self.agent.start();
+    }
+
+    /// `session/load`: sends the stored history as updates, then the current mode, config
+    /// options and title (all before the load is answered).
+    pub fn replay(&self) {
+        super::replay::replay(&self.shared, self.take_history());
+        self.mode_changed(true);
+        self.announce_title();
+    }
+
+    /// Sends the session's title, if it has one.
+    pub fn announce_title(&self) {
+        if let Some(title) = self.agent.title() {
+            self.send(SessionUpdate::SessionInfoUpdate(
+                agent_client_protocol::v1::schema::SessionInfoUpdate::new().title(title),
+            ));
+        }
     }
 
     /// Sends what a new session shows before its first prompt: the slash commands.
@@ -326,7 +352,9 @@ impl Session {
         if let Err(error) = ready {
             return Err(match error {
                 EngineError::NoCredentials(message) => ServerError::NoCredentials(message),
-                EngineError::InvalidInput(message) | EngineError::Failed(message) => {
+                EngineError::InvalidInput(message)
+                | EngineError::Failed(message)
+                | EngineError::NotFound(message) => {
                     ServerError::Internal(format!("the session could not open: {message}"))
                 }
             });

@@ -67,6 +67,8 @@ pub enum AgentEvent {
     Plan { entries: Vec<Value> },
     /// Context used by the latest model request versus the model's window (not a running total).
     Usage { used: u64, size: u64 },
+    /// The session got its title (from its first prompt).
+    SessionTitle { title: String },
 }
 
 /// A call the policy says to ask about.

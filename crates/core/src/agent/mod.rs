@@ -12,17 +12,22 @@
 mod engine;
 mod events;
 mod prompt;
+mod record;
 mod session;
 mod trust;
 mod turn;
 
-pub use engine::{ConfigRules, Engine, EngineConfig, EnvLookup, SessionOptions, TRUST_FILE};
+pub use engine::{
+    ConfigRules, Engine, EngineConfig, EnvLookup, Persistence, SESSIONS_DIR, SessionOptions,
+    TRUST_FILE,
+};
 pub use events::{
     AgentEvent, ApprovalAnswer, ApprovalRequest, CallStatus, QuestionItem, QuestionOption,
     TurnHost, TurnOutcome, TurnStop, UserContent,
 };
 pub use session::{ModelSlot, Session};
 pub use trust::TRUST_QUESTION_ID;
+pub(crate) use turn::civil_from_days;
 
 use crate::provider::ProviderError;
 
@@ -39,4 +44,7 @@ pub enum AgentError {
     /// The session could not be set up (bad workspace root, bad rule file, ...).
     #[error("{0}")]
     Setup(String),
+    /// The session store refused (unknown or locked session, unreadable store).
+    #[error(transparent)]
+    Store(#[from] crate::store::StoreError),
 }

@@ -15,11 +15,13 @@ use crate::provider::{
 };
 use crate::tool::{Artifact, Envelope, ProgressSink, Subject, ToolContext, ToolError, ToolKind};
 
+use super::record::RecordingHost;
 use super::session::Session;
 use super::{
     AgentError, AgentEvent, ApprovalAnswer, ApprovalRequest, CallStatus, TurnHost, TurnOutcome,
     TurnStop, UserContent,
 };
+use crate::store::{StoredEvent, push_merged};
 
 /// How long a cancelled tool gets to wind down (kill its processes, answer) before it is dropped.
 const CANCEL_GRACE: Duration = Duration::from_secs(2);
@@ -105,23 +107,40 @@ fn user_parts(prompt: Vec<UserContent>) -> Vec<Part> {
         .collect()
 }
 
-/// Appends user content, merging into a trailing user message (after an interrupted turn) so
-/// roles keep alternating.
-fn push_user(history: &mut Vec<Message>, parts: Vec<Part>) {
-    match history.last_mut() {
-        Some(last) if last.role == Role::User => last.content.extend(parts),
-        _ => history.push(Message {
-            role: Role::User,
-            content: parts,
-        }),
-    }
-}
-
 impl Session {
+    /// Adds a message to the model's view of the conversation (and to the store), merging a
+    /// user message into a trailing one (after an interrupted turn) so roles keep alternating.
+    fn remember(&self, history: &mut Vec<Message>, message: Message) {
+        self.record(&StoredEvent::Message {
+            message: message.clone(),
+        });
+        push_merged(history, message);
+    }
+
     /// Runs one prompt turn to its end. Cancellation (the token) ends it promptly with
     /// [`TurnStop::Cancelled`], every tool call answered. Errors are the model's or the setup's;
     /// tool failures go back to the model and never end the turn.
     pub async fn run_turn(
+        &self,
+        prompt: Vec<UserContent>,
+        host: Arc<dyn TurnHost>,
+        cancel: CancellationToken,
+    ) -> Result<TurnOutcome, AgentError> {
+        let host: Arc<dyn TurnHost> = match &self.log {
+            Some(log) => Arc::new(RecordingHost {
+                inner: host,
+                log: log.clone(),
+            }),
+            None => host,
+        };
+        let outcome = self.run_turn_inner(prompt, host, cancel).await;
+        if let Ok(outcome) = &outcome {
+            self.record(&StoredEvent::TurnEnd { stop: outcome.stop });
+        }
+        outcome
+    }
+
+    async fn run_turn_inner(
         &self,
         prompt: Vec<UserContent>,
         host: Arc<dyn TurnHost>,
@@ -140,7 +159,23 @@ impl Session {
                 failed_calls: 0,
             });
         }
-        push_user(&mut history, user_parts(prompt));
+        self.record(&StoredEvent::User {
+            content: prompt.clone(),
+        });
+        if let Some(title) = self
+            .log
+            .as_ref()
+            .and_then(|log| log.title_from_prompt(&prompt))
+        {
+            host.event(AgentEvent::SessionTitle { title });
+        }
+        self.remember(
+            &mut history,
+            Message {
+                role: Role::User,
+                content: user_parts(prompt),
+            },
+        );
         let tools: Vec<ToolDefinition> = self
             .registry
             .specs()
@@ -184,7 +219,7 @@ impl Session {
                 Ok(response) => response,
                 Err(StreamEnd::Cancelled(partial)) => {
                     if !partial.text.is_empty() {
-                        history.push(Message::assistant_text(partial.text));
+                        self.remember(&mut history, Message::assistant_text(partial.text));
                     }
                     outcome.stop = TurnStop::Cancelled;
                     return Ok(outcome);
@@ -197,7 +232,7 @@ impl Session {
                     size: provider.context_window(&model),
                 });
             }
-            history.push(response.message());
+            self.remember(&mut history, response.message());
             outcome.final_text = response.text.clone();
             if response.calls.is_empty() {
                 outcome.stop = match response.stop {
@@ -210,10 +245,13 @@ impl Session {
             let results = self
                 .dispatch(&response.calls, &host, &cancel, &mut outcome)
                 .await;
-            history.push(Message {
-                role: Role::User,
-                content: results,
-            });
+            self.remember(
+                &mut history,
+                Message {
+                    role: Role::User,
+                    content: results,
+                },
+            );
             if cancel.is_cancelled() {
                 outcome.stop = TurnStop::Cancelled;
                 return Ok(outcome);
@@ -619,7 +657,7 @@ fn today() -> String {
 }
 
 /// Days since 1970-01-01 to a (year, month, day) in the proleptic Gregorian calendar.
-fn civil_from_days(days: i64) -> (i64, u32, u32) {
+pub(crate) fn civil_from_days(days: i64) -> (i64, u32, u32) {
     let z = days + 719_468;
     let era = z.div_euclid(146_097);
     let doe = z.rem_euclid(146_097);
@@ -646,11 +684,11 @@ mod tests {
     #[test]
     fn user_content_merges_after_an_interrupted_turn() {
         let mut history = vec![Message::user_text("a")];
-        push_user(&mut history, vec![Part::Text("b".into())]);
+        push_merged(&mut history, Message::user_text("b"));
         assert_eq!(history.len(), 1);
         assert_eq!(history[0].content.len(), 2);
         history.push(Message::assistant_text("x"));
-        push_user(&mut history, vec![Part::Text("c".into())]);
+        push_merged(&mut history, Message::user_text("c"));
         assert_eq!(history.len(), 3);
     }
 
