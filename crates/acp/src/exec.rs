@@ -300,6 +300,9 @@ impl TurnHost for ExecHost {
             AgentEvent::Thinking { .. }
             | AgentEvent::ToolStatus { .. }
             | AgentEvent::SessionTitle { .. } => {}
+            AgentEvent::Compacted { before, after, .. } => {
+                tracing::info!(before, after, "the conversation was compacted");
+            }
             AgentEvent::ToolCall {
                 call_id,
                 tool_id,
@@ -447,7 +450,9 @@ async fn run_turn(args: &ExecArgs, host: Arc<ExecHost>) -> Outcome {
         AgentError::Provider(_)
         | AgentError::NoModel(_)
         | AgentError::Setup(_)
-        | AgentError::Store(_) => Failure::usage(e),
+        | AgentError::Store(_)
+        | AgentError::ContextOverflow { .. }
+        | AgentError::Compaction(_) => Failure::usage(e),
     })?;
     Ok(host.finish(&outcome))
 }

@@ -169,4 +169,19 @@ pub trait AgentSession: Send + Sync + 'static {
     fn title(&self) -> Option<String> {
         None
     }
+
+    /// `/compact [focus]`: summarizes the conversation so far; the estimated input tokens
+    /// before and after, or `None` when there was nothing to compact.
+    fn compact(
+        &self,
+        _focus: Option<String>,
+        _host: Arc<dyn TurnHost>,
+        _cancel: CancellationToken,
+    ) -> BoxFuture<'_, Result<Option<(u64, u64)>, EngineError>> {
+        Box::pin(async {
+            Err(EngineError::Failed(
+                "this session cannot compact its conversation".into(),
+            ))
+        })
+    }
 }

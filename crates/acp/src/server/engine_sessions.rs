@@ -405,6 +405,23 @@ impl AgentSession for EngineSession {
         self.session().ok()?.log()?.meta().title
     }
 
+    fn compact(
+        &self,
+        focus: Option<String>,
+        host: Arc<dyn TurnHost>,
+        cancel: CancellationToken,
+    ) -> BoxFuture<'_, Result<Option<(u64, u64)>, EngineError>> {
+        Box::pin(async move {
+            self.wait_ready().await?;
+            let compaction = self
+                .session()?
+                .compact(focus.as_deref(), host, cancel)
+                .await
+                .map_err(turn_error)?;
+            Ok(compaction.map(|c| (c.before, c.after)))
+        })
+    }
+
     fn close(&self) {
         match &mut *self.state() {
             State::Open(session) => session.close(),

@@ -579,6 +579,19 @@ impl TurnHost for AcpTurnHost {
             AgentEvent::Usage { used, size } => {
                 self.send(SessionUpdate::UsageUpdate(UsageUpdate::new(used, size)));
             }
+            AgentEvent::Compacted {
+                before,
+                after,
+                size,
+            } => {
+                self.send(SessionUpdate::AgentMessageChunk(ContentChunk::new(
+                    ContentBlock::from(format!(
+                        "*(The conversation was compacted to fit the context window: about \
+                         {before} tokens became {after}.)*\n\n"
+                    )),
+                )));
+                self.send(SessionUpdate::UsageUpdate(UsageUpdate::new(after, size)));
+            }
             AgentEvent::SessionTitle { title } => {
                 self.send(SessionUpdate::SessionInfoUpdate(
                     SessionInfoUpdate::new().title(title),

@@ -264,6 +264,8 @@ impl Session {
             SlashCommand::Tools => commands::render_tools(&self.agent.tools()),
             SlashCommand::Permissions => self.agent.permissions(),
             SlashCommand::Help => commands::render_help(!self.models.is_empty()),
+            // Answered in `run` (it calls the model).
+            SlashCommand::Compact(_) => return,
             SlashCommand::Mode(None) => format!("The mode is `{}`.", self.agent.mode()),
             SlashCommand::Mode(Some(mode)) => match self.set_mode(&mode) {
                 Ok(()) => {
@@ -358,6 +360,19 @@ impl Session {
                     ServerError::Internal(format!("the session could not open: {message}"))
                 }
             });
+        }
+        if let Some(SlashCommand::Compact(focus)) = SlashCommand::parse(&prompt) {
+            let host = Arc::new(AcpTurnHost::new(self.shared.clone(), cancel.clone()));
+            let reply = match self.agent.compact(focus, host, cancel.clone()).await {
+                _ if cancel.is_cancelled() => return Ok(StopReason::Cancelled),
+                Ok(Some((before, after))) => format!(
+                    "Compacted the conversation: about {before} tokens of context became {after}."
+                ),
+                Ok(None) => "There is nothing to compact yet.".to_owned(),
+                Err(error) => error.to_string(),
+            };
+            self.say(reply);
+            return Ok(StopReason::EndTurn);
         }
         if let Some(command) = SlashCommand::parse(&prompt) {
             self.command(command);

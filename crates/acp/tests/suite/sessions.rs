@@ -468,3 +468,120 @@ async fn sessions_list_in_pages_resume_fork_close_and_delete() {
     other_process.close().await.unwrap();
     client.close().await.unwrap();
 }
+
+/// The estimated tokens of a request the mock model received (the engine's rule: 4 bytes each).
+fn tokens(request: &keel_testkit::mock_model::RecordedRequest) -> u64 {
+    (request.raw_body.len() as u64).div_ceil(4)
+}
+
+fn is_summary_request(request: &keel_testkit::mock_model::RecordedRequest) -> bool {
+    request
+        .raw_body
+        .contains("You compress a coding agent's conversation")
+}
+
+async fn compacting_harness(window: Option<u64>, data: &Path) -> super::support::EngineHarness {
+    let mock = MockModel::start().await;
+    for _ in 0..12 {
+        mock.push_anthropic(Turn::text_only("Noted."));
+    }
+    let scratch = tempfile::tempdir().unwrap();
+    let mut config = super::support::engine_config(Some(&mock), scratch.path());
+    config.providers[0].context_window = window;
+    config.user_data_dir = Some(data.to_path_buf());
+    super::support::EngineHarness::with_config(ClientOptions::default(), &[], mock, config).await
+}
+
+#[tokio::test]
+async fn a_long_session_compacts_before_it_would_overflow_and_keeps_its_full_history() {
+    // The fixed cost of a request (system prompt and tool schemas), measured.
+    let data = tempfile::tempdir().unwrap();
+    let probe = compacting_harness(None, data.path()).await;
+    probe.prompt("hi").await;
+    let base = tokens(&probe.mock.requests()[0]);
+
+    // A window with room for the fixed cost and about three prompts of 1,000 tokens.
+    let window = base + 4_000;
+    let data = tempfile::tempdir().unwrap();
+    let harness = compacting_harness(Some(window), data.path()).await;
+    let prompts: Vec<String> = (0..6)
+        .map(|n| format!("prompt {n}: {}", "word ".repeat(800)))
+        .collect();
+    for prompt in &prompts {
+        let answer = harness.prompt(prompt).await;
+        assert_eq!(answer.stop_reason, StopReason::EndTurn);
+    }
+    let requests = harness.mock.requests();
+    let summary_at = requests
+        .iter()
+        .position(is_summary_request)
+        .expect("the session compacted");
+    // Every request the model got fit the window; the one after the summary carries it.
+    for request in &requests {
+        assert!(tokens(request) <= window, "{} > {window}", tokens(request));
+    }
+    let after = &requests[summary_at + 1];
+    assert!(
+        after
+            .raw_body
+            .contains("<summary of the earlier conversation>")
+    );
+    assert!(
+        !after.raw_body.contains("prompt 0:"),
+        "the oldest turn is gone"
+    );
+    assert!(tokens(after) < tokens(&requests[summary_at - 1]) + 1_100);
+    // The client saw the notice and the usage drop.
+    assert!(
+        harness
+            .said()
+            .contains("compacted to fit the context window")
+    );
+    let usage: Vec<u64> = harness
+        .client
+        .updates(&harness.session)
+        .iter()
+        .filter_map(|update| match update {
+            SessionUpdate::UsageUpdate(usage) => Some(usage.used),
+            _ => None,
+        })
+        .collect();
+    assert!(usage.windows(2).any(|pair| pair[1] < pair[0]), "{usage:?}");
+
+    // The store still has every prompt; the model's view starts with the summary.
+    let store = SessionStore::new(data.path().join("sessions"));
+    let (_, events) = store.read(&harness.session.0).unwrap();
+    let stored_prompts = events
+        .iter()
+        .filter(|event| matches!(event, StoredEvent::User { .. }))
+        .count();
+    assert_eq!(stored_prompts, prompts.len());
+    let view = keel_core::store::model_history(&events);
+    assert!(
+        serde_json::to_string(&view[0])
+            .unwrap()
+            .contains("<summary of the earlier")
+    );
+
+    // `/compact` on demand, with a focus.
+    let before = harness.mock.requests().len();
+    harness.prompt("/compact the parser").await;
+    let requests = harness.mock.requests();
+    assert_eq!(requests.len(), before + 1);
+    assert!(is_summary_request(&requests[before]));
+    assert!(
+        requests[before]
+            .raw_body
+            .contains("Focus the summary on: the parser")
+    );
+    assert!(harness.said().contains("Compacted the conversation"));
+
+    // A prompt that cannot fit even after compaction fails with a clear error.
+    let huge = "word ".repeat(usize::try_from(window).unwrap());
+    let error = harness
+        .client
+        .prompt(&harness.session, &huge)
+        .await
+        .unwrap_err();
+    assert!(error.message.contains("no longer fits"), "{error:?}");
+}

@@ -45,6 +45,9 @@ pub struct EngineConfig {
     pub max_requests_per_turn: u32,
     pub max_tokens: u32,
     pub thinking_budget: Option<u32>,
+    /// Compact the conversation when the next request's estimated input passes this fraction
+    /// of the model's context window (0.0 to 1.0).
+    pub compact_at: f64,
     pub limits: Limits,
     /// The agent manifest's own requirements, united with every tool's.
     pub manifest: RequirementSet,
@@ -87,6 +90,7 @@ impl EngineConfig {
             max_requests_per_turn: 50,
             max_tokens: 16_000,
             thinking_budget: None,
+            compact_at: 0.8,
             limits: Limits::default(),
             manifest: RequirementSet::fs_read_write(
                 &["{workspace}/**", "{session}/**"],

@@ -69,6 +69,8 @@ pub enum AgentEvent {
     Usage { used: u64, size: u64 },
     /// The session got its title (from its first prompt).
     SessionTitle { title: String },
+    /// Older turns were summarized: estimated input tokens before and after, and the window.
+    Compacted { before: u64, after: u64, size: u64 },
 }
 
 /// A call the policy says to ask about.

@@ -9,6 +9,7 @@
 //! ones one at a time in order, and reports everything as [`AgentEvent`]s. It never sees ACP
 //! types.
 
+mod compact;
 mod engine;
 mod events;
 mod prompt;
@@ -17,6 +18,7 @@ mod session;
 mod trust;
 mod turn;
 
+pub use compact::Compaction;
 pub use engine::{
     ConfigRules, Engine, EngineConfig, EnvLookup, Persistence, SESSIONS_DIR, SessionOptions,
     TRUST_FILE,
@@ -47,4 +49,13 @@ pub enum AgentError {
     /// The session store refused (unknown or locked session, unreadable store).
     #[error(transparent)]
     Store(#[from] crate::store::StoreError),
+    /// The next request does not fit the model's window, even after compaction. Not retried.
+    #[error(
+        "the conversation no longer fits the model's context window (about {needed} tokens \
+         for a window of {window}); start a new session, or `/compact` with a focus"
+    )]
+    ContextOverflow { needed: u64, window: u64 },
+    /// Compaction failed (the summary request failed or came back empty).
+    #[error("compaction failed: {0}")]
+    Compaction(String),
 }

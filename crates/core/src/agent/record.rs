@@ -55,7 +55,8 @@ fn stored(event: &AgentEvent) -> Option<StoredEvent> {
         },
         AgentEvent::ToolStatus { .. }
         | AgentEvent::ToolProgress { .. }
-        | AgentEvent::SessionTitle { .. } => return None,
+        | AgentEvent::SessionTitle { .. }
+        | AgentEvent::Compacted { .. } => return None,
     })
 }
 

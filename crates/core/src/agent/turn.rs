@@ -15,6 +15,7 @@ use crate::provider::{
 };
 use crate::tool::{Artifact, Envelope, ProgressSink, Subject, ToolContext, ToolError, ToolKind};
 
+use super::compact::estimate_tokens;
 use super::record::RecordingHost;
 use super::session::Session;
 use super::{
@@ -117,6 +118,48 @@ impl Session {
         push_merged(history, message);
     }
 
+    /// The system prompt and the tool definitions of a request.
+    async fn request_frame(&self) -> (String, Vec<ToolDefinition>) {
+        let tools: Vec<ToolDefinition> = self
+            .registry
+            .specs()
+            .map(|spec| ToolDefinition {
+                name: spec.id.clone(),
+                description: spec.description.clone(),
+                input_schema: spec.parameters.clone(),
+            })
+            .collect();
+        let date = today();
+        let system = super::prompt::system_prompt(&self.runtime, &self.registry, &date).await;
+        (system, tools)
+    }
+
+    /// `/compact [focus]`: summarizes the whole conversation so far into one message (waits
+    /// for a running turn). `Ok(None)` when there is nothing to compact.
+    pub async fn compact(
+        &self,
+        focus: Option<&str>,
+        host: Arc<dyn TurnHost>,
+        cancel: CancellationToken,
+    ) -> Result<Option<super::Compaction>, AgentError> {
+        let slot = self.model_slot();
+        let (provider, model) = slot.resolved.map_err(AgentError::NoModel)?;
+        let mut history = self.history.lock().await;
+        let (system, tools) = self.request_frame().await;
+        self.compact_history(
+            &mut history,
+            0,
+            focus,
+            &provider,
+            &model,
+            &system,
+            &tools,
+            &host,
+            &cancel,
+        )
+        .await
+    }
+
     /// Runs one prompt turn to its end. Cancellation (the token) ends it promptly with
     /// [`TurnStop::Cancelled`], every tool call answered. Errors are the model's or the setup's;
     /// tool failures go back to the model and never end the turn.
@@ -176,17 +219,7 @@ impl Session {
                 content: user_parts(prompt),
             },
         );
-        let tools: Vec<ToolDefinition> = self
-            .registry
-            .specs()
-            .map(|spec| ToolDefinition {
-                name: spec.id.clone(),
-                description: spec.description.clone(),
-                input_schema: spec.parameters.clone(),
-            })
-            .collect();
-        let date = today();
-        let system = super::prompt::system_prompt(&self.runtime, &self.registry, &date).await;
+        let (system, tools) = self.request_frame().await;
         let mut outcome = TurnOutcome {
             stop: TurnStop::EndTurn,
             final_text: String::new(),
@@ -197,6 +230,35 @@ impl Session {
             if cancel.is_cancelled() {
                 outcome.stop = TurnStop::Cancelled;
                 return Ok(outcome);
+            }
+            let window = provider.context_window(&model);
+            let mut needed = estimate_tokens(&system, &history, &tools);
+            if needed as f64 > window as f64 * self.config.compact_at {
+                let compacted = self
+                    .compact_history(
+                        &mut history,
+                        1,
+                        None,
+                        &provider,
+                        &model,
+                        &system,
+                        &tools,
+                        &host,
+                        &cancel,
+                    )
+                    .await;
+                match compacted {
+                    Ok(Some(compaction)) => needed = compaction.after,
+                    Ok(None) => {}
+                    Err(_) if cancel.is_cancelled() => {
+                        outcome.stop = TurnStop::Cancelled;
+                        return Ok(outcome);
+                    }
+                    Err(error) => return Err(error),
+                }
+            }
+            if needed > window {
+                return Err(AgentError::ContextOverflow { needed, window });
             }
             let request = ModelRequest {
                 model: model.clone(),
