@@ -16,8 +16,10 @@
 //! [`crate::runtime::store_files`].
 
 mod event;
+mod transcript;
 
 pub use event::{StoredEvent, model_history, push_merged};
+pub use transcript::markdown;
 
 use std::path::{Path, PathBuf};
 use std::sync::{Mutex, MutexGuard, PoisonError};
