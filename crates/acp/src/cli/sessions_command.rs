@@ -20,10 +20,10 @@ pub fn store() -> Result<SessionStore, Failure> {
 /// `keel sessions list`: most recent first; a table, or JSON.
 pub fn list(args: SessionsListArgs) -> Outcome {
     let store = store()?;
-    let cwd = match &args.workspace {
-        Some(dir) => Some(std::fs::canonicalize(dir).unwrap_or_else(|_| dir.clone())),
-        None => None,
-    };
+    let cwd = args
+        .workspace
+        .as_ref()
+        .map(|dir| std::fs::canonicalize(dir).unwrap_or_else(|_| dir.clone()));
     let sessions = store.list(cwd.as_deref()).map_err(Failure::failed)?;
     if args.json {
         let rows: Vec<serde_json::Value> = sessions
