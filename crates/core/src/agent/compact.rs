@@ -153,7 +153,20 @@ impl Session {
             return Ok(None);
         }
         let before = estimate_tokens(system, history, tools);
-        let (older_text, paths, plan) = transcript(&history[..split]);
+        let (mut older_text, paths, plan) = transcript(&history[..split]);
+        // The summary request must fit the window too: at most about half of it (4 bytes a
+        // token) of the transcript is sent, its most recent part.
+        let budget = usize::try_from(provider.context_window(model) * 2).unwrap_or(usize::MAX);
+        if older_text.len() > budget {
+            let mut start = older_text.len() - budget;
+            while !older_text.is_char_boundary(start) {
+                start += 1;
+            }
+            older_text = format!(
+                "[... the earliest part of the conversation was cut ...]\n{}",
+                &older_text[start..]
+            );
+        }
         let mut ask = format!(
             "Summarize this conversation so far.\n\n<conversation>\n{older_text}</conversation>"
         );
