@@ -143,6 +143,8 @@ async fn connect(
                                 .await
                             {
                                 Ok(session) => {
+                                    // The client has the history; nothing to replay.
+                                    drop(session.take_history());
                                     session.announce();
                                     session.admit().answer(request.prompt, responder).await
                                 }
