@@ -396,7 +396,7 @@ impl SessionLog {
     }
 }
 
-/// A title from a prompt: its first non-empty line of text, at most [`TITLE_CHARS`] characters.
+/// A title from a prompt: its first non-empty line of text, at most 80 characters.
 pub fn title_of(prompt: &[UserContent]) -> Option<String> {
     let text = prompt.iter().find_map(|content| match content {
         UserContent::Text { text } => text.lines().map(str::trim).find(|line| !line.is_empty()),
