@@ -345,6 +345,13 @@ async fn sessions_list_in_pages_resume_fork_close_and_delete() {
     }
     stored_session(&store, "elsewhere", other.path(), "another project");
     let client = home.spawn(&mock, ClientOptions::default()).await;
+    // A session opened and never used is not listed (closing it removes it: the store's unit
+    // tests show that; here the close may land before the session finished opening).
+    let unused = client
+        .new_session(&home.root, &[])
+        .await
+        .unwrap()
+        .session_id;
 
     // Pages of 50, most recent first, filtered by cwd.
     let first = client
@@ -372,6 +379,11 @@ async fn sessions_list_in_pages_resume_fork_close_and_delete() {
     ids.sort();
     ids.dedup();
     assert_eq!(ids.len(), 60);
+    assert!(!ids.contains(&unused.to_string()));
+    client
+        .request(CloseSessionRequest::new(unused.clone()))
+        .await
+        .unwrap();
     let all = client.request(ListSessionsRequest::new()).await.unwrap();
     assert_eq!(all.sessions.len(), 50);
     assert!(all.next_cursor.is_some());

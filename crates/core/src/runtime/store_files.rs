@@ -118,6 +118,11 @@ pub fn modified(path: &Path) -> Option<SystemTime> {
         .ok()
 }
 
+/// The size of a file, if it exists (not following a final symlink).
+pub fn size(path: &Path) -> Option<u64> {
+    std::fs::symlink_metadata(path).map(|meta| meta.len()).ok()
+}
+
 /// The subdirectories of `path` (empty when it does not exist).
 pub fn subdirectories(path: &Path) -> io::Result<Vec<PathBuf>> {
     let entries = match std::fs::read_dir(path) {

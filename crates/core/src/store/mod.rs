@@ -22,6 +22,7 @@ pub use event::{StoredEvent, model_history, push_merged};
 pub use transcript::markdown;
 
 use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Mutex, MutexGuard, PoisonError};
 use std::time::SystemTime;
 
@@ -154,6 +155,7 @@ impl SessionStore {
             dir,
             meta: Mutex::new(meta),
             log: Mutex::new(Some(log)),
+            empty_new: AtomicBool::new(true),
         })
     }
 
@@ -179,6 +181,7 @@ impl SessionStore {
             dir,
             meta: Mutex::new(meta),
             log: Mutex::new(Some(log)),
+            empty_new: AtomicBool::new(false),
         };
         Ok((session, parsed.events))
     }
@@ -236,6 +239,10 @@ impl SessionStore {
                 }
             };
             if cwd.is_some_and(|cwd| meta.cwd != cwd) {
+                continue;
+            }
+            // Opened and never used (or still empty): nothing to show.
+            if store_files::size(&dir.join(LOG_FILE)).unwrap_or(0) == 0 {
                 continue;
             }
             let updated = store_files::modified(&dir.join(LOG_FILE))
@@ -336,6 +343,9 @@ pub struct SessionLog {
     meta: Mutex<SessionMeta>,
     /// `None` once closed.
     log: Mutex<Option<LockedLog>>,
+    /// Created by this handle and still without an event: closing it removes it, so sessions
+    /// an editor opens and never uses leave nothing behind.
+    empty_new: AtomicBool,
 }
 
 fn guard<T>(mutex: &Mutex<T>) -> MutexGuard<'_, T> {
@@ -358,7 +368,9 @@ impl SessionLog {
                 source: std::io::Error::other("the session log is closed"),
             });
         };
-        log.append(&line).map_err(io_error(&path))
+        log.append(&line).map_err(io_error(&path))?;
+        self.empty_new.store(false, Ordering::Relaxed);
+        Ok(())
     }
 
     /// Appends, logging a failure instead of returning it (a full disk must not end a turn).
@@ -390,9 +402,16 @@ impl SessionLog {
         Some(title)
     }
 
-    /// Releases the lock; later appends fail.
+    /// Releases the lock; later appends fail. A session this handle created and never wrote
+    /// to is removed.
     pub fn close(&self) {
-        guard(&self.log).take();
+        let mut log = guard(&self.log);
+        if log.is_some() && self.empty_new.load(Ordering::Relaxed) {
+            if let Err(error) = store_files::remove_dir(&self.dir) {
+                tracing::debug!(%error, "could not remove an unused session");
+            }
+        }
+        log.take();
     }
 }
 
@@ -488,9 +507,10 @@ mod tests {
             store.delete("s1").unwrap_err(),
             StoreError::Locked(_)
         ));
+        log.append(&text("m", "kept")).unwrap();
         log.close();
         let (_log, events) = store.open("s1").unwrap();
-        assert!(events.is_empty());
+        assert_eq!(events, vec![text("m", "kept")]);
     }
 
     #[test]
@@ -514,9 +534,14 @@ mod tests {
         let a = store
             .create(SessionMeta::new("a", "/w1".into(), Vec::new()))
             .unwrap();
-        let _b = store
+        let b = store
             .create(SessionMeta::new("b", "/w2".into(), Vec::new()))
             .unwrap();
+        let unused = store
+            .create(SessionMeta::new("unused", "/w1".into(), Vec::new()))
+            .unwrap();
+        a.append(&text("m", "a")).unwrap();
+        b.append(&text("m", "b")).unwrap();
         let prompt = [UserContent::Text {
             text: "\n  Fix the failing test in parser.rs  \nmore".into(),
         }];
@@ -534,6 +559,11 @@ mod tests {
             Some("Fix the failing test in parser.rs")
         );
         assert!(only[0].updated_at.ends_with('Z'));
+        // A session closed without an event leaves nothing behind.
+        unused.close();
+        assert!(!store.contains("unused"));
+        a.close();
+        assert!(store.contains("a"));
     }
 
     #[test]
