@@ -40,6 +40,9 @@ pub struct Session {
     pub(super) log: Option<Arc<SessionLog>>,
     /// The stored events a reopened session started from, until the front-end takes them.
     pub(super) loaded: Mutex<Vec<StoredEvent>>,
+    /// Tokens the provider reported per token estimated, for the last request (at least 1):
+    /// text the 4-bytes rule underestimates (CJK, say) makes compaction start earlier.
+    pub(super) token_ratio: Mutex<f64>,
 }
 
 impl std::fmt::Debug for Session {
@@ -83,6 +86,7 @@ impl Session {
             trust_settled: std::sync::atomic::AtomicBool::new(false),
             log: None,
             loaded: Mutex::new(Vec::new()),
+            token_ratio: Mutex::new(1.0),
         }
     }
 

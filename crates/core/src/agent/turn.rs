@@ -232,7 +232,12 @@ impl Session {
                 return Ok(outcome);
             }
             let window = provider.context_window(&model);
-            let mut needed = estimate_tokens(&system, &history, &tools);
+            let estimate = estimate_tokens(&system, &history, &tools);
+            let ratio = *self
+                .token_ratio
+                .lock()
+                .unwrap_or_else(std::sync::PoisonError::into_inner);
+            let mut needed = (estimate as f64 * ratio).ceil() as u64;
             if needed as f64 > window as f64 * self.config.compact_at {
                 let compacted = self
                     .compact_history(
@@ -248,7 +253,9 @@ impl Session {
                     )
                     .await;
                 match compacted {
-                    Ok(Some(compaction)) => needed = compaction.after,
+                    Ok(Some(compaction)) => {
+                        needed = (compaction.after as f64 * ratio).ceil() as u64;
+                    }
                     Ok(None) => {}
                     Err(_) if cancel.is_cancelled() => {
                         outcome.stop = TurnStop::Cancelled;
@@ -289,6 +296,12 @@ impl Session {
                 Err(StreamEnd::Failed(error)) => return Err(AgentError::Provider(error)),
             };
             if let Some(usage) = response.usage {
+                let sent = estimate_tokens(&system, &history, &tools).max(1);
+                *self
+                    .token_ratio
+                    .lock()
+                    .unwrap_or_else(std::sync::PoisonError::into_inner) =
+                    (usage.input_tokens as f64 / sent as f64).clamp(1.0, 4.0);
                 host.event(AgentEvent::Usage {
                     used: usage.input_tokens + usage.output_tokens,
                     size: provider.context_window(&model),
