@@ -406,10 +406,11 @@ impl SessionLog {
     /// to is removed.
     pub fn close(&self) {
         let mut log = guard(&self.log);
-        if log.is_some() && self.empty_new.load(Ordering::Relaxed) {
-            if let Err(error) = store_files::remove_dir(&self.dir) {
-                tracing::debug!(%error, "could not remove an unused session");
-            }
+        if log.is_some()
+            && self.empty_new.load(Ordering::Relaxed)
+            && let Err(error) = store_files::remove_dir(&self.dir)
+        {
+            tracing::debug!(%error, "could not remove an unused session");
         }
         log.take();
     }
