@@ -22,6 +22,7 @@ bench:
     cargo bench -p keel-core --bench tools
     cargo bench -p keel-core --bench search
     cargo bench -p keel-core --bench turn_loop
+    cargo bench -p keel-core --bench sessions
     cargo bench -p keel-acp --bench acp
 
 # What CI runs.

@@ -21,7 +21,7 @@ use keel_core::tool::{Artifact, Envelope, ToolKind, ToolProgress};
 use serde::Serialize;
 use serde_json::Value;
 
-use keel_core::agent::{AgentError, Engine, EnvLookup, SessionOptions, UserContent};
+use keel_core::agent::{AgentError, Engine, EnvLookup, Persistence, SessionOptions, UserContent};
 use keel_core::config;
 use tokio_util::sync::CancellationToken;
 
@@ -297,7 +297,12 @@ impl TurnHost for ExecHost {
                 self.state().pending_text.push_str(&text);
                 self.emit(&ExecEvent::Text { text });
             }
-            AgentEvent::Thinking { .. } | AgentEvent::ToolStatus { .. } => {}
+            AgentEvent::Thinking { .. }
+            | AgentEvent::ToolStatus { .. }
+            | AgentEvent::SessionTitle { .. } => {}
+            AgentEvent::Compacted { before, after, .. } => {
+                tracing::info!(before, after, "the conversation was compacted");
+            }
             AgentEvent::ToolCall {
                 call_id,
                 tool_id,
@@ -391,7 +396,20 @@ pub async fn run(args: ExecArgs) -> Outcome {
 
 async fn run_turn(args: &ExecArgs, host: Arc<ExecHost>) -> Outcome {
     let prompt = read_prompt(&args.prompt).await?;
-    let workspace = workspace_or_cwd(args.workspace.as_ref())?;
+    // A resumed session works in its stored workspace unless told otherwise.
+    let stored_workspace = match (&args.resume, &args.workspace) {
+        (Some(id), None) => {
+            let (meta, _) = crate::cli::sessions_store()?
+                .read(id)
+                .map_err(Failure::usage)?;
+            Some(meta.cwd)
+        }
+        _ => None,
+    };
+    let workspace = match stored_workspace {
+        Some(workspace) => workspace,
+        None => workspace_or_cwd(args.workspace.as_ref())?,
+    };
     if !workspace.is_dir() {
         return Err(Failure::usage(format!(
             "the workspace {} is not a directory",
@@ -414,8 +432,14 @@ async fn run_turn(args: &ExecArgs, host: Arc<ExecHost>) -> Outcome {
     let engine = Engine::new(engine_config);
     let session = engine
         .open_session(SessionOptions {
+            id: args.resume.clone(),
             roots: vec![workspace.clone()],
             interactive: false,
+            persistence: match (&args.resume, engine.store()) {
+                (Some(_), _) => Persistence::Reopen,
+                (None, Some(_)) => Persistence::Create,
+                (None, None) => Persistence::Off,
+            },
             ..SessionOptions::default()
         })
         .map_err(Failure::usage)?;
@@ -442,9 +466,12 @@ async fn run_turn(args: &ExecArgs, host: Arc<ExecHost>) -> Outcome {
     interrupt.abort();
     session.close();
     let outcome = result.map_err(|e| match e {
-        AgentError::Provider(_) | AgentError::NoModel(_) | AgentError::Setup(_) => {
-            Failure::usage(e)
-        }
+        AgentError::Provider(_)
+        | AgentError::NoModel(_)
+        | AgentError::Setup(_)
+        | AgentError::Store(_)
+        | AgentError::ContextOverflow { .. }
+        | AgentError::Compaction(_) => Failure::usage(e),
     })?;
     Ok(host.finish(&outcome))
 }

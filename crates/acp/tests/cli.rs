@@ -6,5 +6,6 @@ mod cli {
     pub mod config;
     pub mod demo;
     pub mod exec;
+    pub mod sessions;
     pub mod tools;
 }

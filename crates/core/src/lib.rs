@@ -8,6 +8,7 @@
 //! - [`policy`]: the permission engine: rules, scopes, approval keys, modes, watchdog.
 //! - [`provider`]: model providers (Anthropic, OpenAI-compatible, scripted) streaming `ModelEvent`s.
 //! - [`agent`]: the turn loop, emitting front-end-neutral events.
+//! - [`store`]: the session store: one append-only event log per conversation.
 //! - [`config`]: layered TOML configuration.
 
 pub mod agent;
@@ -16,5 +17,6 @@ pub mod config;
 pub mod policy;
 pub mod provider;
 pub mod runtime;
+pub mod store;
 pub mod tool;
 pub mod tools;

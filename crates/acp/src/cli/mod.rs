@@ -11,6 +11,8 @@
 mod config_command;
 mod logging;
 mod permissions_command;
+mod sessions_command;
+pub use sessions_command::store as sessions_store;
 pub mod style;
 mod tools_command;
 
@@ -37,6 +39,8 @@ Examples:
   keel tool call read '{\"file_path\":\"README.md\"}' --workspace .
   keel permissions check --tool bash --args '{\"command\":\"rm -rf /\"}'
   keel config show                           the effective settings and where each came from
+  keel sessions list                         the stored sessions, most recent first
+  keel exec --resume ID \"and now the tests\"  continue a stored session headless
 
 Exit codes:
   0  success
@@ -80,6 +84,56 @@ pub enum Command {
     /// Inspect the configuration.
     #[command(subcommand)]
     Config(ConfigCommand),
+    /// The stored sessions (what `session/list` and `session/load` serve an editor).
+    #[command(subcommand)]
+    Sessions(SessionsCommand),
+}
+
+/// `keel sessions …`.
+#[derive(Debug, Subcommand)]
+pub enum SessionsCommand {
+    /// The stored sessions, most recently updated first.
+    List(SessionsListArgs),
+    /// A session's transcript as Markdown.
+    Show(SessionsIdArgs),
+    /// A session as JSON (its metadata and every event) or Markdown.
+    Export(SessionsExportArgs),
+    /// Remove a session from the store.
+    Rm(SessionsIdArgs),
+}
+
+/// `keel sessions list`.
+#[derive(Debug, Args)]
+pub struct SessionsListArgs {
+    /// Only the sessions of this workspace.
+    #[arg(long, value_name = "DIR")]
+    pub workspace: Option<PathBuf>,
+    /// Print JSON instead of a table.
+    #[arg(long)]
+    pub json: bool,
+}
+
+/// A command on one stored session.
+#[derive(Debug, Args)]
+pub struct SessionsIdArgs {
+    /// The session id (see `keel sessions list`).
+    pub id: String,
+}
+
+/// `keel sessions export`.
+#[derive(Debug, Args)]
+pub struct SessionsExportArgs {
+    /// The session id (see `keel sessions list`).
+    pub id: String,
+    #[arg(long, value_enum, default_value = "json")]
+    pub format: ExportFormat,
+}
+
+/// What `keel sessions export` writes.
+#[derive(Debug, Clone, Copy, clap::ValueEnum)]
+pub enum ExportFormat {
+    Json,
+    Markdown,
 }
 
 /// Settings every session-like command accepts (they override the configuration files).
@@ -117,6 +171,10 @@ pub struct ExecArgs {
     /// One JSON event per line on stdout instead of the answer text.
     #[arg(long)]
     pub json: bool,
+    /// Continue a stored session (see `keel sessions list`) instead of starting a new one; its
+    /// workspace is the stored one unless --workspace names another.
+    #[arg(long, value_name = "ID")]
+    pub resume: Option<String>,
     #[command(flatten)]
     pub overrides: Overrides,
 }
@@ -309,6 +367,10 @@ pub async fn run(cli: Cli) -> Outcome {
         Command::Config(ConfigCommand::Show(args)) => config_command::show(args),
         Command::Config(ConfigCommand::Schema) => config_command::schema(),
         Command::Config(ConfigCommand::Path(args)) => config_command::path(args),
+        Command::Sessions(SessionsCommand::List(args)) => sessions_command::list(args),
+        Command::Sessions(SessionsCommand::Show(args)) => sessions_command::show(args),
+        Command::Sessions(SessionsCommand::Export(args)) => sessions_command::export(args),
+        Command::Sessions(SessionsCommand::Rm(args)) => sessions_command::remove(args),
     }
 }
 

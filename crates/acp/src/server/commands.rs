@@ -22,6 +22,8 @@ pub enum SlashCommand {
     Mode(Option<String>),
     /// `/model [id]`: show or switch the model.
     Model(Option<String>),
+    /// `/compact [focus]`: summarize the conversation so far to free the context window.
+    Compact(Option<String>),
     /// `/help`: what the commands do.
     Help,
 }
@@ -34,7 +36,7 @@ struct CommandRow {
     needs_models: bool,
 }
 
-const COMMANDS: [CommandRow; 5] = [
+const COMMANDS: [CommandRow; 6] = [
     CommandRow {
         name: "tools",
         description: "List the loaded tools and where each comes from",
@@ -58,6 +60,12 @@ const COMMANDS: [CommandRow; 5] = [
         description: "Show or switch the model",
         hint: Some("model id"),
         needs_models: true,
+    },
+    CommandRow {
+        name: "compact",
+        description: "Summarize the conversation so far to free the model's context window",
+        hint: Some("what to focus on"),
+        needs_models: false,
     },
     CommandRow {
         name: "help",
@@ -96,6 +104,7 @@ impl SlashCommand {
             "permissions" => Some(SlashCommand::Permissions),
             "mode" => Some(SlashCommand::Mode(argument)),
             "model" => Some(SlashCommand::Model(argument)),
+            "compact" => Some(SlashCommand::Compact(argument)),
             "help" => Some(SlashCommand::Help),
             _ => None,
         }
@@ -167,8 +176,8 @@ mod tests {
     #[test]
     fn advertised_list() {
         let names: Vec<String> = available(false).into_iter().map(|c| c.name).collect();
-        assert_eq!(names, ["tools", "permissions", "mode", "help"]);
-        assert_eq!(available(true).len(), 5);
+        assert_eq!(names, ["tools", "permissions", "mode", "compact", "help"]);
+        assert_eq!(available(true).len(), 6);
         let tools = vec![ToolInfo {
             id: "read".into(),
             origin: "bundled".into(),

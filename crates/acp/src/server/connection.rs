@@ -10,13 +10,17 @@ use agent_client_protocol::schema::ProtocolVersion;
 use agent_client_protocol::v1::ConnectionTo;
 use agent_client_protocol::v1::schema::{
     AgentCapabilities, ClientCapabilities, Implementation, InitializeRequest, InitializeResponse,
-    McpCapabilities, NewSessionRequest, NewSessionResponse, PromptCapabilities,
-    SessionAdditionalDirectoriesCapabilities, SessionCapabilities, SessionCloseCapabilities,
-    SessionId,
+    ListSessionsResponse, McpCapabilities, NewSessionRequest, NewSessionResponse,
+    PromptCapabilities, SessionAdditionalDirectoriesCapabilities, SessionCapabilities,
+    SessionCloseCapabilities, SessionDeleteCapabilities, SessionForkCapabilities, SessionId,
+    SessionInfo, SessionListCapabilities, SessionResumeCapabilities,
 };
 use keel_core::runtime::{FileBackend, TerminalBackend};
 
-use super::engine::{SessionFactory, SessionSpec};
+use super::engine::{SessionFactory, SessionOrigin, SessionSpec};
+
+/// Sessions per `session/list` page.
+pub const LIST_PAGE: usize = 50;
 use super::errors::ServerError;
 use super::fs::ClientFiles;
 use super::host::HostShared;
@@ -45,7 +49,7 @@ fn lock<T>(mutex: &Mutex<T>) -> MutexGuard<'_, T> {
 /// What the server advertises: only what is implemented.
 pub fn agent_capabilities() -> AgentCapabilities {
     AgentCapabilities::new()
-        .load_session(false)
+        .load_session(true)
         .prompt_capabilities(
             PromptCapabilities::new()
                 .image(true)
@@ -57,7 +61,11 @@ pub fn agent_capabilities() -> AgentCapabilities {
         .session_capabilities(
             SessionCapabilities::new()
                 .additional_directories(SessionAdditionalDirectoriesCapabilities::new())
-                .close(SessionCloseCapabilities::new()),
+                .close(SessionCloseCapabilities::new())
+                .list(SessionListCapabilities::new())
+                .resume(SessionResumeCapabilities::new())
+                .delete(SessionDeleteCapabilities::new())
+                .fork(SessionForkCapabilities::new()),
         )
 }
 
@@ -125,13 +133,6 @@ impl ConnectionState {
         request: NewSessionRequest,
         connection: ConnectionTo<Client>,
     ) -> Result<(Arc<Session>, NewSessionResponse), ServerError> {
-        let mut roots = vec![absolute(request.cwd, "cwd")?];
-        for directory in request.additional_directories {
-            let directory = absolute(directory, "additionalDirectories entry")?;
-            if !roots.contains(&directory) {
-                roots.push(directory);
-            }
-        }
         if !request.mcp_servers.is_empty() {
             tracing::info!(
                 count = request.mcp_servers.len(),
@@ -139,7 +140,128 @@ impl ConnectionState {
                  supported yet, ignoring them"
             );
         }
-        let session_id = SessionId::new(format!("keel-{}", uuid::Uuid::new_v4().simple()));
+        let session_id = new_session_id();
+        let session = self
+            .open(
+                session_id.clone(),
+                request.cwd,
+                request.additional_directories,
+                SessionOrigin::New,
+                connection,
+            )
+            .await?;
+        let response = NewSessionResponse::new(session_id)
+            .modes(modes::mode_state(session.mode()))
+            .config_options(session.config_options());
+        Ok((session, response))
+    }
+
+    /// `session/load` and `session/resume`: reopens a stored session under its own id (a
+    /// session of this connection with that id is closed first: its log is released and read
+    /// back). `cwd` defaults to the stored one for a prompt that reopens a session by itself.
+    pub async fn reopen(
+        &self,
+        session_id: SessionId,
+        cwd: Option<PathBuf>,
+        additional_directories: Vec<PathBuf>,
+        connection: ConnectionTo<Client>,
+    ) -> Result<Arc<Session>, ServerError> {
+        self.close(&session_id);
+        let (cwd, additional_directories) = match cwd {
+            Some(cwd) => (cwd, additional_directories),
+            None => {
+                let stored = self
+                    .factory
+                    .stored(&session_id.0)
+                    .ok_or_else(|| ServerError::SessionNotFound(session_id.to_string()))?;
+                (stored.cwd, stored.additional_directories)
+            }
+        };
+        self.open(
+            session_id,
+            cwd,
+            additional_directories,
+            SessionOrigin::Stored,
+            connection,
+        )
+        .await
+    }
+
+    /// `session/fork`: a new session starting as a copy of the stored session `from`.
+    pub async fn fork(
+        &self,
+        from: &SessionId,
+        cwd: PathBuf,
+        additional_directories: Vec<PathBuf>,
+        connection: ConnectionTo<Client>,
+    ) -> Result<Arc<Session>, ServerError> {
+        self.open(
+            new_session_id(),
+            cwd,
+            additional_directories,
+            SessionOrigin::Fork {
+                from: from.to_string(),
+            },
+            connection,
+        )
+        .await
+    }
+
+    /// `session/list`: one page of the stored sessions, most recently updated first. The
+    /// cursor is the offset of the page's first entry.
+    pub fn list(
+        &self,
+        cwd: Option<PathBuf>,
+        cursor: Option<String>,
+    ) -> Result<ListSessionsResponse, ServerError> {
+        let offset = match cursor {
+            None => 0,
+            Some(cursor) => cursor
+                .strip_prefix("offset:")
+                .and_then(|n| n.parse::<usize>().ok())
+                .ok_or_else(|| ServerError::InvalidParams(format!("invalid cursor `{cursor}`")))?,
+        };
+        let sessions = self.factory.list(cwd.as_deref())?;
+        let total = sessions.len();
+        let page: Vec<SessionInfo> = sessions
+            .into_iter()
+            .skip(offset)
+            .take(LIST_PAGE)
+            .map(|session| {
+                SessionInfo::new(session.id, session.cwd)
+                    .additional_directories(session.additional_directories)
+                    .title(session.title)
+                    .updated_at(session.updated_at)
+            })
+            .collect();
+        let end = offset.saturating_add(page.len());
+        let next = (end < total).then(|| format!("offset:{end}"));
+        Ok(ListSessionsResponse::new(page).next_cursor(next))
+    }
+
+    /// `session/delete`: closes the session here if it is open, then removes it from the store.
+    pub fn delete(&self, id: &SessionId) -> Result<(), ServerError> {
+        self.close(id);
+        self.factory.delete(&id.0).map_err(ServerError::from)
+    }
+
+    /// Builds a session of this connection: the roots are `cwd` then `additional`; the
+    /// editor's files and terminals are plugged in when the client serves them.
+    async fn open(
+        &self,
+        session_id: SessionId,
+        cwd: PathBuf,
+        additional: Vec<PathBuf>,
+        origin: SessionOrigin,
+        connection: ConnectionTo<Client>,
+    ) -> Result<Arc<Session>, ServerError> {
+        let mut roots = vec![absolute(cwd, "cwd")?];
+        for directory in additional {
+            let directory = absolute(directory, "additionalDirectories entry")?;
+            if !roots.contains(&directory) {
+                roots.push(directory);
+            }
+        }
         let client = lock(&self.client).clone();
         let files = ClientFiles::for_client(&client.fs, connection.clone(), session_id.clone())
             .map(|files| Arc::new(files) as Arc<dyn FileBackend>);
@@ -156,6 +278,7 @@ impl ConnectionState {
             roots: roots.clone(),
             files,
             terminals,
+            origin,
         };
         let agent = self.factory.create(spec).await?;
         // Paths the engine reports are canonical; titles strip either spelling of a root.
@@ -175,10 +298,15 @@ impl ConnectionState {
             terminals: ledger,
         };
         let session = Arc::new(Session::new(agent, shared, self.factory.models()));
-        let response = NewSessionResponse::new(session_id.clone())
-            .modes(modes::mode_state(session.mode()))
-            .config_options(session.config_options());
-        lock(&self.sessions).insert(session_id, session.clone());
-        Ok((session, response))
+        let replaced = lock(&self.sessions).insert(session_id, session.clone());
+        if let Some(replaced) = replaced {
+            replaced.close();
+        }
+        Ok(session)
     }
+}
+
+/// A fresh session id.
+fn new_session_id() -> SessionId {
+    SessionId::new(format!("keel-{}", uuid::Uuid::new_v4().simple()))
 }

@@ -30,6 +30,32 @@ pub struct SessionSpec {
     pub files: Option<Arc<dyn FileBackend>>,
     /// The editor's terminal pane, when the client serves `terminal/*` (otherwise local runs).
     pub terminals: Option<Arc<dyn TerminalBackend>>,
+    /// A new session, or one from the store.
+    pub origin: SessionOrigin,
+}
+
+/// Where a session comes from.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub enum SessionOrigin {
+    /// `session/new`.
+    #[default]
+    New,
+    /// `session/load` or `session/resume` (or a prompt naming a stored session): the stored
+    /// session `SessionSpec::id` reopens and its conversation continues.
+    Stored,
+    /// `session/fork`: a new session starting as a copy of the stored session `from`.
+    Fork { from: String },
+}
+
+/// A stored session, as `session/list` shows it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct StoredSessionInfo {
+    pub id: String,
+    pub cwd: PathBuf,
+    pub additional_directories: Vec<PathBuf>,
+    pub title: Option<String>,
+    /// RFC 3339.
+    pub updated_at: String,
 }
 
 /// A loaded tool, as `/tools` lists it.
@@ -54,6 +80,9 @@ pub enum EngineError {
     /// The engine failed.
     #[error("{0}")]
     Failed(String),
+    /// No such stored session (its id).
+    #[error("no session `{0}` in the session store")]
+    NotFound(String),
 }
 
 /// Builds sessions. One per server; shared by every connection's handlers.
@@ -62,10 +91,30 @@ pub trait SessionFactory: Send + Sync + 'static {
     fn models(&self) -> Vec<String>;
 
     /// Builds a session. Must not fail for missing credentials: those fail the first prompt.
+    /// A session from the store ([`SessionOrigin::Stored`], [`SessionOrigin::Fork`]) is open
+    /// when this resolves, its history ready in [`AgentSession::take_history`].
     fn create(
         &self,
         spec: SessionSpec,
     ) -> BoxFuture<'_, Result<Arc<dyn AgentSession>, EngineError>>;
+
+    /// The stored sessions, most recently updated first; those of `cwd` only when given.
+    fn list(&self, _cwd: Option<&std::path::Path>) -> Result<Vec<StoredSessionInfo>, EngineError> {
+        Ok(Vec::new())
+    }
+
+    /// A stored session's information, if it is stored.
+    fn stored(&self, id: &str) -> Option<StoredSessionInfo> {
+        self.list(None)
+            .ok()?
+            .into_iter()
+            .find(|session| session.id == id)
+    }
+
+    /// Deletes a stored session.
+    fn delete(&self, id: &str) -> Result<(), EngineError> {
+        Err(EngineError::NotFound(id.to_owned()))
+    }
 }
 
 /// One conversation.
@@ -109,4 +158,30 @@ pub trait AgentSession: Send + Sync + 'static {
 
     /// The session ends (closed by the client, or the connection went away).
     fn close(&self) {}
+
+    /// What a session reopened from the store had recorded, for `session/load` to replay
+    /// (empty after the first call, and for a new session).
+    fn take_history(&self) -> Vec<keel_core::store::StoredEvent> {
+        Vec::new()
+    }
+
+    /// The session's title, once it has one.
+    fn title(&self) -> Option<String> {
+        None
+    }
+
+    /// `/compact [focus]`: summarizes the conversation so far; the estimated input tokens
+    /// before and after, or `None` when there was nothing to compact.
+    fn compact(
+        &self,
+        _focus: Option<String>,
+        _host: Arc<dyn TurnHost>,
+        _cancel: CancellationToken,
+    ) -> BoxFuture<'_, Result<Option<(u64, u64)>, EngineError>> {
+        Box::pin(async {
+            Err(EngineError::Failed(
+                "this session cannot compact its conversation".into(),
+            ))
+        })
+    }
 }

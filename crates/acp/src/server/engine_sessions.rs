@@ -12,13 +12,18 @@ use std::sync::{Arc, Mutex, MutexGuard, PoisonError, Weak};
 
 use futures::future::BoxFuture;
 use keel_core::agent::{
-    AgentError, Engine, ModelSlot, Session, SessionOptions, TurnHost, TurnOutcome, UserContent,
+    AgentError, Engine, ModelSlot, Persistence, Session, SessionOptions, TurnHost, TurnOutcome,
+    UserContent,
 };
 use keel_core::policy::{Mode, render_rules};
+use keel_core::store::{StoreError, StoredEvent};
 use tokio::sync::watch;
 use tokio_util::sync::CancellationToken;
 
-use super::engine::{AgentSession, EngineError, SessionFactory, SessionSpec, ToolInfo};
+use super::engine::{
+    AgentSession, EngineError, SessionFactory, SessionOrigin, SessionSpec, StoredSessionInfo,
+    ToolInfo,
+};
 
 /// Sessions of a [`keel_core::agent::Engine`].
 pub struct EngineSessions {
@@ -42,7 +47,47 @@ impl EngineSessions {
 fn turn_error(error: AgentError) -> EngineError {
     match error {
         AgentError::NoModel(message) => EngineError::NoCredentials(message),
+        AgentError::Store(error) => store_error(error),
         other => EngineError::Failed(other.to_string()),
+    }
+}
+
+fn store_error(error: StoreError) -> EngineError {
+    match error {
+        StoreError::NotFound(id) => EngineError::NotFound(id),
+        error @ (StoreError::Locked(_) | StoreError::InvalidId(_) | StoreError::Exists(_)) => {
+            EngineError::InvalidInput(error.to_string())
+        }
+        error => EngineError::Failed(error.to_string()),
+    }
+}
+
+/// How the engine keeps a session of `origin`.
+fn persistence(engine: &Engine, origin: &SessionOrigin) -> Persistence {
+    match origin {
+        SessionOrigin::New if engine.store().is_some() => Persistence::Create,
+        SessionOrigin::New => Persistence::Off,
+        SessionOrigin::Stored => Persistence::Reopen,
+        SessionOrigin::Fork { from } => Persistence::Fork { from: from.clone() },
+    }
+}
+
+fn open_options(engine: &Engine, spec: SessionSpec) -> SessionOptions {
+    SessionOptions {
+        persistence: persistence(engine, &spec.origin),
+        id: Some(spec.id),
+        roots: spec.roots,
+        interactive: true,
+        files: spec.files,
+        terminals: spec.terminals,
+        ..SessionOptions::default()
+    }
+}
+
+fn open_error(error: AgentError) -> EngineError {
+    match error {
+        AgentError::Setup(message) => EngineError::InvalidInput(message),
+        other => turn_error(other),
     }
 }
 
@@ -79,6 +124,9 @@ impl SessionFactory for EngineSessions {
     ) -> BoxFuture<'_, Result<Arc<dyn AgentSession>, EngineError>> {
         Box::pin(async move {
             check_roots(&spec.roots)?;
+            if spec.origin != SessionOrigin::New {
+                return self.open_now(spec).await;
+            }
             let (opened, ready) = watch::channel(None);
             let session = Arc::new_cyclic(|this| EngineSession {
                 engine: self.engine.clone(),
@@ -93,6 +141,65 @@ impl SessionFactory for EngineSessions {
             });
             Ok(session as Arc<dyn AgentSession>)
         })
+    }
+
+    fn list(&self, cwd: Option<&std::path::Path>) -> Result<Vec<StoredSessionInfo>, EngineError> {
+        let Some(store) = self.engine.store() else {
+            return Ok(Vec::new());
+        };
+        let sessions = store.list(cwd).map_err(store_error)?;
+        Ok(sessions
+            .into_iter()
+            .map(|session| StoredSessionInfo {
+                id: session.meta.id,
+                cwd: session.meta.cwd,
+                additional_directories: session.meta.additional_directories,
+                title: session.meta.title,
+                updated_at: session.updated_at,
+            })
+            .collect())
+    }
+
+    fn stored(&self, id: &str) -> Option<StoredSessionInfo> {
+        let store = self.engine.store()?;
+        let (meta, _) = store.read(id).ok()?;
+        Some(StoredSessionInfo {
+            id: meta.id,
+            cwd: meta.cwd,
+            additional_directories: meta.additional_directories,
+            title: meta.title,
+            updated_at: String::new(),
+        })
+    }
+
+    fn delete(&self, id: &str) -> Result<(), EngineError> {
+        let Some(store) = self.engine.store() else {
+            return Err(EngineError::NotFound(id.to_owned()));
+        };
+        store.delete(id).map_err(store_error)
+    }
+}
+
+impl EngineSessions {
+    /// Opens a session from the store before answering (its history is needed at once, and an
+    /// unknown or locked session is the request's error).
+    async fn open_now(&self, spec: SessionSpec) -> Result<Arc<dyn AgentSession>, EngineError> {
+        let engine = self.engine.clone();
+        let options = open_options(&engine, spec);
+        let session = tokio::task::spawn_blocking(move || engine.open_session(options))
+            .await
+            .map_err(|error| EngineError::Failed(format!("opening the session failed: {error}")))?
+            .map_err(open_error)?;
+        let (opened, ready) = watch::channel(Some(Ok(())));
+        drop(opened);
+        let session = Arc::new_cyclic(|this| EngineSession {
+            engine: self.engine.clone(),
+            this: this.clone(),
+            state: Mutex::new(State::Open(Arc::new(session))),
+            spec: Mutex::new(None),
+            ready,
+        });
+        Ok(session as Arc<dyn AgentSession>)
     }
 }
 
@@ -141,7 +248,7 @@ impl EngineSession {
         match result {
             Ok(session) => {
                 if let Some(mode) = mode.take() {
-                    session.policy().set_mode(mode);
+                    session.set_mode(mode);
                 }
                 if let Some(model) = model.take() {
                     session.set_model(model);
@@ -181,19 +288,8 @@ impl EngineSession {
         };
         let engine = self.engine.clone();
         tokio::task::spawn_blocking(move || {
-            let result = engine
-                .open_session(SessionOptions {
-                    id: Some(spec.id),
-                    roots: spec.roots,
-                    interactive: true,
-                    files: spec.files,
-                    terminals: spec.terminals,
-                    ..SessionOptions::default()
-                })
-                .map_err(|error| match error {
-                    AgentError::Setup(message) => EngineError::InvalidInput(message),
-                    other => turn_error(other),
-                });
+            let options = open_options(&engine, spec);
+            let result = engine.open_session(options).map_err(open_error);
             let outcome = this.opened(result);
             let _ = opened.send(Some(outcome));
         });
@@ -247,7 +343,7 @@ impl AgentSession for EngineSession {
 
     fn set_mode(&self, mode: Mode) -> Result<(), EngineError> {
         match &mut *self.state() {
-            State::Open(session) => session.policy().set_mode(mode),
+            State::Open(session) => session.set_mode(mode),
             State::Opening { mode: pending, .. } => *pending = Some(mode),
             State::Failed(error) => return Err(error.clone()),
         }
@@ -297,6 +393,33 @@ impl AgentSession for EngineSession {
             Ok(session) => render_rules(session.policy()),
             Err(error) => error.to_string(),
         }
+    }
+
+    fn take_history(&self) -> Vec<StoredEvent> {
+        self.session()
+            .map(|session| session.take_loaded())
+            .unwrap_or_default()
+    }
+
+    fn title(&self) -> Option<String> {
+        self.session().ok()?.log()?.meta().title
+    }
+
+    fn compact(
+        &self,
+        focus: Option<String>,
+        host: Arc<dyn TurnHost>,
+        cancel: CancellationToken,
+    ) -> BoxFuture<'_, Result<Option<(u64, u64)>, EngineError>> {
+        Box::pin(async move {
+            self.wait_ready().await?;
+            let compaction = self
+                .session()?
+                .compact(focus.as_deref(), host, cancel)
+                .await
+                .map_err(turn_error)?;
+            Ok(compaction.map(|c| (c.before, c.after)))
+        })
     }
 
     fn close(&self) {

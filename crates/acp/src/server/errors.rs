@@ -57,6 +57,7 @@ impl From<EngineError> for ServerError {
             EngineError::NoCredentials(message) => ServerError::NoCredentials(message),
             EngineError::InvalidInput(message) => ServerError::InvalidParams(message),
             EngineError::Failed(message) => ServerError::Internal(message),
+            EngineError::NotFound(id) => ServerError::SessionNotFound(id),
         }
     }
 }

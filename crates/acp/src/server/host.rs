@@ -19,9 +19,9 @@ use agent_client_protocol::Client;
 use agent_client_protocol::v1::ConnectionTo;
 use agent_client_protocol::v1::schema::{
     ContentBlock, ContentChunk, Diff, MessageId, Plan, PlanEntry, PlanEntryPriority,
-    PlanEntryStatus, SessionId, SessionNotification, SessionUpdate, Terminal, ToolCall,
-    ToolCallContent, ToolCallLocation, ToolCallStatus, ToolCallUpdate, ToolCallUpdateFields,
-    ToolKind as AcpKind, UsageUpdate,
+    PlanEntryStatus, SessionId, SessionInfoUpdate, SessionNotification, SessionUpdate, Terminal,
+    ToolCall, ToolCallContent, ToolCallLocation, ToolCallStatus, ToolCallUpdate,
+    ToolCallUpdateFields, ToolKind as AcpKind, UsageUpdate,
 };
 use futures::future::BoxFuture;
 use keel_core::agent::{
@@ -578,6 +578,24 @@ impl TurnHost for AcpTurnHost {
             }
             AgentEvent::Usage { used, size } => {
                 self.send(SessionUpdate::UsageUpdate(UsageUpdate::new(used, size)));
+            }
+            AgentEvent::Compacted {
+                before,
+                after,
+                size,
+            } => {
+                self.send(SessionUpdate::AgentMessageChunk(ContentChunk::new(
+                    ContentBlock::from(format!(
+                        "*(The conversation was compacted to fit the context window: about \
+                         {before} tokens became {after}.)*\n\n"
+                    )),
+                )));
+                self.send(SessionUpdate::UsageUpdate(UsageUpdate::new(after, size)));
+            }
+            AgentEvent::SessionTitle { title } => {
+                self.send(SessionUpdate::SessionInfoUpdate(
+                    SessionInfoUpdate::new().title(title),
+                ));
             }
         }
     }

@@ -27,6 +27,7 @@ mod kinds;
 mod modes;
 mod permission;
 mod question;
+mod replay;
 mod session;
 mod terminal;
 mod transport;
@@ -34,15 +35,21 @@ mod transport;
 use std::sync::Arc;
 
 use agent_client_protocol::v1::schema::{
-    CancelNotification, CloseSessionRequest, CloseSessionResponse, InitializeRequest,
-    NewSessionRequest, PromptRequest, SessionConfigOptionValue, SetSessionConfigOptionRequest,
-    SetSessionConfigOptionResponse, SetSessionModeRequest, SetSessionModeResponse,
+    CancelNotification, CloseSessionRequest, CloseSessionResponse, DeleteSessionRequest,
+    DeleteSessionResponse, ForkSessionRequest, ForkSessionResponse, InitializeRequest,
+    ListSessionsRequest, LoadSessionRequest, LoadSessionResponse, NewSessionRequest, PromptRequest,
+    ResumeSessionRequest, ResumeSessionResponse, SessionConfigOptionValue,
+    SetSessionConfigOptionRequest, SetSessionConfigOptionResponse, SetSessionModeRequest,
+    SetSessionModeResponse,
 };
 use agent_client_protocol::{Agent, ConnectTo};
 use keel_core::agent::Engine;
 
 pub use connection::agent_capabilities;
-pub use engine::{AgentSession, EngineError, SessionFactory, SessionSpec, ToolInfo};
+pub use engine::{
+    AgentSession, EngineError, SessionFactory, SessionOrigin, SessionSpec, StoredSessionInfo,
+    ToolInfo,
+};
 pub use engine_sessions::EngineSessions;
 pub use errors::ServerError;
 pub use kinds::{LockedTool, Roots, ToolRef, acp_kind, title};
@@ -127,7 +134,28 @@ async fn connect(
                         let admitted = session.admit();
                         cx.spawn(admitted.answer(request.prompt, responder))
                     }
-                    Err(error) => responder.respond_with_error(error.to_rpc()),
+                    // A session of the store that this process has not opened reopens
+                    // transparently (the editor restarted the agent and kept its thread).
+                    Err(_) => {
+                        let state = state.clone();
+                        let connection = cx.clone();
+                        cx.spawn(async move {
+                            match state
+                                .reopen(request.session_id, None, Vec::new(), connection)
+                                .await
+                            {
+                                Ok(session) => {
+                                    // The client has the history; nothing to replay.
+                                    drop(session.take_history());
+                                    session.announce();
+                                    session.admit().answer(request.prompt, responder).await
+                                }
+                                Err(error) => {
+                                    ignore_closed(responder.respond_with_error(error.to_rpc()))
+                                }
+                            }
+                        })
+                    }
                 }
             },
             agent_client_protocol::on_receive_request!(),
@@ -182,6 +210,139 @@ async fn connect(
                         }
                         Err(error) => responder.respond_with_error(error.to_rpc()),
                     }
+                }
+            },
+            agent_client_protocol::on_receive_request!(),
+        )
+        .on_receive_request(
+            {
+                let state = state.clone();
+                async move |request: LoadSessionRequest, responder, cx| {
+                    let state = state.clone();
+                    let connection = cx.clone();
+                    cx.spawn(async move {
+                        let reopened = state
+                            .reopen(
+                                request.session_id,
+                                Some(request.cwd),
+                                request.additional_directories,
+                                connection,
+                            )
+                            .await;
+                        match reopened {
+                            Ok(session) => {
+                                // Every replayed update is queued before the answer.
+                                session.announce();
+                                session.replay();
+                                ignore_closed(
+                                    responder.respond(
+                                        LoadSessionResponse::new()
+                                            .modes(modes::mode_state(session.mode()))
+                                            .config_options(session.config_options()),
+                                    ),
+                                )
+                            }
+                            Err(error) => {
+                                ignore_closed(responder.respond_with_error(error.to_rpc()))
+                            }
+                        }
+                    })
+                }
+            },
+            agent_client_protocol::on_receive_request!(),
+        )
+        .on_receive_request(
+            {
+                let state = state.clone();
+                async move |request: ResumeSessionRequest, responder, cx| {
+                    let state = state.clone();
+                    let connection = cx.clone();
+                    cx.spawn(async move {
+                        let reopened = state
+                            .reopen(
+                                request.session_id,
+                                Some(request.cwd),
+                                request.additional_directories,
+                                connection,
+                            )
+                            .await;
+                        match reopened {
+                            Ok(session) => {
+                                // No replay: the client kept the history.
+                                drop(session.take_history());
+                                let sent = responder.respond(
+                                    ResumeSessionResponse::new()
+                                        .modes(modes::mode_state(session.mode()))
+                                        .config_options(session.config_options()),
+                                );
+                                session.announce();
+                                ignore_closed(sent)
+                            }
+                            Err(error) => {
+                                ignore_closed(responder.respond_with_error(error.to_rpc()))
+                            }
+                        }
+                    })
+                }
+            },
+            agent_client_protocol::on_receive_request!(),
+        )
+        .on_receive_request(
+            {
+                let state = state.clone();
+                async move |request: ForkSessionRequest, responder, cx| {
+                    let state = state.clone();
+                    let connection = cx.clone();
+                    cx.spawn(async move {
+                        let forked = state
+                            .fork(
+                                &request.session_id,
+                                request.cwd,
+                                request.additional_directories,
+                                connection,
+                            )
+                            .await;
+                        match forked {
+                            Ok(session) => {
+                                drop(session.take_history());
+                                let sent = responder.respond(
+                                    ForkSessionResponse::new(session.id().clone())
+                                        .modes(modes::mode_state(session.mode()))
+                                        .config_options(session.config_options()),
+                                );
+                                session.announce();
+                                session.announce_title();
+                                ignore_closed(sent)
+                            }
+                            Err(error) => {
+                                ignore_closed(responder.respond_with_error(error.to_rpc()))
+                            }
+                        }
+                    })
+                }
+            },
+            agent_client_protocol::on_receive_request!(),
+        )
+        .on_receive_request(
+            {
+                let state = state.clone();
+                async move |request: ListSessionsRequest, responder, _cx| match state
+                    .list(request.cwd, request.cursor)
+                {
+                    Ok(response) => responder.respond(response),
+                    Err(error) => responder.respond_with_error(error.to_rpc()),
+                }
+            },
+            agent_client_protocol::on_receive_request!(),
+        )
+        .on_receive_request(
+            {
+                let state = state.clone();
+                async move |request: DeleteSessionRequest, responder, _cx| match state
+                    .delete(&request.session_id)
+                {
+                    Ok(()) => responder.respond(DeleteSessionResponse::new()),
+                    Err(error) => responder.respond_with_error(error.to_rpc()),
                 }
             },
             agent_client_protocol::on_receive_request!(),

@@ -144,9 +144,35 @@ impl Session {
         self.agent.mode()
     }
 
+    pub fn id(&self) -> &agent_client_protocol::v1::schema::SessionId {
+        &self.shared.session_id
+    }
+
+    /// The stored history of a reopened session (taken once).
+    pub fn take_history(&self) -> Vec<keel_core::store::StoredEvent> {
+        self.agent.take_history()
+    }
+
     /// Starts whatever the session does in the background (after `session/new` was answered).
     pub fn start(&self) {
         self.agent.start();
+    }
+
+    /// `session/load`: sends the stored history as updates, then the current mode, config
+    /// options and title (all before the load is answered).
+    pub fn replay(&self) {
+        super::replay::replay(&self.shared, self.take_history());
+        self.mode_changed(true);
+        self.announce_title();
+    }
+
+    /// Sends the session's title, if it has one.
+    pub fn announce_title(&self) {
+        if let Some(title) = self.agent.title() {
+            self.send(SessionUpdate::SessionInfoUpdate(
+                agent_client_protocol::v1::schema::SessionInfoUpdate::new().title(title),
+            ));
+        }
     }
 
     /// Sends what a new session shows before its first prompt: the slash commands.
@@ -238,6 +264,8 @@ impl Session {
             SlashCommand::Tools => commands::render_tools(&self.agent.tools()),
             SlashCommand::Permissions => self.agent.permissions(),
             SlashCommand::Help => commands::render_help(!self.models.is_empty()),
+            // Answered in `run` (it calls the model).
+            SlashCommand::Compact(_) => return,
             SlashCommand::Mode(None) => format!("The mode is `{}`.", self.agent.mode()),
             SlashCommand::Mode(Some(mode)) => match self.set_mode(&mode) {
                 Ok(()) => {
@@ -326,10 +354,25 @@ impl Session {
         if let Err(error) = ready {
             return Err(match error {
                 EngineError::NoCredentials(message) => ServerError::NoCredentials(message),
-                EngineError::InvalidInput(message) | EngineError::Failed(message) => {
+                EngineError::InvalidInput(message)
+                | EngineError::Failed(message)
+                | EngineError::NotFound(message) => {
                     ServerError::Internal(format!("the session could not open: {message}"))
                 }
             });
+        }
+        if let Some(SlashCommand::Compact(focus)) = SlashCommand::parse(&prompt) {
+            let host = Arc::new(AcpTurnHost::new(self.shared.clone(), cancel.clone()));
+            let reply = match self.agent.compact(focus, host, cancel.clone()).await {
+                _ if cancel.is_cancelled() => return Ok(StopReason::Cancelled),
+                Ok(Some((before, after))) => format!(
+                    "Compacted the conversation: about {before} tokens of context became {after}."
+                ),
+                Ok(None) => "There is nothing to compact yet.".to_owned(),
+                Err(error) => error.to_string(),
+            };
+            self.say(reply);
+            return Ok(StopReason::EndTurn);
         }
         if let Some(command) = SlashCommand::parse(&prompt) {
             self.command(command);

@@ -44,7 +44,10 @@ async fn commands_are_advertised_after_session_new() {
         .iter()
         .map(|command| command.name.as_str())
         .collect();
-    assert_eq!(names, ["tools", "permissions", "mode", "model", "help"]);
+    assert_eq!(
+        names,
+        ["tools", "permissions", "mode", "model", "compact", "help"]
+    );
 }
 
 #[tokio::test]

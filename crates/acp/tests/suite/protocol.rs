@@ -40,7 +40,7 @@ async fn initialize_answers_min_of_requested_and_v1_and_advertises_what_is_imple
     {
       "protocolVersion": 1,
       "agentCapabilities": {
-        "loadSession": false,
+        "loadSession": true,
         "promptCapabilities": {
           "image": true,
           "audio": false,
@@ -51,7 +51,11 @@ async fn initialize_answers_min_of_requested_and_v1_and_advertises_what_is_imple
           "sse": false
         },
         "sessionCapabilities": {
+          "list": {},
+          "delete": {},
           "additionalDirectories": {},
+          "fork": {},
+          "resume": {},
           "close": {}
         },
         "auth": {}

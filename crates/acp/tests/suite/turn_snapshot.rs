@@ -54,6 +54,13 @@ async fn read_edit_bash_with_two_approvals_on_disk_and_local_shell() {
               }
             },
             {
+              "name": "compact",
+              "description": "Summarize the conversation so far to free the model's context window",
+              "input": {
+                "hint": "what to focus on"
+              }
+            },
+            {
               "name": "help",
               "description": "Explain Keel's commands"
             }

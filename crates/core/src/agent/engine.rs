@@ -13,6 +13,10 @@ use crate::tool::{DynTool, Limits, Registry, SessionState};
 
 use super::AgentError;
 use super::session::{ModelSlot, Session};
+use crate::store::{SessionLog, SessionMeta, SessionStore, StoreError, StoredEvent};
+
+/// The session store's directory under the user data directory.
+pub const SESSIONS_DIR: &str = "sessions";
 
 /// The trust store's file name under the user data directory.
 pub const TRUST_FILE: &str = "trusted.toml";
@@ -41,6 +45,9 @@ pub struct EngineConfig {
     pub max_requests_per_turn: u32,
     pub max_tokens: u32,
     pub thinking_budget: Option<u32>,
+    /// Compact the conversation when the next request's estimated input passes this fraction
+    /// of the model's context window (0.0 to 1.0).
+    pub compact_at: f64,
     pub limits: Limits,
     /// The agent manifest's own requirements, united with every tool's.
     pub manifest: RequirementSet,
@@ -83,6 +90,7 @@ impl EngineConfig {
             max_requests_per_turn: 50,
             max_tokens: 16_000,
             thinking_budget: None,
+            compact_at: 0.8,
             limits: Limits::default(),
             manifest: RequirementSet::fs_read_write(
                 &["{workspace}/**", "{session}/**"],
@@ -114,6 +122,23 @@ pub struct SessionOptions {
     pub trust: Option<Trust>,
     pub files: Option<Arc<dyn FileBackend>>,
     pub terminals: Option<Arc<dyn TerminalBackend>>,
+    /// Whether and how the session is kept in the session store.
+    pub persistence: Persistence,
+}
+
+/// How a session relates to the session store (`{user-data}/sessions`).
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub enum Persistence {
+    /// Not kept (tests, one-off runs).
+    #[default]
+    Off,
+    /// A new session, kept from its first event (the id must be new).
+    Create,
+    /// A stored session with this id, reopened: its conversation continues. Its stored roots
+    /// are used when none are given.
+    Reopen,
+    /// A new session starting as a copy of the stored session `from`.
+    Fork { from: String },
 }
 
 /// Shared by every session of the process.
@@ -215,11 +240,95 @@ impl Engine {
         Some(TrustStore::new(dir.join(TRUST_FILE)))
     }
 
+    /// The session store (`{user-data}/sessions`), when there is a user data directory.
+    pub fn store(&self) -> Option<SessionStore> {
+        let dir = self.config.user_data_dir.as_ref()?;
+        Some(SessionStore::new(dir.join(SESSIONS_DIR)))
+    }
+
+    /// Opens the session's log in the store as `persistence` says (and fills in the roots of a
+    /// reopened session when none were given).
+    fn open_log(
+        &self,
+        id: &str,
+        persistence: &Persistence,
+        roots: &mut Vec<PathBuf>,
+    ) -> Result<Option<(SessionLog, Vec<StoredEvent>)>, AgentError> {
+        if *persistence == Persistence::Off {
+            return Ok(None);
+        }
+        let store = self.store().ok_or_else(|| {
+            AgentError::Setup("there is no user data directory to keep sessions in".into())
+        })?;
+        let meta = |roots: &[PathBuf]| {
+            SessionMeta::new(
+                id,
+                roots.first().cloned().unwrap_or_default(),
+                roots.iter().skip(1).cloned().collect(),
+            )
+        };
+        Ok(Some(match persistence {
+            Persistence::Off => return Ok(None),
+            Persistence::Create => match store.create(meta(roots)) {
+                Ok(log) => (log, Vec::new()),
+                // A store that cannot be written must not keep the user from working.
+                Err(error @ StoreError::Io { .. }) => {
+                    tracing::warn!(%error, "the session is not kept: the session store failed");
+                    return Ok(None);
+                }
+                Err(error) => return Err(error.into()),
+            },
+            Persistence::Reopen => {
+                let (log, events) = store.open(id)?;
+                if roots.is_empty() {
+                    let stored = log.meta();
+                    roots.push(stored.cwd);
+                    roots.extend(stored.additional_directories);
+                }
+                (log, events)
+            }
+            Persistence::Fork { from } => store.fork(from, meta(roots))?,
+        }))
+    }
+
     /// Opens a session: compiles the scope over the roots, builds the registry and the policy.
     pub fn open_session(&self, options: SessionOptions) -> Result<Session, AgentError> {
+        let mut options = options;
         let id = options
             .id
+            .take()
             .unwrap_or_else(|| uuid::Uuid::new_v4().to_string());
+        let mut roots = std::mem::take(&mut options.roots);
+        let stored = self.open_log(&id, &options.persistence, &mut roots)?;
+        options.roots = roots;
+        let session = self.build_session(id, options, stored.as_ref().map(|(_, e)| e.as_slice()));
+        match (session, stored) {
+            (Ok(session), Some((log, events))) => Ok(session.with_log(log, events)),
+            (Ok(session), None) => Ok(session),
+            (Err(error), Some((log, _))) => {
+                log.close();
+                Err(error)
+            }
+            (Err(error), None) => Err(error),
+        }
+    }
+
+    fn build_session(
+        &self,
+        id: String,
+        options: SessionOptions,
+        stored: Option<&[StoredEvent]>,
+    ) -> Result<Session, AgentError> {
+        // A reopened session keeps its last mode and model unless the caller names them.
+        let mut last_mode = None;
+        let mut last_model = None;
+        for event in stored.unwrap_or_default() {
+            match event {
+                StoredEvent::Mode { mode } => last_mode = mode.parse::<Mode>().ok(),
+                StoredEvent::Model { model } => last_model = Some(model.clone()),
+                _ => {}
+            }
+        }
         let registry = self.registry()?;
         let requirements = registry
             .specs()
@@ -236,7 +345,7 @@ impl Engine {
         })
         .map_err(|e| AgentError::Setup(e.to_string()))?
         .with_backends(options.files, options.terminals);
-        let mode = options.mode.unwrap_or(self.config.mode);
+        let mode = options.mode.or(last_mode).unwrap_or(self.config.mode);
         let workspace = runtime.root().to_path_buf();
         let trust = match options.trust {
             Some(trust) => trust,
@@ -270,7 +379,11 @@ impl Engine {
             self.config.limits.clone(),
             options.interactive,
         );
-        let model = self.resolve_model(options.model.as_deref());
+        let mut model = self.resolve_model(options.model.as_deref().or(last_model.as_deref()));
+        if model.resolved.is_err() && options.model.is_none() && last_model.is_some() {
+            // The stored model is no longer configured: the default serves.
+            model = self.resolve_model(None);
+        }
         Ok(Session::new(
             id,
             self.trust_store(),

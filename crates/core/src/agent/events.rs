@@ -67,6 +67,10 @@ pub enum AgentEvent {
     Plan { entries: Vec<Value> },
     /// Context used by the latest model request versus the model's window (not a running total).
     Usage { used: u64, size: u64 },
+    /// The session got its title (from its first prompt).
+    SessionTitle { title: String },
+    /// Older turns were summarized: estimated input tokens before and after, and the window.
+    Compacted { before: u64, after: u64, size: u64 },
 }
 
 /// A call the policy says to ask about.

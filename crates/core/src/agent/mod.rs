@@ -9,20 +9,27 @@
 //! ones one at a time in order, and reports everything as [`AgentEvent`]s. It never sees ACP
 //! types.
 
+mod compact;
 mod engine;
 mod events;
 mod prompt;
+mod record;
 mod session;
 mod trust;
 mod turn;
 
-pub use engine::{ConfigRules, Engine, EngineConfig, EnvLookup, SessionOptions, TRUST_FILE};
+pub use compact::Compaction;
+pub use engine::{
+    ConfigRules, Engine, EngineConfig, EnvLookup, Persistence, SESSIONS_DIR, SessionOptions,
+    TRUST_FILE,
+};
 pub use events::{
     AgentEvent, ApprovalAnswer, ApprovalRequest, CallStatus, QuestionItem, QuestionOption,
     TurnHost, TurnOutcome, TurnStop, UserContent,
 };
 pub use session::{ModelSlot, Session};
 pub use trust::TRUST_QUESTION_ID;
+pub(crate) use turn::civil_from_days;
 
 use crate::provider::ProviderError;
 
@@ -39,4 +46,16 @@ pub enum AgentError {
     /// The session could not be set up (bad workspace root, bad rule file, ...).
     #[error("{0}")]
     Setup(String),
+    /// The session store refused (unknown or locked session, unreadable store).
+    #[error(transparent)]
+    Store(#[from] crate::store::StoreError),
+    /// The next request does not fit the model's window, even after compaction. Not retried.
+    #[error(
+        "the conversation no longer fits the model's context window (about {needed} tokens \
+         for a window of {window}); start a new session, or `/compact` with a focus"
+    )]
+    ContextOverflow { needed: u64, window: u64 },
+    /// Compaction failed (the summary request failed or came back empty).
+    #[error("compaction failed: {0}")]
+    Compaction(String),
 }

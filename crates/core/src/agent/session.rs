@@ -4,9 +4,10 @@ use std::sync::{Arc, Mutex, MutexGuard};
 
 use tokio::sync::RwLock;
 
-use crate::policy::{Policy, TrustStore};
+use crate::policy::{Mode, Policy, TrustStore};
 use crate::provider::{Message, Provider};
 use crate::runtime::Runtime;
+use crate::store::{SessionLog, StoredEvent};
 use crate::tool::{Registry, SessionState};
 
 use super::engine::EngineConfig;
@@ -35,6 +36,13 @@ pub struct Session {
     pub(super) trust_store: Option<TrustStore>,
     /// Whether the project-trust question was settled in this session.
     pub(super) trust_settled: std::sync::atomic::AtomicBool,
+    /// The session's event log in the store, when it is kept.
+    pub(super) log: Option<Arc<SessionLog>>,
+    /// The stored events a reopened session started from, until the front-end takes them.
+    pub(super) loaded: Mutex<Vec<StoredEvent>>,
+    /// Tokens the provider reported per token estimated, for the last request (at least 1):
+    /// text the 4-bytes rule underestimates (CJK, say) makes compaction start earlier.
+    pub(super) token_ratio: Mutex<f64>,
 }
 
 impl std::fmt::Debug for Session {
@@ -76,7 +84,44 @@ impl Session {
             tool_lock: RwLock::new(()),
             trust_store,
             trust_settled: std::sync::atomic::AtomicBool::new(false),
+            log: None,
+            loaded: Mutex::new(Vec::new()),
+            token_ratio: Mutex::new(1.0),
         }
+    }
+
+    /// Keeps the session in the store: every event goes to `log`. `events` are what a reopened
+    /// session had recorded: the model's view of the conversation continues from them.
+    pub(super) fn with_log(mut self, log: SessionLog, events: Vec<StoredEvent>) -> Self {
+        self.history = tokio::sync::Mutex::new(crate::store::model_history(&events));
+        self.log = Some(Arc::new(log));
+        self.loaded = Mutex::new(events);
+        self
+    }
+
+    /// The session's log in the store, if it is kept.
+    pub fn log(&self) -> Option<&Arc<SessionLog>> {
+        self.log.as_ref()
+    }
+
+    /// The stored events this session was reopened from (empty after the first call, and for a
+    /// new session), for a front-end to replay.
+    pub fn take_loaded(&self) -> Vec<StoredEvent> {
+        std::mem::take(&mut *lock(&self.loaded))
+    }
+
+    pub(super) fn record(&self, event: &StoredEvent) {
+        if let Some(log) = &self.log {
+            log.record(event);
+        }
+    }
+
+    /// Switches the security mode (recorded in the store).
+    pub fn set_mode(&self, mode: Mode) {
+        self.policy.set_mode(mode);
+        self.record(&StoredEvent::Mode {
+            mode: mode.as_str().to_owned(),
+        });
     }
 
     pub fn id(&self) -> &str {
@@ -106,6 +151,9 @@ impl Session {
 
     /// Switches the model for the next turn (resolve it with [`super::Engine::resolve_model`]).
     pub fn set_model(&self, slot: ModelSlot) {
+        self.record(&StoredEvent::Model {
+            model: slot.name.clone(),
+        });
         *lock(&self.model) = slot;
     }
 
@@ -118,8 +166,12 @@ impl Session {
         self.history.lock().await.clone()
     }
 
-    /// Ends the session: removes its scratch directory (sidecar files).
+    /// Ends the session: releases its log in the store and removes its scratch directory
+    /// (sidecar files).
     pub fn close(&self) {
+        if let Some(log) = &self.log {
+            log.close();
+        }
         if let Err(e) = crate::runtime::remove_scratch(self.runtime.scratch_dir()) {
             tracing::warn!(session = %self.id, error = %e, "could not remove the session's scratch directory");
         }

@@ -15,11 +15,14 @@ use crate::provider::{
 };
 use crate::tool::{Artifact, Envelope, ProgressSink, Subject, ToolContext, ToolError, ToolKind};
 
+use super::compact::estimate_tokens;
+use super::record::RecordingHost;
 use super::session::Session;
 use super::{
     AgentError, AgentEvent, ApprovalAnswer, ApprovalRequest, CallStatus, TurnHost, TurnOutcome,
     TurnStop, UserContent,
 };
+use crate::store::{StoredEvent, push_merged};
 
 /// How long a cancelled tool gets to wind down (kill its processes, answer) before it is dropped.
 const CANCEL_GRACE: Duration = Duration::from_secs(2);
@@ -105,23 +108,82 @@ fn user_parts(prompt: Vec<UserContent>) -> Vec<Part> {
         .collect()
 }
 
-/// Appends user content, merging into a trailing user message (after an interrupted turn) so
-/// roles keep alternating.
-fn push_user(history: &mut Vec<Message>, parts: Vec<Part>) {
-    match history.last_mut() {
-        Some(last) if last.role == Role::User => last.content.extend(parts),
-        _ => history.push(Message {
-            role: Role::User,
-            content: parts,
-        }),
-    }
-}
-
 impl Session {
+    /// Adds a message to the model's view of the conversation (and to the store), merging a
+    /// user message into a trailing one (after an interrupted turn) so roles keep alternating.
+    fn remember(&self, history: &mut Vec<Message>, message: Message) {
+        self.record(&StoredEvent::Message {
+            message: message.clone(),
+        });
+        push_merged(history, message);
+    }
+
+    /// The system prompt and the tool definitions of a request.
+    async fn request_frame(&self) -> (String, Vec<ToolDefinition>) {
+        let tools: Vec<ToolDefinition> = self
+            .registry
+            .specs()
+            .map(|spec| ToolDefinition {
+                name: spec.id.clone(),
+                description: spec.description.clone(),
+                input_schema: spec.parameters.clone(),
+            })
+            .collect();
+        let date = today();
+        let system = super::prompt::system_prompt(&self.runtime, &self.registry, &date).await;
+        (system, tools)
+    }
+
+    /// `/compact [focus]`: summarizes the whole conversation so far into one message (waits
+    /// for a running turn). `Ok(None)` when there is nothing to compact.
+    pub async fn compact(
+        &self,
+        focus: Option<&str>,
+        host: Arc<dyn TurnHost>,
+        cancel: CancellationToken,
+    ) -> Result<Option<super::Compaction>, AgentError> {
+        let slot = self.model_slot();
+        let (provider, model) = slot.resolved.map_err(AgentError::NoModel)?;
+        let mut history = self.history.lock().await;
+        let (system, tools) = self.request_frame().await;
+        self.compact_history(
+            &mut history,
+            0,
+            focus,
+            &provider,
+            &model,
+            &system,
+            &tools,
+            &host,
+            &cancel,
+        )
+        .await
+    }
+
     /// Runs one prompt turn to its end. Cancellation (the token) ends it promptly with
     /// [`TurnStop::Cancelled`], every tool call answered. Errors are the model's or the setup's;
     /// tool failures go back to the model and never end the turn.
     pub async fn run_turn(
+        &self,
+        prompt: Vec<UserContent>,
+        host: Arc<dyn TurnHost>,
+        cancel: CancellationToken,
+    ) -> Result<TurnOutcome, AgentError> {
+        let host: Arc<dyn TurnHost> = match &self.log {
+            Some(log) => Arc::new(RecordingHost {
+                inner: host,
+                log: log.clone(),
+            }),
+            None => host,
+        };
+        let outcome = self.run_turn_inner(prompt, host, cancel).await;
+        if let Ok(outcome) = &outcome {
+            self.record(&StoredEvent::TurnEnd { stop: outcome.stop });
+        }
+        outcome
+    }
+
+    async fn run_turn_inner(
         &self,
         prompt: Vec<UserContent>,
         host: Arc<dyn TurnHost>,
@@ -140,18 +202,24 @@ impl Session {
                 failed_calls: 0,
             });
         }
-        push_user(&mut history, user_parts(prompt));
-        let tools: Vec<ToolDefinition> = self
-            .registry
-            .specs()
-            .map(|spec| ToolDefinition {
-                name: spec.id.clone(),
-                description: spec.description.clone(),
-                input_schema: spec.parameters.clone(),
-            })
-            .collect();
-        let date = today();
-        let system = super::prompt::system_prompt(&self.runtime, &self.registry, &date).await;
+        self.record(&StoredEvent::User {
+            content: prompt.clone(),
+        });
+        if let Some(title) = self
+            .log
+            .as_ref()
+            .and_then(|log| log.title_from_prompt(&prompt))
+        {
+            host.event(AgentEvent::SessionTitle { title });
+        }
+        self.remember(
+            &mut history,
+            Message {
+                role: Role::User,
+                content: user_parts(prompt),
+            },
+        );
+        let (system, tools) = self.request_frame().await;
         let mut outcome = TurnOutcome {
             stop: TurnStop::EndTurn,
             final_text: String::new(),
@@ -162,6 +230,42 @@ impl Session {
             if cancel.is_cancelled() {
                 outcome.stop = TurnStop::Cancelled;
                 return Ok(outcome);
+            }
+            let window = provider.context_window(&model);
+            let estimate = estimate_tokens(&system, &history, &tools);
+            let ratio = *self
+                .token_ratio
+                .lock()
+                .unwrap_or_else(std::sync::PoisonError::into_inner);
+            let mut needed = (estimate as f64 * ratio).ceil() as u64;
+            if needed as f64 > window as f64 * self.config.compact_at {
+                let compacted = self
+                    .compact_history(
+                        &mut history,
+                        1,
+                        None,
+                        &provider,
+                        &model,
+                        &system,
+                        &tools,
+                        &host,
+                        &cancel,
+                    )
+                    .await;
+                match compacted {
+                    Ok(Some(compaction)) => {
+                        needed = (compaction.after as f64 * ratio).ceil() as u64;
+                    }
+                    Ok(None) => {}
+                    Err(_) if cancel.is_cancelled() => {
+                        outcome.stop = TurnStop::Cancelled;
+                        return Ok(outcome);
+                    }
+                    Err(error) => return Err(error),
+                }
+            }
+            if needed > window {
+                return Err(AgentError::ContextOverflow { needed, window });
             }
             let request = ModelRequest {
                 model: model.clone(),
@@ -184,7 +288,7 @@ impl Session {
                 Ok(response) => response,
                 Err(StreamEnd::Cancelled(partial)) => {
                     if !partial.text.is_empty() {
-                        history.push(Message::assistant_text(partial.text));
+                        self.remember(&mut history, Message::assistant_text(partial.text));
                     }
                     outcome.stop = TurnStop::Cancelled;
                     return Ok(outcome);
@@ -192,12 +296,18 @@ impl Session {
                 Err(StreamEnd::Failed(error)) => return Err(AgentError::Provider(error)),
             };
             if let Some(usage) = response.usage {
+                let sent = estimate_tokens(&system, &history, &tools).max(1);
+                *self
+                    .token_ratio
+                    .lock()
+                    .unwrap_or_else(std::sync::PoisonError::into_inner) =
+                    (usage.input_tokens as f64 / sent as f64).clamp(1.0, 4.0);
                 host.event(AgentEvent::Usage {
                     used: usage.input_tokens + usage.output_tokens,
                     size: provider.context_window(&model),
                 });
             }
-            history.push(response.message());
+            self.remember(&mut history, response.message());
             outcome.final_text = response.text.clone();
             if response.calls.is_empty() {
                 outcome.stop = match response.stop {
@@ -210,10 +320,13 @@ impl Session {
             let results = self
                 .dispatch(&response.calls, &host, &cancel, &mut outcome)
                 .await;
-            history.push(Message {
-                role: Role::User,
-                content: results,
-            });
+            self.remember(
+                &mut history,
+                Message {
+                    role: Role::User,
+                    content: results,
+                },
+            );
             if cancel.is_cancelled() {
                 outcome.stop = TurnStop::Cancelled;
                 return Ok(outcome);
@@ -619,7 +732,7 @@ fn today() -> String {
 }
 
 /// Days since 1970-01-01 to a (year, month, day) in the proleptic Gregorian calendar.
-fn civil_from_days(days: i64) -> (i64, u32, u32) {
+pub(crate) fn civil_from_days(days: i64) -> (i64, u32, u32) {
     let z = days + 719_468;
     let era = z.div_euclid(146_097);
     let doe = z.rem_euclid(146_097);
@@ -646,11 +759,11 @@ mod tests {
     #[test]
     fn user_content_merges_after_an_interrupted_turn() {
         let mut history = vec![Message::user_text("a")];
-        push_user(&mut history, vec![Part::Text("b".into())]);
+        push_merged(&mut history, Message::user_text("b"));
         assert_eq!(history.len(), 1);
         assert_eq!(history[0].content.len(), 2);
         history.push(Message::assistant_text("x"));
-        push_user(&mut history, vec![Part::Text("c".into())]);
+        push_merged(&mut history, Message::user_text("c"));
         assert_eq!(history.len(), 3);
     }
 

@@ -372,6 +372,17 @@ fn check_merged(config: &Config, sources: &Provenance) -> Result<(), ConfigError
             positive.push((format!("tools.{id}.timeoutMs"), ms));
         }
     }
+    if !(1..=100).contains(&config.compact_at_percent) {
+        let key = "compact_at_percent".to_owned();
+        return Err(ConfigError::BadValue {
+            location: sources.get(&key).clone(),
+            key,
+            expected: format!(
+                "expected a percentage from 1 to 100, found {}",
+                config.compact_at_percent
+            ),
+        });
+    }
     for (key, value) in positive {
         if value == 0 {
             return Err(ConfigError::BadValue {

@@ -68,6 +68,10 @@ pub struct Config {
     /// Output tokens requested per model response.
     #[schemars(range(min = 1))]
     pub max_tokens: u32,
+    /// Compact the conversation (summarize older turns) when the next request would use more
+    /// than this percentage of the model's context window.
+    #[schemars(range(min = 1, max = 100))]
+    pub compact_at_percent: u8,
     /// Permission rules (`[[permission]]`, the format of `permissions.toml`): user rules join the
     /// manifest scope, project rules the project scope.
     #[serde(rename = "permission")]
@@ -82,6 +86,8 @@ pub struct Config {
 pub const DEFAULT_MAX_REQUESTS_PER_TURN: u32 = 50;
 /// Default for [`Config::max_tokens`].
 pub const DEFAULT_MAX_TOKENS: u32 = 8192;
+/// Default for [`Config::compact_at_percent`].
+pub const DEFAULT_COMPACT_AT_PERCENT: u8 = 80;
 
 impl Default for Config {
     fn default() -> Self {
@@ -91,6 +97,7 @@ impl Default for Config {
             mode: Mode::Allowlist,
             max_requests_per_turn: DEFAULT_MAX_REQUESTS_PER_TURN,
             max_tokens: DEFAULT_MAX_TOKENS,
+            compact_at_percent: DEFAULT_COMPACT_AT_PERCENT,
             permissions: Vec::new(),
             tools: BTreeMap::new(),
             limits: Limits::default(),

@@ -18,6 +18,7 @@ pub mod config_files;
 pub mod net;
 pub mod paths;
 pub mod process;
+pub mod store_files;
 
 pub use net::{FetchOptions, FetchResponse, NetPolicy};
 

@@ -655,3 +655,25 @@ fn engine_config_carries_the_settings_and_refuses_rules_it_cannot_enforce() {
         decision.explanation
     );
 }
+
+#[test]
+fn compact_at_percent_is_a_percentage_and_reaches_the_engine() {
+    let dirs = Dirs::new();
+    for bad in ["0", "101"] {
+        dirs.write_user(&format!("compact_at_percent = {bad}\n"));
+        assert_eq!(
+            load_err(&dirs.options()).to_string(),
+            format!(
+                "bad value for `compact_at_percent` at ~/.config/keel/config.toml:1:1: expected \
+                 a percentage from 1 to 100, found {bad}"
+            )
+        );
+    }
+    dirs.write_user("compact_at_percent = 60\n");
+    let effective = config::load(&dirs.options()).unwrap();
+    assert_eq!(effective.config.compact_at_percent, 60);
+    let env: keel_core::agent::EnvLookup = std::sync::Arc::new(|_: &str| None);
+    let scratch = tempfile::tempdir().unwrap();
+    let engine = config::engine_config(&effective, env, scratch.path().into(), None).unwrap();
+    assert!((engine.compact_at - 0.6).abs() < 1e-9);
+}

@@ -1,0 +1,116 @@
+//! `session/load`'s replay: a stored session's history as the `session/update`s a client would
+//! have seen, sent before the load is answered.
+//!
+//! Replayed events go through the same [`AcpTurnHost`] mapping as live ones, so a replayed tool
+//! call has the kind, title, locations and final content (diffs included) it had live. What a
+//! replay never carries: a terminal id (the terminal belonged to another client, or another
+//! process; command output is replayed as text), live progress, or a permission prompt. A call
+//! the log shows started but never finished (the process died mid-call) is closed as failed.
+
+use std::sync::Arc;
+
+use agent_client_protocol::v1::schema::{
+    ContentBlock, ContentChunk, EmbeddedResource, EmbeddedResourceResource, ImageContent,
+    SessionNotification, SessionUpdate, TextResourceContents, ToolCallStatus, ToolCallUpdate,
+    ToolCallUpdateFields,
+};
+use keel_core::agent::{AgentEvent, TurnHost, UserContent};
+use keel_core::store::StoredEvent;
+use tokio_util::sync::CancellationToken;
+
+use super::host::{AcpTurnHost, HostShared};
+
+fn send(shared: &HostShared, update: SessionUpdate) {
+    let notification = SessionNotification::new(shared.session_id.clone(), update);
+    if let Err(error) = shared.connection.send_notification(notification) {
+        tracing::debug!(error = %error.message, "session/update not sent (connection closed)");
+    }
+}
+
+/// A prompt block as the client sent it.
+fn user_block(content: UserContent) -> ContentBlock {
+    match content {
+        UserContent::Text { text } => ContentBlock::from(text),
+        UserContent::Image { media_type, data } => {
+            ContentBlock::Image(ImageContent::new(data, media_type))
+        }
+        UserContent::Resource { uri, text } => ContentBlock::Resource(EmbeddedResource::new(
+            EmbeddedResourceResource::TextResourceContents(TextResourceContents::new(text, uri)),
+        )),
+    }
+}
+
+/// Sends `events` as updates of the session `shared` describes.
+pub fn replay(shared: &HostShared, events: Vec<StoredEvent>) {
+    let host = Arc::new(AcpTurnHost::new(shared.clone(), CancellationToken::new()));
+    let mut open_calls: Vec<String> = Vec::new();
+    let mut usage = None;
+    for event in events {
+        match event {
+            StoredEvent::User { content } => {
+                for block in content {
+                    send(
+                        shared,
+                        SessionUpdate::UserMessageChunk(ContentChunk::new(user_block(block))),
+                    );
+                }
+            }
+            StoredEvent::Text { message_id, text } => {
+                host.event(AgentEvent::Text { message_id, text });
+            }
+            StoredEvent::Thinking { message_id, text } => {
+                host.event(AgentEvent::Thinking { message_id, text });
+            }
+            StoredEvent::ToolCall {
+                call_id,
+                tool_id,
+                kind,
+                args,
+                locations,
+            } => {
+                open_calls.push(call_id.clone());
+                host.event(AgentEvent::ToolCall {
+                    call_id,
+                    tool_id,
+                    kind,
+                    args,
+                    locations,
+                });
+            }
+            StoredEvent::ToolResult {
+                call_id,
+                status,
+                mut envelope,
+                artifacts,
+            } => {
+                open_calls.retain(|open| *open != call_id);
+                envelope.artifacts = artifacts;
+                host.event(AgentEvent::ToolResult {
+                    call_id,
+                    status,
+                    envelope,
+                });
+            }
+            StoredEvent::Plan { entries } => host.event(AgentEvent::Plan { entries }),
+            StoredEvent::Usage { used, size } => usage = Some((used, size)),
+            StoredEvent::Permission { .. }
+            | StoredEvent::Mode { .. }
+            | StoredEvent::Model { .. }
+            | StoredEvent::Message { .. }
+            | StoredEvent::Compaction { .. }
+            | StoredEvent::TurnEnd { .. } => {}
+        }
+    }
+    for call_id in open_calls {
+        send(
+            shared,
+            SessionUpdate::ToolCallUpdate(ToolCallUpdate::new(
+                call_id,
+                ToolCallUpdateFields::new().status(ToolCallStatus::Failed),
+            )),
+        );
+    }
+    if let Some((used, size)) = usage {
+        host.event(AgentEvent::Usage { used, size });
+    }
+}
