@@ -3,12 +3,16 @@
 //! on.
 
 use super::Call;
-use super::commands::{read_only_entry, read_only_words};
 use super::explain::{Cause, RuleRef};
+use super::gitrepo::git_problem;
+use super::grammar::Fit;
 use super::layers::Scope;
 use super::pattern::{PatternKind, Target, base_name};
 use super::rule::{Action, Capability, Rule};
-use super::shell::{Cwd, Place, ShellContext, SimpleCommand, confusable_char, is_harmless_device};
+use super::shell::{
+    Cwd, MAX_SCRIPT_BYTES, Place, ShellContext, SimpleCommand, clip, confusable_char,
+    is_harmless_device,
+};
 use super::subject::CallSubject;
 use super::watchdog::Watchdog;
 use super::wrappers::PRIVILEGE_WRAPPERS;
@@ -105,6 +109,7 @@ pub(super) fn evaluate_call(
                         words: &command.argv,
                         text: &text,
                         read_only,
+                        outside_grammar: command.fit.rejected(),
                     },
                     true,
                 );
@@ -117,6 +122,12 @@ pub(super) fn evaluate_call(
                         .unwrap_or_else(|| "no rule matches: default ask".to_owned())
                 ));
                 ignored_notes(&evaluation, &mut notes);
+                if let Fit::Rejected { name, reason } = &command.fit {
+                    notes.push(format!(
+                        "`{text}` is outside the read-only grammar of `{name}` ({reason}): it \
+                         has no approval key"
+                    ));
+                }
                 if this != Action::Allow {
                     pending.extend(command.key.clone());
                 } else if evaluation
@@ -186,11 +197,14 @@ fn evaluate_opaque<'r>(
                     words,
                     text,
                     read_only: false,
+                    outside_grammar: false,
                 },
                 text.as_str(),
             )
         })
         .collect();
+    // A line too long to analyse is matched by its first part only (it is asked anyway).
+    let raw = clip(raw, MAX_SCRIPT_BYTES);
     if !texts.iter().any(|t| t == raw.trim()) {
         targets.push((Target::Raw(raw), raw));
     }
@@ -372,22 +386,28 @@ pub(super) fn capability_refusal(
     }
 }
 
-/// Whether a simple command belongs to the `read-only` class: its words pass
-/// [`read_only_words`], it writes no file, it runs inside the workspace, its path operands stay
-/// inside the workspace and name no credential file, and no privilege wrapper runs it.
+/// Whether a simple command belongs to the `read-only` class: its argv is inside its
+/// command's allowlisted grammar ([`Fit::Accepted`]), it sets no environment variable, no
+/// privilege wrapper or `xargs` (which adds operands nobody has seen) runs it, it writes no
+/// file, it runs inside the workspace, every path word (operands and path-valued options,
+/// globs expanded against the file system) resolves inside the workspace and names no
+/// credential file, and, for git, the repository it would open is the workspace's own and
+/// names no program in its configuration ([`git_problem`]).
 pub(crate) fn is_read_only(
     command: &SimpleCommand,
     context: &ShellContext<'_>,
     watchdog: &Watchdog<'_>,
 ) -> bool {
-    if command.dynamic || command.container || !read_only_words(&command.argv) {
+    let Fit::Accepted { paths, .. } = &command.fit else {
+        return false;
+    };
+    if command.dynamic || command.container || !command.assignments.is_empty() {
         return false;
     }
-    if command
-        .wrappers
-        .iter()
-        .any(|w| PRIVILEGE_WRAPPERS.contains(&base_name(w)))
-    {
+    if command.wrappers.iter().any(|w| {
+        let name = base_name(w);
+        PRIVILEGE_WRAPPERS.contains(&name) || name == "xargs"
+    }) {
         return false;
     }
     let Cwd::Known(directory) = &command.cwd else {
@@ -399,33 +419,228 @@ pub(crate) fn is_read_only(
     ) {
         return false;
     }
-    let safe = |word: &str| match context.place(word, &command.cwd) {
-        Place::Inside(path) | Place::Root(path) => !watchdog.is_secret(&path),
-        _ => false,
-    };
     for redirect in &command.redirects {
         if redirect.duplicate || is_harmless_device(&redirect.target) {
             continue;
         }
-        if redirect.writes() || !safe(&redirect.target) {
+        if redirect.writes() || !path_is_safe(&redirect.target, &command.cwd, context, watchdog) {
             return false;
         }
     }
-    let paths = read_only_entry(command.program()).is_some_and(|e| e.paths);
-    if paths {
-        let mut rest = false;
-        for arg in command.argv.iter().skip(1) {
-            if !rest && arg == "--" {
-                rest = true;
-                continue;
+    let mut resolved = Vec::new();
+    for word in paths {
+        if !path_is_safe(word, &command.cwd, context, watchdog) {
+            return false;
+        }
+        if let Some(path) = context.place(word, &command.cwd).path() {
+            resolved.push(path.to_path_buf());
+        }
+    }
+    if command.program() == "git" && git_problem(directory, context.roots, &resolved).is_some() {
+        return false;
+    }
+    if let Some(walk) = recursive_walk(command)
+        && tree_holds_secret(walk, directory, &resolved, watchdog)
+    {
+        return false;
+    }
+    true
+}
+
+/// How a command reads whole directory trees (their files' contents).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Walk {
+    /// Every file (`grep -r`).
+    All,
+    /// What ripgrep reads by default: not hidden, not ignored.
+    Ripgrep,
+}
+
+/// Whether the command reads the contents of directory trees, and how (an over-estimate:
+/// any option that could mean recursion counts).
+fn recursive_walk(command: &SimpleCommand) -> Option<Walk> {
+    let args = command.argv.iter().skip(1).take_while(|a| *a != "--");
+    match command.program() {
+        "rg" => Some(Walk::Ripgrep),
+        "grep" | "egrep" | "fgrep" => {
+            let args: Vec<&String> = args.collect();
+            grep_recurses(&args).then_some(Walk::All)
+        }
+        "git" if command.argv.get(1).is_some_and(|s| s == "grep") => Some(Walk::All),
+        _ => None,
+    }
+}
+
+/// Whether grep's options ask for recursion: `-r` in a cluster, `--recursive` (or an
+/// abbreviation), `-d recurse`/`--directories=recurse`.
+fn grep_recurses(args: &[&String]) -> bool {
+    let recurse = |value: Option<&str>| value.is_some_and(|v| v.starts_with("rec"));
+    args.iter().enumerate().any(|(i, arg)| {
+        let next = args.get(i + 1).map(|a| a.as_str());
+        if let Some(long) = arg.strip_prefix("--") {
+            let (name, value) = match long.split_once('=') {
+                Some((name, value)) => (name, Some(value)),
+                None => (long, next),
+            };
+            let abbreviates = |full: &str| name.len() >= 2 && full.starts_with(name);
+            return abbreviates("recursive") || (abbreviates("directories") && recurse(value));
+        }
+        let Some(cluster) = arg.strip_prefix('-') else {
+            return false;
+        };
+        if let Some(at) = cluster.find('d') {
+            let rest = &cluster[at + 1..];
+            let value = if rest.is_empty() { next } else { Some(rest) };
+            if recurse(value) {
+                return true;
             }
-            if !rest && arg.starts_with('-') {
-                continue;
+        }
+        cluster.contains('r')
+    })
+}
+
+/// Whether a recursive read from the command's directories (its directory operands, or its
+/// working directory) would reach a credential file; a tree too large to look through counts.
+fn tree_holds_secret(
+    walk: Walk,
+    cwd: &std::path::Path,
+    resolved: &[std::path::PathBuf],
+    watchdog: &Watchdog<'_>,
+) -> bool {
+    let mut starts: Vec<&std::path::Path> = resolved
+        .iter()
+        .filter(|p| p.is_dir())
+        .map(|p| p.as_path())
+        .collect();
+    if starts.is_empty() {
+        starts.push(cwd);
+    }
+    let mut budget = MAX_GLOB_ENTRIES;
+    for start in starts {
+        let mut builder = ignore::WalkBuilder::new(start);
+        builder.follow_links(false);
+        match walk {
+            Walk::All => {
+                builder.standard_filters(false);
             }
-            if !safe(arg) {
-                return false;
+            Walk::Ripgrep => {
+                builder
+                    .hidden(true)
+                    .git_ignore(true)
+                    .git_global(false)
+                    .git_exclude(true)
+                    .parents(true);
+            }
+        }
+        builder.filter_entry(|entry| entry.file_name() != ".git");
+        for entry in builder.build() {
+            let Some(left) = budget.checked_sub(1) else {
+                return true;
+            };
+            budget = left;
+            let Ok(entry) = entry else { continue };
+            if watchdog.is_secret(entry.path()) {
+                return true;
             }
         }
     }
-    true
+    false
+}
+
+/// Whether a path word stays inside the workspace and names no credential file, after `~`,
+/// symlinks and `..` are resolved and globs are expanded against the file system.
+pub(crate) fn path_is_safe(
+    word: &str,
+    cwd: &Cwd,
+    context: &ShellContext<'_>,
+    watchdog: &Watchdog<'_>,
+) -> bool {
+    let placed_safe = |place: Place| match place {
+        Place::Inside(path) | Place::Root(path) => !watchdog.is_secret(&path),
+        _ => false,
+    };
+    if !placed_safe(context.place(word, cwd)) {
+        return false;
+    }
+    if !has_glob(word) {
+        return true;
+    }
+    match glob_matches(word, cwd, context) {
+        Some(matches) => matches.iter().all(|m| {
+            m.to_str()
+                .is_some_and(|text| placed_safe(context.place(text, cwd)))
+        }),
+        None => false,
+    }
+}
+
+/// What a glob word could match on the file system (`~/` and `$HOME/` expanded, relative to
+/// the command's directory); `None` when it cannot be expanded within bounds.
+pub(crate) fn glob_matches(
+    word: &str,
+    cwd: &Cwd,
+    context: &ShellContext<'_>,
+) -> Option<Vec<std::path::PathBuf>> {
+    let home_rest = word
+        .strip_prefix("~/")
+        .or_else(|| word.strip_prefix("$HOME/"))
+        .or_else(|| word.strip_prefix("${HOME}/"));
+    match (home_rest, cwd) {
+        (Some(rest), _) => expand_glob(rest, context.home?),
+        (None, Cwd::Known(base)) => expand_glob(word, base),
+        (None, Cwd::Unknown) => None,
+    }
+}
+
+pub(crate) fn has_glob(word: &str) -> bool {
+    word.contains(['*', '?', '['])
+}
+
+/// How many directory entries a glob expansion may look at.
+pub const MAX_GLOB_ENTRIES: usize = 20_000;
+
+/// The paths a shell glob could match (dot files included, which is stricter than the
+/// shell); `None` when the expansion is too large or a component is not a valid glob.
+pub(crate) fn expand_glob(word: &str, base: &std::path::Path) -> Option<Vec<std::path::PathBuf>> {
+    use std::path::{Component, PathBuf};
+    let path = std::path::Path::new(word);
+    let start = if path.is_absolute() {
+        PathBuf::from("/")
+    } else {
+        base.to_path_buf()
+    };
+    let mut current = vec![start];
+    let mut budget = MAX_GLOB_ENTRIES;
+    for component in path.components() {
+        let part = match component {
+            Component::Normal(part) => part.to_str()?,
+            Component::ParentDir => "..",
+            Component::CurDir | Component::RootDir | Component::Prefix(_) => continue,
+        };
+        if !has_glob(part) {
+            current = current.into_iter().map(|dir| dir.join(part)).collect();
+            continue;
+        }
+        let matcher = globset::GlobBuilder::new(part)
+            .literal_separator(true)
+            .backslash_escape(true)
+            .build()
+            .ok()?
+            .compile_matcher();
+        let mut next = Vec::new();
+        for dir in &current {
+            let Ok(entries) = std::fs::read_dir(dir) else {
+                continue;
+            };
+            for entry in entries {
+                budget = budget.checked_sub(1)?;
+                let Ok(entry) = entry else { continue };
+                if matcher.is_match(entry.file_name()) {
+                    next.push(entry.path());
+                }
+            }
+        }
+        current = next;
+    }
+    Some(current)
 }

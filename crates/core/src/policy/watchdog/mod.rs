@@ -49,6 +49,8 @@ pub enum WatchdogCategory {
     SecretRead,
     /// A command that discards work (`git push --force`, `git reset --hard`; escalates).
     RiskyCommand,
+    /// A command too long or too deeply nested to analyse in full (escalates).
+    Unanalysable,
 }
 
 impl WatchdogCategory {
@@ -66,6 +68,7 @@ impl WatchdogCategory {
             WatchdogCategory::Confusable => "invisible or look-alike characters",
             WatchdogCategory::SecretRead => "credential read",
             WatchdogCategory::RiskyCommand => "command that discards work",
+            WatchdogCategory::Unanalysable => "command too large or too deeply nested to check",
         }
     }
 }
@@ -240,6 +243,8 @@ impl Watchdog<'_> {
 
     /// A shell call: the analysed line and its raw text.
     pub fn check_shell(&self, raw: &str, analysis: &ShellAnalysis) -> Verdict {
+        // A line too long to analyse is escalated below; its first part is still scanned.
+        let raw = super::shell::clip(raw, super::shell::MAX_SCRIPT_BYTES);
         let mut findings = Vec::new();
         if let Some(c) = confusable_char(raw) {
             findings.push((
@@ -260,6 +265,15 @@ impl Watchdog<'_> {
                 Finding {
                     category: WatchdogCategory::ForkBomb,
                     reason,
+                },
+            ));
+        }
+        if let Some(reason) = &analysis.too_complex {
+            findings.push((
+                false,
+                Finding {
+                    category: WatchdogCategory::Unanalysable,
+                    reason: reason.clone(),
                 },
             ));
         }
