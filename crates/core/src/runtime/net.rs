@@ -133,6 +133,7 @@ impl Runtime {
                 terminals: self.inner.terminals.clone(),
                 net: Arc::new(NetState::new(policy)),
             }),
+            linked_reads: self.linked_reads,
         }
     }
 
