@@ -8,7 +8,7 @@ use serde_json::Value;
 use tokio_util::sync::CancellationToken;
 
 use crate::capability::Access;
-use crate::policy::{Action, Answer, Call};
+use crate::policy::{Action, Answer, Call, PolicySearchGate};
 use crate::provider::{
     Message, ModelEvent, ModelRequest, Part, Provider, ProviderError, Role, StopReason,
     ToolDefinition, Usage,
@@ -344,7 +344,7 @@ impl Session {
             return (Err(error), Verdict::Denied);
         }
         let (progress_tx, mut progress_rx) = tokio::sync::mpsc::unbounded_channel();
-        let ctx = ToolContext {
+        let mut ctx = ToolContext {
             runtime: self.runtime.clone(),
             session: self.state.clone(),
             call_id: call.id.clone(),
@@ -409,8 +409,17 @@ impl Session {
                         Verdict::Denied,
                     );
                 }
+                if decision.hard_links.is_some() {
+                    // The user approved knowing the file has several hard links.
+                    ctx.runtime = ctx.runtime.allowing_linked_reads();
+                }
             }
         }
+        // What the files a search finds may show is decided file by file, as reads.
+        ctx.runtime = ctx.runtime.with_search_gate(Arc::new(PolicySearchGate::new(
+            self.policy.clone(),
+            spec.clone(),
+        )));
         host.event(AgentEvent::ToolStatus {
             call_id: call.id.clone(),
             status: CallStatus::InProgress,

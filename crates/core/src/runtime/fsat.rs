@@ -111,8 +111,10 @@ pub fn open(canonical: &Path, flags: OFlag) -> io::Result<OwnedFd> {
                 tracing::debug!("openat2 unavailable; walking paths component by component");
                 NO_OPENAT2.store(true, Ordering::Relaxed);
             }
-            // EAGAIN: a concurrent rename somewhere on the system; the walk does not need a retry.
-            Err(Errno::EAGAIN) => {}
+            // EAGAIN: a concurrent rename somewhere on the system; the walk does not need a
+            // retry. ENOTDIR: a symlink met with O_DIRECTORY answers ENOTDIR, not ELOOP; the
+            // walk tells the two apart.
+            Err(Errno::EAGAIN | Errno::ENOTDIR) => {}
             Err(e) => return Err(e.into()),
         }
     }
@@ -130,7 +132,11 @@ fn walk(root: OwnedFd, parts: &[&OsStr], flags: OFlag) -> io::Result<OwnedFd> {
     for part in dirs {
         dir = open_subdir(&dir, part)?;
     }
-    let fd = openat(&dir, *last, flags, Mode::empty())?;
+    let fd = match openat(&dir, *last, flags, Mode::empty()) {
+        Ok(fd) => fd,
+        Err(Errno::ENOTDIR) => return Err(not_a_directory(&dir, last)),
+        Err(e) => return Err(e.into()),
+    };
     if flags.contains(OFlag::O_PATH) && stat(&fd)?.file_type().is_symlink() {
         // `O_PATH | O_NOFOLLOW` opens a symlink itself instead of failing.
         return Err(Errno::ELOOP.into());
@@ -146,26 +152,34 @@ fn open_subdir(dir: &OwnedFd, name: &OsStr) -> io::Result<OwnedFd> {
         Mode::empty(),
     ) {
         Ok(fd) => fd,
-        // A symlink where a directory was checked answers ENOTDIR here; say what it is.
-        Err(Errno::ENOTDIR) => {
-            let entry = openat(
-                dir,
-                name,
-                OFlag::O_PATH | OFlag::O_NOFOLLOW | OFlag::O_CLOEXEC,
-                Mode::empty(),
-            )?;
-            return Err(if stat(&entry)?.file_type().is_symlink() {
-                Errno::ELOOP.into()
-            } else {
-                Errno::ENOTDIR.into()
-            });
-        }
+        Err(Errno::ENOTDIR) => return Err(not_a_directory(dir, name)),
         Err(e) => return Err(e.into()),
     };
     if !stat(&fd)?.is_dir() {
         return Err(Errno::ELOOP.into());
     }
     Ok(fd)
+}
+
+/// The error for `name` in `dir` not being a directory: `ENOTDIR` when it is a file or other
+/// non-directory, `ELOOP` when it is a symlink (one swapped in where a directory was checked;
+/// `O_DIRECTORY | O_NOFOLLOW` answers `ENOTDIR` for it) or has become a directory again (it
+/// changed under the walk).
+fn not_a_directory(dir: &OwnedFd, name: &OsStr) -> io::Error {
+    let changed = openat(
+        dir,
+        name,
+        OFlag::O_PATH | OFlag::O_NOFOLLOW | OFlag::O_CLOEXEC,
+        Mode::empty(),
+    )
+    .ok()
+    .and_then(|entry| stat(&entry).ok())
+    .is_some_and(|meta| meta.file_type().is_symlink() || meta.is_dir());
+    if changed {
+        Errno::ELOOP.into()
+    } else {
+        Errno::ENOTDIR.into()
+    }
 }
 
 /// Metadata of the object at `canonical` (not following a final symlink: a symlink there is
@@ -406,5 +420,58 @@ mod tests {
         });
         assert!(refused.is_err());
         assert!(!base.join("z").exists());
+    }
+
+    /// The fallback walk under the same race as the openat2 path: a thread exchanging a
+    /// directory on the path with a symlink to the outside; nothing outside is ever opened.
+    #[test]
+    fn the_component_walk_never_opens_through_a_swapped_symlink() {
+        let (_dir, base) = base();
+        std::fs::create_dir_all(base.join("ws/sub")).unwrap();
+        std::fs::create_dir_all(base.join("outside")).unwrap();
+        std::fs::write(base.join("ws/sub/f"), "inside").unwrap();
+        std::fs::write(base.join("outside/f"), "outside").unwrap();
+        symlink(base.join("outside"), base.join("ws/swap")).unwrap();
+        let stop = std::sync::Arc::new(AtomicBool::new(false));
+        let swapper = {
+            let stop = stop.clone();
+            let ws = base.join("ws");
+            std::thread::spawn(move || {
+                let dir = File::open(&ws).unwrap();
+                let mut swaps = 0usize;
+                while !stop.load(Ordering::Relaxed) || swaps == 0 {
+                    nix::fcntl::renameat2(
+                        &dir,
+                        "sub",
+                        &dir,
+                        "swap",
+                        nix::fcntl::RenameFlags::RENAME_EXCHANGE,
+                    )
+                    .unwrap();
+                    swaps += 1;
+                }
+                swaps
+            })
+        };
+        let path = base.join("ws/sub/f");
+        let parts = components(&path).unwrap();
+        let (mut opened, mut refused) = (0, 0);
+        for _ in 0..1000 {
+            match walk(root().unwrap(), &parts, OFlag::O_RDONLY | OFlag::O_NOFOLLOW) {
+                Ok(fd) => {
+                    let mut text = String::new();
+                    std::io::Read::read_to_string(&mut File::from(fd), &mut text).unwrap();
+                    assert_eq!(text, "inside");
+                    opened += 1;
+                }
+                Err(e) => {
+                    assert!(is_swap(&e), "{e}");
+                    refused += 1;
+                }
+            }
+        }
+        stop.store(true, Ordering::Relaxed);
+        assert!(swapper.join().unwrap() > 0);
+        assert_eq!(opened + refused, 1000);
     }
 }

@@ -127,6 +127,27 @@ pub struct Runtime {
     /// Reading a regular file with more than one hard link is allowed: the user approved this
     /// call knowing it ([`Runtime::allowing_linked_reads`]).
     linked_reads: bool,
+    /// The permission policy's view of files a search finds ([`Runtime::with_search_gate`]).
+    search_gate: Option<Arc<dyn SearchGate>>,
+}
+
+/// What a search tool (grep, glob) may do with a file its walk found (not the path the call
+/// named, which the policy decided before the call).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum SearchAccess {
+    /// Read the content: reading it would be allowed without a prompt.
+    Read,
+    /// Show the name only: reading it would be asked (a `.env` file, a hard-linked file).
+    NameOnly,
+    /// Leave it out: reading it is denied.
+    Hidden,
+}
+
+/// Decides [`SearchAccess`] for a canonical path, as the permission policy would decide a read
+/// of it by the same tool. The engine installs one per call; without one every file in the
+/// scope is readable.
+pub trait SearchGate: Send + Sync + Debug {
+    fn access(&self, runtime: &Runtime, canonical: &Path) -> SearchAccess;
 }
 
 /// Why a file could not be opened for reading.
@@ -205,6 +226,7 @@ impl Runtime {
                 net: Arc::new(net::NetState::new(NetPolicy::default())),
             }),
             linked_reads: false,
+            search_gate: None,
         })
     }
 
@@ -224,6 +246,24 @@ impl Runtime {
                 net: self.inner.net.clone(),
             }),
             linked_reads: self.linked_reads,
+            search_gate: self.search_gate.clone(),
+        }
+    }
+
+    /// The same runtime with a search gate: what grep and glob may do with the files they find.
+    pub fn with_search_gate(&self, gate: Arc<dyn SearchGate>) -> Self {
+        Self {
+            search_gate: Some(gate),
+            ..self.clone()
+        }
+    }
+
+    /// What a search may do with a file it found: [`SearchAccess::Read`] when no gate is
+    /// installed.
+    pub fn search_access(&self, canonical: &Path) -> SearchAccess {
+        match &self.search_gate {
+            Some(gate) => gate.access(self, canonical),
+            None => SearchAccess::Read,
         }
     }
 
@@ -231,8 +271,8 @@ impl Runtime {
     /// engine hands it to a call the user approved after being told of the links.
     pub fn allowing_linked_reads(&self) -> Self {
         Self {
-            inner: self.inner.clone(),
             linked_reads: true,
+            ..self.clone()
         }
     }
 

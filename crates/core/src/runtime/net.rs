@@ -134,6 +134,7 @@ impl Runtime {
                 net: Arc::new(NetState::new(policy)),
             }),
             linked_reads: self.linked_reads,
+            search_gate: self.search_gate.clone(),
         }
     }
 

@@ -12,6 +12,7 @@ mod provider_resolve;
 mod provider_scripted;
 mod provider_sse;
 mod provider_support;
+mod runtime_files;
 mod tool_support;
 mod tools_fs;
 mod tools_search;
