@@ -714,3 +714,65 @@ async fn an_untrusted_projects_allow_rules_stay_ignored() {
     assert!(f.probe.order.lock().unwrap().is_empty());
     assert!(!user_data.path().join(keel_core::agent::TRUST_FILE).exists());
 }
+
+/// The engine wires the file rules into the run: a hard-linked file is read only after the
+/// user approved that call (told why), and a grep whose glob re-includes `.env` files gets
+/// their names, never their content.
+#[tokio::test]
+async fn hard_linked_reads_ask_and_grep_skips_secrets_end_to_end() {
+    let f = fixture(Api::Anthropic, 1).await;
+    let outside = tempfile::tempdir_in(f.workspace.parent().unwrap()).unwrap();
+    std::fs::write(outside.path().join("secret.txt"), "outside secret\n").unwrap();
+    std::fs::hard_link(
+        outside.path().join("secret.txt"),
+        f.workspace.join("linked.txt"),
+    )
+    .unwrap();
+    std::fs::write(f.workspace.join(".env"), "TOKEN=hunter2\n").unwrap();
+    std::fs::write(f.workspace.join("config.txt"), "TOKEN=public\n").unwrap();
+    f.mock.push_anthropic(
+        Turn::new()
+            .tool_call("r1", "read", json!({"file_path": "linked.txt"}))
+            .tool_call(
+                "g1",
+                "grep",
+                json!({"pattern": "TOKEN", "glob": "**/.env*", "output_mode": "content"}),
+            )
+            .tool_call(
+                "g2",
+                "grep",
+                json!({"pattern": "TOKEN", "output_mode": "content"}),
+            ),
+    );
+    f.mock.push_anthropic(Turn::text_only("done"));
+    let session = f.engine.open_session(options(&f, true)).unwrap();
+    let host = Arc::new(Host::default());
+    session
+        .run_turn(prompt("go"), host.clone(), CancellationToken::new())
+        .await
+        .unwrap();
+    let approvals = host.approvals.lock().unwrap().clone();
+    assert_eq!(approvals.len(), 1, "{approvals:?}");
+    assert_eq!(approvals[0].tool_id, "read");
+    assert!(
+        approvals[0].reason.contains("2 hard links"),
+        "{}",
+        approvals[0].reason
+    );
+    let results = tool_results(Api::Anthropic, &f.mock.requests()[1].body);
+    let result = |id: &str| {
+        results
+            .iter()
+            .find(|(call, _)| call == id)
+            .map(|(_, text)| text.clone())
+            .unwrap()
+    };
+    assert!(result("r1").contains("outside secret"), "{}", result("r1"));
+    for grep in ["g1", "g2"] {
+        let text = result(grep);
+        assert!(!text.contains("hunter2"), "{grep}: {text}");
+        assert!(!text.contains("outside secret"), "{grep}: {text}");
+        assert!(text.contains("not searched"), "{grep}: {text}");
+    }
+    assert!(result("g2").contains("config.txt:1:TOKEN=public"));
+}
