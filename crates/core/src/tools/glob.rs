@@ -10,6 +10,10 @@
 //! `LC_ALL=C sort` does), and capped at `limits.glob_entries`; past the cap the whole list goes
 //! to a sidecar file.
 //!
+//! Files whose read the policy denies are left out; names of files whose read would be asked
+//! (`.env`) are listed, since a name is not the content
+//! ([`Runtime::search_access`](crate::runtime::Runtime::search_access)).
+//!
 //! Why path order rather than Claude Code's newest-first: it is stable across checkouts (a fresh
 //! clone gives every file the same mtime) and between calls, keeps a directory's files together,
 //! and needs no `stat` per file.

@@ -13,6 +13,13 @@
 //!
 //! `glob` has ripgrep's `--glob` meaning: a pattern without `/` matches file names at any depth,
 //! one with `/` matches paths relative to `path`, and a leading `!` excludes.
+//!
+//! Each file the walk finds is decided as a read of it would be
+//! ([`Runtime::search_access`](crate::runtime::Runtime::search_access)): searched when that
+//! read would be allowed, named in a note when it would be asked (`.env`, keys, hard links),
+//! left out when denied; so a glob that re-includes hidden files cannot show a secret's
+//! content. Files are opened through [`Runtime::open_read`](crate::runtime::Runtime::open_read)
+//! (no symlink followed on the checked path).
 
 use std::path::{Path, PathBuf};
 use std::sync::Mutex;
@@ -54,7 +61,9 @@ matching lines as path:line:text; `-n` line numbers, default true; `-A`/`-B`/`-C
 - `multiline`: let `.` match newlines and patterns span lines.
 - `head_limit`: show only the first N lines or entries.
 - Files are sorted by path. Large results are cut; the whole result is saved to a file you can \
-`read`.";
+`read`.
+- Files whose reading needs the user's approval (.env files, keys, hard-linked files) are not \
+searched, whatever `glob` says; a note names them. `read` one to ask for it.";
 
 /// What `grep` returns.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Deserialize, JsonSchema)]
