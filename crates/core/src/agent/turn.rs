@@ -365,8 +365,25 @@ impl Session {
                 return (Err(ToolError::Denied(message)), Verdict::Denied);
             }
             Action::Ask => {
+                if decision.hard_links.is_some() {
+                    // The prompt's preview (an edit's diff) is for the user, who is being asked
+                    // about exactly this file; the run gets the same permission once approved.
+                    ctx.runtime = ctx.runtime.allowing_linked_reads();
+                }
                 let preview = match tool.preview(&call.input, &ctx).await {
                     Ok(preview) => preview,
+                    // The model has not been allowed to see a hard-linked file: an error
+                    // built from its content must not reach it.
+                    Err(_) if decision.hard_links.is_some() => {
+                        return (
+                            Err(ToolError::Failed(format!(
+                                "{} The change could not be prepared, so nothing was asked or \
+                                 written; `read` the file first (which asks).",
+                                decision.explanation
+                            ))),
+                            Verdict::Failed,
+                        );
+                    }
                     // A call that would fail anyway (an edit whose old text is absent) is not
                     // worth the user's attention: the model gets the error at once.
                     Err(error) => return (Err(error), Verdict::Failed),
@@ -408,10 +425,6 @@ impl Session {
                         )),
                         Verdict::Denied,
                     );
-                }
-                if decision.hard_links.is_some() {
-                    // The user approved knowing the file has several hard links.
-                    ctx.runtime = ctx.runtime.allowing_linked_reads();
                 }
             }
         }

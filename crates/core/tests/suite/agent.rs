@@ -776,3 +776,54 @@ async fn hard_linked_reads_ask_and_grep_skips_secrets_end_to_end() {
     }
     assert!(result("g2").contains("config.txt:1:TOKEN=public"));
 }
+
+/// Editing a hard-linked file: the read and the edit each ask (the prompt's diff is built with
+/// the user's permission), and the edit replaces the workspace name instead of writing through
+/// the link. An edit whose preview fails tells the model nothing of the file's content.
+#[tokio::test]
+async fn editing_a_hard_linked_file_asks_and_replaces_the_link() {
+    let f = fixture(Api::Anthropic, 1).await;
+    let outside = tempfile::tempdir_in(f.workspace.parent().unwrap()).unwrap();
+    let secret = outside.path().join("secret.txt");
+    std::fs::write(&secret, "outside secret\n").unwrap();
+    std::fs::hard_link(&secret, f.workspace.join("linked.txt")).unwrap();
+    std::fs::hard_link(&secret, f.workspace.join("unread.txt")).unwrap();
+    f.mock
+        .push_anthropic(Turn::new().tool_call("r1", "read", json!({"file_path": "linked.txt"})));
+    f.mock.push_anthropic(
+        Turn::new()
+            .tool_call(
+                "e1",
+                "edit",
+                json!({"file_path": "linked.txt", "old_string": "outside secret", "new_string": "edited"}),
+            )
+            .tool_call(
+                "e2",
+                "edit",
+                json!({"file_path": "unread.txt", "old_string": "nope", "new_string": "x"}),
+            ),
+    );
+    f.mock.push_anthropic(Turn::text_only("done"));
+    let session = f.engine.open_session(options(&f, true)).unwrap();
+    let host = Arc::new(Host::default());
+    session
+        .run_turn(prompt("go"), host.clone(), CancellationToken::new())
+        .await
+        .unwrap();
+    let approvals = host.approvals.lock().unwrap().clone();
+    let asked: Vec<&str> = approvals.iter().map(|a| a.tool_id.as_str()).collect();
+    assert_eq!(asked, ["read", "edit"], "{approvals:?}");
+    assert!(approvals.iter().all(|a| a.reason.contains("hard links")));
+    assert_eq!(
+        std::fs::read_to_string(f.workspace.join("linked.txt")).unwrap(),
+        "edited\n"
+    );
+    assert_eq!(
+        std::fs::read_to_string(&secret).unwrap(),
+        "outside secret\n"
+    );
+    let results = tool_results(Api::Anthropic, &f.mock.requests()[2].body);
+    let e2 = &results.iter().find(|(id, _)| id == "e2").unwrap().1;
+    assert!(e2.contains("could not be prepared"), "{e2}");
+    assert!(!e2.contains("outside secret"), "{e2}");
+}
