@@ -256,3 +256,73 @@ async fn a_terminal_that_outlives_its_timeout_is_killed() {
         "{records:?}"
     );
 }
+
+/// A hard-linked file is never written through `fs/write_text_file` (the editor would write
+/// through the link, into every other name of the file): the runtime replaces it on the disk.
+/// An ordinary file still goes to the editor.
+#[tokio::test]
+async fn hard_linked_files_are_not_written_through_the_editor() {
+    let base = tempfile::tempdir().unwrap();
+    let base = std::fs::canonicalize(base.path()).unwrap();
+    let workspace = base.join("ws");
+    let outside = base.join("outside");
+    std::fs::create_dir_all(&workspace).unwrap();
+    std::fs::create_dir_all(&outside).unwrap();
+    std::fs::write(outside.join("secret.txt"), "outside\n").unwrap();
+    std::fs::hard_link(outside.join("secret.txt"), workspace.join("linked.txt")).unwrap();
+    let scratch = base.join("scratch");
+    let harness = Harness::start(
+        ClientOptions::editor(),
+        script(move |turn| {
+            let scratch = scratch.clone();
+            async move {
+                let runtime = keel_core::runtime::Runtime::new(keel_core::runtime::RuntimeConfig {
+                    roots: turn.spec.roots.clone(),
+                    requirements: keel_core::capability::RequirementSet::fs_read_write(
+                        &["{workspace}/**"],
+                        &["{workspace}/**"],
+                    ),
+                    scratch_dir: scratch,
+                    ..Default::default()
+                })
+                .unwrap()
+                .with_backends(turn.spec.files.clone(), None);
+                let root = &turn.spec.roots[0];
+                let linked = runtime.write(&root.join("linked.txt"), b"replaced\n").await;
+                let plain = runtime.write(&root.join("plain.txt"), b"plain\n").await;
+                turn.host.event(AgentEvent::Text {
+                    message_id: "m".into(),
+                    text: format!("{}|{}", linked.is_ok(), plain.is_ok()),
+                });
+                Ok(outcome(TurnStop::EndTurn))
+            }
+        }),
+    )
+    .await;
+    let session = harness
+        .client
+        .new_session(&workspace, &[])
+        .await
+        .unwrap()
+        .session_id;
+    harness.client.prompt(&session, "write").await.unwrap();
+    assert_eq!(said(&harness, &session), "true|true");
+    let writes: Vec<PathBuf> = harness
+        .client
+        .events()
+        .into_iter()
+        .filter_map(|event| match event {
+            Event::WriteFile { path, .. } => Some(path),
+            _ => None,
+        })
+        .collect();
+    assert_eq!(writes, [workspace.join("plain.txt")]);
+    assert_eq!(
+        std::fs::read_to_string(workspace.join("linked.txt")).unwrap(),
+        "replaced\n"
+    );
+    assert_eq!(
+        std::fs::read_to_string(outside.join("secret.txt")).unwrap(),
+        "outside\n"
+    );
+}

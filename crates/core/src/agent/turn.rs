@@ -8,7 +8,7 @@ use serde_json::Value;
 use tokio_util::sync::CancellationToken;
 
 use crate::capability::Access;
-use crate::policy::{Action, Answer, Call};
+use crate::policy::{Action, Answer, Call, PolicySearchGate};
 use crate::provider::{
     Message, ModelEvent, ModelRequest, Part, Provider, ProviderError, Role, StopReason,
     ToolDefinition, Usage,
@@ -457,7 +457,7 @@ impl Session {
             return (Err(error), Verdict::Denied);
         }
         let (progress_tx, mut progress_rx) = tokio::sync::mpsc::unbounded_channel();
-        let ctx = ToolContext {
+        let mut ctx = ToolContext {
             runtime: self.runtime.clone(),
             session: self.state.clone(),
             call_id: call.id.clone(),
@@ -478,8 +478,25 @@ impl Session {
                 return (Err(ToolError::Denied(message)), Verdict::Denied);
             }
             Action::Ask => {
+                if decision.hard_links.is_some() {
+                    // The prompt's preview (an edit's diff) is for the user, who is being asked
+                    // about exactly this file; the run gets the same permission once approved.
+                    ctx.runtime = ctx.runtime.allowing_linked_reads();
+                }
                 let preview = match tool.preview(&call.input, &ctx).await {
                     Ok(preview) => preview,
+                    // The model has not been allowed to see a hard-linked file: an error
+                    // built from its content must not reach it.
+                    Err(_) if decision.hard_links.is_some() => {
+                        return (
+                            Err(ToolError::Failed(format!(
+                                "{} The change could not be prepared, so nothing was asked or \
+                                 written; `read` the file first (which asks).",
+                                decision.explanation
+                            ))),
+                            Verdict::Failed,
+                        );
+                    }
                     // A call that would fail anyway (an edit whose old text is absent) is not
                     // worth the user's attention: the model gets the error at once.
                     Err(error) => return (Err(error), Verdict::Failed),
@@ -524,6 +541,11 @@ impl Session {
                 }
             }
         }
+        // What the files a search finds may show is decided file by file, as reads.
+        ctx.runtime = ctx.runtime.with_search_gate(Arc::new(PolicySearchGate::new(
+            self.policy.clone(),
+            spec.clone(),
+        )));
         host.event(AgentEvent::ToolStatus {
             call_id: call.id.clone(),
             status: CallStatus::InProgress,

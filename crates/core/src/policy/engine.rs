@@ -217,6 +217,7 @@ impl Policy {
             pending: Vec::new(),
             raw_command: None,
             headless: self.headless,
+            hard_links: None,
         };
 
         // 1. The capability check.
@@ -349,6 +350,32 @@ impl Policy {
                     action = Action::Ask;
                 }
             }
+        }
+
+        // 3b. A regular file with several hard links: another of its names may lie outside the
+        // workspace, so the path check proves nothing about its content. Asked every time (the
+        // runtime refuses to read it unless the call was approved: `allowing_linked_reads`).
+        if action != Action::Deny
+            && let CallSubject::Path(path) = &subject
+            && let Some(links) = call.runtime.link_count(&path.canonical)
+            && links > 1
+        {
+            decision.hard_links = Some(links);
+            let linked = Cause::HardLinked {
+                subject: path.key().to_owned(),
+                links,
+            };
+            if escalated {
+                // The watchdog's reason stays the headline; the links are one more fact.
+                notes.push(format!("also: {}", linked.clause()));
+            } else {
+                if let Cause::Rule { rule, .. } = &cause {
+                    notes.push(format!("the rules alone would say {} ({rule})", action));
+                }
+                escalated = true;
+                cause = linked;
+            }
+            action = Action::Ask;
         }
 
         // 4. Headless.

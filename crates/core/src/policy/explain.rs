@@ -81,6 +81,9 @@ pub enum Cause {
     },
     /// No user is present: what would have been asked is denied.
     Headless { asked_because: Box<Cause> },
+    /// The file has several hard links, so its content is not provably the workspace's: asked
+    /// every time, whatever the rules and the mode say.
+    HardLinked { subject: String, links: u64 },
 }
 
 /// A decision's explanation.
@@ -101,7 +104,7 @@ fn verb(action: Action) -> &'static str {
 }
 
 impl Cause {
-    fn clause(&self) -> String {
+    pub(crate) fn clause(&self) -> String {
         match self {
             Cause::Capability { capability, reason } => {
                 format!("the capability check ({capability}) refuses it: {reason}")
@@ -156,6 +159,10 @@ impl Cause {
                     format!("the watchdog ({category}) refuses it: {reason}")
                 }
             }
+            Cause::HardLinked { subject, links } => format!(
+                "`{subject}` has {links} hard links, so Keel cannot prove that its content belongs \
+                 to the workspace (another of its names may lie outside); asked every time"
+            ),
             Cause::Headless { asked_because } => format!(
                 "it needs the user's approval and no user is present (headless run); it would \
                  have been asked because {}",

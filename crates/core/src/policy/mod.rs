@@ -28,6 +28,7 @@ pub mod layers;
 pub mod mode;
 pub mod pattern;
 pub mod rule;
+pub mod search_gate;
 pub mod shell;
 pub mod subject;
 pub mod trust;
@@ -42,6 +43,7 @@ pub use layers::{BUNDLED_POLICY, PROJECT_DIR, PolicyLayers, RULE_FILE, Scope, So
 pub use mode::{Mode, UnknownMode};
 pub use pattern::{CommandClass, Pattern, PatternKind};
 pub use rule::{Action, Capability, Permission, PolicyError, Rule, RuleSet};
+pub use search_gate::PolicySearchGate;
 pub use subject::ApprovalKey;
 pub use trust::{Trust, TrustStore};
 pub use watchdog::{Finding, Verdict, Watchdog, WatchdogCategory};
@@ -106,6 +108,9 @@ pub struct Decision {
     pub(crate) pending: Vec<String>,
     pub(crate) raw_command: Option<String>,
     pub(crate) headless: bool,
+    /// The subject is a regular file with this many hard links (more than one): an approval
+    /// also lets the call read it ([`crate::runtime::Runtime::allowing_linked_reads`]).
+    pub hard_links: Option<u64>,
 }
 
 impl Decision {

@@ -15,6 +15,7 @@
 //! [`Runtime::with_net_policy`] allows them).
 
 pub mod config_files;
+pub mod fsat;
 pub mod net;
 pub mod paths;
 pub mod process;
@@ -124,6 +125,63 @@ struct Inner {
 #[derive(Debug, Clone)]
 pub struct Runtime {
     inner: Arc<Inner>,
+    /// Reading a regular file with more than one hard link is allowed: the user approved this
+    /// call knowing it ([`Runtime::allowing_linked_reads`]).
+    linked_reads: bool,
+    /// The permission policy's view of files a search finds ([`Runtime::with_search_gate`]).
+    search_gate: Option<Arc<dyn SearchGate>>,
+}
+
+/// What a search tool (grep, glob) may do with a file its walk found (not the path the call
+/// named, which the policy decided before the call).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum SearchAccess {
+    /// Read the content: reading it would be allowed without a prompt.
+    Read,
+    /// Show the name only: reading it would be asked (a `.env` file, a hard-linked file).
+    NameOnly,
+    /// Leave it out: reading it is denied.
+    Hidden,
+}
+
+/// Decides [`SearchAccess`] for a canonical path, as the permission policy would decide a read
+/// of it by the same tool. The engine installs one per call; without one every file in the
+/// scope is readable.
+pub trait SearchGate: Send + Sync + Debug {
+    fn access(&self, runtime: &Runtime, canonical: &Path) -> SearchAccess;
+}
+
+/// Why a file could not be opened for reading.
+#[derive(Debug, thiserror::Error)]
+pub enum FileError {
+    /// The capability check refused the path.
+    #[error(transparent)]
+    Refused(#[from] Refusal),
+    /// A regular file with several hard links: another name of it may lie outside the
+    /// workspace, so its content is not provably the workspace's.
+    #[error(
+        "{shown} has {links} hard links, so Keel cannot prove that its content belongs to the \
+         workspace (another of its names may lie outside). Reading it needs the user's approval: \
+         call `read` on it to ask."
+    )]
+    HardLinked { shown: String, links: u64 },
+    /// A symlink appeared on the checked path between the check and the open.
+    #[error("{shown} changed while it was being opened (a symlink appeared on its path); refused")]
+    Changed { shown: String },
+    /// Not a regular file (a device, socket or pipe swapped in).
+    #[error("{shown} is not a regular file")]
+    NotAFile { shown: String },
+    #[error("{0}")]
+    Io(String),
+}
+
+impl From<FileError> for ToolError {
+    fn from(error: FileError) -> Self {
+        match error {
+            FileError::Refused(refusal) => refusal.into(),
+            other => ToolError::Failed(other.to_string()),
+        }
+    }
 }
 
 impl Runtime {
@@ -168,6 +226,8 @@ impl Runtime {
                 terminals: None,
                 net: Arc::new(net::NetState::new(NetPolicy::default())),
             }),
+            linked_reads: false,
+            search_gate: None,
         })
     }
 
@@ -186,9 +246,75 @@ impl Runtime {
                 terminals,
                 net: self.inner.net.clone(),
             }),
+            linked_reads: self.linked_reads,
+            search_gate: self.search_gate.clone(),
         }
     }
 
+    /// The same runtime with a search gate: what grep and glob may do with the files they find.
+    pub fn with_search_gate(&self, gate: Arc<dyn SearchGate>) -> Self {
+        Self {
+            search_gate: Some(gate),
+            ..self.clone()
+        }
+    }
+
+    /// What a search may do with a file it found: [`SearchAccess::Read`] when no gate is
+    /// installed.
+    pub fn search_access(&self, canonical: &Path) -> SearchAccess {
+        match &self.search_gate {
+            Some(gate) => gate.access(self, canonical),
+            None => SearchAccess::Read,
+        }
+    }
+
+    /// The same runtime, allowed to read regular files that have several hard links. The
+    /// engine hands it to a call the user approved after being told of the links.
+    pub fn allowing_linked_reads(&self) -> Self {
+        Self {
+            linked_reads: true,
+            ..self.clone()
+        }
+    }
+
+    /// The number of hard links of the regular file at a canonical path, reached without
+    /// following any symlink; `None` when it is not a regular file or cannot be reached.
+    pub fn link_count(&self, canonical: &Path) -> Option<u64> {
+        use std::os::unix::fs::MetadataExt as _;
+        fsat::metadata(canonical)
+            .ok()
+            .filter(std::fs::Metadata::is_file)
+            .map(|meta| meta.nlink())
+    }
+
+    /// Opens a regular file for reading after the scope check: reached without following any
+    /// symlink (so one swapped in after the check is refused), and refused when it has several
+    /// hard links unless this runtime allows linked reads. Blocking.
+    pub fn open_read(&self, canonical: &Path) -> Result<std::fs::File, FileError> {
+        use std::os::unix::fs::MetadataExt as _;
+        self.check(canonical, Access::Read)?;
+        let shown = || self.display_path(canonical);
+        let (file, meta) = fsat::open_read(canonical).map_err(|e| {
+            if fsat::is_swap(&e) {
+                FileError::Changed { shown: shown() }
+            } else {
+                FileError::Io(io_message(self, canonical, &e))
+            }
+        })?;
+        if meta.is_dir() {
+            return Err(FileError::Io(format!("{} is a directory", shown())));
+        }
+        if !meta.is_file() {
+            return Err(FileError::NotAFile { shown: shown() });
+        }
+        if meta.nlink() > 1 && !self.linked_reads {
+            return Err(FileError::HardLinked {
+                shown: shown(),
+                links: meta.nlink(),
+            });
+        }
+        Ok(file)
+    }
     /// The primary workspace root (canonical). Empty when no workspace is open.
     pub fn root(&self) -> &Path {
         self.inner
@@ -260,9 +386,13 @@ impl Runtime {
     )]
     pub async fn metadata(&self, canonical: &Path) -> Result<std::fs::Metadata, ToolError> {
         self.check(canonical, Access::Read)?;
-        tokio::fs::symlink_metadata(canonical)
-            .await
-            .map_err(|e| io_error(self, canonical, e))
+        let path = canonical.to_path_buf();
+        let runtime = self.clone();
+        tokio::task::spawn_blocking(move || {
+            fsat::metadata(&path).map_err(|e| io_error(&runtime, &path, e))
+        })
+        .await
+        .map_err(|e| ToolError::Failed(format!("metadata task failed: {e}")))?
     }
 
     /// What the disk says of a file now, for the read-before-write guard.
@@ -278,20 +408,15 @@ impl Runtime {
         })
     }
 
-    /// Reads a whole file from the disk after the scope check. The opened file is verified to be
-    /// the checked one (a path swapped for a symlink between check and open is refused).
-    #[allow(
-        clippy::disallowed_methods,
-        reason = "the runtime is where ambient authority lives"
-    )]
+    /// Reads a whole file from the disk after the scope check, through [`Runtime::open_read`]
+    /// (no symlink followed, hard links refused unless allowed).
     pub async fn read(&self, canonical: &Path) -> Result<Vec<u8>, ToolError> {
         self.check(canonical, Access::Read)?;
         let path = canonical.to_path_buf();
         let runtime = self.clone();
         tokio::task::spawn_blocking(move || -> Result<Vec<u8>, ToolError> {
             use std::io::Read as _;
-            let mut file = std::fs::File::open(&path).map_err(|e| io_error(&runtime, &path, e))?;
-            verify_open(&file, &path)?;
+            let mut file = runtime.open_read(&path)?;
             let mut bytes = Vec::new();
             file.read_to_end(&mut bytes)
                 .map_err(|e| io_error(&runtime, &path, e))?;
@@ -301,11 +426,7 @@ impl Runtime {
         .map_err(|e| ToolError::Failed(format!("read task failed: {e}")))?
     }
 
-    /// Reads a byte range of a file (for large files).
-    #[allow(
-        clippy::disallowed_methods,
-        reason = "the runtime is where ambient authority lives"
-    )]
+    /// Reads a byte range of a file (for large files), opened as [`Runtime::read`] opens it.
     pub async fn read_range(
         &self,
         canonical: &Path,
@@ -317,8 +438,7 @@ impl Runtime {
         let runtime = self.clone();
         tokio::task::spawn_blocking(move || -> Result<Vec<u8>, ToolError> {
             use std::io::{Read as _, Seek as _, SeekFrom};
-            let mut file = std::fs::File::open(&path).map_err(|e| io_error(&runtime, &path, e))?;
-            verify_open(&file, &path)?;
+            let mut file = runtime.open_read(&path)?;
             file.seek(SeekFrom::Start(start))
                 .map_err(|e| io_error(&runtime, &path, e))?;
             let mut bytes = Vec::with_capacity(len.min(1 << 24));
@@ -333,11 +453,23 @@ impl Runtime {
 
     /// The editor's text of a file when the editor serves files (unsaved changes included);
     /// `None` when it does not, and the disk is the truth.
+    /// The disk's file must pass the same checks as for [`Runtime::read`] first (no symlink
+    /// swapped onto the path, no unapproved hard links), since the editor reads the path too.
     pub async fn read_editor_text(&self, canonical: &Path) -> Option<Result<String, ToolError>> {
         if let Err(refusal) = self.check(canonical, Access::Read) {
             return Some(Err(refusal.into()));
         }
         let files = self.inner.files.as_ref()?;
+        let path = canonical.to_path_buf();
+        let runtime = self.clone();
+        let opened = tokio::task::spawn_blocking(move || runtime.open_read(&path).map(drop)).await;
+        match opened {
+            Ok(Ok(())) => {}
+            // A buffer the editor has not saved yet: the editor alone knows it.
+            Ok(Err(FileError::Io(_))) if self.link_count(canonical).is_none() => {}
+            Ok(Err(error)) => return Some(Err(error.into())),
+            Err(e) => return Some(Err(ToolError::Failed(format!("read task failed: {e}")))),
+        }
         files.read_text(canonical).await.map(|r| {
             r.map_err(|e| {
                 ToolError::Failed(format!(
@@ -348,47 +480,61 @@ impl Runtime {
         })
     }
 
-    /// Writes a whole file after the scope check: through the editor when it serves files and
-    /// the content is text, otherwise atomically on the disk (temp file in the same directory,
-    /// fsync, rename; the file's permissions are kept). Missing parent directories inside the
-    /// scope are created.
-    #[allow(
-        clippy::disallowed_methods,
-        reason = "the runtime is where ambient authority lives"
-    )]
+    /// Writes a whole file after the scope check: through the editor when it serves files, the
+    /// content is text and the file is not hard-linked (a linked file is replaced on the disk,
+    /// never written through); otherwise atomically on the disk ([`fsat::replace_in`]: a
+    /// temporary file in the already-open parent directory, fsync, `renameat` in that
+    /// directory; the file's permissions are kept). Missing parent directories inside the scope
+    /// are created one by one, each checked. A symlink swapped onto the path after the check
+    /// makes the write fail; it never lands elsewhere.
     pub async fn write(&self, canonical: &Path, bytes: &[u8]) -> Result<(), ToolError> {
+        use std::os::unix::fs::MetadataExt as _;
         self.check(canonical, Access::Write)?;
-        if let (Some(files), Ok(text)) = (self.inner.files.as_ref(), std::str::from_utf8(bytes))
-            && let Some(result) = files.write_text(canonical, text).await
-        {
-            return result.map_err(|e| {
-                ToolError::Failed(format!(
-                    "the editor could not write {}: {e}",
-                    self.display_path(canonical)
-                ))
-            });
+        if let (Some(files), Ok(text)) = (self.inner.files.as_ref(), std::str::from_utf8(bytes)) {
+            let path = canonical.to_path_buf();
+            let target = tokio::task::spawn_blocking(move || fsat::metadata(&path))
+                .await
+                .map_err(|e| ToolError::Failed(format!("write task failed: {e}")))?;
+            let editor_may_write = match &target {
+                Ok(meta) => meta.is_file() && meta.nlink() == 1,
+                Err(e) => e.kind() == std::io::ErrorKind::NotFound,
+            };
+            if editor_may_write && let Some(result) = files.write_text(canonical, text).await {
+                return result.map_err(|e| {
+                    ToolError::Failed(format!(
+                        "the editor could not write {}: {e}",
+                        self.display_path(canonical)
+                    ))
+                });
+            }
         }
         let path = canonical.to_path_buf();
         let bytes = bytes.to_vec();
         let runtime = self.clone();
         tokio::task::spawn_blocking(move || -> Result<(), ToolError> {
-            if let Some(parent) = path.parent() {
-                if !parent.exists() {
-                    runtime.check(parent, Access::Write)?;
-                    std::fs::create_dir_all(parent).map_err(|e| io_error(&runtime, parent, e))?;
+            let (Some(parent), Some(name)) = (path.parent(), path.file_name()) else {
+                return Err(ToolError::Failed(format!(
+                    "{} is not a file path",
+                    path.display()
+                )));
+            };
+            let refused = std::sync::Mutex::new(None);
+            let allow = |dir: &Path| -> std::io::Result<()> {
+                runtime.check(dir, Access::Write).map_err(|refusal| {
+                    let reason = refusal.reason.clone();
+                    if let Ok(mut slot) = refused.lock() {
+                        *slot = Some(refusal);
+                    }
+                    std::io::Error::new(std::io::ErrorKind::PermissionDenied, reason)
+                })
+            };
+            let dir = fsat::open_dir_creating(parent, &allow).map_err(|e| {
+                match refused.lock().ok().and_then(|mut slot| slot.take()) {
+                    Some(refusal) => ToolError::Refused(refusal),
+                    None => write_error(&runtime, &path, e),
                 }
-                // The parent must still be where the check said (no symlink swapped in).
-                let now =
-                    std::fs::canonicalize(parent).map_err(|e| io_error(&runtime, parent, e))?;
-                if now != parent {
-                    return Err(ToolError::Failed(format!(
-                        "{} changed while writing (now points to {}); not written",
-                        parent.display(),
-                        now.display()
-                    )));
-                }
-            }
-            atomic_write(&path, &bytes).map_err(|e| io_error(&runtime, &path, e))
+            })?;
+            fsat::replace_in(&dir, name, &bytes).map_err(|e| write_error(&runtime, &path, e))
         })
         .await
         .map_err(|e| ToolError::Failed(format!("write task failed: {e}")))?
@@ -458,34 +604,31 @@ fn atomic_write(path: &Path, bytes: &[u8]) -> std::io::Result<()> {
     file.commit()
 }
 
-/// Checks that an open file is the path that was checked (Linux: through /proc/self/fd).
-#[allow(
-    clippy::disallowed_methods,
-    reason = "the runtime is where ambient authority lives"
-)]
-fn verify_open(file: &std::fs::File, expected: &Path) -> Result<(), ToolError> {
-    use std::os::fd::AsRawFd as _;
-    let link = PathBuf::from(format!("/proc/self/fd/{}", file.as_raw_fd()));
-    match std::fs::read_link(&link) {
-        Ok(actual) if actual != expected => Err(ToolError::Failed(format!(
-            "{} changed while it was being opened (it now points to {}); refused",
-            expected.display(),
-            actual.display()
-        ))),
-        _ => Ok(()),
+fn io_error(runtime: &Runtime, path: &Path, e: std::io::Error) -> ToolError {
+    ToolError::Failed(io_message(runtime, path, &e))
+}
+
+fn io_message(runtime: &Runtime, path: &Path, e: &std::io::Error) -> String {
+    let shown = runtime.display_path(path);
+    if fsat::is_swap(e) {
+        return format!(
+            "{shown} changed while it was being opened (a symlink appeared on its path); refused"
+        );
+    }
+    match e.kind() {
+        std::io::ErrorKind::NotFound => format!("{shown}: no such file or directory"),
+        std::io::ErrorKind::PermissionDenied => format!("{shown}: permission denied"),
+        std::io::ErrorKind::IsADirectory => format!("{shown} is a directory"),
+        _ => format!("{shown}: {e}"),
     }
 }
 
-fn io_error(runtime: &Runtime, path: &Path, e: std::io::Error) -> ToolError {
-    let shown = runtime.display_path(path);
-    match e.kind() {
-        std::io::ErrorKind::NotFound => {
-            ToolError::Failed(format!("{shown}: no such file or directory"))
-        }
-        std::io::ErrorKind::PermissionDenied => {
-            ToolError::Failed(format!("{shown}: permission denied"))
-        }
-        std::io::ErrorKind::IsADirectory => ToolError::Failed(format!("{shown} is a directory")),
-        _ => ToolError::Failed(format!("{shown}: {e}")),
+fn write_error(runtime: &Runtime, path: &Path, e: std::io::Error) -> ToolError {
+    if fsat::is_swap(&e) {
+        return ToolError::Failed(format!(
+            "{} changed while writing (a symlink appeared on its path); not written",
+            runtime.display_path(path)
+        ));
     }
+    io_error(runtime, path, e)
 }

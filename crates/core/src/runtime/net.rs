@@ -133,6 +133,8 @@ impl Runtime {
                 terminals: self.inner.terminals.clone(),
                 net: Arc::new(NetState::new(policy)),
             }),
+            linked_reads: self.linked_reads,
+            search_gate: self.search_gate.clone(),
         }
     }
 

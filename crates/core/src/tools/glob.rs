@@ -10,6 +10,10 @@
 //! `LC_ALL=C sort` does), and capped at `limits.glob_entries`; past the cap the whole list goes
 //! to a sidecar file.
 //!
+//! Files whose read the policy denies are left out; names of files whose read would be asked
+//! (`.env`) are listed, since a name is not the content
+//! ([`Runtime::search_access`](crate::runtime::Runtime::search_access)).
+//!
 //! Why path order rather than Claude Code's newest-first: it is stable across checkouts (a fresh
 //! clone gives every file the same mtime) and between calls, keeps a directory's files together,
 //! and needs no `stat` per file.
@@ -24,7 +28,7 @@ use serde::Deserialize;
 use tokio_util::sync::CancellationToken;
 
 use crate::capability::{Access, RequirementSet};
-use crate::runtime::Runtime;
+use crate::runtime::{Runtime, SearchAccess};
 use crate::tool::{Subject, Tool, ToolContext, ToolError, ToolKind, ToolOutput, ToolSpec};
 
 const DESCRIPTION: &str = "\
@@ -229,7 +233,11 @@ impl ParallelVisitor for Visitor<'_> {
         let Ok(relative) = entry.path().strip_prefix(self.base) else {
             return WalkState::Continue;
         };
-        if self.matcher.is_match(relative) && self.runtime.check(entry.path(), Access::Read).is_ok()
+        // Names of files whose read would be asked (`.env`) are listed: a name is not the
+        // content. Files whose read is denied are left out.
+        if self.matcher.is_match(relative)
+            && self.runtime.check(entry.path(), Access::Read).is_ok()
+            && self.runtime.search_access(entry.path()) != SearchAccess::Hidden
         {
             let relative = relative.to_string_lossy();
             let mut shown = String::with_capacity(self.prefix.len() + relative.len());

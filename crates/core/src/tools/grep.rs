@@ -13,6 +13,13 @@
 //!
 //! `glob` has ripgrep's `--glob` meaning: a pattern without `/` matches file names at any depth,
 //! one with `/` matches paths relative to `path`, and a leading `!` excludes.
+//!
+//! Each file the walk finds is decided as a read of it would be
+//! ([`Runtime::search_access`](crate::runtime::Runtime::search_access)): searched when that
+//! read would be allowed, named in a note when it would be asked (`.env`, keys, hard links),
+//! left out when denied; so a glob that re-includes hidden files cannot show a secret's
+//! content. Files are opened through [`Runtime::open_read`](crate::runtime::Runtime::open_read)
+//! (no symlink followed on the checked path).
 
 use std::path::{Path, PathBuf};
 use std::sync::Mutex;
@@ -30,7 +37,7 @@ use serde::Deserialize;
 use tokio_util::sync::CancellationToken;
 
 use crate::capability::{Access, RequirementSet};
-use crate::runtime::Runtime;
+use crate::runtime::{FileError, Runtime, SearchAccess};
 use crate::tool::{Subject, Tool, ToolContext, ToolError, ToolKind, ToolOutput, ToolSpec};
 
 /// Lines longer than this are cut in the text the model reads (the sidecar keeps them whole).
@@ -54,7 +61,9 @@ matching lines as path:line:text; `-n` line numbers, default true; `-A`/`-B`/`-C
 - `multiline`: let `.` match newlines and patterns span lines.
 - `head_limit`: show only the first N lines or entries.
 - Files are sorted by path. Large results are cut; the whole result is saved to a file you can \
-`read`.";
+`read`.
+- Files whose reading needs the user's approval (.env files, keys, hard-linked files) are not \
+searched, whatever `glob` says; a note names them. `read` one to ask for it.";
 
 /// What `grep` returns.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Deserialize, JsonSchema)]
@@ -247,10 +256,24 @@ impl Search {
                     return WalkState::Continue;
                 };
                 // Symlinks have their own file type here (the walker does not follow them).
-                if entry.file_type().is_some_and(|t| t.is_file())
-                    && runtime.check(entry.path(), Access::Read).is_ok()
+                if !entry.file_type().is_some_and(|t| t.is_file())
+                    || runtime.check(entry.path(), Access::Read).is_err()
                 {
-                    self.search_file(&mut searcher, entry.into_path(), shared, cancel);
+                    return WalkState::Continue;
+                }
+                // The path the call named was decided with the call; what the walk finds is
+                // decided file by file, as a read of it would be.
+                let access = if entry.path() == base {
+                    SearchAccess::Read
+                } else {
+                    runtime.search_access(entry.path())
+                };
+                match access {
+                    SearchAccess::Read => {
+                        self.search_file(&mut searcher, runtime, entry.into_path(), shared, cancel);
+                    }
+                    SearchAccess::NameOnly => shared.withheld(entry.into_path()),
+                    SearchAccess::Hidden => {}
                 }
                 WalkState::Continue
             })
@@ -261,8 +284,14 @@ impl Search {
             .unwrap_or_else(std::sync::PoisonError::into_inner);
         // Byte order of the path, as `glob` sorts (and `LC_ALL=C sort`).
         files.sort_unstable_by(|a, b| a.path.as_os_str().cmp(b.path.as_os_str()));
+        let mut withheld = shared
+            .withheld
+            .into_inner()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        withheld.sort_unstable();
         Ok(Found {
             files,
+            withheld,
             binary_skipped: shared.binary.into_inner(),
             unreadable: shared.unreadable.into_inner(),
             stopped_early: shared.full.into_inner(),
@@ -272,6 +301,7 @@ impl Search {
     fn search_file(
         &self,
         searcher: &mut Searcher,
+        runtime: &Runtime,
         path: PathBuf,
         shared: &Shared,
         cancel: &CancellationToken,
@@ -284,7 +314,20 @@ impl Search {
             binary: false,
             cancel,
         };
-        match searcher.search_path(&self.matcher, &path, &mut sink) {
+        // Opened by the runtime: no symlink followed on the checked path, and a hard-linked
+        // file only when the call was approved for it.
+        let file = match runtime.open_read(&path) {
+            Ok(file) => file,
+            Err(FileError::HardLinked { .. }) => {
+                shared.withheld(path);
+                return;
+            }
+            Err(_) => {
+                shared.unreadable.fetch_add(1, Ordering::Relaxed);
+                return;
+            }
+        };
+        match searcher.search_file(&self.matcher, &file, &mut sink) {
             Err(_) => {
                 shared.unreadable.fetch_add(1, Ordering::Relaxed);
             }
@@ -316,15 +359,28 @@ impl Search {
 #[derive(Default)]
 struct Shared {
     files: Mutex<Vec<FileHits>>,
+    /// Files not searched because reading them needs the user's approval.
+    withheld: Mutex<Vec<PathBuf>>,
     binary: AtomicUsize,
     unreadable: AtomicUsize,
     bytes: AtomicUsize,
     full: AtomicBool,
 }
 
+impl Shared {
+    fn withheld(&self, path: PathBuf) {
+        self.withheld
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .push(path);
+    }
+}
+
 /// The result of a search.
 struct Found {
     files: Vec<FileHits>,
+    /// Files found but not searched: reading them would be asked (sorted).
+    withheld: Vec<PathBuf>,
     binary_skipped: usize,
     unreadable: usize,
     stopped_early: bool,
@@ -429,13 +485,22 @@ async fn report(
     let mode = params.output_mode.unwrap_or_default();
     let total_matches: u64 = found.files.iter().map(|f| f.matches).sum();
     let mut notes = Vec::new();
+    let withheld = withheld_note(&found.withheld, ctx);
     if found.files.is_empty() {
-        let mut output = ToolOutput::text("No matches found.").with("files", 0);
+        let mut text = "No matches found.".to_owned();
+        if let Some(note) = &withheld {
+            text.push_str(&format!("\n[{note}]"));
+        }
+        let mut output = ToolOutput::text(text).with("files", 0);
         if found.binary_skipped > 0 {
             output = output.with("binary_files_skipped", found.binary_skipped);
         }
+        if !found.withheld.is_empty() {
+            output = output.with("not_searched", found.withheld.len());
+        }
         return Ok(output);
     }
+    notes.extend(withheld);
     let limit = ctx.session.limits.grep_matches;
     let head_limit = params
         .head_limit
@@ -528,8 +593,35 @@ async fn report(
     if found.unreadable > 0 {
         output = output.with("unreadable_files", found.unreadable);
     }
+    if !found.withheld.is_empty() {
+        output = output.with("not_searched", found.withheld.len());
+    }
     output.output_path = output_path;
     Ok(output)
+}
+
+/// Names listed in the note on files not searched.
+const WITHHELD_NAMES: usize = 10;
+
+/// The note on files the search found but did not read, because reading them needs approval.
+fn withheld_note(withheld: &[PathBuf], ctx: &ToolContext) -> Option<String> {
+    if withheld.is_empty() {
+        return None;
+    }
+    let mut names: Vec<String> = withheld
+        .iter()
+        .take(WITHHELD_NAMES)
+        .map(|path| ctx.runtime.display_path(path))
+        .collect();
+    if withheld.len() > WITHHELD_NAMES {
+        names.push(format!("and {} more", withheld.len() - WITHHELD_NAMES));
+    }
+    Some(format!(
+        "{} file(s) not searched because reading them needs the user's approval (secrets such \
+         as .env files, keys, hard-linked files): {}. To search one, `read` it, which asks",
+        withheld.len(),
+        names.join(", ")
+    ))
 }
 
 /// Renders `content` mode: `path:line:text` for matches, `path-line-text` for context, `--`

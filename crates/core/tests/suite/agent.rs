@@ -714,3 +714,116 @@ async fn an_untrusted_projects_allow_rules_stay_ignored() {
     assert!(f.probe.order.lock().unwrap().is_empty());
     assert!(!user_data.path().join(keel_core::agent::TRUST_FILE).exists());
 }
+
+/// The engine wires the file rules into the run: a hard-linked file is read only after the
+/// user approved that call (told why), and a grep whose glob re-includes `.env` files gets
+/// their names, never their content.
+#[tokio::test]
+async fn hard_linked_reads_ask_and_grep_skips_secrets_end_to_end() {
+    let f = fixture(Api::Anthropic, 1).await;
+    let outside = tempfile::tempdir_in(f.workspace.parent().unwrap()).unwrap();
+    std::fs::write(outside.path().join("secret.txt"), "outside secret\n").unwrap();
+    std::fs::hard_link(
+        outside.path().join("secret.txt"),
+        f.workspace.join("linked.txt"),
+    )
+    .unwrap();
+    std::fs::write(f.workspace.join(".env"), "TOKEN=hunter2\n").unwrap();
+    std::fs::write(f.workspace.join("config.txt"), "TOKEN=public\n").unwrap();
+    f.mock.push_anthropic(
+        Turn::new()
+            .tool_call("r1", "read", json!({"file_path": "linked.txt"}))
+            .tool_call(
+                "g1",
+                "grep",
+                json!({"pattern": "TOKEN", "glob": "**/.env*", "output_mode": "content"}),
+            )
+            .tool_call(
+                "g2",
+                "grep",
+                json!({"pattern": "TOKEN", "output_mode": "content"}),
+            ),
+    );
+    f.mock.push_anthropic(Turn::text_only("done"));
+    let session = f.engine.open_session(options(&f, true)).unwrap();
+    let host = Arc::new(Host::default());
+    session
+        .run_turn(prompt("go"), host.clone(), CancellationToken::new())
+        .await
+        .unwrap();
+    let approvals = host.approvals.lock().unwrap().clone();
+    assert_eq!(approvals.len(), 1, "{approvals:?}");
+    assert_eq!(approvals[0].tool_id, "read");
+    assert!(
+        approvals[0].reason.contains("2 hard links"),
+        "{}",
+        approvals[0].reason
+    );
+    let results = tool_results(Api::Anthropic, &f.mock.requests()[1].body);
+    let result = |id: &str| {
+        results
+            .iter()
+            .find(|(call, _)| call == id)
+            .map(|(_, text)| text.clone())
+            .unwrap()
+    };
+    assert!(result("r1").contains("outside secret"), "{}", result("r1"));
+    for grep in ["g1", "g2"] {
+        let text = result(grep);
+        assert!(!text.contains("hunter2"), "{grep}: {text}");
+        assert!(!text.contains("outside secret"), "{grep}: {text}");
+        assert!(text.contains("not searched"), "{grep}: {text}");
+    }
+    assert!(result("g2").contains("config.txt:1:TOKEN=public"));
+}
+
+/// Editing a hard-linked file: the read and the edit each ask (the prompt's diff is built with
+/// the user's permission), and the edit replaces the workspace name instead of writing through
+/// the link. An edit whose preview fails tells the model nothing of the file's content.
+#[tokio::test]
+async fn editing_a_hard_linked_file_asks_and_replaces_the_link() {
+    let f = fixture(Api::Anthropic, 1).await;
+    let outside = tempfile::tempdir_in(f.workspace.parent().unwrap()).unwrap();
+    let secret = outside.path().join("secret.txt");
+    std::fs::write(&secret, "outside secret\n").unwrap();
+    std::fs::hard_link(&secret, f.workspace.join("linked.txt")).unwrap();
+    std::fs::hard_link(&secret, f.workspace.join("unread.txt")).unwrap();
+    f.mock
+        .push_anthropic(Turn::new().tool_call("r1", "read", json!({"file_path": "linked.txt"})));
+    f.mock.push_anthropic(
+        Turn::new()
+            .tool_call(
+                "e1",
+                "edit",
+                json!({"file_path": "linked.txt", "old_string": "outside secret", "new_string": "edited"}),
+            )
+            .tool_call(
+                "e2",
+                "edit",
+                json!({"file_path": "unread.txt", "old_string": "nope", "new_string": "x"}),
+            ),
+    );
+    f.mock.push_anthropic(Turn::text_only("done"));
+    let session = f.engine.open_session(options(&f, true)).unwrap();
+    let host = Arc::new(Host::default());
+    session
+        .run_turn(prompt("go"), host.clone(), CancellationToken::new())
+        .await
+        .unwrap();
+    let approvals = host.approvals.lock().unwrap().clone();
+    let asked: Vec<&str> = approvals.iter().map(|a| a.tool_id.as_str()).collect();
+    assert_eq!(asked, ["read", "edit"], "{approvals:?}");
+    assert!(approvals.iter().all(|a| a.reason.contains("hard links")));
+    assert_eq!(
+        std::fs::read_to_string(f.workspace.join("linked.txt")).unwrap(),
+        "edited\n"
+    );
+    assert_eq!(
+        std::fs::read_to_string(&secret).unwrap(),
+        "outside secret\n"
+    );
+    let results = tool_results(Api::Anthropic, &f.mock.requests()[2].body);
+    let e2 = &results.iter().find(|(id, _)| id == "e2").unwrap().1;
+    assert!(e2.contains("could not be prepared"), "{e2}");
+    assert!(!e2.contains("outside secret"), "{e2}");
+}

@@ -2,6 +2,7 @@
 
 mod agent;
 mod config;
+mod hard_links;
 mod policy_api;
 mod policy_grammar;
 mod policy_support;
@@ -13,6 +14,8 @@ mod provider_resolve;
 mod provider_scripted;
 mod provider_sse;
 mod provider_support;
+mod runtime_files;
+mod search_sensitive;
 mod tool_support;
 mod tools_fs;
 mod tools_search;

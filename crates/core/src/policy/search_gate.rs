@@ -1,0 +1,62 @@
+//! [`PolicySearchGate`]: the policy's answer to "may this search read the file it found?".
+//!
+//! `grep` and `glob` are decided once, on the path the call names (usually a directory). The
+//! files their walk finds below it are decided here, one by one, exactly as a read of that
+//! file by the same tool would be: a file whose read would be allowed is searched, one whose
+//! read would be asked (a `.env` file, a credential the watchdog knows, a hard-linked file) is
+//! shown by name only, one whose read is denied is left out. Whatever the call's glob or type
+//! filters re-include, a search therefore never shows content the read tool would have asked
+//! for.
+
+use std::path::Path;
+use std::sync::Arc;
+
+use serde_json::{Map, Value};
+
+use super::{Action, Call, Cause, Policy};
+use crate::runtime::{Runtime, SearchAccess, SearchGate};
+use crate::tool::{Subject, ToolSpec};
+
+/// The gate the engine installs for each call ([`Runtime::with_search_gate`]).
+#[derive(Debug, Clone)]
+pub struct PolicySearchGate {
+    policy: Arc<Policy>,
+    spec: ToolSpec,
+}
+
+impl PolicySearchGate {
+    /// The gate for calls of the tool `spec` under `policy`.
+    pub fn new(policy: Arc<Policy>, spec: ToolSpec) -> Self {
+        Self { policy, spec }
+    }
+}
+
+impl SearchGate for PolicySearchGate {
+    fn access(&self, runtime: &Runtime, canonical: &Path) -> SearchAccess {
+        let Subject::Path(Some(field)) = &self.spec.subject else {
+            // A tool without a path argument cannot be asked about one path: name only.
+            return SearchAccess::NameOnly;
+        };
+        let Some(path) = canonical.to_str() else {
+            // Not UTF-8: the policy could only see a lossy spelling of it.
+            return SearchAccess::NameOnly;
+        };
+        let mut args = Map::new();
+        args.insert(field.clone(), Value::String(path.to_owned()));
+        let args = Value::Object(args);
+        let decision = self.policy.decide(&Call {
+            spec: &self.spec,
+            args: &args,
+            runtime,
+        });
+        match decision.action {
+            Action::Allow => SearchAccess::Read,
+            Action::Ask => SearchAccess::NameOnly,
+            // Headless turns every prompt into a denial; the name is still harmless.
+            Action::Deny if matches!(decision.explanation.cause, Cause::Headless { .. }) => {
+                SearchAccess::NameOnly
+            }
+            Action::Deny => SearchAccess::Hidden,
+        }
+    }
+}
