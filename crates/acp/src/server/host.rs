@@ -579,6 +579,14 @@ impl TurnHost for AcpTurnHost {
             AgentEvent::Usage { used, size } => {
                 self.send(SessionUpdate::UsageUpdate(UsageUpdate::new(used, size)));
             }
+            AgentEvent::Notice { text } => {
+                tracing::info!(session = %self.shared.session_id, "{text}");
+                self.send(SessionUpdate::AgentMessageChunk(
+                    ContentChunk::new(ContentBlock::from(text)).message_id(MessageId::new(
+                        format!("keel-notice-{}", self.shared.session_id),
+                    )),
+                ));
+            }
         }
     }
 

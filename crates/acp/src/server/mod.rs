@@ -54,6 +54,16 @@ pub async fn serve_stdio(engine: Engine) -> anyhow::Result<()> {
     serve(Arc::new(EngineSessions::new(engine)), Stdio::new()).await
 }
 
+/// Serves ACP on stdin/stdout for a configuration that did not load: `initialize` answers,
+/// `session/new` fails with `message` (the configuration error).
+pub async fn serve_stdio_broken(message: String) -> anyhow::Result<()> {
+    serve(
+        Arc::new(engine_sessions::BrokenConfig::new(message)),
+        Stdio::new(),
+    )
+    .await
+}
+
 /// Serves ACP over `transport` until it closes. Running turns are cancelled at the end.
 pub async fn serve(
     factory: Arc<dyn SessionFactory>,

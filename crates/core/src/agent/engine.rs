@@ -17,11 +17,33 @@ use super::session::{ModelSlot, Session};
 /// The trust store's file name under the user data directory.
 pub const TRUST_FILE: &str = "trusted.toml";
 
-/// The configuration's own permission rules for a workspace: the user file's (manifest scope)
-/// and the workspace's project file's (project scope). Called when a session opens.
-pub type ConfigRules = Arc<
-    dyn Fn(&std::path::Path) -> Result<(Option<RuleSet>, Option<RuleSet>), String> + Send + Sync,
->;
+/// What the configuration files say for one workspace, read when a session opens.
+#[derive(Debug, Clone, Default)]
+pub struct WorkspaceConfig {
+    /// The user file's `[[permission]]` rules (manifest scope).
+    pub user_rules: Option<RuleSet>,
+    /// The project file's `[[permission]]` rules (project scope).
+    pub project_rules: Option<RuleSet>,
+    /// The mode the layers give (a project's only when it tightens, unless trusted), with the
+    /// environment and flag overrides on top.
+    pub mode: Option<Mode>,
+    /// Project settings not applied because the project is not trusted
+    /// (`IgnoredSetting` lines: "sets mode = yolo (.keel/config.toml:1:1)").
+    pub ignored: Vec<IgnoredLine>,
+}
+
+/// One project setting that waits for trust, as the user reads it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct IgnoredLine {
+    /// The dotted key (`mode`, `providers.evil`, `permission[0]`).
+    pub key: String,
+    /// "sets mode = yolo (.keel/config.toml:1:1)".
+    pub text: String,
+}
+
+/// Reads the configuration for a workspace; the flag says whether the project is trusted.
+pub type ConfigRules =
+    Arc<dyn Fn(&std::path::Path, bool) -> Result<WorkspaceConfig, String> + Send + Sync>;
 
 /// How environment variables are looked up (injectable so tests never touch the process env).
 pub type EnvLookup = Arc<dyn Fn(&str) -> Option<String> + Send + Sync>;
@@ -236,7 +258,7 @@ impl Engine {
         })
         .map_err(|e| AgentError::Setup(e.to_string()))?
         .with_backends(options.files, options.terminals);
-        let mode = options.mode.unwrap_or(self.config.mode);
+        let mut mode = options.mode.unwrap_or(self.config.mode);
         let workspace = runtime.root().to_path_buf();
         let trust = match options.trust {
             Some(trust) => trust,
@@ -253,15 +275,30 @@ impl Engine {
         let mut layers =
             PolicyLayers::load(&workspace, self.config.global_config_dir.as_deref(), trust)
                 .map_err(setup)?;
+        // Keel's own state is never a tool's to change, whatever the mode.
+        if let Some(dir) = &self.config.user_data_dir {
+            layers.protected.push(dir.clone());
+            if let Ok(real) = std::fs::canonicalize(dir) {
+                layers.protected.push(real);
+            }
+        }
+        let fingerprint = crate::policy::project_fingerprint(&workspace).ok();
+        let mut ignored = Vec::new();
         if let Some(config_rules) = &self.config.config_rules {
-            let (user, project) = config_rules(&workspace).map_err(AgentError::Setup)?;
-            layers.manifest.extend(user);
-            if let Some(project) = project {
+            let loaded = config_rules(&workspace, trust.is_trusted()).map_err(AgentError::Setup)?;
+            layers.manifest.extend(loaded.user_rules);
+            if let Some(project) = loaded.project_rules {
                 match &mut layers.project {
                     Some(existing) => existing.rules.extend(project.rules),
                     None => layers.project = Some(project),
                 }
             }
+            if options.mode.is_none()
+                && let Some(loaded_mode) = loaded.mode
+            {
+                mode = loaded_mode;
+            }
+            ignored = loaded.ignored;
         }
         let policy = Policy::new(layers, mode, !options.interactive).map_err(setup)?;
         let state = SessionState::new(
@@ -271,7 +308,7 @@ impl Engine {
             options.interactive,
         );
         let model = self.resolve_model(options.model.as_deref());
-        Ok(Session::new(
+        let mut session = Session::new(
             id,
             self.trust_store(),
             runtime,
@@ -280,6 +317,12 @@ impl Engine {
             Arc::new(policy),
             Mutex::new(model),
             self.config.clone(),
-        ))
+        );
+        session.project = super::session::ProjectState {
+            fingerprint,
+            ignored,
+            mode_overridden: options.mode.is_some(),
+        };
+        Ok(session)
     }
 }

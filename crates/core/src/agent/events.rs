@@ -67,6 +67,9 @@ pub enum AgentEvent {
     Plan { entries: Vec<Value> },
     /// Context used by the latest model request versus the model's window (not a running total).
     Usage { used: u64, size: u64 },
+    /// Something Keel itself tells the user (not the model's words, never in the history):
+    /// the project settings an untrusted project's files ask for that were not applied.
+    Notice { text: String },
 }
 
 /// A call the policy says to ask about.

@@ -16,13 +16,16 @@ mod session;
 mod trust;
 mod turn;
 
-pub use engine::{ConfigRules, Engine, EngineConfig, EnvLookup, SessionOptions, TRUST_FILE};
+pub use engine::{
+    ConfigRules, Engine, EngineConfig, EnvLookup, IgnoredLine, SessionOptions, TRUST_FILE,
+    WorkspaceConfig,
+};
 pub use events::{
     AgentEvent, ApprovalAnswer, ApprovalRequest, CallStatus, QuestionItem, QuestionOption,
     TurnHost, TurnOutcome, TurnStop, UserContent,
 };
 pub use session::{ModelSlot, Session};
-pub use trust::TRUST_QUESTION_ID;
+pub use trust::{TRUST_QUESTION_ID, notice as trust_notice};
 
 use crate::provider::ProviderError;
 

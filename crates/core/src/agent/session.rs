@@ -35,6 +35,20 @@ pub struct Session {
     pub(super) trust_store: Option<TrustStore>,
     /// Whether the project-trust question was settled in this session.
     pub(super) trust_settled: std::sync::atomic::AtomicBool,
+    /// What the project's files ask for that waits for trust.
+    pub(super) project: ProjectState,
+}
+
+/// The project's configuration as the session opened it.
+#[derive(Debug, Clone, Default)]
+pub(super) struct ProjectState {
+    /// `project_fingerprint` of the workspace when the session opened: what a "trust always"
+    /// answer records.
+    pub fingerprint: Option<String>,
+    /// Settings not applied because the project is not trusted.
+    pub ignored: Vec<super::engine::IgnoredLine>,
+    /// Whether the front-end chose the mode (then trusting the project does not change it).
+    pub mode_overridden: bool,
 }
 
 impl std::fmt::Debug for Session {
@@ -76,6 +90,7 @@ impl Session {
             tool_lock: RwLock::new(()),
             trust_store,
             trust_settled: std::sync::atomic::AtomicBool::new(false),
+            project: ProjectState::default(),
         }
     }
 

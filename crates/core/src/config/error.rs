@@ -60,6 +60,23 @@ pub enum ConfigError {
         /// The variables that exist.
         known: &'static [&'static str],
     },
+    /// A project provider would send a credential variable the user bound to one host to
+    /// another host. Refused even in a trusted project.
+    #[error(
+        "refused: the project's `[providers.{provider}]` {} {location} would send {variable} to {project_url}, \
+         but {variable} belongs to {user_url} ({bound_by}); a project cannot send your credentials elsewhere. \
+         Fix: give that provider a variable of its own (api_key_env = \"PROJECT_API_KEY\"), or remove its base_url",
+        .location.preposition()
+    )]
+    CredentialHost {
+        provider: String,
+        variable: String,
+        project_url: String,
+        user_url: String,
+        /// What binds the variable to `user_url` ("your configuration", "the built-in provider anthropic").
+        bound_by: String,
+        location: Source,
+    },
 }
 
 impl ConfigError {
@@ -71,7 +88,8 @@ impl ConfigError {
             | ConfigError::UnknownKey { location, .. }
             | ConfigError::BadValue { location, .. }
             | ConfigError::MissingKey { location, .. }
-            | ConfigError::UnknownVariable { location, .. } => Some(location),
+            | ConfigError::UnknownVariable { location, .. }
+            | ConfigError::CredentialHost { location, .. } => Some(location),
         }
     }
 }

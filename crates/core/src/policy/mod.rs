@@ -41,7 +41,9 @@ pub use mode::{Mode, UnknownMode};
 pub use pattern::{CommandClass, Pattern, PatternKind};
 pub use rule::{Action, Capability, Permission, PolicyError, Rule, RuleSet};
 pub use subject::ApprovalKey;
-pub use trust::{Trust, TrustStore};
+pub use trust::{
+    PROJECT_CONFIG_FILES, Trust, TrustStatus, TrustStore, TrustedProject, project_fingerprint,
+};
 pub use watchdog::{Finding, Verdict, Watchdog, WatchdogCategory};
 
 use crate::runtime::Runtime;

@@ -2,6 +2,7 @@
 
 mod agent;
 mod config;
+mod config_trust;
 mod policy_api;
 mod policy_support;
 mod policy_table;
