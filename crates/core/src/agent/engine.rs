@@ -149,6 +149,13 @@ pub struct Engine {
 
 impl Engine {
     pub fn new(config: EngineConfig) -> Self {
+        // The commands the model runs never see a provider's credential variable.
+        crate::runtime::secrets::register_credential_vars(
+            config
+                .providers
+                .iter()
+                .filter_map(|p| p.api_key_env.clone()),
+        );
         Self {
             config,
             resolved: Mutex::new(HashMap::new()),
@@ -257,7 +264,8 @@ impl Engine {
             scratch_dir: scratch_dir.clone(),
         })
         .map_err(|e| AgentError::Setup(e.to_string()))?
-        .with_backends(options.files, options.terminals);
+        .with_backends(options.files, options.terminals)
+        .with_protected(self.config.global_config_dir.iter().cloned());
         let mut mode = options.mode.unwrap_or(self.config.mode);
         let workspace = runtime.root().to_path_buf();
         let trust = match options.trust {
