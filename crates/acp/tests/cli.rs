@@ -7,4 +7,5 @@ mod cli {
     pub mod demo;
     pub mod exec;
     pub mod tools;
+    pub mod trust;
 }
