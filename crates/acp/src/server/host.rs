@@ -428,7 +428,7 @@ impl AcpTurnHost {
         }
         if request.tool_id == TRUST_QUESTION_ID {
             return CallView {
-                title: "Trust this project's permission rules?".into(),
+                title: "Trust this project's settings?".into(),
                 kind: AcpKind::Other,
                 locations: Vec::new(),
             };

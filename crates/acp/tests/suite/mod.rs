@@ -9,5 +9,6 @@ mod modes;
 mod protocol;
 mod streaming;
 mod support;
+mod trust;
 mod turn_snapshot;
 mod turns;
