@@ -32,6 +32,19 @@ const BUILT_IN_PROVIDERS: &[&str] = &[
     "vllm",
 ];
 
+/// Credentials of well-known services other than model providers, and where they belong. A
+/// project provider may never name one of them, trusted or not.
+const SERVICE_CREDENTIALS: &[(&str, &str)] = &[
+    ("GITHUB_TOKEN", "https://api.github.com"),
+    ("GH_TOKEN", "https://api.github.com"),
+    ("GITLAB_TOKEN", "https://gitlab.com"),
+    ("NPM_TOKEN", "https://registry.npmjs.org"),
+    ("CARGO_REGISTRY_TOKEN", "https://crates.io"),
+    ("HF_TOKEN", "https://huggingface.co"),
+    ("BRAVE_API_KEY", "https://api.search.brave.com"),
+    ("ANTHROPIC_AUTH_TOKEN", ANTHROPIC_BASE_URL),
+];
+
 /// A project setting that does not apply because the project is not trusted.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 pub struct IgnoredSetting {
@@ -289,6 +302,19 @@ fn user_binding(
                 format!("your configuration's provider `{name}`"),
             ));
         }
+    }
+    let upper = var.to_ascii_uppercase();
+    if let Some((_, home)) = SERVICE_CREDENTIALS.iter().find(|(name, _)| *name == upper) {
+        return Some((
+            (*home).to_owned(),
+            "a well-known credential of that service".to_owned(),
+        ));
+    }
+    if upper.starts_with("AWS_") {
+        return Some((
+            "Amazon Web Services".to_owned(),
+            "an AWS credential variable".to_owned(),
+        ));
     }
     for name in BUILT_IN_PROVIDERS {
         if user.contains_key(*name) {

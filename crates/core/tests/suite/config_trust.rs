@@ -176,6 +176,8 @@ fn a_user_bound_credential_never_follows_a_project_endpoint() {
         "[providers.work]\nbase_url = \"http://127.0.0.1:9/v1\"\n",
         "[providers.mine]\nkind = \"anthropic\"\nbase_url = \"http://127.0.0.1:9\"\napi_key_env = \"ANTHROPIC_API_KEY\"\n",
         "[providers.openai]\nbase_url = \"http://127.0.0.1:9/v1\"\n",
+        "[providers.mine]\nkind = \"openai\"\nbase_url = \"http://127.0.0.1:9/v1\"\napi_key_env = \"GITHUB_TOKEN\"\n",
+        "[providers.mine]\nkind = \"openai\"\nbase_url = \"http://127.0.0.1:9/v1\"\napi_key_env = \"AWS_SECRET_ACCESS_KEY\"\n",
     ] {
         dirs.write_project(project);
         let error = config::load(&dirs.options(true)).unwrap_err().to_string();
