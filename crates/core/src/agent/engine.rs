@@ -27,6 +27,10 @@ pub struct WorkspaceConfig {
     /// The mode the layers give (a project's only when it tightens, unless trusted), with the
     /// environment and flag overrides on top.
     pub mode: Option<Mode>,
+    /// The model the layers name (`provider/model`), if any.
+    pub model: Option<String>,
+    /// The providers the layers configure.
+    pub providers: Vec<ProviderConfig>,
     /// Project settings not applied because the project is not trusted
     /// (`IgnoredSetting` lines: "sets mode = yolo (.keel/config.toml:1:1)").
     pub ignored: Vec<IgnoredLine>,

@@ -140,23 +140,55 @@ impl Session {
         }
     }
 
-    /// Trusts the project for this session: its allow rules apply, and its mode (read again,
-    /// trusted) unless the front-end chose one.
+    /// Trusts the project for this session: its allow rules apply, and, read again trusted,
+    /// its mode (unless the front-end chose one) and its model and providers.
     fn apply_trust(&self) {
         self.policy.set_trust(Trust::Trusted);
-        if self.project.mode_overridden {
+        let Some(config_rules) = &self.config.config_rules else {
+            return;
+        };
+        let loaded = match config_rules(self.runtime.root(), true) {
+            Ok(loaded) => loaded,
+            Err(error) => {
+                tracing::warn!(%error, "cannot re-read the trusted project's settings");
+                return;
+            }
+        };
+        if !self.project.mode_overridden
+            && let Some(mode) = loaded.mode
+        {
+            self.policy.set_mode(mode);
+        }
+        let project_model = self
+            .project
+            .ignored
+            .iter()
+            .any(|line| line.key == "model" || line.key.starts_with("providers."));
+        if !project_model || self.config.provider_override.is_some() {
             return;
         }
-        if let Some(config_rules) = &self.config.config_rules {
-            match config_rules(self.runtime.root(), true) {
-                Ok(loaded) => {
-                    if let Some(mode) = loaded.mode {
-                        self.policy.set_mode(mode);
-                    }
-                }
-                Err(error) => {
-                    tracing::warn!(%error, "cannot re-read the trusted project's settings")
-                }
+        crate::runtime::secrets::register_credential_vars(
+            loaded
+                .providers
+                .iter()
+                .filter_map(|p| p.api_key_env.clone()),
+        );
+        let env = self.config.env.clone();
+        let lookup = move |key: &str| env(key);
+        match crate::provider::resolve_model(loaded.model.as_deref(), &lookup, &loaded.providers) {
+            Ok((provider, model)) => {
+                let name = loaded
+                    .model
+                    .clone()
+                    .unwrap_or_else(|| format!("{}/{model}", provider.id()));
+                tracing::info!(model = %name, "the trusted project's model applies to this session");
+                self.set_model(super::ModelSlot {
+                    name,
+                    resolved: Ok((provider, model)),
+                });
+            }
+            Err(error) => {
+                tracing::warn!(%error, "the trusted project's model does not resolve");
             }
         }
     }

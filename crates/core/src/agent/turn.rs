@@ -128,7 +128,7 @@ impl Session {
         cancel: CancellationToken,
     ) -> Result<TurnOutcome, AgentError> {
         let slot = self.model_slot();
-        let (provider, model) = slot.resolved.map_err(AgentError::NoModel)?;
+        let (provider, _) = slot.resolved.map_err(AgentError::NoModel)?;
         let mut history = self.history.lock().await;
         self.state
             .set_asker(Some(Arc::new(HostAsker(host.clone()))));
@@ -140,6 +140,9 @@ impl Session {
                 failed_calls: 0,
             });
         }
+        // Trusting the project may have switched the model to the project's.
+        drop(provider);
+        let (provider, model) = self.model_slot().resolved.map_err(AgentError::NoModel)?;
         push_user(&mut history, user_parts(prompt));
         let tools: Vec<ToolDefinition> = self
             .registry
