@@ -37,6 +37,9 @@ pub struct Session {
     pub(super) trust_settled: std::sync::atomic::AtomicBool,
     /// What the project's files ask for that waits for trust.
     pub(super) project: ProjectState,
+    /// Whether the front-end chose the model ([`Session::set_model`]); trusting the project
+    /// then leaves it alone.
+    pub(super) model_chosen: std::sync::atomic::AtomicBool,
 }
 
 /// The project's configuration as the session opened it.
@@ -91,6 +94,7 @@ impl Session {
             trust_store,
             trust_settled: std::sync::atomic::AtomicBool::new(false),
             project: ProjectState::default(),
+            model_chosen: std::sync::atomic::AtomicBool::new(false),
         }
     }
 
@@ -121,6 +125,13 @@ impl Session {
 
     /// Switches the model for the next turn (resolve it with [`super::Engine::resolve_model`]).
     pub fn set_model(&self, slot: ModelSlot) {
+        self.model_chosen
+            .store(true, std::sync::atomic::Ordering::SeqCst);
+        *lock(&self.model) = slot;
+    }
+
+    /// Switches the model on Keel's own account (the trusted project's model).
+    pub(super) fn replace_model(&self, slot: ModelSlot) {
         *lock(&self.model) = slot;
     }
 

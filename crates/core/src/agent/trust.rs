@@ -164,7 +164,10 @@ impl Session {
             .ignored
             .iter()
             .any(|line| line.key == "model" || line.key.starts_with("providers."));
-        if !project_model || self.config.provider_override.is_some() {
+        if !project_model
+            || self.config.provider_override.is_some()
+            || self.model_chosen.load(Ordering::SeqCst)
+        {
             return;
         }
         crate::runtime::secrets::register_credential_vars(
@@ -182,7 +185,7 @@ impl Session {
                     .clone()
                     .unwrap_or_else(|| format!("{}/{model}", provider.id()));
                 tracing::info!(model = %name, "the trusted project's model applies to this session");
-                self.set_model(super::ModelSlot {
+                self.replace_model(super::ModelSlot {
                     name,
                     resolved: Ok((provider, model)),
                 });
