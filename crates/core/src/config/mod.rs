@@ -34,7 +34,7 @@ use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
 pub use engine::{engine_config, user_data_dir};
-pub use error::ConfigError;
+pub use error::{ConfigError, CredentialRefusal};
 pub use load::{
     ENV_CONFIG, ENV_MODE, ENV_MODEL, Effective, LayerFile, LoadOptions, Override, PROJECT_FILE,
     default_log_file, env_overrides, load, trusted_in_default_store, user_config_path,

@@ -354,14 +354,16 @@ pub(super) fn check_credentials(
         if let Some((user_url, bound_by)) = user_binding(base, var, env)
             && user_url != url
         {
-            return Err(ConfigError::CredentialHost {
-                provider: name.clone(),
-                variable: var.clone(),
-                project_url: url,
-                user_url,
-                bound_by,
-                location: first_source(sources, &format!("providers.{name}")),
-            });
+            return Err(ConfigError::CredentialHost(Box::new(
+                super::error::CredentialRefusal {
+                    provider: name.clone(),
+                    variable: var.clone(),
+                    project_url: url,
+                    user_url,
+                    bound_by,
+                    location: first_source(sources, &format!("providers.{name}")),
+                },
+            )));
         }
     }
     Ok(())
