@@ -332,6 +332,8 @@ async fn model_writes_to_keels_own_state_fail_by_every_route() {
                 sandbox.workspace.display()
             ),
             format!("sh -c 'cat evil.toml > {target}'"),
+            format!("python3 -c \"open('{target}', 'w').write('mode = 1')\""),
+            format!("perl -e 'open(F, \">{target}\")'"),
         ] {
             calls.push(("bash", json!({ "command": command })));
         }
