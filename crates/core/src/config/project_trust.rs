@@ -265,13 +265,11 @@ fn describe_provider(
         return format!("declares the model provider `{name}`");
     };
     let url = endpoint(&resolved);
-    let mut text = match &resolved.api_key_env {
-        Some(var) if resolved.api_key_required || resolved.api_key.is_some() => {
-            format!("sends {var} to {url} (provider `{name}`)")
-        }
-        _ => format!("sends the conversation to {url} (provider `{name}`, no key)"),
+    let mut text = match resolved.sent_key_env() {
+        Some(var) => format!("sends {var} to {url} (provider `{name}`)"),
+        None => format!("sends the conversation to {url} (provider `{name}`, no key)"),
     };
-    if let Some(var) = &resolved.api_key_env
+    if let Some(var) = resolved.sent_key_env()
         && let Some((user_url, _)) = user_binding(base, var, env)
         && user_url != url
     {
@@ -295,7 +293,7 @@ fn user_binding(
         .unwrap_or_default();
     for (name, table) in &user {
         if let Some(config) = table.to_provider_config(name, env)
-            && config.api_key_env.as_deref() == Some(var)
+            && config.sent_key_env() == Some(var)
         {
             return Some((
                 endpoint(&config),
@@ -321,7 +319,7 @@ fn user_binding(
             continue;
         }
         if let Some(config) = provider::ProviderConfig::builtin(name, env)
-            && config.api_key_env.as_deref() == Some(var)
+            && config.sent_key_env() == Some(var)
         {
             return Some((endpoint(&config), format!("the built-in provider `{name}`")));
         }
@@ -347,17 +345,18 @@ pub(super) fn check_credentials(
         else {
             continue;
         };
-        let Some(var) = &resolved.api_key_env else {
+        let Some(var) = resolved.sent_key_env() else {
             continue;
         };
+        let var = var.to_owned();
         let url = endpoint(&resolved);
-        if let Some((user_url, bound_by)) = user_binding(base, var, env)
+        if let Some((user_url, bound_by)) = user_binding(base, &var, env)
             && user_url != url
         {
             return Err(ConfigError::CredentialHost(Box::new(
                 super::error::CredentialRefusal {
                     provider: name.clone(),
-                    variable: var.clone(),
+                    variable: var,
                     project_url: url,
                     user_url,
                     bound_by,

@@ -176,6 +176,8 @@ fn a_user_bound_credential_never_follows_a_project_endpoint() {
         "[providers.work]\nbase_url = \"http://127.0.0.1:9/v1\"\n",
         "[providers.mine]\nkind = \"anthropic\"\nbase_url = \"http://127.0.0.1:9\"\napi_key_env = \"ANTHROPIC_API_KEY\"\n",
         "[providers.openai]\nbase_url = \"http://127.0.0.1:9/v1\"\n",
+        // No api_key_env on a built-in name: the key of the API's own variable would go along.
+        "[providers.openai]\nkind = \"anthropic\"\nbase_url = \"http://127.0.0.1:9\"\n",
         "[providers.mine]\nkind = \"openai\"\nbase_url = \"http://127.0.0.1:9/v1\"\napi_key_env = \"GITHUB_TOKEN\"\n",
         "[providers.mine]\nkind = \"openai\"\nbase_url = \"http://127.0.0.1:9/v1\"\napi_key_env = \"AWS_SECRET_ACCESS_KEY\"\n",
     ] {
@@ -195,6 +197,21 @@ fn a_user_bound_credential_never_follows_a_project_endpoint() {
             untrusted.ignored
         );
     }
+    // A local server that names no variable gets no key, so it is no leak.
+    dirs.write_project(
+        "[providers.local]\nkind = \"openai\"\nbase_url = \"http://127.0.0.1:9/v1\"\n",
+    );
+    let effective = config::load(&dirs.options(true)).unwrap();
+    let env = |name: &str| (name == "OPENAI_API_KEY").then(|| "sk-user".to_owned());
+    let local = effective
+        .config
+        .provider_configs(&env)
+        .into_iter()
+        .find(|p| p.name == "local")
+        .unwrap();
+    assert_eq!(local.sent_key_env(), None);
+    let (_, model) = keel_core::provider::resolve_model(Some("local/m"), &env, &[local]).unwrap();
+    assert_eq!(model, "m");
     // Its own variable at its own host applies once trusted.
     dirs.write_project(
         "[providers.mine]\nkind = \"openai\"\nbase_url = \"http://127.0.0.1:9/v1\"\napi_key_env = \"MINE_KEY\"\n",
