@@ -186,8 +186,17 @@ async fn trust_always_applies_the_project_and_a_change_asks_again() {
         .unwrap()
         .session_id;
     client.prompt(&session, "make the file").await.unwrap();
-    // Only the trust question: trusted, the project's yolo lets the command run.
+    // Only the trust question: trusted, the project's yolo lets the command run, and the
+    // editor hears that the mode changed.
     assert_eq!(client.permission_requests().len(), 1);
+    assert!(
+        client.updates(&session).iter().any(|update| matches!(
+            update,
+            SessionUpdate::CurrentModeUpdate(mode) if mode.current_mode_id.to_string() == "yolo"
+        )),
+        "{:?}",
+        client.updates(&session)
+    );
     assert!(world.root.join("made.txt").exists());
     assert!(notices(&client, &session).is_empty());
     let store = std::fs::read_to_string(world.home.join("data/keel/trusted.toml")).unwrap();
