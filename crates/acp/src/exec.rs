@@ -38,6 +38,12 @@ pub const HEADLESS_QUESTION: &str = "No one can answer questions in this headles
 #[derive(Debug, Clone, PartialEq, Serialize)]
 #[serde(tag = "type", rename_all = "snake_case")]
 pub enum ExecEvent {
+    /// Project settings left out because the project is not trusted (before `turn_started`;
+    /// only when there are any): each "sets mode = yolo (.keel/config.toml:1:1)".
+    IgnoredSettings {
+        workspace: String,
+        settings: Vec<String>,
+    },
     /// The turn began.
     TurnStarted {
         model: String,
@@ -362,6 +368,8 @@ impl TurnHost for ExecHost {
                 tracing::debug!(used, size, "context usage");
                 self.emit(&ExecEvent::Usage { used, size });
             }
+            // The ignored project settings were reported before the turn started.
+            AgentEvent::Notice { text } => tracing::info!("{text}"),
         }
     }
 
@@ -444,6 +452,17 @@ async fn run_turn(args: &ExecArgs, host: Arc<ExecHost>) -> Outcome {
         })
         .map_err(Failure::usage)?;
     host.set_workspace(session.runtime().root());
+    let ignored = session.ignored_project_settings();
+    if !ignored.is_empty() {
+        host.progress(&keel_core::agent::trust_notice(
+            &workspace.display().to_string(),
+            &ignored,
+        ));
+        host.emit(&ExecEvent::IgnoredSettings {
+            workspace: workspace.display().to_string(),
+            settings: ignored,
+        });
+    }
     host.emit(&ExecEvent::TurnStarted {
         model: session.model_name(),
         mode: session.policy().mode().to_string(),

@@ -8,4 +8,5 @@ mod cli {
     pub mod exec;
     pub mod sessions;
     pub mod tools;
+    pub mod trust;
 }

@@ -27,6 +27,8 @@ pub fn show(args: ConfigShowArgs) -> Outcome {
             "config": effective.config,
             "sources": effective.sources,
             "files": files,
+            "project_trusted": effective.project_trusted,
+            "ignored": effective.ignored,
         });
         write_stdout(&format!("{}\n", pretty(&value)?))?;
     } else {

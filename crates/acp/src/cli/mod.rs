@@ -15,6 +15,7 @@ mod sessions_command;
 pub use sessions_command::store as sessions_store;
 pub mod style;
 mod tools_command;
+mod trust_command;
 
 use std::io::Write as _;
 use std::path::PathBuf;
@@ -41,6 +42,7 @@ Examples:
   keel config show                           the effective settings and where each came from
   keel sessions list                         the stored sessions, most recent first
   keel exec --resume ID \"and now the tests\"  continue a stored session headless
+  keel trust grant                           let this project's .keel settings loosen Keel
 
 Exit codes:
   0  success
@@ -87,6 +89,43 @@ pub enum Command {
     /// The stored sessions (what `session/list` and `session/load` serve an editor).
     #[command(subcommand)]
     Sessions(SessionsCommand),
+    /// Project trust: whether this project's own settings may loosen Keel.
+    Trust(TrustArgs),
+}
+
+/// `keel trust`.
+#[derive(Debug, Args)]
+#[command(after_help = "\
+Until you trust a project, its .keel/config.toml and .keel/permissions.toml may only make Keel
+stricter. Trust is bound to the files' content: when they change, Keel asks again.")]
+pub struct TrustArgs {
+    /// The project (default: the current directory).
+    #[arg(long, value_name = "DIR", global = true)]
+    pub workspace: Option<PathBuf>,
+    #[command(subcommand)]
+    pub action: Option<TrustAction>,
+}
+
+/// `keel trust …`.
+#[derive(Debug, Subcommand)]
+pub enum TrustAction {
+    /// Whether the project is trusted, and what its settings would change (the default).
+    Status {
+        /// The project (default: the current directory).
+        dir: Option<PathBuf>,
+    },
+    /// Trust the project's settings as they are now.
+    Grant {
+        /// The project (default: the current directory).
+        dir: Option<PathBuf>,
+    },
+    /// Stop trusting the project.
+    Revoke {
+        /// The project (default: the current directory).
+        dir: Option<PathBuf>,
+    },
+    /// The trusted projects.
+    List,
 }
 
 /// `keel sessions …`.
@@ -371,6 +410,7 @@ pub async fn run(cli: Cli) -> Outcome {
         Command::Sessions(SessionsCommand::Show(args)) => sessions_command::show(args),
         Command::Sessions(SessionsCommand::Export(args)) => sessions_command::export(args),
         Command::Sessions(SessionsCommand::Rm(args)) => sessions_command::remove(args),
+        Command::Trust(args) => trust_command::run(args),
     }
 }
 
@@ -378,33 +418,49 @@ pub async fn run(cli: Cli) -> Outcome {
 /// directories live under a temporary directory removed at exit.
 async fn acp(args: AcpArgs) -> Outcome {
     let cwd = std::env::current_dir().ok();
-    let effective = load_config(cwd.clone(), &args.overrides)?;
     let scratch = tempfile::Builder::new()
         .prefix("keel-acp-")
         .tempdir()
         .map_err(|e| Failure::failed(format!("cannot create a scratch directory: {e}")))?;
     let env: keel_core::agent::EnvLookup =
         std::sync::Arc::new(|name: &str| std::env::var(name).ok().filter(|v| !v.is_empty()));
-    let engine_config = config::engine_config(
-        &effective,
-        env,
-        scratch.path().to_path_buf(),
-        cwd.as_deref(),
-    )
-    .map_err(Failure::usage)?;
+    // A broken configuration must not keep the editor from talking to Keel: the server still
+    // answers `initialize`, and `session/new` fails with the error (which is also logged).
+    let engine_config = load_config(cwd.clone(), &args.overrides).and_then(|effective| {
+        config::engine_config(
+            &effective,
+            env,
+            scratch.path().to_path_buf(),
+            cwd.as_deref(),
+        )
+        .map_err(Failure::usage)
+    });
     // A signal ends serving like EOF does, so the scratch directory is still removed. The
     // handlers are in place before the server says it serves.
     let terminate = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate());
     let interrupt = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::interrupt());
-    tracing::info!(
-        mode = %engine_config.mode,
-        model = ?engine_config.model,
-        "keel acp {} serving on stdio",
-        env!("CARGO_PKG_VERSION")
-    );
-    let engine = keel_core::agent::Engine::new(engine_config);
+    let serving = match engine_config {
+        Ok(engine_config) => {
+            tracing::info!(
+                mode = %engine_config.mode,
+                model = ?engine_config.model,
+                "keel acp {} serving on stdio",
+                env!("CARGO_PKG_VERSION")
+            );
+            let engine = keel_core::agent::Engine::new(engine_config);
+            futures::future::Either::Left(crate::server::serve_stdio(engine))
+        }
+        Err(failure) => {
+            tracing::error!(
+                "keel acp {}: the configuration did not load; every session/new will fail: {}",
+                env!("CARGO_PKG_VERSION"),
+                failure.message
+            );
+            futures::future::Either::Right(crate::server::serve_stdio_broken(failure.message))
+        }
+    };
     let served = tokio::select! {
-        served = crate::server::serve_stdio(engine) => served,
+        served = serving => served,
         signal = termination(terminate, interrupt) => {
             tracing::info!("{signal}: shutting down");
             Ok(())

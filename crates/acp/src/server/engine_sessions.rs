@@ -203,6 +203,37 @@ impl EngineSessions {
     }
 }
 
+/// The factory of a server whose configuration did not load: `initialize` still succeeds (the
+/// editor can show what is wrong), and every `session/new` fails with the configuration error
+/// (file, line, fix).
+#[derive(Debug)]
+pub struct BrokenConfig {
+    message: String,
+}
+
+impl BrokenConfig {
+    pub fn new(message: impl Into<String>) -> Self {
+        Self {
+            message: message.into(),
+        }
+    }
+}
+
+impl SessionFactory for BrokenConfig {
+    fn models(&self) -> Vec<String> {
+        Vec::new()
+    }
+
+    fn create(
+        &self,
+        _spec: SessionSpec,
+    ) -> BoxFuture<'_, Result<Arc<dyn AgentSession>, EngineError>> {
+        let message = format!("Keel's configuration is broken: {}", self.message);
+        tracing::error!("session/new refused: {message}");
+        Box::pin(async move { Err(EngineError::InvalidInput(message)) })
+    }
+}
+
 /// How the open ended, once it has.
 type Opened = Option<Result<(), EngineError>>;
 

@@ -428,7 +428,7 @@ impl AcpTurnHost {
         }
         if request.tool_id == TRUST_QUESTION_ID {
             return CallView {
-                title: "Trust this project's permission rules?".into(),
+                title: "Trust this project's settings?".into(),
                 kind: AcpKind::Other,
                 locations: Vec::new(),
             };
@@ -595,6 +595,14 @@ impl TurnHost for AcpTurnHost {
             AgentEvent::SessionTitle { title } => {
                 self.send(SessionUpdate::SessionInfoUpdate(
                     SessionInfoUpdate::new().title(title),
+                ));
+            }
+            AgentEvent::Notice { text } => {
+                tracing::info!(session = %self.shared.session_id, "{text}");
+                self.send(SessionUpdate::AgentMessageChunk(
+                    ContentChunk::new(ContentBlock::from(text)).message_id(MessageId::new(
+                        format!("keel-notice-{}", self.shared.session_id),
+                    )),
                 ));
             }
         }

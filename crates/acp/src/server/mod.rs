@@ -59,8 +59,22 @@ use connection::ConnectionState;
 
 /// Serves ACP over stdin/stdout with sessions of `engine`, until the client closes stdin.
 pub async fn serve_stdio(engine: Engine) -> anyhow::Result<()> {
-    let transport = transport::pipelined(tokio::io::stdout(), tokio::io::stdin());
-    serve(Arc::new(EngineSessions::new(engine)), transport).await
+    serve(Arc::new(EngineSessions::new(engine)), stdio()).await
+}
+
+/// Serves ACP on stdin/stdout for a configuration that did not load: `initialize` answers,
+/// `session/new` fails with `message` (the configuration error).
+pub async fn serve_stdio_broken(message: String) -> anyhow::Result<()> {
+    serve(
+        Arc::new(engine_sessions::BrokenConfig::new(message)),
+        stdio(),
+    )
+    .await
+}
+
+/// Stdin/stdout, with requests pipelined behind `initialize` served once it is answered.
+fn stdio() -> impl ConnectTo<Agent> + 'static {
+    transport::pipelined(tokio::io::stdout(), tokio::io::stdin())
 }
 
 /// Serves ACP over `transport` until it closes. Running turns are cancelled at the end.

@@ -94,7 +94,7 @@ pub fn trust_options() -> Vec<PermissionOption> {
             let label = match row.answer {
                 ApprovalAnswer::AllowAlways => "Trust this project (remembered across sessions)",
                 ApprovalAnswer::AllowOnce => "Trust it for this session",
-                ApprovalAnswer::RejectOnce => "Don't trust it (its allow rules stay ignored)",
+                ApprovalAnswer::RejectOnce => "Don't trust it (its settings stay ignored)",
                 ApprovalAnswer::RejectAlways | ApprovalAnswer::Cancelled => return None,
             };
             Some(PermissionOption::new(row.id, label, row.kind))

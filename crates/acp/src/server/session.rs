@@ -382,8 +382,15 @@ impl Session {
         let host = Arc::new(AcpTurnHost::new(self.shared.clone(), cancel.clone()));
         let agent = self.agent.clone();
         let turn_cancel = cancel.clone();
+        // Trusting the project during the turn may change the mode or the model.
+        let (mode_before, model_before) = (self.agent.mode(), self.agent.model());
         let joined =
             tokio::spawn(async move { agent.run_turn(content, host, turn_cancel).await }).await;
+        if self.agent.mode() != mode_before {
+            self.mode_changed(true);
+        } else if self.agent.model() != model_before {
+            self.config_changed();
+        }
         self.shared
             .terminals
             .release_all(&self.shared.connection, &self.shared.session_id);

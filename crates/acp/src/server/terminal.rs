@@ -19,7 +19,7 @@ use agent_client_protocol::v1::schema::{
     TerminalExitStatus, TerminalOutputRequest, WaitForTerminalExitRequest,
 };
 use futures::future::BoxFuture;
-use keel_core::runtime::process::{QUIET_ENV, SECRET_ENV};
+use keel_core::runtime::process::QUIET_ENV;
 use keel_core::runtime::{TerminalBackend, TerminalOutcome, TerminalRequest};
 use keel_core::tool::{ProgressSink, ToolError, ToolProgress};
 use tokio_util::sync::CancellationToken;
@@ -33,7 +33,11 @@ fn environment() -> Vec<EnvVariable> {
     QUIET_ENV
         .iter()
         .map(|(name, value)| EnvVariable::new(*name, *value))
-        .chain(SECRET_ENV.iter().map(|name| EnvVariable::new(*name, "")))
+        .chain(
+            keel_core::runtime::secrets::scrub_list()
+                .into_iter()
+                .map(|name| EnvVariable::new(name, "")),
+        )
         .collect()
 }
 

@@ -11,5 +11,6 @@ mod protocol;
 mod sessions;
 mod streaming;
 mod support;
+mod trust;
 mod turn_snapshot;
 mod turns;

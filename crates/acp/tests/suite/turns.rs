@@ -479,12 +479,12 @@ async fn the_project_trust_question_is_a_prompt_of_its_own() {
         [
             "Trust it for this session",
             "Trust this project (remembered across sessions)",
-            "Don't trust it (its allow rules stay ignored)"
+            "Don't trust it (its settings stay ignored)"
         ]
     );
     assert_eq!(
         requests[0].tool_call.fields.title.as_deref(),
-        Some("Trust this project's permission rules?")
+        Some("Trust this project's settings?")
     );
     // (As the redacted event log spells it: the id names the session.)
     let question = requests[0]

@@ -21,11 +21,37 @@ pub const SESSIONS_DIR: &str = "sessions";
 /// The trust store's file name under the user data directory.
 pub const TRUST_FILE: &str = "trusted.toml";
 
-/// The configuration's own permission rules for a workspace: the user file's (manifest scope)
-/// and the workspace's project file's (project scope). Called when a session opens.
-pub type ConfigRules = Arc<
-    dyn Fn(&std::path::Path) -> Result<(Option<RuleSet>, Option<RuleSet>), String> + Send + Sync,
->;
+/// What the configuration files say for one workspace, read when a session opens.
+#[derive(Debug, Clone, Default)]
+pub struct WorkspaceConfig {
+    /// The user file's `[[permission]]` rules (manifest scope).
+    pub user_rules: Option<RuleSet>,
+    /// The project file's `[[permission]]` rules (project scope).
+    pub project_rules: Option<RuleSet>,
+    /// The mode the layers give (a project's only when it tightens, unless trusted), with the
+    /// environment and flag overrides on top.
+    pub mode: Option<Mode>,
+    /// The model the layers name (`provider/model`), if any.
+    pub model: Option<String>,
+    /// The providers the layers configure.
+    pub providers: Vec<ProviderConfig>,
+    /// Project settings not applied because the project is not trusted
+    /// (`IgnoredSetting` lines: "sets mode = yolo (.keel/config.toml:1:1)").
+    pub ignored: Vec<IgnoredLine>,
+}
+
+/// One project setting that waits for trust, as the user reads it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct IgnoredLine {
+    /// The dotted key (`mode`, `providers.evil`, `permission[0]`).
+    pub key: String,
+    /// "sets mode = yolo (.keel/config.toml:1:1)".
+    pub text: String,
+}
+
+/// Reads the configuration for a workspace; the flag says whether the project is trusted.
+pub type ConfigRules =
+    Arc<dyn Fn(&std::path::Path, bool) -> Result<WorkspaceConfig, String> + Send + Sync>;
 
 /// How environment variables are looked up (injectable so tests never touch the process env).
 pub type EnvLookup = Arc<dyn Fn(&str) -> Option<String> + Send + Sync>;
@@ -152,6 +178,13 @@ pub struct Engine {
 
 impl Engine {
     pub fn new(config: EngineConfig) -> Self {
+        // The commands the model runs never see a provider's credential variable.
+        crate::runtime::secrets::register_credential_vars(
+            config
+                .providers
+                .iter()
+                .filter_map(|p| p.api_key_env.clone()),
+        );
         Self {
             config,
             resolved: Mutex::new(HashMap::new()),
@@ -344,8 +377,10 @@ impl Engine {
             scratch_dir: scratch_dir.clone(),
         })
         .map_err(|e| AgentError::Setup(e.to_string()))?
-        .with_backends(options.files, options.terminals);
-        let mode = options.mode.or(last_mode).unwrap_or(self.config.mode);
+        .with_backends(options.files, options.terminals)
+        .with_protected(self.config.global_config_dir.iter().cloned());
+        let chosen_mode = options.mode.or(last_mode);
+        let mut mode = chosen_mode.unwrap_or(self.config.mode);
         let workspace = runtime.root().to_path_buf();
         let trust = match options.trust {
             Some(trust) => trust,
@@ -362,15 +397,30 @@ impl Engine {
         let mut layers =
             PolicyLayers::load(&workspace, self.config.global_config_dir.as_deref(), trust)
                 .map_err(setup)?;
+        // Keel's own state is never a tool's to change, whatever the mode.
+        if let Some(dir) = &self.config.user_data_dir {
+            layers.protected.push(dir.clone());
+            if let Ok(real) = std::fs::canonicalize(dir) {
+                layers.protected.push(real);
+            }
+        }
+        let fingerprint = crate::policy::project_fingerprint(&workspace).ok();
+        let mut ignored = Vec::new();
         if let Some(config_rules) = &self.config.config_rules {
-            let (user, project) = config_rules(&workspace).map_err(AgentError::Setup)?;
-            layers.manifest.extend(user);
-            if let Some(project) = project {
+            let loaded = config_rules(&workspace, trust.is_trusted()).map_err(AgentError::Setup)?;
+            layers.manifest.extend(loaded.user_rules);
+            if let Some(project) = loaded.project_rules {
                 match &mut layers.project {
                     Some(existing) => existing.rules.extend(project.rules),
                     None => layers.project = Some(project),
                 }
             }
+            if chosen_mode.is_none()
+                && let Some(loaded_mode) = loaded.mode
+            {
+                mode = loaded_mode;
+            }
+            ignored = loaded.ignored;
         }
         let policy = Policy::new(layers, mode, !options.interactive).map_err(setup)?;
         let state = SessionState::new(
@@ -384,7 +434,7 @@ impl Engine {
             // The stored model is no longer configured: the default serves.
             model = self.resolve_model(None);
         }
-        Ok(Session::new(
+        let mut session = Session::new(
             id,
             self.trust_store(),
             runtime,
@@ -393,6 +443,12 @@ impl Engine {
             Arc::new(policy),
             Mutex::new(model),
             self.config.clone(),
-        ))
+        );
+        session.project = super::session::ProjectState {
+            fingerprint,
+            ignored,
+            mode_overridden: chosen_mode.is_some(),
+        };
+        Ok(session)
     }
 }

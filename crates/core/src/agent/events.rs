@@ -71,6 +71,9 @@ pub enum AgentEvent {
     SessionTitle { title: String },
     /// Older turns were summarized: estimated input tokens before and after, and the window.
     Compacted { before: u64, after: u64, size: u64 },
+    /// Something Keel itself tells the user (not the model's words, never in the history):
+    /// the project settings an untrusted project's files ask for that were not applied.
+    Notice { text: String },
 }
 
 /// A call the policy says to ask about.

@@ -20,15 +20,15 @@ mod turn;
 
 pub use compact::Compaction;
 pub use engine::{
-    ConfigRules, Engine, EngineConfig, EnvLookup, Persistence, SESSIONS_DIR, SessionOptions,
-    TRUST_FILE,
+    ConfigRules, Engine, EngineConfig, EnvLookup, IgnoredLine, Persistence, SESSIONS_DIR,
+    SessionOptions, TRUST_FILE, WorkspaceConfig,
 };
 pub use events::{
     AgentEvent, ApprovalAnswer, ApprovalRequest, CallStatus, QuestionItem, QuestionOption,
     TurnHost, TurnOutcome, TurnStop, UserContent,
 };
 pub use session::{ModelSlot, Session};
-pub use trust::TRUST_QUESTION_ID;
+pub use trust::{TRUST_QUESTION_ID, notice as trust_notice};
 pub(crate) use turn::civil_from_days;
 
 use crate::provider::ProviderError;

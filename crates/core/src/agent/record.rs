@@ -56,7 +56,8 @@ fn stored(event: &AgentEvent) -> Option<StoredEvent> {
         AgentEvent::ToolStatus { .. }
         | AgentEvent::ToolProgress { .. }
         | AgentEvent::SessionTitle { .. }
-        | AgentEvent::Compacted { .. } => return None,
+        | AgentEvent::Compacted { .. }
+        | AgentEvent::Notice { .. } => return None,
     })
 }
 

@@ -43,6 +43,23 @@ pub struct Session {
     /// Tokens the provider reported per token estimated, for the last request (at least 1):
     /// text the 4-bytes rule underestimates (CJK, say) makes compaction start earlier.
     pub(super) token_ratio: Mutex<f64>,
+    /// What the project's files ask for that waits for trust.
+    pub(super) project: ProjectState,
+    /// Whether the front-end chose the model ([`Session::set_model`]); trusting the project
+    /// then leaves it alone.
+    pub(super) model_chosen: std::sync::atomic::AtomicBool,
+}
+
+/// The project's configuration as the session opened it.
+#[derive(Debug, Clone, Default)]
+pub(super) struct ProjectState {
+    /// `project_fingerprint` of the workspace when the session opened: what a "trust always"
+    /// answer records.
+    pub fingerprint: Option<String>,
+    /// Settings not applied because the project is not trusted.
+    pub ignored: Vec<super::engine::IgnoredLine>,
+    /// Whether the front-end chose the mode (then trusting the project does not change it).
+    pub mode_overridden: bool,
 }
 
 impl std::fmt::Debug for Session {
@@ -87,6 +104,8 @@ impl Session {
             log: None,
             loaded: Mutex::new(Vec::new()),
             token_ratio: Mutex::new(1.0),
+            project: ProjectState::default(),
+            model_chosen: std::sync::atomic::AtomicBool::new(false),
         }
     }
 
@@ -154,6 +173,13 @@ impl Session {
         self.record(&StoredEvent::Model {
             model: slot.name.clone(),
         });
+        self.model_chosen
+            .store(true, std::sync::atomic::Ordering::SeqCst);
+        *lock(&self.model) = slot;
+    }
+
+    /// Switches the model on Keel's own account (the trusted project's model).
+    pub(super) fn replace_model(&self, slot: ModelSlot) {
         *lock(&self.model) = slot;
     }
 

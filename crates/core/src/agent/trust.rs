@@ -1,10 +1,13 @@
-//! The first-use question about a project's own permission rules.
+//! The first-use question about a project's own settings.
 //!
-//! Project rules that allow something take effect only in a trusted project. When an
-//! interactive session's project has such rules and the user has never said whether to trust
-//! it, the first turn asks once, through the host's approval prompt: "always" records the
-//! project in the trust store, "once" trusts it for this session, a rejection keeps its allow
-//! rules ignored (its deny and ask rules apply either way).
+//! Until the user trusts a project, its files may only make Keel stricter: allow rules, a
+//! looser mode, providers, models and every other loosening setting are left out. When an
+//! interactive session's project has such settings and the user has never said whether to
+//! trust it (or its files changed since), the first turn asks once, through the host's approval
+//! prompt, listing exactly what the project would change: "always" records the project with the
+//! fingerprint of the files the user was shown, "once" trusts it for this session, a rejection
+//! keeps the settings out. When the settings stay out (rejected, or a headless run), the session
+//! says so once, as a [`AgentEvent::Notice`] the user sees.
 
 use std::sync::Arc;
 use std::sync::atomic::Ordering;
@@ -16,50 +19,93 @@ use crate::policy::{Scope, Trust};
 use crate::tool::ToolKind;
 
 use super::session::Session;
-use super::{ApprovalAnswer, ApprovalRequest, TurnHost};
+use super::{AgentEvent, ApprovalAnswer, ApprovalRequest, TurnHost};
 
 /// The pseudo tool id of the trust question (what the host shows as the call's name).
 pub const TRUST_QUESTION_ID: &str = "trust_project";
 
 impl Session {
-    /// Asks about the project's rules if that is still open. Returns false when the question
-    /// was cancelled (the turn ends as cancelled).
+    /// What the project's files would change that does not apply now, one line each: the
+    /// configuration's held-back settings and the ignored allow rules of both project files.
+    pub fn ignored_project_settings(&self) -> Vec<String> {
+        if self.policy.trust().is_trusted() {
+            return Vec::new();
+        }
+        let mut lines: Vec<String> = self
+            .project
+            .ignored
+            .iter()
+            .filter(|line| !line.key.starts_with("permission["))
+            .map(|line| line.text.clone())
+            .collect();
+        lines.extend(
+            self.policy
+                .rules_by_scope()
+                .into_iter()
+                .filter(|scope| scope.scope == Scope::Project)
+                .flat_map(|scope| scope.rules)
+                .filter(|listed| listed.ignored)
+                .map(|listed| format!("allows {}", listed.rule.summary())),
+        );
+        lines
+    }
+
+    /// Asks about the project's settings if that is still open, then tells the user once what
+    /// stays ignored. Returns false when the question was cancelled (the turn ends as
+    /// cancelled).
     pub(super) async fn settle_project_trust(
         &self,
         host: &Arc<dyn TurnHost>,
         cancel: &CancellationToken,
     ) -> bool {
-        if self.trust_settled.swap(true, Ordering::SeqCst)
-            || !self.state.interactive
-            || self.policy.trust() != Trust::Unknown
-        {
+        if self.trust_settled.swap(true, Ordering::SeqCst) {
             return true;
         }
-        let ignored: Vec<String> = self
-            .policy
-            .rules_by_scope()
-            .into_iter()
-            .filter(|scope| scope.scope == Scope::Project)
-            .flat_map(|scope| scope.rules)
-            .filter(|listed| listed.ignored)
-            .map(|listed| listed.rule.summary())
-            .collect();
+        let ignored = self.ignored_project_settings();
         if ignored.is_empty() {
             return true;
         }
+        if self.state.interactive && self.policy.trust() == Trust::Unknown {
+            match self.ask_trust(host, cancel, &ignored).await {
+                None => {
+                    self.trust_settled.store(false, Ordering::SeqCst);
+                    return false;
+                }
+                Some(true) => return true,
+                Some(false) => {}
+            }
+        }
+        host.event(AgentEvent::Notice {
+            text: notice(&self.runtime.root().display().to_string(), &ignored),
+        });
+        true
+    }
+
+    /// The question itself: `Some(true)` when the user trusts the project, `Some(false)` when
+    /// not, `None` when cancelled.
+    async fn ask_trust(
+        &self,
+        host: &Arc<dyn TurnHost>,
+        cancel: &CancellationToken,
+        ignored: &[String],
+    ) -> Option<bool> {
         let workspace = self.runtime.root().display().to_string();
         let request = ApprovalRequest {
             call_id: format!("{TRUST_QUESTION_ID}-{}", self.id),
             tool_id: TRUST_QUESTION_ID.to_owned(),
             kind: ToolKind::Other,
-            args: json!({ "workspace": workspace, "rules": ignored }),
+            args: json!({ "workspace": workspace, "changes": ignored }),
             preview: None,
             reason: format!(
-                "This project's .keel/permissions.toml allows more than Keel's defaults ({}). \
-                 Trust the project so that these rules apply? Until then they are ignored.",
-                ignored.join("; ")
+                "This project's .keel files would change Keel's settings:\n- {}\n\
+                 Trust the project so that they apply? Until then Keel ignores them (settings \
+                 that only make Keel stricter apply either way).",
+                ignored.join("\n- ")
             ),
-            always_scope: Some("this project, remembered across sessions".to_owned()),
+            always_scope: Some(
+                "this project while its .keel files stay as they are, remembered across sessions"
+                    .to_owned(),
+            ),
         };
         let answer = tokio::select! {
             biased;
@@ -68,22 +114,94 @@ impl Session {
         };
         match answer {
             ApprovalAnswer::AllowAlways => {
-                if let Some(store) = &self.trust_store
-                    && let Err(error) = store.trust(self.runtime.root())
-                {
-                    tracing::warn!(%error, "cannot record the project as trusted");
+                if let Some(store) = &self.trust_store {
+                    let recorded = match &self.project.fingerprint {
+                        Some(fingerprint) => {
+                            store.trust_fingerprint(self.runtime.root(), fingerprint)
+                        }
+                        None => store.trust(self.runtime.root()),
+                    };
+                    if let Err(error) = recorded {
+                        tracing::warn!(%error, "cannot record the project as trusted");
+                    }
                 }
-                self.policy.set_trust(Trust::Trusted);
+                self.apply_trust();
+                Some(true)
             }
-            ApprovalAnswer::AllowOnce => self.policy.set_trust(Trust::Trusted),
+            ApprovalAnswer::AllowOnce => {
+                self.apply_trust();
+                Some(true)
+            }
             ApprovalAnswer::RejectOnce | ApprovalAnswer::RejectAlways => {
                 self.policy.set_trust(Trust::Untrusted);
+                Some(false)
             }
-            ApprovalAnswer::Cancelled => {
-                self.trust_settled.store(false, Ordering::SeqCst);
-                return false;
+            ApprovalAnswer::Cancelled => None,
+        }
+    }
+
+    /// Trusts the project for this session: its allow rules apply, and, read again trusted,
+    /// its mode (unless the front-end chose one) and its model and providers.
+    fn apply_trust(&self) {
+        self.policy.set_trust(Trust::Trusted);
+        let Some(config_rules) = &self.config.config_rules else {
+            return;
+        };
+        let loaded = match config_rules(self.runtime.root(), true) {
+            Ok(loaded) => loaded,
+            Err(error) => {
+                tracing::warn!(%error, "cannot re-read the trusted project's settings");
+                return;
+            }
+        };
+        if !self.project.mode_overridden
+            && let Some(mode) = loaded.mode
+        {
+            self.policy.set_mode(mode);
+        }
+        let project_model = self
+            .project
+            .ignored
+            .iter()
+            .any(|line| line.key == "model" || line.key.starts_with("providers."));
+        if !project_model
+            || self.config.provider_override.is_some()
+            || self.model_chosen.load(Ordering::SeqCst)
+        {
+            return;
+        }
+        crate::runtime::secrets::register_credential_vars(
+            loaded
+                .providers
+                .iter()
+                .filter_map(|p| p.api_key_env.clone()),
+        );
+        let env = self.config.env.clone();
+        let lookup = move |key: &str| env(key);
+        match crate::provider::resolve_model(loaded.model.as_deref(), &lookup, &loaded.providers) {
+            Ok((provider, model)) => {
+                let name = loaded
+                    .model
+                    .clone()
+                    .unwrap_or_else(|| format!("{}/{model}", provider.id()));
+                tracing::info!(model = %name, "the trusted project's model applies to this session");
+                self.replace_model(super::ModelSlot {
+                    name,
+                    resolved: Ok((provider, model)),
+                });
+            }
+            Err(error) => {
+                tracing::warn!(%error, "the trusted project's model does not resolve");
             }
         }
-        true
     }
+}
+
+/// The message telling the user what an untrusted project's files ask for and did not get.
+pub fn notice(workspace: &str, ignored: &[String]) -> String {
+    format!(
+        "Keel ignored these settings of the untrusted project {workspace}:\n- {}\n\
+         Run `keel trust grant` in the project to apply them.\n",
+        ignored.join("\n- ")
+    )
 }

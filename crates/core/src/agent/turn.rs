@@ -190,7 +190,7 @@ impl Session {
         cancel: CancellationToken,
     ) -> Result<TurnOutcome, AgentError> {
         let slot = self.model_slot();
-        let (provider, model) = slot.resolved.map_err(AgentError::NoModel)?;
+        let (provider, _) = slot.resolved.map_err(AgentError::NoModel)?;
         let mut history = self.history.lock().await;
         self.state
             .set_asker(Some(Arc::new(HostAsker(host.clone()))));
@@ -202,6 +202,9 @@ impl Session {
                 failed_calls: 0,
             });
         }
+        // Trusting the project may have switched the model to the project's.
+        drop(provider);
+        let (provider, model) = self.model_slot().resolved.map_err(AgentError::NoModel)?;
         self.record(&StoredEvent::User {
             content: prompt.clone(),
         });

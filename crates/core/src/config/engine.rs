@@ -50,7 +50,7 @@ pub fn engine_config(
         .iter()
         .flat_map(|(name, table)| table.models.iter().map(move |m| format!("{name}/{m}")))
         .collect();
-    out.config_rules = Some(session_rules(effective));
+    out.config_rules = Some(session_rules(effective, out.env.clone()));
     out.mode = config.mode.into();
     out.max_requests_per_turn = config.max_requests_per_turn;
     out.max_tokens = config.max_tokens;
@@ -89,25 +89,51 @@ pub fn user_data_dir() -> Option<PathBuf> {
     Some(app_strategy()?.data_dir())
 }
 
-/// The configuration rules for a session's workspace: the same user file as this
-/// configuration, and the project file of that workspace read afresh (sessions may open in other
-/// workspaces than the process's). Rules depend on no override, so none is applied.
-fn session_rules(effective: &Effective) -> crate::agent::ConfigRules {
+/// What the configuration says for a session's workspace: the same user file and overrides as
+/// this configuration, and the project file of that workspace read afresh (sessions may open in
+/// other workspaces than the process's), split by trust like every load.
+fn session_rules(effective: &Effective, env: EnvLookup) -> crate::agent::ConfigRules {
     let user_file = effective
         .files
         .iter()
         .find(|f| f.layer == "user")
         .map(|f| f.path.clone());
-    std::sync::Arc::new(move |workspace: &Path| {
+    let overrides = effective.overrides.clone();
+    let provider_env = super::LoadOptions::from_env(None).provider_env;
+    std::sync::Arc::new(move |workspace: &Path, trusted: bool| {
         let options = super::LoadOptions {
             user_file: user_file.clone(),
             user_file_required: false,
             workspace: Some(workspace.to_path_buf()),
-            overrides: Vec::new(),
-            home: None,
-            cwd: None,
+            overrides: overrides.clone(),
+            home: etcetera::home_dir().ok(),
+            cwd: std::env::current_dir().ok(),
+            project_trusted: trusted,
+            provider_env: provider_env.clone(),
         };
         let loaded = super::load(&options).map_err(|e| e.to_string())?;
-        super::policy_rule_sets(&loaded, workspace).map_err(|e| e.to_string())
+        let (user_rules, project_rules) =
+            super::policy_rule_sets(&loaded, workspace).map_err(|e| e.to_string())?;
+        let lookup = |key: &str| env(key);
+        Ok(crate::agent::WorkspaceConfig {
+            user_rules,
+            project_rules,
+            mode: Some(loaded.config.mode.into()),
+            model: loaded
+                .config
+                .model
+                .as_ref()
+                .filter(|m| m.provider != SCRIPTED_PROVIDER)
+                .map(ToString::to_string),
+            providers: loaded.config.provider_configs(&lookup),
+            ignored: loaded
+                .ignored
+                .iter()
+                .map(|setting| crate::agent::IgnoredLine {
+                    key: setting.key.clone(),
+                    text: setting.to_string(),
+                })
+                .collect(),
+        })
     })
 }

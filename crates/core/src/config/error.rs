@@ -60,6 +60,29 @@ pub enum ConfigError {
         /// The variables that exist.
         known: &'static [&'static str],
     },
+    /// A project provider would send a credential variable the user bound to one host to
+    /// another host. Refused even in a trusted project.
+    #[error("{0}")]
+    CredentialHost(Box<CredentialRefusal>),
+}
+
+/// Why a project provider was refused: it pairs a credential variable bound elsewhere with its
+/// own endpoint.
+#[derive(Debug, thiserror::Error)]
+#[error(
+    "refused: the project's `[providers.{provider}]` {} {location} would send {variable} to {project_url}, \
+     but {variable} belongs to {user_url} ({bound_by}); a project cannot send your credentials elsewhere. \
+     Fix: give that provider a variable of its own (api_key_env = \"PROJECT_API_KEY\"), or remove its base_url",
+    .location.preposition()
+)]
+pub struct CredentialRefusal {
+    pub provider: String,
+    pub variable: String,
+    pub project_url: String,
+    pub user_url: String,
+    /// What binds the variable to `user_url` ("the built-in provider `anthropic`").
+    pub bound_by: String,
+    pub location: Source,
 }
 
 impl ConfigError {
@@ -72,6 +95,7 @@ impl ConfigError {
             | ConfigError::BadValue { location, .. }
             | ConfigError::MissingKey { location, .. }
             | ConfigError::UnknownVariable { location, .. } => Some(location),
+            ConfigError::CredentialHost(refusal) => Some(&refusal.location),
         }
     }
 }

@@ -1,5 +1,6 @@
 //! Reading the layers, checking each one, merging them, and recording where each value came from.
 
+use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 
 use toml::de::{DeTable, DeValue};
@@ -59,6 +60,13 @@ pub struct LoadOptions {
     pub home: Option<PathBuf>,
     /// Paths under it are shown relative to it in messages.
     pub cwd: Option<PathBuf>,
+    /// Whether the user trusts the workspace's project file as it is now. Untrusted (the
+    /// default), the project layer may only make Keel stricter: everything else is left out
+    /// and listed in [`Effective::ignored`].
+    pub project_trusted: bool,
+    /// The environment provider endpoints are resolved with (`ANTHROPIC_BASE_URL`,
+    /// `OPENAI_BASE_URL`): where the user's credentials are bound.
+    pub provider_env: BTreeMap<String, String>,
 }
 
 impl LoadOptions {
@@ -70,6 +78,7 @@ impl LoadOptions {
             Some(path) => (Some(PathBuf::from(path)), true),
             None => (user_config_path(), false),
         };
+        let project_trusted = workspace.as_deref().is_some_and(trusted_in_default_store);
         Self {
             user_file,
             user_file_required,
@@ -77,7 +86,17 @@ impl LoadOptions {
             overrides: env_overrides(get),
             home: etcetera::home_dir().ok(),
             cwd: std::env::current_dir().ok(),
+            project_trusted,
+            provider_env: PROVIDER_ENV
+                .iter()
+                .filter_map(|name| Some(((*name).to_owned(), get(name)?)))
+                .collect(),
         }
+    }
+
+    /// The environment lookup of [`LoadOptions::provider_env`].
+    pub fn provider_lookup(&self) -> impl Fn(&str) -> Option<String> + '_ {
+        |name: &str| self.provider_env.get(name).cloned()
     }
 
     /// Adds a command-line override (takes precedence over everything before it).
@@ -108,6 +127,21 @@ impl LoadOptions {
         }
         path.display().to_string()
     }
+}
+
+/// Environment variables that move a built-in provider's endpoint.
+const PROVIDER_ENV: &[&str] = &["ANTHROPIC_BASE_URL", "OPENAI_BASE_URL"];
+
+/// Whether the default trust store trusts `workspace` with its current configuration files.
+/// An unreadable store trusts nothing (and says so in the log).
+pub fn trusted_in_default_store(workspace: &Path) -> bool {
+    let Some(store) = super::default_trust_store() else {
+        return false;
+    };
+    store.is_trusted(workspace).unwrap_or_else(|error| {
+        tracing::warn!(%error, "cannot read the trust store; the project is untrusted");
+        false
+    })
 }
 
 /// The default user file: `$XDG_CONFIG_HOME/keel/config.toml` (`~/.config/keel/config.toml`).
@@ -163,6 +197,12 @@ pub struct Effective {
     pub sources: Provenance,
     /// The layer files looked at, lowest precedence first.
     pub files: Vec<LayerFile>,
+    /// Project settings left out because the project is not trusted, in file order.
+    pub ignored: Vec<super::IgnoredSetting>,
+    /// Whether the project layer applied in full (the project is trusted).
+    pub project_trusted: bool,
+    /// The environment and flag overrides that were applied (sessions re-load with them).
+    pub overrides: Vec<Override>,
 }
 
 /// Reads, checks and merges every layer.
@@ -170,6 +210,7 @@ pub fn load(options: &LoadOptions) -> Result<Effective, ConfigError> {
     let mut merged = toml::Table::new();
     let mut sources = Provenance::default();
     let mut files = Vec::new();
+    let mut ignored = Vec::new();
     let layers = [
         (
             "user",
@@ -208,7 +249,29 @@ pub fn load(options: &LoadOptions) -> Result<Effective, ConfigError> {
             shown: shown.clone(),
             text: &text,
         };
-        let table = check_file(&file, &mut sources, permission_count(&merged))?;
+        let mut file_sources = Provenance::default();
+        let mut table = check_file(&file, &mut file_sources, permission_count(&merged))?;
+        if layer == "project" {
+            let mut base = super::project_trust::defaults_table();
+            merge(&mut base, merged.clone(), true);
+            let env = options.provider_lookup();
+            if options.project_trusted {
+                super::project_trust::check_credentials(&base, &table, &file_sources, &env)?;
+            }
+            let split = super::project_trust::split(
+                &base,
+                table,
+                &file_sources,
+                options.project_trusted,
+                &env,
+            );
+            ignored.extend(split.ignored);
+            table = split.applied;
+            file_sources.retain(|path| {
+                path.starts_with("permission[") || lookup_dotted(&table, path).is_some()
+            });
+        }
+        sources.extend(file_sources);
         merge(&mut merged, table, true);
         files.push(LayerFile {
             layer,
@@ -237,7 +300,20 @@ pub fn load(options: &LoadOptions) -> Result<Effective, ConfigError> {
         config,
         sources,
         files,
+        ignored,
+        project_trusted: options.project_trusted,
+        overrides: options.overrides.clone(),
     })
+}
+
+/// The value at a dotted path of a table.
+fn lookup_dotted<'a>(table: &'a toml::Table, path: &str) -> Option<&'a toml::Value> {
+    let mut parts = path.split('.');
+    let mut value = table.get(parts.next()?)?;
+    for part in parts {
+        value = value.as_table()?.get(part)?;
+    }
+    Some(value)
 }
 
 fn permission_count(table: &toml::Table) -> usize {

@@ -20,6 +20,7 @@
 mod engine;
 mod error;
 mod load;
+mod project_trust;
 mod providers;
 mod rules;
 mod show;
@@ -33,11 +34,12 @@ use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
 pub use engine::{engine_config, user_data_dir};
-pub use error::ConfigError;
+pub use error::{ConfigError, CredentialRefusal};
 pub use load::{
     ENV_CONFIG, ENV_MODE, ENV_MODEL, Effective, LayerFile, LoadOptions, Override, PROJECT_FILE,
-    default_log_file, env_overrides, load, user_config_path,
+    default_log_file, env_overrides, load, trusted_in_default_store, user_config_path,
 };
+pub use project_trust::IgnoredSetting;
 pub use providers::{ENV_SCRIPT, SCRIPTED_PROVIDER, is_built_in_provider, resolve_provider};
 pub use rules::{
     PermissionRule, RULE_VARIABLES, RuleAction, build_policy, default_trust_store, policy_rule_sets,

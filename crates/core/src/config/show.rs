@@ -16,6 +16,12 @@ pub fn render_annotated(effective: &Effective) -> String {
         let state = if file.found { "" } else { " (not found)" };
         out.push_str(&format!("# {} file: {}{state}\n", file.layer, file.shown));
     }
+    if !effective.ignored.is_empty() {
+        out.push_str("# ignored: the project is not trusted (`keel trust grant` applies these):\n");
+        for setting in &effective.ignored {
+            out.push_str(&format!("#   {setting}\n"));
+        }
+    }
     let table = match toml::Table::try_from(&effective.config) {
         Ok(table) => table,
         Err(e) => return format!("{out}# cannot render the configuration: {e}\n"),

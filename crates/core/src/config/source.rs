@@ -92,6 +92,16 @@ impl Provenance {
         self.0.insert(path, source);
     }
 
+    /// Keeps only the paths `keep` accepts.
+    pub(crate) fn retain(&mut self, mut keep: impl FnMut(&str) -> bool) {
+        self.0.retain(|path, _| keep(path));
+    }
+
+    /// Adds (or replaces) every entry of `other`.
+    pub(crate) fn extend(&mut self, other: Provenance) {
+        self.0.extend(other.0);
+    }
+
     /// Every explicitly set path and its source, in path order.
     pub fn iter(&self) -> impl Iterator<Item = (&str, &Source)> {
         self.0.iter().map(|(k, v)| (k.as_str(), v))

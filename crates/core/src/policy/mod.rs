@@ -45,7 +45,9 @@ pub use pattern::{CommandClass, Pattern, PatternKind};
 pub use rule::{Action, Capability, Permission, PolicyError, Rule, RuleSet};
 pub use search_gate::PolicySearchGate;
 pub use subject::ApprovalKey;
-pub use trust::{Trust, TrustStore};
+pub use trust::{
+    PROJECT_CONFIG_FILES, Trust, TrustStatus, TrustStore, TrustedProject, project_fingerprint,
+};
 pub use watchdog::{Finding, Verdict, Watchdog, WatchdogCategory};
 
 use crate::runtime::Runtime;

@@ -1,9 +1,13 @@
-//! Project trust: project allow rules apply only once the user trusts the workspace.
+//! Project trust: a project's own settings that loosen Keel apply only once the user trusts the
+//! workspace, and only as long as those settings stay what the user trusted.
 //!
 //! - [`Trust`]: the input the engine takes (trusted, untrusted, not decided yet).
-//! - [`TrustStore`]: a small TOML file of trusted canonical workspace paths under the user-data
-//!   directory (`trusted = ["/home/me/src/app"]`), with [`TrustStore::is_trusted`] and
-//!   [`TrustStore::trust`].
+//! - [`project_fingerprint`]: the SHA-256 of every project file Keel reads settings from
+//!   ([`PROJECT_CONFIG_FILES`]); trust is bound to it.
+//! - [`TrustStore`]: a small TOML file of trusted canonical workspace paths and their
+//!   fingerprints under the user-data directory, with [`TrustStore::trust_of`],
+//!   [`TrustStore::trust`], [`TrustStore::revoke`] and [`TrustStore::list`]. A workspace whose
+//!   files changed since it was trusted is not trusted ([`TrustStatus::Changed`]).
 
 use std::fmt;
 use std::path::{Path, PathBuf};
@@ -13,7 +17,11 @@ use serde::{Deserialize, Serialize};
 use super::rule::PolicyError;
 use crate::runtime::config_files;
 
-/// Whether the user trusts the project's own rules.
+/// Every project file Keel reads settings from, relative to the workspace root. Trust covers
+/// all of them: a change to any one makes the project untrusted again.
+pub const PROJECT_CONFIG_FILES: &[&str] = &[".keel/config.toml", ".keel/permissions.toml"];
+
+/// Whether the user trusts the project's own settings.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default)]
 pub enum Trust {
     Trusted,
@@ -43,11 +51,63 @@ impl fmt::Display for Trust {
     }
 }
 
+/// What the store says about one workspace.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum TrustStatus {
+    /// Trusted, and its configuration files are what was trusted.
+    Trusted,
+    /// Trusted once, but its configuration files changed since (the fingerprint differs).
+    Changed,
+    /// Never trusted (or revoked).
+    NotTrusted,
+}
+
+/// The SHA-256 (hex) of the project's configuration files ([`PROJECT_CONFIG_FILES`]): each
+/// file's name, whether it exists, and its bytes.
+pub fn project_fingerprint(workspace: &Path) -> Result<String, PolicyError> {
+    let mut context = ring::digest::Context::new(&ring::digest::SHA256);
+    for name in PROJECT_CONFIG_FILES {
+        let path = workspace.join(name);
+        let text = config_files::read_if_exists(&path).map_err(|source| PolicyError::Read {
+            path: path.clone(),
+            source,
+        })?;
+        context.update(name.as_bytes());
+        match text {
+            Some(text) => {
+                context.update(b"\0present\0");
+                context.update(&(text.len() as u64).to_le_bytes());
+                context.update(text.as_bytes());
+            }
+            None => context.update(b"\0absent\0"),
+        }
+    }
+    Ok(context
+        .finish()
+        .as_ref()
+        .iter()
+        .map(|b| format!("{b:02x}"))
+        .collect())
+}
+
+/// One trusted workspace.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct TrustedProject {
+    /// The canonical workspace path.
+    pub path: PathBuf,
+    /// [`project_fingerprint`] when it was trusted.
+    pub sha256: String,
+}
+
 #[derive(Debug, Default, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 struct TrustFile {
-    #[serde(default)]
+    /// The old format (paths without a fingerprint): read, never honoured, dropped on write.
+    #[serde(default, skip_serializing)]
     trusted: Vec<PathBuf>,
+    #[serde(default)]
+    project: Vec<TrustedProject>,
 }
 
 /// The file of trusted workspaces (for instance `~/.local/share/keel/trusted.toml`).
@@ -56,8 +116,9 @@ pub struct TrustStore {
     path: PathBuf,
 }
 
-const HEADER: &str = "# Workspaces whose project permission rules Keel applies.\n\
-                      # Written by Keel when you trust a project; remove a line to revoke.\n";
+const HEADER: &str = "# Workspaces whose project settings Keel applies, each bound to the SHA-256 of its\n\
+                      # .keel/config.toml and .keel/permissions.toml: when they change, Keel asks again.\n\
+                      # Written by Keel (`keel trust grant`); `keel trust revoke` removes an entry.\n";
 
 impl TrustStore {
     pub fn new(path: impl Into<PathBuf>) -> Self {
@@ -68,13 +129,32 @@ impl TrustStore {
         &self.path
     }
 
-    /// Whether the workspace (canonicalised) is in the store. A missing store trusts nothing.
+    /// Whether the workspace (canonicalised) is trusted with its current configuration files.
+    /// A missing store trusts nothing.
     pub fn is_trusted(&self, workspace: &Path) -> Result<bool, PolicyError> {
-        let workspace = canonical(workspace)?;
-        Ok(self.read()?.trusted.contains(&workspace))
+        Ok(self.status(workspace)? == TrustStatus::Trusted)
     }
 
-    /// [`Trust::Trusted`] when the store lists the workspace, else [`Trust::Unknown`].
+    /// Where the workspace stands: trusted, trusted before its files changed, or never.
+    pub fn status(&self, workspace: &Path) -> Result<TrustStatus, PolicyError> {
+        let canonical = canonical(workspace)?;
+        let file = self.read()?;
+        let Some(entry) = file.project.iter().find(|p| p.path == canonical) else {
+            return Ok(if file.trusted.contains(&canonical) {
+                TrustStatus::Changed
+            } else {
+                TrustStatus::NotTrusted
+            });
+        };
+        Ok(if entry.sha256 == project_fingerprint(&canonical)? {
+            TrustStatus::Trusted
+        } else {
+            TrustStatus::Changed
+        })
+    }
+
+    /// [`Trust::Trusted`] when the store lists the workspace with its current fingerprint,
+    /// else [`Trust::Unknown`] (so an interactive session asks).
     pub fn trust_of(&self, workspace: &Path) -> Result<Trust, PolicyError> {
         Ok(if self.is_trusted(workspace)? {
             Trust::Trusted
@@ -83,27 +163,49 @@ impl TrustStore {
         })
     }
 
-    /// Adds the workspace (canonicalised) to the store; a no-op when already there.
+    /// Trusts the workspace (canonicalised) with its configuration files as they are now.
     pub fn trust(&self, workspace: &Path) -> Result<(), PolicyError> {
-        let workspace = canonical(workspace)?;
+        let canonical = canonical(workspace)?;
+        let fingerprint = project_fingerprint(&canonical)?;
+        self.trust_fingerprint(&canonical, &fingerprint)
+    }
+
+    /// Trusts the workspace with the configuration the user was shown (`fingerprint`, from
+    /// [`project_fingerprint`] when the question was put), so a change made in between is not
+    /// trusted by accident.
+    pub fn trust_fingerprint(
+        &self,
+        workspace: &Path,
+        fingerprint: &str,
+    ) -> Result<(), PolicyError> {
+        let canonical = canonical(workspace)?;
         let mut file = self.read()?;
-        if file.trusted.contains(&workspace) {
-            return Ok(());
-        }
-        file.trusted.push(workspace);
+        file.trusted.retain(|p| *p != canonical);
+        file.project.retain(|p| p.path != canonical);
+        file.project.push(TrustedProject {
+            path: canonical,
+            sha256: fingerprint.to_owned(),
+        });
         self.write(&file)
     }
 
-    /// Removes the workspace from the store.
-    pub fn revoke(&self, workspace: &Path) -> Result<(), PolicyError> {
-        let workspace = canonical(workspace)?;
+    /// Removes the workspace from the store. Returns whether it was there.
+    pub fn revoke(&self, workspace: &Path) -> Result<bool, PolicyError> {
+        let canonical = canonical(workspace).unwrap_or_else(|_| workspace.to_path_buf());
         let mut file = self.read()?;
-        let before = file.trusted.len();
-        file.trusted.retain(|p| *p != workspace);
-        if file.trusted.len() == before {
-            return Ok(());
+        let before = file.project.len() + file.trusted.len();
+        file.project.retain(|p| p.path != canonical);
+        file.trusted.retain(|p| *p != canonical);
+        if file.project.len() + file.trusted.len() == before {
+            return Ok(false);
         }
-        self.write(&file)
+        self.write(&file)?;
+        Ok(true)
+    }
+
+    /// Every trusted workspace, in the order they were trusted.
+    pub fn list(&self) -> Result<Vec<TrustedProject>, PolicyError> {
+        Ok(self.read()?.project)
     }
 
     fn read(&self) -> Result<TrustFile, PolicyError> {
@@ -117,7 +219,7 @@ impl TrustStore {
             Some(text) => toml::from_str(&text).map_err(|e| PolicyError::Syntax {
                 origin: self.path.display().to_string(),
                 message: format!(
-                    "{}; the trust store holds one key, trusted = [\"/path\", ...]",
+                    "{}; the trust store holds [[project]] tables with path and sha256",
                     e.to_string().trim_end()
                 ),
             }),

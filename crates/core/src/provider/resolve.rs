@@ -163,10 +163,18 @@ impl ProviderConfig {
         self.api_key.is_some() || !self.api_key_required
     }
 
-    /// Fills the key from [`Self::key_env`] when not set.
+    /// The variable whose value is sent as this provider's key: [`Self::key_env`], unless the
+    /// provider names none and needs none (a local server gets no one's key).
+    pub fn sent_key_env(&self) -> Option<&str> {
+        (self.api_key_env.is_some() || self.api_key_required).then(|| self.key_env())
+    }
+
+    /// Fills the key from [`Self::sent_key_env`] when not set.
     fn with_env_key(mut self, env: Env<'_>) -> Self {
-        if self.api_key.is_none() {
-            self.api_key = var(env, self.key_env());
+        if self.api_key.is_none()
+            && let Some(name) = self.sent_key_env()
+        {
+            self.api_key = var(env, name);
         }
         self
     }

@@ -19,6 +19,8 @@ pub mod fsat;
 pub mod net;
 pub mod paths;
 pub mod process;
+pub mod protected;
+pub mod secrets;
 pub mod store_files;
 
 pub use net::{FetchOptions, FetchResponse, NetPolicy};
@@ -119,6 +121,8 @@ struct Inner {
     terminals: Option<Arc<dyn TerminalBackend>>,
     /// The network policy and its HTTP client ([`Runtime::with_net_policy`]).
     net: Arc<net::NetState>,
+    /// Keel's own state: refused to every write ([`protected::Protected`]).
+    protected: protected::Protected,
 }
 
 /// The capability-checked surface handed to every tool. Cheap to clone.
@@ -217,8 +221,10 @@ impl Runtime {
             session: Some(scratch_dir.clone()),
         };
         let scope = Scope::compile(&config.requirements, &vars)?;
+        let protected = protected::Protected::for_roots(&roots, config.user_data.as_deref());
         Ok(Self {
             inner: Arc::new(Inner {
+                protected,
                 roots,
                 scope,
                 scratch_dir,
@@ -245,6 +251,27 @@ impl Runtime {
                 files,
                 terminals,
                 net: self.inner.net.clone(),
+                protected: self.inner.protected.clone(),
+            }),
+            linked_reads: self.linked_reads,
+            search_gate: self.search_gate.clone(),
+        }
+    }
+
+    /// The same runtime with more directories no tool may write (the user's configuration
+    /// directory, the trust store's).
+    pub fn with_protected(&self, dirs: impl IntoIterator<Item = PathBuf>) -> Self {
+        let mut protected = self.inner.protected.clone();
+        protected.extend(dirs);
+        Self {
+            inner: Arc::new(Inner {
+                roots: self.inner.roots.clone(),
+                scope: self.inner.scope.clone(),
+                scratch_dir: self.inner.scratch_dir.clone(),
+                files: self.inner.files.clone(),
+                terminals: self.inner.terminals.clone(),
+                net: self.inner.net.clone(),
+                protected,
             }),
             linked_reads: self.linked_reads,
             search_gate: self.search_gate.clone(),
@@ -365,7 +392,11 @@ impl Runtime {
 
     /// The capability check for a canonical path.
     pub fn check(&self, canonical: &Path, access: Access) -> Result<(), Refusal> {
-        self.inner.scope.check_path(canonical, access)
+        self.inner.scope.check_path(canonical, access)?;
+        if access == Access::Write {
+            self.inner.protected.check_write(canonical)?;
+        }
+        Ok(())
     }
 
     /// A path as a person reads it: relative to the workspace root that contains it, else as is.

@@ -132,6 +132,7 @@ impl Runtime {
                 files: self.inner.files.clone(),
                 terminals: self.inner.terminals.clone(),
                 net: Arc::new(NetState::new(policy)),
+                protected: self.inner.protected.clone(),
             }),
             linked_reads: self.linked_reads,
             search_gate: self.search_gate.clone(),

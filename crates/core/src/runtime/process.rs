@@ -162,7 +162,7 @@ impl Runtime {
         for (key, value) in QUIET_ENV {
             builder.env(key, value);
         }
-        for key in SECRET_ENV {
+        for key in super::secrets::scrub_list() {
             builder.env_remove(key);
         }
         let child = builder.spawn().map_err(|e| failed("spawn", e))?;

@@ -45,7 +45,8 @@ impl Dirs {
         std::fs::write(self.project_file(), text).unwrap();
     }
 
-    /// As the binary would see it with this home, run from inside the workspace.
+    /// As the binary would see it with this home, run from inside the workspace, the project
+    /// trusted (layering is the subject here; the trust boundary has its own suite).
     fn options(&self) -> LoadOptions {
         LoadOptions {
             user_file: Some(self.user_file()),
@@ -54,6 +55,8 @@ impl Dirs {
             overrides: Vec::new(),
             home: Some(self.home.clone()),
             cwd: Some(self.workspace.clone()),
+            project_trusted: true,
+            provider_env: Default::default(),
         }
     }
 }
@@ -337,10 +340,11 @@ fn rules_of_both_files_are_kept_user_first_with_their_sources() {
 #[test]
 fn providers_merge_key_by_key_and_need_a_kind_unless_built_in() {
     let dirs = Dirs::new();
+    // The user moves anthropic (a project may not: its key would follow, see below).
     dirs.write_user(
-        "[providers.local]\nkind = \"openai\"\nbase_url = \"http://127.0.0.1:1/v1\"\nmodels = [\"a\"]\n",
+        "[providers.local]\nkind = \"openai\"\nbase_url = \"http://127.0.0.1:1/v1\"\nmodels = [\"a\"]\n\n[providers.anthropic]\nbase_url = \"http://127.0.0.1:2\"\n",
     );
-    dirs.write_project("[providers.local]\nmodels = [\"b\", \"c\"]\n\n[providers.anthropic]\nbase_url = \"http://127.0.0.1:2\"\n");
+    dirs.write_project("[providers.local]\nmodels = [\"b\", \"c\"]\n");
     let effective = config::load(&dirs.options()).unwrap();
     let local = &effective.config.providers["local"];
     assert_eq!(local.kind, Some(ProviderKind::Openai));
@@ -360,6 +364,17 @@ fn providers_merge_key_by_key_and_need_a_kind_unless_built_in() {
     );
 
     dirs.write_user("");
+    dirs.write_project("[providers.anthropic]\nbase_url = \"http://127.0.0.1:2\"\n");
+    let refused = load_err(&dirs.options()).to_string();
+    for part in [
+        "ANTHROPIC_API_KEY",
+        "http://127.0.0.1:2",
+        "https://api.anthropic.com",
+        ".keel/config.toml:2:1",
+    ] {
+        assert!(refused.contains(part), "{part}: {refused}");
+    }
+
     dirs.write_project("\n[providers.local]\nbase_url = \"http://127.0.0.1:1/v1\"\n");
     assert_eq!(
         load_err(&dirs.options()).to_string(),

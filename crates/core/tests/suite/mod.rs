@@ -2,6 +2,7 @@
 
 mod agent;
 mod config;
+mod config_trust;
 mod hard_links;
 mod policy_api;
 mod policy_grammar;

@@ -100,7 +100,7 @@ fn the_trust_store_records_canonical_paths() {
         1,
         "{text}"
     );
-    assert!(text.starts_with("# Workspaces whose project permission rules"));
+    assert!(text.starts_with("# Workspaces whose project settings"));
     assert!(!store.is_trusted(&world.outside).unwrap());
     store.revoke(&world.ws).unwrap();
     assert!(!store.is_trusted(&world.ws).unwrap());

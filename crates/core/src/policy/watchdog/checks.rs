@@ -272,6 +272,34 @@ impl Watchdog<'_> {
             }
             _ => {}
         }
+        // A command that may change things, run inside Keel's own state (`git -C .keel init`,
+        // `cd ~/.config/keel && git init`), changes it whatever its operands say.
+        if mutating {
+            // The directories it runs in: its working directory, and those it is pointed at
+            // with `-C DIR`, `--git-dir`, `--work-tree` (peeled off the key, not the effect).
+            let mut dirs = vec![".".to_owned()];
+            let words = &command.original;
+            for (i, word) in words.iter().enumerate() {
+                match word.as_str() {
+                    "-C" | "--git-dir" | "--work-tree" | "--directory" => {
+                        dirs.extend(words.get(i + 1).cloned());
+                    }
+                    _ => {
+                        for option in ["--git-dir=", "--work-tree=", "--directory="] {
+                            dirs.extend(word.strip_prefix(option).map(str::to_owned));
+                        }
+                    }
+                }
+            }
+            for dir in &dirs {
+                if let Some(path) = self.context.place(dir, &command.cwd).path()
+                    && let Some(finding) = self.protected_path(path)
+                    && !findings.iter().any(|(_, f)| *f == finding)
+                {
+                    findings.push((true, finding));
+                }
+            }
+        }
         if mutating && program != "rm" {
             // Positional operands, and the values of `--option=value` words
             // (`git log --output=~/.bashrc`).

@@ -11,6 +11,7 @@
 //! inside quotes too (the `text` module).
 
 mod checks;
+mod keel_state;
 mod network;
 mod text;
 
@@ -280,6 +281,11 @@ impl Watchdog<'_> {
         self.check_pipelines(&analysis.pipelines, &mut findings);
         let mut pseudo = Vec::new();
         for opaque in &analysis.opaque {
+            if let Some(finding) =
+                keel_state::names_keel_state(opaque, self.context.roots, self.protected)
+            {
+                findings.push((true, finding));
+            }
             if let Some(finding) = text::substituted_download(opaque) {
                 findings.push((true, finding));
             }

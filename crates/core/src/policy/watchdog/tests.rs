@@ -200,6 +200,16 @@ fn startup_and_keel_configuration() {
         "rm /home/u/.local/state/keel-trust.toml",
         WatchdogCategory::KeelConfig,
     );
+    for command in [
+        "git -C .keel init",
+        "cd .keel && git init",
+        "git --git-dir=.keel/g init",
+        "python3 -c \"open('.keel/config.toml', 'w').write('x')\"",
+        "node -e \"require('fs').writeFileSync(process.env.HOME + '/.config/keel/config.toml', '')\"",
+    ] {
+        denied(command, WatchdogCategory::KeelConfig);
+    }
+    passes("git -C .keel status");
     passes("cat ~/.bashrc");
     passes("cat .keel/permissions.toml");
     passes("grep alias ~/.zshrc");
