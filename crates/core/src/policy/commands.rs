@@ -2,11 +2,14 @@
 //!
 //! - [`approval_key`]: the leading words of a simple command that name *what* it does
 //!   (`cargo test`, `git status`, `npm run build`), never its per-call arguments.
-//! - [`READ_ONLY_COMMANDS`]: the commands the bundled `read-only` class allows, each with the
-//!   argument condition that keeps it read-only; [`read_only_words`] checks one argv against it.
-//!   (Where the arguments point is checked by the caller, which knows the workspace.)
+//! - [`read_only_words`]: whether an argv stays inside its command's allowlisted grammar
+//!   ([`super::grammar`]); where its path words point is checked by the caller.
 
+use super::grammar::fit;
 use super::pattern::base_name;
+
+/// Longest approval key; a command whose key would be longer has none (it asks each time).
+pub const MAX_KEY_BYTES: usize = 1024;
 
 /// How many subcommand words follow the program in a key. Commands not listed get
 /// [`DEFAULT_DEPTH`].
@@ -167,6 +170,11 @@ pub fn approval_key(argv: &[String]) -> Option<String> {
     let mut key = vec![program.as_str()];
     let rest = &argv[1..];
     if is_interpreter(name) {
+        // Options alone (`python3 --version`): the key is the whole call, so that approving it
+        // covers no script.
+        if rest.iter().all(|a| a.starts_with('-')) {
+            return whole(argv);
+        }
         let mut iter = rest.iter();
         while let Some(arg) = iter.next() {
             if arg == "-m" {
@@ -185,6 +193,14 @@ pub fn approval_key(argv: &[String]) -> Option<String> {
         return Some(key.join(" "));
     }
     let depth = subcommand_depth(name);
+    // Options before the subcommand (`cargo --config x run`, `npm --prefix x run`) can change
+    // what runs: the key is the whole call.
+    let first = rest
+        .iter()
+        .find(|w| !(matches!(name, "cargo" | "rustup") && w.starts_with('+')));
+    if depth > 0 && first.is_some_and(|w| w.starts_with('-')) {
+        return whole(argv);
+    }
     let mut taken = 0;
     for word in rest {
         if taken >= depth {
@@ -202,240 +218,15 @@ pub fn approval_key(argv: &[String]) -> Option<String> {
     Some(key.join(" "))
 }
 
-/// One entry of the read-only class.
-#[derive(Debug, Clone, Copy)]
-pub struct ReadOnlyCommand {
-    pub name: &'static str,
-    /// When the command stays read-only (documented in docs/permissions.md).
-    pub condition: &'static str,
-    /// Whether positional arguments are paths that must stay inside the workspace.
-    pub paths: bool,
+fn whole(argv: &[String]) -> Option<String> {
+    let key = argv.join(" ");
+    (key.len() <= MAX_KEY_BYTES).then_some(key)
 }
 
-const fn entry(name: &'static str, condition: &'static str, paths: bool) -> ReadOnlyCommand {
-    ReadOnlyCommand {
-        name,
-        condition,
-        paths,
-    }
-}
-
-/// The commands the bundled `read-only` class allows.
-pub const READ_ONLY_COMMANDS: &[ReadOnlyCommand] = &[
-    entry("ls", "any flags", true),
-    entry("pwd", "always", false),
-    entry("cat", "any flags", true),
-    entry("head", "any flags", true),
-    entry("tail", "any flags", true),
-    entry("wc", "any flags", true),
-    entry("nl", "any flags", true),
-    entry(
-        "echo",
-        "always (a redirection to a file makes it a write)",
-        false,
-    ),
-    entry(
-        "printf",
-        "always (a redirection to a file makes it a write)",
-        false,
-    ),
-    entry("which", "always", false),
-    entry("whereis", "always", false),
-    entry("type", "always", false),
-    entry("command", "only `-v` or `-V` (a lookup)", false),
-    entry("file", "without `-C`/`--compile`", true),
-    entry("stat", "any flags", true),
-    entry("du", "any flags", true),
-    entry("tree", "without `-o`", true),
-    entry("basename", "always", false),
-    entry("dirname", "always", false),
-    entry("realpath", "any flags", true),
-    entry("readlink", "any flags", true),
-    entry("date", "without `-s`/`--set`", false),
-    entry("whoami", "always", false),
-    entry("uname", "always", false),
-    entry("id", "always", false),
-    entry("hostname", "without arguments that set the name", false),
-    entry("true", "always", false),
-    entry("false", "always", false),
-    entry("cut", "any flags", true),
-    entry("tr", "always", false),
-    entry("diff", "any flags", true),
-    entry("cmp", "any flags", true),
-    entry("comm", "any flags", true),
-    entry("sort", "without `-o`/`--output`", true),
-    entry(
-        "uniq",
-        "at most one file (a second one is an output file)",
-        true,
-    ),
-    entry("grep", "any flags", true),
-    entry("egrep", "any flags", true),
-    entry("fgrep", "any flags", true),
-    entry(
-        "rg",
-        "without `--pre` or `--hostname-bin` (they run programs)",
-        true,
-    ),
-    entry(
-        "find",
-        "without `-exec`, `-execdir`, `-ok`, `-okdir`, `-delete`, `-fprint*`, `-fls`",
-        true,
-    ),
-    entry("fd", "without `-x`/`--exec`/`-X`/`--exec-batch`", true),
-    entry("jq", "any flags", true),
-    entry("md5sum", "any flags", true),
-    entry("sha1sum", "any flags", true),
-    entry("sha256sum", "any flags", true),
-    entry("cd", "inside the workspace", true),
-    entry(
-        "git",
-        "status, diff, log, show, blame, grep, describe, shortlog, rev-parse, rev-list, ls-files, \
-         ls-tree, cat-file, show-ref, for-each-ref, merge-base, name-rev, count-objects, \
-         check-ignore, help, version; branch/tag when listing; remote with no arguments, -v, show, \
-         get-url; stash list/show; worktree list; config --get/--list; never --output",
-        false,
-    ),
-    entry("cargo", "only `--version`, `-V` or `version`", false),
-    entry("rustc", "only `--version` or `-V`", false),
-    entry("rustup", "only `--version` or `-V`", false),
-    entry("node", "only `--version`", false),
-    entry("npm", "only `--version`", false),
-    entry("python", "only `--version`", false),
-    entry("python3", "only `--version`", false),
-    entry("go", "only `version`", false),
-];
-
-pub fn read_only_entry(name: &str) -> Option<&'static ReadOnlyCommand> {
-    READ_ONLY_COMMANDS.iter().find(|c| c.name == name)
-}
-
-/// Whether the flags and subcommands of `argv` keep it read-only (paths not considered).
+/// Whether `argv` stays inside its command's allowlisted grammar (paths not considered; the
+/// caller, which knows the workspace, checks the path words of [`fit`]).
 pub fn read_only_words(argv: &[String]) -> bool {
-    let Some(program) = argv.first() else {
-        return false;
-    };
-    let name = base_name(program);
-    if read_only_entry(name).is_none() {
-        return false;
-    }
-    let args: Vec<&str> = argv[1..].iter().map(String::as_str).collect();
-    let has = |flags: &[&str]| {
-        args.iter().any(|a| {
-            flags
-                .iter()
-                .any(|f| a == f || (f.starts_with("--") && a.starts_with(&format!("{f}="))))
-        })
-    };
-    let short_cluster_has = |letter: char| {
-        args.iter()
-            .any(|a| a.starts_with('-') && !a.starts_with("--") && a[1..].contains(letter))
-    };
-    let positionals = || args.iter().filter(|a| !a.starts_with('-')).count();
-    match name {
-        "command" => has(&["-v", "-V"]),
-        "file" => !has(&["-C", "--compile"]),
-        "tree" => !has(&["-o"]),
-        "date" => !has(&["-s", "--set"]) && !short_cluster_has('s'),
-        "hostname" => positionals() == 0 && !has(&["-F", "--file", "-b", "--boot"]),
-        "sort" => !has(&["--output"]) && !short_cluster_has('o'),
-        "uniq" => positionals() <= 1,
-        "rg" => !args
-            .iter()
-            .any(|a| a.starts_with("--pre") || a.starts_with("--hostname-bin")),
-        "find" => !args.iter().any(|a| {
-            matches!(
-                *a,
-                "-exec" | "-execdir" | "-ok" | "-okdir" | "-delete" | "-fls"
-            ) || a.starts_with("-fprint")
-        }),
-        "fd" => {
-            !has(&["-x", "--exec", "-X", "--exec-batch"])
-                && !args
-                    .iter()
-                    .any(|a| a.starts_with('-') && !a.starts_with("--") && a.contains(['x', 'X']))
-        }
-        "git" => git_read_only(&args),
-        "cargo" => matches!(args.as_slice(), ["--version"] | ["-V"] | ["version"]),
-        "rustc" | "rustup" => matches!(args.as_slice(), ["--version"] | ["-V"]),
-        "node" | "npm" | "python" | "python3" => matches!(args.as_slice(), ["--version"]),
-        "go" => matches!(args.as_slice(), ["version"]),
-        _ => true,
-    }
-}
-
-fn git_read_only(args: &[&str]) -> bool {
-    let Some((sub, rest)) = args.split_first() else {
-        return false;
-    };
-    if rest
-        .iter()
-        .any(|a| a.starts_with("--output") || *a == "-o" || a.starts_with("--ext-diff"))
-    {
-        return false;
-    }
-    let positional = rest.iter().any(|a| !a.starts_with('-'));
-    match *sub {
-        "status" | "diff" | "log" | "show" | "blame" | "grep" | "describe" | "shortlog"
-        | "rev-parse" | "rev-list" | "ls-files" | "ls-tree" | "cat-file" | "show-ref"
-        | "for-each-ref" | "merge-base" | "name-rev" | "count-objects" | "check-ignore"
-        | "help" | "version" | "whatchanged" => true,
-        "branch" => {
-            let changing = [
-                "-d",
-                "-D",
-                "--delete",
-                "-m",
-                "-M",
-                "--move",
-                "-c",
-                "-C",
-                "--copy",
-                "-u",
-                "--set-upstream-to",
-                "--unset-upstream",
-                "--edit-description",
-                "-f",
-                "--force",
-                "-t",
-                "--track",
-                "--no-track",
-            ];
-            let lists = [
-                "-l",
-                "--list",
-                "--merged",
-                "--no-merged",
-                "--contains",
-                "--no-contains",
-                "--points-at",
-            ];
-            !rest.iter().any(|a| {
-                changing
-                    .iter()
-                    .any(|c| a == c || a.starts_with(&format!("{c}=")))
-            }) && (!positional || rest.iter().any(|a| lists.contains(a)))
-        }
-        "tag" => rest.is_empty() || matches!(rest.first(), Some(&"-l") | Some(&"--list")),
-        "remote" => matches!(
-            rest,
-            [] | ["-v"] | ["--verbose"] | ["show", ..] | ["get-url", ..]
-        ),
-        "stash" => matches!(rest.first(), Some(&"list") | Some(&"show")),
-        "worktree" => matches!(rest.first(), Some(&"list")),
-        "reflog" => rest.is_empty() || matches!(rest.first(), Some(&"show")),
-        "config" => matches!(
-            rest.first(),
-            Some(&"--get")
-                | Some(&"--get-all")
-                | Some(&"--get-regexp")
-                | Some(&"--list")
-                | Some(&"-l")
-                | Some(&"get")
-                | Some(&"list")
-        ),
-        _ => false,
-    }
+    fit(argv).accepted()
 }
 
 /// File names that hold credentials: reading them is never part of the read-only class, and
@@ -484,6 +275,9 @@ mod tests {
             ("./gradlew build --info", "./gradlew build"),
             ("docker compose up -d", "docker compose up"),
             ("make", "make"),
+            ("python3 --version", "python3 --version"),
+            ("cargo --config x run", "cargo --config x run"),
+            ("git -C sub status", "git -C sub status"),
         ] {
             assert_eq!(
                 approval_key(&argv(command)).as_deref(),
@@ -506,6 +300,11 @@ mod tests {
             "cargo --version",
             "sort -u",
             "command -v git",
+            "ls -la --color=auto src",
+            "head -5 x",
+            "sort --rev x",
+            "grep -rn -e foo -- src",
+            "jq -r .env.name package.json",
         ] {
             assert!(read_only_words(&argv(yes)), "{yes}");
         }
@@ -525,6 +324,21 @@ mod tests {
             "date -s 2020",
             "command git",
             "fd -x rm",
+            "sort --out=x in",
+            "sort --compress-prog=sh in",
+            "sort --co=sh in",
+            "git diff --out=x",
+            "git log --ext-diff",
+            "git -C sub status",
+            "git --git-dir=x log",
+            "jq -n env",
+            "jq -n $ENV",
+            "grep -R x .",
+            "rg --pre=sh x",
+            "rg --pre sh x",
+            "ls --unknown",
+            "git grep -Oless x",
+            "git grep --open-files-in-pager=less x",
         ] {
             assert!(!read_only_words(&argv(no)), "{no}");
         }

@@ -3,8 +3,9 @@
 //! on.
 
 use super::Call;
-use super::commands::{read_only_entry, read_only_words};
 use super::explain::{Cause, RuleRef};
+use super::gitrepo::git_problem;
+use super::grammar::Fit;
 use super::layers::Scope;
 use super::pattern::{PatternKind, Target, base_name};
 use super::rule::{Action, Capability, Rule};
@@ -105,6 +106,7 @@ pub(super) fn evaluate_call(
                         words: &command.argv,
                         text: &text,
                         read_only,
+                        outside_grammar: command.fit.rejected(),
                     },
                     true,
                 );
@@ -186,6 +188,7 @@ fn evaluate_opaque<'r>(
                     words,
                     text,
                     read_only: false,
+                    outside_grammar: false,
                 },
                 text.as_str(),
             )
@@ -372,22 +375,28 @@ pub(super) fn capability_refusal(
     }
 }
 
-/// Whether a simple command belongs to the `read-only` class: its words pass
-/// [`read_only_words`], it writes no file, it runs inside the workspace, its path operands stay
-/// inside the workspace and name no credential file, and no privilege wrapper runs it.
+/// Whether a simple command belongs to the `read-only` class: its argv is inside its
+/// command's allowlisted grammar ([`Fit::Accepted`]), it sets no environment variable, no
+/// privilege wrapper or `xargs` (which adds operands nobody has seen) runs it, it writes no
+/// file, it runs inside the workspace, every path word (operands and path-valued options,
+/// globs expanded against the file system) resolves inside the workspace and names no
+/// credential file, and, for git, the repository it would open is the workspace's own and
+/// names no program in its configuration ([`git_problem`]).
 pub(crate) fn is_read_only(
     command: &SimpleCommand,
     context: &ShellContext<'_>,
     watchdog: &Watchdog<'_>,
 ) -> bool {
-    if command.dynamic || command.container || !read_only_words(&command.argv) {
+    let Fit::Accepted { paths, .. } = &command.fit else {
+        return false;
+    };
+    if command.dynamic || command.container || !command.assignments.is_empty() {
         return false;
     }
-    if command
-        .wrappers
-        .iter()
-        .any(|w| PRIVILEGE_WRAPPERS.contains(&base_name(w)))
-    {
+    if command.wrappers.iter().any(|w| {
+        let name = base_name(w);
+        PRIVILEGE_WRAPPERS.contains(&name) || name == "xargs"
+    }) {
         return false;
     }
     let Cwd::Known(directory) = &command.cwd else {
@@ -399,33 +408,108 @@ pub(crate) fn is_read_only(
     ) {
         return false;
     }
-    let safe = |word: &str| match context.place(word, &command.cwd) {
-        Place::Inside(path) | Place::Root(path) => !watchdog.is_secret(&path),
-        _ => false,
-    };
     for redirect in &command.redirects {
         if redirect.duplicate || is_harmless_device(&redirect.target) {
             continue;
         }
-        if redirect.writes() || !safe(&redirect.target) {
+        if redirect.writes() || !path_is_safe(&redirect.target, &command.cwd, context, watchdog) {
             return false;
         }
     }
-    let paths = read_only_entry(command.program()).is_some_and(|e| e.paths);
-    if paths {
-        let mut rest = false;
-        for arg in command.argv.iter().skip(1) {
-            if !rest && arg == "--" {
-                rest = true;
-                continue;
-            }
-            if !rest && arg.starts_with('-') {
-                continue;
-            }
-            if !safe(arg) {
-                return false;
-            }
+    let mut resolved = Vec::new();
+    for word in paths {
+        if !path_is_safe(word, &command.cwd, context, watchdog) {
+            return false;
+        }
+        if let Some(path) = context.place(word, &command.cwd).path() {
+            resolved.push(path.to_path_buf());
         }
     }
+    if command.program() == "git" && git_problem(directory, context.roots, &resolved).is_some() {
+        return false;
+    }
     true
+}
+
+/// Whether a path word stays inside the workspace and names no credential file, after `~`,
+/// symlinks and `..` are resolved and globs are expanded against the file system.
+pub(crate) fn path_is_safe(
+    word: &str,
+    cwd: &Cwd,
+    context: &ShellContext<'_>,
+    watchdog: &Watchdog<'_>,
+) -> bool {
+    let placed_safe = |place: Place| match place {
+        Place::Inside(path) | Place::Root(path) => !watchdog.is_secret(&path),
+        _ => false,
+    };
+    if !placed_safe(context.place(word, cwd)) {
+        return false;
+    }
+    if !has_glob(word) {
+        return true;
+    }
+    let Cwd::Known(base) = cwd else {
+        return false;
+    };
+    match expand_glob(word, base) {
+        Some(matches) => matches.iter().all(|m| {
+            m.to_str()
+                .is_some_and(|text| placed_safe(context.place(text, cwd)))
+        }),
+        None => false,
+    }
+}
+
+fn has_glob(word: &str) -> bool {
+    word.contains(['*', '?', '['])
+}
+
+/// How many directory entries a glob expansion may look at.
+pub const MAX_GLOB_ENTRIES: usize = 20_000;
+
+/// The paths a shell glob could match (dot files included, which is stricter than the
+/// shell); `None` when the expansion is too large or a component is not a valid glob.
+pub(crate) fn expand_glob(word: &str, base: &std::path::Path) -> Option<Vec<std::path::PathBuf>> {
+    use std::path::{Component, PathBuf};
+    let path = std::path::Path::new(word);
+    let start = if path.is_absolute() {
+        PathBuf::from("/")
+    } else {
+        base.to_path_buf()
+    };
+    let mut current = vec![start];
+    let mut budget = MAX_GLOB_ENTRIES;
+    for component in path.components() {
+        let part = match component {
+            Component::Normal(part) => part.to_str()?,
+            Component::ParentDir => "..",
+            Component::CurDir | Component::RootDir | Component::Prefix(_) => continue,
+        };
+        if !has_glob(part) {
+            current = current.into_iter().map(|dir| dir.join(part)).collect();
+            continue;
+        }
+        let matcher = globset::GlobBuilder::new(part)
+            .literal_separator(true)
+            .backslash_escape(true)
+            .build()
+            .ok()?
+            .compile_matcher();
+        let mut next = Vec::new();
+        for dir in &current {
+            let Ok(entries) = std::fs::read_dir(dir) else {
+                continue;
+            };
+            for entry in entries {
+                budget = budget.checked_sub(1)?;
+                let Ok(entry) = entry else { continue };
+                if matcher.is_match(entry.file_name()) {
+                    next.push(entry.path());
+                }
+            }
+        }
+        current = next;
+    }
+    Some(current)
 }

@@ -22,6 +22,8 @@ pub mod commands;
 mod engine;
 mod evaluate;
 mod explain;
+pub mod gitrepo;
+pub mod grammar;
 pub mod layers;
 pub mod mode;
 pub mod pattern;

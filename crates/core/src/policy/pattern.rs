@@ -62,6 +62,9 @@ pub(crate) enum Target<'a> {
         words: &'a [String],
         text: &'a str,
         read_only: bool,
+        /// A grammar governs the command and the call is outside it: prefix and glob allow
+        /// rules (an "always" answer for the same command) do not cover it.
+        outside_grammar: bool,
     },
     /// A command line that is not plain: only restrictive rules are matched against it.
     Raw(&'a str),
@@ -242,9 +245,16 @@ impl Pattern {
                 words,
                 text,
                 read_only,
+                outside_grammar,
             } => {
                 if self.kind == PatternKind::Class {
                     return read_only;
+                }
+                if !restrictive
+                    && outside_grammar
+                    && matches!(self.kind, PatternKind::Prefix | PatternKind::Glob)
+                {
+                    return false;
                 }
                 if self.matches_command(words, text) {
                     return true;
@@ -427,7 +437,8 @@ mod tests {
             &Target::Command {
                 words: &w,
                 text: "git status --short",
-                read_only: false
+                read_only: false,
+                outside_grammar: false
             },
             false
         ));
@@ -436,7 +447,8 @@ mod tests {
             &Target::Command {
                 words: &w,
                 text: "git statusx",
-                read_only: false
+                read_only: false,
+                outside_grammar: false
             },
             false
         ));
@@ -446,7 +458,8 @@ mod tests {
             &Target::Command {
                 words: &w,
                 text: "/bin/rm -rf x",
-                read_only: false
+                read_only: false,
+                outside_grammar: false
             },
             true
         ));
@@ -454,7 +467,8 @@ mod tests {
             &Target::Command {
                 words: &w,
                 text: "/bin/rm -rf x",
-                read_only: false
+                read_only: false,
+                outside_grammar: false
             },
             false
         ));

@@ -444,6 +444,7 @@ fn check_examples(
                         words: &words,
                         text: &text,
                         read_only: false,
+                        outside_grammar: false,
                     },
                     restrictive,
                 )

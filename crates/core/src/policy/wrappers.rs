@@ -498,9 +498,12 @@ fn interpreter_inline_code(name: &str, argv: &[String]) -> Option<String> {
     None
 }
 
-/// `git`'s global options: harmless ones are dropped, configuration overrides make the command
-/// not plain, and `-C`/`--git-dir`/`--work-tree` must stay in the workspace.
-fn git(argv: &mut Vec<String>, inside: &dyn Fn(&str) -> bool, out: &mut Peeled) {
+/// `git`'s global options: the ones that change nothing but output are dropped (`--no-pager`,
+/// `-P`, `--no-optional-locks`, `--literal-pathspecs`, `--no-replace-objects`); configuration
+/// overrides (`-c`, `--config-env`, `--exec-path`) make the command not plain; every other
+/// global option (`-C`, `--git-dir`, `--work-tree`, `-p`/`--paginate`, ...) stays in the argv,
+/// where no read-only grammar accepts it (the call asks, without a key).
+fn git(argv: &mut Vec<String>, _inside: &dyn Fn(&str) -> bool, out: &mut Peeled) {
     let i = 1;
     while i < argv.len() {
         let arg = argv[i].clone();
@@ -509,20 +512,8 @@ fn git(argv: &mut Vec<String>, inside: &dyn Fn(&str) -> bool, out: &mut Peeled) 
             | "-P"
             | "--no-optional-locks"
             | "--literal-pathspecs"
-            | "--no-replace-objects"
-            | "--paginate"
-            | "-p" => {
+            | "--no-replace-objects" => {
                 argv.remove(i);
-            }
-            "-C" => {
-                let dir = argv.get(i + 1).cloned().unwrap_or_default();
-                if !inside(&dir) {
-                    out.not_plain.push(format!(
-                        "`git -C {dir}` works on a repository outside the workspace"
-                    ));
-                    return;
-                }
-                argv.drain(i..(i + 2).min(argv.len()));
             }
             "-c" => {
                 out.not_plain
@@ -538,15 +529,6 @@ fn git(argv: &mut Vec<String>, inside: &dyn Fn(&str) -> bool, out: &mut Peeled) 
                 out.not_plain
                     .push("`git --exec-path` changes where git finds its programs".to_owned());
                 return;
-            }
-            _ if arg.starts_with("--git-dir=") || arg.starts_with("--work-tree=") => {
-                let dir = arg.split_once('=').map(|(_, d)| d).unwrap_or("");
-                if !inside(dir) {
-                    out.not_plain
-                        .push(format!("`{arg}` points outside the workspace"));
-                    return;
-                }
-                argv.remove(i);
             }
             _ if arg.starts_with("-c") && arg.len() > 2 => {
                 out.not_plain
@@ -646,7 +628,8 @@ mod tests {
             ("ionice -c 3 du -sh", "du -sh", "ionice"),
             ("xargs grep foo", "grep foo", "xargs"),
             ("sudo -u root apt install x", "apt install x", "sudo"),
-            ("git --no-pager -C src log", "git log", ""),
+            ("git --no-pager -P log", "git log", ""),
+            ("git --no-pager -C src log", "git -C src log", ""),
         ] {
             let p = peeled(command);
             assert_eq!(p.argv.join(" "), argv, "{command}");
@@ -680,7 +663,6 @@ mod tests {
             "find . -delete",
             "git -c core.pager=less log",
             "git --config-env=core.pager=X log",
-            "git -C /etc log",
             "xargs rm",
             "xargs -I{} cp {} x",
             "env -S 'rm -rf x'",

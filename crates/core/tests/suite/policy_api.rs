@@ -5,7 +5,7 @@
 use std::path::Path;
 use std::sync::Arc;
 
-use keel_core::policy::commands::READ_ONLY_COMMANDS;
+use keel_core::policy::grammar::Grammars;
 use keel_core::policy::layers::bundled_rules;
 use keel_core::policy::{
     Action, Answer, Call, HEADLESS_DENIAL, Mode, Policy, PolicyError, Scope, Trust, TrustStore,
@@ -369,8 +369,8 @@ fn the_documentation_tables_match_the_code() {
         "expected:\n{rules}"
     );
     let mut commands = String::from("| command | stays read-only |\n| --- | --- |\n");
-    for command in READ_ONLY_COMMANDS {
-        commands.push_str(&format!("| `{}` | {} |\n", command.name, command.condition));
+    for grammar in Grammars::bundled().iter() {
+        commands.push_str(&format!("| `{}` | {} |\n", grammar.name, grammar.summary));
     }
     assert_eq!(
         table_block(&doc, "read-only-commands"),

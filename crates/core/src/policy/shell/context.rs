@@ -72,13 +72,16 @@ impl ShellContext<'_> {
                 }
             }
         };
-        let mut path = normalize(&expanded);
-        if let Some(runtime) = self.runtime
-            && let Some(text) = path.to_str()
-            && let Ok(resolved) = runtime.resolve(text)
-        {
-            path = resolved;
-        }
+        // Symlinks are resolved component by component *before* `..` is applied to them
+        // (`src/up/..` where `src/up -> ..` climbs out); a path that cannot be resolved is
+        // not placed.
+        let path = match self.runtime {
+            Some(runtime) => match expanded.to_str().map(|text| runtime.resolve(text)) {
+                Some(Ok(resolved)) => resolved,
+                _ => return Place::Unknown,
+            },
+            None => normalize(&expanded),
+        };
         self.classify(path)
     }
 
@@ -164,9 +167,19 @@ pub fn confusable_char(text: &str) -> Option<char> {
     })
 }
 
+/// Whether a redirection target, exactly as written, is a device that holds no file: only the
+/// exact names count (`/dev/fd/3/../x` or `/dev/./null` are paths like any other, resolved and
+/// placed).
 pub fn is_harmless_device(target: &str) -> bool {
     matches!(
         target,
-        "/dev/null" | "/dev/stdout" | "/dev/stderr" | "/dev/stdin" | "/dev/tty"
-    ) || target.starts_with("/dev/fd/")
+        "/dev/null"
+            | "/dev/stdout"
+            | "/dev/stderr"
+            | "/dev/stdin"
+            | "/dev/tty"
+            | "/dev/fd/0"
+            | "/dev/fd/1"
+            | "/dev/fd/2"
+    )
 }

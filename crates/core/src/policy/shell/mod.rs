@@ -19,10 +19,19 @@ use std::path::PathBuf;
 
 pub use context::{Place, ShellContext, confusable_char, is_harmless_device, normalize};
 
+use super::grammar::Fit;
 use super::pattern::base_name;
 
 /// How deep `sh -c "sh -c '...'"` nesting is followed.
 pub const MAX_NESTING: usize = 4;
+
+/// Longest command line that is parsed. A longer one is not plain, and the watchdog escalates
+/// it (ask; denied without a user, also in `yolo`).
+pub const MAX_SCRIPT_BYTES: usize = 128 * 1024;
+
+/// Deepest nesting (brackets, quotes-in-substitutions, compound keywords) in the raw text
+/// before it is parsed, and deepest recursion of the walk over the syntax tree.
+pub const MAX_SYNTAX_DEPTH: usize = 256;
 
 /// Where a command runs.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -73,8 +82,10 @@ pub struct SimpleCommand {
     pub container: bool,
     /// Code handed to an interpreter, `eval`, awk or sed.
     pub inline_code: Vec<String>,
-    /// The approval key (`None` for containers).
+    /// The approval key (`None` for containers and for calls outside their grammar).
     pub key: Option<String>,
+    /// How the peeled argv fits the allowlisted grammars.
+    pub fit: Fit,
 }
 
 impl SimpleCommand {
@@ -103,6 +114,9 @@ pub struct ShellAnalysis {
     /// Text the watchdog scans as raw text: the whole line when it is not plain, inline code,
     /// nested scripts that did not parse.
     pub opaque: Vec<String>,
+    /// Why the line was too large or too deeply nested to analyse in full (the watchdog
+    /// escalates it).
+    pub too_complex: Option<String>,
 }
 
 impl ShellAnalysis {
@@ -132,6 +146,42 @@ impl ShellAnalysis {
 /// Analyses a command line.
 pub fn analyze(script: &str, context: &ShellContext<'_>) -> ShellAnalysis {
     parse::run(script, context)
+}
+
+/// How deeply the raw text nests, counted without parsing (an over-estimate: brackets inside
+/// quotes count too), stopping once past `limit`.
+pub fn nesting_depth(text: &str, limit: usize) -> usize {
+    let mut depth: usize = 0;
+    let mut deepest = 0;
+    let mut word = String::new();
+    let keyword = |word: &mut String, depth: &mut usize| {
+        match word.as_str() {
+            "if" | "case" | "for" | "while" | "until" | "select" | "function" => *depth += 1,
+            "fi" | "esac" | "done" => *depth = depth.saturating_sub(1),
+            _ => {}
+        }
+        word.clear();
+    };
+    for c in text.chars() {
+        if c.is_ascii_alphabetic() {
+            if word.len() < 16 {
+                word.push(c);
+            }
+            continue;
+        }
+        keyword(&mut word, &mut depth);
+        match c {
+            '(' | '{' | '[' | '`' => depth += 1,
+            ')' | '}' | ']' => depth = depth.saturating_sub(1),
+            _ => {}
+        }
+        deepest = deepest.max(depth);
+        if deepest > limit {
+            return deepest;
+        }
+    }
+    keyword(&mut word, &mut depth);
+    deepest.max(depth)
 }
 
 #[cfg(test)]

@@ -3,10 +3,11 @@
 use tree_sitter::{Node, Parser};
 
 use super::{
-    Cwd, MAX_NESTING, Pipeline, Place, Redirect, ShellAnalysis, ShellContext, SimpleCommand,
-    confusable_char, is_harmless_device,
+    Cwd, MAX_NESTING, MAX_SCRIPT_BYTES, MAX_SYNTAX_DEPTH, Pipeline, Place, Redirect, ShellAnalysis,
+    ShellContext, SimpleCommand, confusable_char, is_harmless_device,
 };
 use crate::policy::commands::approval_key;
+use crate::policy::grammar::{Fit, fit};
 use crate::policy::wrappers::{is_dangerous_variable, peel};
 
 pub(super) fn run(script: &str, context: &ShellContext<'_>) -> ShellAnalysis {
@@ -14,6 +15,7 @@ pub(super) fn run(script: &str, context: &ShellContext<'_>) -> ShellAnalysis {
         context,
         cwd: context.start(),
         out: ShellAnalysis::default(),
+        level: 0,
     };
     analyzer.script(script, 0);
     analyzer.out
@@ -23,9 +25,44 @@ struct Analyzer<'c, 'a> {
     context: &'c ShellContext<'a>,
     cwd: Cwd,
     out: ShellAnalysis,
+    /// Recursion depth of the walk (bounded by [`MAX_SYNTAX_DEPTH`]).
+    level: usize,
+}
+
+/// The longest prefix of `text` of at most `max` bytes, on a character boundary.
+fn clip(text: &str, max: usize) -> &str {
+    if text.len() <= max {
+        return text;
+    }
+    let mut end = max;
+    while !text.is_char_boundary(end) {
+        end -= 1;
+    }
+    &text[..end]
 }
 
 impl Analyzer<'_, '_> {
+    fn too_complex(&mut self, reason: String) {
+        self.not_plain(reason.clone());
+        self.out.too_complex.get_or_insert(reason);
+    }
+
+    /// Enters one level of the walk; `false` (and the line marked too complex) past the limit.
+    fn enter(&mut self) -> bool {
+        if self.level >= MAX_SYNTAX_DEPTH {
+            self.too_complex(format!(
+                "the command nests more than {MAX_SYNTAX_DEPTH} levels deep"
+            ));
+            return false;
+        }
+        self.level += 1;
+        true
+    }
+
+    fn leave(&mut self) {
+        self.level = self.level.saturating_sub(1);
+    }
+
     fn not_plain(&mut self, reason: impl Into<String>) {
         let reason = reason.into();
         if !self.out.not_plain.contains(&reason) {
@@ -42,6 +79,21 @@ impl Analyzer<'_, '_> {
     fn script(&mut self, text: &str, depth: usize) {
         if depth > MAX_NESTING {
             self.not_plain("shell scripts nested too deeply");
+            self.opaque(clip(text, MAX_SCRIPT_BYTES));
+            return;
+        }
+        if text.len() > MAX_SCRIPT_BYTES {
+            self.too_complex(format!(
+                "the command is too long to analyse ({} bytes; at most {MAX_SCRIPT_BYTES})",
+                text.len()
+            ));
+            self.opaque(clip(text, MAX_SCRIPT_BYTES));
+            return;
+        }
+        if super::nesting_depth(text, MAX_SYNTAX_DEPTH) > MAX_SYNTAX_DEPTH {
+            self.too_complex(format!(
+                "the command nests more than {MAX_SYNTAX_DEPTH} levels deep"
+            ));
             self.opaque(text);
             return;
         }
@@ -75,6 +127,14 @@ impl Analyzer<'_, '_> {
     }
 
     fn sequence(&mut self, node: Node<'_>, src: &str, depth: usize) {
+        if !self.enter() {
+            return;
+        }
+        self.walk_sequence(node, src, depth);
+        self.leave();
+    }
+
+    fn walk_sequence(&mut self, node: Node<'_>, src: &str, depth: usize) {
         let mut cursor = node.walk();
         for child in node.children(&mut cursor) {
             if child.is_named() {
@@ -94,6 +154,14 @@ impl Analyzer<'_, '_> {
     }
 
     fn statement(&mut self, node: Node<'_>, src: &str, depth: usize) {
+        if !self.enter() {
+            return;
+        }
+        self.walk_statement(node, src, depth);
+        self.leave();
+    }
+
+    fn walk_statement(&mut self, node: Node<'_>, src: &str, depth: usize) {
         match node.kind() {
             "program" | "list" => self.sequence(node, src, depth),
             "pipeline" => self.pipeline(node, &[], src, depth),
@@ -126,6 +194,20 @@ impl Analyzer<'_, '_> {
     /// A statement followed by redirections: they belong to its last simple command
     /// (tree-sitter-bash attaches `a && b > f` to the whole list).
     fn with_redirects(&mut self, node: Node<'_>, redirects: &[Node<'_>], src: &str, depth: usize) {
+        if !self.enter() {
+            return;
+        }
+        self.walk_with_redirects(node, redirects, src, depth);
+        self.leave();
+    }
+
+    fn walk_with_redirects(
+        &mut self,
+        node: Node<'_>,
+        redirects: &[Node<'_>],
+        src: &str,
+        depth: usize,
+    ) {
         match node.kind() {
             "command" => {
                 let command = self.command(node, redirects, src, depth);
@@ -185,6 +267,15 @@ impl Analyzer<'_, '_> {
     }
 
     fn stage(&mut self, node: Node<'_>, src: &str, depth: usize) -> Option<SimpleCommand> {
+        if !self.enter() {
+            return None;
+        }
+        let stage = self.walk_stage(node, src, depth);
+        self.leave();
+        stage
+    }
+
+    fn walk_stage(&mut self, node: Node<'_>, src: &str, depth: usize) -> Option<SimpleCommand> {
         match node.kind() {
             "command" => Some(self.command(node, &[], src, depth)),
             "negated_command" => {
@@ -225,6 +316,14 @@ impl Analyzer<'_, '_> {
 
     /// Finds the commands inside a structure that is not plain, each as its own pipeline.
     fn harvest(&mut self, node: Node<'_>, src: &str, depth: usize) {
+        if !self.enter() {
+            return;
+        }
+        self.walk_harvest(node, src, depth);
+        self.leave();
+    }
+
+    fn walk_harvest(&mut self, node: Node<'_>, src: &str, depth: usize) {
         let mut cursor = node.walk();
         for child in node.named_children(&mut cursor) {
             if child.kind() == "command" {
@@ -325,7 +424,14 @@ impl Analyzer<'_, '_> {
         }
         // A nested shell's `cd` does not move this one.
         self.cwd = saved;
-        let key = if container {
+        let fit = if container {
+            Fit::Ungoverned
+        } else {
+            fit(&peeled.argv)
+        };
+        // A call outside its command's grammar has no key: an "always" answer for the same
+        // command must never cover it.
+        let key = if container || fit.rejected() {
             None
         } else {
             approval_key(&peeled.argv)
@@ -341,6 +447,7 @@ impl Analyzer<'_, '_> {
             container,
             inline_code: peeled.inline_code,
             key,
+            fit,
         };
         self.track_directory(&command);
         command
@@ -434,6 +541,15 @@ impl Analyzer<'_, '_> {
 
     /// A word's value and whether it holds an expansion or substitution.
     fn word(&mut self, node: Node<'_>, src: &str, depth: usize) -> (String, bool) {
+        if !self.enter() {
+            return (src[node.byte_range()].to_owned(), true);
+        }
+        let value = self.walk_word(node, src, depth);
+        self.leave();
+        value
+    }
+
+    fn walk_word(&mut self, node: Node<'_>, src: &str, depth: usize) -> (String, bool) {
         let text = &src[node.byte_range()];
         match node.kind() {
             "word" => {

@@ -49,6 +49,8 @@ pub enum WatchdogCategory {
     SecretRead,
     /// A command that discards work (`git push --force`, `git reset --hard`; escalates).
     RiskyCommand,
+    /// A command too long or too deeply nested to analyse in full (escalates).
+    Unanalysable,
 }
 
 impl WatchdogCategory {
@@ -66,6 +68,7 @@ impl WatchdogCategory {
             WatchdogCategory::Confusable => "invisible or look-alike characters",
             WatchdogCategory::SecretRead => "credential read",
             WatchdogCategory::RiskyCommand => "command that discards work",
+            WatchdogCategory::Unanalysable => "command too large or too deeply nested to check",
         }
     }
 }
@@ -260,6 +263,15 @@ impl Watchdog<'_> {
                 Finding {
                     category: WatchdogCategory::ForkBomb,
                     reason,
+                },
+            ));
+        }
+        if let Some(reason) = &analysis.too_complex {
+            findings.push((
+                false,
+                Finding {
+                    category: WatchdogCategory::Unanalysable,
+                    reason: reason.clone(),
                 },
             ));
         }

@@ -227,6 +227,7 @@ pub fn pseudo_pipelines(text: &str, context: &ShellContext<'_>) -> Vec<Pipeline>
             container: false,
             inline_code: peeled.inline_code,
             key: None,
+            fit: crate::policy::grammar::Fit::Ungoverned,
         });
     };
     for token in tokens(text) {

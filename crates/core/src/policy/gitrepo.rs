@@ -1,0 +1,370 @@
+//! Which repository a git command would open, and whether its configuration names a program.
+//!
+//! A repository's own configuration (`.git/config`) is project content: a cloned repository,
+//! or anything that wrote into the workspace, can set `core.fsmonitor`, `core.pager`,
+//! `diff.external`, a `textconv` or a `filter` driver, and then `git status` or `git diff`
+//! runs that program. So a git command is read-only only when:
+//!
+//! - the repository git finds from the command's directory is the workspace's own (or one
+//!   above it), never a repository embedded in the workspace (a nested `.git`, a bare
+//!   repository, a path operand that leads into one), and has no submodules;
+//! - every key of its configuration files is on a short allowlist of keys that name no program
+//!   ([`config_problem`]); an `include`, an unknown section or a line that does not parse
+//!   counts as a program.
+//!
+//! Everything else asks. The user's own `~/.gitconfig` and the system configuration are the
+//! user's, and are not inspected.
+
+use std::io::Read;
+use std::path::{Path, PathBuf};
+
+/// Configuration files larger than this are not read (and count as unsafe).
+pub const MAX_CONFIG_BYTES: u64 = 256 * 1024;
+
+/// How many directories are looked at when walking up from a path.
+const MAX_WALK: usize = 256;
+
+/// Why a git command run in `cwd` (with `operands` resolved) may run configured programs or
+/// open a repository other than the workspace's own; `None` when it cannot.
+pub fn git_problem(cwd: &Path, roots: &[PathBuf], operands: &[PathBuf]) -> Option<String> {
+    let Some((top, kind)) = find_repository(cwd) else {
+        return None;
+    };
+    let in_root = roots.iter().any(|r| top.starts_with(r) && top != *r);
+    if in_root {
+        return Some(format!(
+            "{} holds a repository embedded in the workspace; git would use its configuration",
+            top.display()
+        ));
+    }
+    let gitdir = match kind {
+        RepoKind::Bare => {
+            return Some(format!(
+                "{} is a bare repository; git would use its configuration",
+                top.display()
+            ));
+        }
+        RepoKind::DotGitDir => top.join(".git"),
+        RepoKind::DotGitFile => match read_small(&top.join(".git")) {
+            Some(text) => match text.trim().strip_prefix("gitdir:") {
+                Some(dir) => top.join(dir.trim()),
+                None => return Some("the `.git` file does not name a repository".to_owned()),
+            },
+            None => return Some("the `.git` file cannot be read".to_owned()),
+        },
+    };
+    if is_present(&gitdir.join("modules")) {
+        return Some(
+            "the repository has submodules, whose own configuration git would use".to_owned(),
+        );
+    }
+    let mut configs = vec![gitdir.join("config"), gitdir.join("config.worktree")];
+    if let Some(common) = read_small(&gitdir.join("commondir")) {
+        let common = gitdir.join(common.trim());
+        configs.push(common.join("config"));
+        configs.push(common.join("config.worktree"));
+    }
+    for config in configs {
+        if !is_present(&config) {
+            continue;
+        }
+        let Some(text) = read_small(&config) else {
+            return Some(format!("{} cannot be read", config.display()));
+        };
+        if let Some(problem) = config_problem(&text) {
+            return Some(format!("{}: {problem}", config.display()));
+        }
+    }
+    for operand in operands {
+        if let Some(nested) = embedded_below(operand, roots) {
+            return Some(format!(
+                "{} leads into the repository embedded at {}",
+                operand.display(),
+                nested.display()
+            ));
+        }
+    }
+    None
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum RepoKind {
+    DotGitDir,
+    DotGitFile,
+    Bare,
+}
+
+fn is_present(path: &Path) -> bool {
+    path.symlink_metadata().is_ok()
+}
+
+/// The directory git would treat as the top of the repository, walking up from `cwd`.
+fn find_repository(cwd: &Path) -> Option<(PathBuf, RepoKind)> {
+    for dir in cwd.ancestors().take(MAX_WALK) {
+        let dot_git = dir.join(".git");
+        if let Ok(meta) = std::fs::metadata(&dot_git) {
+            let kind = if meta.is_dir() {
+                RepoKind::DotGitDir
+            } else {
+                RepoKind::DotGitFile
+            };
+            return Some((dir.to_path_buf(), kind));
+        }
+        if is_present(&dot_git) {
+            // A dangling `.git` symlink: git would fail, but do not guess.
+            return Some((dir.to_path_buf(), RepoKind::DotGitFile));
+        }
+        if looks_bare(dir) {
+            return Some((dir.to_path_buf(), RepoKind::Bare));
+        }
+    }
+    None
+}
+
+/// git's test for a repository directory: `HEAD`, `objects/` and `refs/`.
+fn looks_bare(dir: &Path) -> bool {
+    dir.join("HEAD").is_file() && dir.join("objects").is_dir() && dir.join("refs").is_dir()
+}
+
+/// The first directory from `path` up to (not including) its workspace root that holds
+/// repository metadata.
+fn embedded_below(path: &Path, roots: &[PathBuf]) -> Option<PathBuf> {
+    let root = roots.iter().find(|r| path.starts_with(r))?;
+    for dir in path.ancestors().take(MAX_WALK) {
+        if dir == root.as_path() {
+            break;
+        }
+        if is_present(&dir.join(".git")) || looks_bare(dir) {
+            return Some(dir.to_path_buf());
+        }
+    }
+    None
+}
+
+#[allow(
+    clippy::disallowed_methods,
+    reason = "the policy reads git's repository configuration (bounded, read-only) to decide \
+              whether a git command would run a configured program; no tool output depends on it"
+)]
+fn read_small(path: &Path) -> Option<String> {
+    let file = std::fs::File::open(path).ok()?;
+    let mut text = String::new();
+    file.take(MAX_CONFIG_BYTES + 1)
+        .read_to_string(&mut text)
+        .ok()?;
+    if text.len() as u64 > MAX_CONFIG_BYTES {
+        return None;
+    }
+    Some(text)
+}
+
+/// Keys that name no program, by section (`*` for a subsection of any name).
+const SAFE_KEYS: &[(&str, &[&str])] = &[
+    (
+        "core",
+        &[
+            "repositoryformatversion",
+            "filemode",
+            "bare",
+            "logallrefupdates",
+            "ignorecase",
+            "precomposeunicode",
+            "symlinks",
+            "autocrlf",
+            "eol",
+            "safecrlf",
+            "quotepath",
+            "abbrev",
+            "checkstat",
+            "trustctime",
+            "sharedrepository",
+            "commentchar",
+            "commentstring",
+            "whitespace",
+            "untrackedcache",
+            "splitindex",
+            "preloadindex",
+            "compression",
+            "bigfilethreshold",
+            "warnambiguousrefs",
+            "worktree",
+        ],
+    ),
+    (
+        "remote.*",
+        &[
+            "url",
+            "pushurl",
+            "fetch",
+            "push",
+            "tagopt",
+            "prune",
+            "prunetags",
+            "mirror",
+            "skipdefaultupdate",
+            "skipfetchall",
+        ],
+    ),
+    (
+        "branch.*",
+        &["remote", "merge", "rebase", "pushremote", "description"],
+    ),
+    ("user", &["name", "email", "signingkey", "useconfigonly"]),
+    ("author", &["name", "email"]),
+    ("committer", &["name", "email"]),
+    ("init", &["defaultbranch"]),
+    ("pull", &["rebase", "ff"]),
+    ("push", &["default", "autosetupremote", "followtags"]),
+    ("fetch", &["prune", "prunetags"]),
+    ("merge", &["ff", "conflictstyle"]),
+    ("rebase", &["autostash", "autosquash", "updaterefs"]),
+    ("status", &["showuntrackedfiles", "branch", "short"]),
+    (
+        "extensions",
+        &[
+            "worktreeconfig",
+            "objectformat",
+            "refstorage",
+            "preciousobjects",
+        ],
+    ),
+    ("lfs", &["repositoryformatversion"]),
+    ("gc", &["auto", "autodetach"]),
+    ("index", &["version"]),
+    ("advice", &["*"]),
+    ("column", &["*"]),
+    ("color", &["*"]),
+    ("color.*", &["*"]),
+    (
+        "diff",
+        &[
+            "renames",
+            "algorithm",
+            "mnemonicprefix",
+            "noprefix",
+            "context",
+            "colormoved",
+            "indentheuristic",
+            "interhunkcontext",
+            "statgraphwidth",
+            "relative",
+            "wserrorhighlight",
+            "dirstat",
+            "suppressblankempty",
+        ],
+    ),
+    (
+        "log",
+        &[
+            "date",
+            "decorate",
+            "abbrevcommit",
+            "follow",
+            "mailmap",
+            "showroot",
+        ],
+    ),
+    ("feature", &["manyfiles", "experimental"]),
+];
+
+fn key_is_safe(section: &str, subsection: Option<&str>, key: &str) -> bool {
+    let wanted = match subsection {
+        Some(_) => format!("{section}.*"),
+        None => section.to_owned(),
+    };
+    SAFE_KEYS
+        .iter()
+        .find(|(s, _)| *s == wanted)
+        .is_some_and(|(_, keys)| keys.iter().any(|k| *k == "*" || *k == key))
+}
+
+/// Why a git configuration text may make git run a program (or cannot be vouched for).
+pub fn config_problem(text: &str) -> Option<String> {
+    let mut section: Option<(String, Option<String>)> = None;
+    for raw in text.lines() {
+        if raw.trim_end().ends_with('\\') {
+            return Some("a continued line".to_owned());
+        }
+        let mut line = raw.trim_start();
+        if line.starts_with('[') {
+            let Some(close) = line.find(']') else {
+                return Some(format!("the section header `{}`", raw.trim()));
+            };
+            let header = &line[1..close];
+            section = Some(parse_header(header)?);
+            line = line[close + 1..].trim_start();
+        }
+        if line.is_empty() || line.starts_with('#') || line.starts_with(';') {
+            continue;
+        }
+        let name = line
+            .split(['=', ' ', '\t', '#', ';'])
+            .next()
+            .unwrap_or("")
+            .to_ascii_lowercase();
+        let valid = name.chars().next().is_some_and(|c| c.is_ascii_alphabetic())
+            && name.chars().all(|c| c.is_ascii_alphanumeric() || c == '-');
+        let Some((sec, sub)) = &section else {
+            return Some(format!("the line `{}` outside a section", raw.trim()));
+        };
+        if !valid || !key_is_safe(sec, sub.as_deref(), &name) {
+            let shown = match sub {
+                Some(sub) => format!("{sec}.{sub}.{name}"),
+                None => format!("{sec}.{name}"),
+            };
+            return Some(format!(
+                "`{shown}` is not among the settings known to name no program"
+            ));
+        }
+    }
+    None
+}
+
+fn parse_header(header: &str) -> Option<(String, Option<String>)> {
+    let header = header.trim();
+    if let Some((name, rest)) = header.split_once(char::is_whitespace) {
+        let sub = rest.trim().strip_prefix('"')?.strip_suffix('"')?;
+        return Some((name.to_ascii_lowercase(), Some(sub.to_owned())));
+    }
+    match header.split_once('.') {
+        Some((name, sub)) => Some((name.to_ascii_lowercase(), Some(sub.to_owned()))),
+        None => Some((header.to_ascii_lowercase(), None)),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn plain_configurations_are_safe() {
+        let text = "[core]\n\trepositoryformatversion = 0\n\tfilemode = true\n\tbare = false\n\
+                    \tlogallrefupdates = true\n[remote \"origin\"]\n\turl = git@x:y.git\n\
+                    \tfetch = +refs/heads/*:refs/remotes/origin/*\n[branch \"main\"]\n\
+                    \tremote = origin\n\tmerge = refs/heads/main\n# comment\n";
+        assert_eq!(config_problem(text), None);
+    }
+
+    #[test]
+    fn programs_and_includes_are_problems() {
+        for text in [
+            "[core]\n\tfsmonitor = ./x.sh\n",
+            "[core]\n\tpager = sh -c id\n",
+            "[core] pager = less\n",
+            "[diff]\n\texternal = ./d\n",
+            "[diff \"x\"]\n\ttextconv = ./t\n",
+            "[filter \"lfs\"]\n\tclean = ./c\n",
+            "[include]\n\tpath = ../x\n",
+            "[includeIf \"gitdir:/\"]\n\tpath = x\n",
+            "[core]\n\tbare = false \\\n",
+            "[alias]\n\tst = !sh\n",
+            "[CORE]\n\tFSMONITOR = x\n",
+            "[remote \"o\"]\n\tuploadpack = ./x\n",
+            "[submodule \"s\"]\n\tupdate = !sh\n",
+            "pager = x\n",
+            "[core\n",
+        ] {
+            assert!(config_problem(text).is_some(), "{text}");
+        }
+    }
+}
