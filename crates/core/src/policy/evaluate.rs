@@ -119,6 +119,12 @@ pub(super) fn evaluate_call(
                         .unwrap_or_else(|| "no rule matches: default ask".to_owned())
                 ));
                 ignored_notes(&evaluation, &mut notes);
+                if let Fit::Rejected { name, reason } = &command.fit {
+                    notes.push(format!(
+                        "`{text}` is outside the read-only grammar of `{name}` ({reason}): it \
+                         has no approval key"
+                    ));
+                }
                 if this != Action::Allow {
                     pending.extend(command.key.clone());
                 } else if evaluation
@@ -449,10 +455,7 @@ pub(crate) fn path_is_safe(
     if !has_glob(word) {
         return true;
     }
-    let Cwd::Known(base) = cwd else {
-        return false;
-    };
-    match expand_glob(word, base) {
+    match glob_matches(word, cwd, context) {
         Some(matches) => matches.iter().all(|m| {
             m.to_str()
                 .is_some_and(|text| placed_safe(context.place(text, cwd)))
@@ -461,7 +464,25 @@ pub(crate) fn path_is_safe(
     }
 }
 
-fn has_glob(word: &str) -> bool {
+/// What a glob word could match on the file system (`~/` and `$HOME/` expanded, relative to
+/// the command's directory); `None` when it cannot be expanded within bounds.
+pub(crate) fn glob_matches(
+    word: &str,
+    cwd: &Cwd,
+    context: &ShellContext<'_>,
+) -> Option<Vec<std::path::PathBuf>> {
+    let home_rest = word
+        .strip_prefix("~/")
+        .or_else(|| word.strip_prefix("$HOME/"))
+        .or_else(|| word.strip_prefix("${HOME}/"));
+    match (home_rest, cwd) {
+        (Some(rest), _) => expand_glob(rest, context.home?),
+        (None, Cwd::Known(base)) => expand_glob(word, base),
+        (None, Cwd::Unknown) => None,
+    }
+}
+
+pub(crate) fn has_glob(word: &str) -> bool {
     word.contains(['*', '?', '['])
 }
 

@@ -81,6 +81,25 @@ impl World {
             .replace("{tmp}", &self.tmp.display().to_string())
     }
 
+    /// Writes a file under the temporary directory (`path` relative to it; parents created).
+    pub fn write_file(&self, path: &str, text: &str) {
+        let path = self.tmp.join(path);
+        std::fs::create_dir_all(path.parent().unwrap()).unwrap();
+        std::fs::write(path, self.expand(text)).unwrap();
+    }
+
+    /// Creates a directory under the temporary directory.
+    pub fn make_dir(&self, path: &str) {
+        std::fs::create_dir_all(self.tmp.join(path)).unwrap();
+    }
+
+    /// Creates a symlink under the temporary directory pointing at `target` (as written).
+    pub fn make_link(&self, path: &str, target: &str) {
+        let path = self.tmp.join(path);
+        std::fs::create_dir_all(path.parent().unwrap()).unwrap();
+        symlink(self.expand(target), path).unwrap();
+    }
+
     pub fn write_project_rules(&self, text: &str) {
         std::fs::write(self.ws.join(".keel/permissions.toml"), text).unwrap();
     }

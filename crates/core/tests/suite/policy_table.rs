@@ -45,6 +45,15 @@ struct Case {
     /// Text of the global `permissions.toml`.
     #[serde(default)]
     global: Option<String>,
+    /// Extra files, relative to the temporary directory (`ws/...`, `home/...`).
+    #[serde(default)]
+    files: BTreeMap<String, String>,
+    /// Extra directories, relative to the temporary directory.
+    #[serde(default)]
+    dirs: Vec<String>,
+    /// Extra symlinks: path (relative to the temporary directory) → target as written.
+    #[serde(default)]
+    links: BTreeMap<String, String>,
     /// Calls decided and answered before this one, in order.
     #[serde(default)]
     answers: Vec<Prior>,
@@ -104,6 +113,15 @@ fn run(case: &Case) -> Result<(), String> {
     }
     if let Some(text) = &case.global {
         world.write_global_rules(text);
+    }
+    for dir in &case.dirs {
+        world.make_dir(dir);
+    }
+    for (path, text) in &case.files {
+        world.write_file(path, text);
+    }
+    for (path, target) in &case.links {
+        world.make_link(path, target);
     }
     let mode: Mode = case
         .mode
@@ -170,7 +188,7 @@ fn decision_table() {
     let text = std::fs::read_to_string(fixture("cases.toml")).unwrap();
     let table: Table = toml::from_str(&text).unwrap();
     assert!(
-        table.case.len() >= 80,
+        table.case.len() >= 260,
         "the table holds {} cases",
         table.case.len()
     );

@@ -178,12 +178,20 @@ impl Watchdog<'_> {
             a.rsplit(['@', '=']).next().unwrap_or(a)
         });
         arguments.chain(redirected).any(|word| {
-            !word.is_empty()
-                && self
-                    .context
+            if word.is_empty() {
+                return false;
+            }
+            let secret = |word: &str| {
+                self.context
                     .place(word, &command.cwd)
                     .path()
                     .is_some_and(|p| self.is_secret(p))
+            };
+            // A glob is a credential read when it could match one on the file system.
+            secret(word)
+                || (crate::policy::evaluate::has_glob(word)
+                    && crate::policy::evaluate::glob_matches(word, &command.cwd, &self.context)
+                        .is_some_and(|found| found.iter().any(|p| p.to_str().is_some_and(secret))))
         })
     }
 
