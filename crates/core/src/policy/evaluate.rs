@@ -9,7 +9,10 @@ use super::grammar::Fit;
 use super::layers::Scope;
 use super::pattern::{PatternKind, Target, base_name};
 use super::rule::{Action, Capability, Rule};
-use super::shell::{Cwd, Place, ShellContext, SimpleCommand, confusable_char, is_harmless_device};
+use super::shell::{
+    Cwd, MAX_SCRIPT_BYTES, Place, ShellContext, SimpleCommand, clip, confusable_char,
+    is_harmless_device,
+};
 use super::subject::CallSubject;
 use super::watchdog::Watchdog;
 use super::wrappers::PRIVILEGE_WRAPPERS;
@@ -200,6 +203,8 @@ fn evaluate_opaque<'r>(
             )
         })
         .collect();
+    // A line too long to analyse is matched by its first part only (it is asked anyway).
+    let raw = clip(raw, MAX_SCRIPT_BYTES);
     if !texts.iter().any(|t| t == raw.trim()) {
         targets.push((Target::Raw(raw), raw));
     }

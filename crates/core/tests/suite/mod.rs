@@ -3,6 +3,7 @@
 mod agent;
 mod config;
 mod policy_api;
+mod policy_grammar;
 mod policy_support;
 mod policy_table;
 mod provider_anthropic;

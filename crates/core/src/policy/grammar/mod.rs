@@ -444,6 +444,18 @@ impl Grammar {
         self.primaries.iter().map(|(k, v)| (k.as_str(), *v))
     }
 
+    pub fn options_as_text(&self) -> bool {
+        self.options_as_text
+    }
+
+    pub fn operand_kind(&self) -> Operands {
+        self.operands
+    }
+
+    pub fn style(&self) -> Style {
+        self.style
+    }
+
     pub fn known_options(&self) -> impl Iterator<Item = &str> {
         self.known.iter().map(String::as_str)
     }

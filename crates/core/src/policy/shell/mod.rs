@@ -29,6 +29,12 @@ pub const MAX_NESTING: usize = 4;
 /// it (ask; denied without a user, also in `yolo`).
 pub const MAX_SCRIPT_BYTES: usize = 128 * 1024;
 
+/// Most words a line may hold (over all its simple commands); more is too complex.
+pub const MAX_LINE_WORDS: usize = 8192;
+
+/// How much of a line too complex to analyse the watchdog still scans as text.
+pub const MAX_OPAQUE_SCAN_BYTES: usize = 4 * 1024;
+
 /// Deepest nesting (brackets, quotes-in-substitutions, compound keywords) in the raw text
 /// before it is parsed, and deepest recursion of the walk over the syntax tree.
 pub const MAX_SYNTAX_DEPTH: usize = 256;
@@ -146,6 +152,18 @@ impl ShellAnalysis {
 /// Analyses a command line.
 pub fn analyze(script: &str, context: &ShellContext<'_>) -> ShellAnalysis {
     parse::run(script, context)
+}
+
+/// The longest prefix of `text` of at most `max` bytes, on a character boundary.
+pub fn clip(text: &str, max: usize) -> &str {
+    if text.len() <= max {
+        return text;
+    }
+    let mut end = max;
+    while !text.is_char_boundary(end) {
+        end -= 1;
+    }
+    &text[..end]
 }
 
 /// How deeply the raw text nests, counted without parsing (an over-estimate: brackets inside

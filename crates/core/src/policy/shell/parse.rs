@@ -3,8 +3,9 @@
 use tree_sitter::{Node, Parser};
 
 use super::{
-    Cwd, MAX_NESTING, MAX_SCRIPT_BYTES, MAX_SYNTAX_DEPTH, Pipeline, Place, Redirect, ShellAnalysis,
-    ShellContext, SimpleCommand, confusable_char, is_harmless_device,
+    Cwd, MAX_LINE_WORDS, MAX_NESTING, MAX_OPAQUE_SCAN_BYTES, MAX_SCRIPT_BYTES, MAX_SYNTAX_DEPTH,
+    Pipeline, Place, Redirect, ShellAnalysis, ShellContext, SimpleCommand, clip, confusable_char,
+    is_harmless_device,
 };
 use crate::policy::commands::approval_key;
 use crate::policy::grammar::{Fit, fit};
@@ -16,6 +17,7 @@ pub(super) fn run(script: &str, context: &ShellContext<'_>) -> ShellAnalysis {
         cwd: context.start(),
         out: ShellAnalysis::default(),
         level: 0,
+        words: 0,
     };
     analyzer.script(script, 0);
     analyzer.out
@@ -27,18 +29,8 @@ struct Analyzer<'c, 'a> {
     out: ShellAnalysis,
     /// Recursion depth of the walk (bounded by [`MAX_SYNTAX_DEPTH`]).
     level: usize,
-}
-
-/// The longest prefix of `text` of at most `max` bytes, on a character boundary.
-fn clip(text: &str, max: usize) -> &str {
-    if text.len() <= max {
-        return text;
-    }
-    let mut end = max;
-    while !text.is_char_boundary(end) {
-        end -= 1;
-    }
-    &text[..end]
+    /// Words seen so far (bounded by [`MAX_LINE_WORDS`]).
+    words: usize,
 }
 
 impl Analyzer<'_, '_> {
@@ -87,14 +79,14 @@ impl Analyzer<'_, '_> {
                 "the command is too long to analyse ({} bytes; at most {MAX_SCRIPT_BYTES})",
                 text.len()
             ));
-            self.opaque(clip(text, MAX_SCRIPT_BYTES));
+            self.opaque(clip(text, MAX_OPAQUE_SCAN_BYTES));
             return;
         }
         if super::nesting_depth(text, MAX_SYNTAX_DEPTH) > MAX_SYNTAX_DEPTH {
             self.too_complex(format!(
                 "the command nests more than {MAX_SYNTAX_DEPTH} levels deep"
             ));
-            self.opaque(text);
+            self.opaque(clip(text, MAX_OPAQUE_SCAN_BYTES));
             return;
         }
         if let Some(c) = confusable_char(text) {
@@ -350,6 +342,27 @@ impl Analyzer<'_, '_> {
         let mut redirects = Vec::new();
         let mut cursor = node.walk();
         let children: Vec<Node<'_>> = node.named_children(&mut cursor).collect();
+        self.words = self.words.saturating_add(children.len());
+        if self.words > MAX_LINE_WORDS {
+            // Past the bound the rest of the line is not looked at word by word.
+            self.too_complex(format!(
+                "the command holds more than {MAX_LINE_WORDS} words"
+            ));
+            self.opaque(clip(src, MAX_OPAQUE_SCAN_BYTES));
+            return SimpleCommand {
+                original: Vec::new(),
+                argv: Vec::new(),
+                wrappers: Vec::new(),
+                assignments: Vec::new(),
+                redirects: Vec::new(),
+                cwd: self.cwd.clone(),
+                dynamic: true,
+                container: false,
+                inline_code: Vec::new(),
+                key: None,
+                fit: Fit::Ungoverned,
+            };
+        }
         for child in children {
             match child.kind() {
                 "variable_assignment" => {

@@ -243,6 +243,8 @@ impl Watchdog<'_> {
 
     /// A shell call: the analysed line and its raw text.
     pub fn check_shell(&self, raw: &str, analysis: &ShellAnalysis) -> Verdict {
+        // A line too long to analyse is escalated below; its first part is still scanned.
+        let raw = super::shell::clip(raw, super::shell::MAX_SCRIPT_BYTES);
         let mut findings = Vec::new();
         if let Some(c) = confusable_char(raw) {
             findings.push((
