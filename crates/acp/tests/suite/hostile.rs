@@ -28,7 +28,7 @@ async fn deeply_nested_and_huge_commands_are_asked_without_crashing_keel_acp() {
     ];
     for (i, command) in commands.iter().enumerate() {
         mock.push_anthropic(Turn::new().tool_call(
-            &format!("t{i}"),
+            format!("t{i}"),
             "bash",
             json!({"command": command}),
         ));

@@ -27,9 +27,7 @@ const MAX_WALK: usize = 256;
 /// Why a git command run in `cwd` (with `operands` resolved) may run configured programs or
 /// open a repository other than the workspace's own; `None` when it cannot.
 pub fn git_problem(cwd: &Path, roots: &[PathBuf], operands: &[PathBuf]) -> Option<String> {
-    let Some((top, kind)) = find_repository(cwd) else {
-        return None;
-    };
+    let (top, kind) = find_repository(cwd)?;
     let in_root = roots.iter().any(|r| top.starts_with(r) && top != *r);
     if in_root {
         return Some(format!(

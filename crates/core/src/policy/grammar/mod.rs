@@ -567,9 +567,8 @@ impl Grammar {
             }
             // A cluster of short options: `-la`, `-n5`, `-n 5`.
             let cluster = &arg[1..];
-            let mut chars = cluster.char_indices();
             let mut as_text = false;
-            while let Some((at, c)) = chars.next() {
+            for (at, c) in cluster.char_indices() {
                 let Some(arity) = self.short.get(&c).copied() else {
                     if self.options_as_text {
                         as_text = true;
