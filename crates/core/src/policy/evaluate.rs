@@ -439,7 +439,112 @@ pub(crate) fn is_read_only(
     if command.program() == "git" && git_problem(directory, context.roots, &resolved).is_some() {
         return false;
     }
+    if let Some(walk) = recursive_walk(command)
+        && tree_holds_secret(walk, directory, &resolved, watchdog)
+    {
+        return false;
+    }
     true
+}
+
+/// How a command reads whole directory trees (their files' contents).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Walk {
+    /// Every file (`grep -r`).
+    All,
+    /// What ripgrep reads by default: not hidden, not ignored.
+    Ripgrep,
+}
+
+/// Whether the command reads the contents of directory trees, and how (an over-estimate:
+/// any option that could mean recursion counts).
+fn recursive_walk(command: &SimpleCommand) -> Option<Walk> {
+    let args = command.argv.iter().skip(1).take_while(|a| *a != "--");
+    match command.program() {
+        "rg" => Some(Walk::Ripgrep),
+        "grep" | "egrep" | "fgrep" => {
+            let args: Vec<&String> = args.collect();
+            grep_recurses(&args).then_some(Walk::All)
+        }
+        "git" if command.argv.get(1).is_some_and(|s| s == "grep") => Some(Walk::All),
+        _ => None,
+    }
+}
+
+/// Whether grep's options ask for recursion: `-r` in a cluster, `--recursive` (or an
+/// abbreviation), `-d recurse`/`--directories=recurse`.
+fn grep_recurses(args: &[&String]) -> bool {
+    let recurse = |value: Option<&str>| value.is_some_and(|v| v.starts_with("rec"));
+    args.iter().enumerate().any(|(i, arg)| {
+        let next = args.get(i + 1).map(|a| a.as_str());
+        if let Some(long) = arg.strip_prefix("--") {
+            let (name, value) = match long.split_once('=') {
+                Some((name, value)) => (name, Some(value)),
+                None => (long, next),
+            };
+            let abbreviates = |full: &str| name.len() >= 2 && full.starts_with(name);
+            return abbreviates("recursive") || (abbreviates("directories") && recurse(value));
+        }
+        let Some(cluster) = arg.strip_prefix('-') else {
+            return false;
+        };
+        if let Some(at) = cluster.find('d') {
+            let rest = &cluster[at + 1..];
+            let value = if rest.is_empty() { next } else { Some(rest) };
+            if recurse(value) {
+                return true;
+            }
+        }
+        cluster.contains('r')
+    })
+}
+
+/// Whether a recursive read from the command's directories (its directory operands, or its
+/// working directory) would reach a credential file; a tree too large to look through counts.
+fn tree_holds_secret(
+    walk: Walk,
+    cwd: &std::path::Path,
+    resolved: &[std::path::PathBuf],
+    watchdog: &Watchdog<'_>,
+) -> bool {
+    let mut starts: Vec<&std::path::Path> = resolved
+        .iter()
+        .filter(|p| p.is_dir())
+        .map(|p| p.as_path())
+        .collect();
+    if starts.is_empty() {
+        starts.push(cwd);
+    }
+    let mut budget = MAX_GLOB_ENTRIES;
+    for start in starts {
+        let mut builder = ignore::WalkBuilder::new(start);
+        builder.follow_links(false);
+        match walk {
+            Walk::All => {
+                builder.standard_filters(false);
+            }
+            Walk::Ripgrep => {
+                builder
+                    .hidden(true)
+                    .git_ignore(true)
+                    .git_global(false)
+                    .git_exclude(true)
+                    .parents(true);
+            }
+        }
+        builder.filter_entry(|entry| entry.file_name() != ".git");
+        for entry in builder.build() {
+            let Some(left) = budget.checked_sub(1) else {
+                return true;
+            };
+            budget = left;
+            let Ok(entry) = entry else { continue };
+            if watchdog.is_secret(entry.path()) {
+                return true;
+            }
+        }
+    }
+    false
 }
 
 /// Whether a path word stays inside the workspace and names no credential file, after `~`,
