@@ -430,7 +430,12 @@ impl Policy {
                     decision
                         .raw_command
                         .iter()
-                        .map(|raw| (Pattern::exact(raw), Action::Deny))
+                        // A line too long to analyse is matched by its first part (as
+                        // `evaluate` matches it), so the rule stays bounded.
+                        .map(|raw| {
+                            let raw = super::shell::clip(raw, super::shell::MAX_SCRIPT_BYTES);
+                            (Pattern::exact(raw), Action::Deny)
+                        })
                         .collect()
                 } else {
                     chosen

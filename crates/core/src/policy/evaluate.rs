@@ -439,6 +439,21 @@ pub(crate) fn is_read_only(
     if command.program() == "git" && git_problem(directory, context.roots, &resolved).is_some() {
         return false;
     }
+<<<<<<< HEAD
+=======
+    // `git show HEAD:.env`: a credential file read out of the repository's history.
+    if command.program() == "git"
+        && command.argv.iter().skip(2).any(|word| {
+            word.split_once(':').is_some_and(|(_, path)| {
+                path.rsplit('/')
+                    .next()
+                    .is_some_and(super::commands::is_secret_name)
+            })
+        })
+    {
+        return false;
+    }
+>>>>>>> issue-12a
     if let Some(walk) = recursive_walk(command)
         && tree_holds_secret(walk, directory, &resolved, watchdog)
     {

@@ -15,6 +15,9 @@ use std::fmt;
 
 use globset::{GlobBuilder, GlobMatcher};
 
+/// Longest glob or prefix a rule may hold (a longer one is refused when the rule loads).
+pub const MAX_PATTERN_BYTES: usize = 4096;
+
 /// Built-in command classes a pattern may name.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum CommandClass {
@@ -121,6 +124,11 @@ impl Pattern {
         if text.is_empty() {
             return Err("the pattern is empty".to_owned());
         }
+        if text.len() > MAX_PATTERN_BYTES {
+            return Err(format!(
+                "the pattern is longer than {MAX_PATTERN_BYTES} bytes"
+            ));
+        }
         if text == "*" {
             return Ok(Self::any());
         }
@@ -174,6 +182,11 @@ impl Pattern {
         let text = text.trim();
         if text.is_empty() {
             return Err("the prefix is empty".to_owned());
+        }
+        if text.len() > MAX_PATTERN_BYTES {
+            return Err(format!(
+                "the prefix is longer than {MAX_PATTERN_BYTES} bytes"
+            ));
         }
         Ok(Self {
             kind: PatternKind::Prefix,
@@ -426,6 +439,14 @@ mod tests {
         let cafe = Pattern::prefix("docs/caf\u{e9}").unwrap();
         assert!(cafe.matches(&target("docs/cafe\u{301}/x"), true));
         assert!(!cafe.matches(&target("docs/cafe\u{301}/x"), false));
+    }
+
+    #[test]
+    fn patterns_are_bounded() {
+        let long = "a".repeat(MAX_PATTERN_BYTES + 1);
+        assert!(Pattern::glob(&format!("{long}*")).is_err());
+        assert!(Pattern::prefix(&long).is_err());
+        assert!(Pattern::glob(&"a".repeat(MAX_PATTERN_BYTES)).is_ok());
     }
 
     #[test]
