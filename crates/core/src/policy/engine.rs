@@ -182,6 +182,17 @@ impl Policy {
 
     /// Decides one call.
     pub fn decide(&self, call: &Call<'_>) -> Decision {
+        self.decide_with(call, true)
+    }
+
+    /// Decides one call without its approval keys and "always" scope (compiling those costs
+    /// more than the decision itself): for the files a search finds, decided one by one and
+    /// never remembered ([`super::PolicySearchGate`]).
+    pub(crate) fn decide_uncached(&self, call: &Call<'_>) -> Decision {
+        self.decide_with(call, false)
+    }
+
+    fn decide_with(&self, call: &Call<'_>, cacheable: bool) -> Decision {
         // A snapshot: resolving paths touches the file system, which is no place to hold a lock.
         let (mode, trust, session) = {
             let state = self.lock();
@@ -235,7 +246,9 @@ impl Policy {
             decision.explanation.cause = Cause::Capability { capability, reason };
             return decision;
         }
-        decision.proposals = proposals(&tool, capability, &subject);
+        if cacheable {
+            decision.proposals = proposals(&tool, capability, &subject);
+        }
         decision.keys = decision
             .proposals
             .iter()

@@ -44,7 +44,7 @@ impl SearchGate for PolicySearchGate {
         let mut args = Map::new();
         args.insert(field.clone(), Value::String(path.to_owned()));
         let args = Value::Object(args);
-        let decision = self.policy.decide(&Call {
+        let decision = self.policy.decide_uncached(&Call {
             spec: &self.spec,
             args: &args,
             runtime,

@@ -6,6 +6,13 @@
 //! `clippy.toml`'s `disallowed-methods`; this module (and its submodules) is the one place allowed
 //! to use them.
 //!
+//! File operations are race-free ([`fsat`]): the checked path is walked again without following
+//! any symlink (`openat2` with `RESOLVE_BENEATH | RESOLVE_NO_SYMLINKS`, else `O_NOFOLLOW` per
+//! component), and writes rename a temporary file within the already-open parent directory. A
+//! regular file with several hard links is read only by a call the user approved
+//! ([`Runtime::allowing_linked_reads`]) and never written through the editor. Search tools ask
+//! [`Runtime::search_access`] what they may do with each file they find ([`SearchGate`]).
+//!
 //! Front-ends plug in through two seams: a [`FileBackend`] (the editor's buffers, ACP
 //! `fs/*_text_file`) and a [`TerminalBackend`] (the editor's terminal pane, ACP `terminal/*`).
 //! Without them the runtime uses the disk and local processes.
