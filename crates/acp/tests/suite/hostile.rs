@@ -42,7 +42,6 @@ async fn deeply_nested_and_huge_commands_are_asked_without_crashing_keel_acp() {
     let config = home.path().join("config").display().to_string();
     let state = home.path().join("state").display().to_string();
     let data = home.path().join("data").display().to_string();
-<<<<<<< HEAD
     // The 10 MB call stays in the conversation; a window that holds it keeps this test about the
     // policy's bounds rather than about compaction.
     std::fs::create_dir_all(home.path().join("config/keel")).unwrap();
@@ -51,8 +50,6 @@ async fn deeply_nested_and_huge_commands_are_asked_without_crashing_keel_acp() {
         "[providers.anthropic]\ncontext_window = 100000000\n",
     )
     .unwrap();
-=======
->>>>>>> issue-12a
     let base_url = mock.base_url();
     let client = TestClient::spawn(
         ClientOptions::default().permissions(

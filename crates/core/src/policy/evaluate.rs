@@ -439,8 +439,6 @@ pub(crate) fn is_read_only(
     if command.program() == "git" && git_problem(directory, context.roots, &resolved).is_some() {
         return false;
     }
-<<<<<<< HEAD
-=======
     // `git show HEAD:.env`: a credential file read out of the repository's history.
     if command.program() == "git"
         && command.argv.iter().skip(2).any(|word| {
@@ -453,7 +451,6 @@ pub(crate) fn is_read_only(
     {
         return false;
     }
->>>>>>> issue-12a
     if let Some(walk) = recursive_walk(command)
         && tree_holds_secret(walk, directory, &resolved, watchdog)
     {
