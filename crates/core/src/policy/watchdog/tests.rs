@@ -209,7 +209,9 @@ fn startup_and_keel_configuration() {
     ] {
         denied(command, WatchdogCategory::KeelConfig);
     }
-    passes("git -C .keel status");
+    // `-C` is outside every git grammar, so Keel cannot tell this only reads: refused there.
+    denied("git -C .keel status", WatchdogCategory::KeelConfig);
+    passes("cd .keel && git status");
     passes("cat ~/.bashrc");
     passes("cat .keel/permissions.toml");
     passes("grep alias ~/.zshrc");
