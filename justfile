@@ -24,6 +24,7 @@ bench:
     cargo bench -p keel-core --bench turn_loop
     cargo bench -p keel-core --bench sessions
     cargo bench -p keel-acp --bench acp
+    cargo bench -p keel-acp --bench sessions
 
 # What CI runs.
 ci:
