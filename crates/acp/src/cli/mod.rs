@@ -330,6 +330,9 @@ async fn acp(args: AcpArgs) -> Outcome {
         cwd.as_deref(),
     )
     .map_err(Failure::usage)?;
+    let mut engine_config = engine_config;
+    // Keel's own binary is the sandbox helper of every shell command.
+    engine_config.sandbox.helper = std::env::current_exe().ok();
     // A signal ends serving like EOF does, so the scratch directory is still removed. The
     // handlers are in place before the server says it serves.
     let terminate = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate());

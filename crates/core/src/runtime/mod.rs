@@ -18,6 +18,7 @@ pub mod config_files;
 pub mod net;
 pub mod paths;
 pub mod process;
+pub mod sandbox;
 
 pub use net::{FetchOptions, FetchResponse, NetPolicy};
 
@@ -46,7 +47,12 @@ pub trait FileBackend: Send + Sync + Debug {
 /// A shell command to run in the host's terminal.
 #[derive(Debug, Clone, PartialEq)]
 pub struct TerminalRequest {
+    /// The command as the model wrote it (for display).
     pub command: String,
+    /// What the terminal runs: the sandbox helper wrapping `bash -c COMMAND`, or `bash` itself
+    /// ([`Runtime::shell_invocation`]).
+    pub program: PathBuf,
+    pub args: Vec<String>,
     pub cwd: PathBuf,
     pub timeout: Duration,
     /// Bytes of output the host keeps (the bash cap).
@@ -89,6 +95,8 @@ pub struct RuntimeConfig {
     pub user_data: Option<PathBuf>,
     /// The session's scratch directory (created if missing).
     pub scratch_dir: PathBuf,
+    /// How shell commands are confined ([`sandbox`]).
+    pub sandbox: sandbox::SandboxSpec,
 }
 
 /// Why a runtime could not be built.
@@ -115,6 +123,7 @@ struct Inner {
     scratch_dir: PathBuf,
     files: Option<Arc<dyn FileBackend>>,
     terminals: Option<Arc<dyn TerminalBackend>>,
+    sandbox: sandbox::SandboxSpec,
     /// The network policy and its HTTP client ([`Runtime::with_net_policy`]).
     net: Arc<net::NetState>,
 }
@@ -165,6 +174,7 @@ impl Runtime {
                 scratch_dir,
                 files: None,
                 terminals: None,
+                sandbox: config.sandbox.clone(),
                 net: Arc::new(net::NetState::new(NetPolicy::default())),
             }),
         })
@@ -183,6 +193,7 @@ impl Runtime {
                 scratch_dir: self.inner.scratch_dir.clone(),
                 files,
                 terminals,
+                sandbox: self.inner.sandbox.clone(),
                 net: self.inner.net.clone(),
             }),
         }

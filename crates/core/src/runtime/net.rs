@@ -131,6 +131,7 @@ impl Runtime {
                 scratch_dir: self.inner.scratch_dir.clone(),
                 files: self.inner.files.clone(),
                 terminals: self.inner.terminals.clone(),
+                sandbox: self.inner.sandbox.clone(),
                 net: Arc::new(NetState::new(policy)),
             }),
         }
