@@ -7,6 +7,7 @@ mod commands;
 mod editor;
 mod modes;
 mod protocol;
+mod sandbox;
 mod streaming;
 mod support;
 mod turn_snapshot;

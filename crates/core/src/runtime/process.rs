@@ -349,8 +349,20 @@ impl ShellProcess {
 impl Drop for ShellProcess {
     fn drop(&mut self) {
         if !self.finished {
-            // Abandoned mid-run (the call's future was dropped): no grace, no orphans.
-            send(self.pgid, Signal::SIGKILL);
+            // Abandoned mid-run (the call's future was dropped): `SIGTERM` now, so the sandbox
+            // helper can end everything the command started (under the Landlock fallback its
+            // reaper does that), and `SIGKILL` after the grace, whatever happens.
+            let pgid = self.pgid;
+            send(pgid, Signal::SIGTERM);
+            send(pgid, Signal::SIGCONT);
+            let kill_later = async move {
+                tokio::time::sleep(KILL_GRACE).await;
+                send(pgid, Signal::SIGKILL);
+            };
+            match tokio::runtime::Handle::try_current() {
+                Ok(handle) => drop(handle.spawn(kill_later)),
+                Err(_) => send(pgid, Signal::SIGKILL),
+            }
         }
     }
 }

@@ -458,7 +458,6 @@ fn start_init(
             Err(message) => fail(message),
         };
     }
-    let signals = block_signals();
     let child = Command::new("/proc/self/exe")
         .args(prefix)
         .arg("init")
@@ -477,6 +476,7 @@ fn start_init(
         return fail("pid out of range".into());
     };
     let init_pid = Pid::from_raw(init_pid);
+    let signals = block_signals();
     let ending = supervise(init_pid, &signals, |signal| {
         let _ = kill(init_pid, signal);
     });
@@ -550,7 +550,6 @@ fn fallback_exec(
 fn init(profile: &Profile, (uid, gid): (u32, u32), program: &[OsString]) -> i32 {
     // If stage 1 dies (SIGKILL from Keel), so does this namespace.
     let _ = nix::sys::prctl::set_pdeathsig(Signal::SIGKILL);
-    let signals = block_signals();
     let (status_file, notes) = match confine_init(profile, uid, gid) {
         Ok(confined) => confined,
         Err(message) => {
@@ -577,6 +576,7 @@ fn init(profile: &Profile, (uid, gid): (u32, u32), program: &[OsString]) -> i32 
     let Ok(pid) = i32::try_from(child.id()) else {
         return EXIT_HELPER_FAILED;
     };
+    let signals = block_signals();
     // `kill(-1, sig)` from init reaches every other process of the namespace.
     let ending = supervise(Pid::from_raw(pid), &signals, |signal| {
         let _ = kill(Pid::from_raw(-1), signal);
@@ -654,8 +654,9 @@ fn confine_init(
     Ok((status, notes))
 }
 
-/// Blocks the forwarded signals and `SIGCHLD` (they are taken with `sigwait`). Children get an
-/// empty mask back: `std::process::Command` resets it.
+/// Blocks the forwarded signals and `SIGCHLD` (they are taken with `sigwait`). Called after the
+/// child is spawned, since children inherit the mask; [`supervise`] reaps before it waits, so an
+/// exit in between is not missed.
 fn block_signals() -> SigSet {
     let mut set = SigSet::empty();
     set.add(Signal::SIGCHLD);
@@ -719,7 +720,6 @@ fn supervise(main: Pid, signals: &SigSet, forward: impl Fn(Signal)) -> Ending {
 /// program leaves behind becomes its child and is killed once the program exits.
 fn spawn_and_reap(profile: &Profile, program: &[OsString], tmp: &Path) -> i32 {
     let _ = nix::sys::prctl::set_child_subreaper(true);
-    let signals = block_signals();
     let Some((first, rest)) = program.split_first() else {
         return EXIT_HELPER_FAILED;
     };
@@ -739,6 +739,7 @@ fn spawn_and_reap(profile: &Profile, program: &[OsString], tmp: &Path) -> i32 {
         return EXIT_HELPER_FAILED;
     };
     let main = Pid::from_raw(pid);
+    let signals = block_signals();
     let ending = supervise(main, &signals, |signal| {
         let _ = kill(main, signal);
     });
