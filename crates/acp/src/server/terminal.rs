@@ -172,7 +172,11 @@ impl ClientTerminals {
                 self.kill(&terminal_id).await;
             }
             () = cancel.cancelled() => {
-                self.kill(&terminal_id).await;
+                // Answer the cancel at once: the kill is queued (the helper's PID namespace takes
+                // everything the command started with it) and the release follows it when the
+                // turn ends, without waiting for a client that may never report the exit.
+                let kill = KillTerminalRequest::new(self.session_id.clone(), terminal_id.clone());
+                self.connection.send_request(kill).detach();
                 return Err(ToolError::Cancelled);
             }
         }

@@ -488,3 +488,15 @@ pub async fn gone_with(arg: &str) -> bool {
     }
     false
 }
+
+/// Waits (up to ten seconds) until process `pid` is gone: a cancelled terminal command is killed
+/// after the cancel is answered, not before.
+pub async fn pid_gone(pid: u32) -> bool {
+    for _ in 0..200 {
+        if !Path::new(&format!("/proc/{pid}")).exists() {
+            return true;
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    false
+}

@@ -1,8 +1,6 @@
 //! Whole turns with the real engine against the mock model: tool kinds and titles, approvals
 //! with diffs, remembered answers, the editor's files and terminals, cancellation.
 
-use std::path::Path;
-
 use agent_client_protocol::v1::schema::{PermissionOptionKind, StopReason};
 use keel_testkit::acp_client::{ClientOptions, Event, PermissionReply, TerminalRecord};
 use keel_testkit::mock_model::Turn;
@@ -213,10 +211,6 @@ async fn without_editor_capabilities_files_and_commands_stay_local() {
     assert!(harness.root.join("build").is_dir());
 }
 
-fn process_gone(pid: u32) -> bool {
-    !Path::new(&format!("/proc/{pid}")).exists()
-}
-
 #[tokio::test]
 async fn cancel_while_the_model_streams() {
     use keel_testkit::mock_model::{Api, Reply};
@@ -350,7 +344,10 @@ async fn cancel_while_a_terminal_command_runs() {
         matches!(records.last(), Some(TerminalRecord::Release { .. })),
         "{records:?}"
     );
-    assert!(process_gone(*pid), "process {pid} still runs");
+    assert!(
+        super::support::pid_gone(*pid).await,
+        "process {pid} still runs"
+    );
     assert!(gone_with("600.0402").await, "the command still runs");
 }
 
