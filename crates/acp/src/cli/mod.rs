@@ -11,6 +11,7 @@
 mod config_command;
 mod logging;
 mod permissions_command;
+mod sandbox_command;
 pub mod style;
 mod tools_command;
 
@@ -80,6 +81,32 @@ pub enum Command {
     /// Inspect the configuration.
     #[command(subcommand)]
     Config(ConfigCommand),
+    /// The kernel sandbox every shell command runs in.
+    #[command(subcommand)]
+    Sandbox(SandboxCommand),
+}
+
+/// `keel sandbox …`.
+#[derive(Debug, Subcommand)]
+pub enum SandboxCommand {
+    /// What this machine can enforce (namespaces, Landlock, seccomp) and a self-test of each.
+    Check(SandboxCheckArgs),
+    /// Apply a profile and run PROGRAM (Keel runs this for every shell command).
+    #[command(after_help = "Usage: keel sandbox run --profile FILE -- PROGRAM ARGS...")]
+    Run {
+        #[arg(trailing_var_arg = true, allow_hyphen_values = true)]
+        args: Vec<std::ffi::OsString>,
+    },
+}
+
+/// `keel sandbox check`.
+#[derive(Debug, Args)]
+pub struct SandboxCheckArgs {
+    /// The workspace whose configuration applies (default: the current directory).
+    #[arg(long, value_name = "DIR")]
+    pub workspace: Option<PathBuf>,
+    #[command(flatten)]
+    pub overrides: Overrides,
 }
 
 /// Settings every session-like command accepts (they override the configuration files).
@@ -309,6 +336,12 @@ pub async fn run(cli: Cli) -> Outcome {
         Command::Config(ConfigCommand::Show(args)) => config_command::show(args),
         Command::Config(ConfigCommand::Schema) => config_command::schema(),
         Command::Config(ConfigCommand::Path(args)) => config_command::path(args),
+        Command::Sandbox(SandboxCommand::Check(args)) => sandbox_command::check(args),
+        // `main` runs the helper before the command line is parsed; reaching here means the
+        // arguments were not `run ...`.
+        Command::Sandbox(SandboxCommand::Run { .. }) => Err(Failure::usage(
+            "usage: keel sandbox run --profile FILE -- PROGRAM ARGS...",
+        )),
     }
 }
 

@@ -322,3 +322,31 @@ async fn the_terminal_runs_the_helper_and_releases_after_cancel() {
         .await;
     assert!(gone_with("600.999").await);
 }
+
+/// `keel sandbox check` runs the real helper through every claim, under both mechanisms.
+#[test]
+fn sandbox_check_proves_both_mechanisms() {
+    let config = tempfile::tempdir().unwrap();
+    for (mechanism, available) in [
+        ("auto", "namespaces (user, mount, PID, network): available"),
+        ("landlock", "Landlock + seccomp fallback: available"),
+    ] {
+        let output = std::process::Command::new(env!("CARGO_BIN_EXE_keel"))
+            .args(["sandbox", "check", "--workspace"])
+            .arg(config.path())
+            .env("XDG_CONFIG_HOME", config.path())
+            .env("KEEL_SANDBOX_MECHANISM", mechanism)
+            .output()
+            .unwrap();
+        let stdout = String::from_utf8_lossy(&output.stdout);
+        assert!(
+            output.status.success(),
+            "{stdout}\n{}",
+            String::from_utf8_lossy(&output.stderr)
+        );
+        assert!(stdout.contains(available), "{stdout}");
+        assert_eq!(stdout.matches("\n  ok   ").count(), 8, "{stdout}");
+        assert!(!stdout.contains("FAIL"), "{stdout}");
+        assert!(stdout.contains("commands run confined"), "{stdout}");
+    }
+}

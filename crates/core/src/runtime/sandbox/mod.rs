@@ -8,6 +8,7 @@
 //!   directory, and a [`ConfinementCheck`] that later reads the helper's status back.
 //! - [`helper`]: the helper itself (`keel sandbox run --profile FILE -- PROGRAM ARGS...`).
 
+pub mod check;
 mod fallback;
 pub mod helper;
 pub mod profile;
