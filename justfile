@@ -23,6 +23,7 @@ bench:
     cargo bench -p keel-core --bench search
     cargo bench -p keel-core --bench turn_loop
     cargo bench -p keel-acp --bench acp
+    cargo bench -p keel-acp --bench sandbox
 
 # What CI runs.
 ci:
