@@ -61,6 +61,7 @@ fn profile(base: &Path, mechanism: Mechanism) -> std::path::PathBuf {
         writable: vec![ws.clone()],
         readable: Vec::new(),
         protected: vec![ws.join(".git/hooks")],
+        pinned: vec![ws.join(".git")],
         home: Some(home.clone()),
         home_readable: DEFAULT_HOME_READABLE.iter().map(|r| home.join(r)).collect(),
         home_writable: Vec::new(),

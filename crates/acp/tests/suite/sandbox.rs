@@ -145,6 +145,16 @@ async fn probe(options: ClientOptions, mechanism: Mechanism, expected: &str) {
             outside.elsewhere.display()
         )),
         hidden("echo evil > .git/hooks/pre-commit; echo hook-exit=$?".to_owned()),
+        // Moving the protected directory's parent away and making a fresh one fails too (not
+        // under the fallback, which does not protect .git: docs/sandbox.md).
+        if mechanism == Mechanism::Landlock {
+            String::new()
+        } else {
+            hidden(
+                "mv .git .git-moved; mkdir -p .git/hooks; echo evil > .git/hooks/pre-commit"
+                    .to_owned(),
+            )
+        },
         hidden(format!(
             "(exec 3<>/dev/tcp/127.0.0.1/{port}) && echo CONNECTED; echo connect-done"
         )),
@@ -201,6 +211,7 @@ async fn probe(options: ClientOptions, mechanism: Mechanism, expected: &str) {
     } else {
         assert!(!output.contains("hook-exit=0"), "{output}");
         assert!(!harness.root.join(".git/hooks/pre-commit").exists());
+        assert!(!harness.root.join(".git-moved").exists(), "{output}");
     }
     // The daemon left the process group and the session; it is gone all the same.
     assert!(gone_with(&daemon).await, "the daemon outlived its command");

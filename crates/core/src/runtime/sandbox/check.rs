@@ -94,6 +94,7 @@ fn run_probe(
         writable: vec![ws.clone()],
         readable: Vec::new(),
         protected: Vec::new(),
+        pinned: Vec::new(),
         home: Some(home.clone()),
         home_readable: DEFAULT_HOME_READABLE.iter().map(|r| home.join(r)).collect(),
         home_writable: Vec::new(),

@@ -298,6 +298,9 @@ fn build_root(profile: &Profile) -> Result<(), String> {
     for path in &profile.writable {
         bind(root, path, false)?;
     }
+    for path in &profile.pinned {
+        bind(root, path, false)?;
+    }
     for path in &profile.protected {
         bind(root, path, true)?;
     }

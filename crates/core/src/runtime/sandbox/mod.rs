@@ -377,17 +377,35 @@ impl super::Runtime {
         if !visible(cwd) {
             readable.push(cwd.to_path_buf());
         }
-        let mut protected = Vec::new();
+        let mut protected: Vec<PathBuf> = Vec::new();
+        let mut pinned: Vec<PathBuf> = Vec::new();
         for root in &writable {
             for rel in [".git/hooks", ".git/config", ".keel"] {
-                if let Ok(path) = std::fs::canonicalize(root.join(rel))
-                    && writable.iter().any(|w| path.starts_with(w))
-                    && !protected.contains(&path)
-                {
-                    protected.push(path);
+                let Ok(path) = std::fs::canonicalize(root.join(rel)) else {
+                    continue;
+                };
+                let Some(owner) = writable.iter().find(|w| path.starts_with(w)) else {
+                    continue;
+                };
+                if protected.contains(&path) {
+                    continue;
                 }
+                // Every directory between the writable root and the protected path.
+                let mut parent = path.parent();
+                while let Some(dir) = parent {
+                    if dir == owner.as_path() || !dir.starts_with(owner) {
+                        break;
+                    }
+                    if !pinned.iter().any(|p| p == dir) {
+                        pinned.push(dir.to_path_buf());
+                    }
+                    parent = dir.parent();
+                }
+                protected.push(path);
             }
         }
+        // Outermost first, so an inner pin is not hidden by an outer one.
+        pinned.sort_by_key(|p| p.components().count());
         let home_list = |list: &Option<Vec<String>>, default: &[&str]| -> Vec<PathBuf> {
             let Some(home) = &home else {
                 return Vec::new();
@@ -412,6 +430,7 @@ impl super::Runtime {
             writable,
             readable,
             protected,
+            pinned,
             home,
             home_readable,
             home_writable,

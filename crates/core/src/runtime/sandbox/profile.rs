@@ -37,6 +37,11 @@ pub struct Profile {
     pub readable: Vec<PathBuf>,
     /// Read-only again inside a writable path: `.git/hooks`, `.git/config`, `.keel`.
     pub protected: Vec<PathBuf>,
+    /// Directories between a writable root and a protected path (`.git`): bound onto
+    /// themselves, writable, so they are mount points that cannot be renamed or removed (which
+    /// would take the protected path along and let a fresh one be made).
+    #[serde(default)]
+    pub pinned: Vec<PathBuf>,
     /// The home directory (an empty directory in the new root, but for the allowlist).
     pub home: Option<PathBuf>,
     /// Home-directory paths that stay visible read-only (the rest of the home is hidden).
