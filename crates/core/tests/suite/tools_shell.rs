@@ -497,3 +497,71 @@ async fn todo_round_trip() {
     }
     assert_eq!(ws.ctx.session.todos().len(), 1);
 }
+
+#[tokio::test]
+async fn commands_run_confined_and_a_denial_says_so() {
+    let ws = Workspace::new();
+    std::fs::write(ws.outside.join("secret"), "outside-secret").unwrap();
+    let command = format!(
+        "echo ok > inside; cat {outside}/secret; echo x > {outside}/new",
+        outside = ws.outside.display()
+    );
+    let out = ws.bash(json!({ "command": command })).await.unwrap();
+    assert_eq!(out.data["sandbox"], json!("namespaces"), "{}", out.text);
+    assert_eq!(
+        std::fs::read_to_string(ws.root.join("inside")).unwrap(),
+        "ok\n"
+    );
+    assert!(!out.text.contains("outside-secret"), "{}", out.text);
+    assert!(!ws.outside.join("new").exists());
+    assert!(
+        out.text.contains("the command ran in Keel's sandbox"),
+        "{}",
+        out.text
+    );
+}
+
+#[tokio::test]
+async fn read_only_sandbox_and_the_switches() {
+    use keel_core::runtime::sandbox::{Mechanism, SandboxMode, SandboxSpec};
+    let mut ws = Workspace::new();
+    let base = super::tool_support::sandbox_spec();
+    // Read-only mode: the workspace is visible but not writable.
+    ws.ctx.runtime = ws.ctx.runtime.with_sandbox(SandboxSpec {
+        read_only: true,
+        ..base.clone()
+    });
+    let out = ws
+        .bash(json!({"command": "ls > /dev/null && echo listed; echo x > made"}))
+        .await
+        .unwrap();
+    assert!(out.text.starts_with("listed\n"), "{}", out.text);
+    assert!(!ws.root.join("made").exists());
+    // The fallback, forced.
+    let mut forced = base.clone();
+    forced.settings.mechanism = Mechanism::Landlock;
+    ws.ctx.runtime = ws.ctx.runtime.with_sandbox(forced);
+    let out = ws.bash(json!({"command": "echo hi"})).await.unwrap();
+    assert_eq!(out.data["sandbox"], json!("landlock"));
+    // Off: unconfined, and said so.
+    let mut off = base.clone();
+    off.settings.mode = SandboxMode::Off;
+    ws.ctx.runtime = ws.ctx.runtime.with_sandbox(off);
+    let out = ws.bash(json!({"command": "echo hi"})).await.unwrap();
+    assert_eq!(out.data["sandbox"], json!("unconfined"));
+    assert!(
+        out.text
+            .contains("[ran without the kernel sandbox: the sandbox is off")
+    );
+    // Required without a helper: refused, nothing runs.
+    let mut required = base;
+    required.settings.mode = SandboxMode::Required;
+    required.helper = None;
+    ws.ctx.runtime = ws.ctx.runtime.with_sandbox(required);
+    let result = ws.bash(json!({"command": "echo x > refused"})).await;
+    assert!(
+        matches!(&result, Err(ToolError::Failed(m)) if m.contains("required")),
+        "{result:?}"
+    );
+    assert!(!ws.root.join("refused").exists());
+}
