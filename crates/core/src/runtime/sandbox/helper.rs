@@ -239,6 +239,11 @@ fn enter_namespaces(profile: &Profile, (uid, gid): (u32, u32)) -> Result<(), Str
     write_file("/proc/self/setgroups", "deny")?;
     write_file("/proc/self/uid_map", &format!("0 {uid} 1"))?;
     write_file("/proc/self/gid_map", &format!("0 {gid} 1"))?;
+    if !profile.network {
+        // The new network namespace's own loopback (not the host's): test servers inside the
+        // command work; nothing outside is reachable. Optional.
+        let _ = loopback_up();
+    }
     mount(
         None::<&str>,
         "/",
@@ -248,6 +253,50 @@ fn enter_namespaces(profile: &Profile, (uid, gid): (u32, u32)) -> Result<(), Str
     )
     .map_err(|e| format!("making / private: {e}"))?;
     build_root(profile)
+}
+
+/// Sets `lo` (interface 1 in a new network namespace) up with one `RTM_NEWLINK` netlink request.
+fn loopback_up() -> Result<(), Errno> {
+    use nix::sys::socket::{
+        AddressFamily, MsgFlags, SockFlag, SockProtocol, SockType, recv, send, socket,
+    };
+    use std::os::fd::AsRawFd as _;
+    const RTM_NEWLINK: u16 = 16;
+    const NLM_F_REQUEST: u16 = 1;
+    const NLM_F_ACK: u16 = 4;
+    const IFF_UP: u32 = 1;
+    let fd = socket(
+        AddressFamily::Netlink,
+        SockType::Raw,
+        SockFlag::SOCK_CLOEXEC,
+        SockProtocol::NetlinkRoute,
+    )?;
+    let mut message = Vec::with_capacity(32);
+    message.extend_from_slice(&32u32.to_ne_bytes()); // nlmsg_len
+    message.extend_from_slice(&RTM_NEWLINK.to_ne_bytes()); // nlmsg_type
+    message.extend_from_slice(&(NLM_F_REQUEST | NLM_F_ACK).to_ne_bytes()); // nlmsg_flags
+    message.extend_from_slice(&1u32.to_ne_bytes()); // nlmsg_seq
+    message.extend_from_slice(&0u32.to_ne_bytes()); // nlmsg_pid
+    message.extend_from_slice(&[0u8, 0u8]); // ifi_family (AF_UNSPEC), padding
+    message.extend_from_slice(&0u16.to_ne_bytes()); // ifi_type
+    message.extend_from_slice(&1i32.to_ne_bytes()); // ifi_index: lo
+    message.extend_from_slice(&IFF_UP.to_ne_bytes()); // ifi_flags
+    message.extend_from_slice(&IFF_UP.to_ne_bytes()); // ifi_change
+    send(fd.as_raw_fd(), &message, MsgFlags::empty())?;
+    // The acknowledgement: an NLMSG_ERROR whose error field is 0 on success.
+    let mut reply = [0u8; 64];
+    let n = recv(fd.as_raw_fd(), &mut reply, MsgFlags::empty())?;
+    let code = reply
+        .get(16..20)
+        .filter(|_| n >= 20)
+        .and_then(|b| <[u8; 4]>::try_from(b).ok())
+        .map(i32::from_ne_bytes)
+        .unwrap_or(-1);
+    if code == 0 {
+        Ok(())
+    } else {
+        Err(Errno::from_raw(-code))
+    }
 }
 
 fn in_root(root: &Path, path: &Path) -> PathBuf {
