@@ -25,6 +25,7 @@ bench:
     cargo bench -p keel-core --bench sessions
     cargo bench -p keel-acp --bench acp
     cargo bench -p keel-acp --bench sessions
+    cargo bench -p keel-acp --bench sandbox
 
 # What CI runs.
 ci:

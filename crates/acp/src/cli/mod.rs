@@ -13,6 +13,7 @@ mod logging;
 mod permissions_command;
 mod sessions_command;
 pub use sessions_command::store as sessions_store;
+mod sandbox_command;
 pub mod style;
 mod tools_command;
 mod trust_command;
@@ -91,6 +92,9 @@ pub enum Command {
     Sessions(SessionsCommand),
     /// Project trust: whether this project's own settings may loosen Keel.
     Trust(TrustArgs),
+    /// The kernel sandbox every shell command runs in.
+    #[command(subcommand)]
+    Sandbox(SandboxCommand),
 }
 
 /// `keel trust`.
@@ -173,6 +177,29 @@ pub struct SessionsExportArgs {
 pub enum ExportFormat {
     Json,
     Markdown,
+}
+
+/// `keel sandbox …`.
+#[derive(Debug, Subcommand)]
+pub enum SandboxCommand {
+    /// What this machine can enforce (namespaces, Landlock, seccomp) and a self-test of each.
+    Check(SandboxCheckArgs),
+    /// Apply a profile and run PROGRAM (Keel runs this for every shell command).
+    #[command(after_help = "Usage: keel sandbox run --profile FILE -- PROGRAM ARGS...")]
+    Run {
+        #[arg(trailing_var_arg = true, allow_hyphen_values = true)]
+        args: Vec<std::ffi::OsString>,
+    },
+}
+
+/// `keel sandbox check`.
+#[derive(Debug, Args)]
+pub struct SandboxCheckArgs {
+    /// The workspace whose configuration applies (default: the current directory).
+    #[arg(long, value_name = "DIR")]
+    pub workspace: Option<PathBuf>,
+    #[command(flatten)]
+    pub overrides: Overrides,
 }
 
 /// Settings every session-like command accepts (they override the configuration files).
@@ -411,6 +438,12 @@ pub async fn run(cli: Cli) -> Outcome {
         Command::Sessions(SessionsCommand::Export(args)) => sessions_command::export(args),
         Command::Sessions(SessionsCommand::Rm(args)) => sessions_command::remove(args),
         Command::Trust(args) => trust_command::run(args),
+        Command::Sandbox(SandboxCommand::Check(args)) => sandbox_command::check(args),
+        // `main` runs the helper before the command line is parsed; reaching here means the
+        // arguments were not `run ...`.
+        Command::Sandbox(SandboxCommand::Run { .. }) => Err(Failure::usage(
+            "usage: keel sandbox run --profile FILE -- PROGRAM ARGS...",
+        )),
     }
 }
 
@@ -427,13 +460,16 @@ async fn acp(args: AcpArgs) -> Outcome {
     // A broken configuration must not keep the editor from talking to Keel: the server still
     // answers `initialize`, and `session/new` fails with the error (which is also logged).
     let engine_config = load_config(cwd.clone(), &args.overrides).and_then(|effective| {
-        config::engine_config(
+        let mut engine_config = config::engine_config(
             &effective,
             env,
             scratch.path().to_path_buf(),
             cwd.as_deref(),
         )
-        .map_err(Failure::usage)
+        .map_err(Failure::usage)?;
+        // Keel's own binary is the sandbox helper of every shell command.
+        engine_config.sandbox.helper = std::env::current_exe().ok();
+        Ok(engine_config)
     });
     // A signal ends serving like EOF does, so the scratch directory is still removed. The
     // handlers are in place before the server says it serves.

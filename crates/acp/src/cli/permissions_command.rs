@@ -59,6 +59,12 @@ pub fn runtime_for(
         ad_hoc: Vec::new(),
         user_data: None,
         scratch_dir: scratch.to_path_buf(),
+        // `keel tool call bash` runs confined like a session's commands.
+        sandbox: keel_core::runtime::sandbox::SandboxSpec::keel(
+            keel_core::runtime::sandbox::SandboxSettings::default(),
+            std::env::current_exe().ok(),
+            std::env::var_os("HOME").map(std::path::PathBuf::from),
+        ),
     })
     .map_err(|e| Failure::usage(format!("cannot set up the workspace: {e}")))
 }

@@ -1,7 +1,8 @@
 //! [`ClientTerminals`]: a [`TerminalBackend`] that runs shell commands in the editor's terminal
 //! pane (`terminal/*`), so the user watches the output live.
 //!
-//! A run creates the terminal (`bash -c COMMAND` in the call's working directory, with the same
+//! A run creates the terminal (Keel's sandbox helper wrapping `bash -c COMMAND`, see
+//! `keel_core::runtime::sandbox`, in the call's working directory, with the same
 //! quiet environment as local runs, keeping at most the bash output cap), reports its id as progress (the tool call then embeds the terminal),
 //! waits for the exit raced against the timeout and the cancel token, kills on either, and reads
 //! the final output for the model. Releasing is left to the session's [`TerminalLedger`]: the
@@ -143,8 +144,11 @@ impl ClientTerminals {
         if cancel.is_cancelled() {
             return Err(ToolError::Cancelled);
         }
-        let create = CreateTerminalRequest::new(self.session_id.clone(), "bash")
-            .args(vec!["-c".to_owned(), request.command.clone()])
+        // The sandbox helper wrapping `bash -c COMMAND` (or bash itself when the sandbox is off):
+        // the pane shows the real output and the kernel still confines the command.
+        let program = request.program.to_string_lossy().into_owned();
+        let create = CreateTerminalRequest::new(self.session_id.clone(), program)
+            .args(request.args.clone())
             .env(environment())
             .cwd(request.cwd.clone())
             .output_byte_limit(u64::try_from(request.output_limit).unwrap_or(u64::MAX));
@@ -172,7 +176,11 @@ impl ClientTerminals {
                 self.kill(&terminal_id).await;
             }
             () = cancel.cancelled() => {
-                self.kill(&terminal_id).await;
+                // Answer the cancel at once: the kill is queued (the helper's PID namespace takes
+                // everything the command started with it) and the release follows it when the
+                // turn ends, without waiting for a client that may never report the exit.
+                let kill = KillTerminalRequest::new(self.session_id.clone(), terminal_id.clone());
+                self.connection.send_request(kill).detach();
                 return Err(ToolError::Cancelled);
             }
         }

@@ -2,7 +2,6 @@
 //! command, the turn answers `cancelled` (whatever the engine returns) and nothing is left
 //! running.
 
-use std::path::Path;
 use std::time::Duration;
 
 use agent_client_protocol::v1::schema::{PermissionOptionKind, StopReason};
@@ -113,10 +112,6 @@ async fn cancel_during_a_pending_permission_request() {
         .answer_held(&session, PermissionOptionKind::RejectOnce);
 }
 
-fn process_gone(pid: u32) -> bool {
-    !Path::new(&format!("/proc/{pid}")).exists()
-}
-
 #[tokio::test]
 async fn cancel_during_a_terminal_run_kills_and_releases() {
     let harness = Harness::start(
@@ -182,7 +177,10 @@ async fn cancel_during_a_terminal_run_kills_and_releases() {
                 .any(|e| matches!(e, Event::Terminal(TerminalRecord::Release { .. })))
         })
         .await;
-    assert!(process_gone(*pid), "the command still runs");
+    assert!(
+        super::support::pid_gone(*pid).await,
+        "the command still runs"
+    );
     let text = serde_json::to_string(&harness.events_json(&session)).unwrap();
     assert!(text.contains("cancelled by the user"), "{text}");
 }

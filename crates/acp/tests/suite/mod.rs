@@ -8,6 +8,7 @@ mod editor;
 mod hostile;
 mod modes;
 mod protocol;
+mod sandbox;
 mod sessions;
 mod streaming;
 mod support;

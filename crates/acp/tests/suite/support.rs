@@ -19,6 +19,7 @@ use keel_core::agent::{
 use keel_core::capability::ShellRunRequirement;
 use keel_core::policy::Mode;
 use keel_core::provider::{ProviderConfig, ProviderKind};
+use keel_core::runtime::sandbox::{SandboxSettings, SandboxSpec};
 use keel_core::runtime::{TerminalOutcome, TerminalRequest};
 use keel_core::tool::{ProgressSink, ToolError};
 use keel_testkit::acp_client::{ClientOptions, Event, TestClient, pipe};
@@ -280,6 +281,8 @@ pub async fn run_in_terminal(
     let (sender, mut progress) = tokio::sync::mpsc::unbounded_channel();
     let request = TerminalRequest {
         command: command.into(),
+        program: "bash".into(),
+        args: vec!["-c".into(), command.into()],
         cwd: cwd.to_path_buf(),
         timeout,
         output_limit: 1024,
@@ -319,6 +322,12 @@ pub struct EngineHarness {
 /// An engine whose only provider is `mock` (no global rules, no user data: hermetic).
 pub fn engine_config(mock: Option<&MockModel>, scratch: &Path) -> EngineConfig {
     let mut config = EngineConfig::new(Arc::new(|_: &str| None), scratch.to_path_buf());
+    // Every shell command runs confined, through the real `keel` binary as the helper.
+    config.sandbox = SandboxSpec::keel(
+        SandboxSettings::default(),
+        Some(PathBuf::from(env!("CARGO_BIN_EXE_keel"))),
+        None,
+    );
     // As `keel`'s configuration does: any program may run; the rules and the watchdog decide.
     config.manifest = config
         .manifest
@@ -450,4 +459,44 @@ fn normalize(value: Value, ids: &mut Vec<String>) -> Value {
         Value::Array(items) => Value::Array(items.into_iter().map(|i| normalize(i, ids)).collect()),
         other => other,
     }
+}
+
+/// Whether a live (not zombie) process has `arg` among its arguments. Commands run in their own
+/// PID namespace, so the pids they print are not this process's: tests mark their processes
+/// with a unique argument instead (`sleep 600.0401`).
+pub fn running_with(arg: &str) -> bool {
+    std::fs::read_dir("/proc").unwrap().flatten().any(|entry| {
+        let Ok(cmdline) = std::fs::read(entry.path().join("cmdline")) else {
+            return false;
+        };
+        cmdline.split(|b| *b == 0).any(|a| a == arg.as_bytes())
+            && std::fs::read_to_string(entry.path().join("stat")).is_ok_and(|stat| {
+                stat.rsplit_once(')')
+                    .is_some_and(|(_, rest)| !rest.trim_start().starts_with('Z'))
+            })
+    })
+}
+
+/// Waits (up to ten seconds: the kernel reaps a killed namespace asynchronously) until no
+/// process has `arg` among its arguments; returns whether none has.
+pub async fn gone_with(arg: &str) -> bool {
+    for _ in 0..200 {
+        if !running_with(arg) {
+            return true;
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    false
+}
+
+/// Waits (up to ten seconds) until process `pid` is gone: a cancelled terminal command is killed
+/// after the cancel is answered, not before.
+pub async fn pid_gone(pid: u32) -> bool {
+    for _ in 0..200 {
+        if !Path::new(&format!("/proc/{pid}")).exists() {
+            return true;
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    false
 }

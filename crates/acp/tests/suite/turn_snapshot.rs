@@ -391,6 +391,7 @@ async fn read_edit_bash_with_two_approvals_on_disk_and_local_shell() {
             "type": "output",
             "data": {
               "exit_code": 0,
+              "sandbox": "namespaces",
               "output": "built\n"
             },
             "metadata": {

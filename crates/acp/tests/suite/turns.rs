@@ -1,14 +1,12 @@
 //! Whole turns with the real engine against the mock model: tool kinds and titles, approvals
 //! with diffs, remembered answers, the editor's files and terminals, cancellation.
 
-use std::path::Path;
-
 use agent_client_protocol::v1::schema::{PermissionOptionKind, StopReason};
 use keel_testkit::acp_client::{ClientOptions, Event, PermissionReply, TerminalRecord};
 use keel_testkit::mock_model::Turn;
 use serde_json::json;
 
-use super::support::EngineHarness;
+use super::support::{EngineHarness, gone_with};
 
 pub(super) const LIB: &str = "pub fn greet() -> &'static str {\n    \"helo\"\n}\n";
 
@@ -160,12 +158,16 @@ async fn the_editor_serves_files_and_runs_commands_in_its_terminal() {
     else {
         panic!("{records:?}");
     };
+    // Keel's own binary, the sandbox helper, wraps `bash -c COMMAND`.
+    assert_eq!(command.as_str(), env!("CARGO_BIN_EXE_keel"));
+    assert_eq!(args[..2], ["sandbox".to_owned(), "run".to_owned()]);
     assert_eq!(
-        (command.as_str(), args.as_slice()),
-        (
-            "bash",
-            &["-c".to_owned(), "mkdir -p build && echo built".to_owned()][..]
-        )
+        args[args.len() - 3..],
+        [
+            "bash".to_owned(),
+            "-c".to_owned(),
+            "mkdir -p build && echo built".to_owned()
+        ]
     );
     assert_eq!(cwd.as_deref(), Some(harness.root.as_path()));
     assert_eq!(*output_byte_limit, Some(200 * 1024));
@@ -207,10 +209,6 @@ async fn without_editor_capabilities_files_and_commands_stay_local() {
         "{events:?}"
     );
     assert!(harness.root.join("build").is_dir());
-}
-
-fn process_gone(pid: u32) -> bool {
-    !Path::new(&format!("/proc/{pid}")).exists()
 }
 
 #[tokio::test]
@@ -285,7 +283,7 @@ async fn cancel_while_a_local_command_runs() {
     let harness = EngineHarness::start(
         ClientOptions::default().permissions(allow(1)),
         &[],
-        vec![bash("t1", "echo \"pid $$\"; exec sleep 600")],
+        vec![bash("t1", "echo \"pid $$\"; exec sleep 600.0401")],
     )
     .await;
     let prompt = harness.client.start_prompt(&harness.session, "wait");
@@ -297,13 +295,16 @@ async fn cancel_while_a_local_command_runs() {
             })
         })
         .await;
-    let pid = printed_pid(&harness).expect("the command printed its pid");
+    assert!(
+        printed_pid(&harness).is_some(),
+        "the command printed its pid"
+    );
     harness.client.cancel(&harness.session).unwrap();
     assert_eq!(
         prompt.await.unwrap().unwrap().stop_reason,
         StopReason::Cancelled
     );
-    assert!(process_gone(pid), "process {pid} still runs");
+    assert!(gone_with("600.0401").await, "the command still runs");
     assert_eq!(finished(&harness, "t1")["status"], "failed");
 }
 
@@ -312,7 +313,7 @@ async fn cancel_while_a_terminal_command_runs() {
     let harness = EngineHarness::start(
         ClientOptions::editor().permissions(allow(1)),
         &[],
-        vec![bash("t1", "exec sleep 600")],
+        vec![bash("t1", "exec sleep 600.0402")],
     )
     .await;
     let prompt = harness.client.start_prompt(&harness.session, "wait");
@@ -343,7 +344,11 @@ async fn cancel_while_a_terminal_command_runs() {
         matches!(records.last(), Some(TerminalRecord::Release { .. })),
         "{records:?}"
     );
-    assert!(process_gone(*pid), "process {pid} still runs");
+    assert!(
+        super::support::pid_gone(*pid).await,
+        "process {pid} still runs"
+    );
+    assert!(gone_with("600.0402").await, "the command still runs");
 }
 
 #[tokio::test]

@@ -8,6 +8,7 @@ use std::time::Duration;
 use crate::capability::RequirementSet;
 use crate::policy::{Mode, Policy, PolicyLayers, RuleSet, Trust, TrustStore};
 use crate::provider::{Provider, ProviderConfig, resolve_model};
+use crate::runtime::sandbox::SandboxSpec;
 use crate::runtime::{FileBackend, Runtime, RuntimeConfig, TerminalBackend};
 use crate::tool::{DynTool, Limits, Registry, SessionState};
 
@@ -91,6 +92,8 @@ pub struct EngineConfig {
     pub user_data_dir: Option<PathBuf>,
     /// Parent of the sessions' scratch directories.
     pub scratch_root: PathBuf,
+    /// How shell commands are confined (the `[sandbox]` table, the helper, the home directory).
+    pub sandbox: SandboxSpec,
 }
 
 impl std::fmt::Debug for EngineConfig {
@@ -129,6 +132,7 @@ impl EngineConfig {
             global_config_dir: None,
             user_data_dir: None,
             scratch_root,
+            sandbox: SandboxSpec::default(),
         }
     }
 }
@@ -375,6 +379,10 @@ impl Engine {
             ad_hoc: Vec::new(),
             user_data: self.config.user_data_dir.clone(),
             scratch_dir: scratch_dir.clone(),
+            sandbox: SandboxSpec {
+                read_only: options.mode.unwrap_or(self.config.mode) == Mode::ReadOnly,
+                ..self.config.sandbox.clone()
+            },
         })
         .map_err(|e| AgentError::Setup(e.to_string()))?
         .with_backends(options.files, options.terminals)

@@ -74,6 +74,11 @@ pub fn engine_config(
                 .map(|ms| (id.clone(), Duration::from_millis(ms)))
         })
         .collect();
+    out.sandbox = crate::runtime::sandbox::SandboxSpec::keel(
+        sandbox_settings(effective),
+        None,
+        (out.env)("HOME").map(PathBuf::from),
+    );
     out.global_config_dir = effective
         .files
         .iter()
@@ -136,4 +141,56 @@ fn session_rules(effective: &Effective, env: EnvLookup) -> crate::agent::ConfigR
                 .collect(),
         })
     })
+}
+
+/// The `[sandbox]` settings: the user file's (and the environment's and flags'), tightened by
+/// the project file's but never loosened by it (a project can require the sandbox; it cannot
+/// turn it off, add paths or allow the network).
+fn sandbox_settings(effective: &Effective) -> crate::runtime::sandbox::SandboxSettings {
+    use super::Source;
+    use crate::runtime::sandbox::SandboxSettings;
+    let merged = effective.config.sandbox.clone();
+    let Some(project) = effective
+        .files
+        .iter()
+        .find(|f| f.layer == "project" && f.found)
+    else {
+        return merged;
+    };
+    let from_project =
+        |source: &Source| matches!(source, Source::File(loc) if loc.path == project.path);
+    let touched = effective
+        .sources
+        .iter()
+        .any(|(key, source)| key.starts_with("sandbox") && from_project(source));
+    if !touched {
+        return merged;
+    }
+    let table = |path: &Path| -> SandboxSettings {
+        crate::runtime::config_files::read_if_exists(path)
+            .ok()
+            .flatten()
+            .and_then(|text| text.parse::<toml::Table>().ok())
+            .and_then(|mut table| table.remove("sandbox"))
+            .and_then(|value| value.try_into().ok())
+            .unwrap_or_default()
+    };
+    let user = effective
+        .files
+        .iter()
+        .find(|f| f.layer == "user" && f.found)
+        .map(|f| table(&f.path))
+        .unwrap_or_default();
+    let mut out = user.tightened_by(&table(&project.path));
+    // The environment and flags are the user's own choice and win.
+    for (key, source) in effective.sources.iter() {
+        if matches!(source, Source::Env(_) | Source::Flag(_)) {
+            match key {
+                "sandbox.mode" => out.mode = merged.mode,
+                "sandbox.mechanism" => out.mechanism = merged.mechanism,
+                _ => {}
+            }
+        }
+    }
+    out
 }

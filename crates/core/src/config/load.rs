@@ -14,6 +14,10 @@ pub const ENV_CONFIG: &str = "KEEL_CONFIG";
 pub const ENV_MODEL: &str = "KEEL_MODEL";
 /// Overrides `mode`.
 pub const ENV_MODE: &str = "KEEL_MODE";
+/// Environment variable: `[sandbox] mode` (`required`, `auto`, `off`).
+pub const ENV_SANDBOX: &str = "KEEL_SANDBOX";
+/// Environment variable: `[sandbox] mechanism` (`auto`, `namespaces`, `landlock`).
+pub const ENV_SANDBOX_MECHANISM: &str = "KEEL_SANDBOX_MECHANISM";
 /// The project file, relative to the workspace root.
 pub const PROJECT_FILE: &str = ".keel/config.toml";
 
@@ -172,7 +176,12 @@ pub(super) fn app_strategy() -> Option<impl etcetera::AppStrategy> {
 /// The environment overrides, read through `get` (empty values count as unset).
 pub fn env_overrides(get: impl Fn(&str) -> Option<String>) -> Vec<Override> {
     let mut out = Vec::new();
-    for (var, key) in [(ENV_MODEL, "model"), (ENV_MODE, "mode")] {
+    for (var, key) in [
+        (ENV_MODEL, "model"),
+        (ENV_MODE, "mode"),
+        (ENV_SANDBOX, "sandbox.mode"),
+        (ENV_SANDBOX_MECHANISM, "sandbox.mechanism"),
+    ] {
         if let Some(value) = get(var).filter(|v| !v.is_empty()) {
             out.push(Override::env(key, value, var));
         }

@@ -36,8 +36,9 @@ use serde::{Deserialize, Serialize};
 pub use engine::{engine_config, user_data_dir};
 pub use error::{ConfigError, CredentialRefusal};
 pub use load::{
-    ENV_CONFIG, ENV_MODE, ENV_MODEL, Effective, LayerFile, LoadOptions, Override, PROJECT_FILE,
-    default_log_file, env_overrides, load, trusted_in_default_store, user_config_path,
+    ENV_CONFIG, ENV_MODE, ENV_MODEL, ENV_SANDBOX, ENV_SANDBOX_MECHANISM, Effective, LayerFile,
+    LoadOptions, Override, PROJECT_FILE, default_log_file, env_overrides, load,
+    trusted_in_default_store, user_config_path,
 };
 pub use project_trust::IgnoredSetting;
 pub use providers::{ENV_SCRIPT, SCRIPTED_PROVIDER, is_built_in_provider, resolve_provider};
@@ -82,6 +83,9 @@ pub struct Config {
     pub tools: BTreeMap<String, ToolSettings>,
     /// How much of a tool's output the model sees; the rest goes to a sidecar file.
     pub limits: Limits,
+    /// The kernel sandbox for shell commands (`docs/sandbox.md`). A project file can only make
+    /// it stricter (`mode = "required"`); everything else there is ignored.
+    pub sandbox: crate::runtime::sandbox::SandboxSettings,
 }
 
 /// Default for [`Config::max_requests_per_turn`].
@@ -103,6 +107,7 @@ impl Default for Config {
             permissions: Vec::new(),
             tools: BTreeMap::new(),
             limits: Limits::default(),
+            sandbox: crate::runtime::sandbox::SandboxSettings::default(),
         }
     }
 }

@@ -27,6 +27,7 @@ pub mod net;
 pub mod paths;
 pub mod process;
 pub mod protected;
+pub mod sandbox;
 pub mod secrets;
 pub mod store_files;
 
@@ -57,7 +58,12 @@ pub trait FileBackend: Send + Sync + Debug {
 /// A shell command to run in the host's terminal.
 #[derive(Debug, Clone, PartialEq)]
 pub struct TerminalRequest {
+    /// The command as the model wrote it (for display).
     pub command: String,
+    /// What the terminal runs: the sandbox helper wrapping `bash -c COMMAND`, or `bash` itself
+    /// ([`Runtime::shell_invocation`]).
+    pub program: PathBuf,
+    pub args: Vec<String>,
     pub cwd: PathBuf,
     pub timeout: Duration,
     /// Bytes of output the host keeps (the bash cap).
@@ -100,6 +106,8 @@ pub struct RuntimeConfig {
     pub user_data: Option<PathBuf>,
     /// The session's scratch directory (created if missing).
     pub scratch_dir: PathBuf,
+    /// How shell commands are confined ([`sandbox`]).
+    pub sandbox: sandbox::SandboxSpec,
 }
 
 /// Why a runtime could not be built.
@@ -119,13 +127,15 @@ pub enum RuntimeError {
     Capability(#[from] CapabilityError),
 }
 
-#[derive(Debug)]
+/// What a runtime and the runtimes derived from it share; a `with_*` copy changes a field.
+#[derive(Debug, Clone)]
 struct Inner {
     roots: Vec<PathBuf>,
     scope: Scope,
     scratch_dir: PathBuf,
     files: Option<Arc<dyn FileBackend>>,
     terminals: Option<Arc<dyn TerminalBackend>>,
+    sandbox: sandbox::SandboxSpec,
     /// The network policy and its HTTP client ([`Runtime::with_net_policy`]).
     net: Arc<net::NetState>,
     /// Keel's own state: refused to every write ([`protected::Protected`]).
@@ -237,6 +247,7 @@ impl Runtime {
                 scratch_dir,
                 files: None,
                 terminals: None,
+                sandbox: config.sandbox.clone(),
                 net: Arc::new(net::NetState::new(NetPolicy::default())),
             }),
             linked_reads: false,
@@ -250,38 +261,25 @@ impl Runtime {
         files: Option<Arc<dyn FileBackend>>,
         terminals: Option<Arc<dyn TerminalBackend>>,
     ) -> Self {
-        Self {
-            inner: Arc::new(Inner {
-                roots: self.inner.roots.clone(),
-                scope: self.inner.scope.clone(),
-                scratch_dir: self.inner.scratch_dir.clone(),
-                files,
-                terminals,
-                net: self.inner.net.clone(),
-                protected: self.inner.protected.clone(),
-            }),
-            linked_reads: self.linked_reads,
-            search_gate: self.search_gate.clone(),
-        }
+        self.derive(|inner| {
+            inner.files = files;
+            inner.terminals = terminals;
+        })
     }
 
     /// The same runtime with more directories no tool may write (the user's configuration
     /// directory, the trust store's).
     pub fn with_protected(&self, dirs: impl IntoIterator<Item = PathBuf>) -> Self {
-        let mut protected = self.inner.protected.clone();
-        protected.extend(dirs);
+        self.derive(|inner| inner.protected.extend(dirs))
+    }
+
+    /// The same runtime with `change` made to a copy of the shared state.
+    fn derive(&self, change: impl FnOnce(&mut Inner)) -> Self {
+        let mut inner = Inner::clone(&self.inner);
+        change(&mut inner);
         Self {
-            inner: Arc::new(Inner {
-                roots: self.inner.roots.clone(),
-                scope: self.inner.scope.clone(),
-                scratch_dir: self.inner.scratch_dir.clone(),
-                files: self.inner.files.clone(),
-                terminals: self.inner.terminals.clone(),
-                net: self.inner.net.clone(),
-                protected,
-            }),
-            linked_reads: self.linked_reads,
-            search_gate: self.search_gate.clone(),
+            inner: Arc::new(inner),
+            ..self.clone()
         }
     }
 

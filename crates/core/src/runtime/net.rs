@@ -25,7 +25,7 @@ use http::HeaderMap;
 use tokio_util::sync::CancellationToken;
 use url::{Host, Url};
 
-use super::{Inner, Runtime};
+use super::Runtime;
 use crate::capability::Refusal;
 use crate::tool::ToolError;
 
@@ -124,19 +124,7 @@ impl NetState {
 impl Runtime {
     /// The same runtime with another network policy (and its own HTTP client).
     pub fn with_net_policy(&self, policy: NetPolicy) -> Self {
-        Self {
-            inner: Arc::new(Inner {
-                roots: self.inner.roots.clone(),
-                scope: self.inner.scope.clone(),
-                scratch_dir: self.inner.scratch_dir.clone(),
-                files: self.inner.files.clone(),
-                terminals: self.inner.terminals.clone(),
-                net: Arc::new(NetState::new(policy)),
-                protected: self.inner.protected.clone(),
-            }),
-            linked_reads: self.linked_reads,
-            search_gate: self.search_gate.clone(),
-        }
+        self.derive(|inner| inner.net = Arc::new(NetState::new(policy)))
     }
 
     pub fn net_policy(&self) -> NetPolicy {

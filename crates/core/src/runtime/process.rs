@@ -30,6 +30,7 @@ use tokio::net::unix::pipe;
 use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
 
+use super::sandbox::{Confinement, ShellInvocation};
 use super::{Runtime, paths};
 use crate::capability::Access;
 use crate::tool::{ProgressSink, ToolError, ToolProgress};
@@ -104,6 +105,8 @@ pub struct ShellOutput {
     /// The signal that ended the command's process (`SIGKILL`, ...), if one did.
     pub signal: Option<String>,
     pub ending: ShellEnding,
+    /// Whether the kernel sandbox confined the command (confirmed by the helper's nonce).
+    pub confinement: Confinement,
 }
 
 impl ShellOutput {
@@ -147,12 +150,14 @@ impl Runtime {
         let failed = |what: &str, e: std::io::Error| {
             ToolError::Failed(format!("cannot start bash ({what}): {e}"))
         };
+        let invocation = self
+            .shell_invocation(command, &cwd)
+            .map_err(|e| ToolError::Failed(e.to_string()))?;
         let (reader, writer) = std::io::pipe().map_err(|e| failed("pipe", e))?;
         let writer_for_stderr = writer.try_clone().map_err(|e| failed("pipe", e))?;
-        let mut builder = tokio::process::Command::new("bash");
+        let mut builder = tokio::process::Command::new(&invocation.program);
         builder
-            .arg("-c")
-            .arg(command)
+            .args(&invocation.args)
             .current_dir(&cwd)
             .stdin(Stdio::null())
             .stdout(writer)
@@ -183,6 +188,7 @@ impl Runtime {
             scratch_dir: self.scratch_dir().to_path_buf(),
             status: None,
             finished: false,
+            invocation,
         })
     }
 }
@@ -196,6 +202,7 @@ pub struct ShellProcess {
     scratch_dir: PathBuf,
     status: Option<ExitStatus>,
     finished: bool,
+    invocation: ShellInvocation,
 }
 
 impl ShellProcess {
@@ -293,6 +300,7 @@ impl ShellProcess {
                     .map_or_else(|_| format!("signal {n}"), |s| s.as_str().to_owned())
             }),
             ending,
+            confinement: self.invocation.confinement(),
         })
     }
 
@@ -341,8 +349,20 @@ impl ShellProcess {
 impl Drop for ShellProcess {
     fn drop(&mut self) {
         if !self.finished {
-            // Abandoned mid-run (the call's future was dropped): no grace, no orphans.
-            send(self.pgid, Signal::SIGKILL);
+            // Abandoned mid-run (the call's future was dropped): `SIGTERM` now, so the sandbox
+            // helper can end everything the command started (under the Landlock fallback its
+            // reaper does that), and `SIGKILL` after the grace, whatever happens.
+            let pgid = self.pgid;
+            send(pgid, Signal::SIGTERM);
+            send(pgid, Signal::SIGCONT);
+            let kill_later = async move {
+                tokio::time::sleep(KILL_GRACE).await;
+                send(pgid, Signal::SIGKILL);
+            };
+            match tokio::runtime::Handle::try_current() {
+                Ok(handle) => drop(handle.spawn(kill_later)),
+                Err(_) => send(pgid, Signal::SIGKILL),
+            }
         }
     }
 }

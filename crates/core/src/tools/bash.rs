@@ -10,6 +10,11 @@
 //! gets the output up to `limits.bash_bytes` (head and tail past it, the whole output in a
 //! sidecar file), the exit code and the signal. A non-zero exit is an output, marked as such; a
 //! timeout is an error that carries the output so far.
+//!
+//! Both ways the command runs inside the kernel sandbox ([`crate::runtime::sandbox`]): the
+//! terminal runs Keel's helper wrapping `bash -c`. The result says which mechanism confined the
+//! command (`sandbox` in the data), says plainly when it ran unconfined, and, when a confined
+//! command failed on something the sandbox denies, says so.
 
 use std::path::{Path, PathBuf};
 use std::time::Duration;
@@ -20,6 +25,7 @@ use serde::Deserialize;
 use crate::capability::{Access, RequirementSet, ShellRunRequirement};
 use crate::runtime::TerminalRequest;
 use crate::runtime::process::{OutputCapture, ShellEnding, ShellOutput};
+use crate::runtime::sandbox::Confinement;
 use crate::tool::{
     Artifact, Preview, Subject, Tool, ToolContext, ToolError, ToolKind, ToolOutput, ToolSpec,
 };
@@ -90,8 +96,14 @@ impl BashTool {
             return Err(ToolError::Failed("no terminal backend".into()));
         };
         let cwd = ctx.runtime.check_shell(&params.command, &cwd)?;
+        let invocation = ctx
+            .runtime
+            .shell_invocation(&params.command, &cwd)
+            .map_err(|e| ToolError::Failed(e.to_string()))?;
         let request = TerminalRequest {
             command: params.command.clone(),
+            program: invocation.program.clone(),
+            args: invocation.args.clone(),
             cwd,
             timeout,
             output_limit: ctx.session.limits.bash_bytes,
@@ -99,6 +111,7 @@ impl BashTool {
         let outcome = terminals
             .run(request, ctx.progress.clone(), ctx.cancel.clone())
             .await?;
+        let confinement = invocation.confinement();
         if ctx.cancel.is_cancelled() {
             return Err(ToolError::Cancelled);
         }
@@ -111,6 +124,7 @@ impl BashTool {
             return Err(timeout_error(timeout, &text, None));
         }
         let mut output = finish(text, outcome.exit_code, outcome.signal, None, None);
+        output = report_confinement(output, &confinement, outcome.exit_code);
         output.artifacts.push(Artifact::Terminal {
             terminal_id: outcome.terminal_id,
         });
@@ -155,12 +169,17 @@ impl Tool for BashTool {
             exit_code,
             signal,
             ending,
+            confinement,
             ..
         } = shell;
         match ending {
             ShellEnding::Cancelled => Err(ToolError::Cancelled),
             ShellEnding::TimedOut => Err(timeout_error(timeout, &text, output_path.as_deref())),
-            ShellEnding::Exited => Ok(finish(text, exit_code, signal, output_path, sidecar_note)),
+            ShellEnding::Exited => Ok(report_confinement(
+                finish(text, exit_code, signal, output_path, sidecar_note),
+                &confinement,
+                exit_code,
+            )),
         }
     }
 
@@ -175,6 +194,56 @@ impl Tool for BashTool {
             cwd: ctx.runtime.display_path(&cwd),
         }))
     }
+}
+
+/// Output lines that suggest the sandbox denied something.
+const DENIAL_MARKERS: &[&str] = &[
+    "Read-only file system",
+    "Permission denied",
+    "Operation not permitted",
+    "Network is unreachable",
+    "No such file or directory",
+    "Could not resolve host",
+    "Temporary failure in name resolution",
+];
+
+/// Adds the confinement to the output: `sandbox` in the data, a plain line when the command ran
+/// unconfined, and a hint when a confined command failed on something the sandbox denies.
+fn report_confinement(
+    mut output: ToolOutput,
+    confinement: &Confinement,
+    exit_code: Option<i32>,
+) -> ToolOutput {
+    output = output.with("sandbox", confinement.label());
+    match confinement {
+        Confinement::Unconfined { reason } => {
+            output = output.with("unconfined", reason.as_str());
+            push_line(
+                &mut output,
+                &format!("[ran without the kernel sandbox: {reason}]"),
+            );
+        }
+        Confinement::Confined { .. } => {
+            let failed = exit_code != Some(0);
+            if failed && DENIAL_MARKERS.iter().any(|m| output.text.contains(m)) {
+                push_line(
+                    &mut output,
+                    "[the command ran in Keel's sandbox: only the workspace and a private /tmp \
+                     are writable, the home directory is hidden but for tool caches, and the \
+                     network is off. If it failed on a denied path or host, ask the user to allow \
+                     it outside the sandbox rather than retrying]",
+                );
+            }
+        }
+    }
+    output
+}
+
+fn push_line(output: &mut ToolOutput, line: &str) {
+    if !output.text.ends_with('\n') {
+        output.text.push('\n');
+    }
+    output.text.push_str(line);
 }
 
 /// The output of a finished command: its text, marked when it failed, and the status in data.

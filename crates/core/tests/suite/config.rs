@@ -692,3 +692,53 @@ fn compact_at_percent_is_a_percentage_and_reaches_the_engine() {
     let engine = config::engine_config(&effective, env, scratch.path().into(), None).unwrap();
     assert!((engine.compact_at - 0.6).abs() < 1e-9);
 }
+
+#[test]
+fn a_project_file_can_only_make_the_sandbox_stricter() {
+    use keel_core::runtime::sandbox::{Mechanism, SandboxMode};
+    let dirs = Dirs::new();
+    let env: keel_core::agent::EnvLookup = std::sync::Arc::new(|_: &str| None);
+    let scratch = tempfile::tempdir().unwrap();
+    let sandbox = |options: &LoadOptions| {
+        let effective = config::load(options).unwrap();
+        config::engine_config(&effective, env.clone(), scratch.path().into(), None)
+            .unwrap()
+            .sandbox
+    };
+    // The project cannot turn it off, add paths or open the network...
+    dirs.write_project(
+        "[sandbox]\nmode = \"off\"\nwritable = [\"/etc\"]\nreadable = [\"~/.ssh\"]\nnetwork = true\n\
+         home_readable = [\".ssh\"]\n",
+    );
+    let spec = sandbox(&dirs.options());
+    assert_eq!(spec.settings.mode, SandboxMode::Auto);
+    assert!(spec.settings.writable.is_empty() && spec.settings.readable.is_empty());
+    assert!(!spec.settings.network);
+    assert_eq!(spec.settings.home_readable, None);
+    // ... nor undo the user's `required`; it can require the sandbox itself.
+    dirs.write_user("[sandbox]\nmode = \"required\"\nwritable = [\"~/scratch\"]\n");
+    let spec = sandbox(&dirs.options());
+    assert_eq!(spec.settings.mode, SandboxMode::Required);
+    assert_eq!(spec.settings.writable, ["~/scratch"]);
+    dirs.write_user("");
+    dirs.write_project("[sandbox]\nmode = \"required\"\n");
+    assert_eq!(
+        sandbox(&dirs.options()).settings.mode,
+        SandboxMode::Required
+    );
+    // The user's own choices: the file, and the environment over it.
+    dirs.write_project("");
+    dirs.write_user("[sandbox]\nmode = \"off\"\nnetwork = true\n");
+    let spec = sandbox(&dirs.options());
+    assert_eq!(spec.settings.mode, SandboxMode::Off);
+    assert!(spec.settings.network);
+    let mut options = dirs.options();
+    options.overrides = config::env_overrides(|name| match name {
+        "KEEL_SANDBOX" => Some("required".into()),
+        "KEEL_SANDBOX_MECHANISM" => Some("landlock".into()),
+        _ => None,
+    });
+    let spec = sandbox(&options);
+    assert_eq!(spec.settings.mode, SandboxMode::Required);
+    assert_eq!(spec.settings.mechanism, Mechanism::Landlock);
+}

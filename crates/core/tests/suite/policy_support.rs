@@ -129,6 +129,7 @@ impl World {
             ad_hoc: Vec::new(),
             user_data: Some(self.tmp.clone()),
             scratch_dir: self.tmp.join("scratch"),
+            sandbox: super::tool_support::sandbox_spec(),
         })
         .unwrap()
     }

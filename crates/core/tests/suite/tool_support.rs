@@ -19,6 +19,14 @@ pub fn workspace_scope() -> RequirementSet {
 }
 
 /// A headless tool context over `root`, sidecars under `scratch`.
+/// Shell commands run confined, through keel-core's own helper binary (`keel-sandbox`).
+pub fn sandbox_spec() -> keel_core::runtime::sandbox::SandboxSpec {
+    keel_core::runtime::sandbox::SandboxSpec {
+        helper: Some(PathBuf::from(env!("CARGO_BIN_EXE_keel-sandbox"))),
+        ..Default::default()
+    }
+}
+
 pub fn tool_context(
     root: &Path,
     scratch: PathBuf,
@@ -29,6 +37,7 @@ pub fn tool_context(
         roots: vec![root.to_path_buf()],
         requirements,
         scratch_dir: scratch.clone(),
+        sandbox: sandbox_spec(),
         ..RuntimeConfig::default()
     })
     .unwrap();

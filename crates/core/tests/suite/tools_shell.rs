@@ -14,9 +14,6 @@ use keel_core::tool::{
 };
 use keel_core::tools::bash::BashTool;
 use keel_core::tools::todo::TodoTool;
-use nix::errno::Errno;
-use nix::sys::signal::killpg;
-use nix::unistd::Pid;
 use serde_json::{Value, json};
 use tokio::sync::mpsc;
 use tokio_util::sync::CancellationToken;
@@ -62,43 +59,21 @@ fn bash_tool() -> Arc<dyn DynTool> {
     Typed::wrap(BashTool).unwrap()
 }
 
-/// Whether any process of group `pgid` still runs. `kill(-pgid, 0)` failing with ESRCH means
-/// the group is gone; when it succeeds, the only members may be zombies (dead, waiting for an
-/// init process that reaps lazily, as in some containers), which do not count as running.
-fn group_running(pgid: i32) -> bool {
-    if killpg(Pid::from_raw(pgid), None) == Err(Errno::ESRCH) {
-        return false;
-    }
+/// Whether a live (not zombie) process has `arg` among its arguments. Commands run in their own
+/// PID namespace, so the pids they print are not this process's pids: tests find their
+/// processes by a unique argument instead.
+fn running_with(arg: &str) -> bool {
     std::fs::read_dir("/proc").unwrap().flatten().any(|entry| {
-        let Ok(stat) = std::fs::read_to_string(entry.path().join("stat")) else {
+        let Ok(cmdline) = std::fs::read(entry.path().join("cmdline")) else {
             return false;
         };
-        let Some((_, rest)) = stat.rsplit_once(')') else {
-            return false;
-        };
-        let fields: Vec<&str> = rest.split_whitespace().collect();
-        fields.get(2) == Some(&pgid.to_string().as_str()) && fields[0] != "Z"
+        let matches = cmdline.split(|b| *b == 0).any(|a| a == arg.as_bytes());
+        matches
+            && std::fs::read_to_string(entry.path().join("stat")).is_ok_and(|stat| {
+                stat.rsplit_once(')')
+                    .is_some_and(|(_, rest)| !rest.trim_start().starts_with('Z'))
+            })
     })
-}
-
-fn process_running(pid: i32) -> bool {
-    match std::fs::read_to_string(format!("/proc/{pid}/stat")) {
-        Ok(stat) => stat
-            .rsplit_once(')')
-            .is_some_and(|(_, rest)| !rest.trim_start().starts_with('Z')),
-        Err(_) => false,
-    }
-}
-
-/// The value printed as `name=<number>` in `text`.
-fn printed(text: &str, name: &str) -> i32 {
-    let prefix = format!("{name}=");
-    text.lines()
-        .find_map(|l| l.strip_prefix(prefix.as_str()))
-        .unwrap_or_else(|| panic!("no `{name}=` in {text:?}"))
-        .trim()
-        .parse()
-        .unwrap()
 }
 
 fn assert_invalid(result: Result<ToolOutput, ToolError>, needle: &str) {
@@ -258,7 +233,7 @@ async fn timeout_kills_the_whole_group() {
     let ws = Workspace::new();
     let result = ws
         .bash(json!({
-            "command": "sleep 30 & echo child=$!; (sleep 30; echo never) & echo pgid=$$; sleep 30",
+            "command": "sleep 30.0101 & echo child=$!; (sleep 30.0102; echo never) & echo pgid=$$; sleep 30.0103",
             "timeout": 1000
         }))
         .await;
@@ -271,25 +246,22 @@ async fn timeout_kills_the_whole_group() {
     );
     assert!(message.contains("Output so far:\nchild="), "{message}");
     assert!(!message.contains("never"));
-    let pgid = printed(&message, "pgid");
-    let child = printed(&message, "child");
-    assert!(!group_running(pgid), "process group {pgid} still runs");
-    assert!(
-        !process_running(child),
-        "background child {child} still runs"
-    );
+    for marker in ["30.0101", "30.0102", "30.0103"] {
+        assert!(!running_with(marker), "`sleep {marker}` still runs");
+    }
 }
 
 #[tokio::test]
 async fn background_leftovers_are_ended_when_the_command_exits() {
     let ws = Workspace::new();
     let out = ws
-        .bash(json!({"command": "sleep 60 & echo child=$!; echo pgid=$$"}))
+        .bash(json!({"command": "sleep 60.0201 & setsid sleep 60.0202 & echo started"}))
         .await
         .unwrap();
     assert_eq!(out.data["exit_code"], json!(0));
-    assert!(!process_running(printed(&out.text, "child")));
-    assert!(!group_running(printed(&out.text, "pgid")));
+    // Even the one that left the process group and session.
+    assert!(!running_with("60.0201"));
+    assert!(!running_with("60.0202"));
 }
 
 #[tokio::test]
@@ -301,7 +273,7 @@ async fn cancellation_kills_the_group_and_progress_streams() {
     let call = tokio::spawn(async move {
         bash_tool()
             .execute(
-                json!({"command": "echo pgid=$$; sleep 0.1; echo ready; sleep 30 & sleep 30"}),
+                json!({"command": "echo pgid=$$; sleep 0.1; echo ready; setsid sleep 30.0301 & sleep 30.0302"}),
                 &ctx,
             )
             .await
@@ -317,7 +289,8 @@ async fn cancellation_kills_the_group_and_progress_streams() {
     assert!(seen.starts_with("pgid="), "{seen}");
     ws.ctx.cancel.cancel();
     assert_eq!(call.await.unwrap(), Err(ToolError::Cancelled));
-    assert!(!group_running(printed(&seen, "pgid")));
+    assert!(!running_with("30.0301"));
+    assert!(!running_with("30.0302"));
 }
 
 #[tokio::test]
@@ -379,7 +352,13 @@ async fn the_editor_terminal_runs_the_command_when_present() {
         .bash(json!({"command": "make", "cwd": "sub", "timeout": 5000}))
         .await
         .unwrap();
-    assert_eq!(out.text, "built\n[command failed with exit code 2]");
+    // The fake pane never runs the helper, so confinement is unconfirmed and said so.
+    assert_eq!(
+        out.text,
+        "built\n[command failed with exit code 2]\n[ran without the kernel sandbox: the sandbox \
+         helper did not confirm that it confined the command]"
+    );
+    assert_eq!(out.data["sandbox"], json!("unconfined"));
     assert_eq!(out.data["exit_code"], json!(2));
     assert_eq!(
         out.artifacts,
@@ -394,6 +373,13 @@ async fn the_editor_terminal_runs_the_command_when_present() {
         assert_eq!(requests[0].cwd, ws.root.join("sub"));
         assert_eq!(requests[0].timeout.as_millis(), 5000);
         assert_eq!(requests[0].output_limit, Limits::default().bash_bytes);
+        // The pane runs the helper wrapping `bash -c make`.
+        assert_eq!(
+            requests[0].program,
+            PathBuf::from(env!("CARGO_BIN_EXE_keel-sandbox"))
+        );
+        assert_eq!(requests[0].args[0], "run");
+        assert_eq!(requests[0].args[4..], ["bash", "-c", "make"]);
     }
     let timed_out = Arc::new(FakeTerminal {
         requests: Mutex::new(Vec::new()),
@@ -510,4 +496,72 @@ async fn todo_round_trip() {
         );
     }
     assert_eq!(ws.ctx.session.todos().len(), 1);
+}
+
+#[tokio::test]
+async fn commands_run_confined_and_a_denial_says_so() {
+    let ws = Workspace::new();
+    std::fs::write(ws.outside.join("secret"), "outside-secret").unwrap();
+    let command = format!(
+        "echo ok > inside; cat {outside}/secret; echo x > {outside}/new",
+        outside = ws.outside.display()
+    );
+    let out = ws.bash(json!({ "command": command })).await.unwrap();
+    assert_eq!(out.data["sandbox"], json!("namespaces"), "{}", out.text);
+    assert_eq!(
+        std::fs::read_to_string(ws.root.join("inside")).unwrap(),
+        "ok\n"
+    );
+    assert!(!out.text.contains("outside-secret"), "{}", out.text);
+    assert!(!ws.outside.join("new").exists());
+    assert!(
+        out.text.contains("the command ran in Keel's sandbox"),
+        "{}",
+        out.text
+    );
+}
+
+#[tokio::test]
+async fn read_only_sandbox_and_the_switches() {
+    use keel_core::runtime::sandbox::{Mechanism, SandboxMode, SandboxSpec};
+    let mut ws = Workspace::new();
+    let base = super::tool_support::sandbox_spec();
+    // Read-only mode: the workspace is visible but not writable.
+    ws.ctx.runtime = ws.ctx.runtime.with_sandbox(SandboxSpec {
+        read_only: true,
+        ..base.clone()
+    });
+    let out = ws
+        .bash(json!({"command": "ls > /dev/null && echo listed; echo x > made"}))
+        .await
+        .unwrap();
+    assert!(out.text.starts_with("listed\n"), "{}", out.text);
+    assert!(!ws.root.join("made").exists());
+    // The fallback, forced.
+    let mut forced = base.clone();
+    forced.settings.mechanism = Mechanism::Landlock;
+    ws.ctx.runtime = ws.ctx.runtime.with_sandbox(forced);
+    let out = ws.bash(json!({"command": "echo hi"})).await.unwrap();
+    assert_eq!(out.data["sandbox"], json!("landlock"));
+    // Off: unconfined, and said so.
+    let mut off = base.clone();
+    off.settings.mode = SandboxMode::Off;
+    ws.ctx.runtime = ws.ctx.runtime.with_sandbox(off);
+    let out = ws.bash(json!({"command": "echo hi"})).await.unwrap();
+    assert_eq!(out.data["sandbox"], json!("unconfined"));
+    assert!(
+        out.text
+            .contains("[ran without the kernel sandbox: the sandbox is off")
+    );
+    // Required without a helper: refused, nothing runs.
+    let mut required = base;
+    required.settings.mode = SandboxMode::Required;
+    required.helper = None;
+    ws.ctx.runtime = ws.ctx.runtime.with_sandbox(required);
+    let result = ws.bash(json!({"command": "echo x > refused"})).await;
+    assert!(
+        matches!(&result, Err(ToolError::Failed(m)) if m.contains("required")),
+        "{result:?}"
+    );
+    assert!(!ws.root.join("refused").exists());
 }

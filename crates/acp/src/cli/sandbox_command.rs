@@ -1,0 +1,117 @@
+//! `keel sandbox check` (and the help text of `keel sandbox run`, which `main` dispatches before
+//! anything else starts).
+
+use keel_core::runtime::sandbox::check::{MechanismReport, self_test};
+use keel_core::runtime::sandbox::{Mechanism, SandboxMode, landlock_abi};
+
+use super::{
+    EXIT_OK, Failure, Outcome, SandboxCheckArgs, load_config, workspace_or_cwd, write_stdout,
+};
+
+/// Exit code when the sandbox the configuration asks for cannot be enforced here.
+const EXIT_UNENFORCED: u8 = 1;
+
+/// What this machine can enforce, and the self-test of each mechanism.
+pub fn check(args: SandboxCheckArgs) -> Outcome {
+    let workspace = workspace_or_cwd(args.workspace.as_ref())?;
+    let effective = load_config(Some(workspace), &args.overrides)?;
+    let settings = effective.config.sandbox;
+    let helper = std::env::current_exe()
+        .map_err(|e| Failure::failed(format!("cannot find Keel's own executable: {e}")))?;
+    let prefix = ["sandbox".to_owned()];
+    let namespaces = self_test(&helper, &prefix, Mechanism::Namespaces);
+    let landlock = self_test(&helper, &prefix, Mechanism::Landlock);
+    let mut out = String::new();
+    out.push_str(&format!("mode: {}\n", mode_name(settings.mode)));
+    out.push_str(&format!(
+        "mechanism: {}\n",
+        match settings.mechanism {
+            Mechanism::Auto => "auto (namespaces, else Landlock + seccomp)",
+            Mechanism::Namespaces => "namespaces",
+            Mechanism::Landlock => "landlock (the fallback, forced)",
+        }
+    ));
+    out.push_str(&format!(
+        "namespaces (user, mount, PID, network): {}\n",
+        availability(&namespaces)
+    ));
+    out.push_str(&format!(
+        "Landlock: {}\n",
+        landlock_abi().map_or("not supported".to_owned(), |abi| format!(
+            "ABI {abi} (the newest Keel asks for)"
+        ))
+    ));
+    out.push_str(&format!(
+        "Landlock + seccomp fallback: {}\n",
+        availability(&landlock)
+    ));
+    out.push_str(&format!(
+        "network: {}; no filtering proxy yet (allowed hosts are not supported)\n",
+        if settings.network {
+            "fully allowed ([sandbox] network = true)"
+        } else {
+            "off inside the sandbox"
+        }
+    ));
+    for report in [&namespaces, &landlock] {
+        out.push_str(&format!("\nself-test, {}:\n", label(report.mechanism)));
+        if report.claims.is_empty() {
+            out.push_str("  (not run: the mechanism is unavailable)\n");
+        }
+        for claim in &report.claims {
+            let mark = if claim.held { "ok  " } else { "FAIL" };
+            out.push_str(&format!("  {mark} {}\n", claim.what));
+        }
+        if let Ok(notes) = &report.available {
+            for note in notes {
+                out.push_str(&format!("  note: {note}\n"));
+            }
+        }
+    }
+    let enforced = match settings.mechanism {
+        Mechanism::Namespaces => namespaces.passed(),
+        Mechanism::Landlock => landlock.passed(),
+        Mechanism::Auto => namespaces.passed() || landlock.passed(),
+    };
+    out.push_str(&format!(
+        "\n{}\n",
+        match (enforced, settings.mode) {
+            (_, SandboxMode::Off) => "the sandbox is off: commands run unconfined",
+            (true, _) => "commands run confined",
+            (false, SandboxMode::Required) =>
+                "commands cannot be confined here: with mode = \"required\" they are refused",
+            (false, SandboxMode::Auto) =>
+                "commands cannot be confined here: they run unconfined, and say so",
+        }
+    ));
+    write_stdout(&out)?;
+    Ok(if enforced || settings.mode == SandboxMode::Off {
+        EXIT_OK
+    } else {
+        EXIT_UNENFORCED
+    })
+}
+
+fn availability(report: &MechanismReport) -> String {
+    match &report.available {
+        Ok(_) if report.passed() => "available".to_owned(),
+        Ok(_) => "available, but the self-test failed".to_owned(),
+        Err(reason) if reason.is_empty() => "unavailable".to_owned(),
+        Err(reason) => format!("unavailable ({reason})"),
+    }
+}
+
+fn label(mechanism: Mechanism) -> &'static str {
+    match mechanism {
+        Mechanism::Landlock => "Landlock + seccomp",
+        _ => "namespaces",
+    }
+}
+
+fn mode_name(mode: SandboxMode) -> &'static str {
+    match mode {
+        SandboxMode::Required => "required",
+        SandboxMode::Auto => "auto",
+        SandboxMode::Off => "off",
+    }
+}

@@ -1,0 +1,204 @@
+//! `keel sandbox check`: what this machine can enforce, proven by running the real helper.
+//!
+//! For each mechanism (namespaces, the Landlock + seccomp fallback) the helper is forced to it
+//! and runs a probe in a throw-away layout: a secret in a hidden home, a directory outside the
+//! workspace, a loopback listener of this process, and a daemon that double-forks into its own
+//! session. Each claim is checked from outside the sandbox.
+
+#![allow(
+    clippy::disallowed_methods,
+    reason = "the sandbox check is part of the runtime, where ambient authority lives"
+)]
+
+use std::io::ErrorKind;
+use std::net::TcpListener;
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
+use std::time::Duration;
+
+use super::profile::{DEFAULT_HOME_READABLE, Mechanism, Profile, Status};
+
+const SECRET: &str = "keel-sandbox-check-secret";
+
+/// One self-test claim and whether it held.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Claim {
+    pub what: &'static str,
+    pub held: bool,
+}
+
+/// The self-test of one mechanism.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct MechanismReport {
+    pub mechanism: Mechanism,
+    /// `Some(notes)` when the helper confirmed this mechanism; `None` with the reason otherwise.
+    pub available: Result<Vec<String>, String>,
+    pub claims: Vec<Claim>,
+}
+
+impl MechanismReport {
+    /// Available and every claim held.
+    pub fn passed(&self) -> bool {
+        self.available.is_ok() && self.claims.iter().all(|c| c.held)
+    }
+}
+
+/// Runs the self-test of `mechanism` with `helper` (`prefix` before `run`).
+pub fn self_test(helper: &Path, prefix: &[String], mechanism: Mechanism) -> MechanismReport {
+    let base = std::env::temp_dir().join(format!(
+        "keel-sandbox-check-{}",
+        uuid::Uuid::new_v4().simple()
+    ));
+    let report = run_probe(&base, helper, prefix, mechanism);
+    let _ = std::fs::remove_dir_all(&base);
+    report.unwrap_or_else(|error| MechanismReport {
+        mechanism,
+        available: Err(error),
+        claims: Vec::new(),
+    })
+}
+
+fn run_probe(
+    base: &Path,
+    helper: &Path,
+    prefix: &[String],
+    mechanism: Mechanism,
+) -> Result<MechanismReport, String> {
+    let io = |e: std::io::Error| e.to_string();
+    let ws = base.join("workspace");
+    let home = base.join("home");
+    let outside = base.join("outside");
+    let scratch = base.join("scratch");
+    for dir in [&ws, &home.join(".ssh"), &outside, &scratch.join("tmp")] {
+        std::fs::create_dir_all(dir).map_err(io)?;
+    }
+    let base = std::fs::canonicalize(base).map_err(io)?;
+    let (ws, home, outside, scratch) = (
+        base.join("workspace"),
+        base.join("home"),
+        base.join("outside"),
+        base.join("scratch"),
+    );
+    std::fs::write(home.join(".ssh/secret"), SECRET).map_err(io)?;
+    let listener = TcpListener::bind("127.0.0.1:0").map_err(io)?;
+    listener.set_nonblocking(true).map_err(io)?;
+    let port = listener.local_addr().map_err(io)?.port();
+    let marker = format!("86399.{}", std::process::id());
+    let nonce = uuid::Uuid::new_v4().simple().to_string();
+    let profile = Profile {
+        nonce: nonce.clone(),
+        status_file: scratch.join("status"),
+        required: true,
+        mechanism,
+        cwd: ws.clone(),
+        writable: vec![ws.clone()],
+        readable: Vec::new(),
+        protected: Vec::new(),
+        pinned: Vec::new(),
+        home: Some(home.clone()),
+        home_readable: DEFAULT_HOME_READABLE.iter().map(|r| home.join(r)).collect(),
+        home_writable: Vec::new(),
+        tmp_dir: scratch.join("tmp"),
+        staging_dir: scratch.join("root"),
+        network: false,
+    };
+    let profile_file = scratch.join("profile.json");
+    let text = serde_json::to_string(&profile).map_err(|e| e.to_string())?;
+    std::fs::write(&profile_file, text).map_err(io)?;
+    let script = format!(
+        "cat {secret} 2>/dev/null && echo READ-SECRET\n\
+         echo x 2>/dev/null > {outside}/escaped && echo WROTE-OUTSIDE\n\
+         (exec 3<>/dev/tcp/127.0.0.1/{port}) 2>/dev/null && echo CONNECTED\n\
+         (setsid sleep {marker} > /dev/null 2>&1 &)\n\
+         echo probe-done",
+        secret = home.join(".ssh/secret").display(),
+        outside = outside.display(),
+    );
+    let output = Command::new(helper)
+        .args(prefix)
+        .arg("run")
+        .arg("--profile")
+        .arg(&profile_file)
+        .args(["--", "bash", "-c", &script])
+        .stdin(Stdio::null())
+        .output()
+        .map_err(|e| format!("cannot run the helper {}: {e}", helper.display()))?;
+    let stdout = String::from_utf8_lossy(&output.stdout);
+    let status_text = std::fs::read_to_string(&profile.status_file).unwrap_or_default();
+    let status: Option<Status> = status_text
+        .lines()
+        .next()
+        .and_then(|line| serde_json::from_str(line).ok());
+    let wanted = match mechanism {
+        Mechanism::Landlock => "landlock",
+        _ => "namespaces",
+    };
+    let available = match status {
+        Some(status) if status.nonce == nonce && status.mechanism == wanted => Ok(status.notes),
+        _ => Err(String::from_utf8_lossy(&output.stderr).trim().to_owned()),
+    };
+    let daemon_gone = (0..100).any(|_| {
+        let gone = pids_with_arg(&marker).is_empty();
+        if !gone {
+            std::thread::sleep(Duration::from_millis(10));
+        }
+        gone
+    });
+    // A failed check leaves nothing behind either.
+    for pid in pids_with_arg(&marker) {
+        let _ = nix::sys::signal::kill(nix::unistd::Pid::from_raw(pid), nix::sys::signal::SIGKILL);
+    }
+    let ran = stdout.contains("probe-done");
+    let claims = vec![
+        Claim {
+            what: "a hidden home file cannot be read",
+            held: ran && !stdout.contains("READ-SECRET") && !stdout.contains(SECRET),
+        },
+        Claim {
+            what: "a file outside the workspace cannot be written",
+            held: ran && !stdout.contains("WROTE-OUTSIDE") && !outside.join("escaped").exists(),
+        },
+        Claim {
+            what: "a loopback port cannot be reached",
+            held: ran
+                && !stdout.contains("CONNECTED")
+                && matches!(listener.accept(), Err(e) if e.kind() == ErrorKind::WouldBlock),
+        },
+        Claim {
+            what: "a double-forked daemon dies with the command",
+            held: ran && daemon_gone,
+        },
+    ];
+    Ok(MechanismReport {
+        mechanism,
+        available,
+        claims,
+    })
+}
+
+/// The live (not zombie) processes with `arg` among their arguments.
+fn pids_with_arg(arg: &str) -> Vec<i32> {
+    let Ok(entries) = std::fs::read_dir("/proc") else {
+        return Vec::new();
+    };
+    let mut found = Vec::new();
+    for entry in entries.flatten() {
+        let path: PathBuf = entry.path();
+        let Ok(cmdline) = std::fs::read(path.join("cmdline")) else {
+            continue;
+        };
+        if cmdline.split(|b| *b == 0).any(|a| a == arg.as_bytes()) {
+            let zombie = std::fs::read_to_string(path.join("stat")).is_ok_and(|stat| {
+                stat.rsplit_once(')')
+                    .is_some_and(|(_, rest)| rest.trim_start().starts_with('Z'))
+            });
+            if let (false, Some(pid)) = (
+                zombie,
+                entry.file_name().to_str().and_then(|n| n.parse().ok()),
+            ) {
+                found.push(pid);
+            }
+        }
+    }
+    found
+}

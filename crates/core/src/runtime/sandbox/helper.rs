@@ -1,0 +1,840 @@
+//! The helper: `keel sandbox run --profile FILE -- PROGRAM ARGS...`.
+//!
+//! Runs outside Keel's process (a fresh exec of Keel's own binary, single-threaded, so
+//! `unshare(CLONE_NEWUSER)` is allowed). Two stages under namespaces:
+//!
+//! 1. `run`: unshares user, mount (and network, when it is off) namespaces, maps the caller to
+//!    root there, builds the new root on a tmpfs mounted on the profile's staging directory (the
+//!    system directories read-only, the home allowlist, the private `/tmp`, the workspace roots
+//!    read-write with `.git/hooks`, `.git/config` and `.keel` read-only again, a minimal `/dev`),
+//!    then unshares the PID namespace and starts stage 2, forwarding signals and its exit status.
+//! 2. `init`: PID 1 of the new PID namespace. Mounts `/proc`, pivots into the new root, drops
+//!    every capability by entering a nested user namespace mapped back to the caller's uid
+//!    (which also locks every mount), sets `PR_SET_NO_NEW_PRIVS`, writes the nonce to the status
+//!    file and starts the program. It reaps orphans and forwards signals to the whole namespace;
+//!    when the program exits, init exits and the kernel kills everything left in the namespace.
+//!
+//! When namespaces are not available, the fallback is Landlock (file system) + seccomp (no
+//! sockets but Unix ones when the network is off), with the helper as a child subreaper that
+//! kills every descendant once the program exits. With neither, `required` refuses to run; else
+//! the program runs unconfined and the status says `none`.
+
+#![allow(
+    clippy::disallowed_methods,
+    reason = "the sandbox helper is part of the runtime, where ambient authority lives"
+)]
+
+use std::ffi::OsString;
+use std::io::Write as _;
+use std::os::unix::ffi::OsStrExt as _;
+use std::os::unix::fs::symlink;
+use std::os::unix::process::CommandExt as _;
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+use nix::errno::Errno;
+use nix::mount::{MntFlags, MsFlags, mount, umount2};
+use nix::sched::{CloneFlags, unshare};
+use nix::sys::signal::{SigSet, SigmaskHow, Signal, kill, sigprocmask};
+use nix::sys::statvfs::{FsFlags, statvfs};
+use nix::sys::wait::{WaitPidFlag, WaitStatus, waitpid};
+use nix::unistd::{Gid, Pid, Uid, chdir, getgid, getpid, getuid, pivot_root};
+
+use super::fallback;
+use super::profile::{Mechanism, Profile, SYSTEM_DIRS, Status};
+
+/// The helper's own failures (bad arguments, a profile it cannot read, a refusal, a setup error
+/// after the point of no return): nothing of the program ran.
+pub const EXIT_HELPER_FAILED: i32 = 125;
+
+/// The signals the helper forwards; `SIGCHLD` is waited for with them.
+const FORWARDED: [Signal; 6] = [
+    Signal::SIGTERM,
+    Signal::SIGINT,
+    Signal::SIGHUP,
+    Signal::SIGQUIT,
+    Signal::SIGUSR1,
+    Signal::SIGUSR2,
+];
+
+struct Parsed {
+    stage: String,
+    profile: PathBuf,
+    /// The caller's uid and gid (stage 2 only: it runs as root of the first namespace).
+    ids: Option<(u32, u32)>,
+    program: Vec<OsString>,
+}
+
+fn parse(args: Vec<OsString>) -> Result<Parsed, String> {
+    let mut args = args.into_iter();
+    let stage = args
+        .next()
+        .and_then(|s| s.into_string().ok())
+        .ok_or("expected `run` or `init`")?;
+    let mut profile = None;
+    let mut ids = None;
+    loop {
+        let Some(arg) = args.next() else {
+            return Err("expected `-- PROGRAM ARGS...`".into());
+        };
+        match arg.to_str() {
+            Some("--") => break,
+            Some("--profile") => profile = args.next().map(PathBuf::from),
+            Some("--ids") => {
+                let text = args.next().and_then(|s| s.into_string().ok());
+                ids = text
+                    .as_deref()
+                    .and_then(|t| t.split_once(':'))
+                    .and_then(|(u, g)| Some((u.parse().ok()?, g.parse().ok()?)));
+            }
+            _ => return Err(format!("unexpected argument {}", arg.to_string_lossy())),
+        }
+    }
+    let program: Vec<OsString> = args.collect();
+    if program.is_empty() {
+        return Err("no program to run".into());
+    }
+    Ok(Parsed {
+        stage,
+        profile: profile.ok_or("missing --profile FILE")?,
+        ids,
+        program,
+    })
+}
+
+fn complain(message: &str) {
+    let _ = writeln!(std::io::stderr(), "keel sandbox: {message}");
+}
+
+/// The helper's entry point. `prefix` is how the binary is asked for the helper (`["sandbox"]`
+/// for `keel`), `args` what follows it (`run --profile FILE -- PROGRAM ARGS...`). Returns the
+/// exit code. Must run before any thread is started.
+pub fn main(prefix: &[OsString], args: Vec<OsString>) -> i32 {
+    let parsed = match parse(args) {
+        Ok(parsed) => parsed,
+        Err(message) => {
+            complain(&message);
+            return EXIT_HELPER_FAILED;
+        }
+    };
+    let profile = match load(&parsed.profile) {
+        Ok(profile) => profile,
+        Err(message) => {
+            complain(&message);
+            return EXIT_HELPER_FAILED;
+        }
+    };
+    match parsed.stage.as_str() {
+        "run" => run(prefix, &parsed.profile, &profile, &parsed.program),
+        "init" => match parsed.ids {
+            Some(ids) => init(&profile, ids, &parsed.program),
+            None => {
+                complain("init needs --ids UID:GID");
+                EXIT_HELPER_FAILED
+            }
+        },
+        other => {
+            complain(&format!("unknown stage `{other}`"));
+            EXIT_HELPER_FAILED
+        }
+    }
+}
+
+fn load(path: &Path) -> Result<Profile, String> {
+    let text = std::fs::read_to_string(path)
+        .map_err(|e| format!("cannot read the profile {}: {e}", path.display()))?;
+    serde_json::from_str(&text).map_err(|e| format!("bad profile {}: {e}", path.display()))
+}
+
+/// Opens (and empties) the status file; done before confinement, which may hide it.
+fn open_status(profile: &Profile) -> Result<std::fs::File, String> {
+    std::fs::OpenOptions::new()
+        .read(true)
+        .write(true)
+        .create(true)
+        .truncate(true)
+        .open(&profile.status_file)
+        .map_err(|e| format!("cannot open the status file: {e}"))
+}
+
+fn write_status(
+    file: &mut std::fs::File,
+    profile: &Profile,
+    mechanism: &str,
+    notes: Vec<String>,
+) -> Result<(), String> {
+    let status = Status {
+        nonce: profile.nonce.clone(),
+        mechanism: mechanism.to_owned(),
+        notes,
+    };
+    let text = serde_json::to_string(&status).map_err(|e| e.to_string())?;
+    file.write_all(text.as_bytes())
+        .map_err(|e| format!("cannot write the status file: {e}"))
+}
+
+/// Stage 1.
+fn run(prefix: &[OsString], profile_path: &Path, profile: &Profile, program: &[OsString]) -> i32 {
+    let mut notes = Vec::new();
+    let ids = (getuid().as_raw(), getgid().as_raw());
+    let mut status = match open_status(profile) {
+        Ok(file) => file,
+        Err(message) => {
+            complain(&message);
+            return EXIT_HELPER_FAILED;
+        }
+    };
+    if profile.mechanism != Mechanism::Landlock {
+        match enter_namespaces(profile, ids) {
+            Ok(()) => return start_init(prefix, profile_path, profile, ids, program, status),
+            Err(e) => notes.push(format!("namespaces unavailable: {e}")),
+        }
+    }
+    if profile.mechanism != Mechanism::Namespaces {
+        match fallback::confine(profile) {
+            Ok(more) => {
+                notes.extend(more);
+                notes.push(
+                    "Landlock fallback: .git/hooks, .git/config and .keel inside the workspace \
+                     stay writable; Unix sockets by path are reachable"
+                        .into(),
+                );
+                if let Err(e) = write_status(&mut status, profile, "landlock", notes) {
+                    complain(&e);
+                    return EXIT_HELPER_FAILED;
+                }
+                return spawn_and_reap(profile, program, &profile.tmp_dir);
+            }
+            Err(e) => notes.push(format!("Landlock/seccomp unavailable: {e}")),
+        }
+    }
+    if profile.required {
+        complain(&format!(
+            "refusing to run unconfined ([sandbox] mode = \"required\"): {}",
+            notes.join("; ")
+        ));
+        return EXIT_HELPER_FAILED;
+    }
+    let _ = nix::sys::prctl::set_no_new_privs();
+    if let Err(e) = write_status(&mut status, profile, "none", notes) {
+        complain(&e);
+        return EXIT_HELPER_FAILED;
+    }
+    spawn_and_reap(profile, program, &profile.tmp_dir)
+}
+
+fn write_file(path: &str, text: &str) -> Result<(), String> {
+    std::fs::write(path, text).map_err(|e| format!("{path}: {e}"))
+}
+
+/// Stage 1 set-up: the user, mount and network namespaces and the new root's file system.
+fn enter_namespaces(profile: &Profile, (uid, gid): (u32, u32)) -> Result<(), String> {
+    std::fs::create_dir_all(&profile.staging_dir)
+        .map_err(|e| format!("{}: {e}", profile.staging_dir.display()))?;
+    let mut flags = CloneFlags::CLONE_NEWUSER | CloneFlags::CLONE_NEWNS;
+    if !profile.network {
+        flags |= CloneFlags::CLONE_NEWNET;
+    }
+    unshare(flags).map_err(|e| format!("unshare: {e}"))?;
+    write_file("/proc/self/setgroups", "deny")?;
+    write_file("/proc/self/uid_map", &format!("0 {uid} 1"))?;
+    write_file("/proc/self/gid_map", &format!("0 {gid} 1"))?;
+    if !profile.network {
+        // The new network namespace's own loopback (not the host's): test servers inside the
+        // command work; nothing outside is reachable. Optional.
+        let _ = loopback_up();
+    }
+    mount(
+        None::<&str>,
+        "/",
+        None::<&str>,
+        MsFlags::MS_REC | MsFlags::MS_PRIVATE,
+        None::<&str>,
+    )
+    .map_err(|e| format!("making / private: {e}"))?;
+    build_root(profile)
+}
+
+/// Sets `lo` (interface 1 in a new network namespace) up with one `RTM_NEWLINK` netlink request.
+fn loopback_up() -> Result<(), Errno> {
+    use nix::sys::socket::{
+        AddressFamily, MsgFlags, SockFlag, SockProtocol, SockType, recv, send, socket,
+    };
+    use std::os::fd::AsRawFd as _;
+    const RTM_NEWLINK: u16 = 16;
+    const NLM_F_REQUEST: u16 = 1;
+    const NLM_F_ACK: u16 = 4;
+    const IFF_UP: u32 = 1;
+    let fd = socket(
+        AddressFamily::Netlink,
+        SockType::Raw,
+        SockFlag::SOCK_CLOEXEC,
+        SockProtocol::NetlinkRoute,
+    )?;
+    let mut message = Vec::with_capacity(32);
+    message.extend_from_slice(&32u32.to_ne_bytes()); // nlmsg_len
+    message.extend_from_slice(&RTM_NEWLINK.to_ne_bytes()); // nlmsg_type
+    message.extend_from_slice(&(NLM_F_REQUEST | NLM_F_ACK).to_ne_bytes()); // nlmsg_flags
+    message.extend_from_slice(&1u32.to_ne_bytes()); // nlmsg_seq
+    message.extend_from_slice(&0u32.to_ne_bytes()); // nlmsg_pid
+    message.extend_from_slice(&[0u8, 0u8]); // ifi_family (AF_UNSPEC), padding
+    message.extend_from_slice(&0u16.to_ne_bytes()); // ifi_type
+    message.extend_from_slice(&1i32.to_ne_bytes()); // ifi_index: lo
+    message.extend_from_slice(&IFF_UP.to_ne_bytes()); // ifi_flags
+    message.extend_from_slice(&IFF_UP.to_ne_bytes()); // ifi_change
+    send(fd.as_raw_fd(), &message, MsgFlags::empty())?;
+    // The acknowledgement: an NLMSG_ERROR whose error field is 0 on success.
+    let mut reply = [0u8; 64];
+    let n = recv(fd.as_raw_fd(), &mut reply, MsgFlags::empty())?;
+    let code = reply
+        .get(16..20)
+        .filter(|_| n >= 20)
+        .and_then(|b| <[u8; 4]>::try_from(b).ok())
+        .map(i32::from_ne_bytes)
+        .unwrap_or(-1);
+    if code == 0 {
+        Ok(())
+    } else {
+        Err(Errno::from_raw(-code))
+    }
+}
+
+fn in_root(root: &Path, path: &Path) -> PathBuf {
+    root.join(path.strip_prefix("/").unwrap_or(path))
+}
+
+fn build_root(profile: &Profile) -> Result<(), String> {
+    let root = profile.staging_dir.as_path();
+    mount(
+        Some("tmpfs"),
+        root,
+        Some("tmpfs"),
+        MsFlags::MS_NOSUID | MsFlags::MS_NODEV,
+        Some("mode=0755"),
+    )
+    .map_err(|e| format!("tmpfs on the new root: {e}"))?;
+    for dir in SYSTEM_DIRS {
+        let dir = Path::new(dir);
+        match std::fs::symlink_metadata(dir) {
+            Ok(meta) if meta.file_type().is_symlink() => {
+                let target = std::fs::read_link(dir).map_err(|e| format!("{dir:?}: {e}"))?;
+                symlink(&target, in_root(root, dir)).map_err(|e| format!("{dir:?}: {e}"))?;
+            }
+            Ok(meta) if meta.is_dir() => bind(root, dir, true)?,
+            _ => {}
+        }
+    }
+    let tmp = root.join("tmp");
+    std::fs::create_dir_all(&tmp).map_err(|e| format!("/tmp: {e}"))?;
+    bind_at(&profile.tmp_dir, &tmp, false)?;
+    // The home directory itself is an empty directory on the tmpfs: only the allowlist shows.
+    if let Some(home) = &profile.home {
+        let _ = std::fs::create_dir_all(in_root(root, home));
+    }
+    for path in &profile.home_readable {
+        if path.exists() {
+            bind(root, path, true)?;
+        }
+    }
+    for path in &profile.home_writable {
+        if path.exists() {
+            bind(root, path, false)?;
+        }
+    }
+    for path in &profile.readable {
+        bind(root, path, true)?;
+    }
+    for path in &profile.writable {
+        bind(root, path, false)?;
+    }
+    for path in &profile.pinned {
+        bind(root, path, false)?;
+    }
+    for path in &profile.protected {
+        bind(root, path, true)?;
+    }
+    build_dev(root)
+}
+
+fn bind(root: &Path, path: &Path, read_only: bool) -> Result<(), String> {
+    bind_at(path, &in_root(root, path), read_only)
+}
+
+fn bind_at(source: &Path, target: &Path, read_only: bool) -> Result<(), String> {
+    let context = |e: &dyn std::fmt::Display| format!("binding {}: {e}", source.display());
+    let meta = std::fs::metadata(source).map_err(|e| context(&e))?;
+    if meta.is_dir() {
+        std::fs::create_dir_all(target).map_err(|e| context(&e))?;
+    } else {
+        if let Some(parent) = target.parent() {
+            std::fs::create_dir_all(parent).map_err(|e| context(&e))?;
+        }
+        if !target.exists() {
+            std::fs::File::create(target).map_err(|e| context(&e))?;
+        }
+    }
+    mount(
+        Some(source),
+        target,
+        None::<&str>,
+        MsFlags::MS_BIND | MsFlags::MS_REC,
+        None::<&str>,
+    )
+    .map_err(|e| context(&e))?;
+    if read_only {
+        remount_read_only(target).map_err(|e| context(&e))?;
+    }
+    Ok(())
+}
+
+/// Remounts `target` and every mount below it read-only, keeping the flags the kernel locks
+/// (`nosuid`, `nodev`, `noexec`, atime) so the remount is allowed in a user namespace.
+fn remount_read_only(target: &Path) -> Result<(), String> {
+    let info = std::fs::read_to_string("/proc/self/mountinfo").map_err(|e| e.to_string())?;
+    let mut points: Vec<PathBuf> = info
+        .lines()
+        .filter_map(|line| line.split(' ').nth(4))
+        .map(|field| PathBuf::from(unescape(field)))
+        .filter(|point| point.starts_with(target))
+        .collect();
+    points.dedup();
+    for point in points {
+        let flags = statvfs(&point).map_err(|e| e.to_string())?.flags();
+        let mut ms = MsFlags::MS_BIND | MsFlags::MS_REMOUNT | MsFlags::MS_RDONLY;
+        for (fs, m) in [
+            (FsFlags::ST_NOSUID, MsFlags::MS_NOSUID),
+            (FsFlags::ST_NODEV, MsFlags::MS_NODEV),
+            (FsFlags::ST_NOEXEC, MsFlags::MS_NOEXEC),
+            (FsFlags::ST_NOATIME, MsFlags::MS_NOATIME),
+            (FsFlags::ST_NODIRATIME, MsFlags::MS_NODIRATIME),
+            (FsFlags::ST_RELATIME, MsFlags::MS_RELATIME),
+        ] {
+            if flags.contains(fs) {
+                ms |= m;
+            }
+        }
+        mount(None::<&str>, &point, None::<&str>, ms, None::<&str>)
+            .map_err(|e| format!("remounting {} read-only: {e}", point.display()))?;
+    }
+    Ok(())
+}
+
+/// `/proc/self/mountinfo` escapes space, tab, newline and backslash as `\ooo`.
+fn unescape(field: &str) -> OsString {
+    let bytes = field.as_bytes();
+    let mut out = Vec::with_capacity(bytes.len());
+    let mut i = 0;
+    while i < bytes.len() {
+        if bytes[i] == b'\\'
+            && i + 3 < bytes.len() + 1
+            && let Some(code) = field
+                .get(i + 1..i + 4)
+                .and_then(|o| u8::from_str_radix(o, 8).ok())
+        {
+            out.push(code);
+            i += 4;
+            continue;
+        }
+        out.push(bytes[i]);
+        i += 1;
+    }
+    std::ffi::OsStr::from_bytes(&out).to_os_string()
+}
+
+fn build_dev(root: &Path) -> Result<(), String> {
+    let dev = root.join("dev");
+    std::fs::create_dir_all(&dev).map_err(|e| format!("/dev: {e}"))?;
+    mount(
+        Some("tmpfs"),
+        &dev,
+        Some("tmpfs"),
+        MsFlags::MS_NOSUID | MsFlags::MS_NOEXEC,
+        Some("mode=0755"),
+    )
+    .map_err(|e| format!("tmpfs on /dev: {e}"))?;
+    for name in ["null", "zero", "full", "random", "urandom", "tty"] {
+        let source = Path::new("/dev").join(name);
+        if source.exists() {
+            bind_at(&source, &dev.join(name), false)?;
+        }
+    }
+    for (link, target) in [
+        ("fd", "/proc/self/fd"),
+        ("stdin", "/proc/self/fd/0"),
+        ("stdout", "/proc/self/fd/1"),
+        ("stderr", "/proc/self/fd/2"),
+        ("ptmx", "pts/ptmx"),
+    ] {
+        symlink(target, dev.join(link)).map_err(|e| format!("/dev/{link}: {e}"))?;
+    }
+    let pts = dev.join("pts");
+    let shm = dev.join("shm");
+    let _ = std::fs::create_dir_all(&pts);
+    let _ = std::fs::create_dir_all(&shm);
+    // Optional: a private pty instance and shared memory (programs that need them still run).
+    let _ = mount(
+        Some("devpts"),
+        &pts,
+        Some("devpts"),
+        MsFlags::MS_NOSUID | MsFlags::MS_NOEXEC,
+        Some("newinstance,ptmxmode=0666,mode=620"),
+    );
+    let _ = mount(
+        Some("tmpfs"),
+        &shm,
+        Some("tmpfs"),
+        MsFlags::MS_NOSUID | MsFlags::MS_NODEV,
+        Some("mode=1777"),
+    );
+    Ok(())
+}
+
+/// Stage 1, namespaces in place: a new PID namespace whose init is stage 2.
+fn start_init(
+    prefix: &[OsString],
+    profile_path: &Path,
+    profile: &Profile,
+    (uid, gid): (u32, u32),
+    program: &[OsString],
+    mut status_file: std::fs::File,
+) -> i32 {
+    let fail = |message: String| {
+        complain(&message);
+        EXIT_HELPER_FAILED
+    };
+    if let Err(e) = unshare(CloneFlags::CLONE_NEWPID) {
+        // The view is built but nothing can be spawned into a PID namespace: fall back.
+        let why = format!("PID namespace: {e}");
+        return match fallback_exec(profile, program, &why, &mut status_file) {
+            Ok(never) => never,
+            Err(message) => fail(message),
+        };
+    }
+    let child = Command::new("/proc/self/exe")
+        .args(prefix)
+        .arg("init")
+        .arg("--profile")
+        .arg(profile_path)
+        .arg("--ids")
+        .arg(format!("{uid}:{gid}"))
+        .arg("--")
+        .args(program)
+        .spawn();
+    let child = match child {
+        Ok(child) => child,
+        Err(e) => return fail(format!("starting the namespace init: {e}")),
+    };
+    let Ok(init_pid) = i32::try_from(child.id()) else {
+        return fail("pid out of range".into());
+    };
+    let init_pid = Pid::from_raw(init_pid);
+    let signals = block_signals();
+    let ending = supervise(init_pid, &signals, |signal| {
+        let _ = kill(init_pid, signal);
+    });
+    // Read through the handle: init's pivot_root changed this process's root too.
+    let mut status = String::new();
+    let _ = std::io::Seek::rewind(&mut status_file);
+    let _ = std::io::Read::read_to_string(&mut status_file, &mut status);
+    let confirmed = status.contains(&profile.nonce);
+    // Init cannot die by a signal of its own; it leaves the program's signal in the status file.
+    let signalled = status
+        .lines()
+        .find_map(|line| line.strip_prefix("signal "))
+        .and_then(|n| n.trim().parse::<i32>().ok())
+        .and_then(|n| Signal::try_from(n).ok());
+    if let Some(signal) = signalled {
+        return finish_like(Ending::Signal(signal));
+    }
+    let code = ending.code();
+    if code == EXIT_HELPER_FAILED && !confirmed {
+        // Stage 2 could not confine (and ran nothing): the fallback, in this process.
+        let _ = status_file.set_len(0);
+        let _ = std::io::Seek::rewind(&mut status_file);
+        return match fallback_exec(
+            profile,
+            program,
+            "namespace set-up failed",
+            &mut status_file,
+        ) {
+            Ok(never) => never,
+            Err(message) => fail(message),
+        };
+    }
+    code
+}
+
+/// Landlock + seccomp applied to this very process, then `exec` (used once a PID namespace
+/// exists but cannot be used: no more children can be started here).
+fn fallback_exec(
+    profile: &Profile,
+    program: &[OsString],
+    why: &str,
+    status: &mut std::fs::File,
+) -> Result<i32, String> {
+    let mut notes = vec![format!("namespaces unavailable: {why}")];
+    if profile.mechanism == Mechanism::Namespaces {
+        return Err(format!("cannot confine: {why}"));
+    }
+    let mechanism = match fallback::confine(profile) {
+        Ok(more) => {
+            notes.extend(more);
+            notes.push("background processes are ended by process group only".into());
+            "landlock"
+        }
+        Err(e) if profile.required => return Err(format!("cannot confine: {why}; {e}")),
+        Err(e) => {
+            notes.push(format!("Landlock/seccomp unavailable: {e}"));
+            "none"
+        }
+    };
+    write_status(status, profile, mechanism, notes)?;
+    let (first, rest) = program.split_first().ok_or("no program")?;
+    let error = Command::new(first)
+        .args(rest)
+        .env("TMPDIR", &profile.tmp_dir)
+        .current_dir(&profile.cwd)
+        .exec();
+    Err(format!("cannot run {}: {error}", first.to_string_lossy()))
+}
+
+/// Stage 2: PID 1 of the new namespace.
+fn init(profile: &Profile, (uid, gid): (u32, u32), program: &[OsString]) -> i32 {
+    // If stage 1 dies (SIGKILL from Keel), so does this namespace.
+    let _ = nix::sys::prctl::set_pdeathsig(Signal::SIGKILL);
+    let (status_file, notes) = match confine_init(profile, uid, gid) {
+        Ok(confined) => confined,
+        Err(message) => {
+            complain(&message);
+            return EXIT_HELPER_FAILED;
+        }
+    };
+    let mut status_file = status_file;
+    if let Err(e) = write_status_fd(&mut status_file, profile, notes) {
+        complain(&e);
+        return EXIT_HELPER_FAILED;
+    }
+    let Some((first, rest)) = program.split_first() else {
+        return EXIT_HELPER_FAILED;
+    };
+    let child = Command::new(first).args(rest).env("TMPDIR", "/tmp").spawn();
+    let child = match child {
+        Ok(child) => child,
+        Err(e) => {
+            complain(&format!("cannot run {}: {e}", first.to_string_lossy()));
+            return 127;
+        }
+    };
+    let Ok(pid) = i32::try_from(child.id()) else {
+        return EXIT_HELPER_FAILED;
+    };
+    let signals = block_signals();
+    // `kill(-1, sig)` from init reaches every other process of the namespace.
+    let ending = supervise(Pid::from_raw(pid), &signals, |signal| {
+        let _ = kill(Pid::from_raw(-1), signal);
+    });
+    if let Ending::Signal(signal) = ending {
+        let _ = write!(status_file, "\nsignal {}\n", signal as i32);
+    }
+    ending.code()
+}
+
+fn write_status_fd(
+    file: &mut std::fs::File,
+    profile: &Profile,
+    notes: Vec<String>,
+) -> Result<(), String> {
+    let status = Status {
+        nonce: profile.nonce.clone(),
+        mechanism: "namespaces".into(),
+        notes,
+    };
+    let text = serde_json::to_string(&status).map_err(|e| e.to_string())?;
+    file.write_all(text.as_bytes())
+        .map_err(|e| format!("cannot write the status file: {e}"))
+}
+
+/// Stage 2 set-up; returns the status file (opened before the old root goes away).
+fn confine_init(
+    profile: &Profile,
+    uid: u32,
+    gid: u32,
+) -> Result<(std::fs::File, Vec<String>), String> {
+    let notes = Vec::new();
+    let status = std::fs::File::create(&profile.status_file)
+        .map_err(|e| format!("cannot open the status file: {e}"))?;
+    let root = profile.staging_dir.as_path();
+    let proc = root.join("proc");
+    std::fs::create_dir_all(&proc).map_err(|e| format!("/proc: {e}"))?;
+    mount(
+        Some("proc"),
+        &proc,
+        Some("proc"),
+        MsFlags::MS_NOSUID | MsFlags::MS_NODEV | MsFlags::MS_NOEXEC,
+        None::<&str>,
+    )
+    .map_err(|e| format!("mounting /proc: {e}"))?;
+    chdir(root).map_err(|e| format!("chdir to the new root: {e}"))?;
+    pivot_root(".", ".").map_err(|e| format!("pivot_root: {e}"))?;
+    umount2(".", MntFlags::MNT_DETACH).map_err(|e| format!("detaching the old root: {e}"))?;
+    chdir("/").map_err(|e| format!("chdir /: {e}"))?;
+    mount(
+        None::<&str>,
+        "/",
+        None::<&str>,
+        MsFlags::MS_BIND
+            | MsFlags::MS_REMOUNT
+            | MsFlags::MS_RDONLY
+            | MsFlags::MS_NOSUID
+            | MsFlags::MS_NODEV,
+        None::<&str>,
+    )
+    .map_err(|e| format!("remounting / read-only: {e}"))?;
+    // Drop every capability: a nested user namespace mapped back to the caller, with a new
+    // mount namespace, so every mount above is locked (cannot be unmounted or made writable).
+    unshare(CloneFlags::CLONE_NEWUSER | CloneFlags::CLONE_NEWNS)
+        .map_err(|e| format!("nested user namespace: {e}"))?;
+    let _ = write_file("/proc/self/setgroups", "deny");
+    write_file("/proc/self/uid_map", &format!("{uid} 0 1"))?;
+    write_file("/proc/self/gid_map", &format!("{gid} 0 1"))?;
+    nix::unistd::setresgid(Gid::from_raw(gid), Gid::from_raw(gid), Gid::from_raw(gid))
+        .map_err(|e| format!("setresgid: {e}"))?;
+    nix::unistd::setresuid(Uid::from_raw(uid), Uid::from_raw(uid), Uid::from_raw(uid))
+        .map_err(|e| format!("setresuid: {e}"))?;
+    nix::sys::prctl::set_no_new_privs().map_err(|e| format!("no_new_privs: {e}"))?;
+    chdir(&profile.cwd).map_err(|e| format!("chdir {}: {e}", profile.cwd.display()))?;
+    Ok((status, notes))
+}
+
+/// Blocks the forwarded signals and `SIGCHLD` (they are taken with `sigwait`). Called after the
+/// child is spawned, since children inherit the mask; [`supervise`] reaps before it waits, so an
+/// exit in between is not missed.
+fn block_signals() -> SigSet {
+    let mut set = SigSet::empty();
+    set.add(Signal::SIGCHLD);
+    for signal in FORWARDED {
+        set.add(signal);
+    }
+    let _ = sigprocmask(SigmaskHow::SIG_BLOCK, Some(&set), None);
+    set
+}
+
+/// How the supervised process ended.
+#[derive(Debug, Clone, Copy)]
+enum Ending {
+    Code(i32),
+    Signal(Signal),
+}
+
+impl Ending {
+    fn code(self) -> i32 {
+        match self {
+            Ending::Code(code) => code,
+            Ending::Signal(signal) => 128 + signal as i32,
+        }
+    }
+}
+
+/// Ends this process the way the program ended: by the same signal when there was one (so Keel
+/// sees "killed by SIGKILL", not exit code 137), else with its exit code.
+fn finish_like(ending: Ending) -> i32 {
+    if let Ending::Signal(signal) = ending {
+        let mut set = SigSet::empty();
+        set.add(signal);
+        let _ = sigprocmask(SigmaskHow::SIG_UNBLOCK, Some(&set), None);
+        let _ = nix::sys::signal::raise(signal);
+    }
+    ending.code()
+}
+
+/// Reaps children until `main` exits, forwarding signals; returns how `main` ended.
+fn supervise(main: Pid, signals: &SigSet, forward: impl Fn(Signal)) -> Ending {
+    loop {
+        loop {
+            match waitpid(Pid::from_raw(-1), Some(WaitPidFlag::WNOHANG)) {
+                Ok(WaitStatus::Exited(pid, code)) if pid == main => return Ending::Code(code),
+                Ok(WaitStatus::Signaled(pid, signal, _)) if pid == main => {
+                    return Ending::Signal(signal);
+                }
+                Ok(WaitStatus::StillAlive) => break,
+                Ok(_) | Err(Errno::EINTR) => {}
+                Err(_) => return Ending::Code(EXIT_HELPER_FAILED),
+            }
+        }
+        match signals.wait() {
+            Ok(Signal::SIGCHLD) | Err(_) => {}
+            Ok(signal) => forward(signal),
+        }
+    }
+}
+
+/// Fallback supervision (no PID namespace): the helper is a child subreaper, so everything the
+/// program leaves behind becomes its child and is killed once the program exits.
+fn spawn_and_reap(profile: &Profile, program: &[OsString], tmp: &Path) -> i32 {
+    let _ = nix::sys::prctl::set_child_subreaper(true);
+    let Some((first, rest)) = program.split_first() else {
+        return EXIT_HELPER_FAILED;
+    };
+    let child = Command::new(first)
+        .args(rest)
+        .env("TMPDIR", tmp)
+        .current_dir(&profile.cwd)
+        .spawn();
+    let child = match child {
+        Ok(child) => child,
+        Err(e) => {
+            complain(&format!("cannot run {}: {e}", first.to_string_lossy()));
+            return 127;
+        }
+    };
+    let Ok(pid) = i32::try_from(child.id()) else {
+        return EXIT_HELPER_FAILED;
+    };
+    let main = Pid::from_raw(pid);
+    let signals = block_signals();
+    let ending = supervise(main, &signals, |signal| {
+        let _ = kill(main, signal);
+    });
+    kill_descendants();
+    finish_like(ending)
+}
+
+/// Kills every child of this process (orphans included, this being a subreaper) until none is
+/// left.
+fn kill_descendants() {
+    let me = getpid().as_raw();
+    for _ in 0..1000 {
+        while let Ok(status) = waitpid(Pid::from_raw(-1), Some(WaitPidFlag::WNOHANG)) {
+            if status == WaitStatus::StillAlive {
+                break;
+            }
+        }
+        let children = children_of(me);
+        if children.is_empty() {
+            return;
+        }
+        for child in children {
+            let _ = kill(Pid::from_raw(child), Signal::SIGKILL);
+        }
+        std::thread::sleep(std::time::Duration::from_millis(2));
+    }
+}
+
+fn children_of(parent: i32) -> Vec<i32> {
+    let Ok(entries) = std::fs::read_dir("/proc") else {
+        return Vec::new();
+    };
+    entries
+        .flatten()
+        .filter_map(|entry| entry.file_name().to_str()?.parse::<i32>().ok())
+        .filter(|pid| {
+            std::fs::read_to_string(format!("/proc/{pid}/stat"))
+                .ok()
+                .and_then(|stat| {
+                    let rest = stat.rsplit_once(')')?.1;
+                    rest.split_whitespace().nth(1)?.parse::<i32>().ok()
+                })
+                == Some(parent)
+        })
+        .collect()
+}

@@ -1,0 +1,431 @@
+//! The third layer: every shell command runs confined by the kernel (see `docs/sandbox.md`).
+//!
+//! - [`SandboxSettings`]: the `[sandbox]` table (mode, mechanism, extra paths, network).
+//! - [`SandboxSpec`]: what a [`super::Runtime`] needs to confine commands: the settings, the
+//!   helper executable (Keel's own binary), the home directory, read-only mode.
+//! - [`Runtime::shell_invocation`](super::Runtime::shell_invocation): turns `bash -c COMMAND`
+//!   into the helper wrapping it, with a fresh [`Profile`] written to the session's scratch
+//!   directory, and a [`ConfinementCheck`] that later reads the helper's status back.
+//! - [`helper`]: the helper itself (`keel sandbox run --profile FILE -- PROGRAM ARGS...`).
+
+pub mod check;
+mod fallback;
+pub mod helper;
+pub mod profile;
+
+use std::path::{Component, Path, PathBuf};
+
+use schemars::JsonSchema;
+use serde::{Deserialize, Serialize};
+
+pub use fallback::landlock_abi;
+pub use profile::{
+    DEFAULT_HOME_READABLE, DEFAULT_HOME_WRITABLE, Mechanism, Profile, SYSTEM_DIRS, Status,
+};
+
+/// `[sandbox] mode`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, Default, JsonSchema)]
+#[serde(rename_all = "kebab-case")]
+pub enum SandboxMode {
+    /// Refuse to run a command that cannot be confined.
+    Required,
+    /// Confine with the best mechanism available; say plainly when there is none.
+    #[default]
+    Auto,
+    /// Run commands unconfined (a user choice only: ignored in a project file).
+    Off,
+}
+
+impl SandboxMode {
+    /// How strict the mode is (higher is stricter).
+    pub fn strictness(self) -> u8 {
+        match self {
+            SandboxMode::Off => 0,
+            SandboxMode::Auto => 1,
+            SandboxMode::Required => 2,
+        }
+    }
+}
+
+/// The `[sandbox]` table.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(default, deny_unknown_fields)]
+pub struct SandboxSettings {
+    /// `required`, `auto` (default) or `off`.
+    pub mode: SandboxMode,
+    /// `auto` (namespaces, else Landlock + seccomp), `namespaces` or `landlock` (forces the
+    /// fallback).
+    pub mechanism: Mechanism,
+    /// More paths commands may read (absolute, or `~/...`).
+    pub readable: Vec<String>,
+    /// More paths commands may write (absolute, or `~/...`).
+    pub writable: Vec<String>,
+    /// Home paths that stay visible, read-only (relative to the home directory). Default:
+    /// `.cargo`, `.rustup`, `.npm`, `.cache`, `.gitconfig`, `.config/git`, `.local/bin`.
+    pub home_readable: Option<Vec<String>>,
+    /// Home paths that stay writable (package caches). Default: `.cargo/registry`,
+    /// `.cargo/git`, `.npm/_cacache`.
+    pub home_writable: Option<Vec<String>>,
+    /// Let commands use the network (all of it). Off by default.
+    pub network: bool,
+}
+
+impl Default for SandboxSettings {
+    fn default() -> Self {
+        Self {
+            mode: SandboxMode::Auto,
+            mechanism: Mechanism::Auto,
+            readable: Vec::new(),
+            writable: Vec::new(),
+            home_readable: None,
+            home_writable: None,
+            network: false,
+        }
+    }
+}
+
+impl SandboxSettings {
+    /// The settings with a project layer's values applied only where they are stricter: a
+    /// project may require the sandbox or force the fallback, never loosen anything.
+    pub fn tightened_by(&self, project: &SandboxSettings) -> SandboxSettings {
+        let mut out = self.clone();
+        if project.mode.strictness() > self.mode.strictness() {
+            out.mode = project.mode;
+        }
+        out
+    }
+}
+
+/// What a runtime needs to confine commands.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct SandboxSpec {
+    pub settings: SandboxSettings,
+    /// The helper executable (`keel`, or a binary calling [`helper::main`]); `None`: commands
+    /// run unconfined (refused under `required`).
+    pub helper: Option<PathBuf>,
+    /// The arguments before `run` (`["sandbox"]` for `keel`).
+    pub helper_prefix: Vec<String>,
+    /// The user's home directory (hidden but for the allowlist).
+    pub home: Option<PathBuf>,
+    /// Read-only mode: the workspace is not writable either.
+    pub read_only: bool,
+}
+
+impl SandboxSpec {
+    /// The spec for Keel's own binary as the helper.
+    pub fn keel(settings: SandboxSettings, helper: Option<PathBuf>, home: Option<PathBuf>) -> Self {
+        Self {
+            settings,
+            helper,
+            helper_prefix: vec!["sandbox".into()],
+            home,
+            read_only: false,
+        }
+    }
+}
+
+/// How a command ran, as far as Keel can confirm.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Confinement {
+    /// The helper confirmed (with the nonce) that it confined the program before it started.
+    Confined {
+        mechanism: String,
+        notes: Vec<String>,
+    },
+    /// Not confined, or not confirmed.
+    Unconfined { reason: String },
+}
+
+impl Confinement {
+    pub fn is_confined(&self) -> bool {
+        matches!(self, Confinement::Confined { .. })
+    }
+
+    /// `namespaces`, `landlock` or `unconfined`.
+    pub fn label(&self) -> &str {
+        match self {
+            Confinement::Confined { mechanism, .. } => mechanism,
+            Confinement::Unconfined { .. } => "unconfined",
+        }
+    }
+}
+
+/// The files of one confined command; [`ConfinementCheck::finish`] reads the status back.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ConfinementCheck {
+    pub nonce: String,
+    pub profile_file: PathBuf,
+    pub status_file: PathBuf,
+}
+
+impl ConfinementCheck {
+    /// What the helper reported; removes the command's profile and status files.
+    #[allow(
+        clippy::disallowed_methods,
+        reason = "the runtime is where ambient authority lives"
+    )]
+    pub fn finish(&self) -> Confinement {
+        let status = std::fs::read_to_string(&self.status_file);
+        let _ = std::fs::remove_file(&self.profile_file);
+        let _ = std::fs::remove_file(&self.status_file);
+        // The first line is the status; the helper may add lines after it (the program's signal).
+        let status: Option<Status> = status
+            .ok()
+            .and_then(|t| t.lines().next().and_then(|l| serde_json::from_str(l).ok()));
+        match status {
+            Some(status) if status.nonce == self.nonce && status.mechanism != "none" => {
+                Confinement::Confined {
+                    mechanism: status.mechanism,
+                    notes: status.notes,
+                }
+            }
+            Some(status) if status.nonce == self.nonce => Confinement::Unconfined {
+                reason: format!(
+                    "no confinement is available on this machine ({})",
+                    status.notes.join("; ")
+                ),
+            },
+            _ => Confinement::Unconfined {
+                reason: "the sandbox helper did not confirm that it confined the command".into(),
+            },
+        }
+    }
+}
+
+/// A shell command ready to start: the program, its arguments, and how to check confinement.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ShellInvocation {
+    pub program: PathBuf,
+    pub args: Vec<String>,
+    /// `Some` when the helper runs the command.
+    pub check: Option<ConfinementCheck>,
+    /// Why the command runs unconfined without asking the helper (`off`, no helper).
+    pub unconfined: Option<String>,
+}
+
+impl ShellInvocation {
+    /// The confinement once the command has run.
+    pub fn confinement(&self) -> Confinement {
+        match (&self.check, &self.unconfined) {
+            (Some(check), _) => check.finish(),
+            (None, Some(reason)) => Confinement::Unconfined {
+                reason: reason.clone(),
+            },
+            (None, None) => Confinement::Unconfined {
+                reason: "unknown".into(),
+            },
+        }
+    }
+}
+
+/// Why a command cannot be prepared.
+#[derive(Debug, thiserror::Error)]
+pub enum SandboxError {
+    #[error(
+        "[sandbox] mode = \"required\", but no sandbox helper is configured; the command was not run"
+    )]
+    NoHelper,
+    #[error("cannot prepare the sandbox: {0}")]
+    Io(String),
+}
+
+/// `~/x` against the home directory; relative paths (and `..`) are refused.
+pub fn expand_path(text: &str, home: Option<&Path>) -> Option<PathBuf> {
+    let path = match (text.strip_prefix("~/"), home) {
+        (Some(rest), Some(home)) => home.join(rest),
+        (Some(_), None) => return None,
+        (None, _) => PathBuf::from(text),
+    };
+    let clean = path.is_absolute() && !path.components().any(|c| c == Component::ParentDir);
+    clean.then_some(path)
+}
+
+/// A home-relative allowlist entry, if it is a plain relative path.
+pub fn home_entry(home: &Path, relative: &str) -> Option<PathBuf> {
+    let rel = Path::new(relative);
+    let clean = !rel.is_absolute() && rel.components().all(|c| matches!(c, Component::Normal(_)));
+    clean.then(|| home.join(rel))
+}
+
+impl super::Runtime {
+    /// How shell commands are confined in this session.
+    pub fn sandbox(&self) -> &SandboxSpec {
+        &self.inner.sandbox
+    }
+
+    /// The same runtime with another sandbox spec.
+    pub fn with_sandbox(&self, sandbox: SandboxSpec) -> Self {
+        self.derive(|inner| inner.sandbox = sandbox)
+    }
+
+    /// What runs `bash -c command` in `cwd` (canonical, already checked): the sandbox helper
+    /// with a fresh profile, or `bash` itself when the sandbox is off or has no helper.
+    #[allow(
+        clippy::disallowed_methods,
+        reason = "the runtime is where ambient authority lives"
+    )]
+    pub fn shell_invocation(
+        &self,
+        command: &str,
+        cwd: &Path,
+    ) -> Result<ShellInvocation, SandboxError> {
+        let spec = &self.inner.sandbox;
+        let direct = |reason: &str| ShellInvocation {
+            program: PathBuf::from("bash"),
+            args: vec!["-c".into(), command.to_owned()],
+            check: None,
+            unconfined: Some(reason.to_owned()),
+        };
+        if spec.settings.mode == SandboxMode::Off {
+            return Ok(direct("the sandbox is off ([sandbox] mode = \"off\")"));
+        }
+        let Some(helper) = &spec.helper else {
+            if spec.settings.mode == SandboxMode::Required {
+                return Err(SandboxError::NoHelper);
+            }
+            return Ok(direct("no sandbox helper is configured"));
+        };
+        let io =
+            |what: &Path, e: std::io::Error| SandboxError::Io(format!("{}: {e}", what.display()));
+        let dir = self.inner.scratch_dir.join("sandbox");
+        let tmp_dir = self.inner.scratch_dir.join("tmp");
+        let staging_dir = dir.join("root");
+        for path in [&dir, &tmp_dir, &staging_dir] {
+            std::fs::create_dir_all(path).map_err(|e| io(path, e))?;
+        }
+        let nonce = uuid::Uuid::new_v4().simple().to_string();
+        let profile_file = dir.join(format!("{nonce}.json"));
+        let status_file = dir.join(format!("{nonce}.status"));
+        let profile = self.profile(cwd, &nonce, &status_file, tmp_dir, staging_dir);
+        let text = serde_json::to_string(&profile)
+            .map_err(|e| SandboxError::Io(format!("profile: {e}")))?;
+        std::fs::write(&profile_file, text).map_err(|e| io(&profile_file, e))?;
+        let utf8 = |path: &Path| {
+            path.to_str()
+                .map(str::to_owned)
+                .ok_or_else(|| SandboxError::Io(format!("{} is not UTF-8", path.display())))
+        };
+        let mut args = spec.helper_prefix.clone();
+        args.extend([
+            "run".to_owned(),
+            "--profile".to_owned(),
+            utf8(&profile_file)?,
+            "--".to_owned(),
+            "bash".to_owned(),
+            "-c".to_owned(),
+            command.to_owned(),
+        ]);
+        Ok(ShellInvocation {
+            program: helper.clone(),
+            args,
+            check: Some(ConfinementCheck {
+                nonce,
+                profile_file,
+                status_file,
+            }),
+            unconfined: None,
+        })
+    }
+
+    #[allow(
+        clippy::disallowed_methods,
+        reason = "the runtime is where ambient authority lives"
+    )]
+    fn profile(
+        &self,
+        cwd: &Path,
+        nonce: &str,
+        status_file: &Path,
+        tmp_dir: PathBuf,
+        staging_dir: PathBuf,
+    ) -> Profile {
+        let spec = &self.inner.sandbox;
+        let settings = &spec.settings;
+        let home = spec
+            .home
+            .as_deref()
+            .and_then(|h| std::fs::canonicalize(h).ok());
+        let canonical = |text: &String| {
+            expand_path(text, home.as_deref()).and_then(|p| std::fs::canonicalize(p).ok())
+        };
+        let roots = &self.inner.roots;
+        let mut writable: Vec<PathBuf> = Vec::new();
+        let mut readable: Vec<PathBuf> = settings.readable.iter().filter_map(canonical).collect();
+        if spec.read_only {
+            readable.extend(roots.iter().cloned());
+        } else {
+            writable.extend(roots.iter().cloned());
+            writable.extend(settings.writable.iter().filter_map(canonical));
+        }
+        let visible = |path: &Path| {
+            writable
+                .iter()
+                .chain(readable.iter())
+                .any(|root| path.starts_with(root))
+        };
+        if !visible(cwd) {
+            readable.push(cwd.to_path_buf());
+        }
+        let mut protected: Vec<PathBuf> = Vec::new();
+        let mut pinned: Vec<PathBuf> = Vec::new();
+        for root in &writable {
+            for rel in [".git/hooks", ".git/config", ".keel"] {
+                let Ok(path) = std::fs::canonicalize(root.join(rel)) else {
+                    continue;
+                };
+                let Some(owner) = writable.iter().find(|w| path.starts_with(w)) else {
+                    continue;
+                };
+                if protected.contains(&path) {
+                    continue;
+                }
+                // Every directory between the writable root and the protected path.
+                let mut parent = path.parent();
+                while let Some(dir) = parent {
+                    if dir == owner.as_path() || !dir.starts_with(owner) {
+                        break;
+                    }
+                    if !pinned.iter().any(|p| p == dir) {
+                        pinned.push(dir.to_path_buf());
+                    }
+                    parent = dir.parent();
+                }
+                protected.push(path);
+            }
+        }
+        // Outermost first, so an inner pin is not hidden by an outer one.
+        pinned.sort_by_key(|p| p.components().count());
+        let home_list = |list: &Option<Vec<String>>, default: &[&str]| -> Vec<PathBuf> {
+            let Some(home) = &home else {
+                return Vec::new();
+            };
+            match list {
+                Some(list) => list.iter().filter_map(|r| home_entry(home, r)).collect(),
+                None => default.iter().filter_map(|r| home_entry(home, r)).collect(),
+            }
+        };
+        let home_readable = home_list(&settings.home_readable, DEFAULT_HOME_READABLE);
+        let home_writable = if spec.read_only {
+            Vec::new()
+        } else {
+            home_list(&settings.home_writable, DEFAULT_HOME_WRITABLE)
+        };
+        Profile {
+            nonce: nonce.to_owned(),
+            status_file: status_file.to_path_buf(),
+            required: settings.mode == SandboxMode::Required,
+            mechanism: settings.mechanism,
+            cwd: cwd.to_path_buf(),
+            writable,
+            readable,
+            protected,
+            pinned,
+            home,
+            home_readable,
+            home_writable,
+            tmp_dir,
+            staging_dir,
+            network: settings.network,
+        }
+    }
+}

@@ -1,0 +1,87 @@
+//! The serialized sandbox profile: what Keel writes for one command and the helper applies.
+
+use std::path::PathBuf;
+
+use serde::{Deserialize, Serialize};
+
+/// Which mechanism the helper may use.
+#[derive(
+    Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, Default, schemars::JsonSchema,
+)]
+#[serde(rename_all = "kebab-case")]
+pub enum Mechanism {
+    /// Namespaces where they work, else Landlock + seccomp.
+    #[default]
+    Auto,
+    /// User, mount, PID and network namespaces (falls back only when they fail).
+    Namespaces,
+    /// Landlock (file system) + seccomp (no new sockets): the fallback, forced.
+    Landlock,
+}
+
+/// One command's confinement. Every path is absolute and canonical.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Profile {
+    /// A one-time value the helper writes back to [`Profile::status_file`] once the program is
+    /// confined (and before it starts), so Keel can tell a confined run from anything else.
+    pub nonce: String,
+    pub status_file: PathBuf,
+    /// Refuse to run the program when no mechanism can confine it.
+    pub required: bool,
+    pub mechanism: Mechanism,
+    /// The program's working directory.
+    pub cwd: PathBuf,
+    /// Visible and writable: the workspace roots (unless read-only) and extra writable paths.
+    pub writable: Vec<PathBuf>,
+    /// Visible, read-only: extra readable paths (and the roots in read-only mode).
+    pub readable: Vec<PathBuf>,
+    /// Read-only again inside a writable path: `.git/hooks`, `.git/config`, `.keel`.
+    pub protected: Vec<PathBuf>,
+    /// Directories between a writable root and a protected path (`.git`): bound onto
+    /// themselves, writable, so they are mount points that cannot be renamed or removed (which
+    /// would take the protected path along and let a fresh one be made).
+    #[serde(default)]
+    pub pinned: Vec<PathBuf>,
+    /// The home directory (an empty directory in the new root, but for the allowlist).
+    pub home: Option<PathBuf>,
+    /// Home-directory paths that stay visible read-only (the rest of the home is hidden).
+    pub home_readable: Vec<PathBuf>,
+    /// Home-directory paths that stay visible and writable (tool caches).
+    pub home_writable: Vec<PathBuf>,
+    /// The private temporary directory (seen as `/tmp` under namespaces; `TMPDIR` always).
+    pub tmp_dir: PathBuf,
+    /// An empty directory the namespace helper mounts the new root on.
+    pub staging_dir: PathBuf,
+    /// Whether the program may use the network (`false`: no sockets but Unix ones).
+    pub network: bool,
+}
+
+/// What the helper reports through the status file.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Status {
+    pub nonce: String,
+    /// `namespaces`, `landlock` or `none`.
+    pub mechanism: String,
+    /// What is not enforced (a missing /proc, a partial Landlock ABI, ...).
+    #[serde(default)]
+    pub notes: Vec<String>,
+}
+
+/// The directories of the system outside the workspace that stay visible (read-only).
+pub const SYSTEM_DIRS: &[&str] = &[
+    "/usr", "/bin", "/sbin", "/lib", "/lib32", "/lib64", "/libx32", "/etc", "/opt",
+];
+
+/// Home paths visible by default (read-only), relative to `$HOME`.
+pub const DEFAULT_HOME_READABLE: &[&str] = &[
+    ".cargo",
+    ".rustup",
+    ".npm",
+    ".cache",
+    ".gitconfig",
+    ".config/git",
+    ".local/bin",
+];
+
+/// Home paths writable by default (package caches), relative to `$HOME`.
+pub const DEFAULT_HOME_WRITABLE: &[&str] = &[".cargo/registry", ".cargo/git", ".npm/_cacache"];
