@@ -158,6 +158,9 @@ fn spawn_agent(scratch: &Path, workspace: &Path) -> Result<tokio::process::Child
         .env("KEEL_MODEL", "scripted/demo")
         .env("KEEL_SCRIPT", scratch.join("demo.json"))
         .env("KEEL_MODE", "allowlist")
+        // The demo's session and trust records stay in the scratch directory, out of the
+        // user's history.
+        .env("XDG_DATA_HOME", scratch.join("data"))
         .stdin(Stdio::piped())
         .stdout(Stdio::piped())
         .stderr(Stdio::inherit())

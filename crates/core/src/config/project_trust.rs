@@ -2,7 +2,8 @@
 //! `.keel/config.toml` may only make Keel stricter.
 //!
 //! The project table is classified key by key ([`split`]). A value that *tightens* applies at
-//! once: a stricter `mode` (yolo < allowlist < ask < read-only), a lower request or token cap,
+//! once: a stricter `mode` (yolo < allowlist < ask < read-only), a stricter `[sandbox] mode`
+//! (off < auto < required), a lower request or token cap,
 //! a lower output limit, `enabled = false`, a lower (or first) tool timeout, deny and ask rules.
 //! Everything else waits for trust: looser values, providers, `base_url`, `api_key_env`,
 //! `model`, allow rules, and every key this module does not know (a future key is loosening
@@ -101,6 +102,12 @@ fn tightens(path: &[&str], value: &toml::Value, base: &toml::Table) -> bool {
             parse(value).is_some_and(|new| strictness(new) >= strictness(old))
         }
         ["max_requests_per_turn"] | ["max_tokens"] | ["limits", _] => not_above(value),
+        ["sandbox", "mode"] => {
+            use crate::runtime::sandbox::SandboxMode;
+            let parse = |v: &toml::Value| v.clone().try_into::<SandboxMode>().ok();
+            let old = lookup(base, path).and_then(parse).unwrap_or_default();
+            parse(value).is_some_and(|new| new.strictness() >= old.strictness())
+        }
         ["tools", _, "enabled"] => value.as_bool() == Some(false),
         // No configured timeout means none beyond the tool's own: any value adds a limit.
         ["tools", _, "timeoutMs"] => lookup(base, path).is_none() || not_above(value),

@@ -126,6 +126,40 @@ fn lower_limits_and_disabled_tools_apply_higher_ones_wait() {
 }
 
 #[test]
+fn an_untrusted_project_can_require_the_sandbox_but_never_loosen_it() {
+    let dirs = Dirs::new();
+    let env: keel_core::agent::EnvLookup = std::sync::Arc::new(|_: &str| None);
+    let scratch = tempfile::tempdir().unwrap();
+    let sandbox_of = |options: &LoadOptions| {
+        let effective = config::load(options).unwrap();
+        let spec = config::engine_config(&effective, env.clone(), scratch.path().into(), None)
+            .unwrap()
+            .sandbox;
+        (spec.settings, effective.ignored)
+    };
+    dirs.write_project("[sandbox]\nmode = \"required\"\n");
+    let (settings, ignored) = sandbox_of(&dirs.options(false));
+    assert_eq!(
+        settings.mode,
+        keel_core::runtime::sandbox::SandboxMode::Required
+    );
+    assert!(ignored.is_empty(), "{ignored:?}");
+
+    dirs.write_project("[sandbox]\nmode = \"off\"\nnetwork = true\nwritable = [\"/etc\"]\n");
+    let (settings, ignored) = sandbox_of(&dirs.options(false));
+    assert_eq!(
+        settings.mode,
+        keel_core::runtime::sandbox::SandboxMode::Auto
+    );
+    assert!(!settings.network && settings.writable.is_empty());
+    let keys: Vec<&str> = ignored.iter().map(|s| s.key.as_str()).collect();
+    assert_eq!(
+        keys,
+        ["sandbox.mode", "sandbox.network", "sandbox.writable"]
+    );
+}
+
+#[test]
 fn providers_and_models_wait_for_trust_and_say_where_keys_go() {
     let dirs = Dirs::new();
     dirs.write_project(
