@@ -284,6 +284,7 @@ fn mib_line(what: &str, mut kib: Vec<u64>) {
 }
 
 async fn binary(mock: &MockModel) {
+    let earlier_requests = mock.requests().len();
     let program = PathBuf::from(env!("CARGO_BIN_EXE_keel"));
     let home = tempfile::tempdir().unwrap();
     let home_path = home.path().display().to_string();
@@ -357,6 +358,14 @@ async fn binary(mock: &MockModel) {
     mib_line("peak RSS (VmHWM) after the turn", peaks);
     mib_line("  resident now: anonymous (RssAnon)", anonymous);
     mib_line("  resident now: the binary's pages (RssFile)", file_backed);
+    // The first model request of a session: system prompt, tool schemas and the prompt.
+    if let Some(first) = mock.requests().get(earlier_requests) {
+        let bytes = serde_json::to_string(&first.body).map_or(0, |body| body.len());
+        println!(
+            "  first model request body: {bytes} bytes ({:.1} KiB)",
+            bytes as f64 / 1024.0
+        );
+    }
 }
 
 #[tokio::main]
