@@ -59,6 +59,18 @@ async fn keel_acp_serves_a_turn_over_stdio() {
         std::fs::read_to_string(root.join("src/lib.rs")).unwrap(),
         LIB.replace("helo", "hello")
     );
+    // The model is offered the tools that can work here, in their compact schema: no web
+    // search without a search service, no `null` alternatives of optional arguments.
+    let first = &mock.requests()[0].body;
+    let names: Vec<&str> = first["tools"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|tool| tool["name"].as_str().unwrap())
+        .collect();
+    assert!(names.contains(&"grep") && names.contains(&"bash"), "{names:?}");
+    assert!(!names.contains(&"web_search"), "{names:?}");
+    assert!(!first["tools"].to_string().contains("\"null\""));
     // Closing stdin ends the process cleanly.
     client.close().await.unwrap();
 }

@@ -44,6 +44,7 @@ pub async fn system_prompt(runtime: &Runtime, registry: &Registry, date: &str) -
     out.push_str(&format!("- Date: {date}\n"));
     let hints: Vec<String> = registry
         .specs()
+        .filter(|spec| !spec.unavailable)
         .filter_map(|spec| {
             spec.prompt_hint
                 .as_ref()

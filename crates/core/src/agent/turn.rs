@@ -123,10 +123,11 @@ impl Session {
         let tools: Vec<ToolDefinition> = self
             .registry
             .specs()
+            .filter(|spec| !spec.unavailable)
             .map(|spec| ToolDefinition {
                 name: spec.id.clone(),
                 description: spec.description.clone(),
-                input_schema: spec.parameters.clone(),
+                input_schema: spec.model_schema(),
             })
             .collect();
         let date = today();

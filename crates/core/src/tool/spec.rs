@@ -99,6 +99,11 @@ pub struct ToolSpec {
     /// A short paragraph added once to the system prompt.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub prompt_hint: Option<String>,
+    /// Whether the model is offered the tool. A tool that cannot work as configured (web
+    /// search with no search service) stays registered, so a call still gets its explanation,
+    /// but costs the model nothing to read.
+    #[serde(skip_serializing_if = "std::ops::Not::not")]
+    pub unavailable: bool,
 }
 
 impl ToolSpec {
@@ -114,7 +119,14 @@ impl ToolSpec {
             subject: Subject::None,
             origin: Origin::Bundled,
             prompt_hint: None,
+            unavailable: false,
         }
+    }
+
+    /// Not offered to the model (see [`ToolSpec::unavailable`]).
+    pub fn unavailable(mut self, unavailable: bool) -> Self {
+        self.unavailable = unavailable;
+        self
     }
 
     pub fn kind(mut self, kind: ToolKind) -> Self {
@@ -146,6 +158,19 @@ impl ToolSpec {
         self.origin = origin;
         self
     }
+
+    /// The parameters as the model is sent them: the same constraints with less to read. The
+    /// schema's own "Arguments of `x`" line goes (the tool's description says it), and an
+    /// optional property's `null` alternative is dropped (leaving it out means the same).
+    /// Arguments are still validated against [`ToolSpec::parameters`] itself.
+    pub fn model_schema(&self) -> Value {
+        let mut schema = self.parameters.clone();
+        if let Value::Object(map) = &mut schema {
+            map.remove("description");
+        }
+        drop_optional_nulls(&mut schema);
+        schema
+    }
 }
 
 /// The schema the model sees: draft 2020-12, subschemas inlined (some OpenAI-compatible servers
@@ -160,6 +185,64 @@ pub fn schema_for<P: JsonSchema>() -> Value {
     let mut schema = generator.into_root_schema_for::<P>().to_value();
     strip_noise(&mut schema);
     schema
+}
+
+/// In every object schema, turns `"type": [T, "null"]` and `anyOf: [X, {"type": "null"}]` of a
+/// property that is not required into `T` and `X`.
+fn drop_optional_nulls(schema: &mut Value) {
+    let Value::Object(map) = schema else {
+        return;
+    };
+    let required: Vec<String> = map
+        .get("required")
+        .and_then(Value::as_array)
+        .map(|names| {
+            names
+                .iter()
+                .filter_map(|name| name.as_str().map(str::to_owned))
+                .collect()
+        })
+        .unwrap_or_default();
+    if let Some(Value::Object(properties)) = map.get_mut("properties") {
+        for (name, property) in properties.iter_mut() {
+            if !required.contains(name) {
+                drop_null_alternative(property);
+            }
+            drop_optional_nulls(property);
+        }
+    }
+    if let Some(items) = map.get_mut("items") {
+        drop_optional_nulls(items);
+    }
+}
+
+fn drop_null_alternative(property: &mut Value) {
+    let Value::Object(map) = property else {
+        return;
+    };
+    if let Some(Value::Array(types)) = map.get_mut("type") {
+        types.retain(|t| t != "null");
+        if let [only] = types.as_slice() {
+            let only = only.clone();
+            map.insert("type".into(), only);
+        }
+        return;
+    }
+    let Some(Value::Array(alternatives)) = map.get("anyOf") else {
+        return;
+    };
+    let is_null = |v: &Value| v.get("type").and_then(Value::as_str) == Some("null");
+    let rest: Vec<&Value> = alternatives.iter().filter(|v| !is_null(v)).collect();
+    if let [Value::Object(only)] = rest.as_slice()
+        && rest.len() < alternatives.len()
+    {
+        let only = only.clone();
+        map.remove("anyOf");
+        for (key, value) in only {
+            // The property's own description is the one the model reads.
+            map.entry(key).or_insert(value);
+        }
+    }
 }
 
 /// Integer and float formats schemars emits that mean nothing to a model or a validator.
@@ -337,5 +420,66 @@ impl<T: Tool> DynTool for Typed<T> {
 
     fn validate(&self, args: &Value) -> Result<(), ToolError> {
         self.parse(args).map(|_| ())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Arguments with optional fields of each shape schemars gives them.
+    #[derive(serde::Deserialize, JsonSchema)]
+    #[allow(dead_code, reason = "only the schema is used")]
+    struct Args {
+        /// Always there.
+        name: String,
+        /// A plain optional value.
+        limit: Option<u32>,
+        /// An optional enum (an `anyOf` with `null`).
+        mode: Option<Mode>,
+    }
+
+    #[derive(serde::Deserialize, JsonSchema)]
+    #[allow(dead_code, reason = "only the schema is used")]
+    enum Mode {
+        /// One.
+        One,
+        /// Two.
+        Two,
+    }
+
+    #[test]
+    fn the_model_schema_drops_only_what_means_nothing() {
+        let spec = ToolSpec::new::<Args>("t", "A tool.");
+        let full = &spec.parameters;
+        let model = spec.model_schema();
+        assert!(full.get("description").is_some());
+        assert_eq!(model.get("description"), None);
+        assert_eq!(model["required"], full["required"]);
+        assert_eq!(model["properties"]["name"], full["properties"]["name"]);
+        assert_eq!(model["properties"]["limit"]["type"], "integer");
+        assert_eq!(model["properties"]["limit"]["minimum"], 0);
+        let mode = &model["properties"]["mode"];
+        assert_eq!(mode.get("anyOf"), None, "{mode}");
+        assert_eq!(
+            mode["description"],
+            "An optional enum (an `anyOf` with `null`)."
+        );
+        assert!(
+            mode.get("oneOf").is_some() || mode.get("enum").is_some(),
+            "{mode}"
+        );
+        assert!(!model.to_string().contains("\"null\""), "{model}");
+        // What the model schema accepts, the full one accepts: it only left alternatives out.
+        let strict = jsonschema::validator_for(&model).unwrap();
+        let lenient = jsonschema::validator_for(full).unwrap();
+        for args in [
+            serde_json::json!({"name": "x"}),
+            serde_json::json!({"name": "x", "limit": 3, "mode": "One"}),
+        ] {
+            assert!(strict.is_valid(&args) && lenient.is_valid(&args), "{args}");
+        }
+        assert!(!strict.is_valid(&serde_json::json!({"name": "x", "limit": -1})));
+        assert!(lenient.is_valid(&serde_json::json!({"name": "x", "limit": null})));
     }
 }

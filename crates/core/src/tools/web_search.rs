@@ -469,6 +469,7 @@ impl Tool for WebSearchTool {
             .read_only()
             .subject(Subject::Query("query".into()))
             .requires(RequirementSet::net_hosts(&hosts))
+            .unavailable(self.providers.is_empty())
     }
 
     async fn run(
