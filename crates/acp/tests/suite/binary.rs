@@ -68,7 +68,10 @@ async fn keel_acp_serves_a_turn_over_stdio() {
         .iter()
         .map(|tool| tool["name"].as_str().unwrap())
         .collect();
-    assert!(names.contains(&"grep") && names.contains(&"bash"), "{names:?}");
+    assert!(
+        names.contains(&"grep") && names.contains(&"bash"),
+        "{names:?}"
+    );
     assert!(!names.contains(&"web_search"), "{names:?}");
     assert!(!first["tools"].to_string().contains("\"null\""));
     // Closing stdin ends the process cleanly.
