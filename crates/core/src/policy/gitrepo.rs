@@ -51,16 +51,37 @@ pub fn git_problem(cwd: &Path, roots: &[PathBuf], operands: &[PathBuf]) -> Optio
             None => return Some("the `.git` file cannot be read".to_owned()),
         },
     };
+    if kind == RepoKind::DotGitFile {
+        if let Some(problem) = foreign_gitdir(&top, &gitdir, roots) {
+            return Some(problem);
+        }
+    }
     if is_present(&gitdir.join("modules")) {
         return Some(
             "the repository has submodules, whose own configuration git would use".to_owned(),
         );
     }
     let mut configs = vec![gitdir.join("config"), gitdir.join("config.worktree")];
+    let mut hooks = vec![gitdir.join("hooks")];
     if let Some(common) = read_small(&gitdir.join("commondir")) {
         let common = gitdir.join(common.trim());
+        if inside_roots(&gitdir, roots) && !inside_roots(&common, roots) {
+            return Some(format!(
+                "{} names a repository outside the workspace",
+                gitdir.join("commondir").display()
+            ));
+        }
         configs.push(common.join("config"));
         configs.push(common.join("config.worktree"));
+        hooks.push(common.join("hooks"));
+    }
+    for dir in hooks {
+        if let Some(hook) = installed_hook(&dir) {
+            return Some(format!(
+                "{} is a hook; git runs hooks even for reads (`post-index-change` on `git status`)",
+                hook.display()
+            ));
+        }
     }
     for config in configs {
         if !is_present(&config) {
@@ -80,6 +101,45 @@ pub fn git_problem(cwd: &Path, roots: &[PathBuf], operands: &[PathBuf]) -> Optio
                 operand.display(),
                 nested.display()
             ));
+        }
+    }
+    None
+}
+
+/// Whether `path` (resolved through symlinks where it exists) lies inside a workspace root.
+fn inside_roots(path: &Path, roots: &[PathBuf]) -> bool {
+    let path = std::fs::canonicalize(path).unwrap_or_else(|_| path.to_path_buf());
+    roots.iter().any(|r| path.starts_with(r))
+}
+
+/// A `.git` file may name a repository directory outside the workspace only when that
+/// directory is a linked worktree's administrative directory that names this `.git` file back
+/// (what `git worktree add` writes). Otherwise a planted `gitdir:` line would let read-only git
+/// commands print another repository's history and files.
+fn foreign_gitdir(top: &Path, gitdir: &Path, roots: &[PathBuf]) -> Option<String> {
+    if inside_roots(gitdir, roots) {
+        return None;
+    }
+    let own = std::fs::canonicalize(top.join(".git")).ok();
+    let back =
+        read_small(&gitdir.join("gitdir")).and_then(|text| std::fs::canonicalize(text.trim()).ok());
+    match (own, back) {
+        (Some(own), Some(back)) if own == back => None,
+        _ => Some(format!(
+            "the `.git` file names {}, a repository outside the workspace that is not this \
+             worktree's",
+            gitdir.display()
+        )),
+    }
+}
+
+/// The first hook installed in `dir` (anything but git's `*.sample` files).
+fn installed_hook(dir: &Path) -> Option<PathBuf> {
+    let entries = std::fs::read_dir(dir).ok()?;
+    for entry in entries.flatten() {
+        let name = entry.file_name();
+        if !name.to_string_lossy().ends_with(".sample") {
+            return Some(entry.path());
         }
     }
     None
@@ -185,7 +245,6 @@ const SAFE_KEYS: &[(&str, &[&str])] = &[
             "compression",
             "bigfilethreshold",
             "warnambiguousrefs",
-            "worktree",
         ],
     ),
     (
@@ -285,11 +344,17 @@ pub fn config_problem(text: &str) -> Option<String> {
         }
         let mut line = raw.trim_start();
         if line.starts_with('[') {
-            let Some(close) = line.find(']') else {
+            // git allows `]` inside a quoted subsection (`[remote "]"]`): find the `]` that
+            // closes the header, and refuse any header that cannot be read, so that no later
+            // line escapes the check.
+            let Some(close) = header_end(line) else {
                 return Some(format!("the section header `{}`", raw.trim()));
             };
             let header = &line[1..close];
-            section = Some(parse_header(header)?);
+            let Some(parsed) = parse_header(header) else {
+                return Some(format!("the section header `{}`", raw.trim()));
+            };
+            section = Some(parsed);
             line = line[close + 1..].trim_start();
         }
         if line.is_empty() || line.starts_with('#') || line.starts_with(';') {
@@ -318,10 +383,32 @@ pub fn config_problem(text: &str) -> Option<String> {
     None
 }
 
+/// The byte offset of the `]` that closes the section header starting `line` (outside quotes;
+/// a backslash escapes the next character inside them).
+fn header_end(line: &str) -> Option<usize> {
+    let mut quoted = false;
+    let mut escaped = false;
+    for (at, c) in line.char_indices() {
+        if escaped {
+            escaped = false;
+        } else if quoted && c == '\\' {
+            escaped = true;
+        } else if c == '"' {
+            quoted = !quoted;
+        } else if c == ']' && !quoted {
+            return Some(at);
+        }
+    }
+    None
+}
+
 fn parse_header(header: &str) -> Option<(String, Option<String>)> {
     let header = header.trim();
     if let Some((name, rest)) = header.split_once(char::is_whitespace) {
         let sub = rest.trim().strip_prefix('"')?.strip_suffix('"')?;
+        if sub.contains(['"', '\\']) {
+            return None;
+        }
         return Some((name.to_ascii_lowercase(), Some(sub.to_owned())));
     }
     match header.split_once('.') {
@@ -361,6 +448,10 @@ mod tests {
             "[submodule \"s\"]\n\tupdate = !sh\n",
             "pager = x\n",
             "[core\n",
+            "[remote \"]\"]\n\turl = x\n[core]\n\tfsmonitor = ./x.sh\n",
+            "[remote \"a\\\"]\"]\n[core]\n\tpager = x\n",
+            "[core x]\n[core]\n\tpager = x\n",
+            "[core]\n\tworktree = /home\n",
         ] {
             assert!(config_problem(text).is_some(), "{text}");
         }

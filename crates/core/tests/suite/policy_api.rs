@@ -398,3 +398,43 @@ fn the_documentation_examples_load() {
     }
     assert!(checked >= 5, "{checked} snippets");
 }
+
+/// A `.git` file is project content: one that names a repository outside the workspace would
+/// let `git log -p` print another repository's files. Only a linked worktree whose
+/// administrative directory names this `.git` file back (what `git worktree add` writes) is
+/// read without a prompt.
+#[test]
+fn a_dot_git_file_naming_a_foreign_repository_asks() {
+    let world = World::new();
+    std::fs::remove_dir_all(world.ws.join(".git")).unwrap();
+    world.write_file("outside/repo/.git/HEAD", "ref: refs/heads/main\n");
+    world.write_file("outside/repo/.git/config", "[core]\n\tbare = false\n");
+    world.make_dir("outside/repo/.git/objects");
+    world.make_dir("outside/repo/.git/refs");
+    world.write_file("ws/.git", "gitdir: {outside}/repo/.git\n");
+    let policy = world.policy(Mode::Allowlist, false, Trust::Unknown);
+    let args = json!({"command": "git log -p"});
+    let decision = decide(&policy, &world, "bash", args.clone());
+    assert_eq!(decision.action, Action::Ask, "{}", render_check(&decision));
+
+    // The same layout written by `git worktree add`: the back-link makes it the workspace's.
+    world.write_file(
+        "outside/repo/.git/worktrees/ws/HEAD",
+        "ref: refs/heads/main\n",
+    );
+    world.write_file("outside/repo/.git/worktrees/ws/commondir", "../..\n");
+    world.write_file("outside/repo/.git/worktrees/ws/gitdir", "{ws}/.git\n");
+    world.write_file("ws/.git", "gitdir: {outside}/repo/.git/worktrees/ws\n");
+    let decision = decide(&policy, &world, "bash", args.clone());
+    assert_eq!(
+        decision.action,
+        Action::Allow,
+        "{}",
+        render_check(&decision)
+    );
+
+    // A back-link to somewhere else is not this worktree's.
+    world.write_file("outside/repo/.git/worktrees/ws/gitdir", "{outside}/.git\n");
+    let decision = decide(&policy, &world, "bash", args);
+    assert_eq!(decision.action, Action::Ask, "{}", render_check(&decision));
+}
