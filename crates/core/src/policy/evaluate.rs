@@ -451,6 +451,13 @@ pub(crate) fn is_read_only(
     {
         return false;
     }
+    // `git log -p`, `git show`: a credential committed to the repository, printed by a patch.
+    if command.program() == "git"
+        && git_prints_contents(command)
+        && super::gitrepo::tracks_secret(directory)
+    {
+        return false;
+    }
     if let Some(walk) = recursive_walk(command)
         && tree_holds_secret(walk, directory, &resolved, watchdog)
     {
@@ -481,6 +488,60 @@ fn recursive_walk(command: &SimpleCommand) -> Option<Walk> {
         "git" if command.argv.get(1).is_some_and(|s| s == "grep") => Some(Walk::All),
         _ => None,
     }
+}
+
+/// Whether a git command prints file contents out of the repository's objects (a commit's
+/// patch, a blob): then a credential file the index tracks would be shown.
+fn git_prints_contents(command: &SimpleCommand) -> bool {
+    let args: Vec<&String> = command
+        .argv
+        .iter()
+        .skip(2)
+        .take_while(|a| *a != "--")
+        .collect();
+    match command.argv.get(1).map(String::as_str) {
+        Some("diff" | "stash") => true,
+        Some("show") => git_show_prints_patches(&args),
+        Some("cat-file") => args.iter().any(|a| *a == "-p"),
+        Some("log" | "whatchanged" | "reflog") => git_log_prints_patches(&args),
+        _ => false,
+    }
+}
+
+/// Whether `git show` may print a patch: not with `-s`/`--no-patch`, nor when every operand
+/// names a blob (`rev:path`, whose name the caller checks).
+fn git_show_prints_patches(args: &[&String]) -> bool {
+    if args.iter().any(|a| *a == "-s" || *a == "--no-patch") {
+        return false;
+    }
+    let operands: Vec<&&String> = args.iter().filter(|a| !a.starts_with('-')).collect();
+    operands.is_empty() || operands.iter().any(|a| !a.contains(':'))
+}
+
+/// Whether `git log`'s options may print patches (an over-estimate: any short cluster with a
+/// patch letter, any long option that names a patch or word diff).
+fn git_log_prints_patches(args: &[&String]) -> bool {
+    const LONG: &[&str] = &[
+        "--patch",
+        "--unified",
+        "--function-context",
+        "--word-diff",
+        "--color-words",
+        "--cc",
+        "--dd",
+        "--remerge-diff",
+        "--diff-merges",
+        "--binary",
+        "--full-diff",
+        "--text",
+        "--check",
+    ];
+    args.iter().any(|arg| match arg.strip_prefix("--") {
+        Some(_) => LONG.iter().any(|l| arg.starts_with(l)),
+        None => arg
+            .strip_prefix('-')
+            .is_some_and(|cluster| cluster.contains(['p', 'u', 'U', 'W', 'c', 'm', 'a'])),
+    })
 }
 
 /// Whether grep's options ask for recursion: `-r` in a cluster, `--recursive` (or an

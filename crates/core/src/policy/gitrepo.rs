@@ -145,6 +145,103 @@ fn installed_hook(dir: &Path) -> Option<PathBuf> {
     None
 }
 
+/// Index files larger than this are not read (and count as tracking a credential).
+const MAX_INDEX_BYTES: u64 = 64 * 1024 * 1024;
+
+/// Whether the index of the repository git finds from `cwd` tracks a credential file (by name,
+/// [`super::commands::is_secret_name`]): then a patch or a blob a git command prints may show
+/// it. An index that cannot be read as a version 2 or 3 index counts as tracking one.
+pub fn tracks_secret(cwd: &Path) -> bool {
+    let Some((top, kind)) = find_repository(cwd) else {
+        return false;
+    };
+    let gitdir = match kind {
+        RepoKind::Bare => top.clone(),
+        RepoKind::DotGitDir => top.join(".git"),
+        RepoKind::DotGitFile => match read_small(&top.join(".git")) {
+            Some(text) => match text.trim().strip_prefix("gitdir:") {
+                Some(dir) => top.join(dir.trim()),
+                None => return true,
+            },
+            None => return true,
+        },
+    };
+    let index = gitdir.join("index");
+    if !is_present(&index) {
+        return false;
+    }
+    let Some(bytes) = read_index(&index) else {
+        return true;
+    };
+    match index_paths(&bytes, 20).or_else(|| index_paths(&bytes, 32)) {
+        Some(paths) => paths.iter().any(|path| {
+            path.rsplit(|b| *b == b'/')
+                .next()
+                .is_some_and(|name| super::commands::is_secret_name(&String::from_utf8_lossy(name)))
+        }),
+        None => true,
+    }
+}
+
+#[allow(
+    clippy::disallowed_methods,
+    reason = "the policy reads git's index (bounded, read-only) for the names of tracked \
+              credential files; no tool output depends on it"
+)]
+fn read_index(path: &Path) -> Option<Vec<u8>> {
+    let file = std::fs::File::open(path).ok()?;
+    let mut bytes = Vec::new();
+    file.take(MAX_INDEX_BYTES + 1)
+        .read_to_end(&mut bytes)
+        .ok()?;
+    if bytes.len() as u64 > MAX_INDEX_BYTES {
+        return None;
+    }
+    Some(bytes)
+}
+
+/// The paths of a version 2 or 3 index whose object names are `hash` bytes long; `None` when
+/// the bytes are not such an index.
+fn index_paths(bytes: &[u8], hash: usize) -> Option<Vec<&[u8]>> {
+    let word = |at: usize| -> Option<u32> {
+        let b = bytes.get(at..at + 4)?;
+        Some(u32::from_be_bytes([b[0], b[1], b[2], b[3]]))
+    };
+    if bytes.get(0..4)? != b"DIRC" {
+        return None;
+    }
+    let version = word(4)?;
+    if version != 2 && version != 3 {
+        return None;
+    }
+    let count = word(8)?;
+    let mut at = 12usize;
+    let mut paths = Vec::new();
+    for _ in 0..count {
+        let flags_at = at.checked_add(40 + hash)?;
+        let f = bytes.get(flags_at..flags_at + 2)?;
+        let flags = u16::from_be_bytes([f[0], f[1]]);
+        let mut path_at = flags_at + 2;
+        if flags & 0x4000 != 0 {
+            if version < 3 {
+                return None;
+            }
+            path_at += 2;
+        }
+        let rest = bytes.get(path_at..)?;
+        let len = rest.iter().position(|b| *b == 0)?;
+        let named = usize::from(flags & 0x0fff);
+        if named != 0x0fff && named != len {
+            return None;
+        }
+        paths.push(&rest[..len]);
+        // Entries are padded with 1 to 8 NULs to a multiple of 8 bytes.
+        let size = (path_at - at + len + 8) & !7;
+        at = at.checked_add(size)?;
+    }
+    Some(paths)
+}
+
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 enum RepoKind {
     DotGitDir,
