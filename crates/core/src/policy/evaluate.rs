@@ -442,11 +442,12 @@ pub(crate) fn is_read_only(
     // `git show HEAD:.env`: a credential file read out of the repository's history.
     if command.program() == "git"
         && command.argv.iter().skip(2).any(|word| {
-            word.split_once(':').is_some_and(|(_, path)| {
-                path.rsplit('/')
+            // The path follows the last `:` (a revision may hold one: `HEAD^{/fix: x}:.env`).
+            word.contains(':')
+                && word
+                    .rsplit(['/', ':'])
                     .next()
                     .is_some_and(super::commands::is_secret_name)
-            })
         })
     {
         return false;
@@ -612,7 +613,7 @@ fn tree_holds_secret(
             };
             budget = left;
             let Ok(entry) = entry else { continue };
-            if watchdog.is_secret(entry.path()) {
+            if watchdog.is_secret(entry.path()) || is_hard_linked(entry.path()) {
                 return true;
             }
         }
@@ -629,7 +630,9 @@ pub(crate) fn path_is_safe(
     watchdog: &Watchdog<'_>,
 ) -> bool {
     let placed_safe = |place: Place| match place {
-        Place::Inside(path) | Place::Root(path) => !watchdog.is_secret(&path),
+        Place::Inside(path) | Place::Root(path) => {
+            !watchdog.is_secret(&path) && !is_hard_linked(&path)
+        }
         _ => false,
     };
     if !placed_safe(context.place(word, cwd)) {
@@ -645,6 +648,15 @@ pub(crate) fn path_is_safe(
         }),
         None => false,
     }
+}
+
+/// Whether `path` is a regular file with several hard links: another of its names may lie
+/// outside the workspace (`ln ~/.ssh/id_rsa notes`), so its content is not provably the
+/// workspace's, as for the read tool.
+fn is_hard_linked(path: &std::path::Path) -> bool {
+    use std::os::unix::fs::MetadataExt as _;
+    path.symlink_metadata()
+        .is_ok_and(|meta| meta.is_file() && meta.nlink() > 1)
 }
 
 /// What a glob word could match on the file system (`~/` and `$HOME/` expanded, relative to

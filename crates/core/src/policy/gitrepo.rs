@@ -51,10 +51,10 @@ pub fn git_problem(cwd: &Path, roots: &[PathBuf], operands: &[PathBuf]) -> Optio
             None => return Some("the `.git` file cannot be read".to_owned()),
         },
     };
-    if kind == RepoKind::DotGitFile {
-        if let Some(problem) = foreign_gitdir(&top, &gitdir, roots) {
-            return Some(problem);
-        }
+    if kind == RepoKind::DotGitFile
+        && let Some(problem) = foreign_gitdir(&top, &gitdir, roots)
+    {
+        return Some(problem);
     }
     if is_present(&gitdir.join("modules")) {
         return Some(
