@@ -541,7 +541,7 @@ fn git_log_prints_patches(args: &[&String]) -> bool {
         Some(_) => LONG.iter().any(|l| arg.starts_with(l)),
         None => arg
             .strip_prefix('-')
-            .is_some_and(|cluster| cluster.contains(['p', 'u', 'U', 'W', 'c', 'm', 'a'])),
+            .is_some_and(|cluster| cluster.contains(['p', 'u', 'U', 'W', 'c', 'm', 'a', 'L'])),
     })
 }
 
