@@ -75,6 +75,14 @@ pub fn git_problem(cwd: &Path, roots: &[PathBuf], operands: &[PathBuf]) -> Optio
         configs.push(common.join("config.worktree"));
         hooks.push(common.join("hooks"));
     }
+    // `objects/info/alternates` lends git the object store of another repository: a read-only
+    // command could then print that repository's files.
+    if inside_roots(&gitdir, roots) && is_present(&gitdir.join("objects/info/alternates")) {
+        return Some(format!(
+            "{} borrows objects from another repository",
+            gitdir.display()
+        ));
+    }
     for dir in hooks {
         if let Some(hook) = installed_hook(&dir) {
             return Some(format!(
