@@ -6,7 +6,7 @@ use std::time::{Duration, Instant};
 
 use keel_core::capability::RequirementSet;
 use keel_core::config::{Config, Effective};
-use keel_core::policy::Call;
+use keel_core::policy::{Call, PolicySearchGate};
 use keel_core::tool::{
     DynTool, Envelope, ProgressSink, Registry, SessionState, ToolContext, ToolError,
 };
@@ -225,6 +225,12 @@ async fn run_one(
     if let Some(message) = decision.message_for_model() {
         return fail(ToolError::Denied(message));
     }
+    // As in a turn: what the files a search finds may show is decided file by file, as reads
+    // (a `.env` a `glob` filter re-includes is named, never searched).
+    let runtime = runtime.with_search_gate(Arc::new(PolicySearchGate::new(
+        Arc::new(policy),
+        tool.spec().clone(),
+    )));
     let session = Arc::new(SessionState::new(
         "keel-tool-call",
         runtime.scratch_dir().to_path_buf(),

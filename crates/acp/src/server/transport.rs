@@ -74,7 +74,11 @@ impl InitializeGate {
         }
     }
 
-    /// Opens the gate when `line` answers the pending `initialize` (a result or an error).
+    /// Opens the gate when `line` answers the pending `initialize` (a result or an error). An
+    /// error with a `null` id also opens it: the ACP crate answers so when it cannot read the
+    /// `initialize` line as a request (an id it does not accept, such as `1.5`, `true` or
+    /// 2^64, a missing `jsonrpc`, a stray `result`), and no answer with the line's own id will
+    /// ever come; waiting for one would stop the server reading for good.
     fn open_on_answer(&self, line: &str) {
         let mut pending = self.pending();
         let Some(id) = pending.as_ref() else {
@@ -83,7 +87,9 @@ impl InitializeGate {
         let Ok(Value::Object(message)) = serde_json::from_str::<Value>(line) else {
             return;
         };
-        if !message.contains_key("method") && message.get("id") == Some(id) {
+        let answers = message.get("id") == Some(id)
+            || (message.get("id") == Some(&Value::Null) && message.contains_key("error"));
+        if !message.contains_key("method") && answers {
             *pending = None;
             drop(pending);
             self.opened.notify_one();

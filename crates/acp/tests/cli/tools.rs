@@ -89,6 +89,30 @@ fn tool_call_outside_the_workspace_is_an_error_envelope_and_exit_1() {
     );
 }
 
+/// `keel tool call grep` decides the files its walk finds one by one, as reads, exactly as a
+/// turn does: a glob or type filter that re-includes a `.env` names it, never shows its lines.
+#[test]
+fn tool_call_search_never_shows_a_file_a_read_would_ask_for() {
+    let sandbox = Sandbox::new();
+    sandbox.write(&sandbox.workspace.join(".env"), "API_TOKEN=s3cr3t\n");
+    sandbox.write(&sandbox.workspace.join(".env.local"), "API_TOKEN=s3cr3t\n");
+    sandbox.write(&sandbox.workspace.join("notes.txt"), "API_TOKEN=none\n");
+    let workspace = sandbox.workspace.to_str().unwrap();
+    for args in [
+        r#"{"pattern":"API_TOKEN","path":".","glob":".env","output_mode":"content"}"#,
+        r#"{"pattern":"API_TOKEN","path":".","glob":".env*","output_mode":"content"}"#,
+        r#"{"pattern":"API_TOKEN","path":".","glob":"{.env,notes.txt}","output_mode":"content"}"#,
+    ] {
+        let out = run(sandbox.keel(&["tool", "call", "grep", args, "--workspace", workspace]));
+        assert!(!out.stdout.contains("s3cr3t"), "{args}: {}", out.stdout);
+        assert!(
+            out.stdout.contains("not searched"),
+            "{args}: {}",
+            out.stdout
+        );
+    }
+}
+
 #[test]
 fn tool_call_is_headless_asks_are_denied_unless_the_mode_allows() {
     let sandbox = Sandbox::new();

@@ -134,3 +134,69 @@ async fn keel_acp_serves_requests_pipelined_behind_initialize() {
     drop(stdin);
     child.wait().await.unwrap();
 }
+
+/// An `initialize` line the ACP crate cannot read as a request (its answer carries a `null`
+/// id) must not leave the server waiting for an answer that never comes: the next requests are
+/// still served, and closing stdin still ends the process.
+#[tokio::test]
+async fn keel_acp_keeps_serving_after_an_unreadable_initialize() {
+    use tokio::io::{AsyncBufReadExt, AsyncWriteExt};
+
+    for bad in [
+        json!({"jsonrpc": "2.0", "id": 1.5, "method": "initialize",
+            "params": {"protocolVersion": 1}}),
+        json!({"jsonrpc": "2.0", "id": 18_446_744_073_709_551_615_u64, "method": "initialize",
+            "params": {"protocolVersion": 1}}),
+        json!({"jsonrpc": "2.0", "id": true, "method": "initialize",
+            "params": {"protocolVersion": 1}}),
+        json!({"id": 1, "method": "initialize", "params": {"protocolVersion": 1}}),
+        json!({"jsonrpc": "2.0", "id": 1, "method": "initialize", "result": 1}),
+    ] {
+        let home = tempfile::tempdir().unwrap();
+        let workspace = tempfile::tempdir().unwrap();
+        let root = std::fs::canonicalize(workspace.path()).unwrap();
+        let mut child = tokio::process::Command::new(env!("CARGO_BIN_EXE_keel"))
+            .arg("acp")
+            .current_dir(&root)
+            .env("HOME", home.path())
+            .env("XDG_CONFIG_HOME", home.path().join("config"))
+            .env("XDG_STATE_HOME", home.path().join("state"))
+            .env("XDG_DATA_HOME", home.path().join("data"))
+            .env("ANTHROPIC_API_KEY", "test-key")
+            .env("KEEL_MODEL", "anthropic/test-model")
+            .stdin(std::process::Stdio::piped())
+            .stdout(std::process::Stdio::piped())
+            .stderr(std::process::Stdio::null())
+            .kill_on_drop(true)
+            .spawn()
+            .unwrap();
+        let good = json!({"jsonrpc": "2.0", "id": 7, "method": "initialize",
+            "params": {"protocolVersion": 1, "clientCapabilities": {}}});
+        let mut stdin = child.stdin.take().unwrap();
+        stdin
+            .write_all(format!("{bad}\n{good}\n").as_bytes())
+            .await
+            .unwrap();
+        stdin.flush().await.unwrap();
+        let mut lines = tokio::io::BufReader::new(child.stdout.take().unwrap()).lines();
+        let served = tokio::time::timeout(std::time::Duration::from_secs(20), async {
+            while let Some(line) = lines.next_line().await.unwrap() {
+                let message: serde_json::Value = serde_json::from_str(&line).unwrap();
+                if message.get("id") == Some(&json!(7)) {
+                    return Some(message);
+                }
+            }
+            None
+        })
+        .await
+        .unwrap_or_else(|_| panic!("no answer to the initialize after {bad}"));
+        let answer = served.unwrap_or_else(|| panic!("keel acp ended early after {bad}"));
+        assert!(answer.get("result").is_some(), "{bad}: {answer}");
+        drop(stdin);
+        let status = tokio::time::timeout(std::time::Duration::from_secs(20), child.wait())
+            .await
+            .unwrap_or_else(|_| panic!("keel acp did not exit after {bad}"))
+            .unwrap();
+        assert!(status.success(), "{bad}: {status}");
+    }
+}

@@ -442,12 +442,20 @@ pub(crate) fn is_read_only(
     // `git show HEAD:.env`: a credential file read out of the repository's history.
     if command.program() == "git"
         && command.argv.iter().skip(2).any(|word| {
-            word.split_once(':').is_some_and(|(_, path)| {
-                path.rsplit('/')
+            // The path follows the last `:` (a revision may hold one: `HEAD^{/fix: x}:.env`).
+            word.contains(':')
+                && word
+                    .rsplit(['/', ':'])
                     .next()
                     .is_some_and(super::commands::is_secret_name)
-            })
         })
+    {
+        return false;
+    }
+    // `git log -p`, `git show`: a credential committed to the repository, printed by a patch.
+    if command.program() == "git"
+        && git_prints_contents(command)
+        && super::gitrepo::tracks_secret(directory)
     {
         return false;
     }
@@ -481,6 +489,60 @@ fn recursive_walk(command: &SimpleCommand) -> Option<Walk> {
         "git" if command.argv.get(1).is_some_and(|s| s == "grep") => Some(Walk::All),
         _ => None,
     }
+}
+
+/// Whether a git command prints file contents out of the repository's objects (a commit's
+/// patch, a blob): then a credential file the index tracks would be shown.
+fn git_prints_contents(command: &SimpleCommand) -> bool {
+    let args: Vec<&String> = command
+        .argv
+        .iter()
+        .skip(2)
+        .take_while(|a| *a != "--")
+        .collect();
+    match command.argv.get(1).map(String::as_str) {
+        Some("diff" | "stash") => true,
+        Some("show") => git_show_prints_patches(&args),
+        Some("cat-file") => args.iter().any(|a| *a == "-p"),
+        Some("log" | "whatchanged" | "reflog") => git_log_prints_patches(&args),
+        _ => false,
+    }
+}
+
+/// Whether `git show` may print a patch: not with `-s`/`--no-patch`, nor when every operand
+/// names a blob (`rev:path`, whose name the caller checks).
+fn git_show_prints_patches(args: &[&String]) -> bool {
+    if args.iter().any(|a| *a == "-s" || *a == "--no-patch") {
+        return false;
+    }
+    let operands: Vec<&&String> = args.iter().filter(|a| !a.starts_with('-')).collect();
+    operands.is_empty() || operands.iter().any(|a| !a.contains(':'))
+}
+
+/// Whether `git log`'s options may print patches (an over-estimate: any short cluster with a
+/// patch letter, any long option that names a patch or word diff).
+fn git_log_prints_patches(args: &[&String]) -> bool {
+    const LONG: &[&str] = &[
+        "--patch",
+        "--unified",
+        "--function-context",
+        "--word-diff",
+        "--color-words",
+        "--cc",
+        "--dd",
+        "--remerge-diff",
+        "--diff-merges",
+        "--binary",
+        "--full-diff",
+        "--text",
+        "--check",
+    ];
+    args.iter().any(|arg| match arg.strip_prefix("--") {
+        Some(_) => LONG.iter().any(|l| arg.starts_with(l)),
+        None => arg
+            .strip_prefix('-')
+            .is_some_and(|cluster| cluster.contains(['p', 'u', 'U', 'W', 'c', 'm', 'a', 'L'])),
+    })
 }
 
 /// Whether grep's options ask for recursion: `-r` in a cluster, `--recursive` (or an
@@ -551,7 +613,7 @@ fn tree_holds_secret(
             };
             budget = left;
             let Ok(entry) = entry else { continue };
-            if watchdog.is_secret(entry.path()) {
+            if watchdog.is_secret(entry.path()) || is_hard_linked(entry.path()) {
                 return true;
             }
         }
@@ -568,7 +630,9 @@ pub(crate) fn path_is_safe(
     watchdog: &Watchdog<'_>,
 ) -> bool {
     let placed_safe = |place: Place| match place {
-        Place::Inside(path) | Place::Root(path) => !watchdog.is_secret(&path),
+        Place::Inside(path) | Place::Root(path) => {
+            !watchdog.is_secret(&path) && !is_hard_linked(&path)
+        }
         _ => false,
     };
     if !placed_safe(context.place(word, cwd)) {
@@ -584,6 +648,15 @@ pub(crate) fn path_is_safe(
         }),
         None => false,
     }
+}
+
+/// Whether `path` is a regular file with several hard links: another of its names may lie
+/// outside the workspace (`ln ~/.ssh/id_rsa notes`), so its content is not provably the
+/// workspace's, as for the read tool.
+fn is_hard_linked(path: &std::path::Path) -> bool {
+    use std::os::unix::fs::MetadataExt as _;
+    path.symlink_metadata()
+        .is_ok_and(|meta| meta.is_file() && meta.nlink() > 1)
 }
 
 /// What a glob word could match on the file system (`~/` and `$HOME/` expanded, relative to

@@ -51,16 +51,45 @@ pub fn git_problem(cwd: &Path, roots: &[PathBuf], operands: &[PathBuf]) -> Optio
             None => return Some("the `.git` file cannot be read".to_owned()),
         },
     };
+    if kind == RepoKind::DotGitFile
+        && let Some(problem) = foreign_gitdir(&top, &gitdir, roots)
+    {
+        return Some(problem);
+    }
     if is_present(&gitdir.join("modules")) {
         return Some(
             "the repository has submodules, whose own configuration git would use".to_owned(),
         );
     }
     let mut configs = vec![gitdir.join("config"), gitdir.join("config.worktree")];
+    let mut hooks = vec![gitdir.join("hooks")];
     if let Some(common) = read_small(&gitdir.join("commondir")) {
         let common = gitdir.join(common.trim());
+        if inside_roots(&gitdir, roots) && !inside_roots(&common, roots) {
+            return Some(format!(
+                "{} names a repository outside the workspace",
+                gitdir.join("commondir").display()
+            ));
+        }
         configs.push(common.join("config"));
         configs.push(common.join("config.worktree"));
+        hooks.push(common.join("hooks"));
+    }
+    // `objects/info/alternates` lends git the object store of another repository: a read-only
+    // command could then print that repository's files.
+    if inside_roots(&gitdir, roots) && is_present(&gitdir.join("objects/info/alternates")) {
+        return Some(format!(
+            "{} borrows objects from another repository",
+            gitdir.display()
+        ));
+    }
+    for dir in hooks {
+        if let Some(hook) = installed_hook(&dir) {
+            return Some(format!(
+                "{} is a hook; git runs hooks even for reads (`post-index-change` on `git status`)",
+                hook.display()
+            ));
+        }
     }
     for config in configs {
         if !is_present(&config) {
@@ -83,6 +112,142 @@ pub fn git_problem(cwd: &Path, roots: &[PathBuf], operands: &[PathBuf]) -> Optio
         }
     }
     None
+}
+
+/// Whether `path` (resolved through symlinks where it exists) lies inside a workspace root.
+fn inside_roots(path: &Path, roots: &[PathBuf]) -> bool {
+    let path = std::fs::canonicalize(path).unwrap_or_else(|_| path.to_path_buf());
+    roots.iter().any(|r| path.starts_with(r))
+}
+
+/// A `.git` file may name a repository directory outside the workspace only when that
+/// directory is a linked worktree's administrative directory that names this `.git` file back
+/// (what `git worktree add` writes). Otherwise a planted `gitdir:` line would let read-only git
+/// commands print another repository's history and files.
+fn foreign_gitdir(top: &Path, gitdir: &Path, roots: &[PathBuf]) -> Option<String> {
+    if inside_roots(gitdir, roots) {
+        return None;
+    }
+    let own = std::fs::canonicalize(top.join(".git")).ok();
+    let back =
+        read_small(&gitdir.join("gitdir")).and_then(|text| std::fs::canonicalize(text.trim()).ok());
+    match (own, back) {
+        (Some(own), Some(back)) if own == back => None,
+        _ => Some(format!(
+            "the `.git` file names {}, a repository outside the workspace that is not this \
+             worktree's",
+            gitdir.display()
+        )),
+    }
+}
+
+/// The first hook installed in `dir` (anything but git's `*.sample` files).
+fn installed_hook(dir: &Path) -> Option<PathBuf> {
+    let entries = std::fs::read_dir(dir).ok()?;
+    for entry in entries.flatten() {
+        let name = entry.file_name();
+        if !name.to_string_lossy().ends_with(".sample") {
+            return Some(entry.path());
+        }
+    }
+    None
+}
+
+/// Index files larger than this are not read (and count as tracking a credential).
+const MAX_INDEX_BYTES: u64 = 64 * 1024 * 1024;
+
+/// Whether the index of the repository git finds from `cwd` tracks a credential file (by name,
+/// [`super::commands::is_secret_name`]): then a patch or a blob a git command prints may show
+/// it. An index that cannot be read as a version 2 or 3 index counts as tracking one.
+pub fn tracks_secret(cwd: &Path) -> bool {
+    let Some((top, kind)) = find_repository(cwd) else {
+        return false;
+    };
+    let gitdir = match kind {
+        RepoKind::Bare => top.clone(),
+        RepoKind::DotGitDir => top.join(".git"),
+        RepoKind::DotGitFile => match read_small(&top.join(".git")) {
+            Some(text) => match text.trim().strip_prefix("gitdir:") {
+                Some(dir) => top.join(dir.trim()),
+                None => return true,
+            },
+            None => return true,
+        },
+    };
+    let index = gitdir.join("index");
+    if !is_present(&index) {
+        return false;
+    }
+    let Some(bytes) = read_index(&index) else {
+        return true;
+    };
+    match index_paths(&bytes, 20).or_else(|| index_paths(&bytes, 32)) {
+        Some(paths) => paths.iter().any(|path| {
+            path.rsplit(|b| *b == b'/')
+                .next()
+                .is_some_and(|name| super::commands::is_secret_name(&String::from_utf8_lossy(name)))
+        }),
+        None => true,
+    }
+}
+
+#[allow(
+    clippy::disallowed_methods,
+    reason = "the policy reads git's index (bounded, read-only) for the names of tracked \
+              credential files; no tool output depends on it"
+)]
+fn read_index(path: &Path) -> Option<Vec<u8>> {
+    let file = std::fs::File::open(path).ok()?;
+    let mut bytes = Vec::new();
+    file.take(MAX_INDEX_BYTES + 1)
+        .read_to_end(&mut bytes)
+        .ok()?;
+    if bytes.len() as u64 > MAX_INDEX_BYTES {
+        return None;
+    }
+    Some(bytes)
+}
+
+/// The paths of a version 2 or 3 index whose object names are `hash` bytes long; `None` when
+/// the bytes are not such an index.
+fn index_paths(bytes: &[u8], hash: usize) -> Option<Vec<&[u8]>> {
+    let word = |at: usize| -> Option<u32> {
+        let b = bytes.get(at..at + 4)?;
+        Some(u32::from_be_bytes([b[0], b[1], b[2], b[3]]))
+    };
+    if bytes.get(0..4)? != b"DIRC" {
+        return None;
+    }
+    let version = word(4)?;
+    if version != 2 && version != 3 {
+        return None;
+    }
+    let count = word(8)?;
+    let mut at = 12usize;
+    let mut paths = Vec::new();
+    for _ in 0..count {
+        let flags_at = at.checked_add(40 + hash)?;
+        let f = bytes.get(flags_at..flags_at + 2)?;
+        let flags = u16::from_be_bytes([f[0], f[1]]);
+        let mut path_at = flags_at + 2;
+        if flags & 0x4000 != 0 {
+            if version < 3 {
+                return None;
+            }
+            path_at += 2;
+        }
+        let rest = bytes.get(path_at..)?;
+        let len = rest.iter().position(|b| *b == 0)?;
+        let named = usize::from(flags & 0x0fff);
+        if named != 0x0fff && named != len {
+            return None;
+        }
+        paths.push(&rest[..len]);
+        // Entries are padded with 1 to 8 NULs to a multiple of 8 bytes.
+        let size = (path_at - at + len + 8) & !7;
+        at = at.checked_add(size)?;
+    }
+    Some(paths)
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -185,7 +350,6 @@ const SAFE_KEYS: &[(&str, &[&str])] = &[
             "compression",
             "bigfilethreshold",
             "warnambiguousrefs",
-            "worktree",
         ],
     ),
     (
@@ -285,11 +449,17 @@ pub fn config_problem(text: &str) -> Option<String> {
         }
         let mut line = raw.trim_start();
         if line.starts_with('[') {
-            let Some(close) = line.find(']') else {
+            // git allows `]` inside a quoted subsection (`[remote "]"]`): find the `]` that
+            // closes the header, and refuse any header that cannot be read, so that no later
+            // line escapes the check.
+            let Some(close) = header_end(line) else {
                 return Some(format!("the section header `{}`", raw.trim()));
             };
             let header = &line[1..close];
-            section = Some(parse_header(header)?);
+            let Some(parsed) = parse_header(header) else {
+                return Some(format!("the section header `{}`", raw.trim()));
+            };
+            section = Some(parsed);
             line = line[close + 1..].trim_start();
         }
         if line.is_empty() || line.starts_with('#') || line.starts_with(';') {
@@ -318,10 +488,32 @@ pub fn config_problem(text: &str) -> Option<String> {
     None
 }
 
+/// The byte offset of the `]` that closes the section header starting `line` (outside quotes;
+/// a backslash escapes the next character inside them).
+fn header_end(line: &str) -> Option<usize> {
+    let mut quoted = false;
+    let mut escaped = false;
+    for (at, c) in line.char_indices() {
+        if escaped {
+            escaped = false;
+        } else if quoted && c == '\\' {
+            escaped = true;
+        } else if c == '"' {
+            quoted = !quoted;
+        } else if c == ']' && !quoted {
+            return Some(at);
+        }
+    }
+    None
+}
+
 fn parse_header(header: &str) -> Option<(String, Option<String>)> {
     let header = header.trim();
     if let Some((name, rest)) = header.split_once(char::is_whitespace) {
         let sub = rest.trim().strip_prefix('"')?.strip_suffix('"')?;
+        if sub.contains(['"', '\\']) {
+            return None;
+        }
         return Some((name.to_ascii_lowercase(), Some(sub.to_owned())));
     }
     match header.split_once('.') {
@@ -361,6 +553,10 @@ mod tests {
             "[submodule \"s\"]\n\tupdate = !sh\n",
             "pager = x\n",
             "[core\n",
+            "[remote \"]\"]\n\turl = x\n[core]\n\tfsmonitor = ./x.sh\n",
+            "[remote \"a\\\"]\"]\n[core]\n\tpager = x\n",
+            "[core x]\n[core]\n\tpager = x\n",
+            "[core]\n\tworktree = /home\n",
         ] {
             assert!(config_problem(text).is_some(), "{text}");
         }

@@ -121,10 +121,15 @@ pub fn peel(words: &[String], inside: &dyn Fn(&str) -> bool) -> Peeled {
             "timeout" => timeout(&argv),
             "nice" => nice(&argv),
             "nohup" | "builtin" => Step::Inner(1),
+            // GNU time's `-o FILE`/`--output=FILE` (and `-a`, append) write its report to a
+            // file: that is a write, never a transparent wrapper.
+            "time" if time_writes(&argv) => {
+                Step::NotPlain("`time -o`/`--output` writes its report to a file".to_owned())
+            }
             "time" => skip_options(
                 &argv,
-                &["-p", "-v", "--portability", "--verbose"],
-                &["-o", "-f"],
+                &["-p", "-v", "-q", "--portability", "--verbose", "--quiet"],
+                &["-f"],
             ),
             "command" => {
                 if argv.iter().skip(1).any(|a| a == "-v" || a == "-V") {
@@ -192,6 +197,32 @@ pub fn peel(words: &[String], inside: &dyn Fn(&str) -> bool) -> Peeled {
 
 /// Skips options (`flags` take no value, `valued` take one, attached or separate) and `--`,
 /// returning where the wrapped command starts.
+/// Whether `time`'s options (before its command) name an output file: `-o`, `-a`, a cluster
+/// holding either, or a long option that abbreviates `--output` or `--append`.
+fn time_writes(argv: &[String]) -> bool {
+    let mut args = argv.iter().skip(1);
+    while let Some(arg) = args.next() {
+        if !arg.starts_with('-') || arg == "--" || arg == "-" {
+            return false;
+        }
+        let writes = match arg.strip_prefix("--") {
+            Some(long) => {
+                let name = long.split('=').next().unwrap_or("");
+                "output".starts_with(name) || "append".starts_with(name)
+            }
+            None => arg.contains(['o', 'a']),
+        };
+        if writes {
+            return true;
+        }
+        // `-f FORMAT` / `--format FORMAT`: skip the value.
+        if arg == "-f" || arg == "--format" {
+            args.next();
+        }
+    }
+    false
+}
+
 fn skip_options(argv: &[String], flags: &[&str], valued: &[&str]) -> Step {
     let mut i = 1;
     while i < argv.len() {

@@ -151,3 +151,40 @@ fn the_watchdog_reason_stays_the_headline_and_the_links_are_noted() {
     );
     assert_eq!(decision.hard_links, Some(3));
 }
+
+/// A shell command is no read-only read of a hard-linked file either: `cat linked.txt` (or a
+/// glob, a symlink, or a recursive search that reaches it) asks, like the read tool.
+#[test]
+fn shell_reads_of_a_hard_linked_file_are_not_read_only() {
+    let world = world();
+    for command in [
+        "cat linked.txt",
+        "head -n1 via_link",
+        "cat linked.*",
+        "sort linked.txt",
+        "grep -r secret .",
+        "rg secret",
+    ] {
+        let decision = decide(
+            &world,
+            Mode::Allowlist,
+            false,
+            "bash",
+            json!({ "command": command }),
+        );
+        assert_eq!(
+            decision.action,
+            Action::Ask,
+            "{command}: {}",
+            decision.explanation
+        );
+    }
+    let decision = decide(
+        &world,
+        Mode::Allowlist,
+        false,
+        "bash",
+        json!({"command": "cat README.md"}),
+    );
+    assert_eq!(decision.action, Action::Allow, "{}", decision.explanation);
+}

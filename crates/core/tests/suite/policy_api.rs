@@ -398,3 +398,102 @@ fn the_documentation_examples_load() {
     }
     assert!(checked >= 5, "{checked} snippets");
 }
+
+/// A `.git` file is project content: one that names a repository outside the workspace would
+/// let `git log -p` print another repository's files. Only a linked worktree whose
+/// administrative directory names this `.git` file back (what `git worktree add` writes) is
+/// read without a prompt.
+#[test]
+fn a_dot_git_file_naming_a_foreign_repository_asks() {
+    let world = World::new();
+    std::fs::remove_dir_all(world.ws.join(".git")).unwrap();
+    world.write_file("outside/repo/.git/HEAD", "ref: refs/heads/main\n");
+    world.write_file("outside/repo/.git/config", "[core]\n\tbare = false\n");
+    world.make_dir("outside/repo/.git/objects");
+    world.make_dir("outside/repo/.git/refs");
+    world.write_file("ws/.git", "gitdir: {outside}/repo/.git\n");
+    let policy = world.policy(Mode::Allowlist, false, Trust::Unknown);
+    let args = json!({"command": "git log -p"});
+    let decision = decide(&policy, &world, "bash", args.clone());
+    assert_eq!(decision.action, Action::Ask, "{}", render_check(&decision));
+
+    // The same layout written by `git worktree add`: the back-link makes it the workspace's.
+    world.write_file(
+        "outside/repo/.git/worktrees/ws/HEAD",
+        "ref: refs/heads/main\n",
+    );
+    world.write_file("outside/repo/.git/worktrees/ws/commondir", "../..\n");
+    world.write_file("outside/repo/.git/worktrees/ws/gitdir", "{ws}/.git\n");
+    world.write_file("ws/.git", "gitdir: {outside}/repo/.git/worktrees/ws\n");
+    let decision = decide(&policy, &world, "bash", args.clone());
+    assert_eq!(
+        decision.action,
+        Action::Allow,
+        "{}",
+        render_check(&decision)
+    );
+
+    // A back-link to somewhere else is not this worktree's.
+    world.write_file("outside/repo/.git/worktrees/ws/gitdir", "{outside}/.git\n");
+    let decision = decide(&policy, &world, "bash", args);
+    assert_eq!(decision.action, Action::Ask, "{}", render_check(&decision));
+}
+
+/// A credential file the repository tracks is printed by a patch (`git log -p`, `git show`,
+/// `git diff --cached`) or a blob (`git cat-file -p`) as surely as by `git show HEAD:.env`:
+/// those calls are not read-only while the index tracks one. Calls that print no contents
+/// (`git log --oneline`, `git show -s`) and blobs by a harmless name stay read-only.
+#[test]
+fn git_patches_of_a_tracked_credential_ask() {
+    let world = World::new();
+    std::fs::remove_dir_all(world.ws.join(".git")).unwrap();
+    let git = |args: &[&str]| {
+        let out = std::process::Command::new("git")
+            .args(["-c", "user.name=t", "-c", "user.email=t@example.com"])
+            .args(args)
+            .current_dir(&world.ws)
+            .env("GIT_CONFIG_NOSYSTEM", "1")
+            .env("HOME", &world.home)
+            .output()
+            .unwrap();
+        assert!(out.status.success(), "git {args:?}: {out:?}");
+        String::from_utf8(out.stdout).unwrap()
+    };
+    git(&["init", "-q", "."]);
+    git(&["add", "README.md", "src/main.rs"]);
+    git(&["commit", "-qm", "code"]);
+    let policy = world.policy(Mode::Allowlist, false, Trust::Unknown);
+    let action = |command: &str| {
+        let decision = decide(&policy, &world, "bash", json!({ "command": command }));
+        (decision.action, render_check(&decision))
+    };
+    // The untracked .env is not in any patch.
+    for command in ["git log -p", "git show", "git diff --cached"] {
+        let (got, report) = action(command);
+        assert_eq!(got, Action::Allow, "{command}: {report}");
+    }
+    git(&["add", ".env"]);
+    git(&["commit", "-qm", "oops"]);
+    let blob = git(&["rev-parse", "HEAD:.env"]);
+    for command in [
+        "git log -p".to_owned(),
+        "git log -1 --patch".to_owned(),
+        "git show".to_owned(),
+        "git show HEAD".to_owned(),
+        "git diff --cached HEAD~1".to_owned(),
+        "git whatchanged -p".to_owned(),
+        format!("git cat-file -p {}", blob.trim()),
+    ] {
+        let (got, report) = action(&command);
+        assert_eq!(got, Action::Ask, "{command}: {report}");
+    }
+    for command in [
+        "git log --oneline",
+        "git show -s --format=%H",
+        "git show HEAD:src/main.rs",
+        "git status",
+    ] {
+        let (got, report) = action(command);
+        assert_eq!(got, Action::Allow, "{command}: {report}");
+    }
+}
