@@ -85,24 +85,8 @@ async fn keel_acp_serves_a_turn_over_stdio() {
 async fn keel_acp_serves_requests_pipelined_behind_initialize() {
     use tokio::io::{AsyncBufReadExt, AsyncWriteExt};
 
-    let home = tempfile::tempdir().unwrap();
-    let workspace = tempfile::tempdir().unwrap();
-    let root = std::fs::canonicalize(workspace.path()).unwrap();
-    let mut child = tokio::process::Command::new(env!("CARGO_BIN_EXE_keel"))
-        .arg("acp")
-        .current_dir(&root)
-        .env("HOME", home.path())
-        .env("XDG_CONFIG_HOME", home.path().join("config"))
-        .env("XDG_STATE_HOME", home.path().join("state"))
-        .env("XDG_DATA_HOME", home.path().join("data"))
-        .env("ANTHROPIC_API_KEY", "test-key")
-        .env("KEEL_MODEL", "anthropic/test-model")
-        .stdin(std::process::Stdio::piped())
-        .stdout(std::process::Stdio::piped())
-        .stderr(std::process::Stdio::null())
-        .kill_on_drop(true)
-        .spawn()
-        .unwrap();
+    let raw = RawKeel::spawn();
+    let (root, mut child) = (raw.root.clone(), raw.child);
     let initialize = json!({"jsonrpc": "2.0", "id": 1, "method": "initialize",
         "params": {"protocolVersion": 1, "clientCapabilities": {}}});
     let new_session = json!({"jsonrpc": "2.0", "id": 2, "method": "session/new",
@@ -152,24 +136,8 @@ async fn keel_acp_keeps_serving_after_an_unreadable_initialize() {
         json!({"id": 1, "method": "initialize", "params": {"protocolVersion": 1}}),
         json!({"jsonrpc": "2.0", "id": 1, "method": "initialize", "result": 1}),
     ] {
-        let home = tempfile::tempdir().unwrap();
-        let workspace = tempfile::tempdir().unwrap();
-        let root = std::fs::canonicalize(workspace.path()).unwrap();
-        let mut child = tokio::process::Command::new(env!("CARGO_BIN_EXE_keel"))
-            .arg("acp")
-            .current_dir(&root)
-            .env("HOME", home.path())
-            .env("XDG_CONFIG_HOME", home.path().join("config"))
-            .env("XDG_STATE_HOME", home.path().join("state"))
-            .env("XDG_DATA_HOME", home.path().join("data"))
-            .env("ANTHROPIC_API_KEY", "test-key")
-            .env("KEEL_MODEL", "anthropic/test-model")
-            .stdin(std::process::Stdio::piped())
-            .stdout(std::process::Stdio::piped())
-            .stderr(std::process::Stdio::null())
-            .kill_on_drop(true)
-            .spawn()
-            .unwrap();
+        let raw = RawKeel::spawn();
+        let mut child = raw.child;
         let good = json!({"jsonrpc": "2.0", "id": 7, "method": "initialize",
             "params": {"protocolVersion": 1, "clientCapabilities": {}}});
         let mut stdin = child.stdin.take().unwrap();
@@ -198,5 +166,43 @@ async fn keel_acp_keeps_serving_after_an_unreadable_initialize() {
             .unwrap_or_else(|_| panic!("keel acp did not exit after {bad}"))
             .unwrap();
         assert!(status.success(), "{bad}: {status}");
+    }
+}
+
+/// `keel acp` spawned bare (no test client) in a fresh workspace and home, for tests that write
+/// raw lines on its stdin.
+struct RawKeel {
+    child: tokio::process::Child,
+    root: std::path::PathBuf,
+    _home: tempfile::TempDir,
+    _workspace: tempfile::TempDir,
+}
+
+impl RawKeel {
+    fn spawn() -> Self {
+        let home = tempfile::tempdir().unwrap();
+        let workspace = tempfile::tempdir().unwrap();
+        let root = std::fs::canonicalize(workspace.path()).unwrap();
+        let child = tokio::process::Command::new(env!("CARGO_BIN_EXE_keel"))
+            .arg("acp")
+            .current_dir(&root)
+            .env("HOME", home.path())
+            .env("XDG_CONFIG_HOME", home.path().join("config"))
+            .env("XDG_STATE_HOME", home.path().join("state"))
+            .env("XDG_DATA_HOME", home.path().join("data"))
+            .env("ANTHROPIC_API_KEY", "test-key")
+            .env("KEEL_MODEL", "anthropic/test-model")
+            .stdin(std::process::Stdio::piped())
+            .stdout(std::process::Stdio::piped())
+            .stderr(std::process::Stdio::null())
+            .kill_on_drop(true)
+            .spawn()
+            .unwrap();
+        Self {
+            child,
+            root,
+            _home: home,
+            _workspace: workspace,
+        }
     }
 }
