@@ -3,7 +3,7 @@
 use std::path::{Path, PathBuf};
 
 use keel_core::config::{self, Effective, LoadOptions};
-use keel_core::policy::{Scope, Trust, TrustStatus, TrustStore, project_fingerprint};
+use keel_core::policy::{Trust, TrustStatus, TrustStore, project_fingerprint};
 
 use super::{EXIT_OK, Failure, Outcome, TrustAction, TrustArgs, workspace_or_cwd, write_stdout};
 
@@ -42,15 +42,7 @@ fn untrusted(workspace: &Path) -> Result<(Effective, Vec<String>), Failure> {
         .collect();
     let policy = config::build_policy(&effective, workspace, true, Trust::Untrusted)
         .map_err(Failure::usage)?;
-    lines.extend(
-        policy
-            .rules_by_scope()
-            .into_iter()
-            .filter(|scope| scope.scope == Scope::Project)
-            .flat_map(|scope| scope.rules)
-            .filter(|listed| listed.ignored)
-            .map(|listed| format!("allows {}", listed.rule.summary())),
-    );
+    lines.extend(policy.ignored_project_allows());
     Ok((effective, lines))
 }
 

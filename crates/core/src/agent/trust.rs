@@ -15,7 +15,7 @@ use std::sync::atomic::Ordering;
 use serde_json::json;
 use tokio_util::sync::CancellationToken;
 
-use crate::policy::{Scope, Trust};
+use crate::policy::Trust;
 use crate::tool::ToolKind;
 
 use super::session::Session;
@@ -38,15 +38,7 @@ impl Session {
             .filter(|line| !line.key.starts_with("permission["))
             .map(|line| line.text.clone())
             .collect();
-        lines.extend(
-            self.policy
-                .rules_by_scope()
-                .into_iter()
-                .filter(|scope| scope.scope == Scope::Project)
-                .flat_map(|scope| scope.rules)
-                .filter(|listed| listed.ignored)
-                .map(|listed| format!("allows {}", listed.rule.summary())),
-        );
+        lines.extend(self.policy.ignored_project_allows());
         lines
     }
 

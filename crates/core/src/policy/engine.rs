@@ -180,6 +180,18 @@ impl Policy {
         ]
     }
 
+    /// The project's allow rules that do not apply because the project is not trusted, each as
+    /// "allows …" (what trusting the project would change).
+    pub fn ignored_project_allows(&self) -> Vec<String> {
+        self.rules_by_scope()
+            .into_iter()
+            .filter(|scope| scope.scope == Scope::Project)
+            .flat_map(|scope| scope.rules)
+            .filter(|listed| listed.ignored)
+            .map(|listed| format!("allows {}", listed.rule.summary()))
+            .collect()
+    }
+
     /// Decides one call.
     pub fn decide(&self, call: &Call<'_>) -> Decision {
         self.decide_with(call, true)
