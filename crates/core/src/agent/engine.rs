@@ -408,7 +408,10 @@ impl Engine {
         // Keel's own state is never a tool's to change, whatever the mode.
         if let Some(dir) = &self.config.user_data_dir {
             layers.protected.push(dir.clone());
-            if let Ok(real) = std::fs::canonicalize(dir) {
+            // As it resolves too, the way the runtime's own protected set holds it.
+            if let Ok(real) = crate::runtime::paths::resolve(dir)
+                && real != *dir
+            {
                 layers.protected.push(real);
             }
         }
