@@ -158,12 +158,15 @@ fn acp_stopped_by_sigterm_exits_cleanly_and_removes_its_scratch() {
         1,
         "one scratch directory"
     );
+    // `Child::wait` closes stdin first; keep it open so the signal, not EOF, ends the server.
+    let stdin = child.stdin.take();
     let killed = std::process::Command::new("kill")
         .args(["-TERM", &child.id().to_string()])
         .status()
         .unwrap();
     assert!(killed.success());
     let status = child.wait().unwrap();
+    drop(stdin);
     assert_eq!(status.code(), Some(0));
     assert_eq!(
         std::fs::read_dir(&tmp).unwrap().count(),
