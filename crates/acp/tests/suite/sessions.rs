@@ -596,4 +596,37 @@ async fn a_long_session_compacts_before_it_would_overflow_and_keeps_its_full_his
         .await
         .unwrap_err();
     assert!(error.message.contains("no longer fits"), "{error:?}");
+
+    // Closed and loaded again, the replay still shows every prompt the user sent, the compacted
+    // ones and the one that did not fit too, in order: compaction changed the model's view, never
+    // the user's history. (`/compact` is a command, not a message.)
+    harness
+        .client
+        .request(CloseSessionRequest::new(harness.session.clone()))
+        .await
+        .unwrap();
+    let seen = harness.client.updates(&harness.session).len();
+    harness
+        .client
+        .request(LoadSessionRequest::new(
+            harness.session.clone(),
+            &harness.root,
+        ))
+        .await
+        .unwrap();
+    let replayed: Vec<String> = harness.client.updates(&harness.session)[seen..]
+        .iter()
+        .filter_map(|update| match update {
+            SessionUpdate::UserMessageChunk(chunk) => match &chunk.content {
+                agent_client_protocol::v1::schema::ContentBlock::Text(text) => {
+                    Some(text.text.clone())
+                }
+                _ => None,
+            },
+            _ => None,
+        })
+        .collect();
+    let mut expected = prompts.clone();
+    expected.push(huge);
+    assert!(replayed == expected, "{} prompts replayed", replayed.len());
 }
