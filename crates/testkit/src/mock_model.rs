@@ -8,7 +8,8 @@
 //!   as realistic SSE for either API.
 //! - [`Reply`]: one HTTP answer, with faults: error statuses with `retry-after`
 //!   ([`Reply::error`], [`Reply::rate_limited`]), a cut connection ([`Reply::cut_after`]), a
-//!   slow stream ([`Reply::chunk_delay`]), a stall ([`Reply::stall_after`]).
+//!   slow stream ([`Reply::chunk_delay`]), a stall ([`Reply::stall_after`]), a body sent a byte
+//!   at a time ([`Reply::trickle`]), a server that never answers ([`Reply::silent`]).
 //! - [`RecordedRequest`]: what a client sent, including whether it hung up mid-response.
 //!
 //! Routes: `/v1/messages` serves the Anthropic queue; `/v1/chat/completions` and
@@ -62,6 +63,10 @@ pub struct Reply {
     chunk_delay: Duration,
     cut_after: Option<usize>,
     stall_after: Option<usize>,
+    /// Sends the body one byte at a time, this long apart.
+    trickle: Option<Duration>,
+    /// Sends nothing at all, not even a status line, until the client hangs up.
+    silent: bool,
 }
 
 impl Reply {
@@ -76,6 +81,8 @@ impl Reply {
             chunk_delay: Duration::ZERO,
             cut_after: None,
             stall_after: None,
+            trickle: None,
+            silent: false,
         }
     }
 
@@ -158,6 +165,19 @@ impl Reply {
     /// Waits `delay` before each event after the first.
     pub fn chunk_delay(mut self, delay: Duration) -> Self {
         self.chunk_delay = delay;
+        self
+    }
+
+    /// Sends each event one byte at a time, `per_byte` apart (a server that trickles).
+    pub fn trickle(mut self, per_byte: Duration) -> Self {
+        self.trickle = Some(per_byte);
+        self
+    }
+
+    /// Accepts the request and never answers: no status line, no headers, until the client
+    /// hangs up.
+    pub fn silent(mut self) -> Self {
+        self.silent = true;
         self
     }
 
@@ -491,6 +511,9 @@ enum Outcome {
 }
 
 async fn send_reply(connection: &mut Connection, reply: Reply) -> Outcome {
+    if reply.silent {
+        return wait_for_hangup(connection).await;
+    }
     let mut head = format!("HTTP/1.1 {} {}\r\n", reply.status, reason(reply.status));
     for (name, value) in &reply.headers {
         head.push_str(&format!("{name}: {value}\r\n"));
@@ -526,6 +549,19 @@ async fn send_reply(connection: &mut Connection, reply: Reply) -> Outcome {
             Framing::Chunked => format!("{:x}\r\n{event}\r\n", event.len()),
             Framing::CloseDelimited => event.clone(),
         };
+        if let Some(per_byte) = reply.trickle {
+            for byte in bytes.as_bytes() {
+                if connection.writer.write_all(&[*byte]).await.is_err() {
+                    return Outcome::ClientGone;
+                }
+                let _ = connection.writer.flush().await;
+                tokio::select! {
+                    () = tokio::time::sleep(per_byte) => {}
+                    () = wait_for_eof(connection) => return Outcome::ClientGone,
+                }
+            }
+            continue;
+        }
         if connection.writer.write_all(bytes.as_bytes()).await.is_err() {
             return Outcome::ClientGone;
         }

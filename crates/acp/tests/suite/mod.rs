@@ -5,6 +5,7 @@ mod binary;
 mod cancel;
 mod commands;
 mod editor;
+mod faults;
 mod hostile;
 mod modes;
 mod protocol;

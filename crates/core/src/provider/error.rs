@@ -87,8 +87,8 @@ pub enum ProviderError {
         /// The underlying error, with its causes.
         message: String,
     },
-    /// Nothing arrived for `idle` (no response headers, or no body bytes between chunks).
-    /// Retried.
+    /// Nothing complete arrived for `idle`: no response headers, or no whole server event (a
+    /// stalled stream, or one trickling bytes that never finish an event). Retried.
     #[error("{provider}: no data for {idle:?} (stalled stream) after {after}")]
     Timeout {
         /// Provider id.
@@ -108,6 +108,19 @@ pub enum ProviderError {
         after: StreamProgress,
         /// The transport error, or `EOF` for a clean close.
         detail: String,
+    },
+    /// The response body grew past `limit` bytes, far beyond any model's answer: reading
+    /// stopped. Not retried.
+    #[error(
+        "{provider}: the response exceeded {limit} bytes and was stopped (after {after}); this is not a model's answer, check the server"
+    )]
+    TooLarge {
+        /// Provider id.
+        provider: String,
+        /// The cap, in bytes.
+        limit: usize,
+        /// What had been received.
+        after: StreamProgress,
     },
     /// The response could not be understood (invalid JSON, unexpected content type). Not retried.
     #[error("{provider}: could not decode the response: {message}")]
@@ -158,6 +171,7 @@ impl ProviderError {
             | Self::Timeout { .. }
             | Self::StreamCut { .. } => true,
             Self::Decode { .. }
+            | Self::TooLarge { .. }
             | Self::Auth { .. }
             | Self::Config(_)
             | Self::ScriptExhausted { .. } => false,

@@ -1,16 +1,13 @@
-//! From an HTTP response body to [`ModelEvent`]s: the idle timeout between chunks, server-sent
+//! From an HTTP response body to [`ModelEvent`]s: the idle timeout between events, the size cap, server-sent
 //! event parsing, the per-API [`Decoder`], and tool-call argument reassembly ([`ToolCalls`]).
 
 use std::collections::VecDeque;
 use std::fmt;
-use std::future::Future;
-use std::pin::Pin;
-use std::task::{Context, Poll};
 use std::time::Duration;
 
 use bytes::Bytes;
 use eventsource_stream::{Event, EventStream, EventStreamError, Eventsource};
-use futures::stream::{BoxStream, Stream, StreamExt};
+use futures::stream::{BoxStream, StreamExt};
 
 use super::http::chain;
 use super::{ModelEvent, ModelStream, ProviderError, StreamProgress};
@@ -35,8 +32,8 @@ pub(crate) trait Decoder: Send + 'static {
 /// Failure of the response body.
 #[derive(Debug)]
 enum BodyError {
-    /// Nothing for the idle timeout.
-    Idle,
+    /// The body grew past [`MAX_RESPONSE_BYTES`].
+    TooLarge,
     /// The connection failed (reset, truncated chunked encoding, ...).
     Transport(String),
 }
@@ -44,54 +41,41 @@ enum BodyError {
 impl fmt::Display for BodyError {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
-            Self::Idle => f.write_str("idle timeout"),
+            Self::TooLarge => write!(f, "more than {MAX_RESPONSE_BYTES} bytes"),
             Self::Transport(error) => f.write_str(error),
         }
     }
 }
 
-/// The response body with an idle timeout between chunks.
-struct IdleBody {
-    inner: BoxStream<'static, reqwest::Result<Bytes>>,
-    idle: Duration,
-    sleep: Pin<Box<tokio::time::Sleep>>,
-    /// The timeout fired: the body is over.
-    timed_out: bool,
-}
+/// A response body larger than this is not a model's answer (the longest outputs models allow
+/// are well under a megabyte of events): reading stops with [`ProviderError::TooLarge`] before
+/// it can fill memory or the conversation.
+pub(crate) const MAX_RESPONSE_BYTES: usize = 16 * 1024 * 1024;
 
-impl Stream for IdleBody {
-    type Item = Result<Bytes, BodyError>;
-
-    fn poll_next(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Option<Self::Item>> {
-        if self.timed_out {
-            return Poll::Ready(None);
-        }
-        match self.inner.poll_next_unpin(cx) {
-            Poll::Ready(Some(Ok(chunk))) => {
-                let deadline = tokio::time::Instant::now() + self.idle;
-                self.sleep.as_mut().reset(deadline);
-                Poll::Ready(Some(Ok(chunk)))
-            }
-            Poll::Ready(Some(Err(error))) => {
-                Poll::Ready(Some(Err(BodyError::Transport(chain(&error)))))
-            }
-            Poll::Ready(None) => Poll::Ready(None),
-            Poll::Pending => match self.sleep.as_mut().poll(cx) {
-                Poll::Ready(()) => {
-                    self.timed_out = true;
-                    Poll::Ready(Some(Err(BodyError::Idle)))
+/// The response body, its errors labelled, cut off past [`MAX_RESPONSE_BYTES`].
+fn bounded_body(response: reqwest::Response) -> BoxStream<'static, Result<Bytes, BodyError>> {
+    let mut total = 0usize;
+    response
+        .bytes_stream()
+        .map(move |chunk| match chunk {
+            Ok(chunk) => {
+                total = total.saturating_add(chunk.len());
+                if total > MAX_RESPONSE_BYTES {
+                    Err(BodyError::TooLarge)
+                } else {
+                    Ok(chunk)
                 }
-                Poll::Pending => Poll::Pending,
-            },
-        }
-    }
+            }
+            Err(error) => Err(BodyError::Transport(chain(&error))),
+        })
+        .boxed()
 }
 
 /// How long to keep reading after the terminal event, so the connection can be reused.
 const DRAIN_LIMIT: Duration = Duration::from_millis(500);
 
 struct Driver<D> {
-    events: EventStream<IdleBody>,
+    events: EventStream<BoxStream<'static, Result<Bytes, BodyError>>>,
     decoder: D,
     provider: String,
     idle: Duration,
@@ -116,14 +100,8 @@ pub(crate) fn drive<D: Decoder>(
     provider: String,
     idle: Duration,
 ) -> ModelStream {
-    let body = IdleBody {
-        inner: response.bytes_stream().boxed(),
-        idle,
-        sleep: Box::pin(tokio::time::sleep(idle)),
-        timed_out: false,
-    };
     let driver = Driver {
-        events: body.eventsource(),
+        events: bounded_body(response).eventsource(),
         decoder,
         provider,
         idle,
@@ -163,10 +141,20 @@ impl<D: Decoder> Driver<D> {
         }
     }
 
-    /// Reads one server event and queues its model events (or an error).
+    /// Reads one server event and queues its model events (or an error). The idle timeout is
+    /// per complete event, not per byte: a server that trickles a byte at a time, never
+    /// finishing an event, times out like one that sends nothing.
     async fn read(&mut self) {
         let mut out = Vec::new();
-        match self.events.next().await {
+        let Ok(next) = tokio::time::timeout(self.idle, self.events.next()).await else {
+            self.error = Some(ProviderError::Timeout {
+                provider: self.provider.clone(),
+                idle: self.idle,
+                after: self.after(),
+            });
+            return;
+        };
+        match next {
             Some(Ok(event)) => {
                 self.progress.sse_events += 1;
                 self.progress.last_event = Some(event.event.clone());
@@ -191,9 +179,9 @@ impl<D: Decoder> Driver<D> {
     fn body_error(&self, error: EventStreamError<BodyError>) -> ProviderError {
         let provider = self.provider.clone();
         match error {
-            EventStreamError::Transport(BodyError::Idle) => ProviderError::Timeout {
+            EventStreamError::Transport(BodyError::TooLarge) => ProviderError::TooLarge {
                 provider,
-                idle: self.idle,
+                limit: MAX_RESPONSE_BYTES,
                 after: self.after(),
             },
             EventStreamError::Transport(BodyError::Transport(detail)) => self.cut(detail),
