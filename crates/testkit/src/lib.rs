@@ -4,8 +4,11 @@
 //!   the Anthropic and OpenAI streaming APIs from [`Turn`] scripts, with fault injection.
 //! - [`acp_client`]: an ACP test client that plays the editor (records updates, answers
 //!   permission prompts from a script, serves files and terminals).
+//! - [`protocol_fuzz`]: hostile JSON-RPC input for an agent's wire and the rules an agent must
+//!   keep under it (the property test and the fuzz target share it).
 
 pub mod acp_client;
 pub mod mock_model;
+pub mod protocol_fuzz;
 
 pub use mock_model::{Api, Block, Framing, MockModel, RecordedRequest, Reply, Turn};

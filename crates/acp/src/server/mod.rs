@@ -77,6 +77,16 @@ fn stdio() -> impl ConnectTo<Agent> + 'static {
     transport::pipelined(tokio::io::stdout(), tokio::io::stdin())
 }
 
+/// Serves ACP over a byte stream exactly as `keel acp` serves stdin/stdout (newline-delimited
+/// JSON-RPC, requests pipelined behind `initialize` held until it is answered).
+pub async fn serve_io(
+    factory: Arc<dyn SessionFactory>,
+    outgoing: impl tokio::io::AsyncWrite + Send + Unpin + 'static,
+    incoming: impl tokio::io::AsyncRead + Send + Unpin + 'static,
+) -> anyhow::Result<()> {
+    serve(factory, transport::pipelined(outgoing, incoming)).await
+}
+
 /// Serves ACP over `transport` until it closes. Running turns are cancelled at the end.
 pub async fn serve(
     factory: Arc<dyn SessionFactory>,

@@ -11,7 +11,7 @@ use std::sync::{Arc, Mutex, PoisonError};
 use agent_client_protocol::Lines;
 use futures::{Sink, Stream};
 use serde_json::Value;
-use tokio::io::{AsyncBufReadExt, AsyncRead, AsyncWrite, AsyncWriteExt, BufReader};
+use tokio::io::{AsyncBufRead, AsyncBufReadExt, AsyncRead, AsyncWrite, AsyncWriteExt, BufReader};
 use tokio::sync::Notify;
 
 /// Lines over `outgoing`/`incoming`, with requests that follow an `initialize` held back until
@@ -24,10 +24,10 @@ pub fn pipelined(
     impl Stream<Item = std::io::Result<String>> + Send + 'static,
 > {
     let gate = Arc::new(InitializeGate::default());
-    let reader = BufReader::new(incoming).lines();
+    let reader = BufReader::new(incoming);
     let incoming = futures::stream::unfold((reader, gate.clone()), async |(mut reader, gate)| {
         gate.wait_open().await;
-        let line = reader.next_line().await.transpose()?;
+        let line = next_line(&mut reader, MAX_LINE).await.transpose()?;
         if let Ok(text) = &line {
             gate.close_on_initialize(text);
         }
@@ -44,6 +44,58 @@ pub fn pipelined(
         },
     );
     Lines::new(Box::pin(outgoing), Box::pin(incoming))
+}
+
+/// The longest message read whole. A longer line is dropped and replaced by one that is not
+/// JSON, so the client gets a parse error for it and the connection goes on, instead of Keel
+/// buffering whatever a client sends without a newline.
+pub const MAX_LINE: usize = 64 * 1024 * 1024;
+
+/// The next line, without its `\n` (or `\r\n`). Bytes that are not UTF-8 are replaced (the
+/// line then fails to parse and is answered with a parse error) rather than ending the
+/// connection; a line over `max` bytes is discarded as it streams in.
+async fn next_line(
+    reader: &mut (impl AsyncBufRead + Unpin),
+    max: usize,
+) -> std::io::Result<Option<String>> {
+    let mut line = Vec::new();
+    let mut oversized = false;
+    loop {
+        let buffer = reader.fill_buf().await?;
+        if buffer.is_empty() {
+            if line.is_empty() && !oversized {
+                return Ok(None);
+            }
+            break;
+        }
+        let (chunk, done) = match buffer.iter().position(|byte| *byte == b'\n') {
+            Some(at) => (&buffer[..at], Some(at + 1)),
+            None => (buffer, None),
+        };
+        if !oversized && line.len() + chunk.len() > max {
+            oversized = true;
+            line = Vec::new();
+        }
+        if !oversized {
+            line.extend_from_slice(chunk);
+        }
+        let consumed = done.unwrap_or(buffer.len());
+        reader.consume(consumed);
+        if done.is_some() {
+            break;
+        }
+    }
+    if oversized {
+        tracing::warn!("a message over {max} bytes was dropped");
+        return Ok(Some(format!("<a message over {max} bytes>")));
+    }
+    if line.last() == Some(&b'\r') {
+        line.pop();
+    }
+    Ok(Some(match String::from_utf8(line) {
+        Ok(text) => text,
+        Err(error) => String::from_utf8_lossy(error.as_bytes()).into_owned(),
+    }))
 }
 
 /// The id of the `initialize` request that has not been answered yet, if any.
@@ -106,5 +158,35 @@ impl InitializeGate {
 impl std::fmt::Debug for InitializeGate {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("InitializeGate").finish_non_exhaustive()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    async fn lines(input: &[u8], max: usize) -> Vec<String> {
+        let mut reader = BufReader::with_capacity(4, input);
+        let mut out = Vec::new();
+        while let Some(line) = next_line(&mut reader, max).await.unwrap() {
+            out.push(line);
+        }
+        out
+    }
+
+    #[tokio::test]
+    async fn lines_survive_bad_bytes_crlf_and_oversized_messages() {
+        let input = b"{\"a\":1}\r\n\xff\xfe{}\n0123456789abcdef\n\nlast";
+        assert_eq!(
+            lines(input, 12).await,
+            vec![
+                "{\"a\":1}".to_owned(),
+                "\u{fffd}\u{fffd}{}".to_owned(),
+                "<a message over 12 bytes>".to_owned(),
+                String::new(),
+                "last".to_owned(),
+            ]
+        );
+        assert!(lines(b"", 12).await.is_empty());
     }
 }

@@ -16,3 +16,4 @@ mod support;
 mod trust;
 mod turn_snapshot;
 mod turns;
+mod wire_properties;
