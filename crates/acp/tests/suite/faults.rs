@@ -79,7 +79,7 @@ async fn unrecoverable_responses_end_the_turn_with_a_clear_error() {
     let mut malformed = Turn::text_only("fine so far").anthropic_events();
     malformed.truncate(3);
     malformed.push("event: content_block_delta\ndata: {not json\n\n".to_owned());
-    let huge = Turn::text_only(&"x".repeat(20 * 1024 * 1024)).chunk_chars(64 * 1024);
+    let huge = Turn::text_only("x".repeat(20 * 1024 * 1024)).chunk_chars(64 * 1024);
     for (name, fault, expected) in [
         (
             "a stream cut in the middle of a tool call's arguments",

@@ -8,6 +8,7 @@ mod editor;
 mod faults;
 mod hostile;
 mod modes;
+mod process_faults;
 mod protocol;
 mod sandbox;
 mod sessions;

@@ -163,7 +163,10 @@ impl Runtime {
             .stdout(writer)
             .stderr(writer_for_stderr)
             .process_group(0)
-            .kill_on_drop(true);
+            // Not `kill_on_drop`: `ShellProcess`'s `Drop` ends the group, leader last. A
+            // SIGKILL to the leader (the sandbox helper) first would set free what its reaper
+            // was to end under the Landlock fallback.
+            .kill_on_drop(false);
         for (key, value) in QUIET_ENV {
             builder.env(key, value);
         }
@@ -361,7 +364,18 @@ impl Drop for ShellProcess {
             };
             match tokio::runtime::Handle::try_current() {
                 Ok(handle) => drop(handle.spawn(kill_later)),
-                Err(_) => send(pgid, Signal::SIGKILL),
+                // No runtime to wait in: Keel is exiting. Everything but the group's leader dies
+                // now. The leader is the sandbox helper, which then ends what left the group
+                // (its PID namespace dies with its init; under the fallback its reaper sweeps
+                // the orphans): killing it too would set daemons free.
+                Err(_) => match group_members(pgid) {
+                    Some(members) => {
+                        for pid in members.into_iter().filter(|pid| *pid != pgid) {
+                            let _ = nix::sys::signal::kill(pid, Signal::SIGKILL);
+                        }
+                    }
+                    None => send(pgid, Signal::SIGKILL),
+                },
             }
         }
     }
@@ -376,22 +390,28 @@ fn send(pgid: Pid, signal: Signal) {
 
 /// Whether the group has a live (not zombie) member. `kill(-pgid, 0)` alone also counts
 /// zombies, which linger when the init process is slow to reap orphans.
-#[allow(
-    clippy::disallowed_methods,
-    reason = "the runtime is where ambient authority lives"
-)]
 fn group_alive(pgid: Pid) -> bool {
     if killpg(pgid, None) == Err(Errno::ESRCH) {
         return false;
     }
-    let Ok(entries) = std::fs::read_dir("/proc") else {
-        return true;
-    };
+    // Without `/proc` the group is assumed alive (the caller then waits out its grace).
+    group_members(pgid).is_none_or(|members| !members.is_empty())
+}
+
+/// The live (not zombie) processes of group `pgid`, or `None` when `/proc` cannot be read.
+#[expect(
+    clippy::disallowed_methods,
+    reason = "the runtime is where ambient authority lives"
+)]
+fn group_members(pgid: Pid) -> Option<Vec<Pid>> {
+    let entries = std::fs::read_dir("/proc").ok()?;
+    let mut members = Vec::new();
     for entry in entries.flatten() {
         let name = entry.file_name();
         let Some(pid) = name
             .to_str()
             .filter(|n| n.bytes().all(|b| b.is_ascii_digit()))
+            .and_then(|n| n.parse::<i32>().ok())
         else {
             continue;
         };
@@ -406,10 +426,10 @@ fn group_alive(pgid: Pid) -> bool {
         let state = fields.next().unwrap_or("");
         let pgrp = fields.nth(1).and_then(|p| p.parse::<i32>().ok());
         if pgrp == Some(pgid.as_raw()) && state != "Z" && state != "X" {
-            return true;
+            members.push(Pid::from_raw(pid));
         }
     }
-    false
+    Some(members)
 }
 
 /// Reads a chunk from the pipe; pends forever once the pipe is closed.

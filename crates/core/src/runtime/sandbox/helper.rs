@@ -175,6 +175,14 @@ fn write_status(
 
 /// Stage 1.
 fn run(prefix: &[OsString], profile_path: &Path, profile: &Profile, program: &[OsString]) -> i32 {
+    // Whoever started the helper (Keel, or the editor's terminal) going away, by exit, crash or
+    // SIGKILL, takes the command with it: the kernel kills stage 1, whose death kills stage 2
+    // and with it the PID namespace. (The fallback turns this into a SIGTERM it handles.)
+    let _ = nix::sys::prctl::set_pdeathsig(Signal::SIGKILL);
+    if nix::unistd::getppid().as_raw() == 1 {
+        complain("the process that started the sandbox helper is gone");
+        return EXIT_HELPER_FAILED;
+    }
     let mut notes = Vec::new();
     let ids = (getuid().as_raw(), getgid().as_raw());
     let mut status = match open_status(profile) {
@@ -772,6 +780,11 @@ fn supervise(main: Pid, signals: &SigSet, forward: impl Fn(Signal)) -> Ending {
 /// program leaves behind becomes its child and is killed once the program exits.
 fn spawn_and_reap(profile: &Profile, program: &[OsString], tmp: &Path) -> i32 {
     let _ = nix::sys::prctl::set_child_subreaper(true);
+    // Without a PID namespace the helper must end the tree itself when its parent goes: the
+    // kernel says so with SIGTERM, which kills the program outright (then every descendant,
+    // below) rather than being forwarded to a program that may ignore it.
+    let parent = nix::unistd::getppid();
+    let _ = nix::sys::prctl::set_pdeathsig(Signal::SIGTERM);
     let Some((first, rest)) = program.split_first() else {
         return EXIT_HELPER_FAILED;
     };
@@ -793,7 +806,8 @@ fn spawn_and_reap(profile: &Profile, program: &[OsString], tmp: &Path) -> i32 {
     let main = Pid::from_raw(pid);
     let signals = block_signals();
     let ending = supervise(main, &signals, |signal| {
-        let _ = kill(main, signal);
+        let orphaned = nix::unistd::getppid() != parent;
+        let _ = kill(main, if orphaned { Signal::SIGKILL } else { signal });
     });
     kill_descendants();
     finish_like(ending)

@@ -1,0 +1,133 @@
+//! Process faults over the real `keel acp` binary: a client that goes away mid-command, a client
+//! that stops reading, `kill -9` in the middle of writes.
+
+use std::path::{Path, PathBuf};
+use std::time::{Duration, Instant};
+
+use agent_client_protocol::v1::schema::PermissionOptionKind;
+use keel_testkit::acp_client::{ClientOptions, PermissionReply, TestClient};
+use keel_testkit::mock_model::{MockModel, Turn};
+use serde_json::json;
+
+use super::support::{gone_with, running_with};
+
+/// A home (config, state, data) and a workspace for one `keel acp` process.
+struct Home {
+    _dirs: (tempfile::TempDir, tempfile::TempDir),
+    home: PathBuf,
+    root: PathBuf,
+}
+
+impl Home {
+    fn new() -> Self {
+        let home = tempfile::tempdir().unwrap();
+        let workspace = tempfile::tempdir().unwrap();
+        let root = std::fs::canonicalize(workspace.path()).unwrap();
+        Home {
+            home: home.path().to_path_buf(),
+            root,
+            _dirs: (home, workspace),
+        }
+    }
+
+    fn env(&self, mock: &MockModel) -> Vec<(String, String)> {
+        let at = |dir: &str| self.home.join(dir).display().to_string();
+        vec![
+            ("HOME".into(), self.home.display().to_string()),
+            ("XDG_CONFIG_HOME".into(), at("config")),
+            ("XDG_STATE_HOME".into(), at("state")),
+            ("XDG_DATA_HOME".into(), at("data")),
+            ("ANTHROPIC_API_KEY".into(), "test-key".into()),
+            ("ANTHROPIC_BASE_URL".into(), mock.base_url()),
+            ("KEEL_MODEL".into(), "anthropic/test-model".into()),
+        ]
+    }
+
+    async fn client_with(
+        &self,
+        mock: &MockModel,
+        options: ClientOptions,
+        extra: &[(&str, &str)],
+    ) -> TestClient {
+        let mut env = self.env(mock);
+        env.extend(
+            extra
+                .iter()
+                .map(|(k, v)| ((*k).to_owned(), (*v).to_owned())),
+        );
+        let env: Vec<(&str, &str)> = env.iter().map(|(k, v)| (k.as_str(), v.as_str())).collect();
+        let client = TestClient::spawn(
+            options,
+            Path::new(env!("CARGO_BIN_EXE_keel")),
+            &["acp"],
+            &self.root,
+            &env,
+        )
+        .await
+        .unwrap();
+        client.initialize().await.unwrap();
+        client
+    }
+}
+
+#[tokio::test]
+async fn a_client_that_goes_away_mid_command_ends_keel_and_everything_it_started() {
+    // Under namespaces the PID namespace dies with the helper; under the Landlock fallback the
+    // helper, a child subreaper, kills the tree itself.
+    for (mechanism, marker) in [("namespaces", "600.5151"), ("landlock", "600.5161")] {
+        let took = goes_away_mid_command(mechanism, marker).await;
+        eprintln!("{mechanism}: keel and its commands gone {took:?} after stdin closed");
+    }
+}
+
+/// How long after the client went away keel and the command's processes were all gone.
+async fn goes_away_mid_command(mechanism: &str, marker: &str) -> Duration {
+    let daemon = format!("{marker}1");
+    let foreground = format!("{marker}2");
+    let mock = MockModel::start().await;
+    // A daemon that leaves the command's process group and session, and a foreground command.
+    mock.push_anthropic(Turn::new().tool_call(
+        "b1",
+        "bash",
+        json!({"command": format!("setsid sleep {daemon} & sleep {foreground}")}),
+    ));
+    let home = Home::new();
+    let client = home
+        .client_with(
+            &mock,
+            ClientOptions::default()
+                .permissions([PermissionReply::Choose(PermissionOptionKind::AllowOnce)]),
+            &[("KEEL_SANDBOX_MECHANISM", mechanism)],
+        )
+        .await;
+    let session = client
+        .new_session(&home.root, &[])
+        .await
+        .unwrap()
+        .session_id;
+    let keel = client.pid().unwrap();
+    let _prompt = client.start_prompt(&session, "start them");
+    for _ in 0..600 {
+        if running_with(&daemon) && running_with(&foreground) {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    assert!(
+        running_with(&daemon) && running_with(&foreground),
+        "{mechanism}: the command did not start"
+    );
+    // The editor goes away: stdin closes, nobody reads stdout any more.
+    let closed = Instant::now();
+    client.close().await.unwrap();
+    assert!(!Path::new(&format!("/proc/{keel}")).exists());
+    assert!(
+        gone_with(&daemon).await,
+        "{mechanism}: the daemon outlived keel"
+    );
+    assert!(
+        gone_with(&foreground).await,
+        "{mechanism}: the command outlived keel"
+    );
+    closed.elapsed()
+}
