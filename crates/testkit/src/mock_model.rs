@@ -217,10 +217,15 @@ impl RecordedRequest {
     }
 }
 
+/// Computes a reply from a request, for conversations too many or too concurrent to script
+/// in order (load tests). `None` falls through to the "no scripted response" error.
+pub type Responder = Arc<dyn Fn(Api, &RecordedRequest) -> Option<Reply> + Send + Sync>;
+
 #[derive(Default)]
 struct State {
     anthropic: VecDeque<Reply>,
     openai: VecDeque<Reply>,
+    responder: Option<Responder>,
     requests: Vec<RecordedRequest>,
     disconnects: usize,
 }
@@ -312,6 +317,11 @@ impl MockModel {
     }
 
     /// Queues `turn` as an Anthropic stream.
+    /// Answers every request that finds its queue empty with `responder`.
+    pub fn respond_with(&self, responder: Responder) {
+        self.shared.lock().responder = Some(responder);
+    }
+
     pub fn push_anthropic(&self, turn: Turn) {
         self.push(Api::Anthropic, Reply::anthropic(&turn));
     }
@@ -394,7 +404,7 @@ async fn serve_connection(stream: TcpStream, shared: Arc<Shared>) {
         buffer: Vec::new(),
     };
     while let Some(request) = read_request(&mut connection).await {
-        let reply = route(&shared, &request.path);
+        let reply = route(&shared, &request);
         let index = {
             let mut state = shared.lock();
             state.requests.push(request);
@@ -412,8 +422,8 @@ async fn serve_connection(stream: TcpStream, shared: Arc<Shared>) {
     let _ = connection.writer.shutdown().await;
 }
 
-fn route(shared: &Shared, path: &str) -> Reply {
-    let path = path.split('?').next().unwrap_or(path);
+fn route(shared: &Shared, request: &RecordedRequest) -> Reply {
+    let path = request.path.split('?').next().unwrap_or(&request.path);
     let api = match path {
         "/v1/messages" => Api::Anthropic,
         "/v1/chat/completions" | "/chat/completions" => Api::OpenAi,
@@ -429,7 +439,10 @@ fn route(shared: &Shared, path: &str) -> Reply {
         Api::Anthropic => state.anthropic.pop_front(),
         Api::OpenAi => state.openai.pop_front(),
     };
-    next.unwrap_or_else(|| Reply::error(api, 500, "mock: no scripted response left"))
+    let responder = state.responder.clone();
+    drop(state);
+    next.or_else(|| responder.and_then(|respond| respond(api, request)))
+        .unwrap_or_else(|| Reply::error(api, 500, "mock: no scripted response left"))
 }
 
 /// Reads one request; `None` when the client closed the connection (or sent garbage).

@@ -32,6 +32,7 @@ use super::terminal::{ClientTerminals, TerminalLedger};
 /// One client connection's state.
 pub struct ConnectionState {
     factory: Arc<dyn SessionFactory>,
+    backlog: Arc<super::transport::Backlog>,
     client: Mutex<ClientCapabilities>,
     sessions: Mutex<HashMap<SessionId, Arc<Session>>>,
 }
@@ -81,9 +82,10 @@ fn absolute(path: PathBuf, what: &str) -> Result<PathBuf, ServerError> {
 }
 
 impl ConnectionState {
-    pub fn new(factory: Arc<dyn SessionFactory>) -> Self {
+    pub fn new(factory: Arc<dyn SessionFactory>, backlog: Arc<super::transport::Backlog>) -> Self {
         Self {
             factory,
+            backlog,
             client: Mutex::new(ClientCapabilities::new()),
             sessions: Mutex::new(HashMap::new()),
         }
@@ -296,6 +298,7 @@ impl ConnectionState {
             roots: Roots(shown_roots),
             prompts: Arc::new(tokio::sync::Mutex::new(())),
             terminals: ledger,
+            backlog: self.backlog.clone(),
         };
         let session = Arc::new(Session::new(agent, shared, self.factory.models()));
         let replaced = lock(&self.sessions).insert(session_id, session.clone());

@@ -73,6 +73,22 @@ pub struct HostShared {
     /// Serializes the session's prompts to the human (permission and question requests).
     pub prompts: Arc<tokio::sync::Mutex<()>>,
     pub terminals: TerminalLedger,
+    /// Updates sent and not yet written (turns wait on it when the client stops reading).
+    pub backlog: Arc<super::transport::Backlog>,
+}
+
+impl HostShared {
+    /// Sends one `session/update` of this session (dropped, with a debug line, once the
+    /// connection is closed).
+    pub fn send(&self, update: SessionUpdate) {
+        let notification = SessionNotification::new(self.session_id.clone(), update);
+        match self.connection.send_notification(notification) {
+            Ok(()) => self.backlog.queued(),
+            Err(error) => {
+                tracing::debug!(error = %error.message, "session/update not sent (connection closed)");
+            }
+        }
+    }
 }
 
 /// The host of one turn.
@@ -114,13 +130,7 @@ fn flush_output(shared: &HostShared, call_id: &str, call: &mut CallState) {
         call_id.to_owned(),
         ToolCallUpdateFields::new().content(vec![ToolCallContent::from(shown)]),
     );
-    let notification = SessionNotification::new(
-        shared.session_id.clone(),
-        SessionUpdate::ToolCallUpdate(update),
-    );
-    if let Err(error) = shared.connection.send_notification(notification) {
-        tracing::debug!(error = %error.message, "session/update not sent (connection closed)");
-    }
+    shared.send(SessionUpdate::ToolCallUpdate(update));
 }
 
 /// `text` in a fenced block whose fence no line of `text` can close.
@@ -199,10 +209,7 @@ impl AcpTurnHost {
     }
 
     fn send(&self, update: SessionUpdate) {
-        let notification = SessionNotification::new(self.shared.session_id.clone(), update);
-        if let Err(error) = self.shared.connection.send_notification(notification) {
-            tracing::debug!(error = %error.message, "session/update not sent (connection closed)");
-        }
+        self.shared.send(update);
     }
 
     fn update(&self, call_id: &str, fields: ToolCallUpdateFields) {
@@ -535,6 +542,10 @@ impl AcpTurnHost {
 }
 
 impl TurnHost for AcpTurnHost {
+    fn ready(&self) -> BoxFuture<'_, ()> {
+        Box::pin(self.shared.backlog.ready())
+    }
+
     fn event(&self, event: AgentEvent) {
         match event {
             AgentEvent::Text { message_id, text } => {

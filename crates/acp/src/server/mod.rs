@@ -59,32 +59,36 @@ use connection::ConnectionState;
 
 /// Serves ACP over stdin/stdout with sessions of `engine`, until the client closes stdin.
 pub async fn serve_stdio(engine: Engine) -> anyhow::Result<()> {
-    serve(Arc::new(EngineSessions::new(engine)), stdio()).await
+    serve_io(
+        Arc::new(EngineSessions::new(engine)),
+        tokio::io::stdout(),
+        tokio::io::stdin(),
+    )
+    .await
 }
 
 /// Serves ACP on stdin/stdout for a configuration that did not load: `initialize` answers,
 /// `session/new` fails with `message` (the configuration error).
 pub async fn serve_stdio_broken(message: String) -> anyhow::Result<()> {
-    serve(
+    serve_io(
         Arc::new(engine_sessions::BrokenConfig::new(message)),
-        stdio(),
+        tokio::io::stdout(),
+        tokio::io::stdin(),
     )
     .await
 }
 
-/// Stdin/stdout, with requests pipelined behind `initialize` served once it is answered.
-fn stdio() -> impl ConnectTo<Agent> + 'static {
-    transport::pipelined(tokio::io::stdout(), tokio::io::stdin())
-}
-
-/// Serves ACP over a byte stream exactly as `keel acp` serves stdin/stdout (newline-delimited
-/// JSON-RPC, requests pipelined behind `initialize` held until it is answered).
+/// Serves ACP over a byte stream exactly as `keel acp` serves stdin/stdout: newline-delimited
+/// JSON-RPC, requests pipelined behind `initialize` held until it is answered, and turns held
+/// while the client is not reading (see [`transport::Backlog`]).
 pub async fn serve_io(
     factory: Arc<dyn SessionFactory>,
     outgoing: impl tokio::io::AsyncWrite + Send + Unpin + 'static,
     incoming: impl tokio::io::AsyncRead + Send + Unpin + 'static,
 ) -> anyhow::Result<()> {
-    serve(factory, transport::pipelined(outgoing, incoming)).await
+    let backlog = Arc::new(transport::Backlog::counted());
+    let transport = transport::pipelined(outgoing, incoming, backlog.clone());
+    serve_counted(factory, transport, backlog).await
 }
 
 /// Serves ACP over `transport` until it closes. Running turns are cancelled at the end.
@@ -92,7 +96,21 @@ pub async fn serve(
     factory: Arc<dyn SessionFactory>,
     transport: impl ConnectTo<Agent> + 'static,
 ) -> anyhow::Result<()> {
-    let state = Arc::new(ConnectionState::new(factory));
+    // Nothing counts what this transport writes: turns never wait on it.
+    serve_counted(
+        factory,
+        transport,
+        Arc::new(transport::Backlog::uncounted()),
+    )
+    .await
+}
+
+async fn serve_counted(
+    factory: Arc<dyn SessionFactory>,
+    transport: impl ConnectTo<Agent> + 'static,
+    backlog: Arc<transport::Backlog>,
+) -> anyhow::Result<()> {
+    let state = Arc::new(ConnectionState::new(factory, backlog));
     let served = connect(state.clone(), transport).await;
     state.cancel_all();
     served.map_err(|error| anyhow::anyhow!("ACP connection failed: {error}"))

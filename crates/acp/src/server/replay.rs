@@ -11,21 +11,13 @@ use std::sync::Arc;
 
 use agent_client_protocol::v1::schema::{
     ContentBlock, ContentChunk, EmbeddedResource, EmbeddedResourceResource, ImageContent,
-    SessionNotification, SessionUpdate, TextResourceContents, ToolCallStatus, ToolCallUpdate,
-    ToolCallUpdateFields,
+    SessionUpdate, TextResourceContents, ToolCallStatus, ToolCallUpdate, ToolCallUpdateFields,
 };
 use keel_core::agent::{AgentEvent, TurnHost, UserContent};
 use keel_core::store::StoredEvent;
 use tokio_util::sync::CancellationToken;
 
 use super::host::{AcpTurnHost, HostShared};
-
-fn send(shared: &HostShared, update: SessionUpdate) {
-    let notification = SessionNotification::new(shared.session_id.clone(), update);
-    if let Err(error) = shared.connection.send_notification(notification) {
-        tracing::debug!(error = %error.message, "session/update not sent (connection closed)");
-    }
-}
 
 /// A prompt block as the client sent it.
 fn user_block(content: UserContent) -> ContentBlock {
@@ -49,10 +41,9 @@ pub fn replay(shared: &HostShared, events: Vec<StoredEvent>) {
         match event {
             StoredEvent::User { content } => {
                 for block in content {
-                    send(
-                        shared,
-                        SessionUpdate::UserMessageChunk(ContentChunk::new(user_block(block))),
-                    );
+                    shared.send(SessionUpdate::UserMessageChunk(ContentChunk::new(
+                        user_block(block),
+                    )));
                 }
             }
             StoredEvent::Text { message_id, text } => {
@@ -102,13 +93,10 @@ pub fn replay(shared: &HostShared, events: Vec<StoredEvent>) {
         }
     }
     for call_id in open_calls {
-        send(
-            shared,
-            SessionUpdate::ToolCallUpdate(ToolCallUpdate::new(
-                call_id,
-                ToolCallUpdateFields::new().status(ToolCallStatus::Failed),
-            )),
-        );
+        shared.send(SessionUpdate::ToolCallUpdate(ToolCallUpdate::new(
+            call_id,
+            ToolCallUpdateFields::new().status(ToolCallStatus::Failed),
+        )));
     }
     if let Some((used, size)) = usage {
         host.event(AgentEvent::Usage { used, size });

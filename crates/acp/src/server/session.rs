@@ -17,7 +17,7 @@ use std::sync::{Arc, Mutex, PoisonError};
 use agent_client_protocol::v1::Responder;
 use agent_client_protocol::v1::schema::{
     ConfigOptionUpdate, ContentBlock, ContentChunk, CurrentModeUpdate, EmbeddedResourceResource,
-    PromptResponse, SessionConfigOption, SessionNotification, SessionUpdate, StopReason,
+    PromptResponse, SessionConfigOption, SessionUpdate, StopReason,
 };
 use keel_core::agent::{TurnOutcome, TurnStop, UserContent};
 use keel_core::policy::{Mode, UnknownMode};
@@ -125,10 +125,7 @@ impl Session {
     }
 
     fn send(&self, update: SessionUpdate) {
-        let notification = SessionNotification::new(self.shared.session_id.clone(), update);
-        if let Err(error) = self.shared.connection.send_notification(notification) {
-            tracing::debug!(error = %error.message, "session/update not sent (connection closed)");
-        }
+        self.shared.send(update);
     }
 
     /// The complete config option list as it stands.

@@ -19,6 +19,7 @@ use tokio::sync::Notify;
 pub fn pipelined(
     outgoing: impl AsyncWrite + Send + Unpin + 'static,
     incoming: impl AsyncRead + Send + Unpin + 'static,
+    backlog: Arc<Backlog>,
 ) -> Lines<
     impl Sink<String, Error = std::io::Error> + Send + 'static,
     impl Stream<Item = std::io::Result<String>> + Send + 'static,
@@ -34,13 +35,14 @@ pub fn pipelined(
         Some((line, (reader, gate)))
     });
     let outgoing = futures::sink::unfold(
-        (outgoing, gate),
-        async |(mut writer, gate), line: String| {
+        (outgoing, gate, backlog),
+        async |(mut writer, gate, backlog), line: String| {
             writer.write_all(line.as_bytes()).await?;
             writer.write_all(b"\n").await?;
             writer.flush().await?;
             gate.open_on_answer(&line);
-            Ok::<_, std::io::Error>((writer, gate))
+            backlog.written(&line);
+            Ok::<_, std::io::Error>((writer, gate, backlog))
         },
     );
     Lines::new(Box::pin(outgoing), Box::pin(incoming))
@@ -96,6 +98,81 @@ async fn next_line(
         Ok(text) => text,
         Err(error) => String::from_utf8_lossy(error.as_bytes()).into_owned(),
     }))
+}
+
+/// The `session/update` notifications handed to the ACP crate and not yet written out.
+///
+/// The crate queues outgoing messages without bound; a client that stops reading stdout would
+/// make that queue, and Keel's memory, grow with everything a turn produces. Hosts count what
+/// they send ([`Backlog::queued`]), the transport what it wrote, and a turn waits in
+/// [`Backlog::ready`] while more than [`Backlog::LIMIT`] are in between.
+#[derive(Debug, Default)]
+pub struct Backlog {
+    queued: std::sync::atomic::AtomicUsize,
+    written: std::sync::atomic::AtomicUsize,
+    drained: Notify,
+    /// The transport reports what it writes; without that, nobody waits.
+    counted: bool,
+}
+
+impl Backlog {
+    /// Updates in flight beyond which turns wait.
+    pub const LIMIT: usize = 64;
+
+    /// A backlog the transport reports to ([`pipelined`]).
+    pub fn counted() -> Self {
+        Self {
+            counted: true,
+            ..Self::default()
+        }
+    }
+
+    /// A backlog for a transport that reports nothing: [`Backlog::ready`] never waits.
+    pub fn uncounted() -> Self {
+        Self::default()
+    }
+
+    /// A host handed one `session/update` to the crate.
+    pub fn queued(&self) {
+        self.queued
+            .fetch_add(1, std::sync::atomic::Ordering::AcqRel);
+    }
+
+    /// The transport wrote `line`.
+    fn written(&self, line: &str) {
+        // The crate writes `{"jsonrpc":"2.0","method":"session/update",...`: the method is
+        // in the first bytes; a text that mentions it is escaped (`\"session/update\"`).
+        let head = &line.as_bytes()[..line.len().min(64)];
+        let marker = b"\"method\":\"session/update\"";
+        if head.windows(marker.len()).any(|window| window == marker) {
+            self.written
+                .fetch_add(1, std::sync::atomic::Ordering::AcqRel);
+            self.drained.notify_waiters();
+        }
+    }
+
+    fn in_flight(&self) -> usize {
+        let written = self.written.load(std::sync::atomic::Ordering::Acquire);
+        self.queued
+            .load(std::sync::atomic::Ordering::Acquire)
+            .saturating_sub(written)
+    }
+
+    /// Resolves once at most [`Backlog::LIMIT`] updates are in flight.
+    pub async fn ready(&self) {
+        if !self.counted {
+            return;
+        }
+        loop {
+            let drained = self.drained.notified();
+            tokio::pin!(drained);
+            drained.as_mut().enable();
+            if self.in_flight() <= Self::LIMIT {
+                return;
+            }
+            drained.await;
+        }
+    }
 }
 
 /// The id of the `initialize` request that has not been answered yet, if any.

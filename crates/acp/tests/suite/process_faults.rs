@@ -9,6 +9,8 @@ use keel_testkit::acp_client::{ClientOptions, PermissionReply, TestClient};
 use keel_testkit::mock_model::{MockModel, Turn};
 use serde_json::json;
 
+use tokio::io::AsyncWriteExt;
+
 use super::support::{gone_with, running_with};
 
 /// A home (config, state, data) and a workspace for one `keel acp` process.
@@ -130,4 +132,80 @@ async fn goes_away_mid_command(mechanism: &str, marker: &str) -> Duration {
         "{mechanism}: the command outlived keel"
     );
     closed.elapsed()
+}
+/// Anonymous resident memory of a process, in KiB.
+fn rss_anon_kib(pid: u32) -> Option<u64> {
+    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).ok()?;
+    status
+        .lines()
+        .find_map(|line| line.strip_prefix("RssAnon:"))
+        .and_then(|value| value.trim().trim_end_matches("kB").trim().parse().ok())
+}
+
+#[tokio::test]
+async fn a_client_that_stops_reading_does_not_grow_keels_memory() {
+    let mock = MockModel::start().await;
+    // 48 MiB of answer, streamed as fast as Keel takes it, in 12 KiB deltas.
+    let answer = "all work and no play makes keel a dull agent. ".repeat(48 * 1024 * 1024 / 47);
+    mock.push_anthropic(Turn::text_only(answer).chunk_chars(12 * 1024));
+    let home = Home::new();
+    let mut command = tokio::process::Command::new(env!("CARGO_BIN_EXE_keel"));
+    command
+        .arg("acp")
+        .current_dir(&home.root)
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::piped())
+        .kill_on_drop(true);
+    for (name, value) in home.env(&mock) {
+        command.env(name, value);
+    }
+    let mut child = command.spawn().unwrap();
+    let pid = child.id().unwrap();
+    // The client writes, and never reads a byte of what Keel answers.
+    let _unread = child.stdout.take().unwrap();
+    let mut stdin = child.stdin.take().unwrap();
+    let root = home.root.display().to_string();
+    let lines = [
+        json!({"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {"protocolVersion": 1}}),
+        json!({"jsonrpc": "2.0", "id": 2, "method": "session/new", "params": {"cwd": root, "mcpServers": []}}),
+    ];
+    for line in lines {
+        stdin
+            .write_all(format!("{line}\n").as_bytes())
+            .await
+            .unwrap();
+    }
+    stdin.flush().await.unwrap();
+    // The session id is in the unread answer; the prompt names the newest session instead
+    // through a session Keel must find: wait for it in the store.
+    let sessions = home.home.join("data/keel/sessions");
+    let session = loop {
+        if let Some(entry) = std::fs::read_dir(&sessions)
+            .ok()
+            .and_then(|mut dir| dir.next())
+        {
+            break entry.unwrap().file_name().into_string().unwrap();
+        }
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    };
+    let baseline = rss_anon_kib(pid).unwrap();
+    let prompt = json!({"jsonrpc": "2.0", "id": 3, "method": "session/prompt", "params": {"sessionId": session, "prompt": [{"type": "text", "text": "talk"}]}});
+    stdin
+        .write_all(format!("{prompt}\n").as_bytes())
+        .await
+        .unwrap();
+    stdin.flush().await.unwrap();
+    // Watch Keel while the model streams into a client that does not read.
+    let mut peak = baseline;
+    for _ in 0..100 {
+        tokio::time::sleep(Duration::from_millis(50)).await;
+        peak = peak.max(rss_anon_kib(pid).unwrap_or(0));
+    }
+    eprintln!("RssAnon: {baseline} KiB at rest, {peak} KiB at most while unread");
+    assert!(
+        peak < baseline + 16 * 1024,
+        "keel buffered what the client does not read: {baseline} KiB -> {peak} KiB"
+    );
+    drop(stdin);
+    child.kill().await.unwrap();
 }

@@ -137,6 +137,13 @@ pub trait TurnHost: Send + Sync {
     /// message the model gets (headless hosts answer with a fixed refusal).
     fn ask(&self, questions: Vec<QuestionItem>) -> BoxFuture<'_, Result<Vec<Vec<String>>, String>>;
 
+    /// Resolves when the front-end can take more events. A host whose client stopped reading
+    /// holds the turn here, so what the model and the tools produce waits upstream (in the
+    /// model's TCP window, or dropped from a tool's live output) instead of piling up in memory.
+    fn ready(&self) -> BoxFuture<'_, ()> {
+        Box::pin(std::future::ready(()))
+    }
+
     /// The editor's artifacts for a finished call (diffs, terminals) are in the envelope;
     /// this hook lets a host release resources (e.g. an ACP terminal) after its final update.
     fn call_finished(&self, _call_id: &str, _artifacts: &[Artifact]) {}

@@ -87,6 +87,10 @@ impl TurnHost for RecordingHost {
         self.inner.ask(questions)
     }
 
+    fn ready(&self) -> BoxFuture<'_, ()> {
+        self.inner.ready()
+    }
+
     fn call_finished(&self, call_id: &str, artifacts: &[Artifact]) {
         self.inner.call_finished(call_id, artifacts);
     }

@@ -13,7 +13,9 @@ use crate::provider::{
     Message, ModelEvent, ModelRequest, Part, Provider, ProviderError, Role, StopReason,
     ToolDefinition, Usage,
 };
-use crate::tool::{Artifact, Envelope, ProgressSink, Subject, ToolContext, ToolError, ToolKind};
+use crate::tool::{
+    Artifact, Envelope, ProgressBudget, ProgressSink, Subject, ToolContext, ToolError, ToolKind,
+};
 
 use super::compact::estimate_tokens;
 use super::record::RecordingHost;
@@ -461,12 +463,13 @@ impl Session {
             return (Err(error), Verdict::Denied);
         }
         let (progress_tx, mut progress_rx) = tokio::sync::mpsc::unbounded_channel();
+        let progress_budget = ProgressBudget::new(PROGRESS_BUDGET);
         let mut ctx = ToolContext {
             runtime: self.runtime.clone(),
             session: self.state.clone(),
             call_id: call.id.clone(),
             cancel: cancel.child_token(),
-            progress: ProgressSink::new(progress_tx),
+            progress: ProgressSink::bounded(progress_tx, progress_budget.clone()),
         };
         let decision = self.policy.decide(&Call {
             spec,
@@ -557,8 +560,15 @@ impl Session {
         let forward = {
             let host = host.clone();
             let call_id = call.id.clone();
+            let cancel = cancel.clone();
             tokio::spawn(async move {
                 while let Some(progress) = progress_rx.recv().await {
+                    tokio::select! {
+                        biased;
+                        () = cancel.cancelled() => break,
+                        () = host.ready() => {}
+                    }
+                    progress_budget.taken(&progress);
                     host.event(AgentEvent::ToolProgress {
                         call_id: call_id.clone(),
                         progress,
@@ -691,6 +701,10 @@ async fn run_with_cancel(
     }
 }
 
+/// Live output of one tool call waiting for the front-end beyond which chunks are dropped from
+/// the live view (never from the result or the sidecar).
+const PROGRESS_BUDGET: usize = 4 * 1024 * 1024;
+
 /// Streams one model response, forwarding text and thinking to the host as they come.
 async fn stream_response(
     provider: &dyn Provider,
@@ -706,6 +720,12 @@ async fn stream_response(
         stream = provider.stream(request) => stream.map_err(StreamEnd::Failed)?,
     };
     loop {
+        // A front-end that cannot take more holds the stream here (see `TurnHost::ready`).
+        tokio::select! {
+            biased;
+            _ = cancel.cancelled() => return Err(StreamEnd::Cancelled(response)),
+            () = host.ready() => {}
+        }
         let event = tokio::select! {
             biased;
             _ = cancel.cancelled() => return Err(StreamEnd::Cancelled(response)),

@@ -161,18 +161,77 @@ pub enum ToolProgress {
 }
 
 /// Where progress goes. Cloneable; sending never blocks; a closed sink drops silently.
+///
+/// A sink made with [`ProgressSink::bounded`] drops output chunks while more than its budget of
+/// output bytes is waiting to be taken ([`ProgressBudget::taken`]): live output is a view (the
+/// result carries the output, and the sidecar all of it), and a front-end that cannot keep up
+/// must not make the queue grow without bound. Other progress is never dropped.
 #[derive(Debug, Clone, Default)]
-pub struct ProgressSink(Option<mpsc::UnboundedSender<ToolProgress>>);
+pub struct ProgressSink {
+    sender: Option<mpsc::UnboundedSender<ToolProgress>>,
+    budget: Option<Arc<ProgressBudget>>,
+}
+
+/// The output bytes a [`ProgressSink`] has queued and not yet seen taken.
+#[derive(Debug)]
+pub struct ProgressBudget {
+    queued: std::sync::atomic::AtomicUsize,
+    limit: usize,
+}
+
+impl ProgressBudget {
+    pub fn new(limit: usize) -> Arc<Self> {
+        Arc::new(Self {
+            queued: std::sync::atomic::AtomicUsize::new(0),
+            limit,
+        })
+    }
+
+    /// The receiver took `progress` off the queue.
+    pub fn taken(&self, progress: &ToolProgress) {
+        if let ToolProgress::Output(text) = progress {
+            let _ = self.queued.fetch_update(
+                std::sync::atomic::Ordering::AcqRel,
+                std::sync::atomic::Ordering::Acquire,
+                |queued| Some(queued.saturating_sub(text.len())),
+            );
+        }
+    }
+}
 
 impl ProgressSink {
     pub fn new(sender: mpsc::UnboundedSender<ToolProgress>) -> Self {
-        Self(Some(sender))
+        Self {
+            sender: Some(sender),
+            budget: None,
+        }
+    }
+
+    /// A sink that drops output chunks past `budget` (see the type's documentation).
+    pub fn bounded(
+        sender: mpsc::UnboundedSender<ToolProgress>,
+        budget: Arc<ProgressBudget>,
+    ) -> Self {
+        Self {
+            sender: Some(sender),
+            budget: Some(budget),
+        }
     }
 
     pub fn send(&self, progress: ToolProgress) {
-        if let Some(sender) = &self.0 {
-            let _ = sender.send(progress);
+        let Some(sender) = &self.sender else { return };
+        if let (Some(budget), ToolProgress::Output(text)) = (&self.budget, &progress) {
+            let queued = budget
+                .queued
+                .fetch_add(text.len(), std::sync::atomic::Ordering::AcqRel);
+            if queued >= budget.limit {
+                budget
+                    .queued
+                    .fetch_sub(text.len(), std::sync::atomic::Ordering::AcqRel);
+                return;
+            }
         }
+        let _ = sender.send(progress);
     }
 }
 

@@ -1,0 +1,354 @@
+//! Load on one `keel acp` process (issue 19): 50 sessions at once, each running read → edit →
+//! bash turns against the mock model over HTTP, then one session of 1,000 turns.
+//!
+//! The mock answers from the request itself (a `Responder`), so concurrent sessions cannot be
+//! scripted into each other's replies: each prompt names its session and turn, each step is
+//! read from the conversation, and each session edits a counter in its own workspace. Cross
+//! talk would show as a failed edit, a wrong count or a wrong answer; all three are checked.
+//!
+//! Reported: wall time, per-turn latency (p50, p99), the agent's overhead per turn (turn minus
+//! the mock model's time, which is a few loopback round trips), peak and final RSS of `keel
+//! acp`, errors, and processes left behind. `cargo bench -p keel-acp --bench load`.
+#![allow(
+    clippy::print_stdout,
+    clippy::unwrap_used,
+    clippy::expect_used,
+    clippy::disallowed_methods,
+    reason = "a benchmark reports on stdout and sets up its own fixtures"
+)]
+
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use agent_client_protocol::v1::schema::{PermissionOptionKind, StopReason};
+use keel_testkit::acp_client::{ClientOptions, PermissionReply, TestClient};
+use keel_testkit::mock_model::{Api, MockModel, RecordedRequest, Reply, Turn};
+use serde_json::{Value, json};
+
+const SESSIONS: usize = 50;
+const TURNS_EACH: usize = 6;
+const LONG_SESSION_TURNS: usize = 1_000;
+
+fn percentile(samples: &mut [Duration], percent: usize) -> Duration {
+    samples.sort();
+    samples[(samples.len() * percent / 100).min(samples.len() - 1)]
+}
+
+fn status_kib(pid: u32, field: &str) -> Option<u64> {
+    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).ok()?;
+    status
+        .lines()
+        .find_map(|line| line.strip_prefix(field)?.strip_prefix(':'))
+        .and_then(|value| value.trim().trim_end_matches("kB").trim().parse().ok())
+}
+
+fn load_average() -> String {
+    std::fs::read_to_string("/proc/loadavg")
+        .map(|text| {
+            text.split_whitespace()
+                .take(3)
+                .collect::<Vec<_>>()
+                .join(" ")
+        })
+        .unwrap_or_else(|_| "unknown".into())
+}
+
+/// `session S turn T` from the newest prompt of an Anthropic request.
+fn prompt_of(body: &Value) -> Option<(usize, usize)> {
+    let messages = body["messages"].as_array()?;
+    let text = messages.iter().rev().find_map(|message| {
+        (message["role"] == "user")
+            .then(|| message["content"].as_array())
+            .flatten()?
+            .iter()
+            .find_map(|block| {
+                (block["type"] == "text")
+                    .then(|| block["text"].as_str())
+                    .flatten()
+            })
+    })?;
+    let mut words = text.split_whitespace();
+    match (words.next(), words.next(), words.next(), words.next()) {
+        (Some("session"), Some(session), Some("turn"), Some(turn)) => {
+            Some((session.parse().ok()?, turn.parse().ok()?))
+        }
+        _ => None,
+    }
+}
+
+/// Tool results since the newest prompt: the step of the turn.
+fn step_of(body: &Value) -> usize {
+    let Some(messages) = body["messages"].as_array() else {
+        return 0;
+    };
+    messages
+        .iter()
+        .rev()
+        .take_while(|message| {
+            !(message["role"] == "user"
+                && message["content"]
+                    .as_array()
+                    .is_some_and(|blocks| blocks.iter().any(|block| block["type"] == "text")))
+        })
+        .filter(|message| message["role"] == "assistant")
+        .count()
+}
+
+/// The scripted turn: read the counter, bump it, show it, answer.
+fn respond(api: Api, request: &RecordedRequest) -> Option<Reply> {
+    if api != Api::Anthropic {
+        return None;
+    }
+    let (session, turn) = prompt_of(&request.body)?;
+    let id = |step: &str| format!("s{session}t{turn}{step}");
+    let reply = match step_of(&request.body) {
+        0 => Turn::new().tool_call(id("r"), "read", json!({"file_path": "counter.txt"})),
+        1 => Turn::new().tool_call(
+            id("e"),
+            "edit",
+            json!({"file_path": "counter.txt", "old_string": format!("count = {turn}"), "new_string": format!("count = {}", turn + 1)}),
+        ),
+        2 => Turn::new().tool_call(id("b"), "bash", json!({"command": "cat counter.txt"})),
+        _ => {
+            // The bash result the model got must be this session's counter, just bumped.
+            let shown = request.raw_body.contains(&format!("session {session}\\ncount = {}", turn + 1));
+            Turn::text_only(if shown {
+                format!("session {session} turn {turn} done")
+            } else {
+                format!("session {session} turn {turn} saw another session")
+            })
+        }
+    };
+    Some(Reply::anthropic(&reply))
+}
+
+struct Keel {
+    client: TestClient,
+    pid: u32,
+    _home: tempfile::TempDir,
+}
+
+async fn spawn(mock: &MockModel, cwd: &Path, approvals: usize) -> Keel {
+    let home = tempfile::tempdir().unwrap();
+    let at = |dir: &str| home.path().join(dir).display().to_string();
+    let (home_dir, config, state, data) = (at(""), at("config"), at("state"), at("data"));
+    let base_url = mock.base_url();
+    let env = [
+        ("HOME", home_dir.as_str()),
+        ("XDG_CONFIG_HOME", config.as_str()),
+        ("XDG_STATE_HOME", state.as_str()),
+        ("XDG_DATA_HOME", data.as_str()),
+        ("ANTHROPIC_API_KEY", "bench"),
+        ("ANTHROPIC_BASE_URL", base_url.as_str()),
+        ("KEEL_MODEL", "anthropic/bench-model"),
+    ];
+    let client = TestClient::spawn(
+        ClientOptions::default().permissions(vec![
+            PermissionReply::Choose(
+                PermissionOptionKind::AllowOnce
+            );
+            approvals
+        ]),
+        Path::new(env!("CARGO_BIN_EXE_keel")),
+        &["acp"],
+        cwd,
+        &env,
+    )
+    .await
+    .unwrap();
+    client.initialize().await.unwrap();
+    let pid = client.pid().unwrap();
+    Keel {
+        client,
+        pid,
+        _home: home,
+    }
+}
+
+/// Processes whose working directory is one of `roots` (what a command left running).
+fn left_behind(roots: &[PathBuf]) -> usize {
+    std::fs::read_dir("/proc")
+        .unwrap()
+        .flatten()
+        .filter(|entry| {
+            std::fs::read_link(entry.path().join("cwd"))
+                .is_ok_and(|cwd| roots.iter().any(|root| cwd.starts_with(root)))
+        })
+        .count()
+}
+
+async fn concurrent_sessions(mock: &MockModel) {
+    let mut dirs = Vec::new();
+    let mut roots = Vec::new();
+    for session in 0..SESSIONS {
+        let dir = tempfile::tempdir().unwrap();
+        let root = std::fs::canonicalize(dir.path()).unwrap();
+        std::fs::write(
+            root.join("counter.txt"),
+            format!("session {session}\ncount = 0\n"),
+        )
+        .unwrap();
+        roots.push(root);
+        dirs.push(dir);
+    }
+    let keel = spawn(mock, &roots[0], SESSIONS * TURNS_EACH * 2).await;
+    let client = Arc::new(keel.client);
+    let mut sessions = Vec::new();
+    for root in &roots {
+        sessions.push(client.new_session(root, &[]).await.unwrap().session_id);
+    }
+    let peak = Arc::new(std::sync::atomic::AtomicU64::new(0));
+    let sampler = {
+        let peak = peak.clone();
+        let pid = keel.pid;
+        tokio::spawn(async move {
+            loop {
+                if let Some(rss) = status_kib(pid, "VmRSS") {
+                    peak.fetch_max(rss, std::sync::atomic::Ordering::Relaxed);
+                }
+                tokio::time::sleep(Duration::from_millis(20)).await;
+            }
+        })
+    };
+    let started = Instant::now();
+    let mut runs = Vec::new();
+    for (index, session) in sessions.iter().enumerate() {
+        let client = client.clone();
+        let session = session.clone();
+        runs.push(tokio::spawn(async move {
+            let mut times = Vec::new();
+            let mut errors = 0;
+            for turn in 0..TURNS_EACH {
+                let asked = Instant::now();
+                match client
+                    .prompt(&session, &format!("session {index} turn {turn}"))
+                    .await
+                {
+                    Ok(answer) if answer.stop_reason == StopReason::EndTurn => {}
+                    _ => errors += 1,
+                }
+                times.push(asked.elapsed());
+            }
+            (times, errors)
+        }));
+    }
+    let mut times = Vec::new();
+    let mut errors = 0;
+    for run in runs {
+        let (run_times, run_errors) = run.await.unwrap();
+        times.extend(run_times);
+        errors += run_errors;
+    }
+    let wall = started.elapsed();
+    sampler.abort();
+    // Every session's own answers, and its own counter, bumped once per turn.
+    let mut cross_talk = 0;
+    for (index, (session, root)) in sessions.iter().zip(&roots).enumerate() {
+        let said: String = client
+            .updates(session)
+            .iter()
+            .filter_map(|update| match update {
+                agent_client_protocol::v1::schema::SessionUpdate::AgentMessageChunk(chunk) => {
+                    match &chunk.content {
+                        agent_client_protocol::v1::schema::ContentBlock::Text(text) => {
+                            Some(text.text.clone())
+                        }
+                        _ => None,
+                    }
+                }
+                _ => None,
+            })
+            .collect();
+        let counter = std::fs::read_to_string(root.join("counter.txt")).unwrap();
+        let expected =
+            (0..TURNS_EACH).all(|turn| said.contains(&format!("session {index} turn {turn} done")));
+        if !expected
+            || said.contains("another session")
+            || !counter.contains(&format!("count = {TURNS_EACH}"))
+        {
+            cross_talk += 1;
+        }
+    }
+    let final_rss = status_kib(keel.pid, "VmRSS").unwrap_or(0);
+    let hwm = status_kib(keel.pid, "VmHWM").unwrap_or(0);
+    let agent: Vec<Duration> = times.clone();
+    let client = Arc::into_inner(client).unwrap();
+    client.close().await.unwrap();
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    let leftovers = left_behind(&roots);
+    let mut agent = agent;
+    let turns = times.len();
+    println!(
+        "{SESSIONS} concurrent sessions x {TURNS_EACH} read/edit/bash turns on one keel acp ({turns} turns, 4 model requests and 2 approvals each)"
+    );
+    println!(
+        "  wall time                         {wall:>10.2?}  ({:.1} turns/s)",
+        turns as f64 / wall.as_secs_f64()
+    );
+    println!(
+        "  turn latency p50 / p99            {:>10.2?} / {:.2?}",
+        percentile(&mut agent, 50),
+        percentile(&mut agent, 99)
+    );
+    println!(
+        "  keel acp RSS: peak (VmHWM) {:.1} MiB, sampled max {:.1} MiB, at the end {:.1} MiB",
+        hwm as f64 / 1024.0,
+        peak.load(std::sync::atomic::Ordering::Relaxed) as f64 / 1024.0,
+        final_rss as f64 / 1024.0
+    );
+    println!(
+        "  errors {errors}, sessions with cross talk {cross_talk}, processes left behind {leftovers}"
+    );
+    drop(dirs);
+}
+
+async fn long_session(mock: &MockModel) {
+    let dir = tempfile::tempdir().unwrap();
+    let root = std::fs::canonicalize(dir.path()).unwrap();
+    let keel = spawn(mock, &root, 0).await;
+    let session = keel
+        .client
+        .new_session(&root, &[])
+        .await
+        .unwrap()
+        .session_id;
+    let mut times = Vec::new();
+    let mut rss = Vec::new();
+    for turn in 0..LONG_SESSION_TURNS {
+        mock.push_anthropic(Turn::text_only(format!("answer {turn}")));
+        let asked = Instant::now();
+        let answer = keel
+            .client
+            .prompt(&session, &format!("question {turn}"))
+            .await
+            .unwrap();
+        assert_eq!(answer.stop_reason, StopReason::EndTurn);
+        times.push(asked.elapsed());
+        if turn % 100 == 99 {
+            rss.push(status_kib(keel.pid, "RssAnon").unwrap_or(0));
+        }
+    }
+    keel.client.close().await.unwrap();
+    let mut first: Vec<Duration> = times[..100].to_vec();
+    let mut last: Vec<Duration> = times[times.len() - 100..].to_vec();
+    println!("one session of {LONG_SESSION_TURNS} text turns");
+    println!(
+        "  turn time, turns 1-100: p50 {:.2?} p99 {:.2?}; turns 901-1000: p50 {:.2?} p99 {:.2?}",
+        percentile(&mut first, 50),
+        percentile(&mut first, 99),
+        percentile(&mut last, 50),
+        percentile(&mut last, 99)
+    );
+    println!("  RssAnon every 100 turns (KiB): {rss:?}");
+}
+
+#[tokio::main]
+async fn main() {
+    println!("load average before: {}", load_average());
+    let mock = MockModel::start().await;
+    mock.respond_with(Arc::new(respond));
+    concurrent_sessions(&mock).await;
+    long_session(&mock).await;
+    println!("load average after: {}", load_average());
+}
