@@ -120,14 +120,26 @@ impl Session {
 
     /// The system prompt and the tool definitions of a request.
     async fn request_frame(&self) -> (String, Vec<ToolDefinition>) {
+        let agents = super::load_agents(
+            self.config.global_config_dir.as_deref(),
+            self.runtime.root(),
+            self.policy.trust().is_trusted(),
+        );
         let tools: Vec<ToolDefinition> = self
             .registry
             .specs()
             .filter(|spec| !spec.unavailable)
-            .map(|spec| ToolDefinition {
-                name: spec.id.clone(),
-                description: spec.description.clone(),
-                input_schema: spec.model_schema(),
+            .map(|spec| {
+                let mut description = spec.description.clone();
+                // The agents a `task` call may name, one line each.
+                if spec.id == crate::tools::task::TASK_TOOL_ID && !agents.is_empty() {
+                    description.push_str(&super::agents_listing(&agents));
+                }
+                ToolDefinition {
+                    name: spec.id.clone(),
+                    description,
+                    input_schema: spec.model_schema(),
+                }
             })
             .collect();
         let date = today();
@@ -206,6 +218,20 @@ impl Session {
         // Trusting the project may have switched the model to the project's.
         drop(provider);
         let (provider, model) = self.model_slot().resolved.map_err(AgentError::NoModel)?;
+        self.state
+            .set_subagents(Some(Arc::new(super::subagent::Runner {
+                session_id: self.id.clone(),
+                runtime: self.runtime.clone(),
+                registry: self.registry.clone(),
+                policy: self.policy.clone(),
+                config: self.config.clone(),
+                model: self.model_slot(),
+                interactive: self.state.interactive,
+                depth: self.depth,
+                background: self.background.clone(),
+                children: self.children.clone(),
+                host: host.clone(),
+            })));
         self.record(&StoredEvent::User {
             content: prompt.clone(),
         });
@@ -234,6 +260,17 @@ impl Session {
             if cancel.is_cancelled() {
                 outcome.stop = TurnStop::Cancelled;
                 return Ok(outcome);
+            }
+            // Answers of background subagents join the next request.
+            let finished = self.background.take_finished();
+            if !finished.is_empty() {
+                self.remember(
+                    &mut history,
+                    Message {
+                        role: Role::User,
+                        content: finished.into_iter().map(Part::Text).collect(),
+                    },
+                );
             }
             let window = provider.context_window(&model);
             let estimate = estimate_tokens(&system, &history, &tools);
