@@ -424,11 +424,24 @@ impl AcpTurnHost {
     fn result(&self, call_id: &str, call_status: CallStatus, envelope: Envelope) {
         let call = lock(&self.calls).remove(call_id);
         let Some(call) = call else {
-            // A result for a call never announced: still close it on the client.
+            // A result for a call never announced, or the later answer of a background task:
+            // still close it on the client, with what it said.
+            let mut content = Vec::new();
+            if let Some(transcript) = lock(&self.transcripts).remove(call_id)
+                && !transcript.text.trim().is_empty()
+            {
+                content.push(ToolCallContent::from(transcript.text.trim().to_owned()));
+            }
+            if !envelope.text().is_empty() {
+                content.push(ToolCallContent::from(
+                    head(envelope.text(), FINAL_OUTPUT).to_owned(),
+                ));
+            }
             self.update(
                 call_id,
                 ToolCallUpdateFields::new()
                     .status(status(call_status))
+                    .content(content)
                     .raw_output(serde_json::to_value(&envelope).ok()),
             );
             return;
@@ -620,10 +633,13 @@ impl AcpTurnHost {
     /// Adds to a `task` call's transcript and shows it (at a line end, a call, or every
     /// [`TRANSCRIPT_STEP`] bytes).
     fn transcript(&self, parent: &str, agent: &str, text: &str, now: bool) {
+        // A background task's call has finished already: nothing later would show the rest.
+        let running = lock(&self.calls).contains_key(parent);
         let mut transcripts = lock(&self.transcripts);
         let transcript = transcripts.entry(parent.to_owned()).or_default();
         transcript.text.push_str(text);
         if !(now
+            || !running
             || text.contains('\n')
             || transcript.text.len() - transcript.sent >= TRANSCRIPT_STEP)
         {

@@ -11,6 +11,7 @@ mod protocol;
 mod sandbox;
 mod sessions;
 mod streaming;
+mod subagents;
 mod support;
 mod trust;
 mod turn_snapshot;

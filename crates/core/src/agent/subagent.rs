@@ -29,14 +29,14 @@ use tokio_util::sync::CancellationToken;
 use crate::policy::{Mode, Policy};
 use crate::runtime::{Runtime, config_files};
 use crate::tool::{
-    Artifact, Registry, SessionState, SubagentRequest, Subagents, ToolContext, ToolError, head_of,
+    Artifact, Envelope, Registry, ToolOutput, SessionState, SubagentRequest, Subagents, ToolContext, ToolError, head_of,
 };
 use crate::tools::task::{TASK_RESULT_BYTES, TASK_TOOL_ID};
 
 use super::engine::EngineConfig;
 use super::session::{ModelSlot, Session};
 use super::{
-    AgentEvent, ApprovalAnswer, ApprovalRequest, QuestionItem, TurnHost, TurnStop, UserContent,
+    AgentEvent, ApprovalAnswer, CallStatus, ApprovalRequest, QuestionItem, TurnHost, TurnStop, UserContent,
 };
 
 /// How deep subagents nest: the top session is depth 0; a session at this depth has no `task`.
@@ -588,7 +588,7 @@ async fn run_child(
     prompt: String,
     host: Arc<dyn TurnHost>,
     cancel: CancellationToken,
-) -> Result<String, ToolError> {
+) -> Result<ToolOutput, ToolError> {
     let outcome = session
         .run_turn(vec![UserContent::Text { text: prompt }], host, cancel)
         .await
@@ -607,7 +607,7 @@ async fn run_child(
     if text.trim().is_empty() {
         text = "(the subagent finished without an answer)".into();
     }
-    Ok(text)
+    Ok(ToolOutput::text(text))
 }
 
 impl Subagents for Runner {
@@ -647,7 +647,9 @@ impl Subagents for Runner {
                 agent: name.clone(),
             });
             if !request.background {
-                return run_child(child, prompt, host, ctx.cancel.clone()).await;
+                return run_child(child, prompt, host, ctx.cancel.clone())
+                    .await
+                    .map(|output| output.text);
             }
             // Stopped by the parent's cancel (its turn's token) or by `cancel`.
             let cancel = ctx.cancel.child_token();
@@ -656,11 +658,26 @@ impl Subagents for Runner {
                 .start(&name, &request.description, cancel.clone());
             let background = self.background.clone();
             let finished = handle.clone();
+            let parent = self.host.clone();
+            let call_id = ctx.call_id.clone();
             tokio::spawn(async move {
-                let result = run_child(child, prompt, host, cancel)
-                    .await
-                    .map_err(|e| e.to_string());
-                background.finish(&finished, result);
+                let started = std::time::Instant::now();
+                let result = run_child(child, prompt, host, cancel).await;
+                let envelope = Envelope::from_result(result.clone(), started.elapsed());
+                background.finish(
+                    &finished,
+                    result.map(|output| output.text).map_err(|e| e.to_string()),
+                );
+                // The `task` call shows the answer once it is in (after it can be delivered).
+                parent.event(AgentEvent::ToolResult {
+                    call_id,
+                    status: if envelope.is_error() {
+                        CallStatus::Failed
+                    } else {
+                        CallStatus::Completed
+                    },
+                    envelope,
+                });
             });
             Ok(format!(
                 "Started subagent `{name}` in the background as `{handle}`. Its answer arrives \
