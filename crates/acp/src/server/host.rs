@@ -447,11 +447,17 @@ impl AcpTurnHost {
             return;
         };
         let mut content = Self::final_content(&call, &envelope);
-        // A subagent's transcript stays above its answer.
+        // A subagent's transcript stays above its answer (which usually ends it).
         if let Some(transcript) = lock(&self.transcripts).remove(call_id)
             && !transcript.text.trim().is_empty()
         {
-            content.insert(0, ToolCallContent::from(transcript.text.trim().to_owned()));
+            let said = transcript.text.trim();
+            let answer = envelope.text().trim();
+            if envelope.error_text.is_none() && !answer.is_empty() && said.ends_with(answer) {
+                content = vec![ToolCallContent::from(said.to_owned())];
+            } else {
+                content.insert(0, ToolCallContent::from(said.to_owned()));
+            }
         }
         let mut fields = ToolCallUpdateFields::new()
             .status(status(call_status))

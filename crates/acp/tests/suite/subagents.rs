@@ -158,9 +158,8 @@ async fn a_task_child_reads_and_edits_and_its_approval_names_the_subagent() {
 #[tokio::test]
 async fn a_child_is_denied_what_the_parent_denies() {
     let harness = EngineHarness::start(
-        ClientOptions::default().permissions([PermissionReply::Choose(
-            PermissionOptionKind::RejectAlways,
-        )]),
+        ClientOptions::default()
+            .permissions([PermissionReply::Choose(PermissionOptionKind::RejectAlways)]),
         &[],
         vec![
             Turn::new().tool_call("p1", "bash", json!({"command": "mkdir made"})),
@@ -187,7 +186,10 @@ async fn a_child_is_denied_what_the_parent_denies() {
     assert_eq!(last["status"], "failed");
     let requests = harness.mock.requests();
     let denied = tool_result(&requests[3].body, "c1");
-    assert!(denied.contains("Denied") || denied.contains("denied"), "{denied}");
+    assert!(
+        denied.contains("Denied") || denied.contains("denied"),
+        "{denied}"
+    );
 }
 
 #[tokio::test]
@@ -208,9 +210,8 @@ async fn a_child_mode_is_never_looser_than_the_parent() {
     }
     let config_dir = tempfile::tempdir().unwrap();
     let harness = harness_with_agents(
-        ClientOptions::default().permissions([PermissionReply::Choose(
-            PermissionOptionKind::RejectOnce,
-        )]),
+        ClientOptions::default()
+            .permissions([PermissionReply::Choose(PermissionOptionKind::RejectOnce)]),
         &[],
         mock,
         &[("reckless.md", yolo)],
@@ -263,9 +264,18 @@ async fn cancelling_the_parent_stops_a_running_child_and_its_command() {
         prompt.await.unwrap().unwrap().stop_reason,
         StopReason::Cancelled
     );
-    assert!(gone_with("600.0417").await, "the child's command still runs");
-    assert_eq!(updates_of(&harness, "p1/c1").last().unwrap()["status"], "failed");
-    assert_eq!(updates_of(&harness, "p1").last().unwrap()["status"], "failed");
+    assert!(
+        gone_with("600.0417").await,
+        "the child's command still runs"
+    );
+    assert_eq!(
+        updates_of(&harness, "p1/c1").last().unwrap()["status"],
+        "failed"
+    );
+    assert_eq!(
+        updates_of(&harness, "p1").last().unwrap()["status"],
+        "failed"
+    );
 }
 
 const BACKGROUND: &str =
@@ -348,7 +358,10 @@ async fn wait_takes_a_background_answer_once() {
         Some(&child),
     )
     .await;
-    assert_eq!(harness.prompt("count").await.stop_reason, StopReason::EndTurn);
+    assert_eq!(
+        harness.prompt("count").await.stop_reason,
+        StopReason::EndTurn
+    );
     let requests = harness.mock.requests();
     assert!(tool_result(&requests[2].body, "p2").contains("Waited answer: 42."));
     let unknown = tool_result(&requests[3].body, "p3");
@@ -372,7 +385,10 @@ async fn the_depth_limit_is_reached() {
         ],
     )
     .await;
-    assert_eq!(harness.prompt("go deep").await.stop_reason, StopReason::EndTurn);
+    assert_eq!(
+        harness.prompt("go deep").await.stop_reason,
+        StopReason::EndTurn
+    );
     let requests = harness.mock.requests();
     assert_eq!(requests.len(), 6);
     assert!(tool_names(&requests[0].body).contains(&"task".to_owned()));
@@ -401,9 +417,21 @@ async fn the_first_model_request_stays_under_15_kb() {
     let first = &harness.mock.requests()[0];
     let names = tool_names(&first.body);
     for tool in [
-        "read", "write", "edit", "glob", "grep", "bash", "todo", "task", "question", "web_fetch",
+        "read",
+        "write",
+        "edit",
+        "glob",
+        "grep",
+        "bash",
+        "todo",
+        "task",
+        "question",
+        "web_fetch",
     ] {
-        assert!(names.contains(&tool.to_owned()), "{tool} missing: {names:?}");
+        assert!(
+            names.contains(&tool.to_owned()),
+            "{tool} missing: {names:?}"
+        );
     }
     let bytes = serde_json::to_string(&first.body).unwrap().len();
     assert!(bytes < 15_000, "the first request is {bytes} bytes");

@@ -29,14 +29,16 @@ use tokio_util::sync::CancellationToken;
 use crate::policy::{Mode, Policy};
 use crate::runtime::{Runtime, config_files};
 use crate::tool::{
-    Artifact, Envelope, Registry, ToolOutput, SessionState, SubagentRequest, Subagents, ToolContext, ToolError, head_of,
+    Artifact, Envelope, Registry, SessionState, SubagentRequest, Subagents, ToolContext, ToolError,
+    ToolOutput, head_of,
 };
 use crate::tools::task::{TASK_RESULT_BYTES, TASK_TOOL_ID};
 
 use super::engine::EngineConfig;
 use super::session::{ModelSlot, Session};
 use super::{
-    AgentEvent, ApprovalAnswer, CallStatus, ApprovalRequest, QuestionItem, TurnHost, TurnStop, UserContent,
+    AgentEvent, ApprovalAnswer, ApprovalRequest, CallStatus, QuestionItem, TurnHost, TurnStop,
+    UserContent,
 };
 
 /// How deep subagents nest: the top session is depth 0; a session at this depth has no `task`.
