@@ -10,6 +10,7 @@ mod modes;
 mod protocol;
 mod sandbox;
 mod sessions;
+mod skills;
 mod streaming;
 mod subagents;
 mod support;

@@ -239,6 +239,30 @@ pub fn load_agents(config_dir: Option<&Path>, workspace: &Path, trusted: bool) -
     agents
 }
 
+/// The project's agent definitions as the trust question lists them.
+pub fn agents_waiting_for_trust(workspace: &Path) -> Vec<String> {
+    let mut lines = Vec::new();
+    for dir in PROJECT_AGENT_DIRS {
+        for path in config_files::list_dir(&workspace.join(dir)).unwrap_or_default() {
+            if path.extension().and_then(|e| e.to_str()) != Some("md") {
+                continue;
+            }
+            let relative = path
+                .strip_prefix(workspace)
+                .unwrap_or(&path)
+                .display()
+                .to_string();
+            let name = config_files::read_if_exists(&path)
+                .ok()
+                .flatten()
+                .and_then(|text| parse_agent(&path, &text).ok())
+                .map_or_else(|| relative.clone(), |agent| agent.name);
+            lines.push(format!("defines agent `{name}` ({relative})"));
+        }
+    }
+    lines
+}
+
 /// The agents, one line each, for the `task` tool's description.
 pub fn agents_listing(agents: &[AgentDef]) -> String {
     let mut out = String::from("\nAgents (`agent`):");

@@ -118,6 +118,38 @@ impl Session {
         push_merged(history, message);
     }
 
+    /// The skills this session may use: the user's, and the project's once it is trusted.
+    pub fn discover_skills(&self) -> Vec<crate::skills::Skill> {
+        if self
+            .registry
+            .get(crate::tools::skill::SKILL_TOOL_ID)
+            .is_none()
+        {
+            return Vec::new();
+        }
+        crate::skills::discover(
+            self.config.global_config_dir.as_deref(),
+            self.runtime.root(),
+            self.policy.trust().is_trusted(),
+        )
+    }
+
+    /// A prompt whose first text is `/skill-name args` gets the skill's body in its place.
+    async fn expand_skill_command(&self, mut prompt: Vec<UserContent>) -> Vec<UserContent> {
+        let Some(UserContent::Text { text }) = prompt.first_mut() else {
+            return prompt;
+        };
+        let skills = self.state.skills();
+        match crate::skills::expand_command(text, &skills, &self.runtime).await {
+            Some(Ok(expanded)) => *text = expanded,
+            Some(Err(error)) => {
+                *text = format!("{text}\n\n(The skill could not be loaded: {error})");
+            }
+            None => {}
+        }
+        prompt
+    }
+
     /// The system prompt and the tool definitions of a request.
     async fn request_frame(&self) -> (String, Vec<ToolDefinition>) {
         let agents = super::load_agents(
@@ -143,7 +175,16 @@ impl Session {
             })
             .collect();
         let date = today();
-        let system = super::prompt::system_prompt(&self.runtime, &self.registry, &date).await;
+        let mut system = super::prompt::system_prompt(&self.runtime, &self.registry, &date).await;
+        let skills = self.state.skills();
+        if !skills.is_empty()
+            && self
+                .registry
+                .get(crate::tools::skill::SKILL_TOOL_ID)
+                .is_some()
+        {
+            system.push_str(&crate::skills::listing(&skills));
+        }
         (system, tools)
     }
 
@@ -235,6 +276,9 @@ impl Session {
         self.record(&StoredEvent::User {
             content: prompt.clone(),
         });
+        // The skills as trust now stands; `/name args` loads a skill into the prompt.
+        self.state.set_skills(self.discover_skills());
+        let prompt = self.expand_skill_command(prompt).await;
         if let Some(title) = self
             .log
             .as_ref()

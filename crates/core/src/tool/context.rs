@@ -132,6 +132,7 @@ pub struct SessionState {
     sidecar_seq: Mutex<u64>,
     asker: AskerSlot,
     subagents: SubagentsSlot,
+    skills: Mutex<Vec<crate::skills::Skill>>,
 }
 
 fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
@@ -156,6 +157,7 @@ impl SessionState {
             sidecar_seq: Mutex::new(0),
             asker: AskerSlot::default(),
             subagents: SubagentsSlot::default(),
+            skills: Mutex::new(Vec::new()),
         }
     }
 
@@ -196,6 +198,16 @@ impl SessionState {
     /// The installed [`Subagents`], if any.
     pub fn subagents(&self) -> Option<Arc<dyn Subagents>> {
         lock(&self.subagents.0).clone()
+    }
+
+    /// Replaces the skills the `skill` tool may load (the turn sets them once trust is known).
+    pub fn set_skills(&self, skills: Vec<crate::skills::Skill>) {
+        *lock(&self.skills) = skills;
+    }
+
+    /// The skills the `skill` tool may load.
+    pub fn skills(&self) -> Vec<crate::skills::Skill> {
+        lock(&self.skills).clone()
     }
 
     /// A fresh sidecar file name under the scratch directory.

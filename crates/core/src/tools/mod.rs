@@ -6,6 +6,7 @@ pub mod glob;
 pub mod grep;
 pub mod question;
 pub mod read;
+pub mod skill;
 pub mod task;
 pub mod text;
 pub mod todo;
@@ -33,6 +34,7 @@ pub fn bundled(env: &dyn Fn(&str) -> Option<String>) -> Result<Registry, String>
             env,
             web_search::SearchLimits::default(),
         )),
+        Typed::wrap(skill::SkillTool),
     ];
     let mut registry = Registry::new();
     for tool in tools {
@@ -83,6 +85,7 @@ mod tests {
                     false,
                     Subject::Query("query".into())
                 ),
+                ("skill".into(), ToolKind::Read, false, Subject::None),
             ]
         );
     }
