@@ -427,6 +427,7 @@ async fn the_first_model_request_stays_under_15_kb() {
         "task",
         "question",
         "web_fetch",
+        "skill",
     ] {
         assert!(
             names.contains(&tool.to_owned()),
