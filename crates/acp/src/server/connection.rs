@@ -296,6 +296,10 @@ impl ConnectionState {
             roots: Roots(shown_roots),
             prompts: Arc::new(tokio::sync::Mutex::new(())),
             terminals: ledger,
+            elicitation: lock(&self.client)
+                .elicitation
+                .as_ref()
+                .is_some_and(|elicitation| elicitation.form.is_some()),
         };
         let session = Arc::new(Session::new(agent, shared, self.factory.models()));
         let replaced = lock(&self.sessions).insert(session_id, session.clone());

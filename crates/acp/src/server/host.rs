@@ -73,6 +73,9 @@ pub struct HostShared {
     /// Serializes the session's prompts to the human (permission and question requests).
     pub prompts: Arc<tokio::sync::Mutex<()>>,
     pub terminals: TerminalLedger,
+    /// The client renders elicitation forms (`clientCapabilities.elicitation.form`): the
+    /// `question` tool asks through one.
+    pub elicitation: bool,
 }
 
 /// The host of one turn.
@@ -580,6 +583,9 @@ impl AcpTurnHost {
             })
             .cloned()
             .unwrap_or_else(|| "question".to_owned());
+        if self.shared.elicitation {
+            return super::question::ask_form(self, &call_id, &questions).await;
+        }
         let mut answers = Vec::new();
         for item in questions {
             if item.options.is_empty() {

@@ -8,6 +8,7 @@ mod editor;
 mod hostile;
 mod modes;
 mod protocol;
+mod questions;
 mod sandbox;
 mod sessions;
 mod skills;
