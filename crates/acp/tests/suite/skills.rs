@@ -1,6 +1,7 @@
 //! Skills over ACP with the real engine against the mock model: a project's skill waits for
 //! trust, then is listed in the system prompt, loaded by the `skill` tool (with its files), and
 //! offered as a slash command that loads it into the prompt. The user's skills need no trust.
+//! A project's agent definitions wait for trust the same way.
 
 use std::path::Path;
 
@@ -30,11 +31,26 @@ async fn harness(replies: Vec<PermissionReply>, turns: Vec<Turn>, config: &Path)
         &[
             (".claude/skills/release-notes/SKILL.md", PROJECT_SKILL),
             (".claude/skills/release-notes/template.md", "## Changes\n"),
+            (
+                ".claude/agents/helper.md",
+                "---\ndescription: Helps with chores\n---\nBe brief.\n",
+            ),
         ],
         mock,
         engine,
     )
     .await
+}
+
+/// The description of the `task` tool in a recorded request.
+fn task_description(request: &Value) -> String {
+    request["tools"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|tool| tool["name"] == "task")
+        .map(|tool| tool["description"].to_string())
+        .unwrap_or_default()
 }
 
 fn tool_result(request: &Value, id: &str) -> String {
@@ -94,7 +110,13 @@ async fn a_project_skill_after_trust_is_listed_loaded_and_offered_as_a_command()
         asked.contains("offers skill `release-notes` (.claude/skills/release-notes)"),
         "{asked}"
     );
+    assert!(
+        asked.contains("defines agent `helper` (.claude/agents/helper.md)"),
+        "{asked}"
+    );
     let requests = harness.mock.requests();
+    // The project's agent definition is offered to `task` once trusted.
+    assert!(task_description(&requests[0].body).contains("- helper: Helps with chores"));
     let system = requests[0].body["system"].to_string();
     assert!(
         system.contains("- release-notes: Writes release notes from the changelog")
@@ -158,6 +180,7 @@ async fn an_untrusted_project_skill_stays_out() {
     let requests = harness.mock.requests();
     let system = requests[0].body["system"].to_string();
     assert!(!system.contains("release-notes"), "{system}");
+    assert!(!task_description(&requests[0].body).contains("helper"));
     assert!(system.contains("- greet: "), "{system}");
     let refused = tool_result(&requests[1].body, "s1");
     assert!(refused.contains("no skill `release-notes`"), "{refused}");

@@ -8,7 +8,7 @@ use std::path::Path;
 use agent_client_protocol::v1::schema::{PermissionOptionKind, StopReason};
 use keel_core::provider::{ProviderConfig, ProviderKind};
 use keel_testkit::acp_client::{ClientOptions, Event, PermissionReply};
-use keel_testkit::mock_model::{MockModel, Turn};
+use keel_testkit::mock_model::{Api, MockModel, Reply, Turn};
 use serde_json::{Value, json};
 
 use super::support::{EngineHarness, engine_config, gone_with};
@@ -436,4 +436,59 @@ async fn the_first_model_request_stays_under_15_kb() {
     }
     let bytes = serde_json::to_string(&first.body).unwrap().len();
     assert!(bytes < 15_000, "the first request is {bytes} bytes");
+}
+
+#[tokio::test]
+async fn cancel_stops_a_background_task() {
+    let mock = MockModel::start().await;
+    let child = MockModel::start().await;
+    mock.push_anthropic(Turn::new().tool_call(
+        "p1",
+        "task",
+        json!({"prompt": "Think for ever.", "agent": "bg", "background": true}),
+    ));
+    mock.push_anthropic(Turn::new().tool_call("p2", "task", json!({"cancel": "task-1"})));
+    mock.push_anthropic(Turn::text_only("Stopped it."));
+    // The child's model answers with headers only and never finishes.
+    child.push(
+        Api::Anthropic,
+        Reply::anthropic(&Turn::text_only("never")).stall_after(0),
+    );
+    let config_dir = tempfile::tempdir().unwrap();
+    let harness = harness_with_agents(
+        ClientOptions::default(),
+        &[],
+        mock,
+        &[("bg.md", BACKGROUND)],
+        config_dir.path(),
+        Some(&child),
+    )
+    .await;
+    assert_eq!(
+        harness.prompt("start and stop").await.stop_reason,
+        StopReason::EndTurn
+    );
+    let requests = harness.mock.requests();
+    assert!(tool_result(&requests[2].body, "p2").contains("`task-1` was cancelled"));
+    // The task call ends failed once the child is gone.
+    harness
+        .client
+        .wait_for("the task call to fail", |events| {
+            events.iter().any(|event| {
+                matches!(event, Event::Update(n) if {
+                    let update = serde_json::to_value(&n.update).unwrap();
+                    update["toolCallId"] == "p1" && update["status"] == "failed"
+                })
+            })
+        })
+        .await;
+    // If the child's model request had started, it was dropped.
+    if !child.requests().is_empty() {
+        assert!(
+            child
+                .wait_for_disconnect(std::time::Duration::from_secs(10))
+                .await,
+            "the child's model request was not dropped"
+        );
+    }
 }
