@@ -276,9 +276,6 @@ impl Session {
         self.record(&StoredEvent::User {
             content: prompt.clone(),
         });
-        // The skills as trust now stands; `/name args` loads a skill into the prompt.
-        self.state.set_skills(self.discover_skills());
-        let prompt = self.expand_skill_command(prompt).await;
         if let Some(title) = self
             .log
             .as_ref()
@@ -286,6 +283,9 @@ impl Session {
         {
             host.event(AgentEvent::SessionTitle { title });
         }
+        // The skills as trust now stands; `/name args` loads a skill into the prompt.
+        self.state.set_skills(self.discover_skills());
+        let prompt = self.expand_skill_command(prompt).await;
         self.remember(
             &mut history,
             Message {
