@@ -370,6 +370,20 @@ impl TurnHost for ExecHost {
             }
             // The ignored project settings were reported before the turn started.
             AgentEvent::Notice { text } => tracing::info!("{text}"),
+            // A subagent's calls, one progress line each (its answer is the task's result).
+            AgentEvent::Subagent { agent, event, .. } => {
+                if let AgentEvent::ToolCall {
+                    tool_id,
+                    kind,
+                    args,
+                    ..
+                } = *event
+                {
+                    let roots = Roots(self.state().workspace.iter().cloned().collect());
+                    let title = title(ToolRef::of(&tool_id, kind), &args, &roots);
+                    self.progress(&format!("  {} {agent}: {title}\n", self.style.dim("↳")));
+                }
+            }
         }
     }
 

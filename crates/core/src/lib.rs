@@ -10,6 +10,7 @@
 //! - [`agent`]: the turn loop, emitting front-end-neutral events.
 //! - [`store`]: the session store: one append-only event log per conversation.
 //! - [`config`]: layered TOML configuration.
+//! - [`skills`]: `SKILL.md` folders, listed in the system prompt and loaded by `skill`.
 
 pub mod agent;
 pub mod capability;
@@ -17,6 +18,7 @@ pub mod config;
 pub mod policy;
 pub mod provider;
 pub mod runtime;
+pub mod skills;
 pub mod store;
 pub mod tool;
 pub mod tools;

@@ -21,13 +21,15 @@ use std::time::Duration;
 
 use agent_client_protocol::schema::ProtocolVersion;
 use agent_client_protocol::v1::schema::{
-    CancelNotification, ClientCapabilities, ContentBlock, CreateTerminalRequest,
-    FileSystemCapabilities, InitializeRequest, InitializeResponse, KillTerminalRequest,
-    NewSessionRequest, NewSessionResponse, PermissionOptionKind, PromptRequest, PromptResponse,
-    ReadTextFileRequest, ReadTextFileResponse, ReleaseTerminalRequest, RequestPermissionOutcome,
-    RequestPermissionRequest, RequestPermissionResponse, SelectedPermissionOutcome, SessionId,
-    SessionNotification, SessionUpdate, TerminalOutputRequest, TextContent,
-    WaitForTerminalExitRequest, WriteTextFileRequest, WriteTextFileResponse,
+    CancelNotification, ClientCapabilities, ContentBlock, CreateElicitationRequest,
+    CreateElicitationResponse, CreateTerminalRequest, ElicitationCapabilities,
+    ElicitationFormCapabilities, FileSystemCapabilities, InitializeRequest, InitializeResponse,
+    KillTerminalRequest, NewSessionRequest, NewSessionResponse, PermissionOptionKind,
+    PromptRequest, PromptResponse, ReadTextFileRequest, ReadTextFileResponse,
+    ReleaseTerminalRequest, RequestPermissionOutcome, RequestPermissionRequest,
+    RequestPermissionResponse, SelectedPermissionOutcome, SessionId, SessionNotification,
+    SessionUpdate, TerminalOutputRequest, TextContent, WaitForTerminalExitRequest,
+    WriteTextFileRequest, WriteTextFileResponse,
 };
 use agent_client_protocol::v1::{ConnectionTo, Responder};
 use agent_client_protocol::{
@@ -95,6 +97,12 @@ pub struct ClientOptions {
     pub files: BTreeMap<PathBuf, String>,
     /// Answers to permission requests, in order.
     pub permissions: Vec<PermissionReply>,
+    /// Whether the client advertises elicitation forms.
+    pub elicitation: bool,
+    /// Answers to `elicitation/create`, in order, as the response's JSON
+    /// (`{"action": "accept", "content": {...}}`); `null` holds the request unanswered. Past
+    /// the script the client answers `cancel`.
+    pub elicitations: Vec<serde_json::Value>,
 }
 
 impl ClientOptions {
@@ -110,6 +118,13 @@ impl ClientOptions {
 
     pub fn permissions(mut self, replies: impl IntoIterator<Item = PermissionReply>) -> Self {
         self.permissions = replies.into_iter().collect();
+        self
+    }
+
+    /// A client that renders elicitation forms and answers them with `answers` in order.
+    pub fn elicitations(mut self, answers: impl IntoIterator<Item = serde_json::Value>) -> Self {
+        self.elicitation = true;
+        self.elicitations = answers.into_iter().collect();
         self
     }
 
@@ -129,6 +144,11 @@ pub enum Event {
         answer: Option<String>,
         /// How many earlier requests were still held unanswered when this one arrived.
         held: usize,
+    },
+    /// An `elicitation/create` request (as JSON) and the scripted answer (`null`: held).
+    Elicitation {
+        request: serde_json::Value,
+        answer: serde_json::Value,
     },
     ReadFile {
         path: PathBuf,
@@ -156,6 +176,9 @@ impl Event {
                     "answer": answer,
                 }
             }),
+            Event::Elicitation { request, answer } => {
+                json!({ "elicitation": { "request": request, "answer": answer } })
+            }
             Event::ReadFile { path } => json!({ "read": path }),
             Event::WriteFile { path, content } => {
                 json!({ "write": { "path": path, "content": content } })
@@ -189,6 +212,8 @@ struct Shared {
         )>,
     >,
     terminals: terminals::Terminals,
+    elicitations: Mutex<VecDeque<serde_json::Value>>,
+    held_elicitations: Mutex<Vec<Responder<CreateElicitationResponse>>>,
 }
 
 fn lock<T>(mutex: &Mutex<T>) -> MutexGuard<'_, T> {
@@ -306,7 +331,16 @@ impl TestClient {
                 .read_text_file(options.read_files)
                 .write_text_file(options.write_files))
             .terminal(options.terminals);
+        let capabilities = if options.elicitation {
+            capabilities.elicitation(
+                ElicitationCapabilities::new().form(ElicitationFormCapabilities::new()),
+            )
+        } else {
+            capabilities
+        };
         let shared = Arc::new(Shared {
+            elicitations: Mutex::new(options.elicitations.into()),
+            held_elicitations: Mutex::new(Vec::new()),
             recorder: Recorder::default(),
             files: Mutex::new(options.files),
             script: Mutex::new(options.permissions.into()),
@@ -559,6 +593,7 @@ async fn run(
     let on_update = shared.clone();
     let on_permission = shared.clone();
     let on_read = shared.clone();
+    let on_elicitation = shared.clone();
     let on_write = shared.clone();
     let terminals = shared.clone();
     let builder = Client
@@ -592,6 +627,28 @@ async fn run(
                         Error::internal_error().data("the test client failed the request"),
                     ),
                     _ => responder.respond(outcome(answer.as_ref())),
+                }
+            },
+            agent_client_protocol::on_receive_request!(),
+        )
+        .on_receive_request(
+            async move |request: CreateElicitationRequest, responder, _cx| {
+                let answer = lock(&on_elicitation.elicitations)
+                    .pop_front()
+                    .unwrap_or_else(|| serde_json::json!({"action": "cancel"}));
+                on_elicitation.recorder.push(Event::Elicitation {
+                    request: serde_json::to_value(&request).unwrap_or_default(),
+                    answer: answer.clone(),
+                });
+                if answer.is_null() {
+                    lock(&on_elicitation.held_elicitations).push(responder);
+                    return Ok(());
+                }
+                match serde_json::from_value::<CreateElicitationResponse>(answer) {
+                    Ok(response) => responder.respond(response),
+                    Err(error) => responder.respond_with_error(
+                        Error::internal_error().data(format!("bad scripted answer: {error}")),
+                    ),
                 }
             },
             agent_client_protocol::on_receive_request!(),

@@ -88,6 +88,26 @@ pub fn available(has_models: bool) -> Vec<AvailableCommand> {
         .collect()
 }
 
+/// The commands with the skills after them (a skill named like a command is left out: the
+/// command wins). Each skill runs as `/name [arguments]`.
+pub fn available_with_skills(
+    has_models: bool,
+    skills: &[(String, String)],
+) -> Vec<AvailableCommand> {
+    let mut commands = available(has_models);
+    for (name, description) in skills {
+        if COMMANDS.iter().any(|row| row.name == name) {
+            continue;
+        }
+        commands.push(
+            AvailableCommand::new(name.clone(), format!("Skill: {description}")).input(
+                AvailableCommandInput::Unstructured(UnstructuredCommandInput::new("arguments")),
+            ),
+        );
+    }
+    commands
+}
+
 impl SlashCommand {
     /// The command a prompt invokes: its first block is text starting with `/name`.
     pub fn parse(prompt: &[ContentBlock]) -> Option<SlashCommand> {

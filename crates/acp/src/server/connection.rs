@@ -299,6 +299,10 @@ impl ConnectionState {
             prompts: Arc::new(tokio::sync::Mutex::new(())),
             terminals: ledger,
             backlog: self.backlog.clone(),
+            elicitation: lock(&self.client)
+                .elicitation
+                .as_ref()
+                .is_some_and(|elicitation| elicitation.form.is_some()),
         };
         let session = Arc::new(Session::new(agent, shared, self.factory.models()));
         let replaced = lock(&self.sessions).insert(session_id, session.clone());

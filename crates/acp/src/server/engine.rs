@@ -145,6 +145,11 @@ pub trait AgentSession: Send + Sync + 'static {
     /// The effective permission rules by scope, as text for `/permissions`.
     fn permissions(&self) -> String;
 
+    /// The skills offered as slash commands (name, description); a project's once trusted.
+    fn skills(&self) -> Vec<(String, String)> {
+        Vec::new()
+    }
+
     /// Called once `session/new` has been answered: a session that opens in the background
     /// starts now, so the work does not compete with the response.
     fn start(&self) {}

@@ -419,6 +419,17 @@ impl AgentSession for EngineSession {
             .collect()
     }
 
+    fn skills(&self) -> Vec<(String, String)> {
+        let Ok(session) = self.session() else {
+            return Vec::new();
+        };
+        session
+            .discover_skills()
+            .into_iter()
+            .map(|skill| (skill.name, skill.description))
+            .collect()
+    }
+
     fn permissions(&self) -> String {
         match self.session() {
             Ok(session) => render_rules(session.policy()),

@@ -75,6 +75,9 @@ pub struct HostShared {
     pub terminals: TerminalLedger,
     /// Updates sent and not yet written (turns wait on it when the client stops reading).
     pub backlog: Arc<super::transport::Backlog>,
+    /// The client renders elicitation forms (`clientCapabilities.elicitation.form`): the
+    /// `question` tool asks through one.
+    pub elicitation: bool,
 }
 
 impl HostShared {
@@ -98,6 +101,16 @@ pub struct AcpTurnHost {
     calls: Arc<Mutex<HashMap<String, CallState>>>,
     /// Call ids in the order the loop announced them (for `ask`, which has no call id).
     order: Mutex<Vec<String>>,
+    /// What each running `task` call's subagent said and did, shown in that call.
+    transcripts: Mutex<HashMap<String, Transcript>>,
+}
+
+/// A subagent's progress as its `task` call shows it.
+#[derive(Debug, Default)]
+struct Transcript {
+    text: String,
+    /// Bytes of `text` already sent.
+    sent: usize,
 }
 
 impl std::fmt::Debug for AcpTurnHost {
@@ -119,6 +132,19 @@ fn status(status: CallStatus) -> ToolCallStatus {
         CallStatus::Completed => ToolCallStatus::Completed,
         CallStatus::Failed => ToolCallStatus::Failed,
     }
+}
+
+/// Transcript updates of a subagent are sent at least this many bytes apart (or at a line end).
+const TRANSCRIPT_STEP: usize = 256;
+
+/// The `_meta` of a subagent's calls and of its `task` call's updates: which call started it.
+fn subagent_meta(parent_call_id: &str, agent: &str) -> serde_json::Map<String, Value> {
+    let mut keel = serde_json::Map::new();
+    keel.insert("parentToolCallId".into(), Value::from(parent_call_id));
+    keel.insert("subagent".into(), Value::from(agent));
+    let mut meta = serde_json::Map::new();
+    meta.insert("keel".into(), Value::Object(keel));
+    meta
 }
 
 /// Sends a call's live output (its last [`LIVE_TAIL`] bytes). Call with the calls lock held.
@@ -205,6 +231,7 @@ impl AcpTurnHost {
             cancel,
             calls: Arc::new(Mutex::new(HashMap::new())),
             order: Mutex::new(Vec::new()),
+            transcripts: Mutex::new(HashMap::new()),
         }
     }
 
@@ -227,16 +254,36 @@ impl AcpTurnHost {
         args: Value,
         reported: Vec<(String, Option<u32>)>,
     ) {
+        self.tool_call_of(call_id, tool_id, hint, args, reported, None);
+    }
+
+    /// Announces a call; a subagent's (`parent`: the `task` call id and the agent's name) is
+    /// titled after the agent and linked to that call in `_meta`.
+    fn tool_call_of(
+        &self,
+        call_id: String,
+        tool_id: String,
+        hint: ToolKind,
+        args: Value,
+        reported: Vec<(String, Option<u32>)>,
+        parent: Option<(&str, &str)>,
+    ) {
         let tool = ToolRef::of(&tool_id, hint);
         let kind = kinds::acp_kind(tool);
-        let title = kinds::title(tool, &args, &self.shared.roots);
+        let mut title = kinds::title(tool, &args, &self.shared.roots);
+        if let Some((_, agent)) = parent {
+            title = format!("{agent}: {title}");
+        }
         let locations = kinds::locations(tool, &args, &reported, &self.shared.roots);
-        let call = ToolCall::new(call_id.clone(), title.clone())
+        let mut call = ToolCall::new(call_id.clone(), title.clone())
             .name(tool_id.clone())
             .kind(kind)
             .status(ToolCallStatus::Pending)
             .raw_input(args)
             .locations(locations.clone());
+        if let Some((parent_call_id, agent)) = parent {
+            call = call.meta(subagent_meta(parent_call_id, agent));
+        }
         lock(&self.calls).insert(
             call_id.clone(),
             CallState {
@@ -387,18 +434,44 @@ impl AcpTurnHost {
     fn result(&self, call_id: &str, call_status: CallStatus, envelope: Envelope) {
         let call = lock(&self.calls).remove(call_id);
         let Some(call) = call else {
-            // A result for a call never announced: still close it on the client.
+            // A result for a call never announced, or the later answer of a background task:
+            // still close it on the client, with what it said.
+            let mut content = Vec::new();
+            if let Some(transcript) = lock(&self.transcripts).remove(call_id)
+                && !transcript.text.trim().is_empty()
+            {
+                content.push(ToolCallContent::from(transcript.text.trim().to_owned()));
+            }
+            if !envelope.text().is_empty() {
+                content.push(ToolCallContent::from(
+                    head(envelope.text(), FINAL_OUTPUT).to_owned(),
+                ));
+            }
             self.update(
                 call_id,
                 ToolCallUpdateFields::new()
                     .status(status(call_status))
+                    .content(content)
                     .raw_output(serde_json::to_value(&envelope).ok()),
             );
             return;
         };
+        let mut content = Self::final_content(&call, &envelope);
+        // A subagent's transcript stays above its answer (which usually ends it).
+        if let Some(transcript) = lock(&self.transcripts).remove(call_id)
+            && !transcript.text.trim().is_empty()
+        {
+            let said = transcript.text.trim();
+            let answer = envelope.text().trim();
+            if envelope.error_text.is_none() && !answer.is_empty() && said.ends_with(answer) {
+                content = vec![ToolCallContent::from(said.to_owned())];
+            } else {
+                content.insert(0, ToolCallContent::from(said.to_owned()));
+            }
+        }
         let mut fields = ToolCallUpdateFields::new()
             .status(status(call_status))
-            .content(Self::final_content(&call, &envelope))
+            .content(content)
             .raw_output(serde_json::to_value(&envelope).ok());
         let touched: Vec<ToolCallLocation> = envelope
             .artifacts
@@ -517,6 +590,9 @@ impl AcpTurnHost {
             })
             .cloned()
             .unwrap_or_else(|| "question".to_owned());
+        if self.shared.elicitation {
+            return super::question::ask_form(self, &call_id, &questions).await;
+        }
         let mut answers = Vec::new();
         for item in questions {
             if item.options.is_empty() {
@@ -530,6 +606,72 @@ impl AcpTurnHost {
             answers.push(answer);
         }
         Ok(answers)
+    }
+
+    /// A subagent's event: its calls become calls of their own, linked to the `task` call;
+    /// its text and a line per call go into the `task` call's content.
+    fn subagent(&self, parent: &str, agent: &str, event: AgentEvent) {
+        match event {
+            AgentEvent::ToolCall {
+                call_id,
+                tool_id,
+                kind,
+                args,
+                locations,
+            } => {
+                let title = kinds::title(ToolRef::of(&tool_id, kind), &args, &self.shared.roots);
+                self.tool_call_of(
+                    call_id,
+                    tool_id,
+                    kind,
+                    args,
+                    locations,
+                    Some((parent, agent)),
+                );
+                self.transcript(parent, agent, &format!("\n- {title}\n"), true);
+            }
+            AgentEvent::Text { text, .. } => self.transcript(parent, agent, &text, false),
+            AgentEvent::Subagent {
+                parent_call_id,
+                agent,
+                event,
+            } => self.subagent(&parent_call_id, &agent, *event),
+            event @ (AgentEvent::ToolStatus { .. }
+            | AgentEvent::ToolProgress { .. }
+            | AgentEvent::ToolResult { .. }) => self.event(event),
+            // The child's plan, usage, title and notices are its own business.
+            AgentEvent::Thinking { .. }
+            | AgentEvent::Plan { .. }
+            | AgentEvent::Usage { .. }
+            | AgentEvent::Compacted { .. }
+            | AgentEvent::SessionTitle { .. }
+            | AgentEvent::Notice { .. } => {}
+        }
+    }
+
+    /// Adds to a `task` call's transcript and shows it (at a line end, a call, or every
+    /// [`TRANSCRIPT_STEP`] bytes).
+    fn transcript(&self, parent: &str, agent: &str, text: &str, now: bool) {
+        // A background task's call has finished already: nothing later would show the rest.
+        let running = lock(&self.calls).contains_key(parent);
+        let mut transcripts = lock(&self.transcripts);
+        let transcript = transcripts.entry(parent.to_owned()).or_default();
+        transcript.text.push_str(text);
+        if !(now
+            || !running
+            || text.contains('\n')
+            || transcript.text.len() - transcript.sent >= TRANSCRIPT_STEP)
+        {
+            return;
+        }
+        transcript.sent = transcript.text.len();
+        let fields = ToolCallUpdateFields::new().content(vec![ToolCallContent::from(
+            transcript.text.trim().to_owned(),
+        )]);
+        // Sent under the lock, so updates of one call keep their order.
+        self.send(SessionUpdate::ToolCallUpdate(
+            ToolCallUpdate::new(parent.to_owned(), fields).meta(subagent_meta(parent, agent)),
+        ));
     }
 
     pub(super) fn shared(&self) -> &HostShared {
@@ -608,6 +750,11 @@ impl TurnHost for AcpTurnHost {
                     SessionInfoUpdate::new().title(title),
                 ));
             }
+            AgentEvent::Subagent {
+                parent_call_id,
+                agent,
+                event,
+            } => self.subagent(&parent_call_id, &agent, *event),
             AgentEvent::Notice { text } => {
                 tracing::info!(session = %self.shared.session_id, "{text}");
                 self.send(SessionUpdate::AgentMessageChunk(

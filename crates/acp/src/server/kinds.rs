@@ -267,6 +267,18 @@ pub fn title(tool: ToolRef<'_>, args: &Value, roots: &Roots) -> String {
             Some(query) => format!("Search the web: {}", one_line(query, 100)),
             None => "Search the web".into(),
         },
+        ToolRef::Locked(LockedTool::Task) if text_arg(args, &["wait"]).is_some() => {
+            format!(
+                "Wait for {}",
+                code(text_arg(args, &["wait"]).unwrap_or_default())
+            )
+        }
+        ToolRef::Locked(LockedTool::Task) if text_arg(args, &["cancel"]).is_some() => {
+            format!(
+                "Cancel {}",
+                code(text_arg(args, &["cancel"]).unwrap_or_default())
+            )
+        }
         ToolRef::Locked(LockedTool::Task) => {
             match text_arg(args, &["description", "title", "prompt"]) {
                 Some(description) => format!("Task: {}", one_line(description, 100)),

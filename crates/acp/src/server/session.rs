@@ -39,6 +39,8 @@ pub struct Session {
     /// The tokens of the prompts received and not answered yet, by arrival number.
     prompts: Mutex<BTreeMap<u64, CancellationToken>>,
     next_prompt: AtomicU64,
+    /// The skills last announced as slash commands.
+    skills_announced: Arc<Mutex<Vec<(String, String)>>>,
 }
 
 impl std::fmt::Debug for Session {
@@ -112,6 +114,28 @@ pub fn user_content(prompt: Vec<ContentBlock>) -> Result<Vec<UserContent>, Serve
     Ok(content)
 }
 
+/// Sends `available_commands_update` with the session's skills when they changed since the last
+/// time.
+fn announce_skills(
+    agent: &dyn AgentSession,
+    shared: &HostShared,
+    has_models: bool,
+    announced: &Mutex<Vec<(String, String)>>,
+) {
+    let skills = agent.skills();
+    let mut last = announced.lock().unwrap_or_else(PoisonError::into_inner);
+    if *last == skills {
+        return;
+    }
+    let update = SessionUpdate::AvailableCommandsUpdate(
+        agent_client_protocol::v1::schema::AvailableCommandsUpdate::new(
+            commands::available_with_skills(has_models, &skills),
+        ),
+    );
+    *last = skills;
+    shared.send(update);
+}
+
 impl Session {
     pub fn new(agent: Arc<dyn AgentSession>, shared: HostShared, models: Vec<String>) -> Self {
         Self {
@@ -121,6 +145,7 @@ impl Session {
             turns: tokio::sync::Mutex::new(()),
             prompts: Mutex::new(BTreeMap::new()),
             next_prompt: AtomicU64::new(0),
+            skills_announced: Arc::default(),
         }
     }
 
@@ -153,6 +178,20 @@ impl Session {
     /// Starts whatever the session does in the background (after `session/new` was answered).
     pub fn start(&self) {
         self.agent.start();
+        // Once open, the session's skills join the slash commands.
+        let (agent, shared, announced) = (
+            self.agent.clone(),
+            self.shared.clone(),
+            self.skills_announced.clone(),
+        );
+        let has_models = !self.models.is_empty();
+        if let Ok(runtime) = tokio::runtime::Handle::try_current() {
+            runtime.spawn(async move {
+                if agent.ready().await.is_ok() {
+                    announce_skills(agent.as_ref(), &shared, has_models, &announced);
+                }
+            });
+        }
     }
 
     /// `session/load`: sends the stored history as updates, then the current mode, config
@@ -388,6 +427,13 @@ impl Session {
         } else if self.agent.model() != model_before {
             self.config_changed();
         }
+        // Trusting the project during the turn may have brought its skills.
+        announce_skills(
+            self.agent.as_ref(),
+            &self.shared,
+            !self.models.is_empty(),
+            &self.skills_announced,
+        );
         self.shared
             .terminals
             .release_all(&self.shared.connection, &self.shared.session_id);

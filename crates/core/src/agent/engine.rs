@@ -376,7 +376,16 @@ impl Engine {
         let runtime = Runtime::new(RuntimeConfig {
             roots: options.roots.clone(),
             requirements,
-            ad_hoc: Vec::new(),
+            // The user's skills folder: the `skill` tool (and `read`) may open its files.
+            ad_hoc: self
+                .config
+                .global_config_dir
+                .iter()
+                .map(|dir| {
+                    let skills = crate::skills::user_dir(dir);
+                    crate::runtime::paths::resolve(&skills).unwrap_or(skills)
+                })
+                .collect(),
             user_data: self.config.user_data_dir.clone(),
             scratch_dir: scratch_dir.clone(),
             sandbox: SandboxSpec {

@@ -74,6 +74,14 @@ pub enum AgentEvent {
     /// Something Keel itself tells the user (not the model's words, never in the history):
     /// the project settings an untrusted project's files ask for that were not applied.
     Notice { text: String },
+    /// An event of a subagent started by the `task` call `parent_call_id`. Its call ids are
+    /// prefixed with `{parent_call_id}/`, so they never clash with the parent's.
+    Subagent {
+        parent_call_id: String,
+        /// The agent's name (`general` for a general-purpose one).
+        agent: String,
+        event: Box<AgentEvent>,
+    },
 }
 
 /// A call the policy says to ask about.

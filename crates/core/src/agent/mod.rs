@@ -15,6 +15,7 @@ mod events;
 mod prompt;
 mod record;
 mod session;
+mod subagent;
 mod trust;
 mod turn;
 
@@ -28,6 +29,9 @@ pub use events::{
     TurnHost, TurnOutcome, TurnStop, UserContent,
 };
 pub use session::{ModelSlot, Session};
+pub use subagent::{
+    AgentDef, GENERAL_AGENT, MAX_DEPTH, agents_listing, front_matter, load_agents, parse_agent,
+};
 pub use trust::{TRUST_QUESTION_ID, notice as trust_notice};
 pub(crate) use turn::civil_from_days;
 

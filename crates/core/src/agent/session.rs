@@ -48,6 +48,12 @@ pub struct Session {
     /// Whether the front-end chose the model ([`Session::set_model`]); trusting the project
     /// then leaves it alone.
     pub(super) model_chosen: std::sync::atomic::AtomicBool,
+    /// How deep this session is in a chain of subagents (0: the user's session).
+    pub(super) depth: u32,
+    /// Subagents started with `background: true`.
+    pub(super) background: Arc<super::subagent::Background>,
+    /// Subagents started so far (numbers their ids and scratch directories).
+    pub(super) children: Arc<std::sync::atomic::AtomicU64>,
 }
 
 /// The project's configuration as the session opened it.
@@ -106,6 +112,9 @@ impl Session {
             token_ratio: Mutex::new(1.0),
             project: ProjectState::default(),
             model_chosen: std::sync::atomic::AtomicBool::new(false),
+            depth: 0,
+            background: Arc::default(),
+            children: Arc::default(),
         }
     }
 
@@ -195,6 +204,7 @@ impl Session {
     /// Ends the session: releases its log in the store and removes its scratch directory
     /// (sidecar files).
     pub fn close(&self) {
+        self.background.cancel_all();
         if let Some(log) = &self.log {
             log.close();
         }

@@ -39,6 +39,11 @@ impl Session {
             .map(|line| line.text.clone())
             .collect();
         lines.extend(self.policy.ignored_project_allows());
+        // The project's skills and agents wait for trust too.
+        lines.extend(crate::skills::waiting_for_trust(self.runtime.root()));
+        lines.extend(super::subagent::agents_waiting_for_trust(
+            self.runtime.root(),
+        ));
         lines
     }
 

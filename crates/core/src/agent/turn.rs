@@ -120,20 +120,73 @@ impl Session {
         push_merged(history, message);
     }
 
+    /// The skills this session may use: the user's, and the project's once it is trusted.
+    pub fn discover_skills(&self) -> Vec<crate::skills::Skill> {
+        if self
+            .registry
+            .get(crate::tools::skill::SKILL_TOOL_ID)
+            .is_none()
+        {
+            return Vec::new();
+        }
+        crate::skills::discover(
+            self.config.global_config_dir.as_deref(),
+            self.runtime.root(),
+            self.policy.trust().is_trusted(),
+        )
+    }
+
+    /// A prompt whose first text is `/skill-name args` gets the skill's body in its place.
+    async fn expand_skill_command(&self, mut prompt: Vec<UserContent>) -> Vec<UserContent> {
+        let Some(UserContent::Text { text }) = prompt.first_mut() else {
+            return prompt;
+        };
+        let skills = self.state.skills();
+        match crate::skills::expand_command(text, &skills, &self.runtime).await {
+            Some(Ok(expanded)) => *text = expanded,
+            Some(Err(error)) => {
+                *text = format!("{text}\n\n(The skill could not be loaded: {error})");
+            }
+            None => {}
+        }
+        prompt
+    }
+
     /// The system prompt and the tool definitions of a request.
     async fn request_frame(&self) -> (String, Vec<ToolDefinition>) {
+        let agents = super::load_agents(
+            self.config.global_config_dir.as_deref(),
+            self.runtime.root(),
+            self.policy.trust().is_trusted(),
+        );
         let tools: Vec<ToolDefinition> = self
             .registry
             .specs()
             .filter(|spec| !spec.unavailable)
-            .map(|spec| ToolDefinition {
-                name: spec.id.clone(),
-                description: spec.description.clone(),
-                input_schema: spec.model_schema(),
+            .map(|spec| {
+                let mut description = spec.description.clone();
+                // The agents a `task` call may name, one line each.
+                if spec.id == crate::tools::task::TASK_TOOL_ID && !agents.is_empty() {
+                    description.push_str(&super::agents_listing(&agents));
+                }
+                ToolDefinition {
+                    name: spec.id.clone(),
+                    description,
+                    input_schema: spec.model_schema(),
+                }
             })
             .collect();
         let date = today();
-        let system = super::prompt::system_prompt(&self.runtime, &self.registry, &date).await;
+        let mut system = super::prompt::system_prompt(&self.runtime, &self.registry, &date).await;
+        let skills = self.state.skills();
+        if !skills.is_empty()
+            && self
+                .registry
+                .get(crate::tools::skill::SKILL_TOOL_ID)
+                .is_some()
+        {
+            system.push_str(&crate::skills::listing(&skills));
+        }
         (system, tools)
     }
 
@@ -208,6 +261,20 @@ impl Session {
         // Trusting the project may have switched the model to the project's.
         drop(provider);
         let (provider, model) = self.model_slot().resolved.map_err(AgentError::NoModel)?;
+        self.state
+            .set_subagents(Some(Arc::new(super::subagent::Runner {
+                session_id: self.id.clone(),
+                runtime: self.runtime.clone(),
+                registry: self.registry.clone(),
+                policy: self.policy.clone(),
+                config: self.config.clone(),
+                model: self.model_slot(),
+                interactive: self.state.interactive,
+                depth: self.depth,
+                background: self.background.clone(),
+                children: self.children.clone(),
+                host: host.clone(),
+            })));
         self.record(&StoredEvent::User {
             content: prompt.clone(),
         });
@@ -218,6 +285,9 @@ impl Session {
         {
             host.event(AgentEvent::SessionTitle { title });
         }
+        // The skills as trust now stands; `/name args` loads a skill into the prompt.
+        self.state.set_skills(self.discover_skills());
+        let prompt = self.expand_skill_command(prompt).await;
         self.remember(
             &mut history,
             Message {
@@ -236,6 +306,17 @@ impl Session {
             if cancel.is_cancelled() {
                 outcome.stop = TurnStop::Cancelled;
                 return Ok(outcome);
+            }
+            // Answers of background subagents join the next request.
+            let finished = self.background.take_finished();
+            if !finished.is_empty() {
+                self.remember(
+                    &mut history,
+                    Message {
+                        role: Role::User,
+                        content: finished.into_iter().map(Part::Text).collect(),
+                    },
+                );
             }
             let window = provider.context_window(&model);
             let estimate = estimate_tokens(&system, &history, &tools);

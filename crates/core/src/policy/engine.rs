@@ -115,6 +115,26 @@ impl Policy {
         )
     }
 
+    /// The policy of a subagent: the same layers, trust, headless flag and session answers, in
+    /// `mode` when that is stricter than this policy's mode (never looser). Answers given in the
+    /// child stay in the child.
+    pub fn child(&self, mode: Option<Mode>) -> Policy {
+        let state = self.lock();
+        let child_mode = mode.map_or(state.mode, |mode| state.mode.strictest(mode));
+        Policy {
+            manifest: self.manifest.clone(),
+            project: self.project.clone(),
+            home: self.home.clone(),
+            protected: self.protected.clone(),
+            headless: self.headless,
+            state: Mutex::new(State {
+                mode: child_mode,
+                trust: state.trust,
+                session: state.session.clone(),
+            }),
+        }
+    }
+
     fn lock(&self) -> MutexGuard<'_, State> {
         self.state.lock().unwrap_or_else(|e| e.into_inner())
     }

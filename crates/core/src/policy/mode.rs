@@ -34,6 +34,25 @@ impl Mode {
         }
     }
 
+    /// How much the mode lets through without asking: higher is looser.
+    fn looseness(self) -> u8 {
+        match self {
+            Mode::ReadOnly => 0,
+            Mode::Ask => 1,
+            Mode::Allowlist => 2,
+            Mode::Yolo => 3,
+        }
+    }
+
+    /// The stricter of two modes (a subagent's mode is never looser than its parent's).
+    pub fn strictest(self, other: Mode) -> Mode {
+        if other.looseness() < self.looseness() {
+            other
+        } else {
+            self
+        }
+    }
+
     /// One line for a mode picker.
     pub fn description(self) -> &'static str {
         match self {

@@ -20,6 +20,25 @@ pub fn read_if_exists(path: &Path) -> io::Result<Option<String>> {
     }
 }
 
+/// The entries of a directory, sorted; empty when it does not exist.
+#[allow(
+    clippy::disallowed_methods,
+    reason = "the runtime is where ambient authority lives"
+)]
+pub fn list_dir(path: &Path) -> io::Result<Vec<std::path::PathBuf>> {
+    let entries = match std::fs::read_dir(path) {
+        Ok(entries) => entries,
+        Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(Vec::new()),
+        Err(e) => return Err(e),
+    };
+    let mut paths = Vec::new();
+    for entry in entries {
+        paths.push(entry?.path());
+    }
+    paths.sort();
+    Ok(paths)
+}
+
 /// Replaces a file's content atomically (temp file + rename), creating missing parent
 /// directories.
 #[allow(

@@ -590,10 +590,16 @@ impl Runtime {
         }
         let path = path.to_path_buf();
         let bytes = bytes.to_vec();
-        tokio::task::spawn_blocking(move || atomic_write(&path, &bytes))
-            .await
-            .map_err(|e| ToolError::Failed(format!("write task failed: {e}")))?
-            .map_err(|e| ToolError::Failed(format!("cannot write sidecar file: {e}")))
+        // A subagent's sidecars go to its own directory under the parent's.
+        tokio::task::spawn_blocking(move || {
+            if let Some(parent) = path.parent() {
+                std::fs::create_dir_all(parent)?;
+            }
+            atomic_write(&path, &bytes)
+        })
+        .await
+        .map_err(|e| ToolError::Failed(format!("write task failed: {e}")))?
+        .map_err(|e| ToolError::Failed(format!("cannot write sidecar file: {e}")))
     }
 
     /// A directory walker rooted at a canonical, in-scope directory. It honours .gitignore,

@@ -73,6 +73,51 @@ impl std::fmt::Debug for AskerSlot {
     }
 }
 
+/// What the `task` tool asks of its session: a subagent run (a child session on the same engine),
+/// and the handles of background runs. The turn loop installs one per turn
+/// ([`SessionState::set_subagents`]).
+pub trait Subagents: Send + Sync {
+    /// Runs a subagent to its final answer, or (background) starts it and returns its handle.
+    fn run<'a>(
+        &'a self,
+        request: SubagentRequest,
+        ctx: &'a ToolContext,
+    ) -> BoxFuture<'a, Result<String, ToolError>>;
+    /// Waits for a background run's answer.
+    fn wait<'a>(
+        &'a self,
+        handle: &'a str,
+        ctx: &'a ToolContext,
+    ) -> BoxFuture<'a, Result<String, ToolError>>;
+    /// Stops a background run.
+    fn cancel(&self, handle: &str) -> Result<String, ToolError>;
+}
+
+/// One subagent run the model asked for.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct SubagentRequest {
+    /// The agent definition's name; `None` for a general-purpose child with the parent's tools.
+    pub agent: Option<String>,
+    /// A few words shown to the user.
+    pub description: String,
+    /// The child's whole task.
+    pub prompt: String,
+    pub background: bool,
+}
+
+/// The session's [`Subagents`] slot.
+#[derive(Default)]
+struct SubagentsSlot(Mutex<Option<Arc<dyn Subagents>>>);
+
+impl std::fmt::Debug for SubagentsSlot {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let set = lock(&self.0).is_some();
+        f.debug_tuple("SubagentsSlot")
+            .field(&if set { "set" } else { "unset" })
+            .finish()
+    }
+}
+
 /// Session-scoped state that tools share. Created by the front-end, one per session.
 #[derive(Debug)]
 pub struct SessionState {
@@ -86,6 +131,8 @@ pub struct SessionState {
     todos: Mutex<Vec<Value>>,
     sidecar_seq: Mutex<u64>,
     asker: AskerSlot,
+    subagents: SubagentsSlot,
+    skills: Mutex<Vec<crate::skills::Skill>>,
 }
 
 fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
@@ -109,6 +156,8 @@ impl SessionState {
             todos: Mutex::new(Vec::new()),
             sidecar_seq: Mutex::new(0),
             asker: AskerSlot::default(),
+            subagents: SubagentsSlot::default(),
+            skills: Mutex::new(Vec::new()),
         }
     }
 
@@ -139,6 +188,26 @@ impl SessionState {
     /// The installed [`Asker`], if any.
     pub fn asker(&self) -> Option<Arc<dyn Asker>> {
         lock(&self.asker.0).clone()
+    }
+
+    /// Installs (or removes) what the `task` tool runs subagents with.
+    pub fn set_subagents(&self, subagents: Option<Arc<dyn Subagents>>) {
+        *lock(&self.subagents.0) = subagents;
+    }
+
+    /// The installed [`Subagents`], if any.
+    pub fn subagents(&self) -> Option<Arc<dyn Subagents>> {
+        lock(&self.subagents.0).clone()
+    }
+
+    /// Replaces the skills the `skill` tool may load (the turn sets them once trust is known).
+    pub fn set_skills(&self, skills: Vec<crate::skills::Skill>) {
+        *lock(&self.skills) = skills;
+    }
+
+    /// The skills the `skill` tool may load.
+    pub fn skills(&self) -> Vec<crate::skills::Skill> {
+        lock(&self.skills).clone()
     }
 
     /// A fresh sidecar file name under the scratch directory.

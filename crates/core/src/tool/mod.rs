@@ -20,8 +20,8 @@ mod registry;
 mod spec;
 
 pub use context::{
-    Asker, FileStamp, Limits, ProgressBudget, ProgressSink, SessionState, ToolContext,
-    ToolProgress, head_of,
+    Asker, FileStamp, Limits, ProgressBudget, ProgressSink, SessionState, SubagentRequest,
+    Subagents, ToolContext, ToolProgress, head_of,
 };
 pub use envelope::{Artifact, Envelope, EnvelopeKind, Metadata, ToolError, ToolOutput};
 pub use registry::{Registry, RegistryError};

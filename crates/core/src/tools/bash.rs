@@ -36,24 +36,13 @@ pub const DEFAULT_TIMEOUT: Duration = Duration::from_secs(120);
 pub const MAX_TIMEOUT: Duration = Duration::from_secs(600);
 
 const DESCRIPTION: &str = "\
-Runs one shell command with `bash -c` and returns its combined stdout and stderr, exit code and \
-signal.
-
-- The command runs in the workspace root unless `cwd` names another directory inside the \
-workspace. Each call is a fresh shell: `cd`, variables and background jobs do not carry over, \
-and anything the command leaves running in the background is stopped when it exits.
-- stdin is closed (/dev/null): interactive programs will not get input. Pagers and colours are \
-off (TERM=dumb, PAGER=cat, NO_COLOR=1).
-- `timeout` is in milliseconds: default 120000 (2 minutes), at most 600000 (10 minutes). On \
-timeout the command and every process it started are killed and the call fails with the output \
-so far.
-- Long output is cut to its beginning and end; the whole output is saved to a file whose path \
-is given, which you can page through with `read`.
-- Prefer the dedicated tools for files: `read` over cat/head/tail, `glob` over find/ls, `grep` \
-over grep/rg, `edit`/`write` over sed/echo redirection. Use bash for builds, tests, git and \
-other programs.
-- Quote paths that contain spaces. Chain dependent steps with `&&`.
-- `description`: a few words saying what the command does, shown to the user.";
+Runs one command with `bash -c`; returns stdout and stderr combined, the exit code and signal.
+- Runs in the workspace root (or `cwd`). Each call is a fresh shell: `cd` and variables do not \
+carry over; background processes stop when it exits. stdin is closed; no pager, no colour.
+- `timeout` in ms: default 120000, at most 600000; on timeout everything it started is killed.
+- Long output is cut; the whole output is saved to a file you can `read`.
+- Prefer `read`, `glob`, `grep`, `edit`, `write` over cat, find, grep, sed; use bash for builds, \
+tests, git and other programs. Quote paths with spaces; chain steps with `&&`.";
 
 /// Arguments of `bash`.
 #[derive(Debug, Clone, Deserialize, JsonSchema)]

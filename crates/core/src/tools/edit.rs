@@ -50,16 +50,13 @@ pub struct EditParams {
 pub struct EditTool;
 
 const DESCRIPTION: &str = "\
-Replaces an exact piece of text in a file. `file_path` is absolute or relative to the \
-workspace root.
-- `old_string` must match the file's current text exactly, whitespace and indentation \
-included, and without the line-number prefix (number and tab) that `read` shows.
-- `old_string` must occur exactly once: include enough surrounding lines to make it unique. \
-With `replace_all: true` every occurrence is replaced instead (useful for renaming).
-- You must have read the file with `read` in this session, and it must not have changed since.
-- An empty `old_string` creates a new file whose content is `new_string`.
-- The file's line endings (CRLF), UTF-8 byte-order mark and permissions are kept.
-- Returns the diff of the change.";
+Replaces an exact piece of text in a file (`file_path` absolute or workspace-relative).
+- `old_string` must match the current text exactly (whitespace included, without the \
+line-number prefix `read` shows) and occur once: add surrounding lines to make it unique, or \
+set `replace_all`.
+- The file must have been read in this session and unchanged since. An empty `old_string` \
+creates a new file.
+- Line endings, byte-order mark and permissions are kept. Returns the diff.";
 
 const HINT: &str = "Before changing a file with `edit` or `write`, `read` it in this session; \
 both refuse files you have not read or that changed since. Prefer `edit` (small exact \

@@ -32,18 +32,12 @@ use crate::runtime::{Runtime, SearchAccess};
 use crate::tool::{Subject, Tool, ToolContext, ToolError, ToolKind, ToolOutput, ToolSpec};
 
 const DESCRIPTION: &str = "\
-Finds files by name pattern, fast, in a codebase of any size. Returns matching file paths \
-(relative to the workspace), sorted by path.
-
-- `pattern` is a glob matched against each file's path relative to `path`: `*` matches within \
-one directory level, `**` across any number of levels, `?` one character, `{ts,tsx}` \
-alternatives, `[ab]` a class. Examples: `**/*.rs`, `src/**/*.{ts,tsx}`, `*.md` (top level \
-only), `**/test_*.py`.
-- `path` is the directory to search (absolute or workspace-relative); default the workspace \
-root.
-- Files ignored by .gitignore/.ignore and hidden files are skipped; only files are listed, not \
-directories.
-- To search file contents use `grep`.";
+Finds files by name pattern in a codebase of any size; returns paths relative to the workspace, \
+sorted.
+- `pattern` matches paths relative to `path` (default the workspace root): `*` within one \
+directory, `**` across levels, `{ts,tsx}` alternatives. E.g. `**/*.rs`, `src/**/*.{ts,tsx}`.
+- Ignored (.gitignore) and hidden files are skipped; only files are listed. Search contents \
+with `grep`.";
 
 /// Arguments of `glob`.
 #[derive(Debug, Clone, Deserialize, JsonSchema)]

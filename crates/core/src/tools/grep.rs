@@ -46,24 +46,16 @@ pub const MAX_LINE_BYTES: usize = 1000;
 pub const MAX_COLLECTED_BYTES: usize = 64 * 1024 * 1024;
 
 const DESCRIPTION: &str = "\
-Searches file contents with a regular expression (ripgrep's engine and syntax), respecting \
-.gitignore. Use it instead of running grep or rg through bash.
-
-- `pattern`: a Rust regex, e.g. `fn\\s+main`, `log.*Error`, `TODO|FIXME`. Escape literal braces \
-and parentheses (`interface\\{\\}`, `foo\\(`). Case-sensitive unless `-i` is true.
-- `path`: a directory or a single file (absolute or workspace-relative); default the workspace \
-root.
-- `glob` filters files like rg --glob (`*.js`, `**/*.{ts,tsx}`, `!**/vendor/**`); `type` by file \
-type like rg --type (`rust`, `py`, `js`, `go`, ...), usually faster than `glob`.
-- `output_mode`: `files_with_matches` (default: the paths of matching files), `content` (the \
-matching lines as path:line:text; `-n` line numbers, default true; `-A`/`-B`/`-C` context lines), \
-`count` (matches per file).
-- `multiline`: let `.` match newlines and patterns span lines.
-- `head_limit`: show only the first N lines or entries.
-- Files are sorted by path. Large results are cut; the whole result is saved to a file you can \
-`read`.
-- Files whose reading needs the user's approval (.env files, keys, hard-linked files) are not \
-searched, whatever `glob` says; a note names them. `read` one to ask for it.";
+Searches file contents with a regex (ripgrep syntax), respecting .gitignore. Use it instead \
+of grep or rg in bash.
+- `pattern`: e.g. `fn\\s+main`, `TODO|FIXME`; escape literal braces and parentheses \
+(`foo\\(`). Case-sensitive unless `-i`.
+- `path`: a directory or one file; default the workspace root. `glob` (`*.rs`, `!**/vendor/**`) \
+or `type` (`rust`, `py`) filter files.
+- `output_mode`: `files_with_matches` (default), `content` (path:line:text, with `-A`/`-B`/`-C` \
+context) or `count`.
+- Large results are cut and saved whole to a file you can `read`. Files needing approval (.env, \
+keys) are skipped with a note; `read` one to ask.";
 
 /// What `grep` returns.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Deserialize, JsonSchema)]

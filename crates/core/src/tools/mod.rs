@@ -6,6 +6,8 @@ pub mod glob;
 pub mod grep;
 pub mod question;
 pub mod read;
+pub mod skill;
+pub mod task;
 pub mod text;
 pub mod todo;
 pub mod web_fetch;
@@ -25,12 +27,14 @@ pub fn bundled(env: &dyn Fn(&str) -> Option<String>) -> Result<Registry, String>
         Typed::wrap(grep::GrepTool),
         Typed::wrap(bash::BashTool),
         Typed::wrap(todo::TodoTool),
+        Typed::wrap(task::TaskTool),
         Typed::wrap(question::QuestionTool),
         Typed::wrap(web_fetch::WebFetchTool),
         Typed::wrap(web_search::WebSearchTool::from_vars(
             env,
             web_search::SearchLimits::default(),
         )),
+        Typed::wrap(skill::SkillTool),
     ];
     let mut registry = Registry::new();
     for tool in tools {
@@ -67,6 +71,7 @@ mod tests {
                     Subject::Command("command".into())
                 ),
                 ("todo".into(), ToolKind::Think, false, Subject::None),
+                ("task".into(), ToolKind::Think, false, Subject::None),
                 ("question".into(), ToolKind::Other, false, Subject::None),
                 (
                     "web_fetch".into(),
@@ -80,6 +85,7 @@ mod tests {
                     false,
                     Subject::Query("query".into())
                 ),
+                ("skill".into(), ToolKind::Read, false, Subject::None),
             ]
         );
     }

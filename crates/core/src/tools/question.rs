@@ -17,12 +17,10 @@ use crate::tool::{Subject, Tool, ToolContext, ToolError, ToolKind, ToolOutput, T
 pub const HEADLESS_MESSAGE: &str = "The question tool is not available: no user is present \
 (headless run). Make your best judgement and say what you assumed.";
 
-const DESCRIPTION: &str = "Ask the user one or more questions and wait for the answers. Use it \
-when a decision is genuinely the user's (a preference, an ambiguous requirement, a choice between \
-approaches with different trade-offs), not for things you can find out yourself. Offer options \
-when the likely answers are known; the user may still answer in their own words. Returns one \
-list of answers per question. In headless runs there is no one to ask and the call fails: then \
-decide yourself and state the assumption.";
+const DESCRIPTION: &str = "Ask the user questions and wait for the answers, when a decision \
+is genuinely theirs (a preference, an ambiguous requirement, a trade-off), not for what you can \
+find out. Offer options when the likely answers are known. Returns one answer list per \
+question. Headless runs fail the call: then decide and state your assumption.";
 
 /// Arguments of `question`.
 #[derive(Debug, Clone, Deserialize, JsonSchema)]

@@ -51,15 +51,13 @@ pub struct ReadParams {
 pub struct ReadTool;
 
 const DESCRIPTION: &str = "\
-Reads a text file and returns its lines numbered like `cat -n`: the line number, a tab, then the \
-line. `file_path` is absolute or relative to the workspace root.
-- By default returns up to 2000 lines from the start. For a large file, pass `offset` (1-based \
-line number to start at) and `limit` (number of lines) to read the part you need.
-- Lines longer than 2000 characters are cut. Output is capped at about 200 KB per call; when a \
-call stops early it says which `offset` to continue from.
-- Binary files are refused. For a directory, use `glob` to list it.
-- Also reads the sidecar files where other tools put their full output when it was truncated.
-- Reading a file is required before `write` may overwrite it or `edit` may change it.";
+Reads a text file; lines come numbered like `cat -n` (number, tab, line). `file_path` is \
+absolute or relative to the workspace root.
+- Up to 2000 lines by default; for a large file pass `offset` (1-based) and `limit`. Long lines \
+and outputs over about 200 KB are cut, with the `offset` to continue from.
+- Binary files are refused; list a directory with `glob`. Also reads the files where truncated \
+outputs were saved.
+- `write` and `edit` need the file read first.";
 
 const HINT: &str = "Use `read` to look at files (not `cat`, `head` or `tail` through bash). \
 Lines come numbered; never copy the number-and-tab prefix into `edit`'s `old_string`.";

@@ -16,11 +16,9 @@ use crate::tool::{
 };
 
 const DESCRIPTION: &str = "\
-Writes the session's todo list, replacing it whole. Use it to plan and track work that takes \
-several steps: list the steps, mark one `in_progress` before you start it and `completed` as \
-soon as it is done, add steps you discover, drop ones that no longer apply. Keep exactly one \
-item in progress at a time. Send the full list every time (an empty list clears it). Skip it \
-for a single trivial step.";
+Writes the session's todo list, replacing it whole. Use it for work of several steps: mark \
+one item `in_progress` before starting it and `completed` when done; add and drop steps as \
+you go. Send the full list each time (empty clears it). Skip it for one trivial step.";
 
 /// Where a todo item stands.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]

@@ -40,13 +40,12 @@ pub struct WriteParams {
 pub struct WriteTool;
 
 const DESCRIPTION: &str = "\
-Creates a file, or replaces the whole content of an existing one. `file_path` is absolute or \
-relative to the workspace root; missing parent directories are created.
-- To overwrite an existing file you must have read it with `read` in this session, and it must \
-not have changed since. A new file needs no read.
-- To change part of an existing file, prefer `edit`: it sends only the change.
-- An existing file keeps its CRLF line endings and its UTF-8 byte-order mark.
-- Returns a short summary, and for an existing file the diff of the change.";
+Creates a file or replaces its whole content (`file_path` absolute or workspace-relative; parent \
+directories are created).
+- An existing file must have been read in this session and unchanged since; prefer `edit` to \
+change part of it.
+- CRLF line endings and a byte-order mark are kept. Returns a summary and, for an existing \
+file, the diff.";
 
 impl Tool for WriteTool {
     type Params = WriteParams;

@@ -634,6 +634,59 @@ async fn headless_turns_ask_into_deny_and_real_reads_go_through() {
     assert!(!f.workspace.join("new.txt").exists());
 }
 
+#[tokio::test]
+async fn a_headless_subagent_is_denied_what_would_ask_and_nothing_prompts() {
+    let f = fixture(Api::Anthropic, 1).await;
+    f.mock.push_anthropic(Turn::new().tool_call(
+        "p1",
+        "task",
+        json!({"prompt": "Write new.txt.", "description": "Write a file"}),
+    ));
+    f.mock.push_anthropic(Turn::new().tool_call(
+        "c1",
+        "write",
+        json!({"file_path": "new.txt", "content": "x"}),
+    ));
+    f.mock
+        .push_anthropic(Turn::text_only("The write was denied."));
+    f.mock
+        .push_anthropic(Turn::text_only("The subagent could not write."));
+    let session = f.engine.open_session(options(&f, false)).unwrap();
+    let host = Arc::new(Host::default());
+    let outcome = session
+        .run_turn(prompt("go"), host.clone(), CancellationToken::new())
+        .await
+        .unwrap();
+    assert_eq!(outcome.final_text, "The subagent could not write.");
+    assert!(
+        host.approvals.lock().unwrap().is_empty(),
+        "a headless subagent never prompts"
+    );
+    assert!(!f.workspace.join("new.txt").exists());
+    let requests = f.mock.requests();
+    let child = tool_results(Api::Anthropic, &requests[2].body);
+    assert_eq!(
+        child[0],
+        (
+            "c1".to_owned(),
+            keel_core::policy::HEADLESS_DENIAL.to_owned()
+        )
+    );
+    let parent = tool_results(Api::Anthropic, &requests[3].body);
+    assert_eq!(
+        parent[0],
+        ("p1".to_owned(), "The write was denied.".to_owned())
+    );
+    // The child's events reached the host wrapped, its call id prefixed.
+    let events = host.events.lock().unwrap();
+    assert!(events.iter().any(|event| matches!(
+        event,
+        AgentEvent::Subagent { parent_call_id, event, .. }
+            if parent_call_id == "p1"
+                && matches!(event.as_ref(), AgentEvent::ToolCall { call_id, .. } if call_id == "p1/c1")
+    )));
+}
+
 /// A project whose own rules allow the `change` tool; `user_data` holds the trust store.
 fn trusting_fixture(f: &Fixture, user_data: &std::path::Path) -> Engine {
     std::fs::create_dir_all(f.workspace.join(".keel")).unwrap();

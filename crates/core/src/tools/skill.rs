@@ -1,0 +1,66 @@
+//! The `skill` tool: [`SkillTool`] with [`SkillParams`]. It loads a discovered skill's body
+//! (and lists the skill's other files) from the session's index
+//! ([`SessionState::skills`](crate::tool::SessionState::skills)), reading through the runtime's
+//! capability check. The user's skills folder is in the session's scope as `{ad-hoc}`; a
+//! project's skills are in the workspace.
+
+use schemars::JsonSchema;
+use serde::Deserialize;
+
+use crate::capability::RequirementSet;
+use crate::tool::{Subject, Tool, ToolContext, ToolError, ToolKind, ToolOutput, ToolSpec};
+
+/// The tool's id.
+pub const SKILL_TOOL_ID: &str = "skill";
+
+const DESCRIPTION: &str = "Load a skill listed in the system prompt: returns its instructions \
+and its other files. Load one when the task matches its description, then follow it.";
+
+/// Arguments of `skill`.
+#[derive(Debug, Clone, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct SkillParams {
+    /// The skill's name.
+    #[schemars(length(min = 1))]
+    pub name: String,
+}
+
+/// The `skill` tool.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct SkillTool;
+
+impl Tool for SkillTool {
+    type Params = SkillParams;
+
+    fn spec(&self) -> ToolSpec {
+        ToolSpec::new::<SkillParams>(SKILL_TOOL_ID, DESCRIPTION)
+            .kind(ToolKind::Read)
+            .read_only()
+            .subject(Subject::None)
+            .requires(RequirementSet::fs_read(&["{ad-hoc}/**"]))
+    }
+
+    async fn run(&self, params: SkillParams, ctx: &ToolContext) -> Result<ToolOutput, ToolError> {
+        let skills = ctx.session.skills();
+        let Some(skill) = skills.iter().find(|skill| skill.name == params.name) else {
+            let known: Vec<&str> = skills.iter().map(|s| s.name.as_str()).collect();
+            return Err(ToolError::Failed(format!(
+                "no skill `{}`; the skills are: {}",
+                params.name,
+                if known.is_empty() {
+                    "(none)".to_owned()
+                } else {
+                    known.join(", ")
+                }
+            )));
+        };
+        let (body, files) = crate::skills::load(skill, &ctx.runtime).await?;
+        let text = crate::skills::render(skill, &body, &files);
+        let (text, sidecar) = ctx
+            .cap_bytes(SKILL_TOOL_ID, text, ctx.session.limits.read_bytes)
+            .await?;
+        let mut output = ToolOutput::text(text);
+        output.output_path = sidecar;
+        Ok(output.with("files", files))
+    }
+}

@@ -1,0 +1,114 @@
+//! The `task` tool: [`TaskTool`] with [`TaskParams`]. It hands a self-contained job to a
+//! subagent, a child session on the same engine with its own conversation, and returns the
+//! child's final answer.
+//!
+//! The child is never looser than its parent: same workspace scope, the parent's rules and
+//! session answers, a mode at least as strict, a subset of the tools, a depth limit, and the
+//! parent's cancel token. The run itself is the session's [`Subagents`](crate::tool::Subagents),
+//! which the turn loop installs; `background: true` returns a handle at once, and the answer
+//! joins a later model request (or `wait` / `cancel` takes the handle).
+
+use schemars::JsonSchema;
+use serde::Deserialize;
+
+use crate::tool::{
+    SubagentRequest, Subject, Tool, ToolContext, ToolError, ToolKind, ToolOutput, ToolSpec,
+};
+
+/// The tool's id.
+pub const TASK_TOOL_ID: &str = "task";
+
+/// The model's copy of a child's answer is cut here (the whole answer goes to a sidecar file).
+pub const TASK_RESULT_BYTES: usize = 64 * 1024;
+
+const DESCRIPTION: &str = "Delegate a self-contained job to a subagent: a fresh conversation \
+with your tools (or the named agent's), bounded by your permissions. It returns only its final \
+answer, so say in `prompt` everything it needs and what to report. Use it for broad searches \
+or independent work; several calls in one response run in parallel. `background: true` returns \
+a handle at once and the answer arrives in a later message; `wait` or `cancel` takes a handle.";
+
+/// Arguments of `task`: `prompt` starts a subagent; `wait` or `cancel` acts on a handle.
+#[derive(Debug, Clone, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct TaskParams {
+    /// The whole task for the subagent.
+    #[serde(default)]
+    pub prompt: Option<String>,
+    /// 3-6 words shown to the user.
+    #[serde(default)]
+    pub description: Option<String>,
+    /// An agent named below; omit for a general-purpose one.
+    #[serde(default)]
+    pub agent: Option<String>,
+    /// Return a handle at once instead of waiting.
+    #[serde(default)]
+    pub background: bool,
+    /// A background handle: wait for its answer.
+    #[serde(default)]
+    pub wait: Option<String>,
+    /// A background handle: stop it.
+    #[serde(default)]
+    pub cancel: Option<String>,
+}
+
+/// The `task` tool.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct TaskTool;
+
+impl Tool for TaskTool {
+    type Params = TaskParams;
+
+    fn spec(&self) -> ToolSpec {
+        // Read-only itself: every call of the child is checked and gated on its own.
+        ToolSpec::new::<TaskParams>(TASK_TOOL_ID, DESCRIPTION)
+            .kind(ToolKind::Think)
+            .read_only()
+            .subject(Subject::None)
+    }
+
+    async fn run(&self, params: TaskParams, ctx: &ToolContext) -> Result<ToolOutput, ToolError> {
+        let subagents = ctx.session.subagents().ok_or_else(|| {
+            ToolError::Failed("subagents are not available in this session".into())
+        })?;
+        let invalid = |message: &str| ToolError::InvalidArguments {
+            tool: TASK_TOOL_ID.into(),
+            message: message.into(),
+        };
+        let text = match (params.prompt, params.wait, params.cancel) {
+            (Some(prompt), None, None) => {
+                if prompt.trim().is_empty() {
+                    return Err(invalid("`prompt` is empty"));
+                }
+                let description = params
+                    .description
+                    .filter(|d| !d.trim().is_empty())
+                    .unwrap_or_else(|| first_words(&prompt));
+                let request = SubagentRequest {
+                    agent: params.agent,
+                    description,
+                    prompt,
+                    background: params.background,
+                };
+                subagents.run(request, ctx).await?
+            }
+            (None, Some(handle), None) => subagents.wait(&handle, ctx).await?,
+            (None, None, Some(handle)) => subagents.cancel(&handle)?,
+            _ => {
+                return Err(invalid(
+                    "give exactly one of `prompt` (start a subagent), `wait` or `cancel` (a \
+                     background handle)",
+                ));
+            }
+        };
+        let (text, sidecar) = ctx.cap_bytes(TASK_TOOL_ID, text, TASK_RESULT_BYTES).await?;
+        let mut output = ToolOutput::text(text);
+        output.output_path = sidecar;
+        Ok(output)
+    }
+}
+
+/// The first few words of a prompt, for the user when the model gave no description.
+fn first_words(prompt: &str) -> String {
+    let words: Vec<&str> = prompt.split_whitespace().take(6).collect();
+    words.join(" ")
+}
