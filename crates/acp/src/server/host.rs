@@ -597,6 +597,14 @@ impl TurnHost for AcpTurnHost {
                     SessionInfoUpdate::new().title(title),
                 ));
             }
+            AgentEvent::Waiting { text } => {
+                tracing::info!(session = %self.shared.session_id, "{}", text.trim_end());
+                self.send(SessionUpdate::AgentMessageChunk(
+                    ContentChunk::new(ContentBlock::from(text)).message_id(MessageId::new(
+                        format!("keel-status-{}", uuid::Uuid::new_v4()),
+                    )),
+                ));
+            }
             AgentEvent::Notice { text } => {
                 tracing::info!(session = %self.shared.session_id, "{text}");
                 self.send(SessionUpdate::AgentMessageChunk(

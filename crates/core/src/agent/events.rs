@@ -74,6 +74,9 @@ pub enum AgentEvent {
     /// Something Keel itself tells the user (not the model's words, never in the history):
     /// the project settings an untrusted project's files ask for that were not applied.
     Notice { text: String },
+    /// Keel is waiting before it asks the model again (a rate limit, an overloaded or
+    /// unreachable service): a short status line for the user, never in the history.
+    Waiting { text: String },
 }
 
 /// A call the policy says to ask about.

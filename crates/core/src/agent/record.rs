@@ -57,7 +57,8 @@ fn stored(event: &AgentEvent) -> Option<StoredEvent> {
         | AgentEvent::ToolProgress { .. }
         | AgentEvent::SessionTitle { .. }
         | AgentEvent::Compacted { .. }
-        | AgentEvent::Notice { .. } => return None,
+        | AgentEvent::Notice { .. }
+        | AgentEvent::Waiting { .. } => return None,
     })
 }
 

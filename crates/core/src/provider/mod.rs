@@ -61,7 +61,7 @@ pub use openai::{MaxTokensParam, OPENAI_BASE_URL, OpenAiProvider};
 pub use resolve::{
     DEFAULT_ANTHROPIC_MODEL, DEFAULT_OPENAI_MODEL, ProviderConfig, ProviderKind, resolve_model,
 };
-pub use retry::{RetryPolicy, parse_retry_after};
+pub use retry::{RetryNotice, RetryPolicy, observe_retries, parse_retry_after};
 pub use scripted::ScriptedProvider;
 
 /// Who authored a message.
@@ -294,4 +294,16 @@ pub trait Provider: Send + Sync + fmt::Debug {
 
     /// The context window of `model`, in tokens (a conservative default for unknown models).
     fn context_window(&self, model: &str) -> u64;
+
+    /// The models the provider's server lists (its models endpoint), asked for with a short
+    /// timeout. Providers without such a list answer with an empty one.
+    fn list_models(&self) -> BoxFuture<'_, Result<Vec<String>, ProviderError>> {
+        Box::pin(async { Ok(Vec::new()) })
+    }
+
+    /// The provider's name as the user configured it (`ollama`, `anthropic`); [`Provider::id`]
+    /// by default.
+    fn label(&self) -> &str {
+        self.id()
+    }
 }

@@ -43,6 +43,9 @@ pub struct ProviderConfig {
     pub kind: ProviderKind,
     /// Base URL; `None` is the official endpoint of `kind`.
     pub base_url: Option<String>,
+    /// Where [`Self::base_url`] came from, as errors say it (`set by ANTHROPIC_BASE_URL`);
+    /// `None` when unknown.
+    pub base_url_source: Option<String>,
     /// The key; when `None`, read from [`Self::key_env`] at resolution.
     pub api_key: Option<String>,
     /// The variable holding the key (default `ANTHROPIC_API_KEY` / `OPENAI_API_KEY`).
@@ -63,6 +66,7 @@ impl fmt::Debug for ProviderConfig {
             .field("name", &self.name)
             .field("kind", &self.kind)
             .field("base_url", &self.base_url)
+            .field("base_url_source", &self.base_url_source)
             .field("api_key", &self.api_key.as_ref().map(|_| "<redacted>"))
             .field("api_key_env", &self.api_key_env)
             .field("api_key_required", &self.api_key_required)
@@ -90,6 +94,7 @@ impl ProviderConfig {
             name: name.into(),
             kind,
             base_url: None,
+            base_url_source: None,
             api_key: None,
             api_key_env: None,
             api_key_required: true,
@@ -115,6 +120,9 @@ impl ProviderConfig {
                 .is_none_or(|url| url.contains("api.openai.com")),
         };
         Self {
+            base_url_source: base_url
+                .as_ref()
+                .map(|_| format!("set by {prefix}_BASE_URL")),
             base_url,
             api_key: var(env, &format!("{prefix}_API_KEY")),
             api_key_env: Some(format!("{prefix}_API_KEY")),
@@ -128,12 +136,16 @@ impl ProviderConfig {
     pub fn builtin(name: &str, env: &dyn Fn(&str) -> Option<String>) -> Option<Self> {
         let remote = |base: &str, key_env: &str| Self {
             base_url: Some(base.to_owned()),
+            base_url_source: Some(format!("is Keel's built-in address for `{name}`")),
             api_key: var(env, key_env),
             api_key_env: Some(key_env.to_owned()),
             ..Self::new(name, ProviderKind::OpenAi)
         };
         let local = |base: &str| Self {
             base_url: Some(base.to_owned()),
+            base_url_source: Some(format!(
+                "is Keel's built-in address for `{name}`; set `providers.{name}.base_url` to change it"
+            )),
             api_key_required: false,
             ..Self::new(name, ProviderKind::OpenAi)
         };
@@ -191,16 +203,23 @@ impl ProviderConfig {
             });
         }
         let base = self.base_url.as_deref();
+        let source = match (&self.base_url_source, base) {
+            (Some(source), _) => source.clone(),
+            (None, Some(_)) => format!("set for the provider `{}`", self.name),
+            (None, None) => "is the official default".to_owned(),
+        };
         Ok(match self.kind {
             ProviderKind::Anthropic => Arc::new(
                 AnthropicProvider::new(base, key.unwrap_or(""), self.key_env(), self.http.clone())?
                     .with_label(&self.name)
-                    .with_context_window(self.context_window),
+                    .with_context_window(self.context_window)
+                    .with_base_url_source(source),
             ),
             ProviderKind::OpenAi => Arc::new(
                 OpenAiProvider::new(base, key, self.key_env(), self.http.clone())?
                     .with_label(&self.name)
-                    .with_context_window(self.context_window),
+                    .with_context_window(self.context_window)
+                    .with_base_url_source(source),
             ),
         })
     }
