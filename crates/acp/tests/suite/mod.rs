@@ -6,6 +6,7 @@ mod cancel;
 mod commands;
 mod editor;
 mod hostile;
+mod model_errors;
 mod modes;
 mod protocol;
 mod sandbox;
