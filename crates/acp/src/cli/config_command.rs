@@ -10,7 +10,9 @@ use super::{
 /// The effective configuration with the source of each value.
 pub fn show(args: ConfigShowArgs) -> Outcome {
     let workspace = workspace_or_cwd(args.workspace.as_ref())?;
-    let effective = load_config(Some(workspace), &args.overrides)?;
+    let effective = load_config(Some(workspace.clone()), &args.overrides)?;
+    // Rules the permission engine would refuse when a session opens are this command's error.
+    config::check_permission_rules(&effective, &workspace).map_err(Failure::usage)?;
     if args.json {
         let files: Vec<serde_json::Value> = effective
             .files

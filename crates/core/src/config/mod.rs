@@ -43,7 +43,8 @@ pub use load::{
 pub use project_trust::IgnoredSetting;
 pub use providers::{ENV_SCRIPT, SCRIPTED_PROVIDER, is_built_in_provider, resolve_provider};
 pub use rules::{
-    PermissionRule, RULE_VARIABLES, RuleAction, build_policy, default_trust_store, policy_rule_sets,
+    PermissionRule, RULE_VARIABLES, RuleAction, build_policy, check_permission_rules,
+    default_trust_store, policy_rule_sets,
 };
 pub use show::{json_schema, render_annotated};
 pub use source::{FileLocation, Provenance, Source};
