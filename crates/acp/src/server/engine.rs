@@ -90,6 +90,12 @@ pub trait SessionFactory: Send + Sync + 'static {
     /// The configured model ids, in display order (empty: the model option is not offered).
     fn models(&self) -> Vec<String>;
 
+    /// The models the providers list themselves (their models endpoints), asked for in the
+    /// background after `session/new` was answered; added to the model option when they arrive.
+    fn discover_models(&self) -> BoxFuture<'_, Vec<String>> {
+        Box::pin(async { Vec::new() })
+    }
+
     /// Builds a session. Must not fail for missing credentials: those fail the first prompt.
     /// A session from the store ([`SessionOrigin::Stored`], [`SessionOrigin::Fork`]) is open
     /// when this resolves, its history ready in [`AgentSession::take_history`].

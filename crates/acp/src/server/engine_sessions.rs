@@ -118,6 +118,10 @@ impl SessionFactory for EngineSessions {
         self.engine.models()
     }
 
+    fn discover_models(&self) -> BoxFuture<'_, Vec<String>> {
+        Box::pin(self.engine.discover_models())
+    }
+
     fn create(
         &self,
         spec: SessionSpec,
@@ -387,7 +391,7 @@ impl AgentSession for EngineSession {
             State::Opening {
                 model: Some(slot), ..
             } => Some(slot.name.clone()),
-            _ => self.engine.models().into_iter().next(),
+            _ => self.engine.default_model(),
         }
     }
 

@@ -126,6 +126,7 @@ async fn connect(
                                 let sent = responder.respond(response);
                                 session.announce();
                                 session.start();
+                                state.discover_models(&session);
                                 ignore_closed(sent)
                             }
                             Err(error) => {

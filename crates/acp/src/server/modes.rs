@@ -52,10 +52,21 @@ pub fn mode_state(current: Mode) -> SessionModeState {
 }
 
 /// The complete config option list.
+#[cfg(test)]
 pub fn config_options(
     mode: Mode,
     model: Option<&str>,
     models: &[String],
+) -> Vec<SessionConfigOption> {
+    config_options_with_default(mode, model, models, None)
+}
+
+/// The complete config option list, the `default` model marked as such.
+pub fn config_options_with_default(
+    mode: Mode,
+    model: Option<&str>,
+    models: &[String],
+    default: Option<&str>,
 ) -> Vec<SessionConfigOption> {
     let mode_choices: Vec<SessionConfigSelectOption> = Mode::ALL
         .iter()
@@ -75,7 +86,14 @@ pub fn config_options(
             .unwrap_or(&models[0]);
         let model_choices: Vec<SessionConfigSelectOption> = models
             .iter()
-            .map(|id| SessionConfigSelectOption::new(id.clone(), id.clone()))
+            .map(|id| {
+                let choice = SessionConfigSelectOption::new(id.clone(), id.clone());
+                if Some(id.as_str()) == default {
+                    choice.description("The default model".to_owned())
+                } else {
+                    choice
+                }
+            })
             .collect();
         options.push(
             SessionConfigOption::select(MODEL_OPTION, "Model", current.to_owned(), model_choices)

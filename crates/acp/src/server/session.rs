@@ -33,7 +33,11 @@ use super::modes;
 pub struct Session {
     agent: Arc<dyn AgentSession>,
     shared: HostShared,
-    models: Vec<String>,
+    /// The models offered: the configured ones, then those the providers list (added when they
+    /// arrive).
+    models: Mutex<Vec<String>>,
+    /// The model the session started with (marked as the default).
+    default_model: Option<String>,
     /// Held for the length of a turn: prompts of a session run one after another.
     turns: tokio::sync::Mutex<()>,
     /// The tokens of the prompts received and not answered yet, by arrival number.
@@ -114,10 +118,12 @@ pub fn user_content(prompt: Vec<ContentBlock>) -> Result<Vec<UserContent>, Serve
 
 impl Session {
     pub fn new(agent: Arc<dyn AgentSession>, shared: HostShared, models: Vec<String>) -> Self {
+        let default_model = agent.model();
         Self {
             agent,
             shared,
-            models,
+            models: Mutex::new(models),
+            default_model,
             turns: tokio::sync::Mutex::new(()),
             prompts: Mutex::new(BTreeMap::new()),
             next_prompt: AtomicU64::new(0),
@@ -133,11 +139,66 @@ impl Session {
 
     /// The complete config option list as it stands.
     pub fn config_options(&self) -> Vec<SessionConfigOption> {
-        modes::config_options(
+        let current = self.agent.model();
+        let mut models = self.models();
+        // The model that answers is always one of the choices.
+        if let Some(current) = &current
+            && !models.is_empty()
+            && !models.contains(current)
+        {
+            models.insert(0, current.clone());
+        }
+        modes::config_options_with_default(
             self.agent.mode(),
-            self.agent.model().as_deref(),
-            &self.models,
+            current.as_deref(),
+            &models,
+            self.default_model.as_deref(),
         )
+    }
+
+    /// The models offered, as they stand.
+    pub fn models(&self) -> Vec<String> {
+        self.models
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .clone()
+    }
+
+    fn has_models(&self) -> bool {
+        !self
+            .models
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .is_empty()
+    }
+
+    /// Adds the models a provider listed; when the list changed, tells the client (the model
+    /// option, and the commands when `/model` just became available).
+    pub fn add_models(&self, discovered: Vec<String>) {
+        let (added, was_empty) = {
+            let mut models = self.models.lock().unwrap_or_else(PoisonError::into_inner);
+            let was_empty = models.is_empty();
+            let mut added = false;
+            if was_empty
+                && !discovered.is_empty()
+                && let Some(current) = self.agent.model()
+            {
+                models.push(current);
+            }
+            for model in discovered {
+                if !models.contains(&model) {
+                    models.push(model);
+                    added = true;
+                }
+            }
+            (added, was_empty)
+        };
+        if added {
+            self.config_changed();
+            if was_empty {
+                self.announce();
+            }
+        }
     }
 
     pub fn mode(&self) -> Mode {
@@ -179,7 +240,7 @@ impl Session {
     pub fn announce(&self) {
         self.send(SessionUpdate::AvailableCommandsUpdate(
             agent_client_protocol::v1::schema::AvailableCommandsUpdate::new(commands::available(
-                !self.models.is_empty(),
+                self.has_models(),
             )),
         ));
     }
@@ -194,10 +255,11 @@ impl Session {
 
     /// Switches the model (one of the configured ones).
     pub fn set_model(&self, model: &str) -> Result<(), ServerError> {
-        if !self.models.iter().any(|known| known == model) {
+        let models = self.models();
+        if !models.iter().any(|known| known == model) {
             return Err(ServerError::InvalidParams(format!(
                 "unknown model `{model}`; the models are {}",
-                self.models.join(", ")
+                models.join(", ")
             )));
         }
         self.agent.set_model(model).map_err(ServerError::from)
@@ -263,7 +325,7 @@ impl Session {
         let reply = match command {
             SlashCommand::Tools => commands::render_tools(&self.agent.tools()),
             SlashCommand::Permissions => self.agent.permissions(),
-            SlashCommand::Help => commands::render_help(!self.models.is_empty()),
+            SlashCommand::Help => commands::render_help(self.has_models()),
             // Answered in `run` (it calls the model).
             SlashCommand::Compact(_) => return,
             SlashCommand::Mode(None) => format!("The mode is `{}`.", self.agent.mode()),

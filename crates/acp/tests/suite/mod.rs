@@ -7,6 +7,7 @@ mod commands;
 mod editor;
 mod hostile;
 mod model_errors;
+mod models;
 mod modes;
 mod protocol;
 mod sandbox;

@@ -85,7 +85,14 @@ pub fn engine_config(
         .find(|f| f.layer == "user")
         .and_then(|f| f.path.parent().map(Path::to_path_buf));
     out.user_data_dir = user_data_dir();
+    out.cache_dir = user_cache_dir();
     Ok(out)
+}
+
+/// `$XDG_CACHE_HOME/keel` (`~/.cache/keel`): the providers' model lists are kept there.
+pub fn user_cache_dir() -> Option<PathBuf> {
+    use etcetera::AppStrategy as _;
+    Some(app_strategy()?.cache_dir())
 }
 
 /// `$XDG_DATA_HOME/keel` (`~/.local/share/keel`): the trust store lives there.

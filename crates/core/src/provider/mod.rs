@@ -40,6 +40,7 @@
 //! HTTP request (the connection is closed) and any backoff sleep.
 
 mod anthropic;
+mod catalog;
 mod error;
 mod http;
 mod openai;
@@ -55,11 +56,13 @@ use futures::stream::BoxStream;
 use serde::{Deserialize, Serialize};
 
 pub use anthropic::{ANTHROPIC_BASE_URL, ANTHROPIC_VERSION, AnthropicProvider};
+pub use catalog::{LIST_TIMEOUT, MODELS_MAX_AGE, cache_file, discover_models};
 pub use error::{ProviderError, StreamProgress};
 pub use http::HttpSettings;
 pub use openai::{MaxTokensParam, OPENAI_BASE_URL, OpenAiProvider};
 pub use resolve::{
-    DEFAULT_ANTHROPIC_MODEL, DEFAULT_OPENAI_MODEL, ProviderConfig, ProviderKind, resolve_model,
+    DEFAULT_ANTHROPIC_MODEL, DEFAULT_OPENAI_MODEL, ProviderConfig, ProviderKind, default_model,
+    provider_config, resolve_model, usable_providers,
 };
 pub use retry::{RetryNotice, RetryPolicy, observe_retries, parse_retry_after};
 pub use scripted::ScriptedProvider;

@@ -253,25 +253,54 @@ pub fn resolve_model(
     if model.is_empty() || prefix.is_empty() {
         return Err(bad_name(name));
     }
-    let config = configured
-        .iter()
-        .find(|config| config.name == prefix)
-        .cloned()
-        .or_else(|| ProviderConfig::builtin(prefix, env))
-        .ok_or_else(|| {
-            ProviderError::Config(format!(
-                "unknown provider `{prefix}` in model `{name}`: use anthropic, openai, openrouter, \
-                 deepseek, ollama, lmstudio or vllm, or configure a provider named `{prefix}`"
-            ))
-        })?
-        .with_env_key(env);
+    let config = provider_config(prefix, env, configured).ok_or_else(|| {
+        ProviderError::Config(format!(
+            "unknown provider `{prefix}` in model `{name}`: use anthropic, openai, openrouter, \
+             deepseek, ollama, lmstudio or vllm, or configure a provider named `{prefix}`"
+        ))
+    })?;
     Ok((config.build()?, model.to_owned()))
 }
 
-fn resolve_default(
-    env: Env<'_>,
+/// The provider called `name`: the configured one, else the built-in one, with its key read
+/// from `env`.
+pub fn provider_config(
+    name: &str,
+    env: &dyn Fn(&str) -> Option<String>,
     configured: &[ProviderConfig],
-) -> Result<(Arc<dyn Provider>, String), ProviderError> {
+) -> Option<ProviderConfig> {
+    Some(
+        configured
+            .iter()
+            .find(|config| config.name == name)
+            .cloned()
+            .or_else(|| ProviderConfig::builtin(name, env))?
+            .with_env_key(env),
+    )
+}
+
+/// The providers worth asking for their models: every configured one that has what it needs,
+/// and Anthropic and OpenAI when their key variables are set; by name, without repeats.
+pub fn usable_providers(
+    env: &dyn Fn(&str) -> Option<String>,
+    configured: &[ProviderConfig],
+) -> Vec<ProviderConfig> {
+    let mut out: Vec<ProviderConfig> = Vec::new();
+    let configured = configured.iter().map(|c| c.clone().with_env_key(env));
+    let from_env = [ProviderKind::Anthropic, ProviderKind::OpenAi]
+        .into_iter()
+        .map(|kind| ProviderConfig::from_env(kind, env))
+        .filter(|config| config.api_key.is_some());
+    for config in configured.chain(from_env) {
+        if config.has_credentials() && !out.iter().any(|known| known.name == config.name) {
+            out.push(config);
+        }
+    }
+    out
+}
+
+/// The provider that answers when no model is named (see [`resolve_model`]), if any.
+fn default_provider(env: Env<'_>, configured: &[ProviderConfig]) -> Option<ProviderConfig> {
     let configured = configured
         .iter()
         .map(|config| config.clone().with_env_key(env))
@@ -283,7 +312,33 @@ fn resolve_default(
             .map(|kind| ProviderConfig::from_env(kind, env))
             .find(|config| config.api_key.is_some())
     };
-    match configured.or_else(from_env) {
+    configured.or_else(from_env)
+}
+
+/// The model that answers when none is named (`provider/model`) and why it is that one, without
+/// building the provider; `None` when nothing is usable.
+pub fn default_model(
+    env: &dyn Fn(&str) -> Option<String>,
+    configured: &[ProviderConfig],
+) -> Option<(String, String)> {
+    let config = default_provider(env, configured)?;
+    let model = config.default_model.clone().unwrap_or_default();
+    let why = if configured.iter().any(|c| c.name == config.name) {
+        format!(
+            "the first configured provider with a key: `{}`, its first model",
+            config.name
+        )
+    } else {
+        format!("{} is set, and this is its default model", config.key_env())
+    };
+    Some((format!("{}/{model}", config.name), why))
+}
+
+fn resolve_default(
+    env: Env<'_>,
+    configured: &[ProviderConfig],
+) -> Result<(Arc<dyn Provider>, String), ProviderError> {
+    match default_provider(env, configured) {
         Some(config) => {
             let model = config.default_model.clone().unwrap_or_default();
             Ok((config.build()?, model))
