@@ -31,10 +31,15 @@ pub fn show(args: ConfigShowArgs) -> Outcome {
             "files": files,
             "project_trusted": effective.project_trusted,
             "ignored": effective.ignored,
+            "answering_model": match config::answering_model(&effective, &super::models_command::process_env) {
+                Ok((model, why)) => serde_json::json!({"model": model, "why": why}),
+                Err(advice) => serde_json::json!({"model": null, "why": advice}),
+            },
         });
         write_stdout(&format!("{}\n", pretty(&value)?))?;
     } else {
-        write_stdout(&config::render_annotated(&effective))?;
+        let (_, line) = super::models_command::answering_line(&effective);
+        write_stdout(&format!("# {line}\n{}", config::render_annotated(&effective)))?;
     }
     Ok(EXIT_OK)
 }

@@ -10,6 +10,7 @@
 
 mod config_command;
 mod logging;
+mod models_command;
 mod permissions_command;
 mod sessions_command;
 pub use sessions_command::store as sessions_store;
@@ -95,6 +96,18 @@ pub enum Command {
     /// The kernel sandbox every shell command runs in.
     #[command(subcommand)]
     Sandbox(SandboxCommand),
+    /// The model that will answer and why, and the models the providers offer.
+    Models(ModelsArgs),
+}
+
+/// `keel models`.
+#[derive(Debug, Args)]
+pub struct ModelsArgs {
+    /// The workspace whose configuration applies (default: the current directory).
+    #[arg(long, value_name = "DIR")]
+    pub workspace: Option<PathBuf>,
+    #[command(flatten)]
+    pub overrides: Overrides,
 }
 
 /// `keel trust`.
@@ -439,6 +452,7 @@ pub async fn run(cli: Cli) -> Outcome {
         Command::Sessions(SessionsCommand::Rm(args)) => sessions_command::remove(args),
         Command::Trust(args) => trust_command::run(args),
         Command::Sandbox(SandboxCommand::Check(args)) => sandbox_command::check(args),
+        Command::Models(args) => models_command::run(args).await,
         // `main` runs the helper before the command line is parsed; reaching here means the
         // arguments were not `run ...`.
         Command::Sandbox(SandboxCommand::Run { .. }) => Err(Failure::usage(

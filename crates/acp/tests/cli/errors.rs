@@ -129,3 +129,49 @@ async fn exec_rate_limit_says_it_waits_then_answers() {
         out.stdout
     );
 }
+
+#[tokio::test]
+async fn models_prints_the_answering_model_its_source_and_the_providers_list() {
+    let sandbox = Sandbox::new();
+    let mock = MockModel::start().await;
+    mock.set_models(&["claude-alpha", "claude-beta"]);
+    let mut command = sandbox.keel(&["models"]);
+    command
+        .env("ANTHROPIC_API_KEY", "test-key")
+        .env("ANTHROPIC_BASE_URL", mock.base_url());
+    let out = tokio::task::spawn_blocking(move || run(command))
+        .await
+        .unwrap();
+    assert_eq!(out.code, 0, "{}", out.stderr);
+    assert!(
+        out.stdout.starts_with(
+            "The model that answers: anthropic/claude-sonnet-4-5 (ANTHROPIC_API_KEY is set, and \
+             this is its default model)\n"
+        ),
+        "{}",
+        out.stdout
+    );
+    assert!(
+        out.stdout
+            .contains("Models anthropic lists:\n  anthropic/claude-alpha\n  anthropic/claude-beta\n"),
+        "{}",
+        out.stdout
+    );
+
+    let mut command = sandbox.keel(&["config", "show"]);
+    command
+        .env("ANTHROPIC_API_KEY", "test-key")
+        .env("KEEL_MODEL", "anthropic/claude-beta");
+    let out = tokio::task::spawn_blocking(move || run(command))
+        .await
+        .unwrap();
+    assert_eq!(out.code, 0, "{}", out.stderr);
+    assert!(
+        out.stdout.starts_with(
+            "# the model that answers: anthropic/claude-beta (`model` set by environment \
+             variable KEEL_MODEL)\n"
+        ),
+        "{}",
+        out.stdout
+    );
+}

@@ -89,6 +89,24 @@ pub fn engine_config(
     Ok(out)
 }
 
+/// The model that will answer a session of this configuration (`provider/model`) and where that
+/// choice came from, in words; `Err` says what to set when no model can answer.
+pub fn answering_model(
+    effective: &Effective,
+    env: &dyn Fn(&str) -> Option<String>,
+) -> Result<(String, String), String> {
+    if let Some(model) = &effective.config.model {
+        let source = effective.sources.get("model");
+        return Ok((model.to_string(), format!("`model` set by {source}")));
+    }
+    let providers = effective.config.provider_configs(env);
+    crate::provider::default_model(env, &providers).ok_or_else(|| {
+        "no model can answer: set ANTHROPIC_API_KEY or OPENAI_API_KEY, or set `model = \
+         \"provider/model\"` in the configuration (e.g. `model = \"ollama/qwen3\"`)"
+            .to_owned()
+    })
+}
+
 /// `$XDG_CACHE_HOME/keel` (`~/.cache/keel`): the providers' model lists are kept there.
 pub fn user_cache_dir() -> Option<PathBuf> {
     use etcetera::AppStrategy as _;
