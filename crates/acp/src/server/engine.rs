@@ -148,6 +148,19 @@ pub trait AgentSession: Send + Sync + 'static {
     /// The loaded tools, in registry order.
     fn tools(&self) -> Vec<ToolInfo>;
 
+    /// The thinking budget of the next requests (`Some(None)`: off); `None` when the session
+    /// has no such setting (the `thinking` option is then not offered).
+    fn thinking_budget(&self) -> Option<Option<u32>> {
+        None
+    }
+
+    /// Sets the thinking budget of the next requests (`None`: off).
+    fn set_thinking_budget(&self, _budget: Option<u32>) -> Result<(), EngineError> {
+        Err(EngineError::InvalidInput(
+            "this session has no thinking setting".into(),
+        ))
+    }
+
     /// The effective permission rules by scope, as text for `/permissions`.
     fn permissions(&self) -> String;
 

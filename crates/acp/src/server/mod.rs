@@ -397,6 +397,10 @@ fn set_config_option(
             session.set_model(&value.0)?;
             Ok((session, false))
         }
+        modes::THINKING_OPTION => {
+            session.set_thinking(&value.0)?;
+            Ok((session, false))
+        }
         other => Err(ServerError::InvalidParams(format!(
             "unknown config option `{other}`"
         ))),

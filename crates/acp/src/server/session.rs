@@ -148,12 +148,27 @@ impl Session {
         {
             models.insert(0, current.clone());
         }
-        modes::config_options_with_default(
+        let mut options = modes::config_options_with_default(
             self.agent.mode(),
             current.as_deref(),
             &models,
             self.default_model.as_deref(),
-        )
+        );
+        if let Some(budget) = self.agent.thinking_budget() {
+            options.push(modes::thinking_option(
+                keel_core::config::Thinking::of_budget(budget),
+            ));
+        }
+        options
+    }
+
+    /// Sets the thinking level (`off`, `low`, `medium`, `high`).
+    pub fn set_thinking(&self, level: &str) -> Result<(), ServerError> {
+        let level: keel_core::config::Thinking =
+            level.parse().map_err(ServerError::InvalidParams)?;
+        self.agent
+            .set_thinking_budget(level.budget())
+            .map_err(ServerError::from)
     }
 
     /// The models offered, as they stand.

@@ -175,3 +175,29 @@ async fn models_prints_the_answering_model_its_source_and_the_providers_list() {
         out.stdout
     );
 }
+
+#[tokio::test]
+async fn exec_thinking_setting_reaches_the_request_and_thoughts_are_json_events() {
+    let sandbox = Sandbox::new();
+    sandbox.write(&sandbox.user_file(), "thinking = \"low\"\n");
+    let mock = MockModel::start().await;
+    mock.push_anthropic(
+        Turn::new()
+            .thinking("Weighing the options.", "sig")
+            .text("done"),
+    );
+    let out = exec_at(&sandbox, &mock.base_url(), "anthropic/m", &["--json"]).await;
+    assert_eq!(out.code, 0, "{}", out.stderr);
+    assert_eq!(
+        mock.requests()[0].body["thinking"],
+        serde_json::json!({"type": "enabled", "budget_tokens": 4096})
+    );
+    let thoughts: String = out
+        .stdout
+        .lines()
+        .map(|line| serde_json::from_str::<serde_json::Value>(line).unwrap())
+        .filter(|event| event["type"] == "thinking")
+        .map(|event| event["text"].as_str().unwrap().to_owned())
+        .collect();
+    assert_eq!(thoughts, "Weighing the options.");
+}

@@ -109,3 +109,79 @@ async fn the_model_option_lists_the_providers_models_and_switching_routes_the_ne
     assert_eq!(requests[0].body["model"], "claude-beta");
     assert!(harness.said().contains("beta here"));
 }
+
+#[tokio::test]
+async fn the_thinking_option_sets_the_budget_of_the_next_request_and_thoughts_stream() {
+    let harness = EngineHarness::start(
+        ClientOptions::default(),
+        &[],
+        vec![
+            Turn::text_only("quick"),
+            Turn::new()
+                .thinking("Let me weigh this.", "sig-1")
+                .text("considered"),
+        ],
+    )
+    .await;
+    let initial = harness
+        .client
+        .request(SetSessionConfigOptionRequest::new(
+            harness.session.clone(),
+            "mode",
+            "ask",
+        ))
+        .await
+        .unwrap();
+    let options = serde_json::to_value(&initial.config_options).unwrap();
+    let thinking = options
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|option| option["id"] == "thinking")
+        .cloned()
+        .expect("a thinking option");
+    assert_eq!(thinking["currentValue"], "off");
+    assert_eq!(thinking["category"], "thought_level");
+
+    harness.prompt("first").await;
+    harness
+        .client
+        .request(SetSessionConfigOptionRequest::new(
+            harness.session.clone(),
+            "thinking",
+            "medium",
+        ))
+        .await
+        .unwrap();
+    harness.prompt("second").await;
+    let requests = harness.mock.requests();
+    assert_eq!(requests.len(), 2);
+    assert_eq!(requests[0].body.get("thinking"), None);
+    assert_eq!(
+        requests[1].body["thinking"],
+        serde_json::json!({"type": "enabled", "budget_tokens": 15_999})
+    );
+    let thoughts: String = harness
+        .client
+        .updates(&harness.session)
+        .into_iter()
+        .filter_map(|update| match update {
+            SessionUpdate::AgentThoughtChunk(chunk) => match chunk.content {
+                agent_client_protocol::v1::schema::ContentBlock::Text(text) => Some(text.text),
+                _ => None,
+            },
+            _ => None,
+        })
+        .collect();
+    assert_eq!(thoughts, "Let me weigh this.");
+    let error = harness
+        .client
+        .request(SetSessionConfigOptionRequest::new(
+            harness.session.clone(),
+            "thinking",
+            "maximum",
+        ))
+        .await
+        .unwrap_err();
+    assert!(error.message.contains("use off, low, medium or high"), "{error:?}");
+}

@@ -48,6 +48,8 @@ pub struct Session {
     /// Whether the front-end chose the model ([`Session::set_model`]); trusting the project
     /// then leaves it alone.
     pub(super) model_chosen: std::sync::atomic::AtomicBool,
+    /// The thinking budget of the next requests (the engine's until the front-end sets it).
+    pub(super) thinking_budget: Mutex<Option<u32>>,
 }
 
 /// The project's configuration as the session opened it.
@@ -89,6 +91,7 @@ impl Session {
         model: Mutex<ModelSlot>,
         config: EngineConfig,
     ) -> Self {
+        let thinking_budget = config.thinking_budget;
         Self {
             id,
             runtime,
@@ -106,7 +109,24 @@ impl Session {
             token_ratio: Mutex::new(1.0),
             project: ProjectState::default(),
             model_chosen: std::sync::atomic::AtomicBool::new(false),
+            thinking_budget: Mutex::new(thinking_budget),
         }
+    }
+
+    /// The thinking budget of the next requests (`None`: off).
+    pub fn thinking_budget(&self) -> Option<u32> {
+        *self
+            .thinking_budget
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+    }
+
+    /// Sets the thinking budget of the next requests (`None`: off).
+    pub fn set_thinking_budget(&self, budget: Option<u32>) {
+        *self
+            .thinking_budget
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner) = budget;
     }
 
     /// Keeps the session in the store: every event goes to `log`. `events` are what a reopened

@@ -278,7 +278,7 @@ impl Session {
                 messages: history.clone(),
                 tools: tools.clone(),
                 max_tokens: self.config.max_tokens,
-                thinking_budget: self.config.thinking_budget,
+                thinking_budget: self.thinking_budget(),
             };
             let message_id = uuid::Uuid::new_v4().to_string();
             let response = match stream_response(

@@ -54,6 +54,7 @@ pub fn engine_config(
     out.mode = config.mode.into();
     out.max_requests_per_turn = config.max_requests_per_turn;
     out.max_tokens = config.max_tokens;
+    out.thinking_budget = config.thinking.budget();
     out.compact_at = f64::from(config.compact_at_percent) / 100.0;
     out.limits = config.limits.clone();
     out.manifest =
