@@ -294,7 +294,6 @@ fn plain_words(expected: &str) -> String {
         "u8" | "u16" | "u32" | "u64" | "u128" | "usize" => "a whole number (0 or more)",
         "i8" | "i16" | "i32" | "i64" | "i128" | "isize" => "a whole number",
         "f32" | "f64" => "a number",
-        "a boolean" => "true or false",
         "a sequence" => "a list (`[...]`)",
         "a map" => "a table (`{...}` or a `[section]`)",
         "char" => "a single character",
@@ -376,7 +375,7 @@ mod tests {
         );
         assert_eq!(
             explain_value_message("invalid type: string \"yes\", expected a boolean"),
-            "expected true or false, found string \"yes\""
+            "expected a boolean, found string \"yes\""
         );
         assert_eq!(
             explain_value_message("invalid type: string \"ten\", expected u32"),
