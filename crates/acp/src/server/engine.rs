@@ -189,6 +189,16 @@ pub trait AgentSession: Send + Sync + 'static {
         None
     }
 
+    /// `/clear`: the conversation starts afresh in the same session (the model no longer sees
+    /// what was said); the number of messages dropped.
+    fn clear(&self) -> BoxFuture<'_, Result<usize, EngineError>> {
+        Box::pin(async {
+            Err(EngineError::Failed(
+                "this session cannot clear its conversation".into(),
+            ))
+        })
+    }
+
     /// `/compact [focus]`: summarizes the conversation so far; the estimated input tokens
     /// before and after, or `None` when there was nothing to compact.
     fn compact(

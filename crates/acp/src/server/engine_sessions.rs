@@ -455,6 +455,13 @@ impl AgentSession for EngineSession {
         self.session().ok()?.log()?.meta().title
     }
 
+    fn clear(&self) -> BoxFuture<'_, Result<usize, EngineError>> {
+        Box::pin(async move {
+            self.wait_ready().await?;
+            Ok(self.session()?.clear().await)
+        })
+    }
+
     fn compact(
         &self,
         focus: Option<String>,

@@ -341,8 +341,8 @@ impl Session {
             SlashCommand::Tools => commands::render_tools(&self.agent.tools()),
             SlashCommand::Permissions => self.agent.permissions(),
             SlashCommand::Help => commands::render_help(self.has_models()),
-            // Answered in `run` (it calls the model).
-            SlashCommand::Compact(_) => return,
+            // Answered in `run` (they call the model or wait for the turn).
+            SlashCommand::Compact(_) | SlashCommand::Clear | SlashCommand::Init(_) => return,
             SlashCommand::Mode(None) => format!("The mode is `{}`.", self.agent.mode()),
             SlashCommand::Mode(Some(mode)) => match self.set_mode(&mode) {
                 Ok(()) => {
@@ -451,10 +451,31 @@ impl Session {
             self.say(reply);
             return Ok(StopReason::EndTurn);
         }
-        if let Some(command) = SlashCommand::parse(&prompt) {
-            self.command(command);
+        if let Some(SlashCommand::Clear) = SlashCommand::parse(&prompt) {
+            let reply = match self.agent.clear().await {
+                Ok(_) => "Started a new conversation: the model no longer sees what was said \
+                          before. The mode, the model and the approvals of this session stay."
+                    .to_owned(),
+                Err(error) => error.to_string(),
+            };
+            self.say(reply);
             return Ok(StopReason::EndTurn);
         }
+        // `/init` is a model turn with Keel's instruction prompt in place of the command.
+        let prompt = match SlashCommand::parse(&prompt) {
+            Some(SlashCommand::Init(focus)) => {
+                let mut text = commands::INIT_PROMPT.to_owned();
+                if let Some(focus) = focus {
+                    text.push_str(&format!("\n\nThe user adds: {focus}"));
+                }
+                vec![ContentBlock::from(text)]
+            }
+            Some(command) => {
+                self.command(command);
+                return Ok(StopReason::EndTurn);
+            }
+            None => prompt,
+        };
         let content = user_content(prompt)?;
         let host = Arc::new(AcpTurnHost::new(self.shared.clone(), cancel.clone()));
         let agent = self.agent.clone();

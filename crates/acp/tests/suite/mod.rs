@@ -12,6 +12,7 @@ mod modes;
 mod protocol;
 mod sandbox;
 mod sessions;
+mod slash_commands;
 mod streaming;
 mod support;
 mod trust;

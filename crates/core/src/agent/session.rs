@@ -113,6 +113,22 @@ impl Session {
         }
     }
 
+    /// `/clear`: the model's view of the conversation starts afresh (waiting for a running
+    /// turn first). The store keeps what was said, with a [`StoredEvent::Compaction`] to nothing,
+    /// so a reopened session continues from the cleared state. Returns the messages dropped.
+    pub async fn clear(&self) -> usize {
+        let mut history = self.history.lock().await;
+        let dropped = history.len();
+        history.clear();
+        self.state.forget_conversation();
+        self.record(&StoredEvent::Compaction {
+            messages: Vec::new(),
+            before: 0,
+            after: 0,
+        });
+        dropped
+    }
+
     /// The thinking budget of the next requests (`None`: off).
     pub fn thinking_budget(&self) -> Option<u32> {
         *self
