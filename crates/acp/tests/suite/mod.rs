@@ -6,6 +6,7 @@ mod cancel;
 mod commands;
 mod editor;
 mod hostile;
+mod instructions;
 mod model_errors;
 mod models;
 mod modes;

@@ -132,7 +132,13 @@ impl Session {
             })
             .collect();
         let date = today();
-        let system = super::prompt::system_prompt(&self.runtime, &self.registry, &date).await;
+        let system = super::prompt::system_prompt(
+            &self.runtime,
+            &self.registry,
+            &date,
+            self.config.global_config_dir.as_deref(),
+        )
+        .await;
         (system, tools)
     }
 
