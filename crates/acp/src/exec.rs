@@ -313,8 +313,7 @@ impl TurnHost for ExecHost {
                 self.progress(&format!("{}\n", self.style.dim(text.trim_end())));
                 self.emit(&ExecEvent::Waiting { text });
             }
-            AgentEvent::ToolStatus { .. }
-            | AgentEvent::SessionTitle { .. } => {}
+            AgentEvent::ToolStatus { .. } | AgentEvent::SessionTitle { .. } => {}
             AgentEvent::Compacted { before, after, .. } => {
                 tracing::info!(before, after, "the conversation was compacted");
             }

@@ -407,7 +407,10 @@ async fn serve_connection(stream: TcpStream, shared: Arc<Shared>) {
                     .iter()
                     .map(|id| json!({"id": id, "type": "model", "object": "model", "display_name": id}))
                     .collect();
-                Reply::json(200, json!({"data": data, "object": "list", "has_more": false}))
+                Reply::json(
+                    200,
+                    json!({"data": data, "object": "list", "has_more": false}),
+                )
             };
             match send_reply(&mut connection, reply).await {
                 Outcome::KeepAlive => continue,

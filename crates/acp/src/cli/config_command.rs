@@ -39,7 +39,10 @@ pub fn show(args: ConfigShowArgs) -> Outcome {
         write_stdout(&format!("{}\n", pretty(&value)?))?;
     } else {
         let (_, line) = super::models_command::answering_line(&effective);
-        write_stdout(&format!("# {line}\n{}", config::render_annotated(&effective)))?;
+        write_stdout(&format!(
+            "# {line}\n{}",
+            config::render_annotated(&effective)
+        ))?;
     }
     Ok(EXIT_OK)
 }

@@ -55,12 +55,18 @@ pub async fn run(args: DoctorArgs) -> Outcome {
     let effective = match load_config(Some(workspace.clone()), &Default::default()) {
         Ok(effective) => {
             for file in &effective.files {
-                let state = if file.found { "found" } else { "not found (optional)" };
+                let state = if file.found {
+                    "found"
+                } else {
+                    "not found (optional)"
+                };
                 report.ok(&format!("{} file {}: {state}", file.layer, file.shown));
             }
             match config::check_permission_rules(&effective, &workspace) {
                 Ok(()) => report.ok("the permission rules are valid"),
-                Err(error) => report.fix(&error, "correct the rule (`keel config show` checks again)"),
+                Err(error) => {
+                    report.fix(&error, "correct the rule (`keel config show` checks again)")
+                }
             }
             Some(effective)
         }
@@ -103,7 +109,11 @@ pub async fn run(args: DoctorArgs) -> Outcome {
         n => format!("\n{n} things to fix (marked FIX above).\n"),
     });
     write_stdout(&report.out)?;
-    Ok(if report.problems == 0 { EXIT_OK } else { EXIT_FAILED })
+    Ok(if report.problems == 0 {
+        EXIT_OK
+    } else {
+        EXIT_FAILED
+    })
 }
 
 async fn providers(report: &mut Report, effective: &Effective) {
@@ -146,7 +156,10 @@ async fn providers(report: &mut Report, effective: &Effective) {
                 models.len()
             )),
             Err(error @ (ProviderError::Unreachable { .. } | ProviderError::NotAnApi { .. })) => {
-                report.fix(&error.to_string(), "start the server, or correct its base URL")
+                report.fix(
+                    &error.to_string(),
+                    "start the server, or correct its base URL",
+                )
             }
             Err(error @ ProviderError::Auth { .. }) => {
                 report.fix(&error.to_string(), "set a valid key")
@@ -200,7 +213,8 @@ fn trust(report: &mut Report, workspace: &std::path::Path, effective: Option<&Ef
         report.warn("no home directory: projects cannot be trusted");
         return;
     };
-    let canonical = keel_core::runtime::paths::resolve(workspace).unwrap_or_else(|_| workspace.into());
+    let canonical =
+        keel_core::runtime::paths::resolve(workspace).unwrap_or_else(|_| workspace.into());
     let waiting = effective.map_or(0, |e| e.ignored.len());
     match store.status(&canonical) {
         Ok(TrustStatus::Trusted) => report.ok("this project is trusted: its own settings apply"),

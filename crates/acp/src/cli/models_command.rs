@@ -41,7 +41,10 @@ pub async fn run(args: ModelsArgs) -> Outcome {
             out.push_str(&format!("  {model}\n"));
         }
     }
-    let providers = usable_providers(&process_env, &effective.config.provider_configs(&process_env));
+    let providers = usable_providers(
+        &process_env,
+        &effective.config.provider_configs(&process_env),
+    );
     if providers.is_empty() {
         out.push_str("\nNo provider has credentials, so none was asked for its models.\n");
     }
@@ -64,7 +67,10 @@ pub async fn run(args: ModelsArgs) -> Outcome {
                 }
             }
             Err(error) => {
-                out.push_str(&format!("\n{}: its models could not be listed: {error}\n", provider.name));
+                out.push_str(&format!(
+                    "\n{}: its models could not be listed: {error}\n",
+                    provider.name
+                ));
             }
         }
     }

@@ -205,7 +205,15 @@ mod tests {
         let names: Vec<String> = available(false).into_iter().map(|c| c.name).collect();
         assert_eq!(
             names,
-            ["tools", "permissions", "mode", "compact", "help", "clear", "init"]
+            [
+                "tools",
+                "permissions",
+                "mode",
+                "compact",
+                "help",
+                "clear",
+                "init"
+            ]
         );
         assert_eq!(available(true).len(), 8);
         let tools = vec![ToolInfo {

@@ -356,7 +356,8 @@ impl AgentSession for EngineSession {
         Box::pin(async move {
             self.wait_ready().await?;
             let session = self.session()?;
-            session.set_thinking_budget(*self.thinking.lock().unwrap_or_else(PoisonError::into_inner));
+            session
+                .set_thinking_budget(*self.thinking.lock().unwrap_or_else(PoisonError::into_inner));
             session
                 .run_turn(prompt, host, cancel)
                 .await

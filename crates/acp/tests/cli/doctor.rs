@@ -18,9 +18,18 @@ fn doctor_without_credentials_says_what_to_set_and_exits_1() {
         "{}",
         out.stdout
     );
-    assert!(out.stdout.contains("1 thing to fix (marked FIX above)."), "{}", out.stdout);
+    assert!(
+        out.stdout.contains("1 thing to fix (marked FIX above)."),
+        "{}",
+        out.stdout
+    );
     // The configuration, trust and log checks pass on a fresh machine.
-    assert!(out.stdout.contains("  ok    the permission rules are valid"), "{}", out.stdout);
+    assert!(
+        out.stdout
+            .contains("  ok    the permission rules are valid"),
+        "{}",
+        out.stdout
+    );
     assert!(
         out.stdout.contains(&format!(
             "`keel acp` logs to {}",
@@ -50,9 +59,12 @@ async fn doctor_checks_the_providers_endpoint() {
     command
         .env("ANTHROPIC_API_KEY", "test-key")
         .env("ANTHROPIC_BASE_URL", mock.base_url());
-    let out = tokio::task::spawn_blocking(move || run(command)).await.unwrap();
+    let out = tokio::task::spawn_blocking(move || run(command))
+        .await
+        .unwrap();
     assert!(
-        out.stdout.contains("  ok    provider `anthropic` answers (1 models listed)"),
+        out.stdout
+            .contains("  ok    provider `anthropic` answers (1 models listed)"),
         "{}",
         out.stdout
     );
@@ -65,7 +77,9 @@ async fn doctor_checks_the_providers_endpoint() {
     command
         .env("ANTHROPIC_API_KEY", "test-key")
         .env("ANTHROPIC_BASE_URL", &closed);
-    let out = tokio::task::spawn_blocking(move || run(command)).await.unwrap();
+    let out = tokio::task::spawn_blocking(move || run(command))
+        .await
+        .unwrap();
     assert_eq!(out.code, 1, "{}", out.stdout);
     assert!(
         out.stdout.contains(&format!(

@@ -36,12 +36,17 @@ async fn exec_refused_connection_names_the_base_url_and_its_variable() {
     let out = exec_at(&sandbox, &url, "anthropic/some-model", &[]).await;
     assert_ne!(out.code, 0, "{}", out.stderr);
     assert!(
-        out.stderr
-            .contains(&format!("cannot connect to {url} (the base URL set by ANTHROPIC_BASE_URL)")),
+        out.stderr.contains(&format!(
+            "cannot connect to {url} (the base URL set by ANTHROPIC_BASE_URL)"
+        )),
         "{}",
         out.stderr
     );
-    assert!(out.stderr.contains("Is the server running"), "{}", out.stderr);
+    assert!(
+        out.stderr.contains("Is the server running"),
+        "{}",
+        out.stderr
+    );
     // Keel said it was retrying while it waited.
     assert!(
         out.stderr.contains("before trying again (attempt 2 of 4)"),
@@ -56,7 +61,10 @@ async fn exec_html_answer_says_the_base_url_is_not_the_api() {
     let mock = MockModel::start().await;
     mock.push(
         Api::Anthropic,
-        Reply::html(200, "<!DOCTYPE html><html><body>Welcome to nginx!</body></html>"),
+        Reply::html(
+            200,
+            "<!DOCTYPE html><html><body>Welcome to nginx!</body></html>",
+        ),
     );
     let out = exec_at(&sandbox, &mock.base_url(), "anthropic/some-model", &[]).await;
     assert_ne!(out.code, 0);
@@ -84,7 +92,8 @@ async fn exec_unknown_model_lists_the_providers_models() {
     let out = exec_at(&sandbox, &mock.base_url(), "anthropic/claude-nope", &[]).await;
     assert_ne!(out.code, 0);
     assert!(
-        out.stderr.contains("the model `claude-nope` is not available"),
+        out.stderr
+            .contains("the model `claude-nope` is not available"),
         "{}",
         out.stderr
     );
@@ -115,16 +124,28 @@ async fn exec_rate_limit_says_it_waits_then_answers() {
         "{}",
         out.stderr
     );
-    assert!(out.stdout.contains("hello after the wait"), "{}", out.stdout);
+    assert!(
+        out.stdout.contains("hello after the wait"),
+        "{}",
+        out.stdout
+    );
 
     // The same wait is an event of `--json`.
     mock.push(Api::Anthropic, Reply::rate_limited(Api::Anthropic, "1"));
     mock.push_anthropic(Turn::text_only("again"));
-    let out = exec_at(&sandbox, &mock.base_url(), "anthropic/some-model", &["--json"]).await;
+    let out = exec_at(
+        &sandbox,
+        &mock.base_url(),
+        "anthropic/some-model",
+        &["--json"],
+    )
+    .await;
     assert_eq!(out.code, 0, "{}", out.stderr);
     assert!(
-        out.stdout.lines().any(|line| line.contains(r#""type":"waiting""#)
-            && line.contains("rate limiting requests")),
+        out.stdout
+            .lines()
+            .any(|line| line.contains(r#""type":"waiting""#)
+                && line.contains("rate limiting requests")),
         "{}",
         out.stdout
     );
@@ -152,8 +173,9 @@ async fn models_prints_the_answering_model_its_source_and_the_providers_list() {
         out.stdout
     );
     assert!(
-        out.stdout
-            .contains("Models anthropic lists:\n  anthropic/claude-alpha\n  anthropic/claude-beta\n"),
+        out.stdout.contains(
+            "Models anthropic lists:\n  anthropic/claude-alpha\n  anthropic/claude-beta\n"
+        ),
         "{}",
         out.stdout
     );

@@ -57,14 +57,21 @@ async fn workspace_and_user_agents_md_reach_the_system_prompt() {
         system.contains("Project instructions from AGENTS.md:\nRun `make test` before you finish."),
         "{system}"
     );
-    assert!(!system.contains("ignored when AGENTS.md exists"), "{system}");
+    assert!(
+        !system.contains("ignored when AGENTS.md exists"),
+        "{system}"
+    );
 }
 
 #[tokio::test]
 async fn claude_md_serves_when_there_is_no_agents_md_and_big_files_are_cut() {
     let big = format!("{}END-MARKER", "x".repeat(20 * 1024));
     let system = system_prompt_with(&[("CLAUDE.md", big.as_str())], &[]).await;
-    assert!(system.contains("Project instructions from CLAUDE.md:\nxxx"), "{}", &system[..200]);
+    assert!(
+        system.contains("Project instructions from CLAUDE.md:\nxxx"),
+        "{}",
+        &system[..200]
+    );
     assert!(!system.contains("END-MARKER"));
     assert!(
         system.contains("[... cut: the file is 20490 bytes; only the first 16384 are shown]"),

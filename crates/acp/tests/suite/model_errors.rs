@@ -76,9 +76,13 @@ async fn acp_html_answer_says_the_base_url_is_not_the_api() {
         Reply::html(404, "<html><body><h1>Not Found</h1></body></html>"),
     );
     let base = mock.base_url();
-    let harness =
-        EngineHarness::with_config(ClientOptions::default(), &[], mock, config_at(&base, "anthropic/m"))
-            .await;
+    let harness = EngineHarness::with_config(
+        ClientOptions::default(),
+        &[],
+        mock,
+        config_at(&base, "anthropic/m"),
+    )
+    .await;
     let message = failed_prompt(&harness).await;
     assert!(
         message.contains(&format!(
@@ -118,9 +122,13 @@ async fn acp_rate_limit_shows_a_status_update_then_answers() {
     mock.push(Api::Anthropic, Reply::rate_limited(Api::Anthropic, "1"));
     mock.push_anthropic(Turn::text_only("hello after the wait"));
     let base = mock.base_url();
-    let harness =
-        EngineHarness::with_config(ClientOptions::default(), &[], mock, config_at(&base, "anthropic/m"))
-            .await;
+    let harness = EngineHarness::with_config(
+        ClientOptions::default(),
+        &[],
+        mock,
+        config_at(&base, "anthropic/m"),
+    )
+    .await;
     let response = harness.prompt("say hi").await;
     assert_eq!(response.stop_reason, StopReason::EndTurn);
     let chunks: Vec<String> = harness

@@ -86,11 +86,17 @@ async fn the_model_option_lists_the_providers_models_and_switching_routes_the_ne
     assert_eq!(option["options"][0]["description"], "The default model");
     assert_eq!(harness.mock.models_requests(), 1);
     // `/model` is advertised now that there are models to choose from.
-    assert!(harness.client.updates(&harness.session).iter().any(|update| matches!(
-        update,
-        SessionUpdate::AvailableCommandsUpdate(commands)
-            if commands.available_commands.iter().any(|c| c.name == "model")
-    )));
+    assert!(
+        harness
+            .client
+            .updates(&harness.session)
+            .iter()
+            .any(|update| matches!(
+                update,
+                SessionUpdate::AvailableCommandsUpdate(commands)
+                    if commands.available_commands.iter().any(|c| c.name == "model")
+            ))
+    );
 
     let answer = harness
         .client
@@ -183,5 +189,8 @@ async fn the_thinking_option_sets_the_budget_of_the_next_request_and_thoughts_st
         ))
         .await
         .unwrap_err();
-    assert!(error.message.contains("use off, low, medium or high"), "{error:?}");
+    assert!(
+        error.message.contains("use off, low, medium or high"),
+        "{error:?}"
+    );
 }

@@ -53,7 +53,10 @@ async fn every_advertised_command_answers_without_the_model() {
         ("/mode", "The mode is `allowlist`."),
         ("/mode ask", "Mode switched to `ask`."),
         ("/model", "The model is `anthropic/test-model`."),
-        ("/model anthropic/test-model", "Model switched to `anthropic/test-model`."),
+        (
+            "/model anthropic/test-model",
+            "Model switched to `anthropic/test-model`.",
+        ),
         ("/compact", "There is nothing to compact yet."),
         ("/help", "- `/clear`: Start a new conversation"),
         ("/clear", "Started a new conversation"),
@@ -62,7 +65,10 @@ async fn every_advertised_command_answers_without_the_model() {
     ];
     for name in &advertised {
         assert!(
-            name == "init" || cases.iter().any(|(prompt, _)| prompt[1..].starts_with(name.as_str())),
+            name == "init"
+                || cases
+                    .iter()
+                    .any(|(prompt, _)| prompt[1..].starts_with(name.as_str())),
             "advertised command /{name} is not tested"
         );
     }
@@ -96,7 +102,11 @@ async fn clear_starts_a_new_conversation_in_the_same_session() {
     harness.prompt("which word did I give you?").await;
     let requests = harness.mock.requests();
     assert_eq!(requests.len(), 2);
-    assert!(user_texts(&requests[0].body).iter().any(|t| t.contains("kiwi")));
+    assert!(
+        user_texts(&requests[0].body)
+            .iter()
+            .any(|t| t.contains("kiwi"))
+    );
     let second = &requests[1].body["messages"];
     assert_eq!(second.as_array().unwrap().len(), 1, "{second}");
     assert!(!second.to_string().contains("kiwi"), "{second}");
@@ -123,7 +133,10 @@ async fn init_asks_the_model_to_write_agents_md_through_the_edit_approval() {
     assert_eq!(answer.stop_reason, StopReason::EndTurn);
     let requests = harness.mock.requests();
     let first = user_texts(&requests[0].body).join("\n");
-    assert!(first.contains("Write an AGENTS.md file at the root of this workspace"), "{first}");
+    assert!(
+        first.contains("Write an AGENTS.md file at the root of this workspace"),
+        "{first}"
+    );
     assert!(first.contains("The user adds: keep it short"), "{first}");
     assert!(!first.contains("/init"), "{first}");
     let asked = harness.client.permission_requests();

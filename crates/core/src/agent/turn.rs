@@ -11,8 +11,7 @@ use crate::capability::Access;
 use crate::policy::{Action, Answer, Call, PolicySearchGate};
 use crate::provider::{
     Message, ModelEvent, ModelRequest, Part, Provider, ProviderError, RetryNotice, Role,
-    StopReason, observe_retries,
-    ToolDefinition, Usage,
+    StopReason, ToolDefinition, Usage, observe_retries,
 };
 use crate::tool::{Artifact, Envelope, ProgressSink, Subject, ToolContext, ToolError, ToolKind};
 

@@ -42,7 +42,13 @@ pub fn cache_file(cache_dir: &Path, provider: &ProviderConfig) -> PathBuf {
     let name: String = provider
         .name
         .chars()
-        .map(|c| if c.is_ascii_alphanumeric() || c == '-' { c } else { '_' })
+        .map(|c| {
+            if c.is_ascii_alphanumeric() || c == '-' {
+                c
+            } else {
+                '_'
+            }
+        })
         .collect();
     cache_dir.join("models").join(format!("{name}-{hex}.json"))
 }

@@ -165,7 +165,10 @@ pub enum ProviderError {
         detail: String,
     },
     /// The provider does not know the model. Not retried.
-    #[error("{provider}: the model `{model}` is not available ({message}); {}", fmt_available(provider, available))]
+    #[error(
+        "{provider}: the model `{model}` is not available ({message}); {}",
+        fmt_available(provider, available)
+    )]
     UnknownModel {
         /// Provider id.
         provider: String,

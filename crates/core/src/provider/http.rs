@@ -338,12 +338,14 @@ async fn post(
     let content_type = content_type(&response);
     if content_type.starts_with("text/html") {
         let body = read_body(response, idle).await;
-        return Err(not_an_api(endpoint, status.as_u16(), &content_type, &body).unwrap_or_else(
-            || ProviderError::Decode {
-                provider: provider.to_owned(),
-                message: format!("expected an event stream, got HTML: {body}"),
-            },
-        ));
+        return Err(
+            not_an_api(endpoint, status.as_u16(), &content_type, &body).unwrap_or_else(|| {
+                ProviderError::Decode {
+                    provider: provider.to_owned(),
+                    message: format!("expected an event stream, got HTML: {body}"),
+                }
+            }),
+        );
     }
     if status.is_success() {
         if content_type.starts_with("application/json") {
