@@ -249,6 +249,7 @@ async fn connect(
                                 // Every replayed update is queued before the answer.
                                 session.announce();
                                 session.replay();
+                                state.discover_models(&session);
                                 ignore_closed(
                                     responder.respond(
                                         LoadSessionResponse::new()
@@ -291,6 +292,7 @@ async fn connect(
                                         .config_options(session.config_options()),
                                 );
                                 session.announce();
+                                state.discover_models(&session);
                                 ignore_closed(sent)
                             }
                             Err(error) => {
@@ -327,6 +329,7 @@ async fn connect(
                                 );
                                 session.announce();
                                 session.announce_title();
+                                state.discover_models(&session);
                                 ignore_closed(sent)
                             }
                             Err(error) => {
