@@ -223,3 +223,21 @@ async fn exec_thinking_setting_reaches_the_request_and_thoughts_are_json_events(
         .collect();
     assert_eq!(thoughts, "Weighing the options.");
 }
+
+#[tokio::test]
+async fn exec_thinking_is_reasoning_effort_for_openai_style_servers() {
+    let sandbox = Sandbox::new();
+    sandbox.write(&sandbox.user_file(), "thinking = \"high\"\n");
+    let mock = MockModel::start().await;
+    mock.push_openai(Turn::text_only("done"));
+    let mut command = sandbox.keel(&["exec", "say hi"]);
+    command
+        .env("OPENAI_BASE_URL", mock.openai_base_url())
+        .env("KEEL_MODEL", "openai/local-model");
+    let out = tokio::task::spawn_blocking(move || run(command))
+        .await
+        .unwrap();
+    assert_eq!(out.code, 0, "{}", out.stderr);
+    assert_eq!(mock.requests()[0].body["reasoning_effort"], "high");
+    assert_eq!(mock.requests()[0].body["model"], "local-model");
+}
