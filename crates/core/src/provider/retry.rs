@@ -109,7 +109,7 @@ where
             Ok(value) => return Ok(value),
             Err(error) => match policy.delay_after(number, &error) {
                 Some(delay) => {
-                    tracing::warn!(attempt = number, ?delay, %error, "provider request failed, retrying");
+                    tracing::info!(attempt = number, ?delay, %error, "provider request failed, retrying");
                     let _ = RETRY_OBSERVER.try_with(|observer| {
                         observer(RetryNotice {
                             failed_attempt: number,
