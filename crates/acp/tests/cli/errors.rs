@@ -241,3 +241,27 @@ async fn exec_thinking_is_reasoning_effort_for_openai_style_servers() {
     assert_eq!(mock.requests()[0].body["reasoning_effort"], "high");
     assert_eq!(mock.requests()[0].body["model"], "local-model");
 }
+
+#[tokio::test]
+async fn exec_refused_connection_names_the_config_key_and_its_file_line() {
+    let sandbox = Sandbox::new();
+    let url = closed_port();
+    sandbox.write(
+        &sandbox.user_file(),
+        &format!("model = \"local/qwen3\"\n\n[providers.local]\nkind = \"openai\"\nbase_url = \"{url}/v1\"\n"),
+    );
+    let mut command = sandbox.keel(&["exec", "say hi"]);
+    command.env_remove("KEEL_MODEL");
+    let out = tokio::task::spawn_blocking(move || run(command))
+        .await
+        .unwrap();
+    assert_eq!(out.code, 2, "{}", out.stderr);
+    assert!(
+        out.stderr.contains(&format!(
+            "local: cannot connect to {url}/v1 (the base URL set by `providers.local.base_url` \
+             at ~/.config/keel/config.toml:5:1)"
+        )),
+        "{}",
+        out.stderr
+    );
+}

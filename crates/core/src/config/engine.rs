@@ -44,7 +44,7 @@ pub fn engine_config(
         let env = out.env.clone();
         move |key: &str| env(key)
     };
-    out.providers = config.provider_configs(&lookup);
+    out.providers = located_providers(effective, &lookup);
     out.models = config
         .providers
         .iter()
@@ -88,6 +88,25 @@ pub fn engine_config(
     out.user_data_dir = user_data_dir();
     out.cache_dir = user_cache_dir();
     Ok(out)
+}
+
+/// The configured providers, each configured base URL's source naming its file and line (what
+/// an unreachable-server error tells the user).
+fn located_providers(
+    effective: &Effective,
+    env: &dyn Fn(&str) -> Option<String>,
+) -> Vec<crate::provider::ProviderConfig> {
+    let mut providers = effective.config.provider_configs(env);
+    for provider in &mut providers {
+        let key = format!("providers.{}.base_url", provider.name);
+        if let super::Source::File(at) = effective.sources.get(&key) {
+            provider.base_url_source = Some(format!(
+                "set by `{key}` at {}:{}:{}",
+                at.shown, at.line, at.column
+            ));
+        }
+    }
+    providers
 }
 
 /// The model that will answer a session of this configuration (`provider/model`) and where that
@@ -156,7 +175,7 @@ fn session_rules(effective: &Effective, env: EnvLookup) -> crate::agent::ConfigR
                 .as_ref()
                 .filter(|m| m.provider != SCRIPTED_PROVIDER)
                 .map(ToString::to_string),
-            providers: loaded.config.provider_configs(&lookup),
+            providers: located_providers(&loaded, &lookup),
             ignored: loaded
                 .ignored
                 .iter()
