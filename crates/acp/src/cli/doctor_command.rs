@@ -126,7 +126,7 @@ async fn providers(report: &mut Report, effective: &Effective) {
             line.trim_start_matches("no model can answer: "),
         );
     }
-    let configured = effective.config.provider_configs(&process_env);
+    let configured = config::located_providers(effective, &process_env);
     for provider in &configured {
         if !provider.has_credentials() && provider.api_key.is_none() {
             let var = provider.key_env();

@@ -43,7 +43,7 @@ pub async fn run(args: ModelsArgs) -> Outcome {
     }
     let providers = usable_providers(
         &process_env,
-        &effective.config.provider_configs(&process_env),
+        &config::located_providers(&effective, &process_env),
     );
     if providers.is_empty() {
         out.push_str("\nNo provider has credentials, so none was asked for its models.\n");

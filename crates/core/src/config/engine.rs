@@ -92,7 +92,7 @@ pub fn engine_config(
 
 /// The configured providers, each configured base URL's source naming its file and line (what
 /// an unreachable-server error tells the user).
-fn located_providers(
+pub fn located_providers(
     effective: &Effective,
     env: &dyn Fn(&str) -> Option<String>,
 ) -> Vec<crate::provider::ProviderConfig> {

@@ -33,7 +33,9 @@ use std::str::FromStr;
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
-pub use engine::{answering_model, engine_config, user_cache_dir, user_data_dir};
+pub use engine::{
+    answering_model, engine_config, located_providers, user_cache_dir, user_data_dir,
+};
 pub use error::{ConfigError, CredentialRefusal};
 pub use load::{
     ENV_CONFIG, ENV_MODE, ENV_MODEL, ENV_SANDBOX, ENV_SANDBOX_MECHANISM, Effective, LayerFile,
