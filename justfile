@@ -8,6 +8,11 @@ demo:
 test:
     cargo test --workspace --locked
 
+# Installs `keel` into ~/.cargo/bin from this clone; then `keel doctor` checks the setup and
+# prints the Zed settings for the installed binary.
+install:
+    cargo install --locked --path crates/acp
+
 # Lints as CI runs them.
 lint:
     cargo clippy --workspace --all-targets --locked -- -D warnings

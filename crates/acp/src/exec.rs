@@ -52,6 +52,11 @@ pub enum ExecEvent {
     },
     /// A chunk of the assistant's text, as it streams.
     Text { text: String },
+    /// A chunk of the model's reasoning, as it streams (when the model shows it).
+    Thinking { text: String },
+    /// Keel waits before asking the model again (a rate limit, an overloaded service): the
+    /// status line also written to stderr.
+    Waiting { text: String },
     /// The model called a tool.
     ToolCall {
         call_id: String,
@@ -303,9 +308,12 @@ impl TurnHost for ExecHost {
                 self.state().pending_text.push_str(&text);
                 self.emit(&ExecEvent::Text { text });
             }
-            AgentEvent::Thinking { .. }
-            | AgentEvent::ToolStatus { .. }
-            | AgentEvent::SessionTitle { .. } => {}
+            AgentEvent::Thinking { text, .. } => self.emit(&ExecEvent::Thinking { text }),
+            AgentEvent::Waiting { text } => {
+                self.progress(&format!("{}\n", self.style.dim(text.trim_end())));
+                self.emit(&ExecEvent::Waiting { text });
+            }
+            AgentEvent::ToolStatus { .. } | AgentEvent::SessionTitle { .. } => {}
             AgentEvent::Compacted { before, after, .. } => {
                 tracing::info!(before, after, "the conversation was compacted");
             }

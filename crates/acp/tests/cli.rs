@@ -5,6 +5,8 @@ mod cli {
     pub mod common;
     pub mod config;
     pub mod demo;
+    pub mod doctor;
+    pub mod errors;
     pub mod exec;
     pub mod sessions;
     pub mod tools;

@@ -13,7 +13,9 @@
 //! - [`RecordedRequest`]: what a client sent, including whether it hung up mid-response.
 //!
 //! Routes: `/v1/messages` serves the Anthropic queue; `/v1/chat/completions` and
-//! `/chat/completions` serve the OpenAI queue. An empty queue answers
+//! `/chat/completions` serve the OpenAI queue; `GET /v1/models` (and `/models`) lists the models
+//! set with [`MockModel::set_models`] in the shape both APIs share (`{"data": [{"id": ..}]}`),
+//! counted by [`MockModel::models_requests`] and not recorded among [`MockModel::requests`]. An empty queue answers
 //! `500 mock: no scripted response left`; an unknown path `404`. The server closes its
 //! connections and stops when dropped.
 
@@ -136,6 +138,16 @@ impl Reply {
         Self::json(status, body)
     }
 
+    /// An HTML page with `status` (what a web server that is not the API answers).
+    pub fn html(status: u16, page: &str) -> Self {
+        Self {
+            status,
+            headers: vec![("content-type".into(), "text/html; charset=utf-8".into())],
+            body: Some(page.to_owned()),
+            ..Self::sse(Vec::new())
+        }
+    }
+
     /// A 429 with `retry-after: {retry_after}`.
     pub fn rate_limited(api: Api, retry_after: &str) -> Self {
         Self::error(api, 429, "mock: rate limited").header("retry-after", retry_after)
@@ -228,6 +240,8 @@ struct State {
     responder: Option<Responder>,
     requests: Vec<RecordedRequest>,
     disconnects: usize,
+    models: Vec<String>,
+    models_requests: usize,
 }
 
 #[derive(Default)]
@@ -340,6 +354,16 @@ impl MockModel {
         }
     }
 
+    /// Sets the models `GET /v1/models` lists (none until set).
+    pub fn set_models(&self, models: &[&str]) {
+        self.shared.lock().models = models.iter().map(|m| (*m).to_owned()).collect();
+    }
+
+    /// How many times the models list was asked for.
+    pub fn models_requests(&self) -> usize {
+        self.shared.lock().models_requests
+    }
+
     /// Every request received, in order.
     pub fn requests(&self) -> Vec<RecordedRequest> {
         self.shared.lock().requests.clone()
@@ -404,6 +428,25 @@ async fn serve_connection(stream: TcpStream, shared: Arc<Shared>) {
         buffer: Vec::new(),
     };
     while let Some(request) = read_request(&mut connection).await {
+        if request.method == "GET" && is_models_path(&request.path) {
+            let reply = {
+                let mut state = shared.lock();
+                state.models_requests += 1;
+                let data: Vec<Value> = state
+                    .models
+                    .iter()
+                    .map(|id| json!({"id": id, "type": "model", "object": "model", "display_name": id}))
+                    .collect();
+                Reply::json(
+                    200,
+                    json!({"data": data, "object": "list", "has_more": false}),
+                )
+            };
+            match send_reply(&mut connection, reply).await {
+                Outcome::KeepAlive => continue,
+                Outcome::Close | Outcome::ClientGone => break,
+            }
+        }
         let reply = route(&shared, &request);
         let index = {
             let mut state = shared.lock();
@@ -420,6 +463,10 @@ async fn serve_connection(stream: TcpStream, shared: Arc<Shared>) {
         }
     }
     let _ = connection.writer.shutdown().await;
+}
+
+fn is_models_path(path: &str) -> bool {
+    matches!(path.split('?').next(), Some("/v1/models" | "/models"))
 }
 
 fn route(shared: &Shared, request: &RecordedRequest) -> Reply {

@@ -10,7 +10,9 @@ use super::{
 /// The effective configuration with the source of each value.
 pub fn show(args: ConfigShowArgs) -> Outcome {
     let workspace = workspace_or_cwd(args.workspace.as_ref())?;
-    let effective = load_config(Some(workspace), &args.overrides)?;
+    let effective = load_config(Some(workspace.clone()), &args.overrides)?;
+    // Rules the permission engine would refuse when a session opens are this command's error.
+    config::check_permission_rules(&effective, &workspace).map_err(Failure::usage)?;
     if args.json {
         let files: Vec<serde_json::Value> = effective
             .files
@@ -29,10 +31,18 @@ pub fn show(args: ConfigShowArgs) -> Outcome {
             "files": files,
             "project_trusted": effective.project_trusted,
             "ignored": effective.ignored,
+            "answering_model": match config::answering_model(&effective, &super::models_command::process_env) {
+                Ok((model, why)) => serde_json::json!({"model": model, "why": why}),
+                Err(advice) => serde_json::json!({"model": null, "why": advice}),
+            },
         });
         write_stdout(&format!("{}\n", pretty(&value)?))?;
     } else {
-        write_stdout(&config::render_annotated(&effective))?;
+        let (_, line) = super::models_command::answering_line(&effective);
+        write_stdout(&format!(
+            "# {line}\n{}",
+            config::render_annotated(&effective)
+        ))?;
     }
     Ok(EXIT_OK)
 }

@@ -9,7 +9,9 @@
 //! to stderr or the log file.
 
 mod config_command;
+mod doctor_command;
 mod logging;
+mod models_command;
 mod permissions_command;
 mod sessions_command;
 pub use sessions_command::store as sessions_store;
@@ -95,6 +97,29 @@ pub enum Command {
     /// The kernel sandbox every shell command runs in.
     #[command(subcommand)]
     Sandbox(SandboxCommand),
+    /// The model that will answer and why, and the models the providers offer.
+    Models(ModelsArgs),
+    /// Check the configuration, the model and its providers, the sandbox, project trust and the
+    /// log location; print the Zed settings for this binary. Exit 1 when something must be fixed.
+    Doctor(DoctorArgs),
+}
+
+/// `keel doctor`.
+#[derive(Debug, Args)]
+pub struct DoctorArgs {
+    /// The workspace to check (default: the current directory).
+    #[arg(long, value_name = "DIR")]
+    pub workspace: Option<PathBuf>,
+}
+
+/// `keel models`.
+#[derive(Debug, Args)]
+pub struct ModelsArgs {
+    /// The workspace whose configuration applies (default: the current directory).
+    #[arg(long, value_name = "DIR")]
+    pub workspace: Option<PathBuf>,
+    #[command(flatten)]
+    pub overrides: Overrides,
 }
 
 /// `keel trust`.
@@ -439,6 +464,8 @@ pub async fn run(cli: Cli) -> Outcome {
         Command::Sessions(SessionsCommand::Rm(args)) => sessions_command::remove(args),
         Command::Trust(args) => trust_command::run(args),
         Command::Sandbox(SandboxCommand::Check(args)) => sandbox_command::check(args),
+        Command::Models(args) => models_command::run(args).await,
+        Command::Doctor(args) => doctor_command::run(args).await,
         // `main` runs the helper before the command line is parsed; reaching here means the
         // arguments were not `run ...`.
         Command::Sandbox(SandboxCommand::Run { .. }) => Err(Failure::usage(

@@ -81,7 +81,23 @@ pub fn list(args: ToolsArgs) -> Outcome {
             requires_summary(&spec.requires),
         ]);
     }
-    write_stdout(&align(&rows))?;
+    let mut out = align(&rows);
+    for spec in registry.specs().filter(|spec| spec.unavailable) {
+        let why = if spec.id == "web_search" {
+            format!(
+                "no search service is set (set {} to a SearXNG instance, or {})",
+                keel_core::tools::web_search::ENV_SEARXNG_URL,
+                keel_core::tools::web_search::ENV_BRAVE_API_KEY
+            )
+        } else {
+            "it cannot work here".to_owned()
+        };
+        out.push_str(&format!(
+            "\n`{}` is not offered to the model: {why}.\n",
+            spec.id
+        ));
+    }
+    write_stdout(&out)?;
     Ok(EXIT_OK)
 }
 

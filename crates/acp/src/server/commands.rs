@@ -26,7 +26,20 @@ pub enum SlashCommand {
     Compact(Option<String>),
     /// `/help`: what the commands do.
     Help,
+    /// `/clear`: a new conversation in the same session.
+    Clear,
+    /// `/init [focus]`: a model turn that writes `AGENTS.md` for the project (its write goes
+    /// through the normal edit approval).
+    Init(Option<String>),
 }
+
+/// The prompt `/init` sends to the model in place of the command.
+pub const INIT_PROMPT: &str = "Write an AGENTS.md file at the root of this workspace: the \
+instructions a coding agent needs to work in this project. Look around first (the README, the \
+build and test files, the layout of the source). Then write, concisely: what the project is; how \
+to build, test and lint it (the exact commands); the code layout; the conventions the code \
+follows; anything surprising an agent must know. If an AGENTS.md already exists, read it and \
+improve it rather than starting over. Use the write or edit tool for the file.";
 
 struct CommandRow {
     name: &'static str,
@@ -36,7 +49,7 @@ struct CommandRow {
     needs_models: bool,
 }
 
-const COMMANDS: [CommandRow; 6] = [
+const COMMANDS: [CommandRow; 8] = [
     CommandRow {
         name: "tools",
         description: "List the loaded tools and where each comes from",
@@ -71,6 +84,18 @@ const COMMANDS: [CommandRow; 6] = [
         name: "help",
         description: "Explain Keel's commands",
         hint: None,
+        needs_models: false,
+    },
+    CommandRow {
+        name: "clear",
+        description: "Start a new conversation in this session (the model forgets what was said)",
+        hint: None,
+        needs_models: false,
+    },
+    CommandRow {
+        name: "init",
+        description: "Have the model write an AGENTS.md for this project (you approve the write)",
+        hint: Some("what to focus on"),
         needs_models: false,
     },
 ];
@@ -126,6 +151,8 @@ impl SlashCommand {
             "model" => Some(SlashCommand::Model(argument)),
             "compact" => Some(SlashCommand::Compact(argument)),
             "help" => Some(SlashCommand::Help),
+            "clear" => Some(SlashCommand::Clear),
+            "init" => Some(SlashCommand::Init(argument)),
             _ => None,
         }
     }
@@ -196,8 +223,19 @@ mod tests {
     #[test]
     fn advertised_list() {
         let names: Vec<String> = available(false).into_iter().map(|c| c.name).collect();
-        assert_eq!(names, ["tools", "permissions", "mode", "compact", "help"]);
-        assert_eq!(available(true).len(), 6);
+        assert_eq!(
+            names,
+            [
+                "tools",
+                "permissions",
+                "mode",
+                "compact",
+                "help",
+                "clear",
+                "init"
+            ]
+        );
+        assert_eq!(available(true).len(), 8);
         let tools = vec![ToolInfo {
             id: "read".into(),
             origin: "bundled".into(),

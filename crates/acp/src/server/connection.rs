@@ -128,6 +128,19 @@ impl ConnectionState {
         }
     }
 
+    /// Asks the providers for their models in the background (never delaying the session) and
+    /// adds them to the session's model option when they arrive.
+    pub fn discover_models(&self, session: &Arc<Session>) {
+        let factory = self.factory.clone();
+        let session = Arc::downgrade(session);
+        tokio::spawn(async move {
+            let models = factory.discover_models().await;
+            if let Some(session) = session.upgrade() {
+                session.add_models(models);
+            }
+        });
+    }
+
     /// `session/new`: the roots are `cwd` then `additionalDirectories`; the editor's files and
     /// terminals are plugged in when the client serves them.
     pub async fn new_session(

@@ -90,6 +90,12 @@ pub trait SessionFactory: Send + Sync + 'static {
     /// The configured model ids, in display order (empty: the model option is not offered).
     fn models(&self) -> Vec<String>;
 
+    /// The models the providers list themselves (their models endpoints), asked for in the
+    /// background after `session/new` was answered; added to the model option when they arrive.
+    fn discover_models(&self) -> BoxFuture<'_, Vec<String>> {
+        Box::pin(async { Vec::new() })
+    }
+
     /// Builds a session. Must not fail for missing credentials: those fail the first prompt.
     /// A session from the store ([`SessionOrigin::Stored`], [`SessionOrigin::Fork`]) is open
     /// when this resolves, its history ready in [`AgentSession::take_history`].
@@ -142,6 +148,19 @@ pub trait AgentSession: Send + Sync + 'static {
     /// The loaded tools, in registry order.
     fn tools(&self) -> Vec<ToolInfo>;
 
+    /// The thinking budget of the next requests (`Some(None)`: off); `None` when the session
+    /// has no such setting (the `thinking` option is then not offered).
+    fn thinking_budget(&self) -> Option<Option<u32>> {
+        None
+    }
+
+    /// Sets the thinking budget of the next requests (`None`: off).
+    fn set_thinking_budget(&self, _budget: Option<u32>) -> Result<(), EngineError> {
+        Err(EngineError::InvalidInput(
+            "this session has no thinking setting".into(),
+        ))
+    }
+
     /// The effective permission rules by scope, as text for `/permissions`.
     fn permissions(&self) -> String;
 
@@ -173,6 +192,16 @@ pub trait AgentSession: Send + Sync + 'static {
     /// The session's title, once it has one.
     fn title(&self) -> Option<String> {
         None
+    }
+
+    /// `/clear`: the conversation starts afresh in the same session (the model no longer sees
+    /// what was said); the number of messages dropped.
+    fn clear(&self) -> BoxFuture<'_, Result<usize, EngineError>> {
+        Box::pin(async {
+            Err(EngineError::Failed(
+                "this session cannot clear its conversation".into(),
+            ))
+        })
     }
 
     /// `/compact [focus]`: summarizes the conversation so far; the estimated input tokens

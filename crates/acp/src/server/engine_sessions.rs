@@ -118,6 +118,10 @@ impl SessionFactory for EngineSessions {
         self.engine.models()
     }
 
+    fn discover_models(&self) -> BoxFuture<'_, Vec<String>> {
+        Box::pin(self.engine.discover_models())
+    }
+
     fn create(
         &self,
         spec: SessionSpec,
@@ -138,6 +142,7 @@ impl SessionFactory for EngineSessions {
                 }),
                 spec: Mutex::new(Some((spec, opened))),
                 ready,
+                thinking: Mutex::new(self.engine.config().thinking_budget),
             });
             Ok(session as Arc<dyn AgentSession>)
         })
@@ -198,6 +203,7 @@ impl EngineSessions {
             state: Mutex::new(State::Open(Arc::new(session))),
             spec: Mutex::new(None),
             ready,
+            thinking: Mutex::new(self.engine.config().thinking_budget),
         });
         Ok(session as Arc<dyn AgentSession>)
     }
@@ -258,6 +264,8 @@ struct EngineSession {
     spec: Mutex<Option<(SessionSpec, watch::Sender<Opened>)>>,
     /// `Some` once the open finished (the error when it failed).
     ready: watch::Receiver<Opened>,
+    /// The thinking budget the client chose (applied before each turn).
+    thinking: Mutex<Option<u32>>,
 }
 
 impl EngineSession {
@@ -347,7 +355,10 @@ impl AgentSession for EngineSession {
     ) -> BoxFuture<'_, Result<TurnOutcome, EngineError>> {
         Box::pin(async move {
             self.wait_ready().await?;
-            self.session()?
+            let session = self.session()?;
+            session
+                .set_thinking_budget(*self.thinking.lock().unwrap_or_else(PoisonError::into_inner));
+            session
                 .run_turn(prompt, host, cancel)
                 .await
                 .map_err(turn_error)
@@ -387,7 +398,7 @@ impl AgentSession for EngineSession {
             State::Opening {
                 model: Some(slot), ..
             } => Some(slot.name.clone()),
-            _ => self.engine.models().into_iter().next(),
+            _ => self.engine.default_model(),
         }
     }
 
@@ -401,6 +412,15 @@ impl AgentSession for EngineSession {
             State::Opening { model: pending, .. } => *pending = Some(slot),
             State::Failed(error) => return Err(error.clone()),
         }
+        Ok(())
+    }
+
+    fn thinking_budget(&self) -> Option<Option<u32>> {
+        Some(*self.thinking.lock().unwrap_or_else(PoisonError::into_inner))
+    }
+
+    fn set_thinking_budget(&self, budget: Option<u32>) -> Result<(), EngineError> {
+        *self.thinking.lock().unwrap_or_else(PoisonError::into_inner) = budget;
         Ok(())
     }
 
@@ -445,6 +465,13 @@ impl AgentSession for EngineSession {
 
     fn title(&self) -> Option<String> {
         self.session().ok()?.log()?.meta().title
+    }
+
+    fn clear(&self) -> BoxFuture<'_, Result<usize, EngineError>> {
+        Box::pin(async move {
+            self.wait_ready().await?;
+            Ok(self.session()?.clear().await)
+        })
     }
 
     fn compact(

@@ -638,7 +638,8 @@ impl AcpTurnHost {
             } => self.subagent(&parent_call_id, &agent, *event),
             event @ (AgentEvent::ToolStatus { .. }
             | AgentEvent::ToolProgress { .. }
-            | AgentEvent::ToolResult { .. }) => self.event(event),
+            | AgentEvent::ToolResult { .. }
+            | AgentEvent::Waiting { .. }) => self.event(event),
             // The child's plan, usage, title and notices are its own business.
             AgentEvent::Thinking { .. }
             | AgentEvent::Plan { .. }
@@ -755,6 +756,14 @@ impl TurnHost for AcpTurnHost {
                 agent,
                 event,
             } => self.subagent(&parent_call_id, &agent, *event),
+            AgentEvent::Waiting { text } => {
+                tracing::info!(session = %self.shared.session_id, "{}", text.trim_end());
+                self.send(SessionUpdate::AgentMessageChunk(
+                    ContentChunk::new(ContentBlock::from(text)).message_id(MessageId::new(
+                        format!("keel-status-{}", uuid::Uuid::new_v4()),
+                    )),
+                ));
+            }
             AgentEvent::Notice { text } => {
                 tracing::info!(session = %self.shared.session_id, "{text}");
                 self.send(SessionUpdate::AgentMessageChunk(

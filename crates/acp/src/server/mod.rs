@@ -154,6 +154,7 @@ async fn connect(
                                 let sent = responder.respond(response);
                                 session.announce();
                                 session.start();
+                                state.discover_models(&session);
                                 ignore_closed(sent)
                             }
                             Err(error) => {
@@ -276,6 +277,7 @@ async fn connect(
                                 // Every replayed update is queued before the answer.
                                 session.announce();
                                 session.replay();
+                                state.discover_models(&session);
                                 ignore_closed(
                                     responder.respond(
                                         LoadSessionResponse::new()
@@ -318,6 +320,7 @@ async fn connect(
                                         .config_options(session.config_options()),
                                 );
                                 session.announce();
+                                state.discover_models(&session);
                                 ignore_closed(sent)
                             }
                             Err(error) => {
@@ -354,6 +357,7 @@ async fn connect(
                                 );
                                 session.announce();
                                 session.announce_title();
+                                state.discover_models(&session);
                                 ignore_closed(sent)
                             }
                             Err(error) => {
@@ -422,6 +426,10 @@ fn set_config_option(
         }
         modes::MODEL_OPTION => {
             session.set_model(&value.0)?;
+            Ok((session, false))
+        }
+        modes::THINKING_OPTION => {
+            session.set_thinking(&value.0)?;
             Ok((session, false))
         }
         other => Err(ServerError::InvalidParams(format!(

@@ -17,6 +17,27 @@ use keel_core::policy::Mode;
 /// The config option ids.
 pub const MODE_OPTION: &str = "mode";
 pub const MODEL_OPTION: &str = "model";
+pub const THINKING_OPTION: &str = "thinking";
+
+/// The `thinking` option: how much the model reasons before it answers.
+pub fn thinking_option(level: keel_core::config::Thinking) -> SessionConfigOption {
+    use keel_core::config::Thinking;
+    let choices: Vec<SessionConfigSelectOption> = Thinking::ALL
+        .iter()
+        .map(|level| {
+            let (name, description) = match level {
+                Thinking::Off => ("Off", "No extended thinking"),
+                Thinking::Low => ("Low", "A little reasoning first (Anthropic: 4096 tokens)"),
+                Thinking::Medium => ("Medium", "More reasoning (Anthropic: 16384 tokens)"),
+                Thinking::High => ("High", "The most reasoning (Anthropic: 32000 tokens)"),
+            };
+            SessionConfigSelectOption::new(level.as_str(), name).description(description.to_owned())
+        })
+        .collect();
+    SessionConfigOption::select(THINKING_OPTION, "Thinking", level.as_str(), choices)
+        .description("How much the model reasons before it answers")
+        .category(SessionConfigOptionCategory::ThoughtLevel)
+}
 
 /// A mode's name in a picker.
 pub fn mode_name(mode: Mode) -> &'static str {
@@ -52,10 +73,21 @@ pub fn mode_state(current: Mode) -> SessionModeState {
 }
 
 /// The complete config option list.
+#[cfg(test)]
 pub fn config_options(
     mode: Mode,
     model: Option<&str>,
     models: &[String],
+) -> Vec<SessionConfigOption> {
+    config_options_with_default(mode, model, models, None)
+}
+
+/// The complete config option list, the `default` model marked as such.
+pub fn config_options_with_default(
+    mode: Mode,
+    model: Option<&str>,
+    models: &[String],
+    default: Option<&str>,
 ) -> Vec<SessionConfigOption> {
     let mode_choices: Vec<SessionConfigSelectOption> = Mode::ALL
         .iter()
@@ -75,7 +107,14 @@ pub fn config_options(
             .unwrap_or(&models[0]);
         let model_choices: Vec<SessionConfigSelectOption> = models
             .iter()
-            .map(|id| SessionConfigSelectOption::new(id.clone(), id.clone()))
+            .map(|id| {
+                let choice = SessionConfigSelectOption::new(id.clone(), id.clone());
+                if Some(id.as_str()) == default {
+                    choice.description("The default model".to_owned())
+                } else {
+                    choice
+                }
+            })
             .collect();
         options.push(
             SessionConfigOption::select(MODEL_OPTION, "Model", current.to_owned(), model_choices)

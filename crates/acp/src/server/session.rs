@@ -33,7 +33,11 @@ use super::modes;
 pub struct Session {
     agent: Arc<dyn AgentSession>,
     shared: HostShared,
-    models: Vec<String>,
+    /// The models offered: the configured ones, then those the providers list (added when they
+    /// arrive).
+    models: Mutex<Vec<String>>,
+    /// The model the session started with (marked as the default).
+    default_model: Option<String>,
     /// Held for the length of a turn: prompts of a session run one after another.
     turns: tokio::sync::Mutex<()>,
     /// The tokens of the prompts received and not answered yet, by arrival number.
@@ -138,10 +142,12 @@ fn announce_skills(
 
 impl Session {
     pub fn new(agent: Arc<dyn AgentSession>, shared: HostShared, models: Vec<String>) -> Self {
+        let default_model = agent.model();
         Self {
             agent,
             shared,
-            models,
+            models: Mutex::new(models),
+            default_model,
             turns: tokio::sync::Mutex::new(()),
             prompts: Mutex::new(BTreeMap::new()),
             next_prompt: AtomicU64::new(0),
@@ -155,11 +161,81 @@ impl Session {
 
     /// The complete config option list as it stands.
     pub fn config_options(&self) -> Vec<SessionConfigOption> {
-        modes::config_options(
+        let current = self.agent.model();
+        let mut models = self.models();
+        // The model that answers is always one of the choices.
+        if let Some(current) = &current
+            && !models.is_empty()
+            && !models.contains(current)
+        {
+            models.insert(0, current.clone());
+        }
+        let mut options = modes::config_options_with_default(
             self.agent.mode(),
-            self.agent.model().as_deref(),
-            &self.models,
-        )
+            current.as_deref(),
+            &models,
+            self.default_model.as_deref(),
+        );
+        if let Some(budget) = self.agent.thinking_budget() {
+            options.push(modes::thinking_option(
+                keel_core::config::Thinking::of_budget(budget),
+            ));
+        }
+        options
+    }
+
+    /// Sets the thinking level (`off`, `low`, `medium`, `high`).
+    pub fn set_thinking(&self, level: &str) -> Result<(), ServerError> {
+        let level: keel_core::config::Thinking =
+            level.parse().map_err(ServerError::InvalidParams)?;
+        self.agent
+            .set_thinking_budget(level.budget())
+            .map_err(ServerError::from)
+    }
+
+    /// The models offered, as they stand.
+    pub fn models(&self) -> Vec<String> {
+        self.models
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .clone()
+    }
+
+    fn has_models(&self) -> bool {
+        !self
+            .models
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .is_empty()
+    }
+
+    /// Adds the models a provider listed; when the list changed, tells the client (the model
+    /// option, and the commands when `/model` just became available).
+    pub fn add_models(&self, discovered: Vec<String>) {
+        let (added, was_empty) = {
+            let mut models = self.models.lock().unwrap_or_else(PoisonError::into_inner);
+            let was_empty = models.is_empty();
+            let mut added = false;
+            if was_empty
+                && !discovered.is_empty()
+                && let Some(current) = self.agent.model()
+            {
+                models.push(current);
+            }
+            for model in discovered {
+                if !models.contains(&model) {
+                    models.push(model);
+                    added = true;
+                }
+            }
+            (added, was_empty)
+        };
+        if added {
+            self.config_changed();
+            if was_empty {
+                self.announce();
+            }
+        }
     }
 
     pub fn mode(&self) -> Mode {
@@ -184,7 +260,7 @@ impl Session {
             self.shared.clone(),
             self.skills_announced.clone(),
         );
-        let has_models = !self.models.is_empty();
+        let has_models = self.has_models();
         if let Ok(runtime) = tokio::runtime::Handle::try_current() {
             runtime.spawn(async move {
                 if agent.ready().await.is_ok() {
@@ -215,7 +291,7 @@ impl Session {
     pub fn announce(&self) {
         self.send(SessionUpdate::AvailableCommandsUpdate(
             agent_client_protocol::v1::schema::AvailableCommandsUpdate::new(commands::available(
-                !self.models.is_empty(),
+                self.has_models(),
             )),
         ));
     }
@@ -230,10 +306,11 @@ impl Session {
 
     /// Switches the model (one of the configured ones).
     pub fn set_model(&self, model: &str) -> Result<(), ServerError> {
-        if !self.models.iter().any(|known| known == model) {
+        let models = self.models();
+        if !models.iter().any(|known| known == model) {
             return Err(ServerError::InvalidParams(format!(
                 "unknown model `{model}`; the models are {}",
-                self.models.join(", ")
+                models.join(", ")
             )));
         }
         self.agent.set_model(model).map_err(ServerError::from)
@@ -299,9 +376,9 @@ impl Session {
         let reply = match command {
             SlashCommand::Tools => commands::render_tools(&self.agent.tools()),
             SlashCommand::Permissions => self.agent.permissions(),
-            SlashCommand::Help => commands::render_help(!self.models.is_empty()),
-            // Answered in `run` (it calls the model).
-            SlashCommand::Compact(_) => return,
+            SlashCommand::Help => commands::render_help(self.has_models()),
+            // Answered in `run` (they call the model or wait for the turn).
+            SlashCommand::Compact(_) | SlashCommand::Clear | SlashCommand::Init(_) => return,
             SlashCommand::Mode(None) => format!("The mode is `{}`.", self.agent.mode()),
             SlashCommand::Mode(Some(mode)) => match self.set_mode(&mode) {
                 Ok(()) => {
@@ -410,10 +487,31 @@ impl Session {
             self.say(reply);
             return Ok(StopReason::EndTurn);
         }
-        if let Some(command) = SlashCommand::parse(&prompt) {
-            self.command(command);
+        if let Some(SlashCommand::Clear) = SlashCommand::parse(&prompt) {
+            let reply = match self.agent.clear().await {
+                Ok(_) => "Started a new conversation: the model no longer sees what was said \
+                          before. The mode, the model and the approvals of this session stay."
+                    .to_owned(),
+                Err(error) => error.to_string(),
+            };
+            self.say(reply);
             return Ok(StopReason::EndTurn);
         }
+        // `/init` is a model turn with Keel's instruction prompt in place of the command.
+        let prompt = match SlashCommand::parse(&prompt) {
+            Some(SlashCommand::Init(focus)) => {
+                let mut text = commands::INIT_PROMPT.to_owned();
+                if let Some(focus) = focus {
+                    text.push_str(&format!("\n\nThe user adds: {focus}"));
+                }
+                vec![ContentBlock::from(text)]
+            }
+            Some(command) => {
+                self.command(command);
+                return Ok(StopReason::EndTurn);
+            }
+            None => prompt,
+        };
         let content = user_content(prompt)?;
         let host = Arc::new(AcpTurnHost::new(self.shared.clone(), cancel.clone()));
         let agent = self.agent.clone();
@@ -431,7 +529,7 @@ impl Session {
         announce_skills(
             self.agent.as_ref(),
             &self.shared,
-            !self.models.is_empty(),
+            self.has_models(),
             &self.skills_announced,
         );
         self.shared

@@ -206,3 +206,40 @@ fn permissions_list_shows_configured_rules_with_their_files() {
     );
     assert!(project_rule.contains(&sandbox.project_file().display().to_string()));
 }
+
+#[test]
+fn show_reports_an_invalid_permission_rule_with_file_and_line_and_exits_2() {
+    let sandbox = Sandbox::new();
+    sandbox.write(
+        &sandbox.user_file(),
+        "[[permission]]\npermission = \"bash\"\npattern = \"cargo test\"\naction = \"allow\"\n\n\
+         [[permission]]\npermission = \"read\"\npattern = \"src/[[\"\naction = \"allow\"\n",
+    );
+    let out = run(sandbox.keel(&["config", "show"]));
+    assert_eq!(out.code, 2, "{}", out.stdout);
+    assert!(out.stdout.is_empty(), "{}", out.stdout);
+    assert!(
+        out.stderr.contains(
+            "invalid permission rule at ~/.config/keel/config.toml:6:1: invalid pattern `src/[[`"
+        ) && out.stderr.contains("Fix: "),
+        "{}",
+        out.stderr
+    );
+}
+
+#[test]
+fn type_errors_are_said_in_words() {
+    let sandbox = Sandbox::new();
+    sandbox.write(&sandbox.user_file(), "max_tokens = \"ten\"\n");
+    let out = run(sandbox.keel(&["config", "show"]));
+    assert_eq!(out.code, 2);
+    assert!(
+        out.stderr.contains(
+            "bad value for `max_tokens` at ~/.config/keel/config.toml:1:14: expected a whole \
+             number (0 or more), found string \"ten\""
+        ),
+        "{}",
+        out.stderr
+    );
+    assert!(!out.stderr.contains("u32"), "{}", out.stderr);
+}

@@ -35,7 +35,7 @@ fn tools_lists_the_bundled_set_as_a_table_and_as_json() {
     assert_eq!(&columns[..5], ["bash", "execute", "yes", "yes", "bundled"]);
     // Aligned: every row's KIND value starts where the header's does.
     let kind_at = lines[0].find("KIND").unwrap();
-    for line in &lines[1..] {
+    for line in lines[1..].iter().take_while(|line| !line.is_empty()) {
         assert_eq!(&line[kind_at - 2..kind_at], "  ", "{line}");
         assert!(line.as_bytes()[kind_at].is_ascii_lowercase(), "{line}");
     }
@@ -195,4 +195,27 @@ fn permissions_check_explains_the_decision() {
         "read-only",
     ]));
     assert!(out.stdout.starts_with("action: allow\n"), "{}", out.stdout);
+}
+
+#[test]
+fn tools_says_why_web_search_is_not_offered() {
+    let sandbox = Sandbox::new();
+    let mut command = sandbox.keel(&["tools"]);
+    command
+        .env_remove("KEEL_SEARXNG_URL")
+        .env_remove("BRAVE_API_KEY");
+    let out = run(command);
+    assert_eq!(out.code, 0, "{}", out.stderr);
+    assert!(
+        out.stdout.contains(
+            "`web_search` is not offered to the model: no search service is set (set \
+             KEEL_SEARXNG_URL to a SearXNG instance, or BRAVE_API_KEY)."
+        ),
+        "{}",
+        out.stdout
+    );
+    let mut command = sandbox.keel(&["tools"]);
+    command.env("KEEL_SEARXNG_URL", "https://searx.example.org");
+    let out = run(command);
+    assert!(!out.stdout.contains("is not offered"), "{}", out.stdout);
 }

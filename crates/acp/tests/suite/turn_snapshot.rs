@@ -63,6 +63,17 @@ async fn read_edit_bash_with_two_approvals_on_disk_and_local_shell() {
             {
               "name": "help",
               "description": "Explain Keel's commands"
+            },
+            {
+              "name": "clear",
+              "description": "Start a new conversation in this session (the model forgets what was said)"
+            },
+            {
+              "name": "init",
+              "description": "Have the model write an AGENTS.md for this project (you approve the write)",
+              "input": {
+                "hint": "what to focus on"
+              }
             }
           ]
         }

@@ -90,6 +90,8 @@ pub struct EngineConfig {
     pub global_config_dir: Option<PathBuf>,
     /// `{user-data}` (`~/.local/share/keel`): the trust store lives there.
     pub user_data_dir: Option<PathBuf>,
+    /// `~/.cache/keel`: the providers' model lists are kept there for a day.
+    pub cache_dir: Option<PathBuf>,
     /// Parent of the sessions' scratch directories.
     pub scratch_root: PathBuf,
     /// How shell commands are confined (the `[sandbox]` table, the helper, the home directory).
@@ -131,6 +133,7 @@ impl EngineConfig {
             config_rules: None,
             global_config_dir: None,
             user_data_dir: None,
+            cache_dir: None,
             scratch_root,
             sandbox: SandboxSpec::default(),
         }
@@ -178,6 +181,8 @@ pub struct Engine {
     /// Resolved models by requested name: a provider (and its HTTP client, TLS roots included)
     /// is built once per engine and shared by the sessions that use it. Failures are not kept.
     resolved: Mutex<HashMap<Option<String>, ModelSlot>>,
+    /// The providers' model lists, once asked for.
+    discovered: Mutex<Option<Vec<String>>>,
 }
 
 impl Engine {
@@ -192,6 +197,7 @@ impl Engine {
         Self {
             config,
             resolved: Mutex::new(HashMap::new()),
+            discovered: Mutex::new(None),
         }
     }
 
@@ -216,6 +222,44 @@ impl Engine {
         models
     }
 
+    /// The models the usable providers list at their models endpoints (`provider/model`),
+    /// cached per provider for a day in [`EngineConfig::cache_dir`] and for the life of the
+    /// engine in memory. Nothing with a provider override (the scripted model).
+    pub async fn discover_models(&self) -> Vec<String> {
+        if self.config.provider_override.is_some() {
+            return Vec::new();
+        }
+        if let Some(known) = self
+            .discovered
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .clone()
+        {
+            return known;
+        }
+        let env = self.config.env.clone();
+        let providers =
+            crate::provider::usable_providers(&move |key: &str| env(key), &self.config.providers);
+        let models =
+            crate::provider::discover_models(providers, self.config.cache_dir.clone()).await;
+        *self
+            .discovered
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner) = Some(models.clone());
+        models
+    }
+
+    /// The model a session answers with when none is chosen (`provider/model`), named without
+    /// building its provider.
+    pub fn default_model(&self) -> Option<String> {
+        if let Some(first) = self.models().into_iter().next() {
+            return Some(first);
+        }
+        let env = self.config.env.clone();
+        crate::provider::default_model(&move |key: &str| env(key), &self.config.providers)
+            .map(|(name, _)| name)
+    }
+
     /// The bundled tools, less the disabled ones.
     pub fn registry(&self) -> Result<Registry, AgentError> {
         let env = self.config.env.clone();
@@ -234,7 +278,7 @@ impl Engine {
     /// a session without credentials still opens; its first prompt reports what to set.
     pub fn resolve_model(&self, name: Option<&str>) -> ModelSlot {
         if let Some((provider, model)) = &self.config.provider_override {
-            let display = format!("{}/{model}", provider.id());
+            let display = format!("{}/{model}", provider.label());
             if name.is_none() || name == Some(display.as_str()) {
                 return ModelSlot {
                     name: display,
@@ -255,7 +299,7 @@ impl Engine {
         }
         match resolve_model(name, &lookup, &self.config.providers) {
             Ok((provider, model)) => {
-                let display = format!("{}/{model}", provider.id());
+                let display = format!("{}/{model}", provider.label());
                 let display = name.map(str::to_owned).unwrap_or(display);
                 let slot = ModelSlot {
                     name: display,

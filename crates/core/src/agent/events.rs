@@ -82,6 +82,9 @@ pub enum AgentEvent {
         agent: String,
         event: Box<AgentEvent>,
     },
+    /// Keel is waiting before it asks the model again (a rate limit, an overloaded or
+    /// unreachable service): a short status line for the user, never in the history.
+    Waiting { text: String },
 }
 
 /// A call the policy says to ask about.

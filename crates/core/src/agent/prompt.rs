@@ -3,14 +3,21 @@
 use crate::runtime::Runtime;
 use crate::tool::Registry;
 
-/// Project instruction files read into the prompt, first found wins.
-const INSTRUCTION_FILES: &[&str] = &["AGENTS.md", "KEEL.md", "CLAUDE.md"];
-/// At most this much of an instruction file goes into the prompt.
-const INSTRUCTION_LIMIT: usize = 16 * 1024;
+/// Instruction files read into the prompt, first found wins (in the workspace root, and in the
+/// user configuration directory).
+pub const INSTRUCTION_FILES: &[&str] = &["AGENTS.md", "KEEL.md", "CLAUDE.md"];
+/// At most this much of an instruction file goes into the prompt (the rest is cut, and the
+/// model is told so).
+pub const INSTRUCTION_LIMIT: usize = 16 * 1024;
 
 /// Builds the system prompt for a session. Stable across the turns of a session (so the
 /// provider's prompt cache keeps hitting): no clock, no counters.
-pub async fn system_prompt(runtime: &Runtime, registry: &Registry, date: &str) -> String {
+pub async fn system_prompt(
+    runtime: &Runtime,
+    registry: &Registry,
+    date: &str,
+    user_config_dir: Option<&std::path::Path>,
+) -> String {
     let mut out = String::from(
         "You are Keel, a coding agent working inside the user's editor. You help with software \
          engineering tasks in the user's workspace using the tools provided.\n\n\
@@ -56,20 +63,53 @@ pub async fn system_prompt(runtime: &Runtime, registry: &Registry, date: &str) -
         out.push_str(&hints.join("\n"));
         out.push('\n');
     }
+    if let Some((name, text)) = user_config_dir.and_then(user_instructions) {
+        out.push_str(&format!(
+            "\nThe user's own instructions (from {name} in Keel's configuration directory):\n{text}\n"
+        ));
+    }
     if let Some((name, text)) = instructions(runtime).await {
         out.push_str(&format!("\nProject instructions from {name}:\n{text}\n"));
     }
     out
 }
 
+/// The first 16 KiB of `text`, with a note when there was more.
+fn capped(text: &str) -> String {
+    let head = crate::tool::head_of(text, INSTRUCTION_LIMIT);
+    if head.len() < text.len() {
+        format!(
+            "{head}\n[... cut: the file is {} bytes; only the first {INSTRUCTION_LIMIT} are shown]",
+            text.len()
+        )
+    } else {
+        head.to_owned()
+    }
+}
+
+/// The workspace's instruction file, read through the runtime (the session's capability
+/// check, the editor's buffer when it serves files).
 async fn instructions(runtime: &Runtime) -> Option<(&'static str, String)> {
     let root = runtime.roots().first()?;
     for name in INSTRUCTION_FILES {
         let path = root.join(name);
         if let Ok(bytes) = runtime.read(&path).await {
-            let text = String::from_utf8_lossy(&bytes);
-            let text = crate::tool::head_of(&text, INSTRUCTION_LIMIT).to_owned();
-            return Some((name, text));
+            return Some((name, capped(&String::from_utf8_lossy(&bytes))));
+        }
+    }
+    None
+}
+
+/// The user's instruction file in Keel's configuration directory (`~/.config/keel/AGENTS.md`),
+/// read as Keel reads its own configuration files.
+fn user_instructions(dir: &std::path::Path) -> Option<(&'static str, String)> {
+    for name in INSTRUCTION_FILES {
+        match crate::runtime::config_files::read_if_exists(&dir.join(name)) {
+            Ok(Some(text)) => return Some((name, capped(&text))),
+            Ok(None) => {}
+            Err(error) => {
+                tracing::warn!(file = %dir.join(name).display(), %error, "instruction file unreadable");
+            }
         }
     }
     None

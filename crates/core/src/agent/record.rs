@@ -58,7 +58,8 @@ fn stored(event: &AgentEvent) -> Option<StoredEvent> {
         | AgentEvent::SessionTitle { .. }
         | AgentEvent::Compacted { .. }
         | AgentEvent::Notice { .. }
-        | AgentEvent::Subagent { .. } => return None,
+        | AgentEvent::Subagent { .. }
+        | AgentEvent::Waiting { .. } => return None,
     })
 }
 

@@ -54,6 +54,8 @@ pub struct Session {
     pub(super) background: Arc<super::subagent::Background>,
     /// Subagents started so far (numbers their ids and scratch directories).
     pub(super) children: Arc<std::sync::atomic::AtomicU64>,
+    /// The thinking budget of the next requests (the engine's until the front-end sets it).
+    pub(super) thinking_budget: Mutex<Option<u32>>,
 }
 
 /// The project's configuration as the session opened it.
@@ -95,6 +97,7 @@ impl Session {
         model: Mutex<ModelSlot>,
         config: EngineConfig,
     ) -> Self {
+        let thinking_budget = config.thinking_budget;
         Self {
             id,
             runtime,
@@ -115,7 +118,40 @@ impl Session {
             depth: 0,
             background: Arc::default(),
             children: Arc::default(),
+            thinking_budget: Mutex::new(thinking_budget),
         }
+    }
+
+    /// `/clear`: the model's view of the conversation starts afresh (waiting for a running
+    /// turn first). The store keeps what was said, with a [`StoredEvent::Compaction`] to nothing,
+    /// so a reopened session continues from the cleared state. Returns the messages dropped.
+    pub async fn clear(&self) -> usize {
+        let mut history = self.history.lock().await;
+        let dropped = history.len();
+        history.clear();
+        self.state.forget_conversation();
+        self.record(&StoredEvent::Compaction {
+            messages: Vec::new(),
+            before: 0,
+            after: 0,
+        });
+        dropped
+    }
+
+    /// The thinking budget of the next requests (`None`: off).
+    pub fn thinking_budget(&self) -> Option<u32> {
+        *self
+            .thinking_budget
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+    }
+
+    /// Sets the thinking budget of the next requests (`None`: off).
+    pub fn set_thinking_budget(&self, budget: Option<u32>) {
+        *self
+            .thinking_budget
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner) = budget;
     }
 
     /// Keeps the session in the store: every event goes to `log`. `events` are what a reopened

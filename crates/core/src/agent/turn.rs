@@ -10,8 +10,8 @@ use tokio_util::sync::CancellationToken;
 use crate::capability::Access;
 use crate::policy::{Action, Answer, Call, PolicySearchGate};
 use crate::provider::{
-    Message, ModelEvent, ModelRequest, Part, Provider, ProviderError, Role, StopReason,
-    ToolDefinition, Usage,
+    Message, ModelEvent, ModelRequest, Part, Provider, ProviderError, RetryNotice, Role,
+    StopReason, ToolDefinition, Usage, observe_retries,
 };
 use crate::tool::{
     Artifact, Envelope, ProgressBudget, ProgressSink, Subject, ToolContext, ToolError, ToolKind,
@@ -177,7 +177,13 @@ impl Session {
             })
             .collect();
         let date = today();
-        let mut system = super::prompt::system_prompt(&self.runtime, &self.registry, &date).await;
+        let mut system = super::prompt::system_prompt(
+            &self.runtime,
+            &self.registry,
+            &date,
+            self.config.global_config_dir.as_deref(),
+        )
+        .await;
         let skills = self.state.skills();
         if !skills.is_empty()
             && self
@@ -360,7 +366,7 @@ impl Session {
                 messages: history.clone(),
                 tools: tools.clone(),
                 max_tokens: self.config.max_tokens,
-                thinking_budget: self.config.thinking_budget,
+                thinking_budget: self.thinking_budget(),
             };
             let message_id = uuid::Uuid::new_v4().to_string();
             let response = match stream_response(
@@ -795,10 +801,22 @@ async fn stream_response(
     cancel: &CancellationToken,
 ) -> Result<Response, StreamEnd> {
     let mut response = Response::default();
-    let mut stream = tokio::select! {
-        biased;
-        _ = cancel.cancelled() => return Err(StreamEnd::Cancelled(response)),
-        stream = provider.stream(request) => stream.map_err(StreamEnd::Failed)?,
+    // Retries inside the provider are said to the user while Keel waits.
+    let (retries, mut retry_notices) = tokio::sync::mpsc::unbounded_channel();
+    let observer: Arc<dyn Fn(RetryNotice) + Send + Sync> = Arc::new(move |notice| {
+        let _ = retries.send(notice);
+    });
+    let opening = observe_retries(observer, provider.stream(request));
+    tokio::pin!(opening);
+    let mut stream = loop {
+        tokio::select! {
+            biased;
+            _ = cancel.cancelled() => return Err(StreamEnd::Cancelled(response)),
+            Some(notice) = retry_notices.recv() => host.event(AgentEvent::Waiting {
+                text: waiting_text(&notice),
+            }),
+            stream = &mut opening => break stream.map_err(StreamEnd::Failed)?,
+        }
     };
     loop {
         // A front-end that cannot take more holds the stream here (see `TurnHost::ready`).
@@ -846,6 +864,35 @@ async fn stream_response(
     }
     response.flush_thinking(None);
     Ok(response)
+}
+
+/// The status line for a retry: what failed, how long Keel waits, which attempt comes next.
+pub(crate) fn waiting_text(notice: &RetryNotice) -> String {
+    let why = match &notice.error {
+        ProviderError::RateLimited { provider, .. } => {
+            format!("{provider} is rate limiting requests (HTTP 429)")
+        }
+        ProviderError::Overloaded { provider, .. } => format!("{provider} is overloaded"),
+        ProviderError::Unreachable {
+            provider, base_url, ..
+        } => format!("{provider} cannot be reached at {base_url}"),
+        ProviderError::Http {
+            provider, status, ..
+        } => format!("{provider} answered HTTP {status}"),
+        ProviderError::Timeout { provider, .. } => format!("{provider} stopped answering"),
+        other => other.to_string(),
+    };
+    let seconds = notice.delay.as_secs_f64();
+    let wait = if seconds < 1.0 {
+        "a moment".to_owned()
+    } else {
+        format!("{} s", seconds.round())
+    };
+    format!(
+        "{why}; waiting {wait} before trying again (attempt {} of {}).\n\n",
+        notice.failed_attempt + 1,
+        notice.max_attempts
+    )
 }
 
 /// Today's date (UTC), for the system prompt.

@@ -44,7 +44,7 @@ pub fn engine_config(
         let env = out.env.clone();
         move |key: &str| env(key)
     };
-    out.providers = config.provider_configs(&lookup);
+    out.providers = located_providers(effective, &lookup);
     out.models = config
         .providers
         .iter()
@@ -54,6 +54,7 @@ pub fn engine_config(
     out.mode = config.mode.into();
     out.max_requests_per_turn = config.max_requests_per_turn;
     out.max_tokens = config.max_tokens;
+    out.thinking_budget = config.thinking.budget();
     out.compact_at = f64::from(config.compact_at_percent) / 100.0;
     out.limits = config.limits.clone();
     out.manifest =
@@ -85,7 +86,51 @@ pub fn engine_config(
         .find(|f| f.layer == "user")
         .and_then(|f| f.path.parent().map(Path::to_path_buf));
     out.user_data_dir = user_data_dir();
+    out.cache_dir = user_cache_dir();
     Ok(out)
+}
+
+/// The configured providers, each configured base URL's source naming its file and line (what
+/// an unreachable-server error tells the user).
+pub fn located_providers(
+    effective: &Effective,
+    env: &dyn Fn(&str) -> Option<String>,
+) -> Vec<crate::provider::ProviderConfig> {
+    let mut providers = effective.config.provider_configs(env);
+    for provider in &mut providers {
+        let key = format!("providers.{}.base_url", provider.name);
+        if let super::Source::File(at) = effective.sources.get(&key) {
+            provider.base_url_source = Some(format!(
+                "set by `{key}` at {}:{}:{}",
+                at.shown, at.line, at.column
+            ));
+        }
+    }
+    providers
+}
+
+/// The model that will answer a session of this configuration (`provider/model`) and where that
+/// choice came from, in words; `Err` says what to set when no model can answer.
+pub fn answering_model(
+    effective: &Effective,
+    env: &dyn Fn(&str) -> Option<String>,
+) -> Result<(String, String), String> {
+    if let Some(model) = &effective.config.model {
+        let source = effective.sources.get("model");
+        return Ok((model.to_string(), format!("`model` set by {source}")));
+    }
+    let providers = effective.config.provider_configs(env);
+    crate::provider::default_model(env, &providers).ok_or_else(|| {
+        "no model can answer: set ANTHROPIC_API_KEY or OPENAI_API_KEY, or set `model = \
+         \"provider/model\"` in the configuration (e.g. `model = \"ollama/qwen3\"`)"
+            .to_owned()
+    })
+}
+
+/// `$XDG_CACHE_HOME/keel` (`~/.cache/keel`): the providers' model lists are kept there.
+pub fn user_cache_dir() -> Option<PathBuf> {
+    use etcetera::AppStrategy as _;
+    Some(app_strategy()?.cache_dir())
 }
 
 /// `$XDG_DATA_HOME/keel` (`~/.local/share/keel`): the trust store lives there.
@@ -130,7 +175,7 @@ fn session_rules(effective: &Effective, env: EnvLookup) -> crate::agent::ConfigR
                 .as_ref()
                 .filter(|m| m.provider != SCRIPTED_PROVIDER)
                 .map(ToString::to_string),
-            providers: loaded.config.provider_configs(&lookup),
+            providers: located_providers(&loaded, &lookup),
             ignored: loaded
                 .ignored
                 .iter()

@@ -282,10 +282,24 @@ fn explain_value_message(message: &str) -> String {
         if let Some(rest) = message.strip_prefix(prefix)
             && let Some((found, expected)) = rest.split_once(", expected ")
         {
-            return format!("expected {expected}, found {found}");
+            return format!("expected {}, found {found}", plain_words(expected));
         }
     }
     message.to_owned()
+}
+
+/// Serde's type names in words a user reads (`u32` → `a whole number`).
+fn plain_words(expected: &str) -> String {
+    let words = match expected.trim() {
+        "u8" | "u16" | "u32" | "u64" | "u128" | "usize" => "a whole number (0 or more)",
+        "i8" | "i16" | "i32" | "i64" | "i128" | "isize" => "a whole number",
+        "f32" | "f64" => "a number",
+        "a sequence" => "a list (`[...]`)",
+        "a map" => "a table (`{...}` or a `[section]`)",
+        "char" => "a single character",
+        other => return other.to_owned(),
+    };
+    words.to_owned()
 }
 
 /// The candidate closest to `word` (ignoring case), if it is close enough to be a typo.
@@ -362,6 +376,14 @@ mod tests {
         assert_eq!(
             explain_value_message("invalid type: string \"yes\", expected a boolean"),
             "expected a boolean, found string \"yes\""
+        );
+        assert_eq!(
+            explain_value_message("invalid type: string \"ten\", expected u32"),
+            "expected a whole number (0 or more), found string \"ten\""
+        );
+        assert_eq!(
+            explain_value_message("invalid value: integer `-1`, expected u32"),
+            "expected a whole number (0 or more), found integer `-1`"
         );
     }
 }

@@ -33,7 +33,9 @@ use std::str::FromStr;
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
-pub use engine::{engine_config, user_data_dir};
+pub use engine::{
+    answering_model, engine_config, located_providers, user_cache_dir, user_data_dir,
+};
 pub use error::{ConfigError, CredentialRefusal};
 pub use load::{
     ENV_CONFIG, ENV_MODE, ENV_MODEL, ENV_SANDBOX, ENV_SANDBOX_MECHANISM, Effective, LayerFile,
@@ -43,7 +45,8 @@ pub use load::{
 pub use project_trust::IgnoredSetting;
 pub use providers::{ENV_SCRIPT, SCRIPTED_PROVIDER, is_built_in_provider, resolve_provider};
 pub use rules::{
-    PermissionRule, RULE_VARIABLES, RuleAction, build_policy, default_trust_store, policy_rule_sets,
+    PermissionRule, RULE_VARIABLES, RuleAction, build_policy, check_permission_rules,
+    default_trust_store, policy_rule_sets,
 };
 pub use show::{json_schema, render_annotated};
 pub use source::{FileLocation, Provenance, Source};
@@ -71,6 +74,10 @@ pub struct Config {
     /// Output tokens requested per model response.
     #[schemars(range(min = 1))]
     pub max_tokens: u32,
+    /// How much the model reasons before it answers: `off`, `low`, `medium` or `high`. Anthropic
+    /// gets a `thinking` budget (4096, 16384 or 32000 tokens, kept below `max_tokens`);
+    /// OpenAI-compatible servers get `reasoning_effort` (`low`, `medium`, `high`).
+    pub thinking: Thinking,
     /// Compact the conversation (summarize older turns) when the next request would use more
     /// than this percentage of the model's context window.
     #[schemars(range(min = 1, max = 100))]
@@ -88,6 +95,66 @@ pub struct Config {
     pub sandbox: crate::runtime::sandbox::SandboxSettings,
 }
 
+/// How much the model reasons before it answers (`thinking = "medium"`).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "lowercase")]
+pub enum Thinking {
+    /// No extended thinking (the model's own default).
+    #[default]
+    Off,
+    /// A 4096-token budget / `reasoning_effort = "low"`.
+    Low,
+    /// A 16384-token budget / `reasoning_effort = "medium"`.
+    Medium,
+    /// A 32000-token budget / `reasoning_effort = "high"`.
+    High,
+}
+
+impl Thinking {
+    /// Every level, in order.
+    pub const ALL: [Thinking; 4] = [Self::Off, Self::Low, Self::Medium, Self::High];
+
+    /// The thinking budget sent to the provider (`None`: off).
+    pub fn budget(self) -> Option<u32> {
+        match self {
+            Self::Off => None,
+            Self::Low => Some(4096),
+            Self::Medium => Some(16_384),
+            Self::High => Some(32_000),
+        }
+    }
+
+    /// The level of a budget (the provider's mapping: ≤ 4096 low, ≤ 16384 medium).
+    pub fn of_budget(budget: Option<u32>) -> Self {
+        match budget {
+            None | Some(0) => Self::Off,
+            Some(b) if b <= 4096 => Self::Low,
+            Some(b) if b <= 16_384 => Self::Medium,
+            Some(_) => Self::High,
+        }
+    }
+
+    /// `off`, `low`, `medium`, `high`.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::Off => "off",
+            Self::Low => "low",
+            Self::Medium => "medium",
+            Self::High => "high",
+        }
+    }
+}
+
+impl std::str::FromStr for Thinking {
+    type Err = String;
+    fn from_str(text: &str) -> Result<Self, String> {
+        Self::ALL
+            .into_iter()
+            .find(|level| level.as_str() == text)
+            .ok_or_else(|| format!("unknown thinking level `{text}`: use off, low, medium or high"))
+    }
+}
+
 /// Default for [`Config::max_requests_per_turn`].
 pub const DEFAULT_MAX_REQUESTS_PER_TURN: u32 = 50;
 /// Default for [`Config::max_tokens`].
@@ -103,6 +170,7 @@ impl Default for Config {
             mode: Mode::Allowlist,
             max_requests_per_turn: DEFAULT_MAX_REQUESTS_PER_TURN,
             max_tokens: DEFAULT_MAX_TOKENS,
+            thinking: Thinking::Off,
             compact_at_percent: DEFAULT_COMPACT_AT_PERCENT,
             permissions: Vec::new(),
             tools: BTreeMap::new(),

@@ -51,6 +51,10 @@ impl ProviderConfig {
         };
         if let Some(url) = &self.base_url {
             out.base_url = Some(url.clone());
+            out.base_url_source = Some(format!(
+                "set by `providers.{name}.base_url` in the configuration (`keel config show` \
+                 names the file)"
+            ));
         }
         if let Some(var) = &self.api_key_env {
             out.api_key_env = Some(var.clone());

@@ -230,6 +230,40 @@ pub fn policy_rule_sets(
     Ok(sets)
 }
 
+/// Every `[[permission]]` rule of the configuration files, checked as the permission engine
+/// will check it when a session opens (permission names, patterns, examples): the first invalid
+/// rule as "FILE:LINE:COLUMN: message. Fix: ...".
+pub fn check_permission_rules(effective: &Effective, workspace: &Path) -> Result<(), String> {
+    let Err(error) = policy_rule_sets(effective, workspace) else {
+        return Ok(());
+    };
+    let PolicyError::InvalidRule {
+        origin,
+        index,
+        message,
+        fix,
+    } = &error
+    else {
+        return Err(error.to_string());
+    };
+    let at = effective
+        .config
+        .permissions
+        .iter()
+        .filter_map(|rule| match &rule.source {
+            Some(Source::File(at)) if at.path.display().to_string() == *origin => Some(at),
+            _ => None,
+        })
+        .nth(index.saturating_sub(1));
+    match at {
+        Some(at) => Err(format!(
+            "invalid permission rule at {}:{}:{}: {message}. Fix: {fix}",
+            at.shown, at.line, at.column
+        )),
+        None => Err(error.to_string()),
+    }
+}
+
 /// The permission engine of a session in `workspace`: the bundled defaults, `permissions.toml`
 /// beside the user file and in `<workspace>/.keel/`, the configuration's `[[permission]]`
 /// rules, and the configured mode. Headless engines turn every ask into a denial.

@@ -5,7 +5,13 @@ use serde_json::Value as Json;
 use super::{Config, Effective};
 
 /// Root keys in documentation order; tables follow, then the rules.
-const ROOT_KEYS: &[&str] = &["model", "mode", "max_requests_per_turn", "max_tokens"];
+const ROOT_KEYS: &[&str] = &[
+    "model",
+    "mode",
+    "max_requests_per_turn",
+    "max_tokens",
+    "thinking",
+];
 
 /// The effective configuration as TOML, each value followed by a comment saying where it came
 /// from (`# default`, `# ~/.config/keel/config.toml:3:1`, `# environment variable KEEL_MODE`,

@@ -11,7 +11,7 @@ use futures::future::BoxFuture;
 use reqwest::header::{HeaderMap, HeaderValue};
 use serde_json::{Value, json};
 
-use super::http::{Endpoint, HttpSettings, build_client, join_url, open_stream, secret_header};
+use super::http::{Endpoint, HttpSettings, build_client, fetch_models, open_stream, secret_header};
 use super::sse::{Decoder, ToolCalls, parse_data};
 use super::{
     Message, ModelEvent, ModelRequest, ModelStream, Part, Provider, ProviderError, Role,
@@ -49,12 +49,15 @@ impl AnthropicProvider {
             "anthropic-version",
             HeaderValue::from_static(ANTHROPIC_VERSION),
         );
-        let endpoint = Endpoint {
-            provider: "anthropic".to_owned(),
-            url: join_url(base_url.unwrap_or(ANTHROPIC_BASE_URL), "/v1/messages"),
+        let mut endpoint = Endpoint::new(
+            "Anthropic Messages API",
+            base_url.unwrap_or(ANTHROPIC_BASE_URL),
+            "/v1/messages",
+            "/v1/models",
             headers,
-            key_env: key_env.to_owned(),
-        };
+            key_env,
+        );
+        endpoint.provider = "anthropic".to_owned();
         Ok(Self {
             client: build_client(&settings)?,
             endpoint,
@@ -73,6 +76,12 @@ impl AnthropicProvider {
     /// Overrides [`Provider::context_window`] for every model.
     pub fn with_context_window(mut self, tokens: Option<u64>) -> Self {
         self.context_window = tokens;
+        self
+    }
+
+    /// Says in errors where the base URL came from, as a clause (`set by ANTHROPIC_BASE_URL`).
+    pub fn with_base_url_source(mut self, set_by: impl Into<String>) -> Self {
+        self.endpoint.base_url_from = set_by.into();
         self
     }
 
@@ -206,6 +215,18 @@ impl Provider for AnthropicProvider {
 
     fn context_window(&self, _model: &str) -> u64 {
         self.context_window.unwrap_or(200_000)
+    }
+
+    fn list_models(&self) -> BoxFuture<'_, Result<Vec<String>, ProviderError>> {
+        Box::pin(fetch_models(
+            &self.client,
+            &self.endpoint,
+            self.settings.connect_timeout,
+        ))
+    }
+
+    fn label(&self) -> &str {
+        &self.endpoint.provider
     }
 }
 

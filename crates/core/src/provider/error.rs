@@ -143,6 +143,55 @@ pub enum ProviderError {
     /// Invalid configuration or model name. Not retried.
     #[error("{0}")]
     Config(String),
+    /// The provider's server could not be reached at all (connection refused, no such host).
+    /// Retried (a local server may be starting).
+    #[error(
+        "{provider}: cannot connect to {base_url} (the base URL {set_by}): {message}. Is the \
+         server running, and is that its address?"
+    )]
+    Unreachable {
+        /// Provider id.
+        provider: String,
+        /// The base URL tried.
+        base_url: String,
+        /// Where the base URL came from, as a clause (`set by ANTHROPIC_BASE_URL`, ...).
+        set_by: String,
+        /// The underlying error.
+        message: String,
+    },
+    /// The server answered, but not as the provider's API does (an HTML page, a plain-text
+    /// 404): the base URL points somewhere else. Not retried.
+    #[error(
+        "{provider}: the base URL {base_url} does not look like the {api} (the base URL \
+         {set_by}): {detail}"
+    )]
+    NotAnApi {
+        /// Provider id.
+        provider: String,
+        /// The base URL tried.
+        base_url: String,
+        /// Where the base URL came from, as a clause.
+        set_by: String,
+        /// The API expected (`Anthropic Messages API`, `OpenAI-compatible API`).
+        api: String,
+        /// What came back instead.
+        detail: String,
+    },
+    /// The provider does not know the model. Not retried.
+    #[error(
+        "{provider}: the model `{model}` is not available ({message}); {}",
+        fmt_available(provider, available)
+    )]
+    UnknownModel {
+        /// Provider id.
+        provider: String,
+        /// The model asked for.
+        model: String,
+        /// The provider's message.
+        message: String,
+        /// The provider's models (from its models endpoint), or why they could not be read.
+        available: Result<Vec<String>, String>,
+    },
     /// The scripted provider has no response left. Not retried.
     #[error("scripted provider: no response left (the script has {responses} responses)")]
     ScriptExhausted {
@@ -158,6 +207,17 @@ fn fmt_after(retry_after: &Option<Duration>) -> String {
     }
 }
 
+fn fmt_available(provider: &str, available: &Result<Vec<String>, String>) -> String {
+    match available {
+        Ok(models) if models.is_empty() => "the provider lists no models".to_owned(),
+        Ok(models) => format!(
+            "the models {provider} offers are: {}; choose one with `model = \"{provider}/NAME\"`",
+            models.join(", ")
+        ),
+        Err(why) => format!("its list of models could not be read ({why})"),
+    }
+}
+
 impl ProviderError {
     /// Whether the failure is transient, i.e. retried by the HTTP providers when it happens
     /// before the first event of a response.
@@ -168,11 +228,14 @@ impl ProviderError {
             Self::RateLimited { .. }
             | Self::Overloaded { .. }
             | Self::Network { .. }
+            | Self::Unreachable { .. }
             | Self::Timeout { .. }
             | Self::StreamCut { .. } => true,
             Self::Decode { .. }
             | Self::TooLarge { .. }
             | Self::Auth { .. }
+            | Self::NotAnApi { .. }
+            | Self::UnknownModel { .. }
             | Self::Config(_)
             | Self::ScriptExhausted { .. } => false,
         }

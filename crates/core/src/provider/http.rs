@@ -68,6 +68,180 @@ pub(crate) struct Endpoint {
     pub headers: HeaderMap,
     /// The variable named by [`ProviderError::Auth`].
     pub key_env: String,
+    /// The base URL the paths are joined to, as the user gave it.
+    pub base_url: String,
+    /// Where the base URL came from, as a clause (`set by ANTHROPIC_BASE_URL`).
+    pub base_url_from: String,
+    /// The API's name in errors (`Anthropic Messages API`).
+    pub api: &'static str,
+    /// Full URL of the models list (`GET`, `{"data": [{"id": ...}]}`).
+    pub models_url: String,
+}
+
+impl Endpoint {
+    /// An endpoint of `api` at `base` (the stream at `base + path`, the models list at
+    /// `base + models_path`).
+    pub(crate) fn new(
+        api: &'static str,
+        base: &str,
+        path: &str,
+        models_path: &str,
+        headers: HeaderMap,
+        key_env: &str,
+    ) -> Self {
+        Self {
+            provider: String::new(),
+            url: join_url(base, path),
+            headers,
+            key_env: key_env.to_owned(),
+            base_url: base.to_owned(),
+            base_url_from: "is the official default".to_owned(),
+            api,
+            models_url: join_url(base, models_path),
+        }
+    }
+}
+
+/// The model ids a provider lists at its models endpoint (`{"data": [{"id": ...}, ...]}`, the
+/// shape of both the Anthropic and the OpenAI API), within `timeout`.
+pub(crate) async fn fetch_models(
+    client: &reqwest::Client,
+    endpoint: &Endpoint,
+    timeout: Duration,
+) -> Result<Vec<String>, ProviderError> {
+    let provider = endpoint.provider.as_str();
+    let request = client
+        .get(&endpoint.models_url)
+        .headers(endpoint.headers.clone())
+        .header(reqwest::header::ACCEPT, "application/json")
+        .send();
+    let response = match tokio::time::timeout(timeout, request).await {
+        Err(_) => {
+            return Err(ProviderError::Timeout {
+                provider: provider.to_owned(),
+                idle: timeout,
+                after: StreamProgress::default(),
+            });
+        }
+        Ok(Err(error)) => return Err(network_error(endpoint, &error)),
+        Ok(Ok(response)) => response,
+    };
+    let status = response.status();
+    let content_type = content_type(&response);
+    let body = read_body(response, timeout).await;
+    if let Some(error) = not_an_api(endpoint, status.as_u16(), &content_type, &body) {
+        return Err(error);
+    }
+    if !status.is_success() {
+        return Err(classify(endpoint, status.as_u16(), None, body));
+    }
+    let value: serde_json::Value =
+        serde_json::from_str(&body).map_err(|error| ProviderError::Decode {
+            provider: provider.to_owned(),
+            message: format!("the models list is not JSON: {error}"),
+        })?;
+    let models = value
+        .get("data")
+        .and_then(serde_json::Value::as_array)
+        .ok_or_else(|| ProviderError::Decode {
+            provider: provider.to_owned(),
+            message: "the models list has no `data` array".to_owned(),
+        })?;
+    Ok(models
+        .iter()
+        .filter_map(|model| model.get("id")?.as_str().map(str::to_owned))
+        .collect())
+}
+
+/// The response's content type, lowercased (empty when absent).
+fn content_type(response: &reqwest::Response) -> String {
+    response
+        .headers()
+        .get(reqwest::header::CONTENT_TYPE)
+        .and_then(|value| value.to_str().ok())
+        .unwrap_or("")
+        .to_ascii_lowercase()
+}
+
+/// A failure to send: [`ProviderError::Unreachable`] when no connection could be made, else
+/// [`ProviderError::Network`].
+fn network_error(endpoint: &Endpoint, error: &reqwest::Error) -> ProviderError {
+    if error.is_connect() {
+        ProviderError::Unreachable {
+            provider: endpoint.provider.clone(),
+            base_url: endpoint.base_url.clone(),
+            set_by: endpoint.base_url_from.clone(),
+            message: connect_cause(error),
+        }
+    } else {
+        ProviderError::Network {
+            provider: endpoint.provider.clone(),
+            message: chain(error),
+        }
+    }
+}
+
+/// The innermost cause of a connect error (`Connection refused (os error 111)`), which says
+/// more than reqwest's own wrapping.
+fn connect_cause(error: &reqwest::Error) -> String {
+    let mut last = error.to_string();
+    let mut source = std::error::Error::source(error);
+    while let Some(cause) = source {
+        last = cause.to_string();
+        source = cause.source();
+    }
+    last
+}
+
+/// [`ProviderError::NotAnApi`] when a response is plainly not the API's: an HTML page (any
+/// status), or a 404/405 whose body is not JSON.
+fn not_an_api(
+    endpoint: &Endpoint,
+    status: u16,
+    content_type: &str,
+    body: &str,
+) -> Option<ProviderError> {
+    let path = endpoint
+        .url
+        .strip_prefix(endpoint.base_url.trim_end_matches('/'))
+        .unwrap_or(&endpoint.url);
+    let looks_html = content_type.starts_with("text/html")
+        || body.trim_start().get(..15).is_some_and(|head| {
+            head.to_ascii_lowercase().starts_with("<!doctype html") || head.starts_with("<html")
+        });
+    let detail = if looks_html {
+        format!("`{path}` answered HTTP {status} with an HTML page")
+    } else if matches!(status, 404 | 405)
+        && serde_json::from_str::<serde_json::Value>(body).is_err()
+    {
+        let mut sample: String = body.chars().take(80).collect();
+        if sample.is_empty() {
+            sample = "an empty body".to_owned();
+        }
+        format!("`{path}` answered HTTP {status} with `{sample}` instead of a JSON error")
+    } else {
+        return None;
+    };
+    Some(ProviderError::NotAnApi {
+        provider: endpoint.provider.clone(),
+        base_url: endpoint.base_url.clone(),
+        set_by: endpoint.base_url_from.clone(),
+        api: endpoint.api.to_owned(),
+        detail: format!("{detail}; check the address (and its path, such as `/v1`)"),
+    })
+}
+
+/// Whether a 400/404 body says the model does not exist.
+fn is_unknown_model(status: u16, body: &str) -> bool {
+    if !matches!(status, 400 | 404) {
+        return false;
+    }
+    let lower = body.to_ascii_lowercase();
+    lower.contains("model_not_found")
+        || (lower.contains("model")
+            && (lower.contains("not_found_error")
+                || lower.contains("not found")
+                || lower.contains("does not exist")))
 }
 
 /// A secret header value (hidden from `Debug`), or a configuration error naming the header.
@@ -97,10 +271,14 @@ where
     D: Decoder,
     F: FnMut() -> D,
 {
+    let body_model = body
+        .get("model")
+        .and_then(serde_json::Value::as_str)
+        .map(str::to_owned);
     let body =
         serde_json::to_vec(body).map_err(|error| ProviderError::Config(error.to_string()))?;
     let body = bytes::Bytes::from(body);
-    with_retries(&settings.retry, |attempt| {
+    let result = with_retries(&settings.retry, |attempt| {
         let decoder = new_decoder();
         let body = body.clone();
         async move {
@@ -120,7 +298,14 @@ where
             }
         }
     })
-    .await
+    .await;
+    match result {
+        Ok(stream) => Ok(stream),
+        Err(error) => {
+            let model = body_model.as_deref().unwrap_or("");
+            Err(explain_unknown_model(client, endpoint, model, error).await)
+        }
+    }
 }
 
 /// One POST: the response when its status is a success, a classified error otherwise.
@@ -146,22 +331,23 @@ async fn post(
                 after: StreamProgress::default(),
             });
         }
-        Ok(Err(error)) => {
-            return Err(ProviderError::Network {
-                provider: provider.to_owned(),
-                message: chain(&error),
-            });
-        }
+        Ok(Err(error)) => return Err(network_error(endpoint, &error)),
         Ok(Ok(response)) => response,
     };
     let status = response.status();
+    let content_type = content_type(&response);
+    if content_type.starts_with("text/html") {
+        let body = read_body(response, idle).await;
+        return Err(
+            not_an_api(endpoint, status.as_u16(), &content_type, &body).unwrap_or_else(|| {
+                ProviderError::Decode {
+                    provider: provider.to_owned(),
+                    message: format!("expected an event stream, got HTML: {body}"),
+                }
+            }),
+        );
+    }
     if status.is_success() {
-        let content_type = response
-            .headers()
-            .get(reqwest::header::CONTENT_TYPE)
-            .and_then(|value| value.to_str().ok())
-            .unwrap_or("")
-            .to_ascii_lowercase();
         if content_type.starts_with("application/json") {
             let body = read_body(response, idle).await;
             return Err(ProviderError::Decode {
@@ -173,7 +359,35 @@ async fn post(
     }
     let retry_after = retry_after(response.headers());
     let body = read_body(response, idle).await;
+    if let Some(error) = not_an_api(endpoint, status.as_u16(), &content_type, &body) {
+        return Err(error);
+    }
     Err(classify(endpoint, status.as_u16(), retry_after, body))
+}
+
+/// [`ProviderError::UnknownModel`] for `error` when it says the model does not exist, with the
+/// provider's models (asked for within a few seconds); any other error as it is.
+pub(crate) async fn explain_unknown_model(
+    client: &reqwest::Client,
+    endpoint: &Endpoint,
+    model: &str,
+    error: ProviderError,
+) -> ProviderError {
+    let ProviderError::Http { status, body, .. } = &error else {
+        return error;
+    };
+    if !is_unknown_model(*status, body) {
+        return error;
+    }
+    let available = fetch_models(client, endpoint, Duration::from_secs(5))
+        .await
+        .map_err(|error| error.to_string());
+    ProviderError::UnknownModel {
+        provider: endpoint.provider.clone(),
+        model: model.to_owned(),
+        message: format!("HTTP {status}: {}", error_message(body)),
+        available,
+    }
 }
 
 /// The error for a non-success status.

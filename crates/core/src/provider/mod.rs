@@ -40,6 +40,7 @@
 //! HTTP request (the connection is closed) and any backoff sleep.
 
 mod anthropic;
+mod catalog;
 mod error;
 mod http;
 mod openai;
@@ -55,13 +56,15 @@ use futures::stream::BoxStream;
 use serde::{Deserialize, Serialize};
 
 pub use anthropic::{ANTHROPIC_BASE_URL, ANTHROPIC_VERSION, AnthropicProvider};
+pub use catalog::{LIST_TIMEOUT, MODELS_MAX_AGE, cache_file, discover_models};
 pub use error::{ProviderError, StreamProgress};
 pub use http::HttpSettings;
 pub use openai::{MaxTokensParam, OPENAI_BASE_URL, OpenAiProvider};
 pub use resolve::{
-    DEFAULT_ANTHROPIC_MODEL, DEFAULT_OPENAI_MODEL, ProviderConfig, ProviderKind, resolve_model,
+    DEFAULT_ANTHROPIC_MODEL, DEFAULT_OPENAI_MODEL, ProviderConfig, ProviderKind, default_model,
+    provider_config, resolve_model, usable_providers,
 };
-pub use retry::{RetryPolicy, parse_retry_after};
+pub use retry::{RetryNotice, RetryPolicy, observe_retries, parse_retry_after};
 pub use scripted::ScriptedProvider;
 
 /// Who authored a message.
@@ -294,4 +297,16 @@ pub trait Provider: Send + Sync + fmt::Debug {
 
     /// The context window of `model`, in tokens (a conservative default for unknown models).
     fn context_window(&self, model: &str) -> u64;
+
+    /// The models the provider's server lists (its models endpoint), asked for with a short
+    /// timeout. Providers without such a list answer with an empty one.
+    fn list_models(&self) -> BoxFuture<'_, Result<Vec<String>, ProviderError>> {
+        Box::pin(async { Ok(Vec::new()) })
+    }
+
+    /// The provider's name as the user configured it (`ollama`, `anthropic`); [`Provider::id`]
+    /// by default.
+    fn label(&self) -> &str {
+        self.id()
+    }
 }

@@ -14,7 +14,7 @@ use futures::future::BoxFuture;
 use reqwest::header::HeaderMap;
 use serde_json::{Value, json};
 
-use super::http::{Endpoint, HttpSettings, build_client, join_url, open_stream, secret_header};
+use super::http::{Endpoint, HttpSettings, build_client, fetch_models, open_stream, secret_header};
 use super::sse::{Decoder, ToolCalls, parse_data};
 use super::{
     Message, ModelEvent, ModelRequest, ModelStream, Part, Provider, ProviderError, Role,
@@ -66,12 +66,15 @@ impl OpenAiProvider {
         } else {
             MaxTokensParam::MaxTokens
         };
-        let endpoint = Endpoint {
-            provider: "openai".to_owned(),
-            url: join_url(base, "/chat/completions"),
+        let mut endpoint = Endpoint::new(
+            "OpenAI-compatible API",
+            base,
+            "/chat/completions",
+            "/models",
             headers,
-            key_env: key_env.to_owned(),
-        };
+            key_env,
+        );
+        endpoint.provider = "openai".to_owned();
         Ok(Self {
             client: build_client(&settings)?,
             endpoint,
@@ -84,6 +87,12 @@ impl OpenAiProvider {
     /// Overrides the field used for the output token limit.
     pub fn with_max_tokens_param(mut self, param: MaxTokensParam) -> Self {
         self.max_tokens_param = param;
+        self
+    }
+
+    /// Says in errors where the base URL came from, as a clause (`set by OPENAI_BASE_URL`).
+    pub fn with_base_url_source(mut self, set_by: impl Into<String>) -> Self {
+        self.endpoint.base_url_from = set_by.into();
         self
     }
 
@@ -241,6 +250,18 @@ impl Provider for OpenAiProvider {
     fn context_window(&self, model: &str) -> u64 {
         self.context_window
             .unwrap_or_else(|| known_context_window(model))
+    }
+
+    fn list_models(&self) -> BoxFuture<'_, Result<Vec<String>, ProviderError>> {
+        Box::pin(fetch_models(
+            &self.client,
+            &self.endpoint,
+            self.settings.connect_timeout,
+        ))
+    }
+
+    fn label(&self) -> &str {
+        &self.endpoint.provider
     }
 }
 

@@ -43,6 +43,9 @@ pub struct ProviderConfig {
     pub kind: ProviderKind,
     /// Base URL; `None` is the official endpoint of `kind`.
     pub base_url: Option<String>,
+    /// Where [`Self::base_url`] came from, as errors say it (`set by ANTHROPIC_BASE_URL`);
+    /// `None` when unknown.
+    pub base_url_source: Option<String>,
     /// The key; when `None`, read from [`Self::key_env`] at resolution.
     pub api_key: Option<String>,
     /// The variable holding the key (default `ANTHROPIC_API_KEY` / `OPENAI_API_KEY`).
@@ -63,6 +66,7 @@ impl fmt::Debug for ProviderConfig {
             .field("name", &self.name)
             .field("kind", &self.kind)
             .field("base_url", &self.base_url)
+            .field("base_url_source", &self.base_url_source)
             .field("api_key", &self.api_key.as_ref().map(|_| "<redacted>"))
             .field("api_key_env", &self.api_key_env)
             .field("api_key_required", &self.api_key_required)
@@ -90,6 +94,7 @@ impl ProviderConfig {
             name: name.into(),
             kind,
             base_url: None,
+            base_url_source: None,
             api_key: None,
             api_key_env: None,
             api_key_required: true,
@@ -115,6 +120,9 @@ impl ProviderConfig {
                 .is_none_or(|url| url.contains("api.openai.com")),
         };
         Self {
+            base_url_source: base_url
+                .as_ref()
+                .map(|_| format!("set by {prefix}_BASE_URL")),
             base_url,
             api_key: var(env, &format!("{prefix}_API_KEY")),
             api_key_env: Some(format!("{prefix}_API_KEY")),
@@ -128,12 +136,16 @@ impl ProviderConfig {
     pub fn builtin(name: &str, env: &dyn Fn(&str) -> Option<String>) -> Option<Self> {
         let remote = |base: &str, key_env: &str| Self {
             base_url: Some(base.to_owned()),
+            base_url_source: Some(format!("is Keel's built-in address for `{name}`")),
             api_key: var(env, key_env),
             api_key_env: Some(key_env.to_owned()),
             ..Self::new(name, ProviderKind::OpenAi)
         };
         let local = |base: &str| Self {
             base_url: Some(base.to_owned()),
+            base_url_source: Some(format!(
+                "is Keel's built-in address for `{name}`; set `providers.{name}.base_url` to change it"
+            )),
             api_key_required: false,
             ..Self::new(name, ProviderKind::OpenAi)
         };
@@ -191,16 +203,23 @@ impl ProviderConfig {
             });
         }
         let base = self.base_url.as_deref();
+        let source = match (&self.base_url_source, base) {
+            (Some(source), _) => source.clone(),
+            (None, Some(_)) => format!("set for the provider `{}`", self.name),
+            (None, None) => "is the official default".to_owned(),
+        };
         Ok(match self.kind {
             ProviderKind::Anthropic => Arc::new(
                 AnthropicProvider::new(base, key.unwrap_or(""), self.key_env(), self.http.clone())?
                     .with_label(&self.name)
-                    .with_context_window(self.context_window),
+                    .with_context_window(self.context_window)
+                    .with_base_url_source(source),
             ),
             ProviderKind::OpenAi => Arc::new(
                 OpenAiProvider::new(base, key, self.key_env(), self.http.clone())?
                     .with_label(&self.name)
-                    .with_context_window(self.context_window),
+                    .with_context_window(self.context_window)
+                    .with_base_url_source(source),
             ),
         })
     }
@@ -234,25 +253,54 @@ pub fn resolve_model(
     if model.is_empty() || prefix.is_empty() {
         return Err(bad_name(name));
     }
-    let config = configured
-        .iter()
-        .find(|config| config.name == prefix)
-        .cloned()
-        .or_else(|| ProviderConfig::builtin(prefix, env))
-        .ok_or_else(|| {
-            ProviderError::Config(format!(
-                "unknown provider `{prefix}` in model `{name}`: use anthropic, openai, openrouter, \
-                 deepseek, ollama, lmstudio or vllm, or configure a provider named `{prefix}`"
-            ))
-        })?
-        .with_env_key(env);
+    let config = provider_config(prefix, env, configured).ok_or_else(|| {
+        ProviderError::Config(format!(
+            "unknown provider `{prefix}` in model `{name}`: use anthropic, openai, openrouter, \
+             deepseek, ollama, lmstudio or vllm, or configure a provider named `{prefix}`"
+        ))
+    })?;
     Ok((config.build()?, model.to_owned()))
 }
 
-fn resolve_default(
-    env: Env<'_>,
+/// The provider called `name`: the configured one, else the built-in one, with its key read
+/// from `env`.
+pub fn provider_config(
+    name: &str,
+    env: &dyn Fn(&str) -> Option<String>,
     configured: &[ProviderConfig],
-) -> Result<(Arc<dyn Provider>, String), ProviderError> {
+) -> Option<ProviderConfig> {
+    Some(
+        configured
+            .iter()
+            .find(|config| config.name == name)
+            .cloned()
+            .or_else(|| ProviderConfig::builtin(name, env))?
+            .with_env_key(env),
+    )
+}
+
+/// The providers worth asking for their models: every configured one that has what it needs,
+/// and Anthropic and OpenAI when their key variables are set; by name, without repeats.
+pub fn usable_providers(
+    env: &dyn Fn(&str) -> Option<String>,
+    configured: &[ProviderConfig],
+) -> Vec<ProviderConfig> {
+    let mut out: Vec<ProviderConfig> = Vec::new();
+    let configured = configured.iter().map(|c| c.clone().with_env_key(env));
+    let from_env = [ProviderKind::Anthropic, ProviderKind::OpenAi]
+        .into_iter()
+        .map(|kind| ProviderConfig::from_env(kind, env))
+        .filter(|config| config.api_key.is_some());
+    for config in configured.chain(from_env) {
+        if config.has_credentials() && !out.iter().any(|known| known.name == config.name) {
+            out.push(config);
+        }
+    }
+    out
+}
+
+/// The provider that answers when no model is named (see [`resolve_model`]), if any.
+fn default_provider(env: Env<'_>, configured: &[ProviderConfig]) -> Option<ProviderConfig> {
     let configured = configured
         .iter()
         .map(|config| config.clone().with_env_key(env))
@@ -264,7 +312,33 @@ fn resolve_default(
             .map(|kind| ProviderConfig::from_env(kind, env))
             .find(|config| config.api_key.is_some())
     };
-    match configured.or_else(from_env) {
+    configured.or_else(from_env)
+}
+
+/// The model that answers when none is named (`provider/model`) and why it is that one, without
+/// building the provider; `None` when nothing is usable.
+pub fn default_model(
+    env: &dyn Fn(&str) -> Option<String>,
+    configured: &[ProviderConfig],
+) -> Option<(String, String)> {
+    let config = default_provider(env, configured)?;
+    let model = config.default_model.clone().unwrap_or_default();
+    let why = if configured.iter().any(|c| c.name == config.name) {
+        format!(
+            "the first configured provider with a key: `{}`, its first model",
+            config.name
+        )
+    } else {
+        format!("{} is set, and this is its default model", config.key_env())
+    };
+    Some((format!("{}/{model}", config.name), why))
+}
+
+fn resolve_default(
+    env: Env<'_>,
+    configured: &[ProviderConfig],
+) -> Result<(Arc<dyn Provider>, String), ProviderError> {
+    match default_provider(env, configured) {
         Some(config) => {
             let model = config.default_model.clone().unwrap_or_default();
             Ok((config.build()?, model))

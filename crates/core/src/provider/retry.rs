@@ -1,6 +1,7 @@
 //! [`RetryPolicy`]: bounded retries with exponential backoff and jitter, honouring `retry-after`.
 
 use std::future::Future;
+use std::sync::Arc;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use super::ProviderError;
@@ -64,6 +65,34 @@ fn jitter_fraction() -> f64 {
     bits as f64 / (1u64 << 53) as f64
 }
 
+/// A retry about to be waited for, as [`observe_retries`] reports it.
+#[derive(Debug, Clone)]
+pub struct RetryNotice {
+    /// The attempt that failed (1-based).
+    pub failed_attempt: u32,
+    /// Attempts allowed in all.
+    pub max_attempts: u32,
+    /// The wait before the next attempt.
+    pub delay: Duration,
+    /// Why the attempt failed.
+    pub error: ProviderError,
+}
+
+type RetryObserver = Arc<dyn Fn(RetryNotice) + Send + Sync>;
+
+tokio::task_local! {
+    static RETRY_OBSERVER: RetryObserver;
+}
+
+/// Runs `future` (a [`super::Provider::stream`] call) with `observer` told of every retry the
+/// provider waits for inside it, so a front-end can say what it is waiting for.
+pub async fn observe_retries<F: Future>(
+    observer: Arc<dyn Fn(RetryNotice) + Send + Sync>,
+    future: F,
+) -> F::Output {
+    RETRY_OBSERVER.scope(observer, future).await
+}
+
 /// Runs `attempt` (given the 1-based attempt number) until it succeeds, fails permanently or
 /// the policy is exhausted. The sleeps are plain `tokio` sleeps: dropping the future cancels them.
 pub(crate) async fn with_retries<T, F, Fut>(
@@ -80,7 +109,15 @@ where
             Ok(value) => return Ok(value),
             Err(error) => match policy.delay_after(number, &error) {
                 Some(delay) => {
-                    tracing::warn!(attempt = number, ?delay, %error, "provider request failed, retrying");
+                    tracing::info!(attempt = number, ?delay, %error, "provider request failed, retrying");
+                    let _ = RETRY_OBSERVER.try_with(|observer| {
+                        observer(RetryNotice {
+                            failed_attempt: number,
+                            max_attempts: policy.max_attempts,
+                            delay,
+                            error: error.clone(),
+                        });
+                    });
                     tokio::time::sleep(delay).await;
                     number += 1;
                 }

@@ -171,6 +171,13 @@ impl SessionState {
         lock(&self.reads).get(path).cloned()
     }
 
+    /// Forgets what the conversation knew (`/clear`): the files read (so an edit needs a fresh
+    /// read) and the todo list.
+    pub fn forget_conversation(&self) {
+        lock(&self.reads).clear();
+        lock(&self.todos).clear();
+    }
+
     pub fn todos(&self) -> Vec<Value> {
         lock(&self.todos).clone()
     }

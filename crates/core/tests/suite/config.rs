@@ -434,6 +434,7 @@ fn show_annotates_every_value_with_its_source() {
     mode = "yolo"               # ~/.config/keel/config.toml:1:1
     max_requests_per_turn = 50  # default
     max_tokens = 8192           # default
+    thinking = "off"            # default
 
     [limits]
     bashBytes = 204800      # default

@@ -210,3 +210,29 @@ async fn web_search_rejects_bad_arguments() {
         );
     }
 }
+
+#[tokio::test]
+async fn a_search_that_outlasts_its_timeout_fails_and_counts() {
+    let server = Server::start(|_seen: &Seen| Reply::Stall).await;
+    let provider = Searxng::new(&server.url("/")).unwrap();
+    assert_eq!(
+        SearchLimits::default().timeout,
+        std::time::Duration::from_secs(15)
+    );
+    assert_eq!(SearchLimits::default().max_calls_per_session, 25);
+    let limits = SearchLimits {
+        timeout: std::time::Duration::from_millis(200),
+        max_calls_per_session: 2,
+    };
+    let tool = Typed::wrap(WebSearchTool::new(vec![Arc::new(provider)], limits)).unwrap();
+    let session = Session::local();
+    let error = error_text(session.call(&tool, json!({"query": "slow"})).await);
+    assert!(
+        error.to_lowercase().contains("timed out") || error.contains("timeout"),
+        "{error}"
+    );
+    // A timed-out call still uses one of the session's searches.
+    let _ = session.call(&tool, json!({"query": "slow again"})).await;
+    let error = error_text(session.call(&tool, json!({"query": "third"})).await);
+    assert!(error.contains("limit reached"), "{error}");
+}
