@@ -209,3 +209,98 @@ async fn a_client_that_stops_reading_does_not_grow_keels_memory() {
     drop(stdin);
     child.kill().await.unwrap();
 }
+
+#[tokio::test]
+async fn sigkill_in_the_middle_of_writes_leaves_the_old_file_or_the_new_one() {
+    const OLD: &str = "the old contents\n";
+    // 2 MiB of new contents: long enough to write that a kill can land inside the write.
+    let new = "the new contents, line after line\n".repeat(2 * 1024 * 1024 / 34);
+    let mock = MockModel::start().await;
+    // Every round reads the file (the read-before-write guard), overwrites it, answers: the
+    // reply is chosen from the conversation, so a killed round leaves nothing queued.
+    let content = new.clone();
+    mock.respond_with(std::sync::Arc::new(move |_, request| {
+        let last = request.body["messages"].as_array()?.last()?.clone();
+        let answered = |tool: &str| {
+            last.to_string()
+                .contains(&format!("\"tool_use_id\":\"{tool}"))
+        };
+        let turn = if answered("read") {
+            Turn::new().tool_call(
+                "write-1",
+                "write",
+                json!({"file_path": "data.txt", "content": content}),
+            )
+        } else if answered("write") {
+            Turn::text_only("written")
+        } else {
+            Turn::new().tool_call("read-1", "read", json!({"file_path": "data.txt"}))
+        };
+        Some(keel_testkit::mock_model::Reply::anthropic(&turn))
+    }));
+    let home = Home::new();
+    let target = home.root.join("data.txt");
+    // The 2 MiB call stays in the conversation: a window that holds it.
+    std::fs::create_dir_all(home.home.join("config/keel")).unwrap();
+    std::fs::write(
+        home.home.join("config/keel/config.toml"),
+        "[providers.anthropic]\ncontext_window = 100000000\n",
+    )
+    .unwrap();
+    // First how long a whole turn takes, then kills spread across that time.
+    let mut took = Duration::ZERO;
+    let mut outcomes = (0, 0);
+    for round in 0..12_u32 {
+        std::fs::write(&target, OLD).unwrap();
+        let client = home
+            .client_with(
+                &mock,
+                ClientOptions::default()
+                    .permissions([PermissionReply::Choose(PermissionOptionKind::AllowOnce)]),
+                &[],
+            )
+            .await;
+        let session = client
+            .new_session(&home.root, &[])
+            .await
+            .unwrap()
+            .session_id;
+        let keel = client.pid().unwrap();
+        let started = Instant::now();
+        let prompt = client.start_prompt(&session, "write it");
+        if round == 0 {
+            prompt.await.unwrap().unwrap();
+            took = started.elapsed();
+            client.close().await.unwrap();
+            assert!(
+                std::fs::read_to_string(&target).unwrap() == new,
+                "the write did not happen"
+            );
+            continue;
+        }
+        tokio::time::sleep(took * round / 12).await;
+        nix::sys::signal::kill(
+            nix::unistd::Pid::from_raw(i32::try_from(keel).unwrap()),
+            nix::sys::signal::Signal::SIGKILL,
+        )
+        .unwrap();
+        drop(client);
+        let contents = std::fs::read_to_string(&target).unwrap();
+        if contents == OLD {
+            outcomes.0 += 1;
+        } else {
+            assert!(
+                contents == new,
+                "round {round}: a torn file of {} bytes",
+                contents.len()
+            );
+            outcomes.1 += 1;
+        }
+    }
+    // Both outcomes happened: the kills did land before and after the write.
+    assert!(outcomes.0 > 0 && outcomes.1 > 0, "{outcomes:?}");
+    eprintln!(
+        "kill -9 during a 2 MiB write, 11 rounds: {} times the old file, {} times the new one, never torn (a whole turn: {took:?})",
+        outcomes.0, outcomes.1
+    );
+}
