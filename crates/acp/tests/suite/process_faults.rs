@@ -299,6 +299,13 @@ async fn sigkill_in_the_middle_of_writes_leaves_the_old_file_or_the_new_one() {
     }
     // Both outcomes happened: the kills did land before and after the write.
     assert!(outcomes.0 > 0 && outcomes.1 > 0, "{outcomes:?}");
+    // The file is written nameless and named once whole: no temporary file is left either.
+    let left: Vec<_> = std::fs::read_dir(&home.root)
+        .unwrap()
+        .flatten()
+        .map(|entry| entry.file_name())
+        .collect();
+    assert_eq!(left, ["data.txt"], "left in the workspace");
     eprintln!(
         "kill -9 during a 2 MiB write, 11 rounds: {} times the old file, {} times the new one, never torn (a whole turn: {took:?})",
         outcomes.0, outcomes.1

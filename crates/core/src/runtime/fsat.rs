@@ -22,7 +22,7 @@
 use std::ffi::{OsStr, OsString};
 use std::fs::{File, Metadata};
 use std::io::{self, Write as _};
-use std::os::fd::{AsFd, OwnedFd};
+use std::os::fd::{AsFd, AsRawFd as _, OwnedFd};
 use std::os::unix::ffi::OsStrExt as _;
 use std::os::unix::fs::{MetadataExt as _, PermissionsExt as _};
 use std::path::{Component, Path};
@@ -271,42 +271,91 @@ pub fn replace_in(dir: &OwnedFd, name: &OsStr, bytes: &[u8]) -> io::Result<()> {
     }
     // A symlink swapped in for the file is replaced like any other entry, never followed.
     let keep = existing.filter(Metadata::is_file);
-    let (temp_name, temp) = create_temp(dir, name)?;
-    let result = (|| -> io::Result<()> {
-        let mut file = File::from(temp);
-        file.write_all(bytes)?;
-        if let Some(old) = &keep {
-            // Owner first: chown may clear set-id bits, which the chmod then restores.
-            let _ = fchown(
-                &file,
-                Some(Uid::from_raw(old.uid())),
-                Some(Gid::from_raw(old.gid())),
-            );
-            fchmod(
-                &file,
-                Mode::from_bits_truncate(old.permissions().mode() & 0o7777),
-            )?;
-        }
-        file.sync_all()?;
-        renameat(dir, temp_name.as_os_str(), dir, name)?;
-        Ok(())
-    })();
-    if let Err(e) = result {
+    let temp_name = written_temp(dir, name, bytes, keep.as_ref())?;
+    if let Err(e) = renameat(dir, temp_name.as_os_str(), dir, name) {
         let _ = unlinkat(dir, temp_name.as_os_str(), UnlinkatFlags::NoRemoveDir);
-        return Err(e);
+        return Err(e.into());
     }
     // The rename is durable once the directory is.
     let _ = fsync(dir.as_fd());
     Ok(())
 }
 
-fn create_temp(dir: &OwnedFd, name: &OsStr) -> io::Result<(OsString, OwnedFd)> {
+/// `bytes` in a new file of `dir`, synced, with `keep`'s owner and mode, under a temporary
+/// name. The file is written nameless (`O_TMPFILE`) and named only once complete, so a crash
+/// mid-write leaves nothing behind; where `O_TMPFILE` or `/proc/self/fd` is missing, it is
+/// written under its temporary name.
+fn written_temp(
+    dir: &OwnedFd,
+    name: &OsStr,
+    bytes: &[u8],
+    keep: Option<&Metadata>,
+) -> io::Result<OsString> {
+    if let Ok(fd) = openat(
+        dir,
+        ".",
+        OFlag::O_TMPFILE | OFlag::O_WRONLY | OFlag::O_CLOEXEC,
+        Mode::from_bits_truncate(0o666),
+    ) {
+        let mut file = File::from(fd);
+        fill(&mut file, bytes, keep)?;
+        let proc_path = format!("/proc/self/fd/{}", file.as_raw_fd());
+        loop {
+            let temp = temp_name(name);
+            match nix::unistd::linkat(
+                nix::fcntl::AT_FDCWD,
+                proc_path.as_str(),
+                dir,
+                temp.as_os_str(),
+                nix::fcntl::AtFlags::AT_SYMLINK_FOLLOW,
+            ) {
+                Ok(()) => return Ok(temp),
+                Err(Errno::EEXIST) => continue,
+                // No `/proc` (or it is not ours): write it again, named.
+                Err(_) => break,
+            }
+        }
+    }
+    let (temp, fd) = create_temp(dir, name)?;
+    let mut file = File::from(fd);
+    if let Err(e) = fill(&mut file, bytes, keep) {
+        let _ = unlinkat(dir, temp.as_os_str(), UnlinkatFlags::NoRemoveDir);
+        return Err(e);
+    }
+    Ok(temp)
+}
+
+/// Writes `bytes`, gives the file `keep`'s owner (when allowed) and mode, and syncs it.
+fn fill(file: &mut File, bytes: &[u8], keep: Option<&Metadata>) -> io::Result<()> {
+    file.write_all(bytes)?;
+    if let Some(old) = keep {
+        // Owner first: chown may clear set-id bits, which the chmod then restores.
+        let _ = fchown(
+            &*file,
+            Some(Uid::from_raw(old.uid())),
+            Some(Gid::from_raw(old.gid())),
+        );
+        fchmod(
+            &*file,
+            Mode::from_bits_truncate(old.permissions().mode() & 0o7777),
+        )?;
+    }
+    file.sync_all()
+}
+
+/// A fresh temporary name for `name`: `.NAME.keel-PID-N.tmp`.
+fn temp_name(name: &OsStr) -> OsString {
     let stem: String = name.to_string_lossy().chars().take(64).collect();
+    let n = TEMP_COUNTER.fetch_add(1, Ordering::Relaxed);
+    let mut temp = OsString::from(".");
+    temp.push(&stem);
+    temp.push(format!(".keel-{}-{n}.tmp", std::process::id()));
+    temp
+}
+
+fn create_temp(dir: &OwnedFd, name: &OsStr) -> io::Result<(OsString, OwnedFd)> {
     loop {
-        let n = TEMP_COUNTER.fetch_add(1, Ordering::Relaxed);
-        let mut temp = OsString::from(".");
-        temp.push(&stem);
-        temp.push(format!(".keel-{}-{n}.tmp", std::process::id()));
+        let temp = temp_name(name);
         match openat(
             dir,
             temp.as_os_str(),
