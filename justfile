@@ -31,6 +31,12 @@ bench:
     cargo bench -p keel-acp --bench acp
     cargo bench -p keel-acp --bench sessions
     cargo bench -p keel-acp --bench sandbox
+    cargo bench -p keel-acp --bench load
+
+# The coverage-guided fuzz target of `keel acp`'s wire (needs `cargo install cargo-fuzz`);
+# docs/reliability.md records the runs.
+fuzz runs="1000000":
+    cd crates/acp/fuzz && RUSTC_BOOTSTRAP=1 cargo fuzz run wire --sanitizer none -- -runs={{runs}}
 
 # What CI runs.
 ci:
