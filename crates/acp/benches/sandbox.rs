@@ -1,7 +1,17 @@
-//! The sandbox's cost per command: the real `keel` binary as the helper, from spawning the
-//! helper to the program's exit, against spawning the program directly. The program is
-//! `/bin/true`, so the difference is the helper's start (exec of `keel`, namespaces and mounts, or
-//! Landlock and seccomp) plus its tear-down.
+//! The sandbox's cost per command: the real `keel` binary as the helper, against spawning the
+//! program directly.
+//!
+//! Two measures per run:
+//!
+//! - **spawn → program start** (the issue's measure): the program is this very benchmark binary,
+//!   re-run with `KEEL_BENCH_STAMP=1`, which prints `CLOCK_MONOTONIC` first thing in `main` and
+//!   exits. The benchmark reads the same clock just before spawning (the helper does not unshare
+//!   a time namespace, so both readings are on one clock). The direct spawn of the same binary
+//!   is the baseline; the difference is everything the helper adds before the program runs: its
+//!   own exec, reading the profile, the namespaces and mounts (or Landlock and seccomp), and the
+//!   program's spawn from inside the sandbox. That is an upper bound of "from the helper's start
+//!   to the program's start" (it also counts the helper's exec).
+//! - **spawn → exit**: the same runs, until the helper has exited (the tear-down included).
 #![allow(
     clippy::print_stdout,
     clippy::unwrap_used,
@@ -10,41 +20,62 @@
     reason = "a benchmark reports on stdout and sets up its own fixtures"
 )]
 
-use std::path::Path;
+use std::io::{Read as _, Write as _};
+use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
-use std::time::{Duration, Instant};
 
 use keel_core::runtime::sandbox::{DEFAULT_HOME_READABLE, Mechanism, Profile};
+use nix::time::{ClockId, clock_gettime};
 
 const WARMUP: usize = 5;
 const RUNS: usize = 100;
+const STAMP: &str = "KEEL_BENCH_STAMP";
 
-fn stats(mut samples: Vec<Duration>) -> (f64, f64, f64) {
-    samples.sort();
-    let ms = |d: Duration| d.as_secs_f64() * 1000.0;
+fn now_ns() -> i128 {
+    let t = clock_gettime(ClockId::CLOCK_MONOTONIC).unwrap();
+    i128::from(t.tv_sec()) * 1_000_000_000 + i128::from(t.tv_nsec())
+}
+
+/// Median, p95, min in milliseconds.
+fn stats(mut samples: Vec<f64>) -> (f64, f64, f64) {
+    samples.sort_by(f64::total_cmp);
     (
-        ms(samples[samples.len() / 2]),
-        ms(samples[(samples.len() * 95 / 100).min(samples.len() - 1)]),
-        ms(samples[0]),
+        samples[samples.len() / 2],
+        samples[(samples.len() * 95 / 100).min(samples.len() - 1)],
+        samples[0],
     )
 }
 
-fn time(mut command: impl FnMut() -> Command) -> Vec<Duration> {
-    let mut samples = Vec::new();
+/// Spawn → program start and spawn → exit, in milliseconds, for each timed run.
+fn time(mut command: impl FnMut() -> Command) -> (Vec<f64>, Vec<f64>) {
+    let (mut starts, mut exits) = (Vec::new(), Vec::new());
     for i in 0..WARMUP + RUNS {
         let mut cmd = command();
-        let start = Instant::now();
-        let status = cmd.stdin(Stdio::null()).status().unwrap();
-        let elapsed = start.elapsed();
-        assert!(status.success());
+        cmd.stdin(Stdio::null())
+            .stdout(Stdio::piped())
+            .env(STAMP, "1");
+        let t0 = now_ns();
+        let mut child = cmd.spawn().unwrap();
+        let mut out = String::new();
+        child
+            .stdout
+            .take()
+            .unwrap()
+            .read_to_string(&mut out)
+            .unwrap();
+        let status = child.wait().unwrap();
+        let t_exit = now_ns();
+        assert!(status.success(), "{status:?}: {out}");
+        let started: i128 = out.trim().parse().unwrap();
         if i >= WARMUP {
-            samples.push(elapsed);
+            starts.push((started - t0) as f64 / 1e6);
+            exits.push((t_exit - t0) as f64 / 1e6);
         }
     }
-    samples
+    (starts, exits)
 }
 
-fn profile(base: &Path, mechanism: Mechanism) -> std::path::PathBuf {
+fn profile(base: &Path, mechanism: Mechanism, program_dir: &Path) -> PathBuf {
     let ws = base.join("ws");
     let home = base.join("home");
     let scratch = base.join(format!("scratch-{mechanism:?}"));
@@ -59,7 +90,8 @@ fn profile(base: &Path, mechanism: Mechanism) -> std::path::PathBuf {
         mechanism,
         cwd: ws.clone(),
         writable: vec![ws.clone()],
-        readable: Vec::new(),
+        // The stamping program (this benchmark's binary).
+        readable: vec![program_dir.to_path_buf()],
         protected: vec![ws.join(".git/hooks")],
         pinned: vec![ws.join(".git")],
         home: Some(home.clone()),
@@ -80,31 +112,51 @@ fn load() -> String {
         .unwrap_or_default()
 }
 
+fn row(name: &str, samples: Vec<f64>, baseline: Option<f64>) -> f64 {
+    let (median, p95, min) = stats(samples);
+    let cost = baseline
+        .map(|b| format!("  (cost: median {:.2} ms)", median - b))
+        .unwrap_or_default();
+    println!("{name:<44} median {median:>6.2} ms  p95 {p95:>6.2} ms  min {min:>6.2} ms{cost}");
+    median
+}
+
 fn main() {
+    if std::env::var_os(STAMP).is_some() {
+        // The program being timed: the clock first, then nothing else.
+        let t = now_ns();
+        let mut stdout = std::io::stdout();
+        let _ = writeln!(stdout, "{t}");
+        return;
+    }
     let keel = env!("CARGO_BIN_EXE_keel");
+    let me = std::env::current_exe().unwrap().canonicalize().unwrap();
+    let program_dir = me.parent().unwrap().to_path_buf();
     let dir = tempfile::tempdir().unwrap();
     let base = std::fs::canonicalize(dir.path()).unwrap();
     println!("sandbox cost per command ({RUNS} runs, load {})", load());
-    let direct = stats(time(|| Command::new("/bin/true")));
-    println!(
-        "{:<28} median {:>6.2} ms  p95 {:>6.2} ms  min {:>6.2} ms",
-        "direct /bin/true", direct.0, direct.1, direct.2
-    );
+    let (start, exit) = time(|| Command::new(&me));
+    let direct_start = row("direct: spawn -> program start", start, None);
+    let direct_exit = row("direct: spawn -> exit", exit, None);
     for mechanism in [Mechanism::Namespaces, Mechanism::Landlock] {
-        let profile = profile(&base, mechanism);
-        let samples = time(|| {
+        let profile = profile(&base, mechanism, &program_dir);
+        let (start, exit) = time(|| {
             let mut cmd = Command::new(keel);
             cmd.args(["sandbox", "run", "--profile"])
                 .arg(&profile)
-                .args(["--", "/bin/true"]);
+                .arg("--")
+                .arg(&me);
             cmd
         });
-        let (median, p95, min) = stats(samples);
-        println!(
-            "{:<28} median {median:>6.2} ms  p95 {p95:>6.2} ms  min {min:>6.2} ms  \
-             (cost: median {:.2} ms)",
-            format!("helper, {mechanism:?}"),
-            median - direct.0
+        row(
+            &format!("helper, {mechanism:?}: spawn -> program start"),
+            start,
+            Some(direct_start),
+        );
+        row(
+            &format!("helper, {mechanism:?}: spawn -> exit"),
+            exit,
+            Some(direct_exit),
         );
     }
     println!("load after: {}", load());

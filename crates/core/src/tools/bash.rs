@@ -53,7 +53,11 @@ is given, which you can page through with `read`.
 over grep/rg, `edit`/`write` over sed/echo redirection. Use bash for builds, tests, git and \
 other programs.
 - Quote paths that contain spaces. Chain dependent steps with `&&`.
-- `description`: a few words saying what the command does, shown to the user.";
+- `description`: a few words saying what the command does, shown to the user.
+- Commands run in a kernel sandbox: outside the workspace little is visible or writable, and \
+the network is off. When a command failed because the sandbox denied a path or host it really \
+needs, you may run it again with `unsandboxed: true`: the user is asked separately whether it \
+may run without the sandbox. Do not ask for it otherwise.";
 
 /// Arguments of `bash`.
 #[derive(Debug, Clone, Deserialize, JsonSchema)]
@@ -69,6 +73,9 @@ pub struct BashParams {
     pub description: Option<String>,
     /// The directory to run in (absolute or workspace-relative); default the workspace root.
     pub cwd: Option<String>,
+    /// Run without the kernel sandbox. Only after a sandboxed run failed on a path or host the
+    /// sandbox denies; the user is asked every time (unless they said "always" for it).
+    pub unsandboxed: Option<bool>,
 }
 
 /// `bash`: run one command.
