@@ -237,8 +237,9 @@ fn report_confinement(
                     &mut output,
                     "[the command ran in Keel's sandbox: only the workspace and a private /tmp \
                      are writable, the home directory is hidden but for tool caches, and the \
-                     network is off. If it failed on a denied path or host, ask the user to allow \
-                     it outside the sandbox rather than retrying]",
+                     network is off. If it failed on a denied path or host it really needs, run \
+                     it again with `unsandboxed: true` (the user is asked) rather than retrying \
+                     as is]",
                 );
             }
         }
