@@ -12,6 +12,11 @@
 //!   program's spawn from inside the sandbox. That is an upper bound of "from the helper's start
 //!   to the program's start" (it also counts the helper's exec).
 //! - **spawn → exit**: the same runs, until the helper has exited (the tear-down included).
+//!
+//! And `session/cancel` over the real `keel acp` binary (stdio, the mock model over HTTP on
+//! loopback): a confined command that started a daemon which left its session, cancelled; the
+//! time from sending the cancel to the prompt's `cancelled` answer, and until no process the
+//! command started is alive (polled every millisecond).
 #![allow(
     clippy::print_stdout,
     clippy::unwrap_used,
@@ -23,6 +28,12 @@
 use std::io::{Read as _, Write as _};
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
+use std::time::{Duration, Instant};
+
+use agent_client_protocol::v1::schema::{PermissionOptionKind, StopReason};
+use keel_testkit::acp_client::{ClientOptions, PermissionReply, TestClient};
+use keel_testkit::mock_model::{MockModel, Turn};
+use serde_json::json;
 
 use keel_core::runtime::sandbox::{DEFAULT_HOME_READABLE, Mechanism, Profile};
 use nix::time::{ClockId, clock_gettime};
@@ -121,6 +132,84 @@ fn row(name: &str, samples: Vec<f64>, baseline: Option<f64>) -> f64 {
     median
 }
 
+/// Whether a live (not zombie) process has `arg` among its arguments.
+fn running_with(arg: &str) -> bool {
+    let Ok(entries) = std::fs::read_dir("/proc") else {
+        return false;
+    };
+    entries.flatten().any(|entry| {
+        let Ok(cmdline) = std::fs::read(entry.path().join("cmdline")) else {
+            return false;
+        };
+        cmdline.split(|b| *b == 0).any(|a| a == arg.as_bytes())
+            && std::fs::read_to_string(entry.path().join("stat")).is_ok_and(|stat| {
+                stat.rsplit_once(')')
+                    .is_some_and(|(_, rest)| !rest.trim_start().starts_with('Z'))
+            })
+    })
+}
+
+const CANCELS: usize = 30;
+
+async fn cancel(keel: &Path) {
+    let mock = MockModel::start().await;
+    let home = tempfile::tempdir().unwrap();
+    let ws = tempfile::tempdir().unwrap();
+    let root = std::fs::canonicalize(ws.path()).unwrap();
+    let dir = |name: &str| home.path().join(name).display().to_string();
+    let (home_path, config, state, data) = (dir(""), dir("config"), dir("state"), dir("data"));
+    let base_url = mock.base_url();
+    let env = [
+        ("HOME", home_path.as_str()),
+        ("XDG_CONFIG_HOME", config.as_str()),
+        ("XDG_STATE_HOME", state.as_str()),
+        ("XDG_DATA_HOME", data.as_str()),
+        ("ANTHROPIC_API_KEY", "bench"),
+        ("ANTHROPIC_BASE_URL", base_url.as_str()),
+        ("KEEL_MODEL", "anthropic/bench-model"),
+    ];
+    let client = TestClient::spawn(ClientOptions::default(), keel, &["acp"], &root, &env)
+        .await
+        .unwrap();
+    client.initialize().await.unwrap();
+    let (mut answered, mut gone) = (Vec::new(), Vec::new());
+    for run in 0..WARMUP + CANCELS {
+        let daemon = format!("600.{}{run}1", std::process::id());
+        let main = format!("600.{}{run}2", std::process::id());
+        mock.push_anthropic(Turn::new().tool_call(
+            "t1",
+            "bash",
+            json!({ "command": format!("(setsid sleep {daemon} &); exec sleep {main}") }),
+        ));
+        let session = client.new_session(&root, &[]).await.unwrap().session_id;
+        client.prompt(&session, "/help").await.unwrap();
+        client.push_permissions([PermissionReply::Choose(PermissionOptionKind::AllowOnce)]);
+        let prompt = client.start_prompt(&session, "wait");
+        let deadline = Instant::now() + Duration::from_secs(30);
+        while !(running_with(&daemon) && running_with(&main)) {
+            assert!(Instant::now() < deadline, "the command never started");
+            tokio::time::sleep(Duration::from_millis(2)).await;
+        }
+        let started = Instant::now();
+        client.cancel(&session).unwrap();
+        let response = prompt.await.unwrap().unwrap();
+        let answer = started.elapsed();
+        assert_eq!(response.stop_reason, StopReason::Cancelled);
+        while running_with(&daemon) || running_with(&main) {
+            assert!(Instant::now() < deadline, "the command outlived the cancel");
+            tokio::time::sleep(Duration::from_millis(1)).await;
+        }
+        if run >= WARMUP {
+            answered.push(answer.as_secs_f64() * 1000.0);
+            gone.push(started.elapsed().as_secs_f64() * 1000.0);
+        }
+    }
+    client.close().await.unwrap();
+    println!("session/cancel over `keel acp` ({CANCELS} runs, a confined command and its daemon)");
+    row("cancel -> `cancelled` answer", answered, None);
+    row("cancel -> nothing the command started alive", gone, None);
+}
+
 fn main() {
     if std::env::var_os(STAMP).is_some() {
         // The program being timed: the clock first, then nothing else.
@@ -159,5 +248,8 @@ fn main() {
             Some(direct_exit),
         );
     }
+    tokio::runtime::Runtime::new()
+        .unwrap()
+        .block_on(cancel(Path::new(keel)));
     println!("load after: {}", load());
 }
