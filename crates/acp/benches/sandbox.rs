@@ -12,6 +12,10 @@
 //!   program's spawn from inside the sandbox. That is an upper bound of "from the helper's start
 //!   to the program's start" (it also counts the helper's exec).
 //! - **spawn → exit**: the same runs, until the helper has exited (the tear-down included).
+//! - **CPU time**: user + system time of the helper and everything it waited for (init, the
+//!   program), from this process's `cutime` + `cstime` (`/proc/self/stat`, in 10 ms ticks, so
+//!   only the mean over all runs is meaningful): what the sandbox costs the machine whatever
+//!   the load, where the wall-clock times above include waiting for a core.
 //!
 //! And `session/cancel` over the real `keel acp` binary (stdio, the mock model over HTTP on
 //! loopback): a confined command that started a daemon which left its session, cancelled; the
@@ -57,14 +61,29 @@ fn stats(mut samples: Vec<f64>) -> (f64, f64, f64) {
     )
 }
 
-/// Spawn → program start and spawn → exit, in milliseconds, for each timed run.
-fn time(mut command: impl FnMut() -> Command) -> (Vec<f64>, Vec<f64>) {
+/// CPU time (user + system) of the waited-for descendants so far, in milliseconds
+/// (`/proc/self/stat` fields 16 and 17, in USER_HZ = 100 ticks per second).
+fn children_cpu_ms() -> f64 {
+    let stat = std::fs::read_to_string("/proc/self/stat").unwrap();
+    let fields: Vec<&str> = stat.rsplit_once(')').unwrap().1.split_whitespace().collect();
+    // After the command name: field 3 is fields[0], so fields 16 and 17 are [13] and [14].
+    let ticks: u64 = fields[13].parse::<u64>().unwrap() + fields[14].parse::<u64>().unwrap();
+    ticks as f64 * 10.0
+}
+
+/// Spawn → program start and spawn → exit in milliseconds for each timed run, and the mean CPU
+/// time per timed run.
+fn time(mut command: impl FnMut() -> Command) -> (Vec<f64>, Vec<f64>, f64) {
     let (mut starts, mut exits) = (Vec::new(), Vec::new());
+    let mut cpu_start = children_cpu_ms();
     for i in 0..WARMUP + RUNS {
         let mut cmd = command();
         cmd.stdin(Stdio::null())
             .stdout(Stdio::piped())
             .env(STAMP, "1");
+        if i == WARMUP {
+            cpu_start = children_cpu_ms();
+        }
         let t0 = now_ns();
         let mut child = cmd.spawn().unwrap();
         let mut out = String::new();
@@ -83,7 +102,8 @@ fn time(mut command: impl FnMut() -> Command) -> (Vec<f64>, Vec<f64>) {
             exits.push((t_exit - t0) as f64 / 1e6);
         }
     }
-    (starts, exits)
+    let cpu = (children_cpu_ms() - cpu_start) / RUNS as f64;
+    (starts, exits, cpu)
 }
 
 fn profile(base: &Path, mechanism: Mechanism, program_dir: &Path) -> PathBuf {
@@ -224,12 +244,14 @@ fn main() {
     let dir = tempfile::tempdir().unwrap();
     let base = std::fs::canonicalize(dir.path()).unwrap();
     println!("sandbox cost per command ({RUNS} runs, load {})", load());
-    let (start, exit) = time(|| Command::new(&me));
+    let (start, exit, cpu) = time(|| Command::new(&me));
     let direct_start = row("direct: spawn -> program start", start, None);
     let direct_exit = row("direct: spawn -> exit", exit, None);
+    println!("{:<44} mean {cpu:>6.2} ms", "direct: CPU time");
+    let direct_cpu = cpu;
     for mechanism in [Mechanism::Namespaces, Mechanism::Landlock] {
         let profile = profile(&base, mechanism, &program_dir);
-        let (start, exit) = time(|| {
+        let (start, exit, cpu) = time(|| {
             let mut cmd = Command::new(keel);
             cmd.args(["sandbox", "run", "--profile"])
                 .arg(&profile)
@@ -246,6 +268,11 @@ fn main() {
             &format!("helper, {mechanism:?}: spawn -> exit"),
             exit,
             Some(direct_exit),
+        );
+        println!(
+            "{:<44} mean {cpu:>6.2} ms  (cost: {:.2} ms)",
+            format!("helper, {mechanism:?}: CPU time"),
+            cpu - direct_cpu
         );
     }
     tokio::runtime::Runtime::new()
