@@ -65,7 +65,12 @@ fn stats(mut samples: Vec<f64>) -> (f64, f64, f64) {
 /// (`/proc/self/stat` fields 16 and 17, in USER_HZ = 100 ticks per second).
 fn children_cpu_ms() -> f64 {
     let stat = std::fs::read_to_string("/proc/self/stat").unwrap();
-    let fields: Vec<&str> = stat.rsplit_once(')').unwrap().1.split_whitespace().collect();
+    let fields: Vec<&str> = stat
+        .rsplit_once(')')
+        .unwrap()
+        .1
+        .split_whitespace()
+        .collect();
     // After the command name: field 3 is fields[0], so fields 16 and 17 are [13] and [14].
     let ticks: u64 = fields[13].parse::<u64>().unwrap() + fields[14].parse::<u64>().unwrap();
     ticks as f64 * 10.0
