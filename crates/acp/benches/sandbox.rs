@@ -1,7 +1,26 @@
-//! The sandbox's cost per command: the real `keel` binary as the helper, from spawning the
-//! helper to the program's exit, against spawning the program directly. The program is
-//! `/bin/true`, so the difference is the helper's start (exec of `keel`, namespaces and mounts, or
-//! Landlock and seccomp) plus its tear-down.
+//! The sandbox's cost per command: the real `keel` binary as the helper, against spawning the
+//! program directly.
+//!
+//! Two measures per run:
+//!
+//! - **spawn → program start** (the issue's measure): the program is this very benchmark binary,
+//!   re-run with `KEEL_BENCH_STAMP=1`, which prints `CLOCK_MONOTONIC` first thing in `main` and
+//!   exits. The benchmark reads the same clock just before spawning (the helper does not unshare
+//!   a time namespace, so both readings are on one clock). The direct spawn of the same binary
+//!   is the baseline; the difference is everything the helper adds before the program runs: its
+//!   own exec, reading the profile, the namespaces and mounts (or Landlock and seccomp), and the
+//!   program's spawn from inside the sandbox. That is an upper bound of "from the helper's start
+//!   to the program's start" (it also counts the helper's exec).
+//! - **spawn → exit**: the same runs, until the helper has exited (the tear-down included).
+//! - **CPU time**: user + system time of the helper and everything it waited for (init, the
+//!   program), from this process's `cutime` + `cstime` (`/proc/self/stat`, in 10 ms ticks, so
+//!   only the mean over all runs is meaningful): what the sandbox costs the machine whatever
+//!   the load, where the wall-clock times above include waiting for a core.
+//!
+//! And `session/cancel` over the real `keel acp` binary (stdio, the mock model over HTTP on
+//! loopback): a confined command that started a daemon which left its session, cancelled; the
+//! time from sending the cancel to the prompt's `cancelled` answer, and until no process the
+//! command started is alive (polled every millisecond).
 #![allow(
     clippy::print_stdout,
     clippy::unwrap_used,
@@ -10,41 +29,89 @@
     reason = "a benchmark reports on stdout and sets up its own fixtures"
 )]
 
-use std::path::Path;
+use std::io::{Read as _, Write as _};
+use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
+use agent_client_protocol::v1::schema::{PermissionOptionKind, StopReason};
+use keel_testkit::acp_client::{ClientOptions, PermissionReply, TestClient};
+use keel_testkit::mock_model::{MockModel, Turn};
+use serde_json::json;
+
 use keel_core::runtime::sandbox::{DEFAULT_HOME_READABLE, Mechanism, Profile};
+use nix::time::{ClockId, clock_gettime};
 
 const WARMUP: usize = 5;
 const RUNS: usize = 100;
+const STAMP: &str = "KEEL_BENCH_STAMP";
 
-fn stats(mut samples: Vec<Duration>) -> (f64, f64, f64) {
-    samples.sort();
-    let ms = |d: Duration| d.as_secs_f64() * 1000.0;
+fn now_ns() -> i128 {
+    let t = clock_gettime(ClockId::CLOCK_MONOTONIC).unwrap();
+    i128::from(t.tv_sec()) * 1_000_000_000 + i128::from(t.tv_nsec())
+}
+
+/// Median, p95, min in milliseconds.
+fn stats(mut samples: Vec<f64>) -> (f64, f64, f64) {
+    samples.sort_by(f64::total_cmp);
     (
-        ms(samples[samples.len() / 2]),
-        ms(samples[(samples.len() * 95 / 100).min(samples.len() - 1)]),
-        ms(samples[0]),
+        samples[samples.len() / 2],
+        samples[(samples.len() * 95 / 100).min(samples.len() - 1)],
+        samples[0],
     )
 }
 
-fn time(mut command: impl FnMut() -> Command) -> Vec<Duration> {
-    let mut samples = Vec::new();
-    for i in 0..WARMUP + RUNS {
-        let mut cmd = command();
-        let start = Instant::now();
-        let status = cmd.stdin(Stdio::null()).status().unwrap();
-        let elapsed = start.elapsed();
-        assert!(status.success());
-        if i >= WARMUP {
-            samples.push(elapsed);
-        }
-    }
-    samples
+/// CPU time (user + system) of the waited-for descendants so far, in milliseconds
+/// (`/proc/self/stat` fields 16 and 17, in USER_HZ = 100 ticks per second).
+fn children_cpu_ms() -> f64 {
+    let stat = std::fs::read_to_string("/proc/self/stat").unwrap();
+    let fields: Vec<&str> = stat
+        .rsplit_once(')')
+        .unwrap()
+        .1
+        .split_whitespace()
+        .collect();
+    // After the command name: field 3 is fields[0], so fields 16 and 17 are [13] and [14].
+    let ticks: u64 = fields[13].parse::<u64>().unwrap() + fields[14].parse::<u64>().unwrap();
+    ticks as f64 * 10.0
 }
 
-fn profile(base: &Path, mechanism: Mechanism) -> std::path::PathBuf {
+/// Spawn → program start and spawn → exit in milliseconds for each timed run, and the mean CPU
+/// time per timed run.
+fn time(mut command: impl FnMut() -> Command) -> (Vec<f64>, Vec<f64>, f64) {
+    let (mut starts, mut exits) = (Vec::new(), Vec::new());
+    let mut cpu_start = children_cpu_ms();
+    for i in 0..WARMUP + RUNS {
+        let mut cmd = command();
+        cmd.stdin(Stdio::null())
+            .stdout(Stdio::piped())
+            .env(STAMP, "1");
+        if i == WARMUP {
+            cpu_start = children_cpu_ms();
+        }
+        let t0 = now_ns();
+        let mut child = cmd.spawn().unwrap();
+        let mut out = String::new();
+        child
+            .stdout
+            .take()
+            .unwrap()
+            .read_to_string(&mut out)
+            .unwrap();
+        let status = child.wait().unwrap();
+        let t_exit = now_ns();
+        assert!(status.success(), "{status:?}: {out}");
+        let started: i128 = out.trim().parse().unwrap();
+        if i >= WARMUP {
+            starts.push((started - t0) as f64 / 1e6);
+            exits.push((t_exit - t0) as f64 / 1e6);
+        }
+    }
+    let cpu = (children_cpu_ms() - cpu_start) / RUNS as f64;
+    (starts, exits, cpu)
+}
+
+fn profile(base: &Path, mechanism: Mechanism, program_dir: &Path) -> PathBuf {
     let ws = base.join("ws");
     let home = base.join("home");
     let scratch = base.join(format!("scratch-{mechanism:?}"));
@@ -59,7 +126,8 @@ fn profile(base: &Path, mechanism: Mechanism) -> std::path::PathBuf {
         mechanism,
         cwd: ws.clone(),
         writable: vec![ws.clone()],
-        readable: Vec::new(),
+        // The stamping program (this benchmark's binary).
+        readable: vec![program_dir.to_path_buf()],
         protected: vec![ws.join(".git/hooks")],
         pinned: vec![ws.join(".git")],
         home: Some(home.clone()),
@@ -80,32 +148,140 @@ fn load() -> String {
         .unwrap_or_default()
 }
 
+fn row(name: &str, samples: Vec<f64>, baseline: Option<f64>) -> f64 {
+    let (median, p95, min) = stats(samples);
+    let cost = baseline
+        .map(|b| format!("  (cost: median {:.2} ms)", median - b))
+        .unwrap_or_default();
+    println!("{name:<44} median {median:>6.2} ms  p95 {p95:>6.2} ms  min {min:>6.2} ms{cost}");
+    median
+}
+
+/// Whether a live (not zombie) process has `arg` among its arguments.
+fn running_with(arg: &str) -> bool {
+    let Ok(entries) = std::fs::read_dir("/proc") else {
+        return false;
+    };
+    entries.flatten().any(|entry| {
+        let Ok(cmdline) = std::fs::read(entry.path().join("cmdline")) else {
+            return false;
+        };
+        cmdline.split(|b| *b == 0).any(|a| a == arg.as_bytes())
+            && std::fs::read_to_string(entry.path().join("stat")).is_ok_and(|stat| {
+                stat.rsplit_once(')')
+                    .is_some_and(|(_, rest)| !rest.trim_start().starts_with('Z'))
+            })
+    })
+}
+
+const CANCELS: usize = 30;
+
+async fn cancel(keel: &Path) {
+    let mock = MockModel::start().await;
+    let home = tempfile::tempdir().unwrap();
+    let ws = tempfile::tempdir().unwrap();
+    let root = std::fs::canonicalize(ws.path()).unwrap();
+    let dir = |name: &str| home.path().join(name).display().to_string();
+    let (home_path, config, state, data) = (dir(""), dir("config"), dir("state"), dir("data"));
+    let base_url = mock.base_url();
+    let env = [
+        ("HOME", home_path.as_str()),
+        ("XDG_CONFIG_HOME", config.as_str()),
+        ("XDG_STATE_HOME", state.as_str()),
+        ("XDG_DATA_HOME", data.as_str()),
+        ("ANTHROPIC_API_KEY", "bench"),
+        ("ANTHROPIC_BASE_URL", base_url.as_str()),
+        ("KEEL_MODEL", "anthropic/bench-model"),
+    ];
+    let client = TestClient::spawn(ClientOptions::default(), keel, &["acp"], &root, &env)
+        .await
+        .unwrap();
+    client.initialize().await.unwrap();
+    let (mut answered, mut gone) = (Vec::new(), Vec::new());
+    for run in 0..WARMUP + CANCELS {
+        let daemon = format!("600.{}{run}1", std::process::id());
+        let main = format!("600.{}{run}2", std::process::id());
+        mock.push_anthropic(Turn::new().tool_call(
+            "t1",
+            "bash",
+            json!({ "command": format!("(setsid sleep {daemon} &); exec sleep {main}") }),
+        ));
+        let session = client.new_session(&root, &[]).await.unwrap().session_id;
+        client.prompt(&session, "/help").await.unwrap();
+        client.push_permissions([PermissionReply::Choose(PermissionOptionKind::AllowOnce)]);
+        let prompt = client.start_prompt(&session, "wait");
+        let deadline = Instant::now() + Duration::from_secs(30);
+        while !(running_with(&daemon) && running_with(&main)) {
+            assert!(Instant::now() < deadline, "the command never started");
+            tokio::time::sleep(Duration::from_millis(2)).await;
+        }
+        let started = Instant::now();
+        client.cancel(&session).unwrap();
+        let response = prompt.await.unwrap().unwrap();
+        let answer = started.elapsed();
+        assert_eq!(response.stop_reason, StopReason::Cancelled);
+        while running_with(&daemon) || running_with(&main) {
+            assert!(Instant::now() < deadline, "the command outlived the cancel");
+            tokio::time::sleep(Duration::from_millis(1)).await;
+        }
+        if run >= WARMUP {
+            answered.push(answer.as_secs_f64() * 1000.0);
+            gone.push(started.elapsed().as_secs_f64() * 1000.0);
+        }
+    }
+    client.close().await.unwrap();
+    println!("session/cancel over `keel acp` ({CANCELS} runs, a confined command and its daemon)");
+    row("cancel -> `cancelled` answer", answered, None);
+    row("cancel -> nothing the command started alive", gone, None);
+}
+
 fn main() {
+    if std::env::var_os(STAMP).is_some() {
+        // The program being timed: the clock first, then nothing else.
+        let t = now_ns();
+        let mut stdout = std::io::stdout();
+        let _ = writeln!(stdout, "{t}");
+        return;
+    }
     let keel = env!("CARGO_BIN_EXE_keel");
+    let me = std::env::current_exe().unwrap().canonicalize().unwrap();
+    let program_dir = me.parent().unwrap().to_path_buf();
     let dir = tempfile::tempdir().unwrap();
     let base = std::fs::canonicalize(dir.path()).unwrap();
     println!("sandbox cost per command ({RUNS} runs, load {})", load());
-    let direct = stats(time(|| Command::new("/bin/true")));
-    println!(
-        "{:<28} median {:>6.2} ms  p95 {:>6.2} ms  min {:>6.2} ms",
-        "direct /bin/true", direct.0, direct.1, direct.2
-    );
+    let (start, exit, cpu) = time(|| Command::new(&me));
+    let direct_start = row("direct: spawn -> program start", start, None);
+    let direct_exit = row("direct: spawn -> exit", exit, None);
+    println!("{:<44} mean {cpu:>6.2} ms", "direct: CPU time");
+    let direct_cpu = cpu;
     for mechanism in [Mechanism::Namespaces, Mechanism::Landlock] {
-        let profile = profile(&base, mechanism);
-        let samples = time(|| {
+        let profile = profile(&base, mechanism, &program_dir);
+        let (start, exit, cpu) = time(|| {
             let mut cmd = Command::new(keel);
             cmd.args(["sandbox", "run", "--profile"])
                 .arg(&profile)
-                .args(["--", "/bin/true"]);
+                .arg("--")
+                .arg(&me);
             cmd
         });
-        let (median, p95, min) = stats(samples);
+        row(
+            &format!("helper, {mechanism:?}: spawn -> program start"),
+            start,
+            Some(direct_start),
+        );
+        row(
+            &format!("helper, {mechanism:?}: spawn -> exit"),
+            exit,
+            Some(direct_exit),
+        );
         println!(
-            "{:<28} median {median:>6.2} ms  p95 {p95:>6.2} ms  min {min:>6.2} ms  \
-             (cost: median {:.2} ms)",
-            format!("helper, {mechanism:?}"),
-            median - direct.0
+            "{:<44} mean {cpu:>6.2} ms  (cost: {:.2} ms)",
+            format!("helper, {mechanism:?}: CPU time"),
+            cpu - direct_cpu
         );
     }
+    tokio::runtime::Runtime::new()
+        .unwrap()
+        .block_on(cancel(Path::new(keel)));
     println!("load after: {}", load());
 }

@@ -565,7 +565,7 @@ impl AcpTurnHost {
         let sent = self.shared.connection.send_request(wire).block_task();
         tokio::select! {
             reply = sent => match reply {
-                Ok(response) => permission::answer(&response.outcome),
+                Ok(response) => permission::answer(&response.outcome, request.unconfined),
                 Err(error) => {
                     tracing::warn!(
                         call_id = %request.call_id,

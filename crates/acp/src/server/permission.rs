@@ -28,37 +28,72 @@ pub struct OptionRow {
     pub kind: PermissionOptionKind,
     /// Whether the answer is remembered (offered only when the call has an "always" scope).
     pub remembered: bool,
+    /// Which requests offer it: `None` every one, `Some(true)` only a call asking to run
+    /// outside the kernel sandbox, `Some(false)` only the others.
+    pub unconfined: Option<bool>,
 }
 
-/// The permission options, in the order they are offered.
-pub const OPTIONS: [OptionRow; 4] = [
+/// The permission options, in the order they are offered. A call asking to run outside the
+/// kernel sandbox gets its own allow options (the escalation), never the plain ones.
+pub const OPTIONS: [OptionRow; 6] = [
     OptionRow {
         answer: ApprovalAnswer::AllowOnce,
         id: "allow-once",
         kind: PermissionOptionKind::AllowOnce,
         remembered: false,
+        unconfined: Some(false),
     },
     OptionRow {
         answer: ApprovalAnswer::AllowAlways,
         id: "allow-always",
         kind: PermissionOptionKind::AllowAlways,
         remembered: true,
+        unconfined: Some(false),
+    },
+    OptionRow {
+        answer: ApprovalAnswer::AllowOnce,
+        id: "allow-once-unsandboxed",
+        kind: PermissionOptionKind::AllowOnce,
+        remembered: false,
+        unconfined: Some(true),
+    },
+    OptionRow {
+        answer: ApprovalAnswer::AllowAlways,
+        id: "allow-always-unsandboxed",
+        kind: PermissionOptionKind::AllowAlways,
+        remembered: true,
+        unconfined: Some(true),
     },
     OptionRow {
         answer: ApprovalAnswer::RejectOnce,
         id: "reject-once",
         kind: PermissionOptionKind::RejectOnce,
         remembered: false,
+        unconfined: None,
     },
     OptionRow {
         answer: ApprovalAnswer::RejectAlways,
         id: "reject-always",
         kind: PermissionOptionKind::RejectAlways,
         remembered: true,
+        unconfined: None,
     },
 ];
 
+impl OptionRow {
+    fn offered(&self, unconfined: bool) -> bool {
+        self.unconfined.is_none_or(|u| u == unconfined)
+    }
+}
+
 fn label(row: &OptionRow, scope: Option<&str>) -> String {
+    if row.unconfined == Some(true) {
+        return match scope.filter(|_| row.remembered) {
+            Some(scope) => format!("Always allow {scope} without the sandbox in this session"),
+            None if row.remembered => "Always allow without the sandbox".into(),
+            None => "Allow once without the sandbox".into(),
+        };
+    }
     match (row.answer, scope) {
         (ApprovalAnswer::AllowOnce, _) => "Allow once".into(),
         (ApprovalAnswer::RejectOnce, _) => "Reject".into(),
@@ -76,10 +111,12 @@ fn label(row: &OptionRow, scope: Option<&str>) -> String {
 
 /// The options a request offers: the once options always, the remembered ones only when the
 /// call has an "always" scope, each labelled with that scope (the policy remembers "always"
-/// answers as session rules).
-pub fn options(always_scope: Option<&str>) -> Vec<PermissionOption> {
+/// answers as session rules). `unconfined`: the call asks to run outside the kernel sandbox,
+/// so the allow options are the escalation's ("Allow once without the sandbox").
+pub fn options(always_scope: Option<&str>, unconfined: bool) -> Vec<PermissionOption> {
     OPTIONS
         .iter()
+        .filter(|row| row.offered(unconfined))
         .filter(|row| !row.remembered || always_scope.is_some())
         .map(|row| PermissionOption::new(row.id, label(row, always_scope), row.kind))
         .collect()
@@ -90,6 +127,7 @@ pub fn options(always_scope: Option<&str>) -> Vec<PermissionOption> {
 pub fn trust_options() -> Vec<PermissionOption> {
     OPTIONS
         .iter()
+        .filter(|row| row.offered(false))
         .filter_map(|row| {
             let label = match row.answer {
                 ApprovalAnswer::AllowAlways => "Trust this project (remembered across sessions)",
@@ -102,11 +140,13 @@ pub fn trust_options() -> Vec<PermissionOption> {
         .collect()
 }
 
-/// What the client's reply means. Unknown option ids fail closed.
-pub fn answer(outcome: &RequestPermissionOutcome) -> ApprovalAnswer {
+/// What the client's reply means. Unknown option ids, and ids the request did not offer (a
+/// plain "allow-once" to a call asking to run outside the sandbox), fail closed.
+pub fn answer(outcome: &RequestPermissionOutcome, unconfined: bool) -> ApprovalAnswer {
     match outcome {
         RequestPermissionOutcome::Selected(selected) => OPTIONS
             .iter()
+            .filter(|row| row.offered(unconfined))
             .find(|row| *row.id == *selected.option_id.0)
             .map_or(ApprovalAnswer::RejectOnce, |row| row.answer),
         RequestPermissionOutcome::Cancelled => ApprovalAnswer::Cancelled,
@@ -161,7 +201,7 @@ pub fn request(
     let options = if approval.tool_id == TRUST_QUESTION_ID {
         trust_options()
     } else {
-        options(approval.always_scope.as_deref())
+        options(approval.always_scope.as_deref(), approval.unconfined)
     };
     RequestPermissionRequest::new(
         session_id.clone(),
@@ -179,18 +219,28 @@ mod tests {
 
     #[test]
     fn table_maps_both_ways() {
-        for row in OPTIONS {
-            let outcome =
-                RequestPermissionOutcome::Selected(SelectedPermissionOutcome::new(row.id));
-            assert_eq!(answer(&outcome), row.answer);
-            assert_eq!(OPTIONS.iter().filter(|r| r.answer == row.answer).count(), 1);
+        for unconfined in [false, true] {
+            for row in OPTIONS.iter().filter(|row| row.offered(unconfined)) {
+                let outcome =
+                    RequestPermissionOutcome::Selected(SelectedPermissionOutcome::new(row.id));
+                assert_eq!(answer(&outcome, unconfined), row.answer);
+                let same = OPTIONS
+                    .iter()
+                    .filter(|r| r.offered(unconfined) && r.answer == row.answer);
+                assert_eq!(same.count(), 1);
+            }
+            assert_eq!(
+                answer(&RequestPermissionOutcome::Cancelled, unconfined),
+                ApprovalAnswer::Cancelled
+            );
+            let unknown = RequestPermissionOutcome::Selected(SelectedPermissionOutcome::new("yes"));
+            assert_eq!(answer(&unknown, unconfined), ApprovalAnswer::RejectOnce);
         }
-        assert_eq!(
-            answer(&RequestPermissionOutcome::Cancelled),
-            ApprovalAnswer::Cancelled
-        );
-        let unknown = RequestPermissionOutcome::Selected(SelectedPermissionOutcome::new("yes"));
-        assert_eq!(answer(&unknown), ApprovalAnswer::RejectOnce);
+        // A plain allow is no answer to the escalation, and the reverse.
+        for (id, unconfined) in [("allow-once", true), ("allow-once-unsandboxed", false)] {
+            let outcome = RequestPermissionOutcome::Selected(SelectedPermissionOutcome::new(id));
+            assert_eq!(answer(&outcome, unconfined), ApprovalAnswer::RejectOnce);
+        }
         assert!(
             OPTIONS
                 .iter()
@@ -200,7 +250,7 @@ mod tests {
 
     #[test]
     fn options_name_their_scope_and_once_only_without_one() {
-        let scoped = options(Some("commands starting with `cargo test`"));
+        let scoped = options(Some("commands starting with `cargo test`"), false);
         insta::assert_json_snapshot!(scoped, @r#"
         [
           {
@@ -225,11 +275,33 @@ mod tests {
           }
         ]
         "#);
-        let once: Vec<String> = options(None)
+        let once: Vec<String> = options(None, false)
             .into_iter()
             .map(|option| option.option_id.to_string())
             .collect();
         assert_eq!(once, ["allow-once", "reject-once"]);
+        let escalation: Vec<(String, String)> =
+            options(Some("commands starting with `make`"), true)
+                .into_iter()
+                .map(|option| (option.option_id.to_string(), option.name))
+                .collect();
+        assert_eq!(
+            escalation,
+            [
+                ("allow-once-unsandboxed", "Allow once without the sandbox"),
+                (
+                    "allow-always-unsandboxed",
+                    "Always allow commands starting with `make` without the sandbox in this \
+                     session"
+                ),
+                ("reject-once", "Reject"),
+                (
+                    "reject-always",
+                    "Always reject commands starting with `make` in this session"
+                ),
+            ]
+            .map(|(id, name)| (id.to_owned(), name.to_owned()))
+        );
     }
 
     #[test]
@@ -246,6 +318,7 @@ mod tests {
             }),
             reason: String::new(),
             always_scope: None,
+            unconfined: false,
         };
         let view = CallView {
             title: "Edit src/lib.rs".into(),

@@ -24,6 +24,7 @@ fn edit_request(call_id: &str, root: &str, always: Option<&str>) -> ApprovalRequ
         }),
         reason: String::new(),
         always_scope: always.map(str::to_owned),
+        unconfined: false,
     }
 }
 
@@ -39,6 +40,7 @@ fn bash_request(call_id: &str, root: &str) -> ApprovalRequest {
         }),
         reason: "`bash` asks by default".into(),
         always_scope: Some("commands starting with `cargo test`".into()),
+        unconfined: false,
     }
 }
 

@@ -62,6 +62,7 @@ async fn cancel_during_a_pending_permission_request() {
                 }),
                 reason: String::new(),
                 always_scope: None,
+                unconfined: false,
             };
             let answer = turn.host.approve(request).await;
             turn.host.event(AgentEvent::Text {

@@ -7,9 +7,9 @@ use std::io::ErrorKind;
 use std::net::TcpListener;
 use std::path::{Path, PathBuf};
 
-use agent_client_protocol::v1::schema::StopReason;
+use agent_client_protocol::v1::schema::{PermissionOptionKind, StopReason};
 use keel_core::runtime::sandbox::Mechanism;
-use keel_testkit::acp_client::{ClientOptions, Event, TerminalRecord};
+use keel_testkit::acp_client::{ClientOptions, Event, PermissionReply, TerminalRecord};
 use keel_testkit::mock_model::{MockModel, Turn};
 use serde_json::{Value, json};
 
@@ -360,4 +360,166 @@ fn sandbox_check_proves_both_mechanisms() {
         assert!(!stdout.contains("FAIL"), "{stdout}");
         assert!(stdout.contains("commands run confined"), "{stdout}");
     }
+}
+
+/// "Allow once without the sandbox": a call asking for `unsandboxed: true` gets its own prompt
+/// (its own option ids) even when the command itself is allowed for the session; once is once,
+/// "always" is remembered for the approval key; the plain command stays confined throughout.
+async fn escalation(options: ClientOptions) {
+    let outside = Outside::new();
+    let data = outside.elsewhere.join("data.txt");
+    std::fs::write(&data, "outside-data-5b1e").unwrap();
+    let bash = |id: &str, unsandboxed: bool| {
+        let mut args = json!({ "command": "sh probe.sh" });
+        if unsandboxed {
+            args["unsandboxed"] = json!(true);
+        }
+        Turn::new().tool_call(id, "bash", args)
+    };
+    let harness = harness(
+        options.permissions([
+            PermissionReply::Choose(PermissionOptionKind::AllowAlways),
+            PermissionReply::Choose(PermissionOptionKind::AllowOnce),
+            PermissionReply::Choose(PermissionOptionKind::AllowAlways),
+        ]),
+        Mechanism::Auto,
+        &outside,
+        vec![
+            bash("t1", false),
+            bash("t2", true),
+            bash("t3", true),
+            bash("t4", true),
+            bash("t5", false),
+            Turn::text_only("done"),
+        ],
+    )
+    .await;
+    std::fs::write(
+        harness.root.join("probe.sh"),
+        format!("cat {}; echo probe-done\n", data.display()),
+    )
+    .unwrap();
+    assert_eq!(
+        harness.prompt("probe").await.stop_reason,
+        StopReason::EndTurn
+    );
+    let ran = |id: &str| {
+        let update = finished(&harness, id);
+        let data = &update["rawOutput"]["data"];
+        let output = data["output"].as_str().unwrap_or_default().to_owned();
+        assert!(output.contains("probe-done"), "{update:#}");
+        (
+            data["sandbox"].as_str().unwrap_or_default().to_owned(),
+            output,
+        )
+    };
+    for (id, sandbox, sees) in [
+        ("t1", "namespaces", false),
+        ("t2", "unconfined", true),
+        ("t3", "unconfined", true),
+        ("t4", "unconfined", true),
+        ("t5", "namespaces", false),
+    ] {
+        let (label, output) = ran(id);
+        assert_eq!(label, sandbox, "{id}: {output}");
+        assert_eq!(output.contains("outside-data-5b1e"), sees, "{id}: {output}");
+    }
+    // t1 (the command), t2 (escalation, once), t3 (escalation, always); t4 and t5 not asked.
+    let requests = harness.client.permission_requests();
+    let ids = |i: usize| -> Vec<String> {
+        requests[i]
+            .options
+            .iter()
+            .map(|o| o.option_id.to_string())
+            .collect()
+    };
+    assert_eq!(requests.len(), 3, "{requests:#?}");
+    assert!(ids(0).contains(&"allow-once".to_owned()), "{:?}", ids(0));
+    for i in [1, 2] {
+        assert_eq!(
+            ids(i),
+            [
+                "allow-once-unsandboxed",
+                "allow-always-unsandboxed",
+                "reject-once",
+                "reject-always"
+            ],
+        );
+        assert_eq!(
+            requests[i].options[0].name,
+            "Allow once without the sandbox"
+        );
+    }
+}
+
+#[tokio::test]
+async fn running_unsandboxed_is_a_separate_escalation_locally() {
+    escalation(ClientOptions::default()).await;
+}
+
+#[tokio::test]
+async fn running_unsandboxed_is_a_separate_escalation_in_the_terminal() {
+    escalation(ClientOptions::editor()).await;
+}
+
+/// A test runner in the workspace still works in the sandbox: it reads the toolchain (cargo,
+/// rustc from the readable toolchain directories), writes its results into the workspace and
+/// uses the private /tmp, with every prompt allowed.
+async fn test_runner(mechanism: Mechanism, expected: &str) {
+    let outside = Outside::new();
+    let harness = harness(
+        ClientOptions::default().permissions(allow(4)),
+        mechanism,
+        &outside,
+        vec![
+            Turn::new().tool_call("t1", "bash", json!({ "command": "sh run-tests.sh" })),
+            Turn::text_only("done"),
+        ],
+    )
+    .await;
+    std::fs::create_dir_all(harness.root.join("tests")).unwrap();
+    std::fs::write(
+        harness.root.join("tests/add.sh"),
+        "[ \"$(expr 2 + 3)\" = 5 ] && echo 'add: ok'\n",
+    )
+    .unwrap();
+    std::fs::write(
+        harness.root.join("tests/toolchain.sh"),
+        "cargo --version >/dev/null && rustc --version >/dev/null && echo 'toolchain: ok'\n",
+    )
+    .unwrap();
+    std::fs::write(
+        harness.root.join("run-tests.sh"),
+        "set -e\nmkdir -p results\nfor t in tests/*.sh; do\n  sh \"$t\" > \"$TMPDIR/out\"\n  \
+         cat \"$TMPDIR/out\" >> results/report.txt\ndone\necho \"passed: $(wc -l < \
+         results/report.txt)\"\n",
+    )
+    .unwrap();
+    assert_eq!(
+        harness.prompt("run the tests").await.stop_reason,
+        StopReason::EndTurn
+    );
+    let update = finished(&harness, "t1");
+    let data = &update["rawOutput"]["data"];
+    assert_eq!(data["sandbox"], json!(expected), "{update:#}");
+    assert_eq!(data["exit_code"], json!(0), "{update:#}");
+    assert!(
+        data["output"]
+            .as_str()
+            .unwrap_or_default()
+            .contains("passed: 2"),
+        "{update:#}"
+    );
+    let report = std::fs::read_to_string(harness.root.join("results/report.txt")).unwrap();
+    assert_eq!(report, "add: ok\ntoolchain: ok\n");
+}
+
+#[tokio::test]
+async fn a_test_runner_in_the_workspace_works_under_namespaces() {
+    test_runner(Mechanism::Auto, "namespaces").await;
+}
+
+#[tokio::test]
+async fn a_test_runner_in_the_workspace_works_under_the_fallback() {
+    test_runner(Mechanism::Landlock, "landlock").await;
 }

@@ -101,6 +101,9 @@ pub struct ApprovalRequest {
     /// What "always" would cover, in words ("commands starting with `cargo test`"); `None` when
     /// the call has no cacheable key (the host then offers once-only answers).
     pub always_scope: Option<String>,
+    /// The call asks to run outside the kernel sandbox: the host offers "Allow once without the
+    /// sandbox" (and "always", per approval key) instead of the plain allow options.
+    pub unconfined: bool,
 }
 
 /// The user's answer to an [`ApprovalRequest`].

@@ -103,6 +103,7 @@ impl Session {
                 "this project while its .keel files stay as they are, remembered across sessions"
                     .to_owned(),
             ),
+            unconfined: false,
         };
         let answer = tokio::select! {
             biased;

@@ -603,6 +603,7 @@ impl Session {
                     preview,
                     reason: decision.explanation.to_string(),
                     always_scope: decision.always_scope.clone(),
+                    unconfined: decision.unconfined,
                 };
                 let answer = tokio::select! {
                     biased;
@@ -634,6 +635,11 @@ impl Session {
                     );
                 }
             }
+        }
+        if decision.unconfined {
+            // Allowed (by the user, or by an "always allow without the sandbox" answer for its
+            // keys): this call's shell commands run unconfined, and only this call's.
+            ctx.runtime = ctx.runtime.allowing_unconfined();
         }
         // What the files a search finds may show is decided file by file, as reads.
         ctx.runtime = ctx.runtime.with_search_gate(Arc::new(PolicySearchGate::new(

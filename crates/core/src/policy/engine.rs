@@ -24,6 +24,7 @@ use super::trust::Trust;
 use super::watchdog::{Verdict, Watchdog};
 use super::{Answer, Call, Decision};
 use crate::runtime::config_files;
+use crate::runtime::sandbox::SandboxMode;
 
 /// The permission engine of one session. `Send + Sync`; the mode, trust and session answers
 /// sit behind a mutex.
@@ -42,6 +43,8 @@ struct State {
     mode: Mode,
     trust: Trust,
     session: Vec<Rule>,
+    /// Keys the user answered "always allow without the sandbox" for (this session only).
+    unconfined: Vec<ApprovalKey>,
 }
 
 /// The rules of one scope, for `keel permissions list` and `/permissions`.
@@ -95,6 +98,7 @@ impl Policy {
                 mode,
                 trust,
                 session: Vec::new(),
+                unconfined: Vec::new(),
             }),
         })
     }
@@ -131,6 +135,7 @@ impl Policy {
                 mode: child_mode,
                 trust: state.trust,
                 session: state.session.clone(),
+                unconfined: state.unconfined.clone(),
             }),
         }
     }
@@ -167,7 +172,9 @@ impl Policy {
 
     /// Forgets every answer of the session.
     pub fn clear_session(&self) {
-        self.lock().session.clear();
+        let mut state = self.lock();
+        state.session.clear();
+        state.unconfined.clear();
     }
 
     /// Every rule by scope: session, project, manifest.
@@ -226,9 +233,14 @@ impl Policy {
 
     fn decide_with(&self, call: &Call<'_>, cacheable: bool) -> Decision {
         // A snapshot: resolving paths touches the file system, which is no place to hold a lock.
-        let (mode, trust, session) = {
+        let (mode, trust, session, unconfined_keys) = {
             let state = self.lock();
-            (state.mode, state.trust, state.session.clone())
+            (
+                state.mode,
+                state.trust,
+                state.session.clone(),
+                state.unconfined.clone(),
+            )
         };
         let spec = call.spec;
         let tool = spec.id.clone();
@@ -261,6 +273,7 @@ impl Policy {
             raw_command: None,
             headless: self.headless,
             hard_links: None,
+            unconfined: false,
         };
 
         // 1. The capability check.
@@ -423,6 +436,48 @@ impl Policy {
             action = Action::Ask;
         }
 
+        // 3c. Running outside the kernel sandbox (`unsandboxed: true` on a shell call) is an
+        // escalation of its own: allowing the command does not lift the sandbox, so it is asked
+        // (in every mode, `yolo` included) unless the user answered "always allow without the
+        // sandbox" for these keys in this session.
+        if action != Action::Deny
+            && let CallSubject::Command { raw, .. } = &subject
+            && call
+                .args
+                .get("unsandboxed")
+                .and_then(serde_json::Value::as_bool)
+                == Some(true)
+            && call.runtime.sandbox().settings.mode != SandboxMode::Off
+        {
+            let refused = if mode == Mode::ReadOnly || call.runtime.sandbox().read_only {
+                Some("mode `read-only` runs every command in a read-only sandbox")
+            } else if call.runtime.sandbox().settings.mode == SandboxMode::Required {
+                Some("`[sandbox] mode = \"required\"` refuses to run commands unconfined")
+            } else {
+                None
+            };
+            let remembered = !decision.keys.is_empty()
+                && decision.keys.iter().all(|k| unconfined_keys.contains(k));
+            let lifted = Cause::Unconfined {
+                subject: raw.clone(),
+                refused: refused.map(str::to_owned),
+            };
+            decision.unconfined = true;
+            if refused.is_some() {
+                cause = lifted;
+                action = Action::Deny;
+            } else if escalated {
+                // Asked every time already; the prompt says what it would lift.
+                notes.push(format!("also: {}", lifted.clause()));
+            } else if !(remembered && action == Action::Allow) {
+                if let Cause::Rule { rule, .. } = &cause {
+                    notes.push(format!("the rules alone would say {} ({rule})", action));
+                }
+                cause = lifted;
+                action = Action::Ask;
+            }
+        }
+
         // 4. Headless.
         if action == Action::Ask && self.headless {
             cause = Cause::Headless {
@@ -490,6 +545,13 @@ impl Policy {
                 }
             }
         };
+        if decision.unconfined && answer == Answer::AllowAlways && decision.always_scope.is_some() {
+            for key in &decision.keys {
+                if !state.unconfined.contains(key) {
+                    state.unconfined.push(key.clone());
+                }
+            }
+        }
         for (pattern, action) in additions {
             let permission = Permission::Tool(decision.tool.clone());
             state

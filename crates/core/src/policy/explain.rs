@@ -84,6 +84,12 @@ pub enum Cause {
     /// The file has several hard links, so its content is not provably the workspace's: asked
     /// every time, whatever the rules and the mode say.
     HardLinked { subject: String, links: u64 },
+    /// The command asks to run outside the kernel sandbox: asked separately (unless remembered
+    /// for its keys), or refused by the mode or `[sandbox] mode = "required"`.
+    Unconfined {
+        subject: String,
+        refused: Option<String>,
+    },
 }
 
 /// A decision's explanation.
@@ -163,6 +169,15 @@ impl Cause {
                 "`{subject}` has {links} hard links, so Keel cannot prove that its content belongs \
                  to the workspace (another of its names may lie outside); asked every time"
             ),
+            Cause::Unconfined { subject, refused } => match refused {
+                Some(why) => {
+                    format!("`{subject}` asks to run without the kernel sandbox, and {why}")
+                }
+                None => format!(
+                    "`{subject}` asks to run without the kernel sandbox, an escalation of its own \
+                     (allowing a command does not lift the sandbox)"
+                ),
+            },
             Cause::Headless { asked_because } => format!(
                 "it needs the user's approval and no user is present (headless run); it would \
                  have been asked because {}",

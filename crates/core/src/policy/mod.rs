@@ -113,6 +113,10 @@ pub struct Decision {
     /// The subject is a regular file with this many hard links (more than one): an approval
     /// also lets the call read it ([`crate::runtime::Runtime::allowing_linked_reads`]).
     pub hard_links: Option<u64>,
+    /// The call asks to run outside the kernel sandbox (`unsandboxed: true`), and the sandbox
+    /// is on: a prompt offers "Allow once without the sandbox"; an approval lets the call run
+    /// unconfined ([`crate::runtime::Runtime::allowing_unconfined`]).
+    pub unconfined: bool,
 }
 
 impl Decision {

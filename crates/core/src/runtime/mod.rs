@@ -151,6 +151,9 @@ pub struct Runtime {
     linked_reads: bool,
     /// The permission policy's view of files a search finds ([`Runtime::with_search_gate`]).
     search_gate: Option<Arc<dyn SearchGate>>,
+    /// Shell commands run without the kernel sandbox: the user approved this call's escalation
+    /// ([`Runtime::allowing_unconfined`]).
+    unconfined: bool,
 }
 
 /// What a search tool (grep, glob) may do with a file its walk found (not the path the call
@@ -252,6 +255,7 @@ impl Runtime {
             }),
             linked_reads: false,
             search_gate: None,
+            unconfined: false,
         })
     }
 
@@ -307,6 +311,21 @@ impl Runtime {
             linked_reads: true,
             ..self.clone()
         }
+    }
+
+    /// The same runtime, running shell commands without the kernel sandbox. The engine hands it
+    /// only to a call whose escalation the user approved ("Allow once without the sandbox", or
+    /// the same remembered for its approval keys).
+    pub fn allowing_unconfined(&self) -> Self {
+        Self {
+            unconfined: true,
+            ..self.clone()
+        }
+    }
+
+    /// Whether shell commands of this call run without the sandbox (an approved escalation).
+    pub fn unconfined(&self) -> bool {
+        self.unconfined
     }
 
     /// The number of hard links of the regular file at a canonical path, reached without

@@ -332,6 +332,9 @@ impl ShellProcess {
 
     async fn wait_group_gone(&mut self, within: Duration) -> bool {
         let until = Instant::now() + within;
+        // A group usually goes within a few milliseconds of the signal: look again after 1 ms,
+        // then back off to [`POLL`], so a cancel is answered soon without a busy loop.
+        let mut pause = Duration::from_millis(1);
         loop {
             if self.status.is_none()
                 && let Ok(Some(status)) = self.child.try_wait()
@@ -344,7 +347,8 @@ impl ShellProcess {
             if Instant::now() >= until {
                 return false;
             }
-            tokio::time::sleep(POLL).await;
+            tokio::time::sleep(pause).await;
+            pause = (pause * 2).min(POLL);
         }
     }
 }

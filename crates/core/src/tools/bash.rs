@@ -42,7 +42,10 @@ carry over; background processes stop when it exits. stdin is closed; no pager, 
 - `timeout` in ms: default 120000, at most 600000; on timeout everything it started is killed.
 - Long output is cut; the whole output is saved to a file you can `read`.
 - Prefer `read`, `glob`, `grep`, `edit`, `write` over cat, find, grep, sed; use bash for builds, \
-tests, git and other programs. Quote paths with spaces; chain steps with `&&`.";
+tests, git and other programs. Quote paths with spaces; chain steps with `&&`.
+- Commands run in a kernel sandbox (little visible or writable outside the workspace, no \
+network). Only when one failed because the sandbox denied a path or host it really needs, run \
+it again with `unsandboxed: true`: the user is asked separately.";
 
 /// Arguments of `bash`.
 #[derive(Debug, Clone, Deserialize, JsonSchema)]
@@ -58,6 +61,9 @@ pub struct BashParams {
     pub description: Option<String>,
     /// The directory to run in (absolute or workspace-relative); default the workspace root.
     pub cwd: Option<String>,
+    /// Run without the kernel sandbox. Only after a sandboxed run failed on a path or host the
+    /// sandbox denies; the user is asked every time (unless they said "always" for it).
+    pub unsandboxed: Option<bool>,
 }
 
 /// `bash`: run one command.
@@ -219,8 +225,9 @@ fn report_confinement(
                     &mut output,
                     "[the command ran in Keel's sandbox: only the workspace and a private /tmp \
                      are writable, the home directory is hidden but for tool caches, and the \
-                     network is off. If it failed on a denied path or host, ask the user to allow \
-                     it outside the sandbox rather than retrying]",
+                     network is off. If it failed on a denied path or host it really needs, run \
+                     it again with `unsandboxed: true` (the user is asked) rather than retrying \
+                     as is]",
                 );
             }
         }

@@ -17,6 +17,7 @@ mod provider_scripted;
 mod provider_sse;
 mod provider_support;
 mod runtime_files;
+mod sandbox_escalation;
 mod search_sensitive;
 mod tool_support;
 mod tools_fs;

@@ -1,14 +1,15 @@
 //! The helper: `keel sandbox run --profile FILE -- PROGRAM ARGS...`.
 //!
 //! Runs outside Keel's process (a fresh exec of Keel's own binary, single-threaded, so
-//! `unshare(CLONE_NEWUSER)` is allowed). Two stages under namespaces:
+//! `unshare(CLONE_NEWUSER)` is allowed, and so is `fork`). Two stages under namespaces, in one
+//! exec:
 //!
 //! 1. `run`: unshares user, mount (and network, when it is off) namespaces, maps the caller to
 //!    root there, builds the new root on a tmpfs mounted on the profile's staging directory (the
 //!    system directories read-only, the home allowlist, the private `/tmp`, the workspace roots
 //!    read-write with `.git/hooks`, `.git/config` and `.keel` read-only again, a minimal `/dev`),
-//!    then unshares the PID namespace and starts stage 2, forwarding signals and its exit status.
-//! 2. `init`: PID 1 of the new PID namespace. Mounts `/proc`, pivots into the new root, drops
+//!    then unshares the PID namespace and forks stage 2, forwarding signals and its exit status.
+//! 2. `init` (the forked child): PID 1 of the new PID namespace. Mounts `/proc`, pivots into the new root, drops
 //!    every capability by entering a nested user namespace mapped back to the caller's uid
 //!    (which also locks every mount), sets `PR_SET_NO_NEW_PRIVS`, writes the nonce to the status
 //!    file and starts the program. It reaps orphans and forwards signals to the whole namespace;
@@ -38,7 +39,7 @@ use nix::sched::{CloneFlags, unshare};
 use nix::sys::signal::{SigSet, SigmaskHow, Signal, kill, sigprocmask};
 use nix::sys::statvfs::{FsFlags, statvfs};
 use nix::sys::wait::{WaitPidFlag, WaitStatus, waitpid};
-use nix::unistd::{Gid, Pid, Uid, chdir, getgid, getpid, getuid, pivot_root};
+use nix::unistd::{ForkResult, Gid, Pid, Uid, chdir, getgid, getpid, getuid, pivot_root};
 
 use super::fallback;
 use super::profile::{Mechanism, Profile, SYSTEM_DIRS, Status};
@@ -60,8 +61,6 @@ const FORWARDED: [Signal; 6] = [
 struct Parsed {
     stage: String,
     profile: PathBuf,
-    /// The caller's uid and gid (stage 2 only: it runs as root of the first namespace).
-    ids: Option<(u32, u32)>,
     program: Vec<OsString>,
 }
 
@@ -70,9 +69,8 @@ fn parse(args: Vec<OsString>) -> Result<Parsed, String> {
     let stage = args
         .next()
         .and_then(|s| s.into_string().ok())
-        .ok_or("expected `run` or `init`")?;
+        .ok_or("expected `run`")?;
     let mut profile = None;
-    let mut ids = None;
     loop {
         let Some(arg) = args.next() else {
             return Err("expected `-- PROGRAM ARGS...`".into());
@@ -80,13 +78,6 @@ fn parse(args: Vec<OsString>) -> Result<Parsed, String> {
         match arg.to_str() {
             Some("--") => break,
             Some("--profile") => profile = args.next().map(PathBuf::from),
-            Some("--ids") => {
-                let text = args.next().and_then(|s| s.into_string().ok());
-                ids = text
-                    .as_deref()
-                    .and_then(|t| t.split_once(':'))
-                    .and_then(|(u, g)| Some((u.parse().ok()?, g.parse().ok()?)));
-            }
             _ => return Err(format!("unexpected argument {}", arg.to_string_lossy())),
         }
     }
@@ -97,7 +88,6 @@ fn parse(args: Vec<OsString>) -> Result<Parsed, String> {
     Ok(Parsed {
         stage,
         profile: profile.ok_or("missing --profile FILE")?,
-        ids,
         program,
     })
 }
@@ -108,8 +98,9 @@ fn complain(message: &str) {
 
 /// The helper's entry point. `prefix` is how the binary is asked for the helper (`["sandbox"]`
 /// for `keel`), `args` what follows it (`run --profile FILE -- PROGRAM ARGS...`). Returns the
-/// exit code. Must run before any thread is started.
-pub fn main(prefix: &[OsString], args: Vec<OsString>) -> i32 {
+/// exit code. Must run before any thread is started. (`_prefix` is no longer needed: the PID
+/// namespace's init is a fork of the helper, not a second run of the binary.)
+pub fn main(_prefix: &[OsString], args: Vec<OsString>) -> i32 {
     let parsed = match parse(args) {
         Ok(parsed) => parsed,
         Err(message) => {
@@ -125,14 +116,7 @@ pub fn main(prefix: &[OsString], args: Vec<OsString>) -> i32 {
         }
     };
     match parsed.stage.as_str() {
-        "run" => run(prefix, &parsed.profile, &profile, &parsed.program),
-        "init" => match parsed.ids {
-            Some(ids) => init(&profile, ids, &parsed.program),
-            None => {
-                complain("init needs --ids UID:GID");
-                EXIT_HELPER_FAILED
-            }
-        },
+        "run" => run(&profile, &parsed.program),
         other => {
             complain(&format!("unknown stage `{other}`"));
             EXIT_HELPER_FAILED
@@ -174,7 +158,7 @@ fn write_status(
 }
 
 /// Stage 1.
-fn run(prefix: &[OsString], profile_path: &Path, profile: &Profile, program: &[OsString]) -> i32 {
+fn run(profile: &Profile, program: &[OsString]) -> i32 {
     // Whoever started the helper (Keel, or the editor's terminal) going away, by exit, crash or
     // SIGKILL, takes the command with it: the kernel kills stage 1, whose death kills stage 2
     // and with it the PID namespace. (The fallback turns this into a SIGTERM it handles.)
@@ -194,7 +178,7 @@ fn run(prefix: &[OsString], profile_path: &Path, profile: &Profile, program: &[O
     };
     if profile.mechanism != Mechanism::Landlock {
         match enter_namespaces(profile, ids) {
-            Ok(()) => return start_init(prefix, profile_path, profile, ids, program, status),
+            Ok(()) => return start_init(profile, ids, program, status),
             Err(e) => notes.push(format!("namespaces unavailable: {e}")),
         }
     }
@@ -313,6 +297,10 @@ fn in_root(root: &Path, path: &Path) -> PathBuf {
 
 fn build_root(profile: &Profile) -> Result<(), String> {
     let root = profile.staging_dir.as_path();
+    let mounts = Mounts {
+        points: read_mount_points()?,
+        staging: root.to_path_buf(),
+    };
     mount(
         Some("tmpfs"),
         root,
@@ -328,47 +316,47 @@ fn build_root(profile: &Profile) -> Result<(), String> {
                 let target = std::fs::read_link(dir).map_err(|e| format!("{dir:?}: {e}"))?;
                 symlink(&target, in_root(root, dir)).map_err(|e| format!("{dir:?}: {e}"))?;
             }
-            Ok(meta) if meta.is_dir() => bind(root, dir, true)?,
+            Ok(meta) if meta.is_dir() => bind(root, dir, true, &mounts)?,
             _ => {}
         }
     }
     let tmp = root.join("tmp");
     std::fs::create_dir_all(&tmp).map_err(|e| format!("/tmp: {e}"))?;
-    bind_at(&profile.tmp_dir, &tmp, false)?;
+    bind_at(&profile.tmp_dir, &tmp, false, &mounts)?;
     // The home directory itself is an empty directory on the tmpfs: only the allowlist shows.
     if let Some(home) = &profile.home {
         let _ = std::fs::create_dir_all(in_root(root, home));
     }
     for path in &profile.home_readable {
         if path.exists() {
-            bind(root, path, true)?;
+            bind(root, path, true, &mounts)?;
         }
     }
     for path in &profile.home_writable {
         if path.exists() {
-            bind(root, path, false)?;
+            bind(root, path, false, &mounts)?;
         }
     }
     for path in &profile.readable {
-        bind(root, path, true)?;
+        bind(root, path, true, &mounts)?;
     }
     for path in &profile.writable {
-        bind(root, path, false)?;
+        bind(root, path, false, &mounts)?;
     }
     for path in &profile.pinned {
-        bind(root, path, false)?;
+        bind(root, path, false, &mounts)?;
     }
     for path in &profile.protected {
-        bind(root, path, true)?;
+        bind(root, path, true, &mounts)?;
     }
-    build_dev(root)
+    build_dev(root, &mounts)
 }
 
-fn bind(root: &Path, path: &Path, read_only: bool) -> Result<(), String> {
-    bind_at(path, &in_root(root, path), read_only)
+fn bind(root: &Path, path: &Path, read_only: bool, mounts: &Mounts) -> Result<(), String> {
+    bind_at(path, &in_root(root, path), read_only, mounts)
 }
 
-fn bind_at(source: &Path, target: &Path, read_only: bool) -> Result<(), String> {
+fn bind_at(source: &Path, target: &Path, read_only: bool, mounts: &Mounts) -> Result<(), String> {
     let context = |e: &dyn std::fmt::Display| format!("binding {}: {e}", source.display());
     let meta = std::fs::metadata(source).map_err(|e| context(&e))?;
     if meta.is_dir() {
@@ -390,22 +378,50 @@ fn bind_at(source: &Path, target: &Path, read_only: bool) -> Result<(), String> 
     )
     .map_err(|e| context(&e))?;
     if read_only {
-        remount_read_only(target).map_err(|e| context(&e))?;
+        remount_read_only(target, source, mounts).map_err(|e| context(&e))?;
     }
     Ok(())
 }
 
-/// Remounts `target` and every mount below it read-only, keeping the flags the kernel locks
-/// (`nosuid`, `nodev`, `noexec`, atime) so the remount is allowed in a user namespace.
-fn remount_read_only(target: &Path) -> Result<(), String> {
+/// The mount points of the tree the new root is built from, read once from
+/// `/proc/self/mountinfo` (reading it for every read-only bind was a good part of the set-up).
+struct Mounts {
+    points: Vec<PathBuf>,
+    staging: PathBuf,
+}
+
+fn read_mount_points() -> Result<Vec<PathBuf>, String> {
     let info = std::fs::read_to_string("/proc/self/mountinfo").map_err(|e| e.to_string())?;
     let mut points: Vec<PathBuf> = info
         .lines()
         .filter_map(|line| line.split(' ').nth(4))
         .map(|field| PathBuf::from(unescape(field)))
-        .filter(|point| point.starts_with(target))
         .collect();
     points.dedup();
+    Ok(points)
+}
+
+/// Remounts `target` and every mount below it read-only, keeping the flags the kernel locks
+/// (`nosuid`, `nodev`, `noexec`, atime) so the remount is allowed in a user namespace.
+fn remount_read_only(target: &Path, source: &Path, mounts: &Mounts) -> Result<(), String> {
+    let points: Vec<PathBuf> = if mounts.staging.starts_with(source) {
+        // The new root itself lies below the source, so the recursive bind copied mounts made
+        // since the snapshot: read the table again (rare: a scratch directory inside a
+        // readable path).
+        read_mount_points()?
+            .into_iter()
+            .filter(|point| point.starts_with(target))
+            .collect()
+    } else {
+        // The bind copied the source's mount and every mount below it: the same points,
+        // moved from the source to the target.
+        std::iter::once(target.to_path_buf())
+            .chain(mounts.points.iter().filter_map(|point| {
+                let rest = point.strip_prefix(source).ok()?;
+                (!rest.as_os_str().is_empty()).then(|| target.join(rest))
+            }))
+            .collect()
+    };
     for point in points {
         let flags = statvfs(&point).map_err(|e| e.to_string())?.flags();
         let mut ms = MsFlags::MS_BIND | MsFlags::MS_REMOUNT | MsFlags::MS_RDONLY;
@@ -449,7 +465,7 @@ fn unescape(field: &str) -> OsString {
     std::ffi::OsStr::from_bytes(&out).to_os_string()
 }
 
-fn build_dev(root: &Path) -> Result<(), String> {
+fn build_dev(root: &Path, mounts: &Mounts) -> Result<(), String> {
     let dev = root.join("dev");
     std::fs::create_dir_all(&dev).map_err(|e| format!("/dev: {e}"))?;
     mount(
@@ -463,7 +479,7 @@ fn build_dev(root: &Path) -> Result<(), String> {
     for name in ["null", "zero", "full", "random", "urandom", "tty"] {
         let source = Path::new("/dev").join(name);
         if source.exists() {
-            bind_at(&source, &dev.join(name), false)?;
+            bind_at(&source, &dev.join(name), false, mounts)?;
         }
     }
     for (link, target) in [
@@ -497,12 +513,11 @@ fn build_dev(root: &Path) -> Result<(), String> {
     Ok(())
 }
 
-/// Stage 1, namespaces in place: a new PID namespace whose init is stage 2.
+/// Stage 1, namespaces in place: a new PID namespace whose init is stage 2, a fork of this
+/// process (no second exec of Keel's binary: that exec was most of the sandbox's cost).
 fn start_init(
-    prefix: &[OsString],
-    profile_path: &Path,
     profile: &Profile,
-    (uid, gid): (u32, u32),
+    ids: (u32, u32),
     program: &[OsString],
     mut status_file: std::fs::File,
 ) -> i32 {
@@ -518,24 +533,19 @@ fn start_init(
             Err(message) => fail(message),
         };
     }
-    let child = Command::new("/proc/self/exe")
-        .args(prefix)
-        .arg("init")
-        .arg("--profile")
-        .arg(profile_path)
-        .arg("--ids")
-        .arg(format!("{uid}:{gid}"))
-        .arg("--")
-        .args(program)
-        .spawn();
-    let child = match child {
-        Ok(child) => child,
+    // SAFETY: `fork` is sound when the process has a single thread (no lock can be held by a
+    // thread that does not exist in the child). This process has exactly one: the kernel let it
+    // `unshare(CLONE_NEWUSER)` above, which fails with EINVAL in a multi-threaded process.
+    #[expect(
+        unsafe_code,
+        reason = "fork in a process the kernel has proven single-threaded (see SAFETY)"
+    )]
+    let forked = unsafe { nix::unistd::fork() };
+    let init_pid = match forked {
+        Ok(ForkResult::Child) => std::process::exit(init(profile, ids, program)),
+        Ok(ForkResult::Parent { child }) => child,
         Err(e) => return fail(format!("starting the namespace init: {e}")),
     };
-    let Ok(init_pid) = i32::try_from(child.id()) else {
-        return fail("pid out of range".into());
-    };
-    let init_pid = Pid::from_raw(init_pid);
     let signals = block_signals();
     let ending = supervise(init_pid, &signals, |signal| {
         let _ = kill(init_pid, signal);
@@ -818,9 +828,12 @@ fn spawn_and_reap(profile: &Profile, program: &[OsString], tmp: &Path) -> i32 {
 fn kill_descendants() {
     let me = getpid().as_raw();
     for _ in 0..1000 {
-        while let Ok(status) = waitpid(Pid::from_raw(-1), Some(WaitPidFlag::WNOHANG)) {
-            if status == WaitStatus::StillAlive {
-                break;
+        loop {
+            match waitpid(Pid::from_raw(-1), Some(WaitPidFlag::WNOHANG)) {
+                // No child at all (the usual case): nothing to look for.
+                Err(Errno::ECHILD) => return,
+                Ok(WaitStatus::StillAlive) | Err(_) => break,
+                Ok(_) => {}
             }
         }
         let children = children_of(me);
@@ -834,7 +847,19 @@ fn kill_descendants() {
     }
 }
 
+/// The children of this single-threaded process (called only while it has some):
+/// `/proc/self/task/PID/children` where the kernel has it, else (or when that list came back
+/// empty, which it may while children are being created) a scan of `/proc`.
 fn children_of(parent: i32) -> Vec<i32> {
+    if let Ok(list) = std::fs::read_to_string(format!("/proc/self/task/{parent}/children")) {
+        let pids: Vec<i32> = list
+            .split_whitespace()
+            .filter_map(|pid| pid.parse().ok())
+            .collect();
+        if !pids.is_empty() {
+            return pids;
+        }
+    }
     let Ok(entries) = std::fs::read_dir("/proc") else {
         return Vec::new();
     };

@@ -279,6 +279,11 @@ impl super::Runtime {
         if spec.settings.mode == SandboxMode::Off {
             return Ok(direct("the sandbox is off ([sandbox] mode = \"off\")"));
         }
+        if self.unconfined() {
+            return Ok(direct(
+                "the user allowed this command to run without the sandbox",
+            ));
+        }
         let Some(helper) = &spec.helper else {
             if spec.settings.mode == SandboxMode::Required {
                 return Err(SandboxError::NoHelper);
