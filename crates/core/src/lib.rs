@@ -14,6 +14,7 @@
 pub mod agent;
 pub mod capability;
 pub mod config;
+pub mod mcp;
 pub mod policy;
 pub mod provider;
 pub mod runtime;
