@@ -26,6 +26,8 @@ pub enum SlashCommand {
     Compact(Option<String>),
     /// `/help`: what the commands do.
     Help,
+    /// `/mcp`: each MCP server's state.
+    Mcp,
 }
 
 struct CommandRow {
@@ -36,7 +38,7 @@ struct CommandRow {
     needs_models: bool,
 }
 
-const COMMANDS: [CommandRow; 6] = [
+const COMMANDS: [CommandRow; 7] = [
     CommandRow {
         name: "tools",
         description: "List the loaded tools and where each comes from",
@@ -65,6 +67,12 @@ const COMMANDS: [CommandRow; 6] = [
         name: "compact",
         description: "Summarize the conversation so far to free the model's context window",
         hint: Some("what to focus on"),
+        needs_models: false,
+    },
+    CommandRow {
+        name: "mcp",
+        description: "Show each MCP server's state and tools",
+        hint: None,
         needs_models: false,
     },
     CommandRow {
@@ -106,6 +114,7 @@ impl SlashCommand {
             "model" => Some(SlashCommand::Model(argument)),
             "compact" => Some(SlashCommand::Compact(argument)),
             "help" => Some(SlashCommand::Help),
+            "mcp" => Some(SlashCommand::Mcp),
             _ => None,
         }
     }
@@ -176,8 +185,11 @@ mod tests {
     #[test]
     fn advertised_list() {
         let names: Vec<String> = available(false).into_iter().map(|c| c.name).collect();
-        assert_eq!(names, ["tools", "permissions", "mode", "compact", "help"]);
-        assert_eq!(available(true).len(), 6);
+        assert_eq!(
+            names,
+            ["tools", "permissions", "mode", "compact", "mcp", "help"]
+        );
+        assert_eq!(available(true).len(), 7);
         let tools = vec![ToolInfo {
             id: "read".into(),
             origin: "bundled".into(),

@@ -20,7 +20,7 @@ use keel_core::runtime::{FileBackend, TerminalBackend};
 use tokio_util::sync::CancellationToken;
 
 /// What `session/new` asks the engine for.
-#[derive(Debug, Clone)]
+#[derive(Clone)]
 pub struct SessionSpec {
     /// The session id the server picked (also the name of the session's scratch directory).
     pub id: String,
@@ -32,6 +32,21 @@ pub struct SessionSpec {
     pub terminals: Option<Arc<dyn TerminalBackend>>,
     /// A new session, or one from the store.
     pub origin: SessionOrigin,
+    /// The editor's MCP servers (`mcpServers` of `session/new`).
+    pub mcp_servers: Vec<keel_core::mcp::McpServerConfig>,
+    /// Tells the user something outside a turn (an MCP server failed).
+    pub notify: Option<keel_core::mcp::Notify>,
+}
+
+impl std::fmt::Debug for SessionSpec {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("SessionSpec")
+            .field("id", &self.id)
+            .field("roots", &self.roots)
+            .field("origin", &self.origin)
+            .field("mcp_servers", &self.mcp_servers)
+            .finish_non_exhaustive()
+    }
 }
 
 /// Where a session comes from.
@@ -144,6 +159,11 @@ pub trait AgentSession: Send + Sync + 'static {
 
     /// The effective permission rules by scope, as text for `/permissions`.
     fn permissions(&self) -> String;
+
+    /// Each MCP server's state, as text for `/mcp`.
+    fn mcp_status(&self) -> String {
+        "No MCP servers are configured for this session.".into()
+    }
 
     /// Called once `session/new` has been answered: a session that opens in the background
     /// starts now, so the work does not compete with the response.

@@ -80,6 +80,8 @@ fn open_options(engine: &Engine, spec: SessionSpec) -> SessionOptions {
         interactive: true,
         files: spec.files,
         terminals: spec.terminals,
+        mcp_servers: spec.mcp_servers,
+        notify: spec.notify,
         ..SessionOptions::default()
     }
 }
@@ -409,14 +411,22 @@ impl AgentSession for EngineSession {
             return Vec::new();
         };
         session
-            .registry()
-            .specs()
+            .tools()
+            .iter()
+            .map(|tool| tool.spec())
             .map(|spec| ToolInfo {
                 id: spec.id.clone(),
                 origin: spec.origin.to_string(),
                 summary: spec.description.lines().next().unwrap_or("").to_owned(),
             })
             .collect()
+    }
+
+    fn mcp_status(&self) -> String {
+        match self.session() {
+            Ok(session) => session.mcp().render_status(),
+            Err(error) => error.to_string(),
+        }
     }
 
     fn permissions(&self) -> String {

@@ -263,6 +263,7 @@ impl Session {
         let reply = match command {
             SlashCommand::Tools => commands::render_tools(&self.agent.tools()),
             SlashCommand::Permissions => self.agent.permissions(),
+            SlashCommand::Mcp => self.agent.mcp_status(),
             SlashCommand::Help => commands::render_help(!self.models.is_empty()),
             // Answered in `run` (it calls the model).
             SlashCommand::Compact(_) => return,

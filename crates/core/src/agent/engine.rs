@@ -39,6 +39,8 @@ pub struct WorkspaceConfig {
     /// Project settings not applied because the project is not trusted
     /// (`IgnoredSetting` lines: "sets mode = yolo (.keel/config.toml:1:1)").
     pub ignored: Vec<IgnoredLine>,
+    /// MCP servers of the user file (and of the project file once trusted).
+    pub mcp_servers: Vec<crate::mcp::McpServerConfig>,
 }
 
 /// One project setting that waits for trust, as the user reads it.
@@ -154,6 +156,10 @@ pub struct SessionOptions {
     pub terminals: Option<Arc<dyn TerminalBackend>>,
     /// Whether and how the session is kept in the session store.
     pub persistence: Persistence,
+    /// MCP servers the front-end names (the editor's `session/new`), after the configured ones.
+    pub mcp_servers: Vec<crate::mcp::McpServerConfig>,
+    /// How a failing MCP server is told to the user outside a turn.
+    pub notify: Option<crate::mcp::Notify>,
 }
 
 /// How a session relates to the session store (`{user-data}/sessions`).
@@ -417,6 +423,7 @@ impl Engine {
         }
         let fingerprint = crate::policy::project_fingerprint(&workspace).ok();
         let mut ignored = Vec::new();
+        let mut mcp_servers = Vec::new();
         if let Some(config_rules) = &self.config.config_rules {
             let loaded = config_rules(&workspace, trust.is_trusted()).map_err(AgentError::Setup)?;
             layers.manifest.extend(loaded.user_rules);
@@ -432,7 +439,19 @@ impl Engine {
                 mode = loaded_mode;
             }
             ignored = loaded.ignored;
+            mcp_servers = loaded.mcp_servers;
         }
+        mcp_servers.extend(options.mcp_servers);
+        // Started now, in the background: a slow or broken server never holds the session up.
+        let mcp = crate::mcp::McpHub::new(
+            mcp_servers,
+            registry.specs().map(|spec| spec.id.clone()).collect(),
+            workspace.clone(),
+        );
+        if let Some(notify) = options.notify {
+            mcp.set_notify(notify);
+        }
+        mcp.start();
         let policy = Policy::new(layers, mode, !options.interactive).map_err(setup)?;
         let state = SessionState::new(
             id.clone(),
@@ -455,6 +474,7 @@ impl Engine {
             Mutex::new(model),
             self.config.clone(),
         );
+        session.mcp = mcp;
         session.project = super::session::ProjectState {
             fingerprint,
             ignored,

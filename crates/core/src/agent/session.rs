@@ -48,6 +48,8 @@ pub struct Session {
     /// Whether the front-end chose the model ([`Session::set_model`]); trusting the project
     /// then leaves it alone.
     pub(super) model_chosen: std::sync::atomic::AtomicBool,
+    /// The session's MCP servers and their tools.
+    pub(super) mcp: crate::mcp::McpHub,
 }
 
 /// The project's configuration as the session opened it.
@@ -106,6 +108,7 @@ impl Session {
             token_ratio: Mutex::new(1.0),
             project: ProjectState::default(),
             model_chosen: std::sync::atomic::AtomicBool::new(false),
+            mcp: crate::mcp::McpHub::default(),
         }
     }
 
@@ -163,6 +166,23 @@ impl Session {
         &self.policy
     }
 
+    /// The session's MCP servers (their state for `/mcp`, their tools).
+    pub fn mcp(&self) -> &crate::mcp::McpHub {
+        &self.mcp
+    }
+
+    /// The tools the model may call now: the registry's, then the ready MCP servers'.
+    pub fn tools(&self) -> Vec<Arc<dyn crate::tool::DynTool>> {
+        let mut tools: Vec<_> = self.registry.iter().cloned().collect();
+        tools.extend(self.mcp.tools());
+        tools
+    }
+
+    /// A tool by id: the registry's first (a locked id is never an MCP tool's).
+    pub(super) fn tool(&self, id: &str) -> Option<Arc<dyn crate::tool::DynTool>> {
+        self.registry.get(id).cloned().or_else(|| self.mcp.get(id))
+    }
+
     /// The current model's display name (`provider/model`).
     pub fn model_name(&self) -> String {
         lock(&self.model).name.clone()
@@ -195,6 +215,7 @@ impl Session {
     /// Ends the session: releases its log in the store and removes its scratch directory
     /// (sidecar files).
     pub fn close(&self) {
+        self.mcp.shutdown();
         if let Some(log) = &self.log {
             log.close();
         }

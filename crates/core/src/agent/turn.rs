@@ -121,8 +121,9 @@ impl Session {
     /// The system prompt and the tool definitions of a request.
     async fn request_frame(&self) -> (String, Vec<ToolDefinition>) {
         let tools: Vec<ToolDefinition> = self
-            .registry
-            .specs()
+            .tools()
+            .iter()
+            .map(|tool| tool.spec())
             .filter(|spec| !spec.unavailable)
             .map(|spec| ToolDefinition {
                 name: spec.id.clone(),
@@ -375,7 +376,7 @@ impl Session {
         cancel: &CancellationToken,
     ) -> (Envelope, Verdict) {
         let started = Instant::now();
-        let tool = self.registry.get(&call.name).cloned();
+        let tool = self.tool(&call.name);
         let spec = tool.as_ref().map(|t| t.spec());
         host.event(AgentEvent::ToolCall {
             call_id: call.id.clone(),
@@ -634,9 +635,9 @@ impl Session {
     }
 
     fn tool_names(&self) -> String {
-        self.registry
-            .specs()
-            .map(|s| s.id.as_str())
+        self.tools()
+            .iter()
+            .map(|t| t.spec().id.clone())
             .collect::<Vec<_>>()
             .join(", ")
     }

@@ -329,13 +329,12 @@ struct Connection {
 async fn connect(config: &McpServerConfig, cwd: &std::path::Path) -> Result<Connection, String> {
     match &config.transport {
         McpTransport::Stdio { command, args, env } => {
-            let (transport, group) =
-                crate::runtime::mcp::spawn_mcp_stdio(command, args, env, cwd)
-                    .map_err(|e| format!("cannot start `{command}`: {e}"))?;
-            let service = ()
-                .serve(transport)
-                .await
-                .map_err(|e| format!("the handshake failed: {e}"))?;
+            let (transport, group) = crate::runtime::mcp::spawn_mcp_stdio(command, args, env, cwd)
+                .map_err(|e| format!("cannot start `{command}`: {e}"))?;
+            let service =
+                ().serve(transport)
+                    .await
+                    .map_err(|e| format!("the handshake failed: {e}"))?;
             Ok(Connection {
                 service,
                 _group: Some(group),
@@ -400,7 +399,9 @@ async fn run_server(hub: std::sync::Weak<Inner>, name: String) {
                 );
                 notify(
                     &inner,
-                    format!("The MCP server `{name}` failed to start: {reason}. Its tools are not available; `/mcp` shows every server's state."),
+                    format!(
+                        "The MCP server `{name}` failed to start: {reason}. Its tools are not available; `/mcp` shows every server's state."
+                    ),
                 );
                 return;
             }
@@ -446,7 +447,9 @@ async fn run_server(hub: std::sync::Weak<Inner>, name: String) {
             set_state(&inner, &name, ServerState::Failed { reason });
             notify(
                 &inner,
-                format!("The MCP server `{name}` stopped again and is not restarted any more; its tools are gone for this session."),
+                format!(
+                    "The MCP server `{name}` stopped again and is not restarted any more; its tools are gone for this session."
+                ),
             );
             return;
         }

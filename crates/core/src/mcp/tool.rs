@@ -8,7 +8,9 @@ use rmcp::model::{CallToolRequestParams, CallToolResponse};
 use rmcp::service::{Peer, RoleClient};
 use serde_json::Value;
 
-use crate::tool::{DynTool, Origin, Preview, ToolContext, ToolError, ToolKind, ToolOutput, ToolSpec};
+use crate::tool::{
+    DynTool, Origin, Preview, ToolContext, ToolError, ToolKind, ToolOutput, ToolSpec,
+};
 
 /// The longest tool id the registry accepts.
 const MAX_ID: usize = 64;
@@ -44,13 +46,27 @@ pub fn kind_of(name: &str, read_only: Option<bool>, destructive: Option<bool>) -
         let search = ["search", "find", "grep", "query", "lookup"]
             .iter()
             .any(|word| lower.contains(word));
-        return (if search { ToolKind::Search } else { ToolKind::Read }, false);
+        return (
+            if search {
+                ToolKind::Search
+            } else {
+                ToolKind::Read
+            },
+            false,
+        );
     }
     if destructive == Some(true) {
         let delete = ["delete", "remove", "drop", "destroy"]
             .iter()
             .any(|word| lower.contains(word));
-        return (if delete { ToolKind::Delete } else { ToolKind::Edit }, true);
+        return (
+            if delete {
+                ToolKind::Delete
+            } else {
+                ToolKind::Edit
+            },
+            true,
+        );
     }
     (ToolKind::Other, true)
 }
@@ -68,7 +84,9 @@ pub struct McpTool {
 
 impl std::fmt::Debug for McpTool {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("McpTool").field("id", &self.spec.id).finish()
+        f.debug_struct("McpTool")
+            .field("id", &self.spec.id)
+            .finish()
     }
 }
 
@@ -231,12 +249,24 @@ mod tests {
 
     #[test]
     fn ids_are_flat_and_valid() {
-        assert_eq!(tool_id("git hub", "create.issue"), "mcp__git_hub__create_issue");
+        assert_eq!(
+            tool_id("git hub", "create.issue"),
+            "mcp__git_hub__create_issue"
+        );
         assert_eq!(tool_id("s", &"x".repeat(100)).len(), 64);
-        assert_eq!(kind_of("search_docs", Some(true), None), (ToolKind::Search, false));
+        assert_eq!(
+            kind_of("search_docs", Some(true), None),
+            (ToolKind::Search, false)
+        );
         assert_eq!(kind_of("get", Some(true), None), (ToolKind::Read, false));
-        assert_eq!(kind_of("delete_row", None, Some(true)), (ToolKind::Delete, true));
-        assert_eq!(kind_of("update", Some(false), Some(true)), (ToolKind::Edit, true));
+        assert_eq!(
+            kind_of("delete_row", None, Some(true)),
+            (ToolKind::Delete, true)
+        );
+        assert_eq!(
+            kind_of("update", Some(false), Some(true)),
+            (ToolKind::Edit, true)
+        );
         assert_eq!(kind_of("echo", None, None), (ToolKind::Other, true));
     }
 }

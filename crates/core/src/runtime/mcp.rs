@@ -88,10 +88,7 @@ pub fn spawn_mcp_stdio(
 pub fn connect_mcp_http(
     url: &str,
     headers: &[(String, String)],
-) -> Result<
-    rmcp::transport::StreamableHttpClientTransport<reqwest::Client>,
-    String,
-> {
+) -> Result<rmcp::transport::StreamableHttpClientTransport<reqwest::Client>, String> {
     use rmcp::transport::streamable_http_client::StreamableHttpClientTransportConfig;
     // The transport's own client needs a TLS provider (Keel builds rustls without a default).
     let _ = rustls::crypto::ring::default_provider().install_default();
@@ -99,9 +96,11 @@ pub fn connect_mcp_http(
     for (name, value) in headers {
         let name = http::HeaderName::from_bytes(name.as_bytes())
             .map_err(|e| format!("header `{name}`: {e}"))?;
-        let value = http::HeaderValue::from_str(value)
-            .map_err(|e| format!("header `{name}`: {e}"))?;
+        let value =
+            http::HeaderValue::from_str(value).map_err(|e| format!("header `{name}`: {e}"))?;
         config.custom_headers.insert(name, value);
     }
-    Ok(rmcp::transport::StreamableHttpClientTransport::from_config(config))
+    Ok(rmcp::transport::StreamableHttpClientTransport::from_config(
+        config,
+    ))
 }

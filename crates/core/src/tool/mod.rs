@@ -24,6 +24,4 @@ pub use context::{
 };
 pub use envelope::{Artifact, Envelope, EnvelopeKind, Metadata, ToolError, ToolOutput};
 pub use registry::{Registry, RegistryError};
-pub use spec::{
-    DynTool, Origin, Preview, Subject, Tool, ToolKind, ToolSpec, Typed, validate_with,
-};
+pub use spec::{DynTool, Origin, Preview, Subject, Tool, ToolKind, ToolSpec, Typed, validate_with};
