@@ -6,6 +6,7 @@ mod cancel;
 mod commands;
 mod editor;
 mod hostile;
+mod mcp;
 mod modes;
 mod protocol;
 mod sandbox;

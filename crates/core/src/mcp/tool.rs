@@ -186,7 +186,7 @@ impl McpTool {
             }));
         }
         let (text, output_path) = ctx.cap_bytes(&self.spec.id, text, OUTPUT_BYTES).await?;
-        let mut output = ToolOutput::text(text).with("server", self.server.clone());
+        let mut output = ToolOutput::text(text);
         output.output_path = output_path;
         Ok(output)
     }
