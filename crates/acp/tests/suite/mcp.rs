@@ -332,14 +332,13 @@ async fn cancelling_a_slow_mcp_call_cancels_it_at_the_server() {
     wait_mcp(&client, &session, "ready").await;
     mock.push_anthropic(Turn::new().tool_call("c1", "mcp__notes__slow", json!({})));
     let prompt = client.start_prompt(&session, "be slow");
-    client
-        .wait_for("the slow call runs", |_| {
-            client.updates(&session).iter().any(|update| {
-                matches!(update, SessionUpdate::ToolCallUpdate(u)
-                    if u.fields.status == Some(ToolCallStatus::InProgress))
-            })
+    eventually("the slow call runs", || {
+        client.updates(&session).iter().any(|update| {
+            matches!(update, SessionUpdate::ToolCallUpdate(u)
+                if u.fields.status == Some(ToolCallStatus::InProgress))
         })
-        .await;
+    })
+    .await;
     eventually("the server got the call", || read(&log).contains("tools/call")).await;
     client.cancel(&session).unwrap();
     let answer = prompt.await.unwrap().unwrap();
