@@ -6,9 +6,8 @@ use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 use agent_client_protocol::v1::schema::{
-    CloseSessionRequest, ContentBlock, McpServer, McpServerStdio,
-    NewSessionRequest, PermissionOptionKind, SessionId, SessionUpdate, StopReason,
-    ToolCallStatus,
+    CloseSessionRequest, ContentBlock, McpServer, McpServerStdio, NewSessionRequest,
+    PermissionOptionKind, SessionId, SessionUpdate, StopReason, ToolCallStatus,
 };
 use keel_testkit::acp_client::{ClientOptions, PermissionReply, TestClient};
 use keel_testkit::mock_model::{MockModel, Turn};
@@ -47,8 +46,7 @@ impl World {
 
     async fn client(&self, mock: &MockModel, replies: Vec<PermissionReply>) -> TestClient {
         let dir = |name: &str| self.home.join(name).display().to_string();
-        let (home, config, state, data) =
-            (dir(""), dir("config"), dir("state"), dir("data"));
+        let (home, config, state, data) = (dir(""), dir("config"), dir("state"), dir("data"));
         let base_url = mock.base_url();
         let env = [
             ("HOME", home.as_str()),
@@ -158,14 +156,20 @@ async fn an_mcp_tool_over_stdio_asks_and_runs_once_approved() {
     let world = World::new();
     let mock = MockModel::start().await;
     let client = world
-        .client(&mock, vec![PermissionReply::Choose(PermissionOptionKind::AllowOnce)])
+        .client(
+            &mock,
+            vec![PermissionReply::Choose(PermissionOptionKind::AllowOnce)],
+        )
         .await;
     let log = world.file("notes.log");
     let session = world
         .session(&client, vec![stdio("notes", &args(&[("--log", &log)]))])
         .await;
     let status = wait_mcp(&client, &session, "ready").await;
-    assert!(status.contains("`notes` (editor): ready, 5 tools"), "{status}");
+    assert!(
+        status.contains("`notes` (editor): ready, 5 tools"),
+        "{status}"
+    );
     assert!(status.contains("`mcp__notes__echo`"), "{status}");
 
     mock.push_anthropic(Turn::new().tool_call("c1", "mcp__notes__echo", json!({"text": "hi"})));
@@ -224,28 +228,43 @@ async fn a_configured_server_over_http_is_denied_by_a_rule_and_read_only_tools_d
     let client = world.client(&mock, Vec::new()).await;
     let session = world.session(&client, Vec::new()).await;
     let status = wait_mcp(&client, &session, "ready").await;
-    assert!(status.contains("`notes` (user config): ready, 5 tools"), "{status}");
+    assert!(
+        status.contains("`notes` (user config): ready, 5 tools"),
+        "{status}"
+    );
 
     mock.push_anthropic(Turn::new().tool_call("c1", "mcp__notes__wipe", json!({})));
-    mock.push_anthropic(
-        Turn::new().tool_call("c2", "mcp__notes__read_note", json!({"name": "todo"})),
-    );
+    mock.push_anthropic(Turn::new().tool_call(
+        "c2",
+        "mcp__notes__read_note",
+        json!({"name": "todo"}),
+    ));
     mock.push_anthropic(Turn::text_only("Done."));
     client.prompt(&session, "wipe, then read").await.unwrap();
     assert!(client.permission_requests().is_empty());
     let results = last_tool_results(&mock);
     assert_eq!(results[0]["is_error"], true, "{results:?}");
-    assert!(results[0]["content"].to_string().contains("deny"), "{results:?}");
+    assert!(
+        results[0]["content"].to_string().contains("deny"),
+        "{results:?}"
+    );
     assert_eq!(results[1]["content"], "note todo", "{results:?}");
     // The denied call never reached the server.
-    assert_eq!(read(&log).matches("tools/call").count(), 1, "{}", read(&log));
+    assert_eq!(
+        read(&log).matches("tools/call").count(),
+        1,
+        "{}",
+        read(&log)
+    );
     // Kinds follow the annotations: destructive → edit (delete when the name says so),
     // read-only → read.
     let kinds: Vec<Value> = client
         .updates(&session)
         .into_iter()
         .filter_map(|update| match update {
-            SessionUpdate::ToolCall(call) => Some(serde_json::to_value(&call).unwrap()["kind"].clone()),
+            SessionUpdate::ToolCall(call) => {
+                Some(serde_json::to_value(&call).unwrap()["kind"].clone())
+            }
             _ => None,
         })
         .collect();
@@ -281,7 +300,7 @@ async fn a_server_that_crashes_mid_session_is_reported_restarted_and_the_session
     // Restarted: a new process answered `initialize`, and its tools work again.
     let status = wait_mcp(&client, &session, "ready").await;
     assert!(status.contains("ready, 5 tools"), "{status}");
-    assert_eq!(read(&log).matches("initialize").count() >= 2, true);
+    assert!(read(&log).matches("initialize").count() >= 2, "{}", read(&log));
     mock.push_anthropic(Turn::new().tool_call("c2", "mcp__notes__echo", json!({"text": "back"})));
     mock.push_anthropic(Turn::text_only("Back."));
     client.prompt(&session, "echo").await.unwrap();
@@ -309,7 +328,10 @@ async fn a_server_that_never_starts_does_not_hold_up_the_session() {
     assert_eq!(answer.stop_reason, StopReason::EndTurn);
     let status = wait_mcp(&client, &session, "`absent` (editor): failed").await;
     assert!(status.contains("`stuck` (editor): starting"), "{status}");
-    assert!(status.contains("cannot start `/nonexistent/mcp-server`"), "{status}");
+    assert!(
+        status.contains("cannot start `/nonexistent/mcp-server`"),
+        "{status}"
+    );
     assert!(
         said(&client, &session).contains("The MCP server `absent` failed to start"),
         "{}",
@@ -323,7 +345,10 @@ async fn cancelling_a_slow_mcp_call_cancels_it_at_the_server() {
     let world = World::new();
     let mock = MockModel::start().await;
     let client = world
-        .client(&mock, vec![PermissionReply::Choose(PermissionOptionKind::AllowOnce)])
+        .client(
+            &mock,
+            vec![PermissionReply::Choose(PermissionOptionKind::AllowOnce)],
+        )
         .await;
     let log = world.file("slow.log");
     let session = world
@@ -339,7 +364,10 @@ async fn cancelling_a_slow_mcp_call_cancels_it_at_the_server() {
         })
     })
     .await;
-    eventually("the server got the call", || read(&log).contains("tools/call")).await;
+    eventually("the server got the call", || {
+        read(&log).contains("tools/call")
+    })
+    .await;
     client.cancel(&session).unwrap();
     let answer = prompt.await.unwrap().unwrap();
     assert_eq!(answer.stop_reason, StopReason::Cancelled);
@@ -354,10 +382,16 @@ async fn no_server_process_outlives_its_session_or_keel() {
     let client = world.client(&mock, Vec::new()).await;
     let (first, second) = (world.file("first.pid"), world.file("second.pid"));
     let one = world
-        .session(&client, vec![stdio("one", &args(&[("--pid-file", &first)]))])
+        .session(
+            &client,
+            vec![stdio("one", &args(&[("--pid-file", &first)]))],
+        )
         .await;
     let two = world
-        .session(&client, vec![stdio("two", &args(&[("--pid-file", &second)]))])
+        .session(
+            &client,
+            vec![stdio("two", &args(&[("--pid-file", &second)]))],
+        )
         .await;
     wait_mcp(&client, &one, "ready").await;
     wait_mcp(&client, &two, "ready").await;

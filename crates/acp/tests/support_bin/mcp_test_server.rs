@@ -9,6 +9,11 @@
 //! that never starts). `--log FILE` appends every method received (and `cancelled ID` for a
 //! cancellation); `--pid-file FILE` records the process id.
 
+#![allow(
+    clippy::disallowed_methods,
+    reason = "a test server of its own, not Keel: it writes its log, port and pid files directly"
+)]
+
 use std::io::{BufRead as _, BufReader, Read as _, Write as _};
 use std::net::{TcpListener, TcpStream};
 use std::sync::{Arc, Mutex};
@@ -144,7 +149,9 @@ fn handle(options: &Options, message: &Value) -> Reply {
 fn stdio(options: Arc<Options>) {
     let out = Arc::new(Mutex::new(std::io::stdout()));
     let send = |out: &Arc<Mutex<std::io::Stdout>>, value: &Value| {
-        let mut out = out.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+        let mut out = out
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
         let _ = writeln!(out, "{value}");
         let _ = out.flush();
     };
@@ -181,7 +188,9 @@ fn respond(stream: &mut TcpStream, status: &str, body: Option<&Value>) {
 }
 
 fn connection(options: &Options, mut stream: TcpStream) {
-    let Ok(clone) = stream.try_clone() else { return };
+    let Ok(clone) = stream.try_clone() else {
+        return;
+    };
     let mut reader = BufReader::new(clone);
     let mut request_line = String::new();
     if reader.read_line(&mut request_line).is_err() {

@@ -410,7 +410,7 @@ async fn run_server(hub: std::sync::Weak<Inner>, name: String) {
         let mut tools: Vec<Arc<dyn DynTool>> = Vec::new();
         let mut skipped = Vec::new();
         for listed in &listed {
-            match McpTool::new(&name, listed, peer.clone(), config.timeout) {
+            match McpTool::wrap(&name, listed, peer.clone(), config.timeout) {
                 Ok(tool) => {
                     let id = tool.spec().id.clone();
                     if inner.locked.contains(&id) || tools.iter().any(|t| t.spec().id == id) {

@@ -93,7 +93,7 @@ impl std::fmt::Debug for McpTool {
 impl McpTool {
     /// Wraps a listed tool. A schema that does not compile (draft-07 and 2020-12 both do) is
     /// an error naming the tool; the server's other tools still load.
-    pub fn new(
+    pub fn wrap(
         server: &str,
         tool: &rmcp::model::Tool,
         peer: Peer<RoleClient>,
