@@ -46,7 +46,7 @@ async fn commands_are_advertised_after_session_new() {
         .collect();
     assert_eq!(
         names,
-        ["tools", "permissions", "mode", "model", "compact", "help"]
+        ["tools", "permissions", "mode", "model", "compact", "mcp", "help"]
     );
 }
 
