@@ -46,7 +46,15 @@ async fn commands_are_advertised_after_session_new() {
         .collect();
     assert_eq!(
         names,
-        ["tools", "permissions", "mode", "model", "compact", "mcp", "help"]
+        [
+            "tools",
+            "permissions",
+            "mode",
+            "model",
+            "compact",
+            "mcp",
+            "help"
+        ]
     );
 }
 

@@ -300,7 +300,11 @@ async fn a_server_that_crashes_mid_session_is_reported_restarted_and_the_session
     // Restarted: a new process answered `initialize`, and its tools work again.
     let status = wait_mcp(&client, &session, "ready").await;
     assert!(status.contains("ready, 5 tools"), "{status}");
-    assert!(read(&log).matches("initialize").count() >= 2, "{}", read(&log));
+    assert!(
+        read(&log).matches("initialize").count() >= 2,
+        "{}",
+        read(&log)
+    );
     mock.push_anthropic(Turn::new().tool_call("c2", "mcp__notes__echo", json!({"text": "back"})));
     mock.push_anthropic(Turn::text_only("Back."));
     client.prompt(&session, "echo").await.unwrap();
