@@ -82,6 +82,11 @@ pub struct EngineConfig {
     pub manifest: RequirementSet,
     /// Tools registered after the bundled ones (MCP tools, tests); same id shadows.
     pub extra_tools: Vec<Arc<dyn DynTool>>,
+    /// Past this many extension (MCP) tools, they are left out of requests and found through
+    /// `tool_search`.
+    pub tool_search_max_tools: usize,
+    /// Past this fraction of the context window (at 4 bytes a token), the same.
+    pub tool_search_budget: f64,
     /// Per-tool settings (seed 001): disabled tools and default timeouts.
     pub disabled_tools: Vec<String>,
     pub tool_timeouts: HashMap<String, Duration>,
@@ -128,6 +133,8 @@ impl EngineConfig {
                 &["{workspace}/**"],
             ),
             extra_tools: Vec::new(),
+            tool_search_max_tools: 30,
+            tool_search_budget: 0.1,
             disabled_tools: Vec::new(),
             tool_timeouts: HashMap::new(),
             config_rules: None,

@@ -119,21 +119,70 @@ impl Session {
     }
 
     /// The system prompt and the tool definitions of a request.
-    async fn request_frame(&self) -> (String, Vec<ToolDefinition>) {
-        let tools: Vec<ToolDefinition> = self
-            .tools()
-            .iter()
-            .map(|tool| tool.spec())
-            .filter(|spec| !spec.unavailable)
-            .map(|spec| ToolDefinition {
-                name: spec.id.clone(),
-                description: spec.description.clone(),
-                input_schema: spec.model_schema(),
-            })
-            .collect();
+    async fn request_frame(&self, window: u64) -> (String, Vec<ToolDefinition>) {
+        let tools = self.request_tools(window);
         let date = today();
         let system = super::prompt::system_prompt(&self.runtime, &self.registry, &date).await;
         (system, tools)
+    }
+
+    /// The tools a request offers. The bundled ones always; the extension (MCP) tools too while
+    /// they fit their budget (at most `tool_search_max_tools`, and at most `tool_search_budget`
+    /// of the window at 4 bytes a token). Past it they are indexed for `tool_search`, which is
+    /// offered instead, and only the ones it found so far are sent.
+    pub(super) fn request_tools(&self, window: u64) -> Vec<ToolDefinition> {
+        let definition = |spec: &crate::tool::ToolSpec| ToolDefinition {
+            name: spec.id.clone(),
+            description: spec.description.clone(),
+            input_schema: spec.model_schema(),
+        };
+        let mut tools: Vec<ToolDefinition> = self
+            .registry
+            .specs()
+            .filter(|spec| !spec.unavailable && spec.id != TOOL_SEARCH)
+            .map(definition)
+            .collect();
+        let extensions: Vec<_> = self
+            .mcp
+            .tools()
+            .into_iter()
+            .filter(|tool| !tool.spec().unavailable)
+            .collect();
+        let offered: Vec<ToolDefinition> =
+            extensions.iter().map(|tool| definition(tool.spec())).collect();
+        let bytes: usize = offered
+            .iter()
+            .map(|d| d.name.len() + d.description.len() + d.input_schema.to_string().len())
+            .sum();
+        let budget = (window as f64 * 4.0 * self.config.tool_search_budget) as usize;
+        if offered.len() <= self.config.tool_search_max_tools && bytes <= budget {
+            self.state.set_tool_index(None);
+            tools.extend(offered);
+            return tools;
+        }
+        let current = self.state.tool_index();
+        let same = current.as_ref().is_some_and(|index| {
+            index.len() == extensions.len()
+                && index
+                    .ids()
+                    .zip(extensions.iter())
+                    .all(|(id, tool)| id == tool.spec().id)
+        });
+        if !same {
+            self.state.set_tool_index(Some(Arc::new(
+                crate::tools::tool_search::index_of(&extensions),
+            )));
+        }
+        if let Some(search) = self.registry.get(TOOL_SEARCH) {
+            tools.push(definition(search.spec()));
+        }
+        let selected = self.state.selected_tools();
+        tools.extend(
+            offered
+                .into_iter()
+                .filter(|definition| selected.contains(&definition.name)),
+        );
+        tools
     }
 
     /// `/compact [focus]`: summarizes the whole conversation so far into one message (waits
@@ -147,7 +196,7 @@ impl Session {
         let slot = self.model_slot();
         let (provider, model) = slot.resolved.map_err(AgentError::NoModel)?;
         let mut history = self.history.lock().await;
-        let (system, tools) = self.request_frame().await;
+        let (system, tools) = self.request_frame(provider.context_window(&model)).await;
         self.compact_history(
             &mut history,
             0,
@@ -224,7 +273,7 @@ impl Session {
                 content: user_parts(prompt),
             },
         );
-        let (system, tools) = self.request_frame().await;
+        let system = super::prompt::system_prompt(&self.runtime, &self.registry, &today()).await;
         let mut outcome = TurnOutcome {
             stop: TurnStop::EndTurn,
             final_text: String::new(),
@@ -237,6 +286,8 @@ impl Session {
                 return Ok(outcome);
             }
             let window = provider.context_window(&model);
+            // Tools `tool_search` found (or servers that became ready) join the next request.
+            let tools = self.request_tools(window);
             let estimate = estimate_tokens(&system, &history, &tools);
             let ratio = *self
                 .token_ratio
@@ -642,6 +693,9 @@ impl Session {
             .join(", ")
     }
 }
+
+/// The id of the locked tool that finds the extension tools a request left out.
+const TOOL_SEARCH: &str = "tool_search";
 
 /// Lets the `question` tool reach the turn's host.
 struct HostAsker(Arc<dyn TurnHost>);

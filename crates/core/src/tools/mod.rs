@@ -8,6 +8,7 @@ pub mod question;
 pub mod read;
 pub mod text;
 pub mod todo;
+pub mod tool_search;
 pub mod web_fetch;
 pub mod web_search;
 pub mod write;
@@ -31,6 +32,8 @@ pub fn bundled(env: &dyn Fn(&str) -> Option<String>) -> Result<Registry, String>
             env,
             web_search::SearchLimits::default(),
         )),
+        // Offered only when extension tools are left out of the request (see `tool_search`).
+        Typed::wrap(tool_search::ToolSearchTool),
     ];
     let mut registry = Registry::new();
     for tool in tools {
@@ -80,6 +83,7 @@ mod tests {
                     false,
                     Subject::Query("query".into())
                 ),
+                ("tool_search".into(), ToolKind::Search, false, Subject::None),
             ]
         );
     }
