@@ -185,6 +185,8 @@ async fn an_mcp_tool_over_stdio_asks_and_runs_once_approved() {
         .find(|t| t["name"] == "mcp__notes__echo")
         .unwrap();
     assert_eq!(echo["input_schema"]["required"], json!(["text"]));
+    // Five tools fit the budget: all are sent, and `tool_search` is not offered.
+    assert!(!tool_names(first).contains(&"tool_search".to_owned()));
     // It asked (default ask for MCP tools), with the tool's id and kind.
     let asked = client.permission_requests();
     assert_eq!(asked.len(), 1);
@@ -407,4 +409,80 @@ async fn no_server_process_outlives_its_session_or_keel() {
     assert!(alive(pid_two));
     client.close().await.unwrap();
     eventually("Keel's exit ends the other one", || !alive(pid_two)).await;
+}
+
+fn tool_names(body: &Value) -> Vec<String> {
+    body["tools"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|t| t["name"].as_str().unwrap().to_owned())
+        .collect()
+}
+
+#[tokio::test]
+async fn five_hundred_tools_are_left_out_and_found_through_tool_search() {
+    let world = World::new();
+    let mock = MockModel::start().await;
+    let client = world
+        .client(&mock, vec![PermissionReply::Choose(PermissionOptionKind::AllowOnce)])
+        .await;
+    let session = world
+        .session(
+            &client,
+            vec![
+                stdio("notes", &["--tools".to_owned(), "250".to_owned()]),
+                stdio("more", &["--tools".to_owned(), "245".to_owned()]),
+            ],
+        )
+        .await;
+    wait_mcp(&client, &session, "`more` (editor): ready, 250 tools").await;
+    wait_mcp(&client, &session, "`notes` (editor): ready, 255 tools").await;
+
+    mock.push_anthropic(Turn::new().tool_call(
+        "s1",
+        "tool_search",
+        json!({"query": "weather of city 123"}),
+    ));
+    mock.push_anthropic(Turn::new().tool_call(
+        "c1",
+        "mcp__notes__tool_0123",
+        json!({"city": "Oslo"}),
+    ));
+    mock.push_anthropic(Turn::text_only("Sunny."));
+    let answer = client.prompt(&session, "weather in city 123?").await.unwrap();
+    assert_eq!(answer.stop_reason, StopReason::EndTurn);
+    let requests = mock.requests();
+    assert_eq!(requests.len(), 3);
+    // The first request carries the bundled tools and `tool_search` only, and stays small.
+    let first = tool_names(&requests[0].body);
+    assert!(first.contains(&"tool_search".to_owned()), "{first:?}");
+    assert!(!first.iter().any(|name| name.starts_with("mcp__")), "{first:?}");
+    let size = requests[0].raw_body.len();
+    // What the 500 tools cost the first request: `tool_search`'s definition, under 1 KB. The
+    // rest is the system prompt and the bundled tools (about 15 KB; docs/benchmarks.md).
+    let search = requests[0].body["tools"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|t| t["name"] == "tool_search")
+        .unwrap()
+        .to_string()
+        .len();
+    assert!(search < 1024, "tool_search's definition is {search} bytes");
+    assert!(size < 16 * 1024, "the first request is {size} bytes");
+    // The search finds the right tool first.
+    let results = last_tool_results(&mock);
+    let found = results[0]["content"].as_str().unwrap();
+    let first_found = found.lines().nth(1).unwrap_or_default();
+    assert!(
+        first_found.starts_with("- mcp__notes__tool_0123:"),
+        "{found}"
+    );
+    // The next request carries it, and the call works.
+    let second = tool_names(&requests[1].body);
+    assert!(second.contains(&"mcp__notes__tool_0123".to_owned()), "{second:?}");
+    assert!(second.len() < first.len() + 6, "{second:?}");
+    assert_eq!(results[1]["content"], "tool_0123: sunny in Oslo");
+    client.close().await.unwrap();
 }

@@ -14,10 +14,8 @@ use serde::Deserialize;
 
 use crate::tool::{Subject, Tool, ToolContext, ToolError, ToolKind, ToolOutput, ToolSpec};
 
-const DESCRIPTION: &str = "Find tools that are available but not loaded yet (MCP server and \
-extension tools). Search by what you need (\"create github issue\", \"query database\") or by \
-exact tool name. The tools found are loaded for your next steps: call them by the names this \
-returns.";
+const DESCRIPTION: &str = "Find and load tools not offered yet (MCP and extension tools) by \
+what they do or by exact name. Call the tools it returns by name.";
 
 /// BM25 parameters.
 const K1: f32 = 1.2;
