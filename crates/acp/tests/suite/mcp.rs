@@ -425,7 +425,10 @@ async fn five_hundred_tools_are_left_out_and_found_through_tool_search() {
     let world = World::new();
     let mock = MockModel::start().await;
     let client = world
-        .client(&mock, vec![PermissionReply::Choose(PermissionOptionKind::AllowOnce)])
+        .client(
+            &mock,
+            vec![PermissionReply::Choose(PermissionOptionKind::AllowOnce)],
+        )
         .await;
     let session = world
         .session(
@@ -450,14 +453,20 @@ async fn five_hundred_tools_are_left_out_and_found_through_tool_search() {
         json!({"city": "Oslo"}),
     ));
     mock.push_anthropic(Turn::text_only("Sunny."));
-    let answer = client.prompt(&session, "weather in city 123?").await.unwrap();
+    let answer = client
+        .prompt(&session, "weather in city 123?")
+        .await
+        .unwrap();
     assert_eq!(answer.stop_reason, StopReason::EndTurn);
     let requests = mock.requests();
     assert_eq!(requests.len(), 3);
     // The first request carries the bundled tools and `tool_search` only, and stays small.
     let first = tool_names(&requests[0].body);
     assert!(first.contains(&"tool_search".to_owned()), "{first:?}");
-    assert!(!first.iter().any(|name| name.starts_with("mcp__")), "{first:?}");
+    assert!(
+        !first.iter().any(|name| name.starts_with("mcp__")),
+        "{first:?}"
+    );
     let size = requests[0].raw_body.len();
     // What the 500 tools cost the first request: `tool_search`'s definition, under 1 KB. The
     // rest is the system prompt and the bundled tools (about 15 KB; docs/benchmarks.md).
@@ -481,7 +490,10 @@ async fn five_hundred_tools_are_left_out_and_found_through_tool_search() {
     );
     // The next request carries it, and the call works.
     let second = tool_names(&requests[1].body);
-    assert!(second.contains(&"mcp__notes__tool_0123".to_owned()), "{second:?}");
+    assert!(
+        second.contains(&"mcp__notes__tool_0123".to_owned()),
+        "{second:?}"
+    );
     assert!(second.len() < first.len() + 6, "{second:?}");
     assert_eq!(results[1]["content"], "tool_0123: sunny in Oslo");
     client.close().await.unwrap();

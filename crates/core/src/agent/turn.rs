@@ -148,8 +148,10 @@ impl Session {
             .into_iter()
             .filter(|tool| !tool.spec().unavailable)
             .collect();
-        let offered: Vec<ToolDefinition> =
-            extensions.iter().map(|tool| definition(tool.spec())).collect();
+        let offered: Vec<ToolDefinition> = extensions
+            .iter()
+            .map(|tool| definition(tool.spec()))
+            .collect();
         let bytes: usize = offered
             .iter()
             .map(|d| d.name.len() + d.description.len() + d.input_schema.to_string().len())
@@ -169,9 +171,10 @@ impl Session {
                     .all(|(id, tool)| id == tool.spec().id)
         });
         if !same {
-            self.state.set_tool_index(Some(Arc::new(
-                crate::tools::tool_search::index_of(&extensions),
-            )));
+            self.state
+                .set_tool_index(Some(Arc::new(crate::tools::tool_search::index_of(
+                    &extensions,
+                ))));
         }
         if let Some(search) = self.registry.get(TOOL_SEARCH) {
             tools.push(definition(search.spec()));

@@ -73,7 +73,7 @@ pub struct ToolIndex {
     postings: HashMap<String, Vec<(u32, u16)>>,
     lengths: Vec<u16>,
     average: f32,
-    /// Lowercase id → tool.
+    /// Lowercase id (and the part after its last `__`) → tool.
     names: HashMap<String, u32>,
 }
 
@@ -85,7 +85,13 @@ impl ToolIndex {
         let mut names = HashMap::with_capacity(tools.len());
         for (doc, tool) in tools.iter().enumerate() {
             let doc = u32::try_from(doc).unwrap_or(u32::MAX);
-            names.insert(tool.id.to_lowercase(), doc);
+            let lower = tool.id.to_lowercase();
+            // The server's own name of the tool (`mcp__github__create_issue` → `create_issue`)
+            // finds it too, the first such tool when two servers share it.
+            if let Some((_, remote)) = lower.rsplit_once("__") {
+                names.entry(remote.to_owned()).or_insert(doc);
+            }
+            names.insert(lower, doc);
             // The name's words count twice: they say most of what a tool is.
             let mut terms = words(&tool.id);
             terms.extend(words(&tool.id));
@@ -134,37 +140,53 @@ impl ToolIndex {
         let wanted = query.trim().to_lowercase();
         if let Some(&doc) = self.names.get(&wanted) {
             out.push(doc);
-        } else if !wanted.is_empty() {
-            let suffix = format!("__{wanted}");
-            if let Some(doc) = self
-                .tools
-                .iter()
-                .position(|t| t.id.to_lowercase().ends_with(&suffix))
-            {
-                out.push(u32::try_from(doc).unwrap_or(u32::MAX));
-            }
         }
         let n = self.tools.len() as f32;
-        let mut scores: HashMap<u32, f32> = HashMap::new();
         let mut terms = words(query);
         terms.sort();
         terms.dedup();
-        for term in terms {
-            let Some(postings) = self.postings.get(&term) else {
-                continue;
-            };
+        let mut postings: Vec<&Vec<(u32, u16)>> = terms
+            .iter()
+            .filter_map(|term| self.postings.get(term))
+            .collect();
+        // A word in more than half the tools ("a", "the", "mcp") adds almost nothing to a
+        // score (its idf is near 0) and costs a pass over half the index: left out, unless the
+        // query has nothing else.
+        if postings.iter().any(|p| p.len() * 2 <= self.tools.len()) {
+            postings.retain(|p| p.len() * 2 <= self.tools.len());
+        }
+        let mut scores: Vec<f32> = Vec::new();
+        let mut touched: Vec<u32> = Vec::new();
+        if !postings.is_empty() {
+            scores = vec![0.0; self.tools.len()];
+        }
+        for postings in postings {
             let df = postings.len() as f32;
             let idf = ((n - df + 0.5) / (df + 0.5) + 1.0).ln();
             for &(doc, tf) in postings {
                 let tf = f32::from(tf);
                 let length = f32::from(self.lengths[doc as usize]);
-                let score = idf * tf * (K1 + 1.0) / (tf + K1 * (1.0 - B + B * length / self.average));
-                *scores.entry(doc).or_default() += score;
+                let score =
+                    idf * tf * (K1 + 1.0) / (tf + K1 * (1.0 - B + B * length / self.average));
+                let slot = &mut scores[doc as usize];
+                if *slot == 0.0 {
+                    touched.push(doc);
+                }
+                *slot += score;
             }
         }
-        let mut ranked: Vec<(u32, f32)> = scores.into_iter().collect();
-        ranked.sort_by(|a, b| b.1.total_cmp(&a.1).then(a.0.cmp(&b.0)));
-        for (doc, _) in ranked {
+        let better = |a: &u32, b: &u32| {
+            scores[*b as usize]
+                .total_cmp(&scores[*a as usize])
+                .then(a.cmp(b))
+        };
+        let keep = limit + out.len();
+        if touched.len() > keep && keep > 0 {
+            touched.select_nth_unstable_by(keep - 1, better);
+            touched.truncate(keep);
+        }
+        touched.sort_by(better);
+        for doc in touched {
             if out.len() >= limit {
                 break;
             }
@@ -251,9 +273,18 @@ mod tests {
     fn index() -> ToolIndex {
         ToolIndex::new(
             [
-                ("mcp__github__create_issue", "Create an issue in a GitHub repository."),
-                ("mcp__github__list_issues", "List the issues of a repository."),
-                ("mcp__db__query", "Run a read-only SQL query against the database."),
+                (
+                    "mcp__github__create_issue",
+                    "Create an issue in a GitHub repository.",
+                ),
+                (
+                    "mcp__github__list_issues",
+                    "List the issues of a repository.",
+                ),
+                (
+                    "mcp__db__query",
+                    "Run a read-only SQL query against the database.",
+                ),
                 ("mcp__weather__forecast", "Weather forecast for a city."),
             ]
             .into_iter()
@@ -277,12 +308,19 @@ mod tests {
     fn exact_names_come_first_then_bm25() {
         let index = index();
         let ids = |query: &str| -> Vec<String> {
-            index.search(query, 2).iter().map(|t| t.id.clone()).collect()
+            index
+                .search(query, 2)
+                .iter()
+                .map(|t| t.id.clone())
+                .collect()
         };
         assert_eq!(ids("create github issue")[0], "mcp__github__create_issue");
         assert_eq!(ids("sql database")[0], "mcp__db__query");
         assert_eq!(ids("query")[0], "mcp__db__query");
-        assert_eq!(ids("mcp__github__list_issues")[0], "mcp__github__list_issues");
+        assert_eq!(
+            ids("mcp__github__list_issues")[0],
+            "mcp__github__list_issues"
+        );
         assert_eq!(ids("list_issues")[0], "mcp__github__list_issues");
         assert!(ids("zzz").is_empty());
     }
