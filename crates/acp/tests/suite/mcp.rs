@@ -498,3 +498,76 @@ async fn five_hundred_tools_are_left_out_and_found_through_tool_search() {
     assert_eq!(results[1]["content"], "tool_0123: sunny in Oslo");
     client.close().await.unwrap();
 }
+
+/// Runs `keel ARGS` in the workspace with the world's directories; its stdout.
+fn keel(world: &World, args: &[&str]) -> String {
+    let dir = |name: &str| world.home.join(name).display().to_string();
+    let output = assert_cmd::Command::new(env!("CARGO_BIN_EXE_keel"))
+        .args(args)
+        .current_dir(&world.root)
+        .env("HOME", dir(""))
+        .env("XDG_CONFIG_HOME", dir("config"))
+        .env("XDG_STATE_HOME", dir("state"))
+        .env("XDG_DATA_HOME", dir("data"))
+        .output()
+        .unwrap();
+    assert!(output.status.success(), "{output:?}");
+    String::from_utf8(output.stdout).unwrap()
+}
+
+#[tokio::test]
+async fn a_project_tool_file_waits_for_trust_then_runs_with_its_origin_shown() {
+    let world = World::new();
+    std::fs::create_dir_all(world.root.join(".keel/tools")).unwrap();
+    std::fs::write(
+        world.root.join(".keel/tools/greet.toml"),
+        "id = \"greet\"\ndescription = \"Greet someone.\"\nargv = [\"echo\", \"hello {name}\"]\n\
+         timeoutMs = 20000\n\n[parameters]\ntype = \"object\"\nrequired = [\"name\"]\n\
+         [parameters.properties.name]\ntype = \"string\"\n",
+    )
+    .unwrap();
+    let mock = MockModel::start().await;
+
+    // Untrusted: not listed, not offered, not callable.
+    let listed = keel(&world, &["tools"]);
+    assert!(!listed.contains("greet"), "{listed}");
+    let client = world.client(&mock, Vec::new()).await;
+    let session = world.session(&client, Vec::new()).await;
+    mock.push_anthropic(Turn::new().tool_call("g1", "greet", json!({"name": "Ada"})));
+    mock.push_anthropic(Turn::text_only("No such tool."));
+    client.prompt(&session, "greet Ada").await.unwrap();
+    assert!(!tool_names(&mock.requests()[0].body).contains(&"greet".to_owned()));
+    let results = last_tool_results(&mock);
+    assert!(
+        results[0]["content"]
+            .to_string()
+            .contains("unknown tool `greet`"),
+        "{results:?}"
+    );
+    client.close().await.unwrap();
+
+    // Trusted: listed with its origin, offered, and it runs (after the user allows it).
+    keel(&world, &["trust", "grant"]);
+    let listed = keel(&world, &["tools"]);
+    let row = listed
+        .lines()
+        .find(|l| l.starts_with("greet"))
+        .unwrap_or_default();
+    assert!(row.contains("project"), "{listed}");
+    let client = world
+        .client(
+            &mock,
+            vec![PermissionReply::Choose(PermissionOptionKind::AllowOnce)],
+        )
+        .await;
+    let session = world.session(&client, Vec::new()).await;
+    mock.push_anthropic(Turn::new().tool_call("g2", "greet", json!({"name": "Ada; rm -rf ~"})));
+    mock.push_anthropic(Turn::text_only("Greeted."));
+    client.prompt(&session, "greet Ada").await.unwrap();
+    let results = last_tool_results(&mock);
+    assert_eq!(
+        results[0]["content"], "hello Ada; rm -rf ~\n",
+        "{results:?}"
+    );
+    client.close().await.unwrap();
+}

@@ -379,7 +379,7 @@ impl Engine {
                 _ => {}
             }
         }
-        let registry = self.registry()?;
+        let mut registry = self.registry()?;
         let requirements = registry
             .specs()
             .fold(self.config.manifest.clone(), |set, spec| {
@@ -429,6 +429,18 @@ impl Engine {
             }
         }
         let fingerprint = crate::policy::project_fingerprint(&workspace).ok();
+        // Tool files: the user's, and the project's once trusted (they name programs to run).
+        for note in crate::tools::extension::extend_registry(
+            &mut registry,
+            self.config.global_config_dir.as_deref(),
+            &workspace,
+            trust.is_trusted(),
+        ) {
+            tracing::info!("{note}");
+        }
+        for id in &self.config.disabled_tools {
+            registry.remove(id);
+        }
         let mut ignored = Vec::new();
         let mut mcp_servers = Vec::new();
         if let Some(config_rules) = &self.config.config_rules {

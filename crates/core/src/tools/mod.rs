@@ -2,6 +2,7 @@
 
 pub mod bash;
 pub mod edit;
+pub mod extension;
 pub mod glob;
 pub mod grep;
 pub mod question;
