@@ -28,6 +28,8 @@ pub enum SlashCommand {
     Help,
     /// `/mcp`: each MCP server's state.
     Mcp,
+    /// `/server:prompt [arguments]`: an MCP server's prompt, sent to the model.
+    McpPrompt { command: String, arguments: String },
 }
 
 struct CommandRow {
@@ -115,9 +117,47 @@ impl SlashCommand {
             "compact" => Some(SlashCommand::Compact(argument)),
             "help" => Some(SlashCommand::Help),
             "mcp" => Some(SlashCommand::Mcp),
+            name if is_prompt_command(name) => Some(SlashCommand::McpPrompt {
+                command: name.to_owned(),
+                arguments: rest.to_owned(),
+            }),
             _ => None,
         }
     }
+}
+
+/// `server:prompt`: two non-empty names of `[A-Za-z0-9_.-]` around one colon.
+fn is_prompt_command(name: &str) -> bool {
+    let word = |w: &str| {
+        !w.is_empty()
+            && w.chars()
+                .all(|c| c.is_ascii_alphanumeric() || matches!(c, '_' | '-' | '.'))
+    };
+    name.split_once(':')
+        .is_some_and(|(server, prompt)| word(server) && word(prompt))
+}
+
+/// The slash command of an MCP prompt: `/server:prompt`, its arguments as the hint.
+pub fn prompt_command(prompt: &keel_core::mcp::McpPrompt) -> AvailableCommand {
+    let description = if prompt.description.is_empty() {
+        format!(
+            "The `{}` prompt of the MCP server `{}`",
+            prompt.name, prompt.server
+        )
+    } else {
+        prompt.description.clone()
+    };
+    let hint = (!prompt.arguments.is_empty()).then(|| {
+        prompt
+            .arguments
+            .iter()
+            .map(|(name, _)| format!("{name}=..."))
+            .collect::<Vec<_>>()
+            .join(" ")
+    });
+    AvailableCommand::new(prompt.command(), description).input(
+        hint.map(|hint| AvailableCommandInput::Unstructured(UnstructuredCommandInput::new(hint))),
+    )
 }
 
 /// The `/tools` answer: one line per tool, with its origin.
@@ -178,6 +218,14 @@ mod tests {
             Some(SlashCommand::Mode(None))
         );
         assert_eq!(SlashCommand::parse(&text("/review this")), None);
+        assert_eq!(
+            SlashCommand::parse(&text("/notes:review file=a.rs")),
+            Some(SlashCommand::McpPrompt {
+                command: "notes:review".into(),
+                arguments: "file=a.rs".into()
+            })
+        );
+        assert_eq!(SlashCommand::parse(&text("/usr/bin:x")), None);
         assert_eq!(SlashCommand::parse(&text("tools")), None);
         assert_eq!(SlashCommand::parse(&[]), None);
     }

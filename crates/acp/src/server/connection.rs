@@ -291,6 +291,11 @@ impl ConnectionState {
             origin,
             mcp_servers,
             notify: Some(notifier(connection.clone(), session_id.clone())),
+            prompts_changed: Some(prompt_commands(
+                connection.clone(),
+                session_id.clone(),
+                !self.factory.models().is_empty(),
+            )),
         };
         let agent = self.factory.create(spec).await?;
         // Paths the engine reports are canonical; titles strip either spelling of a root.
@@ -372,6 +377,27 @@ fn notifier(connection: ConnectionTo<Client>, session_id: SessionId) -> keel_cor
             connection.send_notification(SessionNotification::new(session_id.clone(), update))
         {
             tracing::debug!(error = %error.message, "notice not sent (connection closed)");
+        }
+    })
+}
+
+/// Sends the slash commands again, with one `/server:prompt` per MCP prompt.
+fn prompt_commands(
+    connection: ConnectionTo<Client>,
+    session_id: SessionId,
+    has_models: bool,
+) -> keel_core::mcp::PromptsChanged {
+    use agent_client_protocol::v1::schema::{
+        AvailableCommandsUpdate, SessionNotification, SessionUpdate,
+    };
+    Arc::new(move |prompts: Vec<keel_core::mcp::McpPrompt>| {
+        let mut commands = super::commands::available(has_models);
+        commands.extend(prompts.iter().map(super::commands::prompt_command));
+        let update = SessionUpdate::AvailableCommandsUpdate(AvailableCommandsUpdate::new(commands));
+        if let Err(error) =
+            connection.send_notification(SessionNotification::new(session_id.clone(), update))
+        {
+            tracing::debug!(error = %error.message, "command list not sent (connection closed)");
         }
     })
 }

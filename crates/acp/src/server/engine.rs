@@ -36,6 +36,8 @@ pub struct SessionSpec {
     pub mcp_servers: Vec<keel_core::mcp::McpServerConfig>,
     /// Tells the user something outside a turn (an MCP server failed).
     pub notify: Option<keel_core::mcp::Notify>,
+    /// Re-advertises the slash commands when the MCP servers' prompts change.
+    pub prompts_changed: Option<keel_core::mcp::PromptsChanged>,
 }
 
 impl std::fmt::Debug for SessionSpec {
@@ -163,6 +165,19 @@ pub trait AgentSession: Send + Sync + 'static {
     /// Each MCP server's state, as text for `/mcp`.
     fn mcp_status(&self) -> String {
         "No MCP servers are configured for this session.".into()
+    }
+
+    /// The text of the MCP prompt `/server:prompt` with the user's arguments.
+    fn mcp_prompt(
+        &self,
+        command: String,
+        _arguments: String,
+    ) -> BoxFuture<'_, Result<String, EngineError>> {
+        Box::pin(async move {
+            Err(EngineError::InvalidInput(format!(
+                "no MCP server offers the prompt `/{command}`"
+            )))
+        })
     }
 
     /// Called once `session/new` has been answered: a session that opens in the background

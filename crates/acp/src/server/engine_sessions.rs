@@ -82,6 +82,7 @@ fn open_options(engine: &Engine, spec: SessionSpec) -> SessionOptions {
         terminals: spec.terminals,
         mcp_servers: spec.mcp_servers,
         notify: spec.notify,
+        prompts_changed: spec.prompts_changed,
         ..SessionOptions::default()
     }
 }
@@ -420,6 +421,21 @@ impl AgentSession for EngineSession {
                 summary: spec.description.lines().next().unwrap_or("").to_owned(),
             })
             .collect()
+    }
+
+    fn mcp_prompt(
+        &self,
+        command: String,
+        arguments: String,
+    ) -> BoxFuture<'_, Result<String, EngineError>> {
+        Box::pin(async move {
+            self.wait_ready().await?;
+            self.session()?
+                .mcp()
+                .get_prompt(&command, &arguments)
+                .await
+                .map_err(EngineError::InvalidInput)
+        })
     }
 
     fn mcp_status(&self) -> String {

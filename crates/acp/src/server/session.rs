@@ -264,6 +264,8 @@ impl Session {
             SlashCommand::Tools => commands::render_tools(&self.agent.tools()),
             SlashCommand::Permissions => self.agent.permissions(),
             SlashCommand::Mcp => self.agent.mcp_status(),
+            // Answered in `run` (its text goes to the model).
+            SlashCommand::McpPrompt { .. } => return,
             SlashCommand::Help => commands::render_help(!self.models.is_empty()),
             // Answered in `run` (it calls the model).
             SlashCommand::Compact(_) => return,
@@ -375,11 +377,22 @@ impl Session {
             self.say(reply);
             return Ok(StopReason::EndTurn);
         }
-        if let Some(command) = SlashCommand::parse(&prompt) {
-            self.command(command);
-            return Ok(StopReason::EndTurn);
-        }
-        let content = user_content(prompt)?;
+        let content = match SlashCommand::parse(&prompt) {
+            Some(SlashCommand::McpPrompt { command, arguments }) => {
+                match self.agent.mcp_prompt(command, arguments).await {
+                    Ok(text) => vec![UserContent::Text { text }],
+                    Err(error) => {
+                        self.say(error.to_string());
+                        return Ok(StopReason::EndTurn);
+                    }
+                }
+            }
+            Some(command) => {
+                self.command(command);
+                return Ok(StopReason::EndTurn);
+            }
+            None => user_content(prompt)?,
+        };
         let host = Arc::new(AcpTurnHost::new(self.shared.clone(), cancel.clone()));
         let agent = self.agent.clone();
         let turn_cancel = cancel.clone();

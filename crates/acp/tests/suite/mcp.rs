@@ -571,3 +571,52 @@ async fn a_project_tool_file_waits_for_trust_then_runs_with_its_origin_shown() {
     );
     client.close().await.unwrap();
 }
+
+#[tokio::test]
+async fn mcp_prompts_become_slash_commands() {
+    let world = World::new();
+    let mock = MockModel::start().await;
+    let client = world.client(&mock, Vec::new()).await;
+    let session = world.session(&client, vec![stdio("notes", &[])]).await;
+    wait_mcp(&client, &session, "ready").await;
+    // Once the server is ready, the command list is sent again with its prompt.
+    eventually("the prompt is advertised", || {
+        client.updates(&session).iter().any(|update| match update {
+            SessionUpdate::AvailableCommandsUpdate(update) => update
+                .available_commands
+                .iter()
+                .any(|c| c.name == "notes:review" && c.description == "Review a file."),
+            _ => false,
+        })
+    })
+    .await;
+    mock.push_anthropic(Turn::text_only("Looks fine."));
+    let answer = client
+        .prompt(&session, "/notes:review file=src/lib.rs focus=errors")
+        .await
+        .unwrap();
+    assert_eq!(answer.stop_reason, StopReason::EndTurn);
+    let sent = mock.requests()[0].body["messages"].to_string();
+    assert!(
+        sent.contains("Please review src/lib.rs. Focus on errors."),
+        "{sent}"
+    );
+    // The whole text fills the first argument; a missing required one is said, not sent.
+    mock.push_anthropic(Turn::text_only("Ok."));
+    client
+        .prompt(&session, "/notes:review main.rs")
+        .await
+        .unwrap();
+    assert!(
+        mock.requests()[1].body["messages"]
+            .to_string()
+            .contains("Please review main.rs.")
+    );
+    client
+        .prompt(&session, "/notes:review focus=x")
+        .await
+        .unwrap();
+    assert!(said(&client, &session).contains("`/notes:review` needs `file=...`"));
+    assert_eq!(mock.requests().len(), 2);
+    client.close().await.unwrap();
+}

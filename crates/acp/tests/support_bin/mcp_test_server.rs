@@ -7,7 +7,7 @@
 //! minutes (the test cancels it); `crash {}` exits the process before answering. `--tools N`
 //! adds N generated tools `tool_NNNN`. `--hang` reads its input and never answers (a server
 //! that never starts). `--log FILE` appends every method received (and `cancelled ID` for a
-//! cancellation); `--pid-file FILE` records the process id.
+//! cancellation); `--pid-file FILE` records the process id. Prompt: `review {file, focus?}`.
 
 #![allow(
     clippy::disallowed_methods,
@@ -111,12 +111,27 @@ fn handle(options: &Options, message: &Value) -> Reply {
                 .to_owned();
             Reply::Now(ok(json!({
                 "protocolVersion": version,
-                "capabilities": {"tools": {}},
+                "capabilities": {"tools": {}, "prompts": {}},
                 "serverInfo": {"name": "keel-mcp-test-server", "version": "1.0.0"}
             })))
         }
         "ping" => Reply::Now(ok(json!({}))),
         "tools/list" => Reply::Now(ok(json!({"tools": tools(options.tools)}))),
+        "prompts/list" => Reply::Now(ok(json!({"prompts": [{
+            "name": "review",
+            "description": "Review a file.",
+            "arguments": [{"name": "file", "required": true}, {"name": "focus"}]
+        }]}))),
+        "prompts/get" => {
+            let args = &message["params"]["arguments"];
+            let mut text = format!("Please review {}.", args["file"].as_str().unwrap_or("?"));
+            if let Some(focus) = args["focus"].as_str() {
+                text.push_str(&format!(" Focus on {focus}."));
+            }
+            Reply::Now(ok(json!({"messages": [
+                {"role": "user", "content": {"type": "text", "text": text}}
+            ]})))
+        }
         "tools/call" => {
             let name = message["params"]["name"].as_str().unwrap_or("");
             let args = &message["params"]["arguments"];

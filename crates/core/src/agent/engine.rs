@@ -167,6 +167,8 @@ pub struct SessionOptions {
     pub mcp_servers: Vec<crate::mcp::McpServerConfig>,
     /// How a failing MCP server is told to the user outside a turn.
     pub notify: Option<crate::mcp::Notify>,
+    /// Called when the MCP servers' prompts change (slash commands to advertise).
+    pub prompts_changed: Option<crate::mcp::PromptsChanged>,
 }
 
 /// How a session relates to the session store (`{user-data}/sessions`).
@@ -469,6 +471,9 @@ impl Engine {
         );
         if let Some(notify) = options.notify {
             mcp.set_notify(notify);
+        }
+        if let Some(changed) = options.prompts_changed {
+            mcp.set_prompts_changed(changed);
         }
         mcp.start();
         let policy = Policy::new(layers, mode, !options.interactive).map_err(setup)?;

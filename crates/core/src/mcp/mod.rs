@@ -121,11 +121,37 @@ pub struct ServerStatus {
 /// Says something to the user outside a turn (a server failed).
 pub type Notify = Arc<dyn Fn(String) + Send + Sync>;
 
+/// Called with every ready server's prompts whenever a server becomes ready or goes away (the
+/// front-end re-advertises its slash commands).
+pub type PromptsChanged = Arc<dyn Fn(Vec<McpPrompt>) + Send + Sync>;
+
+/// How long fetching a prompt may take.
+pub const PROMPT_TIMEOUT: Duration = Duration::from_secs(30);
+
+/// An MCP prompt, offered as the slash command `/SERVER:PROMPT`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct McpPrompt {
+    pub server: String,
+    pub name: String,
+    pub description: String,
+    /// Argument names, and whether each is required.
+    pub arguments: Vec<(String, bool)>,
+}
+
+impl McpPrompt {
+    /// The slash command's name (`server:prompt`).
+    pub fn command(&self) -> String {
+        format!("{}:{}", self.server, self.name)
+    }
+}
+
 struct Slot {
     config: McpServerConfig,
     state: ServerState,
     tools: Vec<Arc<dyn DynTool>>,
     skipped: Vec<String>,
+    prompts: Vec<McpPrompt>,
+    peer: Option<rmcp::service::Peer<rmcp::RoleClient>>,
 }
 
 struct Inner {
@@ -134,6 +160,7 @@ struct Inner {
     locked: Vec<String>,
     shutdown: CancellationToken,
     notify: Mutex<Option<Notify>>,
+    prompts_changed: Mutex<Option<PromptsChanged>>,
     cwd: PathBuf,
 }
 
@@ -178,6 +205,8 @@ impl McpHub {
                 state: ServerState::Starting,
                 tools: Vec::new(),
                 skipped: Vec::new(),
+                prompts: Vec::new(),
+                peer: None,
             });
         }
         Self {
@@ -186,6 +215,7 @@ impl McpHub {
                 locked,
                 shutdown: CancellationToken::new(),
                 notify: Mutex::new(None),
+                prompts_changed: Mutex::new(None),
                 cwd,
             }),
         }
@@ -199,6 +229,95 @@ impl McpHub {
     /// Where failures are said from now on.
     pub fn set_notify(&self, notify: Notify) {
         *lock(&self.inner.notify) = Some(notify);
+    }
+
+    /// Where prompt changes are reported from now on.
+    pub fn set_prompts_changed(&self, changed: PromptsChanged) {
+        *lock(&self.inner.prompts_changed) = Some(changed);
+    }
+
+    /// The prompts of the ready servers.
+    pub fn prompts(&self) -> Vec<McpPrompt> {
+        prompts_of(&self.inner)
+    }
+
+    /// The text of the prompt `/server:prompt`, with `arguments` as the user typed them:
+    /// `key=value` words, or (for a prompt with arguments and no `=` in the text) the whole text
+    /// as its first argument.
+    pub async fn get_prompt(&self, command: &str, arguments: &str) -> Result<String, String> {
+        let found = lock(&self.inner.slots).iter().find_map(|slot| {
+            let prompt = slot.prompts.iter().find(|p| p.command() == command)?;
+            Some((prompt.clone(), slot.peer.clone()?))
+        });
+        let Some((prompt, peer)) = found else {
+            return Err(format!(
+                "no ready MCP server offers the prompt `/{command}`"
+            ));
+        };
+        let mut values = serde_json::Map::new();
+        let words = shell_words::split(arguments).map_err(|e| format!("arguments: {e}"))?;
+        if words.iter().any(|w| w.contains('=')) {
+            for word in words {
+                let Some((key, value)) = word.split_once('=') else {
+                    return Err(format!("`{word}` is not `name=value`"));
+                };
+                values.insert(key.to_owned(), serde_json::Value::String(value.to_owned()));
+            }
+        } else if let Some((first, _)) = prompt.arguments.first()
+            && !arguments.trim().is_empty()
+        {
+            values.insert(
+                first.clone(),
+                serde_json::Value::String(arguments.trim().to_owned()),
+            );
+        }
+        let missing: Vec<&str> = prompt
+            .arguments
+            .iter()
+            .filter(|(name, required)| *required && !values.contains_key(name))
+            .map(|(name, _)| name.as_str())
+            .collect();
+        if !missing.is_empty() {
+            return Err(format!(
+                "`/{command}` needs {}",
+                missing
+                    .iter()
+                    .map(|name| format!("`{name}=...`"))
+                    .collect::<Vec<_>>()
+                    .join(", ")
+            ));
+        }
+        let params =
+            rmcp::model::GetPromptRequestParams::new(prompt.name.clone()).with_arguments(values);
+        let response = tokio::time::timeout(PROMPT_TIMEOUT, peer.get_prompt_once(params))
+            .await
+            .map_err(|_| {
+                format!(
+                    "the server did not answer within {}s",
+                    PROMPT_TIMEOUT.as_secs()
+                )
+            })?
+            .map_err(|e| format!("the server failed: {e}"))?;
+        let rmcp::model::GetPromptResponse::Complete(result) = response else {
+            return Err("the server asked for input; Keel does not support that yet".into());
+        };
+        let value = serde_json::to_value(&result).unwrap_or_default();
+        let texts: Vec<String> = value["messages"]
+            .as_array()
+            .map(|messages| {
+                messages
+                    .iter()
+                    .map(|message| match message["content"]["text"].as_str() {
+                        Some(text) => text.to_owned(),
+                        None => message["content"].to_string(),
+                    })
+                    .collect()
+            })
+            .unwrap_or_default();
+        if texts.is_empty() {
+            return Err(format!("the prompt `/{command}` is empty"));
+        }
+        Ok(texts.join("\n\n"))
     }
 
     /// Connects every server in the background (a task each); returns at once. Needs a tokio
@@ -301,14 +420,73 @@ impl McpHub {
 }
 
 fn set_state(inner: &Inner, name: &str, state: ServerState) {
+    let mut had_prompts = false;
     if let Some(slot) = lock(&inner.slots)
         .iter_mut()
         .find(|slot| slot.config.name == name)
     {
         if !matches!(state, ServerState::Ready { .. }) {
             slot.tools.clear();
+            had_prompts = !slot.prompts.is_empty();
+            slot.prompts.clear();
+            slot.peer = None;
         }
         slot.state = state;
+    }
+    if had_prompts {
+        prompts_changed(inner);
+    }
+}
+
+fn prompts_of(inner: &Inner) -> Vec<McpPrompt> {
+    lock(&inner.slots)
+        .iter()
+        .flat_map(|slot| slot.prompts.iter().cloned())
+        .collect()
+}
+
+fn prompts_changed(inner: &Inner) {
+    let changed = lock(&inner.prompts_changed).clone();
+    if let Some(changed) = changed {
+        changed(prompts_of(inner));
+    }
+}
+
+/// A server's prompts, when it offers any (a failure only costs the prompts).
+async fn list_prompts(
+    name: &str,
+    service: &rmcp::service::RunningService<rmcp::RoleClient, ()>,
+) -> Vec<McpPrompt> {
+    let offers = service
+        .peer()
+        .peer_info()
+        .is_some_and(|info| info.capabilities.prompts.is_some());
+    if !offers {
+        return Vec::new();
+    }
+    match tokio::time::timeout(PROMPT_TIMEOUT, service.peer().list_all_prompts()).await {
+        Ok(Ok(prompts)) => prompts
+            .into_iter()
+            .map(|prompt| McpPrompt {
+                server: name.to_owned(),
+                name: prompt.name,
+                description: prompt.description.unwrap_or_default(),
+                arguments: prompt
+                    .arguments
+                    .unwrap_or_default()
+                    .into_iter()
+                    .map(|a| (a.name, a.required.unwrap_or(false)))
+                    .collect(),
+            })
+            .collect(),
+        Ok(Err(error)) => {
+            tracing::warn!(server = name, %error, "listing the MCP server's prompts failed");
+            Vec::new()
+        }
+        Err(_) => {
+            tracing::warn!(server = name, "listing the MCP server's prompts timed out");
+            Vec::new()
+        }
     }
 }
 
@@ -407,6 +585,8 @@ async fn run_server(hub: std::sync::Weak<Inner>, name: String) {
             }
         };
         let peer = connection.service.peer().clone();
+        let prompts = list_prompts(&name, &connection.service).await;
+        let Some(inner) = hub.upgrade() else { return };
         let mut tools: Vec<Arc<dyn DynTool>> = Vec::new();
         let mut skipped = Vec::new();
         for listed in &listed {
@@ -429,7 +609,10 @@ async fn run_server(hub: std::sync::Weak<Inner>, name: String) {
             slot.state = ServerState::Ready { tools: tools.len() };
             slot.tools = tools;
             slot.skipped = skipped;
+            slot.prompts = prompts;
+            slot.peer = Some(peer.clone());
         }
+        prompts_changed(&inner);
         tracing::info!(server = %name, tools = listed.len(), "MCP server ready");
         drop(inner);
         let quit = connection.service.waiting().await;
