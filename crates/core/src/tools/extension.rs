@@ -243,7 +243,7 @@ pub fn load_dir(config_dir: &Path, origin: &Origin) -> (Vec<Arc<dyn DynTool>>, V
     (tools, errors)
 }
 
-fn load_file(path: &PathBuf, origin: &Origin) -> Result<Arc<dyn DynTool>, String> {
+fn load_file(path: &Path, origin: &Origin) -> Result<Arc<dyn DynTool>, String> {
     let text = crate::runtime::config_files::read_if_exists(path)
         .map_err(|e| e.to_string())?
         .unwrap_or_default();
