@@ -137,7 +137,7 @@ impl ConnectionState {
         let mcp_servers = mcp_servers(request.mcp_servers);
         let session_id = new_session_id();
         let session = self
-            .open_with(
+            .open(
                 session_id.clone(),
                 request.cwd,
                 request.additional_directories,
@@ -161,6 +161,7 @@ impl ConnectionState {
         cwd: Option<PathBuf>,
         additional_directories: Vec<PathBuf>,
         connection: ConnectionTo<Client>,
+        mcp: Vec<agent_client_protocol::v1::schema::McpServer>,
     ) -> Result<Arc<Session>, ServerError> {
         self.close(&session_id);
         let (cwd, additional_directories) = match cwd {
@@ -179,6 +180,7 @@ impl ConnectionState {
             additional_directories,
             SessionOrigin::Stored,
             connection,
+            mcp_servers(mcp),
         )
         .await
     }
@@ -190,6 +192,7 @@ impl ConnectionState {
         cwd: PathBuf,
         additional_directories: Vec<PathBuf>,
         connection: ConnectionTo<Client>,
+        mcp: Vec<agent_client_protocol::v1::schema::McpServer>,
     ) -> Result<Arc<Session>, ServerError> {
         self.open(
             new_session_id(),
@@ -199,6 +202,7 @@ impl ConnectionState {
                 from: from.to_string(),
             },
             connection,
+            mcp_servers(mcp),
         )
         .await
     }
@@ -242,21 +246,9 @@ impl ConnectionState {
     }
 
     /// Builds a session of this connection: the roots are `cwd` then `additional`; the
-    /// editor's files and terminals are plugged in when the client serves them.
+    /// editor's files and terminals are plugged in when the client serves them; its MCP servers
+    /// start with the engine session.
     async fn open(
-        &self,
-        session_id: SessionId,
-        cwd: PathBuf,
-        additional: Vec<PathBuf>,
-        origin: SessionOrigin,
-        connection: ConnectionTo<Client>,
-    ) -> Result<Arc<Session>, ServerError> {
-        self.open_with(session_id, cwd, additional, origin, connection, Vec::new())
-            .await
-    }
-
-    /// [`ConnectionState::open`] with the editor's MCP servers.
-    async fn open_with(
         &self,
         session_id: SessionId,
         cwd: PathBuf,

@@ -155,7 +155,13 @@ async fn connect(
                         let connection = cx.clone();
                         cx.spawn(async move {
                             match state
-                                .reopen(request.session_id, None, Vec::new(), connection)
+                                .reopen(
+                                    request.session_id,
+                                    None,
+                                    Vec::new(),
+                                    connection,
+                                    Vec::new(),
+                                )
                                 .await
                             {
                                 Ok(session) => {
@@ -241,6 +247,7 @@ async fn connect(
                                 Some(request.cwd),
                                 request.additional_directories,
                                 connection,
+                                request.mcp_servers,
                             )
                             .await;
                         match reopened {
@@ -278,6 +285,7 @@ async fn connect(
                                 Some(request.cwd),
                                 request.additional_directories,
                                 connection,
+                                request.mcp_servers,
                             )
                             .await;
                         match reopened {
@@ -314,6 +322,7 @@ async fn connect(
                                 request.cwd,
                                 request.additional_directories,
                                 connection,
+                                request.mcp_servers,
                             )
                             .await;
                         match forked {

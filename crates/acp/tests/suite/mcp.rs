@@ -620,3 +620,31 @@ async fn mcp_prompts_become_slash_commands() {
     assert_eq!(mock.requests().len(), 2);
     client.close().await.unwrap();
 }
+
+#[tokio::test]
+async fn a_loaded_session_connects_the_servers_of_its_load_request() {
+    use agent_client_protocol::v1::schema::LoadSessionRequest;
+    let world = World::new();
+    let mock = MockModel::start().await;
+    let client = world.client(&mock, Vec::new()).await;
+    let session = world.session(&client, Vec::new()).await;
+    mock.push_anthropic(Turn::text_only("Hello."));
+    client.prompt(&session, "hi").await.unwrap();
+    client
+        .request(CloseSessionRequest::new(session.clone()))
+        .await
+        .unwrap();
+    client
+        .request(
+            LoadSessionRequest::new(session.clone(), &world.root)
+                .mcp_servers(vec![stdio("notes", &[])]),
+        )
+        .await
+        .unwrap();
+    let status = wait_mcp(&client, &session, "ready").await;
+    assert!(
+        status.contains("`notes` (editor): ready, 5 tools"),
+        "{status}"
+    );
+    client.close().await.unwrap();
+}
