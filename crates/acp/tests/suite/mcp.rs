@@ -648,3 +648,19 @@ async fn a_loaded_session_connects_the_servers_of_its_load_request() {
     );
     client.close().await.unwrap();
 }
+
+#[tokio::test]
+async fn the_tool_search_threshold_is_configurable() {
+    let world = World::new();
+    world.user_config("[tool_search]\nmax_tools = 4\n");
+    let mock = MockModel::start().await;
+    let client = world.client(&mock, Vec::new()).await;
+    let session = world.session(&client, vec![stdio("notes", &[])]).await;
+    wait_mcp(&client, &session, "ready, 5 tools").await;
+    mock.push_anthropic(Turn::text_only("Hi."));
+    client.prompt(&session, "hi").await.unwrap();
+    let names = tool_names(&mock.requests()[0].body);
+    assert!(names.contains(&"tool_search".to_owned()), "{names:?}");
+    assert!(!names.iter().any(|n| n.starts_with("mcp__")), "{names:?}");
+    client.close().await.unwrap();
+}

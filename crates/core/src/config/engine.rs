@@ -59,6 +59,8 @@ pub fn engine_config(
     out.manifest =
         RequirementSet::fs_read_write(&["{workspace}/**", "{session}/**"], &["{workspace}/**"])
             .with_shell(ShellRunRequirement::any_args("*"));
+    out.tool_search_max_tools = config.tool_search.max_tools;
+    out.tool_search_budget = f64::from(config.tool_search.budget_percent) / 100.0;
     out.disabled_tools = config
         .tools
         .iter()

@@ -89,6 +89,29 @@ pub struct Config {
     /// MCP servers started with every session (`[mcp_servers.NAME]`). A project file's servers
     /// wait for project trust.
     pub mcp_servers: BTreeMap<String, McpServerSettings>,
+    /// When MCP and extension tools are left out of requests and found through `tool_search`.
+    pub tool_search: ToolSearchSettings,
+}
+
+/// `[tool_search]`: past either limit, extension tools are left out of requests.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(default, deny_unknown_fields)]
+pub struct ToolSearchSettings {
+    /// More extension tools than this are left out.
+    pub max_tools: usize,
+    /// Extension tool definitions taking more than this percentage of the model's context
+    /// window are left out.
+    #[schemars(range(min = 1, max = 100))]
+    pub budget_percent: u8,
+}
+
+impl Default for ToolSearchSettings {
+    fn default() -> Self {
+        Self {
+            max_tools: 30,
+            budget_percent: 10,
+        }
+    }
 }
 
 /// One MCP server (`[mcp_servers.NAME]`): either `command` (stdio) or `url` (streamable HTTP).
@@ -185,6 +208,7 @@ impl Default for Config {
             limits: Limits::default(),
             sandbox: crate::runtime::sandbox::SandboxSettings::default(),
             mcp_servers: BTreeMap::new(),
+            tool_search: ToolSearchSettings::default(),
         }
     }
 }
