@@ -50,12 +50,13 @@ pub fn list(args: ToolsArgs) -> Outcome {
         .find(|f| f.layer == "user")
         .and_then(|f| f.path.parent().map(Path::to_path_buf));
     let trusted = keel_core::config::trusted_in_default_store(&workspace);
-    for note in keel_core::tools::extension::extend_registry(
+    let notes = keel_core::tools::extension::extend_registry(
         &mut registry,
         user_dir.as_deref(),
         &workspace,
         trusted,
-    ) {
+    );
+    for note in &notes {
         tracing::warn!("{note}");
     }
     warn_unknown_tool_settings(&effective.config, &registry);
@@ -96,7 +97,12 @@ pub fn list(args: ToolsArgs) -> Outcome {
             requires_summary(&spec.requires),
         ]);
     }
-    write_stdout(&align(&rows))?;
+    let mut text = align(&rows);
+    // Tool files left out, waiting for trust, or shadowing another tool.
+    for note in &notes {
+        text.push_str(&format!("note: {note}\n"));
+    }
+    write_stdout(&text)?;
     Ok(EXIT_OK)
 }
 

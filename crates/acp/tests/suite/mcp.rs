@@ -530,7 +530,8 @@ async fn a_project_tool_file_waits_for_trust_then_runs_with_its_origin_shown() {
 
     // Untrusted: not listed, not offered, not callable.
     let listed = keel(&world, &["tools"]);
-    assert!(!listed.contains("greet"), "{listed}");
+    assert!(!listed.lines().any(|l| l.starts_with("greet")), "{listed}");
+    assert!(listed.contains("wait for project trust"), "{listed}");
     let client = world.client(&mock, Vec::new()).await;
     let session = world.session(&client, Vec::new()).await;
     mock.push_anthropic(Turn::new().tool_call("g1", "greet", json!({"name": "Ada"})));

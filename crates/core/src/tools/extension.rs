@@ -292,7 +292,12 @@ pub fn extend_registry(
                 notes.push(format!("the {origin} tool is left out: {error}"));
                 continue;
             }
-            registry.register_shadowing(tool);
+            if let Some(shadowed) = registry.register_shadowing(tool) {
+                notes.push(format!(
+                    "the {origin} tool `{id}` shadows the {} one",
+                    shadowed.spec().origin
+                ));
+            }
         }
     }
     notes
