@@ -368,12 +368,74 @@ async fn binary(mock: &MockModel) {
     }
 }
 
+/// `session/new` on one `keel acp` process, with no MCP server and with five stdio servers
+/// (`keel-mcp-test-server`): they start in the background, so the answer does not wait.
+async fn mcp_servers(mock: &MockModel) {
+    use agent_client_protocol::v1::schema::{
+        CloseSessionRequest, McpServer, McpServerStdio, NewSessionRequest,
+    };
+    let program = PathBuf::from(env!("CARGO_BIN_EXE_keel"));
+    let server = PathBuf::from(env!("CARGO_BIN_EXE_keel-mcp-test-server"));
+    let home = tempfile::tempdir().unwrap();
+    let dir = |name: &str| home.path().join(name).display().to_string();
+    let (home_path, config, state, data) = (dir(""), dir("config"), dir("state"), dir("data"));
+    let base_url = mock.base_url();
+    let env = [
+        ("HOME", home_path.as_str()),
+        ("XDG_CONFIG_HOME", config.as_str()),
+        ("XDG_STATE_HOME", state.as_str()),
+        ("XDG_DATA_HOME", data.as_str()),
+        ("ANTHROPIC_API_KEY", "bench"),
+        ("ANTHROPIC_BASE_URL", base_url.as_str()),
+        ("KEEL_MODEL", "anthropic/bench-model"),
+    ];
+    let (_dir, root) = workspace();
+    let client = TestClient::spawn(ClientOptions::default(), &program, &["acp"], &root, &env)
+        .await
+        .unwrap();
+    client.initialize().await.unwrap();
+    let servers: Vec<McpServer> = (0..5)
+        .map(|n| McpServer::Stdio(McpServerStdio::new(format!("s{n}"), &server)))
+        .collect();
+    let mut bare = Vec::new();
+    let mut five = Vec::new();
+    for run in 0..WARMUP + SPAWNS {
+        for (with, times) in [(false, &mut bare), (true, &mut five)] {
+            let request = NewSessionRequest::new(&root).mcp_servers(if with {
+                servers.clone()
+            } else {
+                Vec::new()
+            });
+            let started = Instant::now();
+            let session = client.request(request).await.unwrap().session_id;
+            let elapsed = started.elapsed();
+            client.prompt(&session, "/mcp").await.unwrap();
+            client
+                .request(CloseSessionRequest::new(session))
+                .await
+                .unwrap();
+            if run >= WARMUP {
+                times.push(elapsed);
+            }
+        }
+    }
+    client.close().await.unwrap();
+    println!("session/new on one `keel acp` process ({SPAWNS} sessions each)");
+    report("no MCP server", bare);
+    report("five stdio MCP servers (started in the background)", five);
+}
+
 #[tokio::main]
 async fn main() {
     println!("load average before: {}", load_average());
     let mock = MockModel::start().await;
+    if std::env::var("KEEL_BENCH_ONLY").as_deref() == Ok("mcp") {
+        mcp_servers(&mock).await;
+        return;
+    }
     let scratch = tempfile::tempdir().unwrap();
     in_process(&mock, scratch.path()).await;
     binary(&mock).await;
+    mcp_servers(&mock).await;
     println!("load average after: {}", load_average());
 }

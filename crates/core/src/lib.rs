@@ -15,6 +15,7 @@
 pub mod agent;
 pub mod capability;
 pub mod config;
+pub mod mcp;
 pub mod policy;
 pub mod provider;
 pub mod runtime;

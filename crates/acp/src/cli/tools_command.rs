@@ -41,8 +41,24 @@ pub fn warn_unknown_tool_settings(config: &Config, registry: &Registry) {
 /// `keel tools`: an aligned table, or the full specs as JSON.
 pub fn list(args: ToolsArgs) -> Outcome {
     let workspace = workspace_or_cwd(args.workspace.as_ref())?;
-    let effective = load_config(Some(workspace), &super::Overrides::default())?;
-    let registry = registry()?;
+    let effective = load_config(Some(workspace.clone()), &super::Overrides::default())?;
+    let mut registry = registry()?;
+    // Tool files: the user's, and the project's once the project is trusted.
+    let user_dir = effective
+        .files
+        .iter()
+        .find(|f| f.layer == "user")
+        .and_then(|f| f.path.parent().map(Path::to_path_buf));
+    let trusted = keel_core::config::trusted_in_default_store(&workspace);
+    let notes = keel_core::tools::extension::extend_registry(
+        &mut registry,
+        user_dir.as_deref(),
+        &workspace,
+        trusted,
+    );
+    for note in &notes {
+        tracing::warn!("{note}");
+    }
     warn_unknown_tool_settings(&effective.config, &registry);
     if args.json {
         let specs: Vec<serde_json::Value> = registry
@@ -96,6 +112,10 @@ pub fn list(args: ToolsArgs) -> Outcome {
             "\n`{}` is not offered to the model: {why}.\n",
             spec.id
         ));
+    }
+    // Tool files left out, waiting for trust, or shadowing another tool.
+    for note in &notes {
+        out.push_str(&format!("note: {note}\n"));
     }
     write_stdout(&out)?;
     Ok(EXIT_OK)

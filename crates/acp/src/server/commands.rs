@@ -31,6 +31,10 @@ pub enum SlashCommand {
     /// `/init [focus]`: a model turn that writes `AGENTS.md` for the project (its write goes
     /// through the normal edit approval).
     Init(Option<String>),
+    /// `/mcp`: each MCP server's state.
+    Mcp,
+    /// `/server:prompt [arguments]`: an MCP server's prompt, sent to the model.
+    McpPrompt { command: String, arguments: String },
 }
 
 /// The prompt `/init` sends to the model in place of the command.
@@ -49,7 +53,7 @@ struct CommandRow {
     needs_models: bool,
 }
 
-const COMMANDS: [CommandRow; 8] = [
+const COMMANDS: [CommandRow; 9] = [
     CommandRow {
         name: "tools",
         description: "List the loaded tools and where each comes from",
@@ -78,6 +82,12 @@ const COMMANDS: [CommandRow; 8] = [
         name: "compact",
         description: "Summarize the conversation so far to free the model's context window",
         hint: Some("what to focus on"),
+        needs_models: false,
+    },
+    CommandRow {
+        name: "mcp",
+        description: "Show each MCP server's state and tools",
+        hint: None,
         needs_models: false,
     },
     CommandRow {
@@ -153,9 +163,48 @@ impl SlashCommand {
             "help" => Some(SlashCommand::Help),
             "clear" => Some(SlashCommand::Clear),
             "init" => Some(SlashCommand::Init(argument)),
+            "mcp" => Some(SlashCommand::Mcp),
+            name if is_prompt_command(name) => Some(SlashCommand::McpPrompt {
+                command: name.to_owned(),
+                arguments: rest.to_owned(),
+            }),
             _ => None,
         }
     }
+}
+
+/// `server:prompt`: two non-empty names of `[A-Za-z0-9_.-]` around one colon.
+fn is_prompt_command(name: &str) -> bool {
+    let word = |w: &str| {
+        !w.is_empty()
+            && w.chars()
+                .all(|c| c.is_ascii_alphanumeric() || matches!(c, '_' | '-' | '.'))
+    };
+    name.split_once(':')
+        .is_some_and(|(server, prompt)| word(server) && word(prompt))
+}
+
+/// The slash command of an MCP prompt: `/server:prompt`, its arguments as the hint.
+pub fn prompt_command(prompt: &keel_core::mcp::McpPrompt) -> AvailableCommand {
+    let description = if prompt.description.is_empty() {
+        format!(
+            "The `{}` prompt of the MCP server `{}`",
+            prompt.name, prompt.server
+        )
+    } else {
+        prompt.description.clone()
+    };
+    let hint = (!prompt.arguments.is_empty()).then(|| {
+        prompt
+            .arguments
+            .iter()
+            .map(|(name, _)| format!("{name}=..."))
+            .collect::<Vec<_>>()
+            .join(" ")
+    });
+    AvailableCommand::new(prompt.command(), description).input(
+        hint.map(|hint| AvailableCommandInput::Unstructured(UnstructuredCommandInput::new(hint))),
+    )
 }
 
 /// The `/tools` answer: one line per tool, with its origin.
@@ -216,6 +265,14 @@ mod tests {
             Some(SlashCommand::Mode(None))
         );
         assert_eq!(SlashCommand::parse(&text("/review this")), None);
+        assert_eq!(
+            SlashCommand::parse(&text("/notes:review file=a.rs")),
+            Some(SlashCommand::McpPrompt {
+                command: "notes:review".into(),
+                arguments: "file=a.rs".into()
+            })
+        );
+        assert_eq!(SlashCommand::parse(&text("/usr/bin:x")), None);
         assert_eq!(SlashCommand::parse(&text("tools")), None);
         assert_eq!(SlashCommand::parse(&[]), None);
     }
@@ -230,12 +287,13 @@ mod tests {
                 "permissions",
                 "mode",
                 "compact",
+                "mcp",
                 "help",
                 "clear",
                 "init"
             ]
         );
-        assert_eq!(available(true).len(), 8);
+        assert_eq!(available(true).len(), 9);
         let tools = vec![ToolInfo {
             id: "read".into(),
             origin: "bundled".into(),

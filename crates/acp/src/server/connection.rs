@@ -1,6 +1,7 @@
 //! [`ConnectionState`]: what one client connection knows: the client's capabilities from
 //! `initialize`, and its sessions by id. The handlers in `mod.rs` call into it.
 
+use keel_core::mcp::{McpServerConfig, McpSource, McpTransport};
 use std::collections::HashMap;
 use std::path::PathBuf;
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
@@ -57,8 +58,8 @@ pub fn agent_capabilities() -> AgentCapabilities {
                 .audio(false)
                 .embedded_context(true),
         )
-        // MCP over http is not connected yet; stdio MCP needs no flag.
-        .mcp_capabilities(McpCapabilities::new().http(false).sse(false))
+        // Stdio needs no flag; streamable HTTP works; the legacy SSE transport does not.
+        .mcp_capabilities(McpCapabilities::new().http(true).sse(false))
         .session_capabilities(
             SessionCapabilities::new()
                 .additional_directories(SessionAdditionalDirectoriesCapabilities::new())
@@ -148,13 +149,7 @@ impl ConnectionState {
         request: NewSessionRequest,
         connection: ConnectionTo<Client>,
     ) -> Result<(Arc<Session>, NewSessionResponse), ServerError> {
-        if !request.mcp_servers.is_empty() {
-            tracing::info!(
-                count = request.mcp_servers.len(),
-                "session/new lists MCP servers; connecting to client MCP servers is not \
-                 supported yet, ignoring them"
-            );
-        }
+        let mcp_servers = mcp_servers(request.mcp_servers);
         let session_id = new_session_id();
         let session = self
             .open(
@@ -163,6 +158,7 @@ impl ConnectionState {
                 request.additional_directories,
                 SessionOrigin::New,
                 connection,
+                mcp_servers,
             )
             .await?;
         let response = NewSessionResponse::new(session_id)
@@ -180,6 +176,7 @@ impl ConnectionState {
         cwd: Option<PathBuf>,
         additional_directories: Vec<PathBuf>,
         connection: ConnectionTo<Client>,
+        mcp: Vec<agent_client_protocol::v1::schema::McpServer>,
     ) -> Result<Arc<Session>, ServerError> {
         self.close(&session_id);
         let (cwd, additional_directories) = match cwd {
@@ -198,6 +195,7 @@ impl ConnectionState {
             additional_directories,
             SessionOrigin::Stored,
             connection,
+            mcp_servers(mcp),
         )
         .await
     }
@@ -209,6 +207,7 @@ impl ConnectionState {
         cwd: PathBuf,
         additional_directories: Vec<PathBuf>,
         connection: ConnectionTo<Client>,
+        mcp: Vec<agent_client_protocol::v1::schema::McpServer>,
     ) -> Result<Arc<Session>, ServerError> {
         self.open(
             new_session_id(),
@@ -218,6 +217,7 @@ impl ConnectionState {
                 from: from.to_string(),
             },
             connection,
+            mcp_servers(mcp),
         )
         .await
     }
@@ -261,7 +261,8 @@ impl ConnectionState {
     }
 
     /// Builds a session of this connection: the roots are `cwd` then `additional`; the
-    /// editor's files and terminals are plugged in when the client serves them.
+    /// editor's files and terminals are plugged in when the client serves them; its MCP servers
+    /// start with the engine session.
     async fn open(
         &self,
         session_id: SessionId,
@@ -269,6 +270,7 @@ impl ConnectionState {
         additional: Vec<PathBuf>,
         origin: SessionOrigin,
         connection: ConnectionTo<Client>,
+        mcp_servers: Vec<keel_core::mcp::McpServerConfig>,
     ) -> Result<Arc<Session>, ServerError> {
         let mut roots = vec![absolute(cwd, "cwd")?];
         for directory in additional {
@@ -294,6 +296,13 @@ impl ConnectionState {
             files,
             terminals,
             origin,
+            mcp_servers,
+            notify: Some(notifier(connection.clone(), session_id.clone())),
+            prompts_changed: Some(prompt_commands(
+                connection.clone(),
+                session_id.clone(),
+                !self.factory.models().is_empty(),
+            )),
         };
         let agent = self.factory.create(spec).await?;
         // Paths the engine reports are canonical; titles strip either spelling of a root.
@@ -324,6 +333,85 @@ impl ConnectionState {
         }
         Ok(session)
     }
+}
+
+/// The editor's MCP servers as the engine reads them. A legacy SSE server is left out (Keel
+/// advertises `sse: false`), with a log line.
+fn mcp_servers(servers: Vec<agent_client_protocol::v1::schema::McpServer>) -> Vec<McpServerConfig> {
+    use agent_client_protocol::v1::schema::McpServer;
+    let mut out = Vec::new();
+    for server in servers {
+        let (name, transport) = match server {
+            McpServer::Stdio(stdio) => (
+                stdio.name,
+                McpTransport::Stdio {
+                    command: stdio.command.to_string_lossy().into_owned(),
+                    args: stdio.args,
+                    env: stdio.env.into_iter().map(|v| (v.name, v.value)).collect(),
+                },
+            ),
+            McpServer::Http(http) => (
+                http.name,
+                McpTransport::Http {
+                    url: http.url,
+                    headers: http
+                        .headers
+                        .into_iter()
+                        .map(|h| (h.name, h.value))
+                        .collect(),
+                },
+            ),
+            other => {
+                tracing::warn!(server = ?other, "MCP server transport not supported (only stdio and http); left out");
+                continue;
+            }
+        };
+        out.push(McpServerConfig {
+            name,
+            transport,
+            source: McpSource::Client,
+            timeout: keel_core::mcp::CALL_TIMEOUT,
+        });
+    }
+    out
+}
+
+/// Says a line to the user of a session outside a turn (an agent message chunk).
+fn notifier(connection: ConnectionTo<Client>, session_id: SessionId) -> keel_core::mcp::Notify {
+    use agent_client_protocol::v1::schema::{
+        ContentBlock, ContentChunk, SessionNotification, SessionUpdate,
+    };
+    Arc::new(move |text: String| {
+        let update = SessionUpdate::AgentMessageChunk(ContentChunk::new(ContentBlock::from(
+            format!("{text}\n\n"),
+        )));
+        if let Err(error) =
+            connection.send_notification(SessionNotification::new(session_id.clone(), update))
+        {
+            tracing::debug!(error = %error.message, "notice not sent (connection closed)");
+        }
+    })
+}
+
+/// Sends the slash commands again, with one `/server:prompt` per MCP prompt.
+fn prompt_commands(
+    connection: ConnectionTo<Client>,
+    session_id: SessionId,
+    has_models: bool,
+) -> keel_core::mcp::PromptsChanged {
+    use agent_client_protocol::v1::schema::{
+        AvailableCommandsUpdate, SessionNotification, SessionUpdate,
+    };
+    Arc::new(move |prompts: Vec<keel_core::mcp::McpPrompt>| {
+        let mut commands = super::commands::available(has_models);
+        commands.extend(prompts.iter().map(super::commands::prompt_command));
+        let update = SessionUpdate::AvailableCommandsUpdate(AvailableCommandsUpdate::new(commands));
+        if let Err(error) =
+            connection.send_notification(SessionNotification::new(session_id.clone(), update))
+        {
+            tracing::debug!(error = %error.message, "command list not sent (connection closed)");
+        }
+    })
 }
 
 /// A fresh session id.

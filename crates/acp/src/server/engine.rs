@@ -20,7 +20,7 @@ use keel_core::runtime::{FileBackend, TerminalBackend};
 use tokio_util::sync::CancellationToken;
 
 /// What `session/new` asks the engine for.
-#[derive(Debug, Clone)]
+#[derive(Clone)]
 pub struct SessionSpec {
     /// The session id the server picked (also the name of the session's scratch directory).
     pub id: String,
@@ -32,6 +32,23 @@ pub struct SessionSpec {
     pub terminals: Option<Arc<dyn TerminalBackend>>,
     /// A new session, or one from the store.
     pub origin: SessionOrigin,
+    /// The editor's MCP servers (`mcpServers` of `session/new`).
+    pub mcp_servers: Vec<keel_core::mcp::McpServerConfig>,
+    /// Tells the user something outside a turn (an MCP server failed).
+    pub notify: Option<keel_core::mcp::Notify>,
+    /// Re-advertises the slash commands when the MCP servers' prompts change.
+    pub prompts_changed: Option<keel_core::mcp::PromptsChanged>,
+}
+
+impl std::fmt::Debug for SessionSpec {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("SessionSpec")
+            .field("id", &self.id)
+            .field("roots", &self.roots)
+            .field("origin", &self.origin)
+            .field("mcp_servers", &self.mcp_servers)
+            .finish_non_exhaustive()
+    }
 }
 
 /// Where a session comes from.
@@ -167,6 +184,24 @@ pub trait AgentSession: Send + Sync + 'static {
     /// The skills offered as slash commands (name, description); a project's once trusted.
     fn skills(&self) -> Vec<(String, String)> {
         Vec::new()
+    }
+
+    /// Each MCP server's state, as text for `/mcp`.
+    fn mcp_status(&self) -> String {
+        "No MCP servers are configured for this session.".into()
+    }
+
+    /// The text of the MCP prompt `/server:prompt` with the user's arguments.
+    fn mcp_prompt(
+        &self,
+        command: String,
+        _arguments: String,
+    ) -> BoxFuture<'_, Result<String, EngineError>> {
+        Box::pin(async move {
+            Err(EngineError::InvalidInput(format!(
+                "no MCP server offers the prompt `/{command}`"
+            )))
+        })
     }
 
     /// Called once `session/new` has been answered: a session that opens in the background

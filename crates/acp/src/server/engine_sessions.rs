@@ -80,6 +80,9 @@ fn open_options(engine: &Engine, spec: SessionSpec) -> SessionOptions {
         interactive: true,
         files: spec.files,
         terminals: spec.terminals,
+        mcp_servers: spec.mcp_servers,
+        notify: spec.notify,
+        prompts_changed: spec.prompts_changed,
         ..SessionOptions::default()
     }
 }
@@ -429,8 +432,9 @@ impl AgentSession for EngineSession {
             return Vec::new();
         };
         session
-            .registry()
-            .specs()
+            .tools()
+            .iter()
+            .map(|tool| tool.spec())
             .map(|spec| ToolInfo {
                 id: spec.id.clone(),
                 origin: spec.origin.to_string(),
@@ -448,6 +452,28 @@ impl AgentSession for EngineSession {
             .into_iter()
             .map(|skill| (skill.name, skill.description))
             .collect()
+    }
+
+    fn mcp_prompt(
+        &self,
+        command: String,
+        arguments: String,
+    ) -> BoxFuture<'_, Result<String, EngineError>> {
+        Box::pin(async move {
+            self.wait_ready().await?;
+            self.session()?
+                .mcp()
+                .get_prompt(&command, &arguments)
+                .await
+                .map_err(EngineError::InvalidInput)
+        })
+    }
+
+    fn mcp_status(&self) -> String {
+        match self.session() {
+            Ok(session) => session.mcp().render_status(),
+            Err(error) => error.to_string(),
+        }
     }
 
     fn permissions(&self) -> String {

@@ -184,7 +184,13 @@ async fn connect(
                         let connection = cx.clone();
                         cx.spawn(async move {
                             match state
-                                .reopen(request.session_id, None, Vec::new(), connection)
+                                .reopen(
+                                    request.session_id,
+                                    None,
+                                    Vec::new(),
+                                    connection,
+                                    Vec::new(),
+                                )
                                 .await
                             {
                                 Ok(session) => {
@@ -270,6 +276,7 @@ async fn connect(
                                 Some(request.cwd),
                                 request.additional_directories,
                                 connection,
+                                request.mcp_servers,
                             )
                             .await;
                         match reopened {
@@ -308,6 +315,7 @@ async fn connect(
                                 Some(request.cwd),
                                 request.additional_directories,
                                 connection,
+                                request.mcp_servers,
                             )
                             .await;
                         match reopened {
@@ -345,6 +353,7 @@ async fn connect(
                                 request.cwd,
                                 request.additional_directories,
                                 connection,
+                                request.mcp_servers,
                             )
                             .await;
                         match forked {

@@ -376,9 +376,13 @@ impl Session {
         let reply = match command {
             SlashCommand::Tools => commands::render_tools(&self.agent.tools()),
             SlashCommand::Permissions => self.agent.permissions(),
+            SlashCommand::Mcp => self.agent.mcp_status(),
             SlashCommand::Help => commands::render_help(self.has_models()),
             // Answered in `run` (they call the model or wait for the turn).
-            SlashCommand::Compact(_) | SlashCommand::Clear | SlashCommand::Init(_) => return,
+            SlashCommand::Compact(_)
+            | SlashCommand::Clear
+            | SlashCommand::Init(_)
+            | SlashCommand::McpPrompt { .. } => return,
             SlashCommand::Mode(None) => format!("The mode is `{}`.", self.agent.mode()),
             SlashCommand::Mode(Some(mode)) => match self.set_mode(&mode) {
                 Ok(()) => {
@@ -497,22 +501,31 @@ impl Session {
             self.say(reply);
             return Ok(StopReason::EndTurn);
         }
-        // `/init` is a model turn with Keel's instruction prompt in place of the command.
-        let prompt = match SlashCommand::parse(&prompt) {
+        // `/init` is a model turn with Keel's instruction prompt in place of the command; an MCP
+        // prompt's text goes to the model in place of its command.
+        let content = match SlashCommand::parse(&prompt) {
             Some(SlashCommand::Init(focus)) => {
                 let mut text = commands::INIT_PROMPT.to_owned();
                 if let Some(focus) = focus {
                     text.push_str(&format!("\n\nThe user adds: {focus}"));
                 }
-                vec![ContentBlock::from(text)]
+                user_content(vec![ContentBlock::from(text)])?
+            }
+            Some(SlashCommand::McpPrompt { command, arguments }) => {
+                match self.agent.mcp_prompt(command, arguments).await {
+                    Ok(text) => vec![UserContent::Text { text }],
+                    Err(error) => {
+                        self.say(error.to_string());
+                        return Ok(StopReason::EndTurn);
+                    }
+                }
             }
             Some(command) => {
                 self.command(command);
                 return Ok(StopReason::EndTurn);
             }
-            None => prompt,
+            None => user_content(prompt)?,
         };
-        let content = user_content(prompt)?;
         let host = Arc::new(AcpTurnHost::new(self.shared.clone(), cancel.clone()));
         let agent = self.agent.clone();
         let turn_cancel = cancel.clone();

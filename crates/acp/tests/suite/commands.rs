@@ -52,6 +52,7 @@ async fn commands_are_advertised_after_session_new() {
             "mode",
             "model",
             "compact",
+            "mcp",
             "help",
             "clear",
             "init"

@@ -47,7 +47,7 @@ async fn initialize_answers_min_of_requested_and_v1_and_advertises_what_is_imple
           "embeddedContext": true
         },
         "mcpCapabilities": {
-          "http": false,
+          "http": true,
           "sse": false
         },
         "sessionCapabilities": {

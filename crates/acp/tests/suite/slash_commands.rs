@@ -47,7 +47,7 @@ async fn every_advertised_command_answers_without_the_model() {
             _ => None,
         })
         .unwrap();
-    let cases: [(&str, &str); 10] = [
+    let cases: [(&str, &str); 11] = [
         ("/tools", "tools loaded:"),
         ("/permissions", "manifest"),
         ("/mode", "The mode is `allowlist`."),
@@ -58,6 +58,7 @@ async fn every_advertised_command_answers_without_the_model() {
             "Model switched to `anthropic/test-model`.",
         ),
         ("/compact", "There is nothing to compact yet."),
+        ("/mcp", "No MCP servers"),
         ("/help", "- `/clear`: Start a new conversation"),
         ("/clear", "Started a new conversation"),
         // `/init` is tested below: it is a model turn by design.

@@ -61,6 +61,10 @@ async fn read_edit_bash_with_two_approvals_on_disk_and_local_shell() {
               }
             },
             {
+              "name": "mcp",
+              "description": "Show each MCP server's state and tools"
+            },
+            {
               "name": "help",
               "description": "Explain Keel's commands"
             },

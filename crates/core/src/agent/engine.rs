@@ -39,6 +39,8 @@ pub struct WorkspaceConfig {
     /// Project settings not applied because the project is not trusted
     /// (`IgnoredSetting` lines: "sets mode = yolo (.keel/config.toml:1:1)").
     pub ignored: Vec<IgnoredLine>,
+    /// MCP servers of the user file (and of the project file once trusted).
+    pub mcp_servers: Vec<crate::mcp::McpServerConfig>,
 }
 
 /// One project setting that waits for trust, as the user reads it.
@@ -80,6 +82,11 @@ pub struct EngineConfig {
     pub manifest: RequirementSet,
     /// Tools registered after the bundled ones (MCP tools, tests); same id shadows.
     pub extra_tools: Vec<Arc<dyn DynTool>>,
+    /// Past this many extension (MCP) tools, they are left out of requests and found through
+    /// `tool_search`.
+    pub tool_search_max_tools: usize,
+    /// Past this fraction of the context window (at 4 bytes a token), the same.
+    pub tool_search_budget: f64,
     /// Per-tool settings (seed 001): disabled tools and default timeouts.
     pub disabled_tools: Vec<String>,
     pub tool_timeouts: HashMap<String, Duration>,
@@ -128,6 +135,8 @@ impl EngineConfig {
                 &["{workspace}/**"],
             ),
             extra_tools: Vec::new(),
+            tool_search_max_tools: 30,
+            tool_search_budget: 0.1,
             disabled_tools: Vec::new(),
             tool_timeouts: HashMap::new(),
             config_rules: None,
@@ -157,6 +166,12 @@ pub struct SessionOptions {
     pub terminals: Option<Arc<dyn TerminalBackend>>,
     /// Whether and how the session is kept in the session store.
     pub persistence: Persistence,
+    /// MCP servers the front-end names (the editor's `session/new`), after the configured ones.
+    pub mcp_servers: Vec<crate::mcp::McpServerConfig>,
+    /// How a failing MCP server is told to the user outside a turn.
+    pub notify: Option<crate::mcp::Notify>,
+    /// Called when the MCP servers' prompts change (slash commands to advertise).
+    pub prompts_changed: Option<crate::mcp::PromptsChanged>,
 }
 
 /// How a session relates to the session store (`{user-data}/sessions`).
@@ -410,7 +425,7 @@ impl Engine {
                 _ => {}
             }
         }
-        let registry = self.registry()?;
+        let mut registry = self.registry()?;
         let requirements = registry
             .specs()
             .fold(self.config.manifest.clone(), |set, spec| {
@@ -469,7 +484,20 @@ impl Engine {
             }
         }
         let fingerprint = crate::policy::project_fingerprint(&workspace).ok();
+        // Tool files: the user's, and the project's once trusted (they name programs to run).
+        for note in crate::tools::extension::extend_registry(
+            &mut registry,
+            self.config.global_config_dir.as_deref(),
+            &workspace,
+            trust.is_trusted(),
+        ) {
+            tracing::info!("{note}");
+        }
+        for id in &self.config.disabled_tools {
+            registry.remove(id);
+        }
         let mut ignored = Vec::new();
+        let mut mcp_servers = Vec::new();
         if let Some(config_rules) = &self.config.config_rules {
             let loaded = config_rules(&workspace, trust.is_trusted()).map_err(AgentError::Setup)?;
             layers.manifest.extend(loaded.user_rules);
@@ -485,7 +513,22 @@ impl Engine {
                 mode = loaded_mode;
             }
             ignored = loaded.ignored;
+            mcp_servers = loaded.mcp_servers;
         }
+        mcp_servers.extend(options.mcp_servers);
+        // Started now, in the background: a slow or broken server never holds the session up.
+        let mcp = crate::mcp::McpHub::new(
+            mcp_servers,
+            registry.specs().map(|spec| spec.id.clone()).collect(),
+            workspace.clone(),
+        );
+        if let Some(notify) = options.notify {
+            mcp.set_notify(notify);
+        }
+        if let Some(changed) = options.prompts_changed {
+            mcp.set_prompts_changed(changed);
+        }
+        mcp.start();
         let policy = Policy::new(layers, mode, !options.interactive).map_err(setup)?;
         let state = SessionState::new(
             id.clone(),
@@ -508,6 +551,7 @@ impl Engine {
             Mutex::new(model),
             self.config.clone(),
         );
+        session.mcp = mcp;
         session.project = super::session::ProjectState {
             fingerprint,
             ignored,

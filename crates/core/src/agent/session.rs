@@ -56,6 +56,8 @@ pub struct Session {
     pub(super) children: Arc<std::sync::atomic::AtomicU64>,
     /// The thinking budget of the next requests (the engine's until the front-end sets it).
     pub(super) thinking_budget: Mutex<Option<u32>>,
+    /// The session's MCP servers and their tools.
+    pub(super) mcp: crate::mcp::McpHub,
 }
 
 /// The project's configuration as the session opened it.
@@ -119,6 +121,7 @@ impl Session {
             background: Arc::default(),
             children: Arc::default(),
             thinking_budget: Mutex::new(thinking_budget),
+            mcp: crate::mcp::McpHub::default(),
         }
     }
 
@@ -208,6 +211,23 @@ impl Session {
         &self.policy
     }
 
+    /// The session's MCP servers (their state for `/mcp`, their tools).
+    pub fn mcp(&self) -> &crate::mcp::McpHub {
+        &self.mcp
+    }
+
+    /// The tools the model may call now: the registry's, then the ready MCP servers'.
+    pub fn tools(&self) -> Vec<Arc<dyn crate::tool::DynTool>> {
+        let mut tools: Vec<_> = self.registry.iter().cloned().collect();
+        tools.extend(self.mcp.tools());
+        tools
+    }
+
+    /// A tool by id: the registry's first (a locked id is never an MCP tool's).
+    pub(super) fn tool(&self, id: &str) -> Option<Arc<dyn crate::tool::DynTool>> {
+        self.registry.get(id).cloned().or_else(|| self.mcp.get(id))
+    }
+
     /// The current model's display name (`provider/model`).
     pub fn model_name(&self) -> String {
         lock(&self.model).name.clone()
@@ -241,6 +261,7 @@ impl Session {
     /// (sidecar files).
     pub fn close(&self) {
         self.background.cancel_all();
+        self.mcp.shutdown();
         if let Some(log) = &self.log {
             log.close();
         }

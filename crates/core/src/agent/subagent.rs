@@ -433,6 +433,27 @@ struct SubagentHost {
     parent: Arc<dyn TurnHost>,
     call_id: String,
     agent: String,
+    /// The child's calls announced and not yet answered (unprefixed ids).
+    open: std::sync::Mutex<Vec<String>>,
+}
+
+impl Drop for SubagentHost {
+    /// A child dropped mid-call (its parent's cancel outlived the grace period) never answers
+    /// its open calls: they are closed as failed here, so the editor shows none still running.
+    fn drop(&mut self) {
+        let open = std::mem::take(
+            &mut *self
+                .open
+                .lock()
+                .unwrap_or_else(std::sync::PoisonError::into_inner),
+        );
+        for call_id in open {
+            self.event(AgentEvent::ToolStatus {
+                call_id,
+                status: CallStatus::Failed,
+            });
+        }
+    }
 }
 
 impl SubagentHost {
@@ -488,6 +509,17 @@ impl SubagentHost {
 
 impl TurnHost for SubagentHost {
     fn event(&self, event: AgentEvent) {
+        {
+            let mut open = self
+                .open
+                .lock()
+                .unwrap_or_else(std::sync::PoisonError::into_inner);
+            match &event {
+                AgentEvent::ToolCall { call_id, .. } => open.push(call_id.clone()),
+                AgentEvent::ToolResult { call_id, .. } => open.retain(|id| id != call_id),
+                _ => {}
+            }
+        }
         self.parent.event(AgentEvent::Subagent {
             parent_call_id: self.call_id.clone(),
             agent: self.agent.clone(),
@@ -675,6 +707,7 @@ impl Subagents for Runner {
                 parent: self.host.clone(),
                 call_id: ctx.call_id.clone(),
                 agent: name.clone(),
+                open: std::sync::Mutex::default(),
             });
             if !request.background {
                 return run_child(child, prompt, host, ctx.cancel.clone())

@@ -153,34 +153,16 @@ impl Session {
     }
 
     /// The system prompt and the tool definitions of a request.
-    async fn request_frame(&self) -> (String, Vec<ToolDefinition>) {
-        let agents = super::load_agents(
-            self.config.global_config_dir.as_deref(),
-            self.runtime.root(),
-            self.policy.trust().is_trusted(),
-        );
-        let tools: Vec<ToolDefinition> = self
-            .registry
-            .specs()
-            .filter(|spec| !spec.unavailable)
-            .map(|spec| {
-                let mut description = spec.description.clone();
-                // The agents a `task` call may name, one line each.
-                if spec.id == crate::tools::task::TASK_TOOL_ID && !agents.is_empty() {
-                    description.push_str(&super::agents_listing(&agents));
-                }
-                ToolDefinition {
-                    name: spec.id.clone(),
-                    description,
-                    input_schema: spec.model_schema(),
-                }
-            })
-            .collect();
-        let date = today();
+    async fn request_frame(&self, window: u64) -> (String, Vec<ToolDefinition>) {
+        (self.system_text().await, self.request_tools(window))
+    }
+
+    /// The system prompt: Keel's, the instruction files, and the skills (one line each).
+    async fn system_text(&self) -> String {
         let mut system = super::prompt::system_prompt(
             &self.runtime,
             &self.registry,
-            &date,
+            &today(),
             self.config.global_config_dir.as_deref(),
         )
         .await;
@@ -193,7 +175,81 @@ impl Session {
         {
             system.push_str(&crate::skills::listing(&skills));
         }
-        (system, tools)
+        system
+    }
+
+    /// The tools a request offers. The bundled ones always; the extension (MCP) tools too while
+    /// they fit their budget (at most `tool_search_max_tools`, and at most `tool_search_budget`
+    /// of the window at 4 bytes a token). Past it they are indexed for `tool_search`, which is
+    /// offered instead, and only the ones it found so far are sent.
+    pub(super) fn request_tools(&self, window: u64) -> Vec<ToolDefinition> {
+        let agents = super::load_agents(
+            self.config.global_config_dir.as_deref(),
+            self.runtime.root(),
+            self.policy.trust().is_trusted(),
+        );
+        let definition = |spec: &crate::tool::ToolSpec| {
+            let mut description = spec.description.clone();
+            // The agents a `task` call may name, one line each.
+            if spec.id == crate::tools::task::TASK_TOOL_ID && !agents.is_empty() {
+                description.push_str(&super::agents_listing(&agents));
+            }
+            ToolDefinition {
+                name: spec.id.clone(),
+                description,
+                input_schema: spec.model_schema(),
+            }
+        };
+        let mut tools: Vec<ToolDefinition> = self
+            .registry
+            .specs()
+            .filter(|spec| !spec.unavailable && spec.id != TOOL_SEARCH)
+            .map(definition)
+            .collect();
+        let extensions: Vec<_> = self
+            .mcp
+            .tools()
+            .into_iter()
+            .filter(|tool| !tool.spec().unavailable)
+            .collect();
+        let offered: Vec<ToolDefinition> = extensions
+            .iter()
+            .map(|tool| definition(tool.spec()))
+            .collect();
+        let bytes: usize = offered
+            .iter()
+            .map(|d| d.name.len() + d.description.len() + d.input_schema.to_string().len())
+            .sum();
+        let budget = (window as f64 * 4.0 * self.config.tool_search_budget) as usize;
+        if offered.len() <= self.config.tool_search_max_tools && bytes <= budget {
+            self.state.set_tool_index(None);
+            tools.extend(offered);
+            return tools;
+        }
+        let current = self.state.tool_index();
+        let same = current.as_ref().is_some_and(|index| {
+            index.len() == extensions.len()
+                && index
+                    .ids()
+                    .zip(extensions.iter())
+                    .all(|(id, tool)| id == tool.spec().id)
+        });
+        if !same {
+            self.state
+                .set_tool_index(Some(Arc::new(crate::tools::tool_search::index_of(
+                    &extensions,
+                ))));
+        }
+        if let Some(search) = self.registry.get(TOOL_SEARCH) {
+            tools.push(definition(search.spec()));
+        }
+        let selected = self.state.selected_tools();
+        tools.extend(
+            offered
+                .into_iter()
+                .filter(|definition| selected.contains(&definition.name)),
+        );
+        tools
     }
 
     /// `/compact [focus]`: summarizes the whole conversation so far into one message (waits
@@ -207,7 +263,7 @@ impl Session {
         let slot = self.model_slot();
         let (provider, model) = slot.resolved.map_err(AgentError::NoModel)?;
         let mut history = self.history.lock().await;
-        let (system, tools) = self.request_frame().await;
+        let (system, tools) = self.request_frame(provider.context_window(&model)).await;
         self.compact_history(
             &mut history,
             0,
@@ -301,7 +357,7 @@ impl Session {
                 content: user_parts(prompt),
             },
         );
-        let (system, tools) = self.request_frame().await;
+        let system = self.system_text().await;
         let mut outcome = TurnOutcome {
             stop: TurnStop::EndTurn,
             final_text: String::new(),
@@ -325,6 +381,8 @@ impl Session {
                 );
             }
             let window = provider.context_window(&model);
+            // Tools `tool_search` found (or servers that became ready) join the next request.
+            let tools = self.request_tools(window);
             let estimate = estimate_tokens(&system, &history, &tools);
             let ratio = *self
                 .token_ratio
@@ -464,7 +522,7 @@ impl Session {
         cancel: &CancellationToken,
     ) -> (Envelope, Verdict) {
         let started = Instant::now();
-        let tool = self.registry.get(&call.name).cloned();
+        let tool = self.tool(&call.name);
         let spec = tool.as_ref().map(|t| t.spec());
         host.event(AgentEvent::ToolCall {
             call_id: call.id.clone(),
@@ -737,13 +795,16 @@ impl Session {
     }
 
     fn tool_names(&self) -> String {
-        self.registry
-            .specs()
-            .map(|s| s.id.as_str())
+        self.tools()
+            .iter()
+            .map(|t| t.spec().id.clone())
             .collect::<Vec<_>>()
             .join(", ")
     }
 }
+
+/// The id of the locked tool that finds the extension tools a request left out.
+const TOOL_SEARCH: &str = "tool_search";
 
 /// Lets the `question` tool reach the turn's host.
 struct HostAsker(Arc<dyn TurnHost>);

@@ -60,6 +60,8 @@ pub fn engine_config(
     out.manifest =
         RequirementSet::fs_read_write(&["{workspace}/**", "{session}/**"], &["{workspace}/**"])
             .with_shell(ShellRunRequirement::any_args("*"));
+    out.tool_search_max_tools = config.tool_search.max_tools;
+    out.tool_search_budget = f64::from(config.tool_search.budget_percent) / 100.0;
     out.disabled_tools = config
         .tools
         .iter()
@@ -165,7 +167,9 @@ fn session_rules(effective: &Effective, env: EnvLookup) -> crate::agent::ConfigR
         let (user_rules, project_rules) =
             super::policy_rule_sets(&loaded, workspace).map_err(|e| e.to_string())?;
         let lookup = |key: &str| env(key);
+        let mcp_servers = mcp_servers(&loaded)?;
         Ok(crate::agent::WorkspaceConfig {
+            mcp_servers,
             user_rules,
             project_rules,
             mode: Some(loaded.config.mode.into()),
@@ -186,6 +190,36 @@ fn session_rules(effective: &Effective, env: EnvLookup) -> crate::agent::ConfigR
                 .collect(),
         })
     })
+}
+
+/// The enabled `[mcp_servers.NAME]` of a loaded configuration, each marked with the layer that
+/// declared it (a project's are there only when the project is trusted).
+fn mcp_servers(loaded: &Effective) -> Result<Vec<crate::mcp::McpServerConfig>, String> {
+    use super::Source;
+    use crate::mcp::McpSource;
+    let project = loaded
+        .files
+        .iter()
+        .find(|f| f.layer == "project" && f.found)
+        .map(|f| f.path.clone());
+    let mut out = Vec::new();
+    for (name, settings) in &loaded.config.mcp_servers {
+        if !settings.enabled {
+            continue;
+        }
+        let prefix = format!("mcp_servers.{name}.");
+        let from_project = loaded.sources.iter().any(|(key, source)| {
+            key.starts_with(&prefix)
+                && matches!(source, Source::File(at) if Some(&at.path) == project.as_ref())
+        });
+        let source = if from_project {
+            McpSource::Project
+        } else {
+            McpSource::User
+        };
+        out.push(settings.to_server(name, source)?);
+    }
+    Ok(out)
 }
 
 /// The `[sandbox]` settings: the user file's (and the environment's and flags'), tightened by

@@ -93,6 +93,105 @@ pub struct Config {
     /// The kernel sandbox for shell commands (`docs/sandbox.md`). A project file can only make
     /// it stricter (`mode = "required"`); everything else there is ignored.
     pub sandbox: crate::runtime::sandbox::SandboxSettings,
+    /// MCP servers started with every session (`[mcp_servers.NAME]`). A project file's servers
+    /// wait for project trust.
+    pub mcp_servers: BTreeMap<String, McpServerSettings>,
+    /// When MCP and extension tools are left out of requests and found through `tool_search`.
+    pub tool_search: ToolSearchSettings,
+}
+
+/// `[tool_search]`: past either limit, extension tools are left out of requests.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(default, deny_unknown_fields)]
+pub struct ToolSearchSettings {
+    /// More extension tools than this are left out.
+    pub max_tools: usize,
+    /// Extension tool definitions taking more than this percentage of the model's context
+    /// window are left out.
+    #[schemars(range(min = 1, max = 100))]
+    pub budget_percent: u8,
+}
+
+impl Default for ToolSearchSettings {
+    fn default() -> Self {
+        Self {
+            max_tools: 30,
+            budget_percent: 10,
+        }
+    }
+}
+
+/// One MCP server (`[mcp_servers.NAME]`): either `command` (stdio) or `url` (streamable HTTP).
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct McpServerSettings {
+    /// The program of a stdio server (found on `PATH`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub command: Option<String>,
+    /// Its arguments.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub args: Vec<String>,
+    /// Its environment, on top of `PATH`, `HOME` and a few more of Keel's (never a credential
+    /// Keel itself holds).
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub env: BTreeMap<String, String>,
+    /// The endpoint of a streamable-HTTP server.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub url: Option<String>,
+    /// HTTP headers sent with every request to `url`.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub headers: BTreeMap<String, String>,
+    /// Whether the server is started.
+    #[serde(default = "enabled", skip_serializing_if = "is_true")]
+    pub enabled: bool,
+    /// A call's time limit, in milliseconds (default 120000).
+    #[serde(rename = "timeoutMs", default, skip_serializing_if = "Option::is_none")]
+    #[schemars(range(min = 1))]
+    pub timeout_ms: Option<u64>,
+}
+
+fn enabled() -> bool {
+    true
+}
+
+fn is_true(value: &bool) -> bool {
+    *value
+}
+
+impl McpServerSettings {
+    /// The engine's view of the server, or why the table is unusable.
+    pub fn to_server(
+        &self,
+        name: &str,
+        source: crate::mcp::McpSource,
+    ) -> Result<crate::mcp::McpServerConfig, String> {
+        use crate::mcp::{CALL_TIMEOUT, McpServerConfig, McpTransport};
+        let transport = match (&self.command, &self.url) {
+            (Some(command), None) => McpTransport::Stdio {
+                command: command.clone(),
+                args: self.args.clone(),
+                env: self.env.clone().into_iter().collect(),
+            },
+            (None, Some(url)) => McpTransport::Http {
+                url: url.clone(),
+                headers: self.headers.clone().into_iter().collect(),
+            },
+            _ => {
+                return Err(format!(
+                    "[mcp_servers.{name}] needs exactly one of `command` (a stdio server) and \
+                     `url` (an HTTP server)"
+                ));
+            }
+        };
+        Ok(McpServerConfig {
+            name: name.to_owned(),
+            transport,
+            source,
+            timeout: self
+                .timeout_ms
+                .map_or(CALL_TIMEOUT, std::time::Duration::from_millis),
+        })
+    }
 }
 
 /// How much the model reasons before it answers (`thinking = "medium"`).
@@ -176,6 +275,8 @@ impl Default for Config {
             tools: BTreeMap::new(),
             limits: Limits::default(),
             sandbox: crate::runtime::sandbox::SandboxSettings::default(),
+            mcp_servers: BTreeMap::new(),
+            tool_search: ToolSearchSettings::default(),
         }
     }
 }

@@ -160,6 +160,23 @@ pub(super) fn split(
                     });
                 }
             }
+            ("mcp_servers", toml::Value::Table(servers)) => {
+                // A server names a program (or a host) to run with the user's rights.
+                for (name, table) in servers {
+                    let key = format!("mcp_servers.{name}");
+                    let field = |k: &str| table.get(k).map(ToString::to_string);
+                    let what = match (field("command"), field("url")) {
+                        (Some(command), _) => format!("runs {command}"),
+                        (None, Some(url)) => format!("connects to {url}"),
+                        (None, None) => "declares it".to_owned(),
+                    };
+                    ignored.push(IgnoredSetting {
+                        source: first_source(sources, &key),
+                        change: format!("starts the MCP server `{name}` ({what})"),
+                        key,
+                    });
+                }
+            }
             (_, value) => {
                 let mut path = vec![key.clone()];
                 if let Some(kept) = keep(&mut path, value, base, sources, &mut ignored) {

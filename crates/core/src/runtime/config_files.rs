@@ -53,3 +53,25 @@ pub fn write_atomically(path: &Path, text: &str) -> io::Result<()> {
     }
     super::atomic_write(path, text.as_bytes())
 }
+
+/// The `*.toml` files directly in `dir`, sorted by name (none when `dir` does not exist).
+#[allow(
+    clippy::disallowed_methods,
+    reason = "the runtime is where ambient authority lives"
+)]
+pub fn toml_files(dir: &Path) -> io::Result<Vec<std::path::PathBuf>> {
+    let entries = match std::fs::read_dir(dir) {
+        Ok(entries) => entries,
+        Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(Vec::new()),
+        Err(e) => return Err(e),
+    };
+    let mut files = Vec::new();
+    for entry in entries {
+        let path = entry?.path();
+        if path.extension().is_some_and(|ext| ext == "toml") && path.is_file() {
+            files.push(path);
+        }
+    }
+    files.sort();
+    Ok(files)
+}

@@ -23,6 +23,7 @@
 
 pub mod config_files;
 pub mod fsat;
+pub mod mcp;
 pub mod net;
 pub mod paths;
 pub mod process;

@@ -133,6 +133,10 @@ pub struct SessionState {
     asker: AskerSlot,
     subagents: SubagentsSlot,
     skills: Mutex<Vec<crate::skills::Skill>>,
+    /// The extension tools left out of requests, for `tool_search` (none below the budget).
+    tool_index: Mutex<Option<Arc<crate::tools::tool_search::ToolIndex>>>,
+    /// Ids `tool_search` returned: wired into the following requests.
+    selected_tools: Mutex<Vec<String>>,
 }
 
 fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
@@ -158,7 +162,33 @@ impl SessionState {
             asker: AskerSlot::default(),
             subagents: SubagentsSlot::default(),
             skills: Mutex::new(Vec::new()),
+            tool_index: Mutex::new(None),
+            selected_tools: Mutex::new(Vec::new()),
         }
+    }
+
+    /// The index `tool_search` searches, when tools are left out of requests.
+    pub fn tool_index(&self) -> Option<Arc<crate::tools::tool_search::ToolIndex>> {
+        lock(&self.tool_index).clone()
+    }
+
+    pub fn set_tool_index(&self, index: Option<Arc<crate::tools::tool_search::ToolIndex>>) {
+        *lock(&self.tool_index) = index;
+    }
+
+    /// Wires tools `tool_search` found into the following requests.
+    pub fn select_tools(&self, ids: impl IntoIterator<Item = String>) {
+        let mut selected = lock(&self.selected_tools);
+        for id in ids {
+            if !selected.contains(&id) {
+                selected.push(id);
+            }
+        }
+    }
+
+    /// The tools `tool_search` found so far.
+    pub fn selected_tools(&self) -> Vec<String> {
+        lock(&self.selected_tools).clone()
     }
 
     /// Records that the session read `path` (canonical) as it was at `stamp`.

@@ -25,4 +25,4 @@ pub use context::{
 };
 pub use envelope::{Artifact, Envelope, EnvelopeKind, Metadata, ToolError, ToolOutput};
 pub use registry::{Registry, RegistryError};
-pub use spec::{DynTool, Origin, Preview, Subject, Tool, ToolKind, ToolSpec, Typed};
+pub use spec::{DynTool, Origin, Preview, Subject, Tool, ToolKind, ToolSpec, Typed, validate_with};

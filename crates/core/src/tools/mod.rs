@@ -2,6 +2,7 @@
 
 pub mod bash;
 pub mod edit;
+pub mod extension;
 pub mod glob;
 pub mod grep;
 pub mod question;
@@ -10,6 +11,7 @@ pub mod skill;
 pub mod task;
 pub mod text;
 pub mod todo;
+pub mod tool_search;
 pub mod web_fetch;
 pub mod web_search;
 pub mod write;
@@ -35,6 +37,8 @@ pub fn bundled(env: &dyn Fn(&str) -> Option<String>) -> Result<Registry, String>
             web_search::SearchLimits::default(),
         )),
         Typed::wrap(skill::SkillTool),
+        // Offered only when extension tools are left out of the request (see `tool_search`).
+        Typed::wrap(tool_search::ToolSearchTool),
     ];
     let mut registry = Registry::new();
     for tool in tools {
@@ -86,6 +90,7 @@ mod tests {
                     Subject::Query("query".into())
                 ),
                 ("skill".into(), ToolKind::Read, false, Subject::None),
+                ("tool_search".into(), ToolKind::Search, false, Subject::None),
             ]
         );
     }

@@ -1,0 +1,106 @@
+//! MCP stdio servers: the one place a configured MCP server becomes an OS process.
+//!
+//! [`spawn_mcp_stdio`] starts `command args...` as the leader of a new process group, with an
+//! explicit environment (a short list of Keel's own variables that programs need to start, such
+//! as `PATH` and `HOME`, never a credential, then the server's configured `env`), stdin and
+//! stdout as the MCP transport and stderr discarded (stdout of Keel is the editor's protocol).
+//! The returned [`GroupGuard`] kills the whole group when dropped, so a server and anything it
+//! started (`npx` and its `node`) die with the session. MCP servers are not run inside the
+//! command sandbox: see `docs/decisions/0016-mcp-client.md`.
+
+use std::path::Path;
+use std::process::Stdio;
+
+use nix::sys::signal::{Signal, killpg};
+use nix::unistd::Pid;
+use rmcp::transport::TokioChildProcess;
+
+/// Keel's variables a server inherits (when set): what a program needs to be found and to run.
+pub const INHERITED_ENV: &[&str] = &[
+    "PATH", "HOME", "USER", "LOGNAME", "LANG", "LC_ALL", "LC_CTYPE", "TMPDIR", "SHELL", "TZ",
+];
+
+/// Kills a process group when dropped.
+#[derive(Debug)]
+pub struct GroupGuard {
+    pgid: Option<Pid>,
+}
+
+impl GroupGuard {
+    /// The process group id (the server's pid).
+    pub fn pgid(&self) -> Option<i32> {
+        self.pgid.map(Pid::as_raw)
+    }
+}
+
+impl Drop for GroupGuard {
+    fn drop(&mut self) {
+        if let Some(pgid) = self.pgid.take() {
+            // Gone already is fine: the group ended by itself.
+            let _ = killpg(pgid, Signal::SIGKILL);
+        }
+    }
+}
+
+/// Starts an MCP server over stdio in `cwd`. Must be called inside a tokio runtime.
+#[allow(
+    clippy::disallowed_methods,
+    reason = "the runtime is where ambient authority lives"
+)]
+pub fn spawn_mcp_stdio(
+    command: &str,
+    args: &[String],
+    env: &[(String, String)],
+    cwd: &Path,
+) -> std::io::Result<(TokioChildProcess, GroupGuard)> {
+    let mut builder = tokio::process::Command::new(command);
+    builder
+        .args(args)
+        .current_dir(cwd)
+        .env_clear()
+        .process_group(0)
+        .kill_on_drop(true);
+    let secrets = super::secrets::scrub_list();
+    for key in INHERITED_ENV {
+        if secrets.iter().any(|s| s == key) {
+            continue;
+        }
+        if let Some(value) = std::env::var_os(key) {
+            builder.env(key, value);
+        }
+    }
+    for (key, value) in env {
+        builder.env(key, value);
+    }
+    let (process, _stderr) = TokioChildProcess::builder(builder)
+        .stderr(Stdio::null())
+        .spawn()?;
+    let pgid = process
+        .id()
+        .and_then(|id| i32::try_from(id).ok())
+        .map(Pid::from_raw);
+    tracing::debug!(command, pgid = ?pgid, "spawned MCP server");
+    Ok((process, GroupGuard { pgid }))
+}
+
+/// The streamable HTTP transport to an MCP server at `url`, with `headers` on every request.
+/// A header that is not a valid HTTP header is an error naming it.
+pub fn connect_mcp_http(
+    url: &str,
+    headers: &[(String, String)],
+) -> Result<rmcp::transport::StreamableHttpClientTransport<reqwest::Client>, String> {
+    use rmcp::transport::streamable_http_client::StreamableHttpClientTransportConfig;
+    // The transport's own client needs a TLS provider (Keel builds rustls without a default).
+    let _ = rustls::crypto::ring::default_provider().install_default();
+    let mut config = StreamableHttpClientTransportConfig::with_uri(url.to_owned());
+    for (name, value) in headers {
+        let name = http::HeaderName::from_bytes(name.as_bytes())
+            .map_err(|e| format!("header `{name}`: {e}"))?;
+        let value =
+            http::HeaderValue::from_str(value).map_err(|e| format!("header `{name}`: {e}"))?;
+        config.custom_headers.insert(name, value);
+    }
+    Ok(rmcp::transport::StreamableHttpClientTransport::from_config(
+        config,
+    ))
+}
