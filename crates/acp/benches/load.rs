@@ -43,6 +43,23 @@ fn status_kib(pid: u32, field: &str) -> Option<u64> {
         .and_then(|value| value.trim().trim_end_matches("kB").trim().parse().ok())
 }
 
+/// CPU time (user + system) `pid` has used so far.
+fn cpu_time(pid: u32) -> Duration {
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap_or_default();
+    let fields: Vec<u64> = stat
+        .rsplit_once(')')
+        .map(|(_, rest)| {
+            rest.split_whitespace()
+                .filter_map(|f| f.parse().ok())
+                .collect()
+        })
+        .unwrap_or_default();
+    // After the state: ppid pgrp session tty tpgid flags minflt cminflt majflt cmajflt utime stime.
+    let ticks = fields.get(10).copied().unwrap_or(0) + fields.get(11).copied().unwrap_or(0);
+    let hz = 100; // USER_HZ on Linux.
+    Duration::from_millis(ticks * 1000 / hz)
+}
+
 fn load_average() -> String {
     std::fs::read_to_string("/proc/loadavg")
         .map(|text| {
@@ -212,6 +229,7 @@ async fn concurrent_sessions(mock: &MockModel) {
         })
     };
     let started = Instant::now();
+    let cpu_before = cpu_time(keel.pid);
     let mut runs = Vec::new();
     for (index, session) in sessions.iter().enumerate() {
         let client = client.clone();
@@ -241,6 +259,7 @@ async fn concurrent_sessions(mock: &MockModel) {
         errors += run_errors;
     }
     let wall = started.elapsed();
+    let cpu = cpu_time(keel.pid) - cpu_before;
     sampler.abort();
     // Every session's own answers, and its own counter, bumped once per turn.
     let mut cross_talk = 0;
@@ -298,6 +317,10 @@ async fn concurrent_sessions(mock: &MockModel) {
         final_rss as f64 / 1024.0
     );
     println!(
+        "  keel acp CPU time: {cpu:.2?} in all, {:.2?} a turn (the agent's own work; commands, sandbox helpers and the mock are other processes)",
+        cpu / u32::try_from(turns).unwrap()
+    );
+    println!(
         "  errors {errors}, sessions with cross talk {cross_talk}, processes left behind {leftovers}"
     );
     drop(dirs);
@@ -315,6 +338,8 @@ async fn long_session(mock: &MockModel) {
         .session_id;
     let mut times = Vec::new();
     let mut rss = Vec::new();
+    let mut cpu = Vec::new();
+    let mut cpu_mark = cpu_time(keel.pid);
     for turn in 0..LONG_SESSION_TURNS {
         mock.push_anthropic(Turn::text_only(format!("answer {turn}")));
         let asked = Instant::now();
@@ -327,6 +352,9 @@ async fn long_session(mock: &MockModel) {
         times.push(asked.elapsed());
         if turn % 100 == 99 {
             rss.push(status_kib(keel.pid, "RssAnon").unwrap_or(0));
+            let now = cpu_time(keel.pid);
+            cpu.push((now - cpu_mark) / 100);
+            cpu_mark = now;
         }
     }
     keel.client.close().await.unwrap();
@@ -341,6 +369,7 @@ async fn long_session(mock: &MockModel) {
         percentile(&mut last, 99)
     );
     println!("  RssAnon every 100 turns (KiB): {rss:?}");
+    println!("  keel acp CPU a turn, per 100 turns: {cpu:.2?}");
 }
 
 #[tokio::main]
