@@ -331,6 +331,11 @@ impl MockModel {
     }
 
     /// Queues `turn` as an Anthropic stream.
+    /// Drops the requests recorded so far (a long fuzz run would otherwise keep them all).
+    pub fn forget_requests(&self) {
+        self.shared.lock().requests.clear();
+    }
+
     /// Answers every request that finds its queue empty with `responder`.
     pub fn respond_with(&self, responder: Responder) {
         self.shared.lock().responder = Some(responder);

@@ -73,6 +73,8 @@ fuzz_target!(|data: &[u8]| {
         _ => (lines_of(data, 64), data.first().is_some_and(|b| b & 1 == 1)),
     };
     world.runtime.block_on(async {
+        // Only the agent's memory is of interest: the mock keeps no history across inputs.
+        world.mock.forget_requests();
         world.mock.push_anthropic(Turn::text_only("done"));
         let (agent_end, client_end) = tokio::io::duplex(1 << 16);
         let (agent_read, agent_write) = tokio::io::split(agent_end);
