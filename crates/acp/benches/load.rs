@@ -19,6 +19,7 @@
 
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
 use agent_client_protocol::v1::schema::{PermissionOptionKind, StopReason};
@@ -29,6 +30,21 @@ use serde_json::{Value, json};
 const SESSIONS: usize = 50;
 const TURNS_EACH: usize = 6;
 const LONG_SESSION_TURNS: usize = 1_000;
+/// Model requests in one scripted turn: read, edit, bash, answer.
+const REQUESTS_A_TURN: u32 = 4;
+/// How long, on average, the mock model thinks before each answer (0 in the saturated run).
+static MODEL_DELAY_MS: AtomicU64 = AtomicU64::new(0);
+
+/// The mock's thinking time before answering `step` of `turn` in `session`: between half and
+/// one and a half times the mean, fixed by the three numbers, so the bench can subtract it and
+/// sessions do not all answer in the same instant.
+fn model_delay(session: usize, turn: usize, step: usize) -> Duration {
+    let mean = MODEL_DELAY_MS.load(Ordering::Relaxed);
+    let mut hash = (session as u64) << 32 ^ (turn as u64) << 16 ^ step as u64;
+    hash = hash.wrapping_mul(0x9E37_79B9_7F4A_7C15);
+    hash ^= hash >> 29;
+    Duration::from_millis(mean / 2 + hash % (mean + 1))
+}
 
 fn percentile(samples: &mut [Duration], percent: usize) -> Duration {
     samples.sort();
@@ -119,7 +135,8 @@ fn respond(api: Api, request: &RecordedRequest) -> Option<Reply> {
     }
     let (session, turn) = prompt_of(&request.body)?;
     let id = |step: &str| format!("s{session}t{turn}{step}");
-    let reply = match step_of(&request.body) {
+    let step = step_of(&request.body);
+    let reply = match step {
         0 => Turn::new().tool_call(id("r"), "read", json!({"file_path": "counter.txt"})),
         1 => Turn::new().tool_call(
             id("e"),
@@ -137,7 +154,7 @@ fn respond(api: Api, request: &RecordedRequest) -> Option<Reply> {
             })
         }
     };
-    Some(Reply::anthropic(&reply))
+    Some(Reply::anthropic(&reply).delay(model_delay(session, turn, step)))
 }
 
 struct Keel {
@@ -195,7 +212,11 @@ fn left_behind(roots: &[PathBuf]) -> usize {
         .count()
 }
 
-async fn concurrent_sessions(mock: &MockModel) {
+async fn concurrent_sessions(mock: &MockModel, mean_delay: Duration) {
+    MODEL_DELAY_MS.store(
+        u64::try_from(mean_delay.as_millis()).unwrap(),
+        Ordering::Relaxed,
+    );
     let mut dirs = Vec::new();
     let mut roots = Vec::new();
     for session in 0..SESSIONS {
@@ -215,14 +236,14 @@ async fn concurrent_sessions(mock: &MockModel) {
     for root in &roots {
         sessions.push(client.new_session(root, &[]).await.unwrap().session_id);
     }
-    let peak = Arc::new(std::sync::atomic::AtomicU64::new(0));
+    let peak = Arc::new(AtomicU64::new(0));
     let sampler = {
         let peak = peak.clone();
         let pid = keel.pid;
         tokio::spawn(async move {
             loop {
                 if let Some(rss) = status_kib(pid, "VmRSS") {
-                    peak.fetch_max(rss, std::sync::atomic::Ordering::Relaxed);
+                    peak.fetch_max(rss, Ordering::Relaxed);
                 }
                 tokio::time::sleep(Duration::from_millis(20)).await;
             }
@@ -237,6 +258,11 @@ async fn concurrent_sessions(mock: &MockModel) {
         runs.push(tokio::spawn(async move {
             let mut times = Vec::new();
             let mut errors = 0;
+            // With a thinking model, sessions start spread over a second, as an editor's threads
+            // do not all send at once (the saturated run starts them together).
+            if !mean_delay.is_zero() {
+                tokio::time::sleep(Duration::from_millis(20) * u32::try_from(index).unwrap()).await;
+            }
             for turn in 0..TURNS_EACH {
                 let asked = Instant::now();
                 match client
@@ -246,7 +272,10 @@ async fn concurrent_sessions(mock: &MockModel) {
                     Ok(answer) if answer.stop_reason == StopReason::EndTurn => {}
                     _ => errors += 1,
                 }
-                times.push(asked.elapsed());
+                let thinking: Duration = (0..REQUESTS_A_TURN as usize)
+                    .map(|step| model_delay(index, turn, step))
+                    .sum();
+                times.push((asked.elapsed(), thinking));
             }
             (times, errors)
         }));
@@ -291,15 +320,23 @@ async fn concurrent_sessions(mock: &MockModel) {
     }
     let final_rss = status_kib(keel.pid, "VmRSS").unwrap_or(0);
     let hwm = status_kib(keel.pid, "VmHWM").unwrap_or(0);
-    let agent: Vec<Duration> = times.clone();
+    let agent: Vec<Duration> = times.iter().map(|(turn, _)| *turn).collect();
     let client = Arc::into_inner(client).unwrap();
     client.close().await.unwrap();
     tokio::time::sleep(Duration::from_millis(500)).await;
     let leftovers = left_behind(&roots);
     let mut agent = agent;
     let turns = times.len();
+    // The agent's overhead in a turn: everything but the model's thinking (the mock's delay
+    // before each answer); commands, approvals and loopback round trips count as overhead.
+    let mut overhead: Vec<Duration> = times
+        .iter()
+        .map(|(turn, thinking)| turn.saturating_sub(*thinking))
+        .collect();
     println!(
-        "{SESSIONS} concurrent sessions x {TURNS_EACH} read/edit/bash turns on one keel acp ({turns} turns, 4 model requests and 2 approvals each)"
+        "{SESSIONS} concurrent sessions x {TURNS_EACH} read/edit/bash turns on one keel acp ({turns} turns, {REQUESTS_A_TURN} model requests and 2 approvals each), model thinking {:?} to {:?} before each answer",
+        mean_delay / 2,
+        mean_delay * 3 / 2
     );
     println!(
         "  wall time                         {wall:>10.2?}  ({:.1} turns/s)",
@@ -311,9 +348,15 @@ async fn concurrent_sessions(mock: &MockModel) {
         percentile(&mut agent, 99)
     );
     println!(
+        "  agent overhead a turn p50 / p99 / max {:>6.2?} / {:.2?} / {:.2?}  (turn minus the model's thinking)",
+        percentile(&mut overhead, 50),
+        percentile(&mut overhead, 99),
+        overhead.iter().max().copied().unwrap_or_default()
+    );
+    println!(
         "  keel acp RSS: peak (VmHWM) {:.1} MiB, sampled max {:.1} MiB, at the end {:.1} MiB",
         hwm as f64 / 1024.0,
-        peak.load(std::sync::atomic::Ordering::Relaxed) as f64 / 1024.0,
+        peak.load(Ordering::Relaxed) as f64 / 1024.0,
         final_rss as f64 / 1024.0
     );
     println!(
@@ -377,7 +420,11 @@ async fn main() {
     println!("load average before: {}", load_average());
     let mock = MockModel::start().await;
     mock.respond_with(Arc::new(respond));
-    concurrent_sessions(&mock).await;
+    // Saturated: every session's next request as soon as the last is answered.
+    concurrent_sessions(&mock, Duration::ZERO).await;
+    // As with a real model: each answer takes a while, so turns interleave rather than queue.
+    concurrent_sessions(&mock, Duration::from_millis(1_000)).await;
+    MODEL_DELAY_MS.store(0, Ordering::Relaxed);
     long_session(&mock).await;
     println!("load average after: {}", load_average());
 }

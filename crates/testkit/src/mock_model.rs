@@ -69,6 +69,8 @@ pub struct Reply {
     trickle: Option<Duration>,
     /// Sends nothing at all, not even a status line, until the client hangs up.
     silent: bool,
+    /// Waits this long before the status line: the model's time to its first byte.
+    delay: Duration,
 }
 
 impl Reply {
@@ -85,6 +87,7 @@ impl Reply {
             stall_after: None,
             trickle: None,
             silent: false,
+            delay: Duration::ZERO,
         }
     }
 
@@ -171,6 +174,12 @@ impl Reply {
     /// hangs up. `stall_after(0)`: headers only.
     pub fn stall_after(mut self, events: usize) -> Self {
         self.stall_after = Some(events);
+        self
+    }
+
+    /// Waits `delay` before the status line, as a model thinking before its first token does.
+    pub fn delay(mut self, delay: Duration) -> Self {
+        self.delay = delay;
         self
     }
 
@@ -578,6 +587,12 @@ enum Outcome {
 async fn send_reply(connection: &mut Connection, reply: Reply) -> Outcome {
     if reply.silent {
         return wait_for_hangup(connection).await;
+    }
+    if !reply.delay.is_zero() {
+        tokio::select! {
+            () = tokio::time::sleep(reply.delay) => {}
+            () = wait_for_eof(connection) => return Outcome::ClientGone,
+        }
     }
     let mut head = format!("HTTP/1.1 {} {}\r\n", reply.status, reason(reply.status));
     for (name, value) in &reply.headers {
