@@ -377,6 +377,11 @@ impl AcpTurnHost {
                 ));
             }
         }
+        // A failure of Keel itself: the user sees the details the model was not given.
+        if let Some(report) = envelope.internal_error() {
+            content.push(ToolCallContent::from(internal_error_text(report)));
+            return content;
+        }
         if let Some(error) = &envelope.error_text {
             content.push(ToolCallContent::from(error.clone()));
             return content;
@@ -442,7 +447,9 @@ impl AcpTurnHost {
             {
                 content.push(ToolCallContent::from(transcript.text.trim().to_owned()));
             }
-            if !envelope.text().is_empty() {
+            if let Some(report) = envelope.internal_error() {
+                content.push(ToolCallContent::from(internal_error_text(report)));
+            } else if !envelope.text().is_empty() {
                 content.push(ToolCallContent::from(
                     head(envelope.text(), FINAL_OUTPUT).to_owned(),
                 ));
@@ -682,6 +689,11 @@ impl AcpTurnHost {
     pub(super) fn cancel_token(&self) -> &CancellationToken {
         &self.cancel
     }
+}
+
+/// What the user reads in a tool call's content when Keel itself failed during it.
+fn internal_error_text(report: &str) -> String {
+    format!("Keel failed (not the model's call): {report}")
 }
 
 impl TurnHost for AcpTurnHost {

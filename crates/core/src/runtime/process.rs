@@ -124,10 +124,10 @@ impl Runtime {
         self.scope()
             .check_command("bash", &["-c".to_owned(), command.to_owned()])?;
         let cwd = paths::resolve(cwd).map_err(|e| {
-            ToolError::Failed(format!(
-                "cannot resolve working directory {}: {e}",
-                cwd.display()
-            ))
+            ToolError::io(
+                format!("cannot resolve working directory {}: {e}", cwd.display()),
+                e,
+            )
         })?;
         self.check(&cwd, Access::Read)?;
         Ok(cwd)
@@ -142,17 +142,15 @@ impl Runtime {
     pub fn spawn_shell(&self, command: &str, cwd: &Path) -> Result<ShellProcess, ToolError> {
         let cwd = self.check_shell(command, cwd)?;
         if !cwd.is_dir() {
-            return Err(ToolError::Failed(format!(
+            return Err(ToolError::BadArgument(format!(
                 "working directory {} is not a directory",
                 self.display_path(&cwd)
             )));
         }
         let failed = |what: &str, e: std::io::Error| {
-            ToolError::Failed(format!("cannot start bash ({what}): {e}"))
+            ToolError::io(format!("cannot start bash ({what}): {e}"), e)
         };
-        let invocation = self
-            .shell_invocation(command, &cwd)
-            .map_err(|e| ToolError::Failed(e.to_string()))?;
+        let invocation = self.shell_invocation(command, &cwd)?;
         let (reader, writer) = std::io::pipe().map_err(|e| failed("pipe", e))?;
         let writer_for_stderr = writer.try_clone().map_err(|e| failed("pipe", e))?;
         let mut builder = tokio::process::Command::new(&invocation.program);
@@ -180,7 +178,9 @@ impl Runtime {
         let pid = child
             .id()
             .and_then(|id| i32::try_from(id).ok())
-            .ok_or_else(|| ToolError::Failed("bash exited before it could be tracked".into()))?;
+            .ok_or_else(|| {
+                ToolError::invariant("starting bash", "bash exited before it could be tracked")
+            })?;
         let output =
             pipe::Receiver::from_owned_fd(OwnedFd::from(reader)).map_err(|e| failed("pipe", e))?;
         tracing::debug!(pid, cwd = %cwd.display(), "spawned shell command");
@@ -227,10 +227,13 @@ impl ShellProcess {
         progress: &ProgressSink,
     ) -> Result<ShellOutput, ToolError> {
         if !capture.sidecar.starts_with(&self.scratch_dir) {
-            return Err(ToolError::Failed(format!(
-                "{} is not in the session's scratch directory",
-                capture.sidecar.display()
-            )));
+            return Err(ToolError::invariant(
+                "capturing a command's output",
+                format!(
+                    "{} is not in the session's scratch directory",
+                    capture.sidecar.display()
+                ),
+            ));
         }
         let mut collector = Collector::new(capture);
         let mut stream = Utf8Stream::default();
@@ -260,9 +263,8 @@ impl ShellProcess {
                     }
                 },
                 status = self.child.wait() => {
-                    let status = status.map_err(|e| {
-                        ToolError::Failed(format!("waiting for bash failed: {e}"))
-                    })?;
+                    let status = status
+                        .map_err(|e| ToolError::internal("waiting for a bash process", e))?;
                     self.status = Some(status);
                 }
             }

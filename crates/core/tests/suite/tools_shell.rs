@@ -237,7 +237,7 @@ async fn timeout_kills_the_whole_group() {
             "timeout": 1000
         }))
         .await;
-    let Err(ToolError::Failed(message)) = result else {
+    let Err(ToolError::External { message, .. }) = result else {
         panic!("expected a timeout failure, got {result:?}");
     };
     assert!(
@@ -560,7 +560,7 @@ async fn read_only_sandbox_and_the_switches() {
     ws.ctx.runtime = ws.ctx.runtime.with_sandbox(required);
     let result = ws.bash(json!({"command": "echo x > refused"})).await;
     assert!(
-        matches!(&result, Err(ToolError::Failed(m)) if m.contains("required")),
+        matches!(&result, Err(ToolError::Unavailable(m)) if m.contains("required")),
         "{result:?}"
     );
     assert!(!ws.root.join("refused").exists());
