@@ -312,7 +312,9 @@ async fn a_failure_of_keel_reaches_the_user_whole_and_the_model_neutral() {
     // The user gets the whole chain.
     let (status, envelope) = host.result("g1");
     assert_eq!(status, CallStatus::Failed);
-    let report = envelope.internal_error().expect("the user is shown the details");
+    let report = envelope
+        .internal_error()
+        .expect("the user is shown the details");
     assert!(
         report.starts_with("internal error in Keel while writing a sidecar file: "),
         "{report}"
