@@ -92,10 +92,9 @@ async fn an_internal_failure_is_logged_shown_to_the_user_and_neutral_for_the_mod
     let events = harness.events_json();
     let last = events
         .iter()
-        .filter(|e| {
+        .rfind(|e| {
             e["update"]["sessionUpdate"] == "tool_call_update" && e["update"]["toolCallId"] == "g1"
         })
-        .next_back()
         .expect("the call's final update")
         .clone();
     assert_eq!(last["update"]["status"], "failed", "{last}");

@@ -208,9 +208,9 @@ impl From<FileError> for ToolError {
                 message,
                 source: None,
             },
-            other @ (FileError::HardLinked { .. } | FileError::Changed { .. }) => {
-                ToolError::Stale(other.to_string())
-            }
+            // A hard-linked file waits for the user's say (through `read`, which asks).
+            other @ FileError::HardLinked { .. } => ToolError::Denied(other.to_string()),
+            other @ FileError::Changed { .. } => ToolError::Stale(other.to_string()),
             other @ FileError::NotAFile { .. } => ToolError::BadArgument(other.to_string()),
         }
     }

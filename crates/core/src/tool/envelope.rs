@@ -421,5 +421,31 @@ mod tests {
             serde_json::json!({"type":"error","error_text":"boom","metadata":{"duration_ms":0}})
         );
         assert_eq!(env.for_model(), "boom");
+        assert_eq!(env.internal_error(), None);
+    }
+
+    #[test]
+    fn an_internal_error_gives_the_model_a_neutral_message_and_the_user_the_chain() {
+        let io = std::io::Error::new(std::io::ErrorKind::NotADirectory, "/state/x: not a dir");
+        let error = ToolError::internal("writing a sidecar file", io);
+        assert_eq!(error.to_string(), InternalError::FOR_MODEL);
+        let env = Envelope::from_result(Err(error), Duration::ZERO);
+        assert!(env.is_error());
+        assert_eq!(env.for_model(), InternalError::FOR_MODEL);
+        let json = serde_json::to_value(&env).unwrap();
+        assert!(!json.to_string().contains("/state/x"), "{json}");
+        assert_eq!(
+            env.internal_error(),
+            Some("internal error in Keel while writing a sidecar file: /state/x: not a dir")
+        );
+    }
+
+    #[test]
+    fn model_facing_errors_keep_their_source() {
+        let io = std::io::Error::new(std::io::ErrorKind::PermissionDenied, "denied");
+        let error = ToolError::io("a.txt: permission denied", io);
+        assert_eq!(error.to_string(), "a.txt: permission denied");
+        let source = std::error::Error::source(&error).map(ToString::to_string);
+        assert_eq!(source.as_deref(), Some("denied"));
     }
 }
