@@ -243,7 +243,9 @@ impl ExecHost {
                 self.style.red("✗")
             );
             let _ = stderr.flush();
-            return;
+            if envelope.error_text.is_some() {
+                return;
+            }
         }
         if let Some(error) = &envelope.error_text {
             let first = error.lines().next().unwrap_or_default();

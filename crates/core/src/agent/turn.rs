@@ -554,17 +554,18 @@ impl Session {
             Some(tool) => self.gate_and_run(call, tool.as_ref(), host, cancel).await,
         };
         let failed = result.is_err();
-        if let Err(ToolError::Internal(internal)) = &result {
-            // A failure of Keel itself: the log and the user get the whole chain (through the
-            // envelope's artifact), the model a neutral message.
+        let envelope = Envelope::from_result(result, started.elapsed());
+        if let Some(report) = envelope.internal_error() {
+            // A failure of Keel itself (the call failed, or its output could not be kept whole):
+            // the log and the user get the whole chain (the user through the envelope's
+            // artifact), the model a neutral message.
             tracing::error!(
                 call_id = %call.id,
                 tool = %call.name,
-                error = %internal.report(),
+                error = %report,
                 "internal error during a tool call"
             );
         }
-        let envelope = Envelope::from_result(result, started.elapsed());
         for artifact in &envelope.artifacts {
             if let Artifact::Plan { entries } = artifact {
                 host.event(AgentEvent::Plan {

@@ -162,16 +162,30 @@ impl Tool for BashTool {
             signal,
             ending,
             confinement,
+            fault,
             ..
         } = shell;
+        if let (Some(fault), false) = (&fault, ending == ShellEnding::Exited) {
+            // No output reaches the user for these endings: the log keeps the failure.
+            tracing::error!(error = %fault.report(), "internal error during a bash call");
+        }
         match ending {
             ShellEnding::Cancelled => Err(ToolError::Cancelled),
             ShellEnding::TimedOut => Err(timeout_error(timeout, &text, output_path.as_deref())),
-            ShellEnding::Exited => Ok(report_confinement(
-                finish(text, exit_code, signal, output_path, sidecar_note),
-                &confinement,
-                exit_code,
-            )),
+            ShellEnding::Exited => {
+                let mut output = report_confinement(
+                    finish(text, exit_code, signal, output_path, sidecar_note),
+                    &confinement,
+                    exit_code,
+                );
+                // The command ran; Keel failed to keep its whole output: the user is shown why.
+                if let Some(fault) = fault {
+                    output.artifacts.push(Artifact::InternalError {
+                        report: fault.report(),
+                    });
+                }
+                Ok(output)
+            }
         }
     }
 
