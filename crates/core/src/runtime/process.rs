@@ -716,7 +716,7 @@ mod tests {
         for chunk in lines.as_bytes().chunks(7) {
             collector.push(chunk).await;
         }
-        let (text, total, path, note) = collector.finish().await;
+        let (text, total, path, note, _) = collector.finish().await;
         assert_eq!(total, lines.len() as u64);
         assert_eq!(path.as_deref(), Some(sidecar.as_path()));
         assert_eq!(note, None);
