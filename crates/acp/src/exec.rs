@@ -233,6 +233,20 @@ impl ExecHost {
     }
 
     fn show_result(&self, call_id: &str, status: CallStatus, envelope: &Envelope) {
+        // A failure of Keel itself goes to stderr whole, even in `--json` mode (the model got a
+        // neutral message; the events on stdout carry only that).
+        if let Some(report) = envelope.internal_error() {
+            let mut stderr = std::io::stderr().lock();
+            let _ = writeln!(
+                stderr,
+                "  {} Keel failed (not the model's call): {report}",
+                self.style.red("✗")
+            );
+            let _ = stderr.flush();
+            if envelope.error_text.is_some() {
+                return;
+            }
+        }
         if let Some(error) = &envelope.error_text {
             let first = error.lines().next().unwrap_or_default();
             self.progress(&format!("  {} {first}\n", self.style.red("✗")));

@@ -243,14 +243,14 @@ async fn run_one(
     let fail = |error: ToolError| Envelope::from_result(Err(error), started.elapsed());
     let runtime = match runtime_for(registry, workspace, scratch) {
         Ok(runtime) => runtime,
-        Err(failure) => return fail(ToolError::Failed(failure.message)),
+        Err(failure) => return fail(ToolError::Unavailable(failure.message)),
     };
     if let Err(error) = tool.validate(&args) {
         return fail(error);
     }
     let policy = match policy_for(effective, workspace, true) {
         Ok(policy) => policy,
-        Err(failure) => return fail(ToolError::Failed(failure.message)),
+        Err(failure) => return fail(ToolError::Unavailable(failure.message)),
     };
     let decision = policy.decide(&Call {
         spec: tool.spec(),

@@ -377,6 +377,13 @@ impl AcpTurnHost {
                 ));
             }
         }
+        // A call failed by Keel itself: the user sees the details the model was not given.
+        if envelope.error_text.is_some()
+            && let Some(report) = envelope.internal_error()
+        {
+            content.push(ToolCallContent::from(internal_error_text(report)));
+            return content;
+        }
         if let Some(error) = &envelope.error_text {
             content.push(ToolCallContent::from(error.clone()));
             return content;
@@ -442,10 +449,15 @@ impl AcpTurnHost {
             {
                 content.push(ToolCallContent::from(transcript.text.trim().to_owned()));
             }
-            if !envelope.text().is_empty() {
+            let internal = envelope.internal_error();
+            if (internal.is_none() || envelope.error_text.is_none()) && !envelope.text().is_empty()
+            {
                 content.push(ToolCallContent::from(
                     head(envelope.text(), FINAL_OUTPUT).to_owned(),
                 ));
+            }
+            if let Some(report) = internal {
+                content.push(ToolCallContent::from(internal_error_text(report)));
             }
             self.update(
                 call_id,
@@ -457,6 +469,13 @@ impl AcpTurnHost {
             return;
         };
         let mut content = Self::final_content(&call, &envelope);
+        // A call that completed although Keel failed a part of it (a command's whole output
+        // could not be saved): the details follow what it showed.
+        if envelope.error_text.is_none()
+            && let Some(report) = envelope.internal_error()
+        {
+            content.push(ToolCallContent::from(internal_error_text(report)));
+        }
         // A subagent's transcript stays above its answer (which usually ends it).
         if let Some(transcript) = lock(&self.transcripts).remove(call_id)
             && !transcript.text.trim().is_empty()
@@ -682,6 +701,11 @@ impl AcpTurnHost {
     pub(super) fn cancel_token(&self) -> &CancellationToken {
         &self.cancel
     }
+}
+
+/// What the user reads in a tool call's content when Keel itself failed during it.
+fn internal_error_text(report: &str) -> String {
+    format!("Keel failed (not the model's call): {report}")
 }
 
 impl TurnHost for AcpTurnHost {

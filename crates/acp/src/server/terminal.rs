@@ -119,10 +119,10 @@ impl ClientTerminals {
     }
 
     fn failed(&self, what: &str, error: agent_client_protocol::Error) -> ToolError {
-        ToolError::Failed(format!(
-            "the editor's terminal {what} failed: {}",
-            error.message
-        ))
+        ToolError::External {
+            message: format!("the editor's terminal {what} failed: {}", error.message),
+            source: Some(std::sync::Arc::new(error)),
+        }
     }
 
     async fn kill(&self, terminal_id: &str) {

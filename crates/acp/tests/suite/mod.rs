@@ -22,6 +22,7 @@ mod slash_commands;
 mod streaming;
 mod subagents;
 mod support;
+mod tool_errors;
 mod trust;
 mod turn_snapshot;
 mod turns;

@@ -98,7 +98,7 @@ async fn a_turn_streams_text_thoughts_tool_calls_plan_and_usage() {
             host.event(AgentEvent::ToolResult {
                 call_id: "c3".into(),
                 status: CallStatus::Failed,
-                envelope: Envelope::error(ToolError::Failed("exit code 101".into()).to_string(), 0),
+                envelope: Envelope::error(ToolError::external("exit code 101").to_string(), 0),
             });
             host.event(AgentEvent::Plan {
                 entries: vec![

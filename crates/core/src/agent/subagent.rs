@@ -322,7 +322,7 @@ impl Background {
 
     fn unknown(&self, handle: &str) -> ToolError {
         let known: Vec<String> = lock(&self.runs).keys().cloned().collect();
-        ToolError::Failed(format!(
+        ToolError::NotFound(format!(
             "no background task `{handle}`{}",
             if known.is_empty() {
                 String::new()
@@ -343,7 +343,7 @@ impl Background {
                     Some(run) => {
                         if let Some(result) = &run.result {
                             run.delivered = true;
-                            return result.clone().map_err(ToolError::Failed);
+                            return result.clone().map_err(ToolError::external);
                         }
                         true
                     }
@@ -588,7 +588,7 @@ impl Runner {
             }
             registry
                 .register(tool.clone())
-                .map_err(|e| ToolError::Failed(e.to_string()))?;
+                .map_err(|e| ToolError::internal("building a subagent's tools", e))?;
         }
         let policy = Arc::new(self.policy.child(agent.and_then(|a| a.mode)));
         let model = match agent.and_then(|a| a.model.as_deref()) {
@@ -599,7 +599,7 @@ impl Runner {
                 let (provider, model) =
                     crate::provider::resolve_model(Some(name), &lookup, &self.config.providers)
                         .map_err(|e| {
-                            ToolError::Failed(format!(
+                            ToolError::Unavailable(format!(
                                 "the agent's model `{name}` is not available: {e}"
                             ))
                         })?;
@@ -654,7 +654,7 @@ async fn run_child(
     let outcome = session
         .run_turn(vec![UserContent::Text { text: prompt }], host, cancel)
         .await
-        .map_err(|e| ToolError::Failed(format!("the subagent stopped: {e}")))?;
+        .map_err(|e| ToolError::external_from(format!("the subagent stopped: {e}"), e))?;
     session.background.cancel_all();
     let mut text = outcome.final_text.trim().to_owned();
     match outcome.stop {
@@ -680,7 +680,7 @@ impl Subagents for Runner {
     ) -> BoxFuture<'a, Result<String, ToolError>> {
         Box::pin(async move {
             if self.depth >= MAX_DEPTH {
-                return Err(ToolError::Failed(format!(
+                return Err(ToolError::Unavailable(format!(
                     "subagent depth limit reached ({MAX_DEPTH}): do this task yourself"
                 )));
             }
@@ -690,7 +690,7 @@ impl Subagents for Runner {
                 Some(name) if name == GENERAL_AGENT => None,
                 Some(name) => Some(agents.iter().find(|a| &a.name == name).ok_or_else(|| {
                     let known: Vec<&str> = agents.iter().map(|a| a.name.as_str()).collect();
-                    ToolError::Failed(format!(
+                    ToolError::NotFound(format!(
                         "no agent `{name}`; the agents are: {}",
                         if known.is_empty() {
                             "(none defined; omit `agent`)".to_owned()

@@ -544,7 +544,7 @@ impl Session {
         }
         let (result, verdict) = match tool {
             None => (
-                Err(ToolError::Failed(format!(
+                Err(ToolError::NotFound(format!(
                     "unknown tool `{}`; the available tools are: {}",
                     call.name,
                     self.tool_names()
@@ -555,6 +555,17 @@ impl Session {
         };
         let failed = result.is_err();
         let envelope = Envelope::from_result(result, started.elapsed());
+        if let Some(report) = envelope.internal_error() {
+            // A failure of Keel itself (the call failed, or its output could not be kept whole):
+            // the log and the user get the whole chain (the user through the envelope's
+            // artifact), the model a neutral message.
+            tracing::error!(
+                call_id = %call.id,
+                tool = %call.name,
+                error = %report,
+                "internal error during a tool call"
+            );
+        }
         for artifact in &envelope.artifacts {
             if let Artifact::Plan { entries } = artifact {
                 host.event(AgentEvent::Plan {
@@ -641,7 +652,7 @@ impl Session {
                     // built from its content must not reach it.
                     Err(_) if decision.hard_links.is_some() => {
                         return (
-                            Err(ToolError::Failed(format!(
+                            Err(ToolError::Denied(format!(
                                 "{} The change could not be prepared, so nothing was asked or \
                                  written; `read` the file first (which asks).",
                                 decision.explanation
@@ -728,7 +739,15 @@ impl Session {
             })
         };
         let timeout = self.config.tool_timeouts.get(&call.name).copied();
-        let result = run_with_cancel(tool, call.input.clone(), &ctx, cancel, timeout).await;
+        let result = run_with_cancel(
+            tool,
+            call.input.clone(),
+            &ctx,
+            cancel,
+            timeout,
+            spec.mutating,
+        )
+        .await;
         drop(ctx);
         let _ = forward.await;
         (result, Verdict::Ran)
@@ -759,7 +778,9 @@ impl Session {
                         .ok()
                         .and_then(|u| u.host_str().map(str::to_owned))
                         .ok_or_else(|| {
-                            ToolError::Failed(format!("`{url}` is not an absolute http(s) URL"))
+                            ToolError::BadArgument(format!(
+                                "`{url}` is not an absolute http(s) URL"
+                            ))
                         })?;
                     self.runtime.scope().check_host(&host)?;
                 }
@@ -826,13 +847,16 @@ enum Verdict {
 }
 
 /// Runs a tool until it answers; on cancel the tool sees the token and gets a grace period to
-/// stop its processes, then it is dropped (dropping kills what it spawned).
+/// stop its processes, then it is dropped (dropping kills what it spawned). A mutating tool that
+/// finishes its work within the grace period reports what it did: the change happened, and the
+/// model and the editor must see it (a read-only one that finished anyway is cancelled).
 async fn run_with_cancel(
     tool: &dyn crate::tool::DynTool,
     args: Value,
     ctx: &ToolContext,
     cancel: &CancellationToken,
     timeout: Option<Duration>,
+    mutating: bool,
 ) -> Result<crate::tool::ToolOutput, ToolError> {
     let run = tool.execute(args, ctx);
     let run = async {
@@ -848,6 +872,7 @@ async fn run_with_cancel(
         result = &mut run => result,
         _ = cancel.cancelled() => {
             match tokio::time::timeout(CANCEL_GRACE, &mut run).await {
+                Ok(Ok(output)) if mutating => Ok(output),
                 Ok(Ok(_)) | Err(_) => Err(ToolError::Cancelled),
                 Ok(Err(error)) => Err(error),
             }

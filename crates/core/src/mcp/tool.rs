@@ -161,14 +161,17 @@ impl McpTool {
             outcome = tokio::time::timeout(self.timeout, call) => match outcome {
                 Err(_) => return Err(ToolError::Timeout(self.timeout)),
                 Ok(Err(error)) => {
-                    return Err(ToolError::Failed(format!(
-                        "the MCP server `{}` failed the call: {error}",
-                        self.server
-                    )));
+                    return Err(ToolError::External {
+                        message: format!(
+                            "the MCP server `{}` failed the call: {error}",
+                            self.server
+                        ),
+                        source: Some(std::sync::Arc::new(error)),
+                    });
                 }
                 Ok(Ok(CallToolResponse::Complete(result))) => result,
                 Ok(Ok(_)) => {
-                    return Err(ToolError::Failed(format!(
+                    return Err(ToolError::external(format!(
                         "the MCP server `{}` asked for input or started a task; Keel does not \
                          support either yet",
                         self.server
@@ -179,7 +182,7 @@ impl McpTool {
         let value = serde_json::to_value(&result).unwrap_or(Value::Null);
         let text = render_content(&value);
         if value.get("isError").and_then(Value::as_bool) == Some(true) {
-            return Err(ToolError::Failed(if text.is_empty() {
+            return Err(ToolError::external(if text.is_empty() {
                 format!("the `{}` tool reported an error", self.remote)
             } else {
                 text

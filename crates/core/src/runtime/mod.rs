@@ -204,7 +204,14 @@ impl From<FileError> for ToolError {
     fn from(error: FileError) -> Self {
         match error {
             FileError::Refused(refusal) => refusal.into(),
-            other => ToolError::Failed(other.to_string()),
+            FileError::Io(message) => ToolError::Io {
+                message,
+                source: None,
+            },
+            // A hard-linked file waits for the user's say (through `read`, which asks).
+            other @ FileError::HardLinked { .. } => ToolError::Denied(other.to_string()),
+            other @ FileError::Changed { .. } => ToolError::Stale(other.to_string()),
+            other @ FileError::NotAFile { .. } => ToolError::BadArgument(other.to_string()),
         }
     }
 }
@@ -396,16 +403,16 @@ impl Runtime {
     /// Does not check the scope.
     pub fn resolve(&self, user_path: &str) -> Result<PathBuf, ToolError> {
         if user_path.contains('\0') {
-            return Err(ToolError::Failed("path contains a NUL byte".into()));
+            return Err(ToolError::BadArgument("path contains a NUL byte".into()));
         }
         if self.inner.roots.is_empty() && !Path::new(user_path).is_absolute() {
-            return Err(ToolError::Failed(format!(
+            return Err(ToolError::BadArgument(format!(
                 "relative path `{user_path}` but no workspace is open; use an absolute path"
             )));
         }
         let joined = paths::absolutize(self.root(), user_path);
         paths::resolve(&joined)
-            .map_err(|e| ToolError::Failed(format!("cannot resolve {user_path}: {e}")))
+            .map_err(|e| ToolError::io(format!("cannot resolve {user_path}: {e}"), e))
     }
 
     /// Resolves a user-supplied path and checks it against the scope.
@@ -448,7 +455,7 @@ impl Runtime {
             fsat::metadata(&path).map_err(|e| io_error(&runtime, &path, e))
         })
         .await
-        .map_err(|e| ToolError::Failed(format!("metadata task failed: {e}")))?
+        .map_err(|e| ToolError::internal("reading a file's metadata (the task failed)", e))?
     }
 
     /// What the disk says of a file now, for the read-before-write guard.
@@ -479,7 +486,7 @@ impl Runtime {
             Ok(bytes)
         })
         .await
-        .map_err(|e| ToolError::Failed(format!("read task failed: {e}")))?
+        .map_err(|e| ToolError::internal("reading a file (the task failed)", e))?
     }
 
     /// Reads a byte range of a file (for large files), opened as [`Runtime::read`] opens it.
@@ -504,7 +511,7 @@ impl Runtime {
             Ok(bytes)
         })
         .await
-        .map_err(|e| ToolError::Failed(format!("read task failed: {e}")))?
+        .map_err(|e| ToolError::internal("reading a file (the task failed)", e))?
     }
 
     /// The editor's text of a file when the editor serves files (unsaved changes included);
@@ -524,14 +531,20 @@ impl Runtime {
             // A buffer the editor has not saved yet: the editor alone knows it.
             Ok(Err(FileError::Io(_))) if self.link_count(canonical).is_none() => {}
             Ok(Err(error)) => return Some(Err(error.into())),
-            Err(e) => return Some(Err(ToolError::Failed(format!("read task failed: {e}")))),
+            Err(e) => {
+                return Some(Err(ToolError::internal(
+                    "opening a file (the task failed)",
+                    e,
+                )));
+            }
         }
         files.read_text(canonical).await.map(|r| {
-            r.map_err(|e| {
-                ToolError::Failed(format!(
+            r.map_err(|e| ToolError::External {
+                message: format!(
                     "the editor could not read {}: {e}",
                     self.display_path(canonical)
-                ))
+                ),
+                source: None,
             })
         })
     }
@@ -550,17 +563,18 @@ impl Runtime {
             let path = canonical.to_path_buf();
             let target = tokio::task::spawn_blocking(move || fsat::metadata(&path))
                 .await
-                .map_err(|e| ToolError::Failed(format!("write task failed: {e}")))?;
+                .map_err(|e| ToolError::internal("writing a file (the task failed)", e))?;
             let editor_may_write = match &target {
                 Ok(meta) => meta.is_file() && meta.nlink() == 1,
                 Err(e) => e.kind() == std::io::ErrorKind::NotFound,
             };
             if editor_may_write && let Some(result) = files.write_text(canonical, text).await {
-                return result.map_err(|e| {
-                    ToolError::Failed(format!(
+                return result.map_err(|e| ToolError::External {
+                    message: format!(
                         "the editor could not write {}: {e}",
                         self.display_path(canonical)
-                    ))
+                    ),
+                    source: None,
                 });
             }
         }
@@ -569,7 +583,7 @@ impl Runtime {
         let runtime = self.clone();
         tokio::task::spawn_blocking(move || -> Result<(), ToolError> {
             let (Some(parent), Some(name)) = (path.parent(), path.file_name()) else {
-                return Err(ToolError::Failed(format!(
+                return Err(ToolError::BadArgument(format!(
                     "{} is not a file path",
                     path.display()
                 )));
@@ -593,7 +607,7 @@ impl Runtime {
             fsat::replace_in(&dir, name, &bytes).map_err(|e| write_error(&runtime, &path, e))
         })
         .await
-        .map_err(|e| ToolError::Failed(format!("write task failed: {e}")))?
+        .map_err(|e| ToolError::internal("writing a file (the task failed)", e))?
     }
 
     /// Writes a file under the session's scratch directory (sidecar outputs).
@@ -603,10 +617,13 @@ impl Runtime {
     )]
     pub async fn write_scratch(&self, path: &Path, bytes: &[u8]) -> Result<(), ToolError> {
         if !path.starts_with(&self.inner.scratch_dir) {
-            return Err(ToolError::Failed(format!(
-                "{} is not in the session's scratch directory",
-                path.display()
-            )));
+            return Err(ToolError::invariant(
+                "writing a sidecar file",
+                format!(
+                    "{} is not in the session's scratch directory",
+                    path.display()
+                ),
+            ));
         }
         let path = path.to_path_buf();
         let bytes = bytes.to_vec();
@@ -618,8 +635,8 @@ impl Runtime {
             atomic_write(&path, &bytes)
         })
         .await
-        .map_err(|e| ToolError::Failed(format!("write task failed: {e}")))?
-        .map_err(|e| ToolError::Failed(format!("cannot write sidecar file: {e}")))
+        .map_err(|e| ToolError::internal("writing a sidecar file (the task failed)", e))?
+        .map_err(|e| ToolError::internal("writing a sidecar file", e))
     }
 
     /// A directory walker rooted at a canonical, in-scope directory. It honours .gitignore,
@@ -667,7 +684,15 @@ fn atomic_write(path: &Path, bytes: &[u8]) -> std::io::Result<()> {
 }
 
 fn io_error(runtime: &Runtime, path: &Path, e: std::io::Error) -> ToolError {
-    ToolError::Failed(io_message(runtime, path, &e))
+    let message = io_message(runtime, path, &e);
+    if fsat::is_swap(&e) {
+        return ToolError::Stale(message);
+    }
+    match e.kind() {
+        std::io::ErrorKind::NotFound => ToolError::NotFound(message),
+        std::io::ErrorKind::IsADirectory => ToolError::BadArgument(message),
+        _ => ToolError::io(message, e),
+    }
 }
 
 fn io_message(runtime: &Runtime, path: &Path, e: &std::io::Error) -> String {
@@ -687,7 +712,7 @@ fn io_message(runtime: &Runtime, path: &Path, e: &std::io::Error) -> String {
 
 fn write_error(runtime: &Runtime, path: &Path, e: std::io::Error) -> ToolError {
     if fsat::is_swap(&e) {
-        return ToolError::Failed(format!(
+        return ToolError::Stale(format!(
             "{} changed while writing (a symlink appeared on its path); not written",
             runtime.display_path(path)
         ));

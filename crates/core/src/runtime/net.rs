@@ -141,7 +141,7 @@ impl Runtime {
         cancel: &CancellationToken,
     ) -> Result<FetchResponse, ToolError> {
         let start = Url::parse(url.trim())
-            .map_err(|e| ToolError::Failed(format!("`{url}` is not a valid URL: {e}")))?;
+            .map_err(|e| ToolError::BadArgument(format!("`{url}` is not a valid URL: {e}")))?;
         let timeout = options.timeout;
         tokio::select! {
             biased;
@@ -167,7 +167,7 @@ impl Runtime {
             if url.origin() == origin {
                 request = request.headers(options.headers.clone());
             }
-            let response = request.send().await.map_err(|e| request_error(&url, &e))?;
+            let response = request.send().await.map_err(|e| request_error(&url, e))?;
             let status = response.status();
             let location = response
                 .headers()
@@ -176,14 +176,15 @@ impl Runtime {
                 .map(str::to_owned);
             if let (true, Some(location)) = (status.is_redirection(), location) {
                 if redirects.len() == MAX_REDIRECTS {
-                    return Err(ToolError::Failed(format!(
+                    return Err(ToolError::external(format!(
                         "too many redirects: gave up after {MAX_REDIRECTS} (last at {url})"
                     )));
                 }
                 let next = url.join(&location).map_err(|e| {
-                    ToolError::Failed(format!(
-                        "{url} redirected to `{location}`, which is not a valid URL: {e}"
-                    ))
+                    ToolError::external_from(
+                        format!("{url} redirected to `{location}`, which is not a valid URL: {e}"),
+                        e,
+                    )
                 })?;
                 tracing::debug!(from = %url, to = %next, "following redirect");
                 redirects.push(std::mem::replace(&mut url, next));
@@ -224,7 +225,7 @@ impl Runtime {
             Some(Host::Ipv4(ip)) => (ip.to_string(), Some(IpAddr::V4(ip))),
             Some(Host::Ipv6(ip)) => (ip.to_string(), Some(IpAddr::V6(ip))),
             None => {
-                return Err(ToolError::Failed(format!("{url} has no host")));
+                return Err(ToolError::BadArgument(format!("{url} has no host")));
             }
         };
         self.scope().check_host(&host)?;
@@ -253,7 +254,7 @@ impl Runtime {
                 policy: state.policy,
             })
             .build()
-            .map_err(|e| ToolError::Failed(format!("cannot build the HTTP client: {e}")))?;
+            .map_err(|e| ToolError::internal("building the HTTP client", e))?;
         // A concurrent first call may have won the race; either client is equivalent.
         Ok(state.client.get_or_init(|| client).clone())
     }
@@ -278,7 +279,7 @@ async fn read_body(
     let mut body = Vec::new();
     let mut stream = response.bytes_stream();
     while let Some(chunk) = stream.next().await {
-        let chunk = chunk.map_err(|e| request_error(url, &e))?;
+        let chunk = chunk.map_err(|e| request_error(url, e))?;
         let room = limit - body.len();
         if chunk.len() > room {
             body.extend_from_slice(&chunk[..room]);
@@ -291,9 +292,9 @@ async fn read_body(
 
 /// A failed request as the model reads it: the address refusal when the resolver refused,
 /// otherwise the error chain.
-fn request_error(url: &Url, error: &reqwest::Error) -> ToolError {
+fn request_error(url: &Url, error: reqwest::Error) -> ToolError {
     let mut text = error.to_string();
-    let mut source = std::error::Error::source(error);
+    let mut source = std::error::Error::source(&error);
     while let Some(cause) = source {
         if let Some(blocked) = cause.downcast_ref::<BlockedAddress>() {
             return ToolError::Refused(blocked.refusal());
@@ -305,7 +306,7 @@ fn request_error(url: &Url, error: &reqwest::Error) -> ToolError {
         }
         source = cause.source();
     }
-    ToolError::Failed(format!("cannot fetch {url}: {text}"))
+    ToolError::external_from(format!("cannot fetch {url}: {text}"), error)
 }
 
 /// A host resolved to an address the policy forbids.

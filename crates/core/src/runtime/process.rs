@@ -33,7 +33,7 @@ use tokio_util::sync::CancellationToken;
 use super::sandbox::{Confinement, ShellInvocation};
 use super::{Runtime, paths};
 use crate::capability::Access;
-use crate::tool::{ProgressSink, ToolError, ToolProgress};
+use crate::tool::{InternalError, ProgressSink, ToolError, ToolProgress};
 
 /// How long a process group gets between `SIGTERM` and `SIGKILL`.
 pub const KILL_GRACE: Duration = Duration::from_secs(2);
@@ -107,6 +107,9 @@ pub struct ShellOutput {
     pub ending: ShellEnding,
     /// Whether the kernel sandbox confined the command (confirmed by the helper's nonce).
     pub confinement: Confinement,
+    /// Keel could not save the whole output (its scratch directory failed): for the user and
+    /// the log; the model reads only the neutral `sidecar_note`.
+    pub fault: Option<InternalError>,
 }
 
 impl ShellOutput {
@@ -124,10 +127,10 @@ impl Runtime {
         self.scope()
             .check_command("bash", &["-c".to_owned(), command.to_owned()])?;
         let cwd = paths::resolve(cwd).map_err(|e| {
-            ToolError::Failed(format!(
-                "cannot resolve working directory {}: {e}",
-                cwd.display()
-            ))
+            ToolError::io(
+                format!("cannot resolve working directory {}: {e}", cwd.display()),
+                e,
+            )
         })?;
         self.check(&cwd, Access::Read)?;
         Ok(cwd)
@@ -142,17 +145,15 @@ impl Runtime {
     pub fn spawn_shell(&self, command: &str, cwd: &Path) -> Result<ShellProcess, ToolError> {
         let cwd = self.check_shell(command, cwd)?;
         if !cwd.is_dir() {
-            return Err(ToolError::Failed(format!(
+            return Err(ToolError::BadArgument(format!(
                 "working directory {} is not a directory",
                 self.display_path(&cwd)
             )));
         }
         let failed = |what: &str, e: std::io::Error| {
-            ToolError::Failed(format!("cannot start bash ({what}): {e}"))
+            ToolError::io(format!("cannot start bash ({what}): {e}"), e)
         };
-        let invocation = self
-            .shell_invocation(command, &cwd)
-            .map_err(|e| ToolError::Failed(e.to_string()))?;
+        let invocation = self.shell_invocation(command, &cwd)?;
         let (reader, writer) = std::io::pipe().map_err(|e| failed("pipe", e))?;
         let writer_for_stderr = writer.try_clone().map_err(|e| failed("pipe", e))?;
         let mut builder = tokio::process::Command::new(&invocation.program);
@@ -180,7 +181,9 @@ impl Runtime {
         let pid = child
             .id()
             .and_then(|id| i32::try_from(id).ok())
-            .ok_or_else(|| ToolError::Failed("bash exited before it could be tracked".into()))?;
+            .ok_or_else(|| {
+                ToolError::invariant("starting bash", "bash exited before it could be tracked")
+            })?;
         let output =
             pipe::Receiver::from_owned_fd(OwnedFd::from(reader)).map_err(|e| failed("pipe", e))?;
         tracing::debug!(pid, cwd = %cwd.display(), "spawned shell command");
@@ -227,10 +230,13 @@ impl ShellProcess {
         progress: &ProgressSink,
     ) -> Result<ShellOutput, ToolError> {
         if !capture.sidecar.starts_with(&self.scratch_dir) {
-            return Err(ToolError::Failed(format!(
-                "{} is not in the session's scratch directory",
-                capture.sidecar.display()
-            )));
+            return Err(ToolError::invariant(
+                "capturing a command's output",
+                format!(
+                    "{} is not in the session's scratch directory",
+                    capture.sidecar.display()
+                ),
+            ));
         }
         let mut collector = Collector::new(capture);
         let mut stream = Utf8Stream::default();
@@ -260,9 +266,8 @@ impl ShellProcess {
                     }
                 },
                 status = self.child.wait() => {
-                    let status = status.map_err(|e| {
-                        ToolError::Failed(format!("waiting for bash failed: {e}"))
-                    })?;
+                    let status = status
+                        .map_err(|e| ToolError::internal("waiting for a bash process", e))?;
                     self.status = Some(status);
                 }
             }
@@ -291,12 +296,13 @@ impl ShellProcess {
         }
         self.finished = true;
         let status = self.status;
-        let (text, total_bytes, output_path, sidecar_note) = collector.finish().await;
+        let (text, total_bytes, output_path, sidecar_note, fault) = collector.finish().await;
         Ok(ShellOutput {
             text,
             total_bytes,
             output_path,
             sidecar_note,
+            fault,
             exit_code: status.and_then(|s| s.code()),
             signal: status.and_then(|s| s.signal()).map(|n| {
                 Signal::try_from(n)
@@ -471,7 +477,12 @@ struct Collector {
     sidecar: Option<tokio::fs::File>,
     sidecar_bytes: u64,
     sidecar_note: Option<String>,
+    fault: Option<InternalError>,
 }
+
+/// What the model reads when Keel could not save a command's whole output.
+const SIDECAR_FAULT_NOTE: &str = "the whole output could not be saved (internal error in Keel; \
+    the user has been shown the details)";
 
 impl Collector {
     fn new(capture: OutputCapture) -> Self {
@@ -484,7 +495,17 @@ impl Collector {
             sidecar: None,
             sidecar_bytes: 0,
             sidecar_note: None,
+            fault: None,
         }
+    }
+
+    /// The sidecar failed: a failure of Keel's own state, not of the command.
+    fn sidecar_failed(&mut self, error: std::io::Error) {
+        self.sidecar_note = Some(SIDECAR_FAULT_NOTE.to_owned());
+        self.fault.get_or_insert(InternalError {
+            context: "saving a command's whole output",
+            source: std::sync::Arc::new(error),
+        });
     }
 
     fn tail_keep(&self) -> usize {
@@ -509,7 +530,7 @@ impl Collector {
             match open_sidecar(&self.sidecar_path).await {
                 Ok(file) => self.sidecar = Some(file),
                 Err(e) => {
-                    self.sidecar_note = Some(format!("the sidecar file could not be created: {e}"));
+                    self.sidecar_failed(e);
                     return;
                 }
             }
@@ -527,7 +548,7 @@ impl Collector {
         let room = SIDECAR_MAX_BYTES.saturating_sub(self.sidecar_bytes);
         let take = usize::try_from(room).unwrap_or(usize::MAX).min(bytes.len());
         if let Err(e) = file.write_all(&bytes[..take]).await {
-            self.sidecar_note = Some(format!("writing the sidecar file failed: {e}"));
+            self.sidecar_failed(e);
             return;
         }
         self.sidecar_bytes += take as u64;
@@ -540,11 +561,20 @@ impl Collector {
     }
 
     /// The model's text, the total, the sidecar path (when one was written) and a note on it.
-    async fn finish(mut self) -> (String, u64, Option<PathBuf>, Option<String>) {
+    async fn finish(
+        mut self,
+    ) -> (
+        String,
+        u64,
+        Option<PathBuf>,
+        Option<String>,
+        Option<InternalError>,
+    ) {
         if self.total <= self.limit as u64 {
             return (
                 String::from_utf8_lossy(&self.head).into_owned(),
                 self.total,
+                None,
                 None,
                 None,
             );
@@ -553,7 +583,7 @@ impl Collector {
         if let Some(mut file) = self.sidecar.take() {
             match file.flush().await {
                 Ok(()) => output_path = Some(self.sidecar_path.clone()),
-                Err(e) => self.sidecar_note = Some(format!("writing the sidecar file failed: {e}")),
+                Err(e) => self.sidecar_failed(e),
             }
         }
         // Head and tail share the cap with the marker line between them.
@@ -567,7 +597,7 @@ impl Collector {
         }
         text.push_str(&format!("[... {omitted} bytes omitted ...]\n"));
         text.push_str(&String::from_utf8_lossy(tail));
-        (text, self.total, output_path, self.sidecar_note)
+        (text, self.total, output_path, self.sidecar_note, self.fault)
     }
 }
 
@@ -686,7 +716,7 @@ mod tests {
         for chunk in lines.as_bytes().chunks(7) {
             collector.push(chunk).await;
         }
-        let (text, total, path, note) = collector.finish().await;
+        let (text, total, path, note, _) = collector.finish().await;
         assert_eq!(total, lines.len() as u64);
         assert_eq!(path.as_deref(), Some(sidecar.as_path()));
         assert_eq!(note, None);

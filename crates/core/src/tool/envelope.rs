@@ -25,6 +25,9 @@ pub enum Artifact {
     Terminal { terminal_id: String },
     /// A place in a file the call touched.
     Location { path: String, line: Option<u32> },
+    /// A failure of Keel itself during the call, for the user (the model got a neutral
+    /// message): what Keel was doing and the whole source chain.
+    InternalError { report: String },
 }
 
 /// A successful run.
@@ -60,21 +63,58 @@ impl ToolOutput {
     }
 }
 
-/// A failed run. Every variant goes back to the model as an error envelope; none aborts the turn.
-#[derive(Debug, Clone, thiserror::Error, PartialEq)]
+/// A source error kept behind a failure (cheap to clone, so a [`ToolError`] stays `Clone`).
+pub type ErrorSource = std::sync::Arc<dyn std::error::Error + Send + Sync + 'static>;
+
+/// A failed run, by audience.
+///
+/// Every variant but [`ToolError::Internal`] is for the model: its `Display` is the envelope's
+/// `error_text`, a message the model can act on (fix an argument, read the file again, pick
+/// another path, ask the user). [`ToolError::Internal`] is a failure of Keel itself (its own
+/// state on the disk, a task that panicked, a broken invariant): the turn loop logs it with its
+/// source chain, shows it to the user, and the model reads only a short neutral message.
+/// None aborts the turn.
+#[derive(Debug, Clone, thiserror::Error)]
 pub enum ToolError {
     /// The arguments do not match the schema (or do not deserialize).
     #[error("invalid arguments for `{tool}`: {message}")]
     InvalidArguments { tool: String, message: String },
+    /// Arguments that parse but ask for what cannot be done (a bad regex or glob, a range past
+    /// the end, a directory where a file is needed, contradicting fields).
+    #[error("{0}")]
+    BadArgument(String),
+    /// What the call names is not there (a file, the text to replace, a handle, a skill).
+    #[error("{0}")]
+    NotFound(String),
+    /// The file is not what the model last saw (changed since it was read, or while the call
+    /// ran): read it again.
+    #[error("{0}")]
+    Stale(String),
     /// The capability check refused an access.
     #[error("{0}")]
     Refused(Refusal),
     /// The permission engine or the user denied the call.
     #[error("{0}")]
     Denied(String),
-    /// The tool ran and failed, with a message for the model.
+    /// This session cannot do it (no workspace, no terminal, no key configured, headless).
     #[error("{0}")]
-    Failed(String),
+    Unavailable(String),
+    /// The operating system refused or failed an operation on the model's subject (a file of the
+    /// workspace, a command to start); the message names the subject, the source is the OS error.
+    #[error("{message}")]
+    Io {
+        message: String,
+        #[source]
+        source: Option<ErrorSource>,
+    },
+    /// Something the call reached outside Keel failed: a web server, an MCP server, the editor,
+    /// a subagent's model.
+    #[error("{message}")]
+    External {
+        message: String,
+        #[source]
+        source: Option<ErrorSource>,
+    },
     /// The tool outlived its timeout.
     #[error("timed out after {}s", .0.as_secs_f32())]
     Timeout(Duration),
@@ -84,6 +124,68 @@ pub enum ToolError {
     /// No tool by that name.
     #[error("unknown tool `{0}`")]
     Unknown(String),
+    /// A failure of Keel itself: for the user and the log, never for the model.
+    #[error("{}", InternalError::FOR_MODEL)]
+    Internal(InternalError),
+}
+
+impl ToolError {
+    /// An OS failure on the model's subject, the OS error kept as the source.
+    pub fn io(message: impl Into<String>, source: std::io::Error) -> Self {
+        ToolError::Io {
+            message: message.into(),
+            source: Some(std::sync::Arc::new(source)),
+        }
+    }
+
+    /// An outside failure with no source error (an HTTP status, a server's own message).
+    pub fn external(message: impl Into<String>) -> Self {
+        ToolError::External {
+            message: message.into(),
+            source: None,
+        }
+    }
+
+    /// An outside failure with the error that caused it.
+    pub fn external_from(
+        message: impl Into<String>,
+        source: impl std::error::Error + Send + Sync + 'static,
+    ) -> Self {
+        ToolError::External {
+            message: message.into(),
+            source: Some(std::sync::Arc::new(source)),
+        }
+    }
+
+    /// A failure of Keel itself while doing `context` (a short phrase, no paths).
+    pub fn internal(
+        context: &'static str,
+        source: impl std::error::Error + Send + Sync + 'static,
+    ) -> Self {
+        ToolError::Internal(InternalError {
+            context,
+            source: std::sync::Arc::new(source),
+        })
+    }
+
+    /// A broken invariant of Keel (no source error: the message says what did not hold).
+    pub fn invariant(context: &'static str, what: impl Into<String>) -> Self {
+        Self::internal(context, Invariant(what.into()))
+    }
+}
+
+/// Two errors are equal when they are the same variant saying the same thing (sources compare by
+/// their text).
+impl PartialEq for ToolError {
+    fn eq(&self, other: &Self) -> bool {
+        match (self, other) {
+            (ToolError::Internal(a), ToolError::Internal(b)) => a == b,
+            _ => {
+                std::mem::discriminant(self) == std::mem::discriminant(other)
+                    && self.to_string() == other.to_string()
+            }
+        }
+    }
 }
 
 impl From<Refusal> for ToolError {
@@ -91,6 +193,52 @@ impl From<Refusal> for ToolError {
         ToolError::Refused(refusal)
     }
 }
+
+impl From<InternalError> for ToolError {
+    fn from(error: InternalError) -> Self {
+        ToolError::Internal(error)
+    }
+}
+
+/// A failure of Keel itself: what it was doing and the error, kept whole for the log and the
+/// user.
+#[derive(Debug, Clone, thiserror::Error)]
+#[error("internal error in Keel while {context}")]
+pub struct InternalError {
+    /// What Keel was doing, as a phrase ("writing the sidecar file"); no paths.
+    pub context: &'static str,
+    #[source]
+    pub source: ErrorSource,
+}
+
+impl InternalError {
+    /// What the model reads instead of the details.
+    pub const FOR_MODEL: &'static str = "internal error in Keel; the user has been shown the \
+        details. This is not caused by your call's arguments; do not retry it as is.";
+
+    /// The whole story for the user and the log: the context, then each source, `: `-joined.
+    pub fn report(&self) -> String {
+        let mut text = self.to_string();
+        let mut next: Option<&(dyn std::error::Error + 'static)> = Some(self.source.as_ref());
+        while let Some(error) = next {
+            text.push_str(": ");
+            text.push_str(&error.to_string());
+            next = error.source();
+        }
+        text
+    }
+}
+
+impl PartialEq for InternalError {
+    fn eq(&self, other: &Self) -> bool {
+        self.report() == other.report()
+    }
+}
+
+/// A broken invariant, as a source error.
+#[derive(Debug, thiserror::Error)]
+#[error("{0}")]
+struct Invariant(String);
 
 /// `type` of an [`Envelope`].
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
@@ -147,6 +295,13 @@ impl Envelope {
                     artifacts: output.artifacts,
                 }
             }
+            Err(ToolError::Internal(internal)) => {
+                let mut envelope = Envelope::error(InternalError::FOR_MODEL, duration_ms);
+                envelope.artifacts.push(Artifact::InternalError {
+                    report: internal.report(),
+                });
+                envelope
+            }
             Err(error) => Envelope::error(error.to_string(), duration_ms),
         }
     }
@@ -162,6 +317,14 @@ impl Envelope {
             },
             artifacts: Vec::new(),
         }
+    }
+
+    /// The details of a failure of Keel itself, when the call had one (for the user only).
+    pub fn internal_error(&self) -> Option<&str> {
+        self.artifacts.iter().find_map(|artifact| match artifact {
+            Artifact::InternalError { report } => Some(report.as_str()),
+            _ => None,
+        })
     }
 
     pub fn is_error(&self) -> bool {
@@ -251,12 +414,38 @@ mod tests {
 
     #[test]
     fn error_envelope_shape() {
-        let env = Envelope::from_result(Err(ToolError::Failed("boom".into())), Duration::ZERO);
+        let env = Envelope::from_result(Err(ToolError::external("boom")), Duration::ZERO);
         let json = serde_json::to_value(&env).unwrap();
         assert_eq!(
             json,
             serde_json::json!({"type":"error","error_text":"boom","metadata":{"duration_ms":0}})
         );
         assert_eq!(env.for_model(), "boom");
+        assert_eq!(env.internal_error(), None);
+    }
+
+    #[test]
+    fn an_internal_error_gives_the_model_a_neutral_message_and_the_user_the_chain() {
+        let io = std::io::Error::new(std::io::ErrorKind::NotADirectory, "/state/x: not a dir");
+        let error = ToolError::internal("writing a sidecar file", io);
+        assert_eq!(error.to_string(), InternalError::FOR_MODEL);
+        let env = Envelope::from_result(Err(error), Duration::ZERO);
+        assert!(env.is_error());
+        assert_eq!(env.for_model(), InternalError::FOR_MODEL);
+        let json = serde_json::to_value(&env).unwrap();
+        assert!(!json.to_string().contains("/state/x"), "{json}");
+        assert_eq!(
+            env.internal_error(),
+            Some("internal error in Keel while writing a sidecar file: /state/x: not a dir")
+        );
+    }
+
+    #[test]
+    fn model_facing_errors_keep_their_source() {
+        let io = std::io::Error::new(std::io::ErrorKind::PermissionDenied, "denied");
+        let error = ToolError::io("a.txt: permission denied", io);
+        assert_eq!(error.to_string(), "a.txt: permission denied");
+        let source = std::error::Error::source(&error).map(ToString::to_string);
+        assert_eq!(source.as_deref(), Some("denied"));
     }
 }

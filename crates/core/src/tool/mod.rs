@@ -23,6 +23,8 @@ pub use context::{
     Asker, FileStamp, Limits, ProgressBudget, ProgressSink, SessionState, SubagentRequest,
     Subagents, ToolContext, ToolProgress, head_of,
 };
-pub use envelope::{Artifact, Envelope, EnvelopeKind, Metadata, ToolError, ToolOutput};
+pub use envelope::{
+    Artifact, Envelope, EnvelopeKind, ErrorSource, InternalError, Metadata, ToolError, ToolOutput,
+};
 pub use registry::{Registry, RegistryError};
 pub use spec::{DynTool, Origin, Preview, Subject, Tool, ToolKind, ToolSpec, Typed, validate_with};

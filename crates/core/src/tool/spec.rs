@@ -343,10 +343,10 @@ impl<T: Tool> Typed<T> {
     pub fn wrap(tool: T) -> Result<Arc<dyn DynTool>, ToolError> {
         let spec = tool.spec();
         let validator = jsonschema::validator_for(&spec.parameters).map_err(|e| {
-            ToolError::Failed(format!(
-                "tool `{}` has an invalid parameter schema: {e}",
-                spec.id
-            ))
+            ToolError::invariant(
+                "registering a tool",
+                format!("tool `{}` has an invalid parameter schema: {e}", spec.id),
+            )
         })?;
         Ok(Arc::new(Self {
             tool,

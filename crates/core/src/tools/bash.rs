@@ -74,7 +74,7 @@ impl BashTool {
     fn working_directory(params: &BashParams, ctx: &ToolContext) -> Result<PathBuf, ToolError> {
         match params.cwd.as_deref() {
             Some(cwd) => ctx.runtime.resolve_checked(cwd, Access::Read),
-            None if ctx.runtime.roots().is_empty() => Err(ToolError::Failed(
+            None if ctx.runtime.roots().is_empty() => Err(ToolError::BadArgument(
                 "no workspace is open; pass an absolute `cwd`".into(),
             )),
             None => Ok(ctx.runtime.root().to_path_buf()),
@@ -88,13 +88,10 @@ impl BashTool {
         ctx: &ToolContext,
     ) -> Result<ToolOutput, ToolError> {
         let Some(terminals) = ctx.runtime.terminals() else {
-            return Err(ToolError::Failed("no terminal backend".into()));
+            return Err(ToolError::Unavailable("no terminal backend".into()));
         };
         let cwd = ctx.runtime.check_shell(&params.command, &cwd)?;
-        let invocation = ctx
-            .runtime
-            .shell_invocation(&params.command, &cwd)
-            .map_err(|e| ToolError::Failed(e.to_string()))?;
+        let invocation = ctx.runtime.shell_invocation(&params.command, &cwd)?;
         let request = TerminalRequest {
             command: params.command.clone(),
             program: invocation.program.clone(),
@@ -165,16 +162,30 @@ impl Tool for BashTool {
             signal,
             ending,
             confinement,
+            fault,
             ..
         } = shell;
+        if let (Some(fault), false) = (&fault, ending == ShellEnding::Exited) {
+            // No output reaches the user for these endings: the log keeps the failure.
+            tracing::error!(error = %fault.report(), "internal error during a bash call");
+        }
         match ending {
             ShellEnding::Cancelled => Err(ToolError::Cancelled),
             ShellEnding::TimedOut => Err(timeout_error(timeout, &text, output_path.as_deref())),
-            ShellEnding::Exited => Ok(report_confinement(
-                finish(text, exit_code, signal, output_path, sidecar_note),
-                &confinement,
-                exit_code,
-            )),
+            ShellEnding::Exited => {
+                let mut output = report_confinement(
+                    finish(text, exit_code, signal, output_path, sidecar_note),
+                    &confinement,
+                    exit_code,
+                );
+                // The command ran; Keel failed to keep its whole output: the user is shown why.
+                if let Some(fault) = fault {
+                    output.artifacts.push(Artifact::InternalError {
+                        report: fault.report(),
+                    });
+                }
+                Ok(output)
+            }
         }
     }
 
@@ -298,5 +309,5 @@ fn timeout_error(timeout: Duration, text: &str, output_path: Option<&Path>) -> T
             path.display()
         ));
     }
-    ToolError::Failed(message)
+    ToolError::external(message)
 }

@@ -124,7 +124,7 @@ struct EditPlan {
 impl EditPlan {
     async fn new(params: &EditParams, ctx: &ToolContext) -> Result<Self, ToolError> {
         if params.old_string == params.new_string {
-            return Err(ToolError::Failed(
+            return Err(ToolError::BadArgument(
                 "old_string and new_string are identical, so the edit would change nothing. \
                  Nothing was written."
                     .into(),
@@ -146,25 +146,25 @@ impl EditPlan {
                     line: 1,
                 });
             }
-            return Err(ToolError::Failed(format!(
+            return Err(ToolError::NotFound(format!(
                 "{shown} does not exist (looked for {}). Check the path; to create a file use \
                  `write`, or `edit` with an empty old_string.",
                 canonical.display()
             )));
         };
         if meta.is_dir() {
-            return Err(ToolError::Failed(format!(
+            return Err(ToolError::BadArgument(format!(
                 "{shown} is a directory; edit changes files"
             )));
         }
         if !meta.is_file() {
-            return Err(ToolError::Failed(format!(
+            return Err(ToolError::BadArgument(format!(
                 "{shown} is not a regular file (a device, socket or pipe); edit changes files only"
             )));
         }
         text::require_fresh_read(ctx, &canonical, &shown, &stamp, "edit")?;
         if stamp.len > MAX_EDIT_BYTES {
-            return Err(ToolError::Failed(format!(
+            return Err(ToolError::BadArgument(format!(
                 "{shown} is {} bytes, more than edit handles ({MAX_EDIT_BYTES}); use a \
                  stream editor through bash instead",
                 stamp.len
@@ -178,7 +178,7 @@ impl EditPlan {
         let old_text = std::mem::take(&mut file.text);
         if params.old_string.is_empty() {
             if !old_text.is_empty() {
-                return Err(ToolError::Failed(format!(
+                return Err(ToolError::BadArgument(format!(
                     "old_string is empty, but {shown} already has content. To replace all of it \
                      use `write`; to change part of it, put the exact text to replace in \
                      old_string. Nothing was written."
@@ -278,7 +278,7 @@ fn undecodable(shown: &str, error: &TextError) -> ToolError {
         }
         TextError::Binary { .. } => "",
     };
-    ToolError::Failed(format!(
+    ToolError::BadArgument(format!(
         "cannot edit {shown}: {error}. edit changes UTF-8 text files only.{advice} Nothing was \
          written."
     ))
@@ -398,7 +398,7 @@ impl Mismatch {
                 if lines.len() > LISTED_LINES {
                     listed.push("…".into());
                 }
-                ToolError::Failed(format!(
+                ToolError::BadArgument(format!(
                     "old_string occurs {count} times in {shown} (at line{} {}). Include more \
                      surrounding lines in old_string so it matches only the place you mean, or \
                      set replace_all to true to change every occurrence. Nothing was written.",
@@ -424,7 +424,7 @@ impl Mismatch {
                      exactly, whitespace and indentation included."
                         .to_owned()
                 };
-                ToolError::Failed(format!(
+                ToolError::NotFound(format!(
                     "old_string was not found in {shown}. {advice} Nothing was written."
                 ))
             }

@@ -174,7 +174,7 @@ impl ExtensionTool {
             .wait_with_output(capture, self.timeout, &ctx.cancel, &ctx.progress)
             .await?;
         if !output.success() {
-            return Err(ToolError::Failed(format!(
+            return Err(ToolError::external(format!(
                 "`{}` exited with {}:\n{}",
                 argv.first().map_or("", String::as_str),
                 output

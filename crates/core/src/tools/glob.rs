@@ -71,7 +71,7 @@ impl Tool for GlobTool {
             .resolve_checked(params.path.as_deref().unwrap_or("."), Access::Read)?;
         let meta = ctx.runtime.metadata(&base).await?;
         if !meta.is_dir() {
-            return Err(ToolError::Failed(format!(
+            return Err(ToolError::BadArgument(format!(
                 "{} is not a directory; `path` names the directory to search",
                 ctx.runtime.display_path(&base)
             )));
@@ -82,7 +82,7 @@ impl Tool for GlobTool {
             .backslash_escape(true)
             .build()
             .map_err(|e| {
-                ToolError::Failed(format!(
+                ToolError::BadArgument(format!(
                     "invalid glob pattern `{}`: {}",
                     params.pattern,
                     e.kind()
@@ -96,7 +96,7 @@ impl Tool for GlobTool {
             find_files(&runtime, &walk_base, &matcher, &cancel)
         })
         .await
-        .map_err(|e| ToolError::Failed(format!("glob task failed: {e}")))??;
+        .map_err(|e| ToolError::internal("listing files (the task failed)", e))??;
         if ctx.cancel.is_cancelled() {
             return Err(ToolError::Cancelled);
         }
@@ -141,7 +141,7 @@ fn relative_pattern<'a>(pattern: &'a str, base: &Path) -> Result<&'a str, ToolEr
         .and_then(|rest| rest.strip_prefix('/'))
         .filter(|rest| !rest.is_empty())
         .ok_or_else(|| {
-            ToolError::Failed(format!(
+            ToolError::BadArgument(format!(
                 "the pattern `{pattern}` is absolute and not under the search directory {base}; \
                  give a pattern relative to `path`"
             ))

@@ -135,7 +135,7 @@ impl Tool for GrepTool {
         let cancel = ctx.cancel.clone();
         let found = tokio::task::spawn_blocking(move || search.run(&runtime, &base, &cancel))
             .await
-            .map_err(|e| ToolError::Failed(format!("grep task failed: {e}")))??;
+            .map_err(|e| ToolError::internal("searching files (the task failed)", e))??;
         if ctx.cancel.is_cancelled() {
             return Err(ToolError::Cancelled);
         }
@@ -172,7 +172,7 @@ impl Search {
             } else {
                 ""
             };
-            ToolError::Failed(format!("invalid regex `{}`: {e}{hint}", params.pattern))
+            ToolError::BadArgument(format!("invalid regex `{}`: {e}{hint}", params.pattern))
         })?;
         let mut searcher = SearcherBuilder::new();
         searcher
@@ -185,26 +185,25 @@ impl Search {
                 .before_context(params.before.map_or(context, |b| b as usize))
                 .after_context(params.after.map_or(context, |a| a as usize));
         }
-        let overrides = match (&params.glob, is_dir) {
-            (Some(glob), true) => {
-                let mut overrides = OverrideBuilder::new(base);
-                overrides
-                    .add(glob)
-                    .map_err(|e| ToolError::Failed(format!("invalid glob `{glob}`: {e}")))?;
-                Some(
-                    overrides
-                        .build()
-                        .map_err(|e| ToolError::Failed(format!("invalid glob `{glob}`: {e}")))?,
-                )
-            }
-            _ => None,
-        };
+        let overrides =
+            match (&params.glob, is_dir) {
+                (Some(glob), true) => {
+                    let mut overrides = OverrideBuilder::new(base);
+                    overrides.add(glob).map_err(|e| {
+                        ToolError::BadArgument(format!("invalid glob `{glob}`: {e}"))
+                    })?;
+                    Some(overrides.build().map_err(|e| {
+                        ToolError::BadArgument(format!("invalid glob `{glob}`: {e}"))
+                    })?)
+                }
+                _ => None,
+            };
         let types = match (&params.file_type, is_dir) {
             (Some(name), true) => {
                 let mut types = TypesBuilder::new();
                 types.add_defaults().select(name);
                 Some(types.build().map_err(|e| {
-                    ToolError::Failed(format!(
+                    ToolError::BadArgument(format!(
                         "unknown file type `{name}`: {e} (types are rg's: rust, py, js, ts, go, ...)"
                     ))
                 })?)

@@ -100,17 +100,17 @@ impl Tool for QuestionTool {
     ) -> Result<ToolOutput, ToolError> {
         let asker = match ctx.session.asker() {
             Some(asker) if ctx.session.interactive => asker,
-            _ => return Err(ToolError::Failed(HEADLESS_MESSAGE.to_owned())),
+            _ => return Err(ToolError::Unavailable(HEADLESS_MESSAGE.to_owned())),
         };
         let items: Vec<QuestionItem> = params.questions.into_iter().map(Into::into).collect();
         let asked = items.clone();
         let answers = tokio::select! {
             biased;
             () = ctx.cancel.cancelled() => return Err(ToolError::Cancelled),
-            answers = asker.ask(items) => answers.map_err(ToolError::Failed)?,
+            answers = asker.ask(items) => answers.map_err(ToolError::external)?,
         };
         if answers.len() != asked.len() {
-            return Err(ToolError::Failed(format!(
+            return Err(ToolError::external(format!(
                 "the host returned {} answer lists for {} questions",
                 answers.len(),
                 asked.len()

@@ -80,19 +80,19 @@ impl Tool for ReadTool {
             .resolve_checked(&params.file_path, Access::Read)?;
         let shown = ctx.runtime.display_path(&canonical);
         let Some((meta, stamp)) = text::inspect(ctx, &canonical).await? else {
-            return Err(ToolError::Failed(format!(
+            return Err(ToolError::NotFound(format!(
                 "{shown} does not exist (looked for {}). Check the path; relative paths start at \
                  the workspace root.",
                 canonical.display()
             )));
         };
         if meta.is_dir() {
-            return Err(ToolError::Failed(format!(
+            return Err(ToolError::BadArgument(format!(
                 "{shown} is a directory, not a file; use `glob` to list its contents"
             )));
         }
         if !meta.is_file() {
-            return Err(ToolError::Failed(format!(
+            return Err(ToolError::BadArgument(format!(
                 "{shown} is not a regular file (a device, socket or pipe); read shows files only"
             )));
         }
@@ -132,7 +132,7 @@ impl Tool for ReadTool {
         if let Some(total) = view.total
             && first > total
         {
-            return Err(ToolError::Failed(format!(
+            return Err(ToolError::BadArgument(format!(
                 "offset {first} is past the end of {shown}, which has {total} lines; use an \
                  offset from 1 to {total}"
             )));
@@ -193,7 +193,7 @@ async fn read_into(
 }
 
 fn refuse(shown: &str, error: &TextError) -> ToolError {
-    ToolError::Failed(format!(
+    ToolError::BadArgument(format!(
         "cannot show {shown}: {error}. read shows UTF-8 text files only."
     ))
 }

@@ -44,7 +44,7 @@ impl Tool for SkillTool {
         let skills = ctx.session.skills();
         let Some(skill) = skills.iter().find(|skill| skill.name == params.name) else {
             let known: Vec<&str> = skills.iter().map(|s| s.name.as_str()).collect();
-            return Err(ToolError::Failed(format!(
+            return Err(ToolError::NotFound(format!(
                 "no skill `{}`; the skills are: {}",
                 params.name,
                 if known.is_empty() {

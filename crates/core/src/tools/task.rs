@@ -68,7 +68,7 @@ impl Tool for TaskTool {
 
     async fn run(&self, params: TaskParams, ctx: &ToolContext) -> Result<ToolOutput, ToolError> {
         let subagents = ctx.session.subagents().ok_or_else(|| {
-            ToolError::Failed("subagents are not available in this session".into())
+            ToolError::Unavailable("subagents are not available in this session".into())
         })?;
         let invalid = |message: &str| ToolError::InvalidArguments {
             tool: TASK_TOOL_ID.into(),

@@ -262,7 +262,7 @@ pub fn require_fresh_read(
     action: &str,
 ) -> Result<(), ToolError> {
     match ctx.session.last_read(canonical) {
-        None => Err(ToolError::Failed(format!(
+        None => Err(ToolError::Stale(format!(
             "{shown} has not been read in this session. Call `read` on it first, so you {action} \
              it knowing its current content. Nothing was written."
         ))),
@@ -280,7 +280,7 @@ pub fn require_fresh_read(
 
 /// The guard's refusal of a file that changed since the session read it.
 pub fn changed(shown: &str, how: &str, action: &str) -> ToolError {
-    ToolError::Failed(format!(
+    ToolError::Stale(format!(
         "{shown} has changed on disk since you last read it ({how}). Read it again before you \
          {action} it. Nothing was written."
     ))

@@ -86,7 +86,10 @@ impl Tool for TodoTool {
         let stored: Vec<Value> = params
             .todos
             .iter()
-            .map(|item| serde_json::to_value(item).map_err(|e| ToolError::Failed(e.to_string())))
+            .map(|item| {
+                serde_json::to_value(item)
+                    .map_err(|e| ToolError::internal("recording the todo list", e))
+            })
             .collect::<Result<_, _>>()?;
         ctx.session.set_todos(stored);
         let entries = params.todos.iter().map(plan_entry).collect();

@@ -95,7 +95,7 @@ impl Tool for WebFetchTool {
         let body = response.body.clone();
         let mut text = tokio::task::spawn_blocking(move || render(content, &body, format))
             .await
-            .map_err(|e| ToolError::Failed(format!("converting the page failed: {e}")))??;
+            .map_err(|e| ToolError::internal("converting a page (the task failed)", e))??;
         if response.truncated {
             text.push_str(&format!(
                 "\n\n[the response was larger than {} MB; only its beginning was read]\n",
@@ -222,7 +222,7 @@ fn described(media_type: &str) -> String {
 fn render(content: Content, body: &[u8], format: Format) -> Result<String, ToolError> {
     let text = String::from_utf8_lossy(body);
     match content {
-        Content::Binary(kind) => Err(ToolError::Failed(format!(
+        Content::Binary(kind) => Err(ToolError::BadArgument(format!(
             "web_fetch returns text only; this URL serves {kind} ({} bytes)",
             body.len()
         ))),
@@ -244,7 +244,9 @@ fn html_to_markdown(html: &str) -> Result<String, ToolError> {
         .skip_tags(SKIPPED_TAGS.to_vec())
         .build()
         .convert(html)
-        .map_err(|e| ToolError::Failed(format!("cannot convert the page to markdown: {e}")))
+        .map_err(|e| {
+            ToolError::external_from(format!("cannot convert the page to markdown: {e}"), e)
+        })
 }
 
 /// Block-level elements: text on either side goes on separate lines.
@@ -462,7 +464,7 @@ fn status_error(response: &FetchResponse) -> ToolError {
     if !excerpt.trim().is_empty() {
         message.push_str(&format!("\n{}{ellipsis}", excerpt.trim()));
     }
-    ToolError::Failed(message)
+    ToolError::external(message)
 }
 
 #[cfg(test)]

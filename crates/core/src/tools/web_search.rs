@@ -236,7 +236,7 @@ impl SearchProvider for Brave {
                 HeaderValue::from_static("application/json"),
             );
             let mut token = HeaderValue::from_str(&self.api_key).map_err(|_| {
-                ToolError::Failed(format!("{ENV_BRAVE_API_KEY} contains invalid characters"))
+                ToolError::Unavailable(format!("{ENV_BRAVE_API_KEY} contains invalid characters"))
             })?;
             token.set_sensitive(true);
             headers.insert("x-subscription-token", token);
@@ -289,7 +289,7 @@ async fn get_json(
         (_, 429) => " (rate limited; try again later)".into(),
         _ => String::new(),
     };
-    Err(ToolError::Failed(format!(
+    Err(ToolError::external(format!(
         "{provider} search failed: HTTP {} {}{hint}: {excerpt}",
         response.status,
         response.reason()
@@ -301,9 +301,10 @@ fn parse<T: for<'de> Deserialize<'de>>(
     response: &FetchResponse,
 ) -> Result<T, ToolError> {
     serde_json::from_slice(&response.body).map_err(|e| {
-        ToolError::Failed(format!(
-            "{provider} answered with something other than its search JSON ({e})"
-        ))
+        ToolError::external_from(
+            format!("{provider} answered with something other than its search JSON ({e})"),
+            e,
+        )
     })
 }
 
@@ -435,7 +436,7 @@ impl WebSearchTool {
             .unwrap_or_else(std::sync::PoisonError::into_inner);
         let used = calls.entry(session_id.to_owned()).or_insert(0);
         if *used >= self.limits.max_calls_per_session {
-            return Err(ToolError::Failed(format!(
+            return Err(ToolError::Unavailable(format!(
                 "web_search limit reached: this session has used all {} of its searches. Work \
                  with the results you already have (web_fetch can still read known URLs).",
                 self.limits.max_calls_per_session
@@ -454,7 +455,7 @@ impl WebSearchTool {
         if !self.problems.is_empty() {
             message.push_str(&format!(" (ignored: {})", self.problems.join("; ")));
         }
-        ToolError::Failed(message)
+        ToolError::Unavailable(message)
     }
 }
 

@@ -115,12 +115,12 @@ impl WritePlan {
             });
         };
         if meta.is_dir() {
-            return Err(ToolError::Failed(format!(
+            return Err(ToolError::BadArgument(format!(
                 "{shown} is a directory; give write the path of a file"
             )));
         }
         if !meta.is_file() {
-            return Err(ToolError::Failed(format!(
+            return Err(ToolError::BadArgument(format!(
                 "{shown} is not a regular file (a device, socket or pipe); write replaces files only"
             )));
         }

@@ -19,6 +19,7 @@ mod provider_support;
 mod runtime_files;
 mod sandbox_escalation;
 mod search_sensitive;
+mod tool_errors;
 mod tool_support;
 mod tools_fs;
 mod tools_search;

@@ -176,7 +176,7 @@ async fn a_directory_swapped_for_a_symlink_during_1000_writes_lands_nothing_outs
             .await
         {
             Ok(()) => written += 1,
-            Err(ToolError::Failed(message)) => {
+            Err(ToolError::Stale(message)) => {
                 assert!(message.contains("changed while writing"), "{message}");
                 refused += 1;
             }
@@ -221,7 +221,7 @@ async fn a_directory_swapped_for_a_symlink_during_1000_reads_reads_nothing_outsi
                 assert_eq!(String::from_utf8(bytes).unwrap(), INSIDE);
                 read += 1;
             }
-            Err(ToolError::Failed(message)) => {
+            Err(ToolError::Stale(message)) => {
                 assert!(
                     message.contains("changed while it was being opened"),
                     "{message}"

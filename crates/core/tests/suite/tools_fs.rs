@@ -104,8 +104,15 @@ impl Fixture {
 
 fn failed(result: Result<ToolOutput, ToolError>) -> String {
     match result {
-        Err(ToolError::Failed(message)) => message,
-        other => panic!("expected ToolError::Failed, got {other:?}"),
+        // A failure the model can act on, with its message.
+        Err(
+            error @ (ToolError::BadArgument(_)
+            | ToolError::NotFound(_)
+            | ToolError::Stale(_)
+            | ToolError::Unavailable(_)
+            | ToolError::Io { .. }),
+        ) => error.to_string(),
+        other => panic!("expected a model-facing failure, got {other:?}"),
     }
 }
 

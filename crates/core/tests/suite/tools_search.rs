@@ -436,7 +436,7 @@ async fn grep_invalid_regex_is_a_clear_error() {
     let ws = Workspace::new();
     ws.file("a.txt", "x");
     match ws.grep(json!({"pattern": "fn(("})).await {
-        Err(ToolError::Failed(message)) => {
+        Err(ToolError::BadArgument(message)) => {
             assert!(message.starts_with("invalid regex `fn((`"), "{message}");
             assert!(message.contains("unclosed group"), "{message}");
         }

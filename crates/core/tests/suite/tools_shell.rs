@@ -237,7 +237,7 @@ async fn timeout_kills_the_whole_group() {
             "timeout": 1000
         }))
         .await;
-    let Err(ToolError::Failed(message)) = result else {
+    let Err(ToolError::External { message, .. }) = result else {
         panic!("expected a timeout failure, got {result:?}");
     };
     assert!(
@@ -560,8 +560,39 @@ async fn read_only_sandbox_and_the_switches() {
     ws.ctx.runtime = ws.ctx.runtime.with_sandbox(required);
     let result = ws.bash(json!({"command": "echo x > refused"})).await;
     assert!(
-        matches!(&result, Err(ToolError::Failed(m)) if m.contains("required")),
+        matches!(&result, Err(ToolError::Unavailable(m)) if m.contains("required")),
         "{result:?}"
     );
     assert!(!ws.root.join("refused").exists());
+}
+
+/// Keel's scratch directory fails while a command's long output is saved: the command's result
+/// stands, the model reads a neutral note, the user gets the failure with its source.
+#[tokio::test]
+async fn a_sidecar_keel_cannot_write_is_neutral_for_the_model_and_whole_for_the_user() {
+    let ws = Workspace::new();
+    // The sidecar's path is taken by a directory (the session's first `bash` sidecar).
+    let scratch = ws.ctx.session.scratch_dir.clone();
+    std::fs::create_dir_all(scratch.join("bash-output-0001.txt")).unwrap();
+    let out = ws.bash(json!({"command": "seq 1 200000"})).await.unwrap();
+    assert_eq!(out.data["exit_code"], 0);
+    assert_eq!(out.output_path, None);
+    let note = out.data["note"].as_str().unwrap();
+    assert_eq!(
+        note,
+        "the whole output could not be saved (internal error in Keel; the user has been shown \
+         the details)"
+    );
+    let envelope = keel_core::tool::Envelope::from_result(Ok(out), std::time::Duration::ZERO);
+    let for_model = envelope.for_model();
+    assert!(!for_model.contains(&scratch.display().to_string()));
+    assert!(!for_model.contains("os error"), "{for_model}");
+    let report = envelope
+        .internal_error()
+        .expect("the user is shown the details");
+    assert!(
+        report.starts_with("internal error in Keel while saving a command's whole output: "),
+        "{report}"
+    );
+    assert!(report.contains("os error"), "{report}");
 }

@@ -229,6 +229,17 @@ pub enum SandboxError {
     Io(String),
 }
 
+/// No helper where one is required is the user's setting (the model tells the user); a sandbox
+/// that cannot be prepared is a failure of Keel.
+impl From<SandboxError> for crate::tool::ToolError {
+    fn from(error: SandboxError) -> Self {
+        match error {
+            SandboxError::NoHelper => crate::tool::ToolError::Unavailable(error.to_string()),
+            SandboxError::Io(_) => crate::tool::ToolError::internal("preparing the sandbox", error),
+        }
+    }
+}
+
 /// `~/x` against the home directory; relative paths (and `..`) are refused.
 pub fn expand_path(text: &str, home: Option<&Path>) -> Option<PathBuf> {
     let path = match (text.strip_prefix("~/"), home) {
