@@ -26,6 +26,7 @@ pub mod fsat;
 pub mod mcp;
 pub mod net;
 pub mod paths;
+pub mod probe;
 pub mod process;
 pub mod protected;
 pub mod sandbox;
@@ -395,6 +396,7 @@ impl Runtime {
     /// Where a user-supplied path (absolute, or relative to the primary root) finally points.
     /// Does not check the scope.
     pub fn resolve(&self, user_path: &str) -> Result<PathBuf, ToolError> {
+        probe::count(probe::Event::Resolve);
         if user_path.contains('\0') {
             return Err(ToolError::Failed("path contains a NUL byte".into()));
         }
@@ -467,6 +469,7 @@ impl Runtime {
     /// Reads a whole file from the disk after the scope check, through [`Runtime::open_read`]
     /// (no symlink followed, hard links refused unless allowed).
     pub async fn read(&self, canonical: &Path) -> Result<Vec<u8>, ToolError> {
+        probe::count(probe::Event::Read);
         self.check(canonical, Access::Read)?;
         let path = canonical.to_path_buf();
         let runtime = self.clone();
@@ -489,6 +492,7 @@ impl Runtime {
         start: u64,
         len: usize,
     ) -> Result<Vec<u8>, ToolError> {
+        probe::count(probe::Event::Read);
         self.check(canonical, Access::Read)?;
         let path = canonical.to_path_buf();
         let runtime = self.clone();
@@ -516,6 +520,7 @@ impl Runtime {
             return Some(Err(refusal.into()));
         }
         let files = self.inner.files.as_ref()?;
+        probe::count(probe::Event::Read);
         let path = canonical.to_path_buf();
         let runtime = self.clone();
         let opened = tokio::task::spawn_blocking(move || runtime.open_read(&path).map(drop)).await;
