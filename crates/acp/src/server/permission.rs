@@ -10,10 +10,9 @@
 //! Failing closed: an option id the table does not know, or a request that failed, is
 //! [`ApprovalAnswer::RejectOnce`].
 
-use std::path::PathBuf;
 
 use agent_client_protocol::v1::schema::{
-    Diff, PermissionOption, PermissionOptionKind, RequestPermissionOutcome,
+    PermissionOption, PermissionOptionKind, RequestPermissionOutcome,
     RequestPermissionRequest, SessionId, ToolCallContent, ToolCallLocation, ToolCallStatus,
     ToolCallUpdate, ToolCallUpdateFields, ToolKind as AcpKind,
 };
@@ -154,19 +153,14 @@ pub fn answer(outcome: &RequestPermissionOutcome, unconfined: bool) -> ApprovalA
     }
 }
 
-/// The preview as tool-call content.
-pub fn preview_content(preview: &Preview) -> ToolCallContent {
+/// The preview as tool-call content (a diff through the one diff mapping,
+/// [`super::kinds::diff_content`]).
+pub fn preview_content(preview: &Preview) -> Vec<ToolCallContent> {
     match preview {
-        Preview::Diff {
-            path,
-            old_text,
-            new_text,
-        } => ToolCallContent::Diff(
-            Diff::new(PathBuf::from(path), new_text.clone()).old_text(old_text.clone()),
-        ),
-        Preview::Command { command, cwd } => {
-            ToolCallContent::from(format!("```sh\n{command}\n```\nin `{cwd}`"))
-        }
+        Preview::Diff(diff) => super::kinds::diff_content(diff),
+        Preview::Command { command, cwd } => vec![ToolCallContent::from(format!(
+            "```sh\n{command}\n```\nin `{cwd}`"
+        ))],
     }
 }
 
@@ -184,7 +178,8 @@ pub fn request(
     approval: &ApprovalRequest,
     view: CallView,
 ) -> RequestPermissionRequest {
-    let mut content: Vec<ToolCallContent> = approval.preview.iter().map(preview_content).collect();
+    let mut content: Vec<ToolCallContent> =
+        approval.preview.iter().flat_map(preview_content).collect();
     if !approval.reason.is_empty() {
         content.push(ToolCallContent::from(approval.reason.clone()));
     }

@@ -15,6 +15,7 @@ use agent_client_protocol::v1::schema::{
 };
 use keel_core::agent::{AgentEvent, TurnHost, UserContent};
 use keel_core::store::StoredEvent;
+use keel_core::tool::{CallView, Describe, Location};
 use tokio_util::sync::CancellationToken;
 
 use super::host::{AcpTurnHost, HostShared};
@@ -30,6 +31,22 @@ fn user_block(content: UserContent) -> ContentBlock {
             EmbeddedResourceResource::TextResourceContents(TextResourceContents::new(text, uri)),
         )),
     }
+}
+
+/// The title of a call recorded before titles were stored: what the bundled tool of that id
+/// makes of the arguments, else the id.
+fn recorded_title(shared: &HostShared, tool_id: &str, args: &serde_json::Value) -> String {
+    let Ok(registry) = keel_core::tools::bundled(&|_| None) else {
+        return tool_id.to_owned();
+    };
+    let Some(tool) = registry.get(tool_id) else {
+        return tool_id.to_owned();
+    };
+    let how = Describe {
+        roots: &shared.roots.0,
+    };
+    tool.parse(args, how)
+        .map_or_else(|_| tool.spec().title.clone(), |parsed| parsed.view.title)
 }
 
 /// Sends `events` as updates of the session `shared` describes.
@@ -57,15 +74,24 @@ pub fn replay(shared: &HostShared, events: Vec<StoredEvent>) {
                 tool_id,
                 kind,
                 args,
+                title,
                 locations,
             } => {
                 open_calls.push(call_id.clone());
+                let title = title.unwrap_or_else(|| recorded_title(shared, &tool_id, &args));
+                let view = CallView {
+                    title,
+                    locations: locations
+                        .into_iter()
+                        .map(|(path, line)| Location { path, line })
+                        .collect(),
+                };
                 host.event(AgentEvent::ToolCall {
                     call_id,
                     tool_id,
                     kind,
                     args,
-                    locations,
+                    view,
                 });
             }
             StoredEvent::ToolResult {

@@ -469,11 +469,10 @@ impl Runtime {
     /// Reads a whole file from the disk after the scope check, through [`Runtime::open_read`]
     /// (no symlink followed, hard links refused unless allowed).
     pub async fn read(&self, canonical: &Path) -> Result<Vec<u8>, ToolError> {
-        probe::count(probe::Event::Read);
         self.check(canonical, Access::Read)?;
         let path = canonical.to_path_buf();
         let runtime = self.clone();
-        tokio::task::spawn_blocking(move || -> Result<Vec<u8>, ToolError> {
+        let bytes = tokio::task::spawn_blocking(move || -> Result<Vec<u8>, ToolError> {
             use std::io::Read as _;
             let mut file = runtime.open_read(&path)?;
             let mut bytes = Vec::new();
@@ -482,7 +481,9 @@ impl Runtime {
             Ok(bytes)
         })
         .await
-        .map_err(|e| ToolError::Failed(format!("read task failed: {e}")))?
+        .map_err(|e| ToolError::Failed(format!("read task failed: {e}")))??;
+        probe::count(probe::Event::Read);
+        Ok(bytes)
     }
 
     /// Reads a byte range of a file (for large files), opened as [`Runtime::read`] opens it.
@@ -492,11 +493,10 @@ impl Runtime {
         start: u64,
         len: usize,
     ) -> Result<Vec<u8>, ToolError> {
-        probe::count(probe::Event::Read);
         self.check(canonical, Access::Read)?;
         let path = canonical.to_path_buf();
         let runtime = self.clone();
-        tokio::task::spawn_blocking(move || -> Result<Vec<u8>, ToolError> {
+        let bytes = tokio::task::spawn_blocking(move || -> Result<Vec<u8>, ToolError> {
             use std::io::{Read as _, Seek as _, SeekFrom};
             let mut file = runtime.open_read(&path)?;
             file.seek(SeekFrom::Start(start))
@@ -508,7 +508,9 @@ impl Runtime {
             Ok(bytes)
         })
         .await
-        .map_err(|e| ToolError::Failed(format!("read task failed: {e}")))?
+        .map_err(|e| ToolError::Failed(format!("read task failed: {e}")))??;
+        probe::count(probe::Event::Read);
+        Ok(bytes)
     }
 
     /// The editor's text of a file when the editor serves files (unsaved changes included);
@@ -520,7 +522,6 @@ impl Runtime {
             return Some(Err(refusal.into()));
         }
         let files = self.inner.files.as_ref()?;
-        probe::count(probe::Event::Read);
         let path = canonical.to_path_buf();
         let runtime = self.clone();
         let opened = tokio::task::spawn_blocking(move || runtime.open_read(&path).map(drop)).await;
@@ -531,7 +532,11 @@ impl Runtime {
             Ok(Err(error)) => return Some(Err(error.into())),
             Err(e) => return Some(Err(ToolError::Failed(format!("read task failed: {e}")))),
         }
-        files.read_text(canonical).await.map(|r| {
+        let text = files.read_text(canonical).await;
+        if matches!(text, Some(Ok(_))) {
+            probe::count(probe::Event::Read);
+        }
+        text.map(|r| {
             r.map_err(|e| {
                 ToolError::Failed(format!(
                     "the editor could not read {}: {e}",

@@ -18,7 +18,8 @@ pub enum Event {
     Resolve,
     /// A tool call's arguments validated and deserialized.
     Parse,
-    /// A file's content read (from the disk or the editor).
+    /// A file's content read (from the disk or the editor; attempts that found no file are
+    /// not counted).
     Read,
     /// A file change diffed.
     Diff,

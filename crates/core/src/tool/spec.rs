@@ -508,6 +508,37 @@ pub trait DynTool: Send + Sync {
     fn validate(&self, args: &Value) -> Result<(), ToolError> {
         self.parse(args, Describe { roots: &[] }).map(|_| ())
     }
+    /// What the user would be shown for a call: parse, resolve and check the subject, prepare;
+    /// the preview of the prepared call. For the command line and tests.
+    fn preview<'a>(
+        &'a self,
+        args: &'a Value,
+        ctx: &'a ToolContext,
+    ) -> BoxFuture<'a, Result<Option<Preview>, ToolError>> {
+        Box::pin(async move {
+            let mut call = self.parse_checked(args, ctx)?;
+            self.prepare(&mut call, ctx).await?;
+            Ok(call.prepared.and_then(|prepared| prepared.preview))
+        })
+    }
+    /// [`DynTool::parse`], then the subject path resolved and checked against the scope.
+    fn parse_checked(&self, args: &Value, ctx: &ToolContext) -> Result<ParsedCall, ToolError> {
+        let mut call = self.parse(
+            args,
+            Describe {
+                roots: ctx.runtime.roots(),
+            },
+        )?;
+        if let Some(path) = &call.subject_arg {
+            let access = if self.spec().mutating {
+                crate::capability::Access::Write
+            } else {
+                crate::capability::Access::Read
+            };
+            call.subject = Some(ctx.runtime.resolve_checked(path, access)?);
+        }
+        Ok(call)
+    }
     /// The whole path without the engine's gates: parse, resolve and check the subject,
     /// prepare, run. For the command line, benches and tests.
     fn execute<'a>(
@@ -516,20 +547,7 @@ pub trait DynTool: Send + Sync {
         ctx: &'a ToolContext,
     ) -> BoxFuture<'a, Result<ToolOutput, ToolError>> {
         Box::pin(async move {
-            let mut call = self.parse(
-                &args,
-                Describe {
-                    roots: ctx.runtime.roots(),
-                },
-            )?;
-            if let Some(path) = &call.subject_arg {
-                let access = if self.spec().mutating {
-                    crate::capability::Access::Write
-                } else {
-                    crate::capability::Access::Read
-                };
-                call.subject = Some(ctx.runtime.resolve_checked(path, access)?);
-            }
+            let mut call = self.parse_checked(&args, ctx)?;
             self.prepare(&mut call, ctx).await?;
             self.run(call, ctx).await
         })
