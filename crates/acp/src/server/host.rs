@@ -781,7 +781,6 @@ impl TurnHost for AcpTurnHost {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use serde_json::json;
 
     #[test]
     fn fences_outlast_backticks() {
@@ -798,7 +797,6 @@ mod tests {
     fn call(tool_id: &str, output: &str) -> CallState {
         CallState {
             tool_id: tool_id.into(),
-            hint: ToolKind::Other,
             title: String::new(),
             kind: AcpKind::Other,
             locations: Vec::new(),
@@ -816,7 +814,8 @@ mod tests {
             output_path: Some("/s/bash-output-0001.txt".into()),
             ..Default::default()
         }
-        .with("exit_code", 2);
+        .with("exit_code", 2)
+        .artifact(Artifact::Exit { code: Some(2) });
         let envelope = Envelope::from_result(Ok(output), Duration::ZERO);
         let content = AcpTurnHost::final_content(&call("bash", "all of it\n"), &envelope);
         let wire = serde_json::to_value(&content).unwrap();
@@ -840,10 +839,16 @@ mod tests {
 
     #[test]
     fn todo_entries_become_plan_entries() {
+        let entry = |content: &str, status, priority| keel_core::tool::PlanEntry {
+            content: content.into(),
+            status,
+            priority,
+            id: None,
+        };
         let entries = [
-            json!({"content": "Write the test", "status": "completed", "priority": "high"}),
-            json!({"content": "Fix the bug", "status": "in_progress"}),
-            json!({"title": "Ship", "status": "cancelled", "priority": "low"}),
+            entry("Write the test", TodoStatus::Completed, TodoPriority::High),
+            entry("Fix the bug", TodoStatus::InProgress, TodoPriority::Medium),
+            entry("Ship", TodoStatus::Completed, TodoPriority::Low),
         ];
         let plan = Plan::new(entries.iter().map(plan_entry).collect());
         insta::assert_json_snapshot!(plan, @r#"

@@ -306,11 +306,13 @@ mod tests {
             tool_id: "edit".into(),
             kind: ToolKind::Edit,
             args: json!({"file_path": "src/lib.rs"}),
-            preview: Some(Preview::Diff {
+            view: keel_core::tool::CallView::default(),
+            preview: Some(Preview::Diff(keel_diff::AcpDiff {
                 path: "/w/src/lib.rs".into(),
                 old_text: Some("a\n".into()),
                 new_text: "b\n".into(),
-            }),
+                bounded: false,
+            })),
             reason: String::new(),
             always_scope: None,
             unconfined: false,
@@ -351,6 +353,6 @@ mod tests {
             cwd: "/w".into(),
         });
         let wire = serde_json::to_value(command).unwrap();
-        assert_eq!(wire["content"]["text"], "```sh\ncargo test\n```\nin `/w`");
+        assert_eq!(wire[0]["content"]["text"], "```sh\ncargo test\n```\nin `/w`");
     }
 }
