@@ -18,10 +18,10 @@ use std::time::{Duration, Instant};
 use agent_client_protocol::Client;
 use agent_client_protocol::v1::ConnectionTo;
 use agent_client_protocol::v1::schema::{
-    ContentBlock, ContentChunk, MessageId, Plan, PlanEntry, PlanEntryPriority,
-    PlanEntryStatus, SessionId, SessionInfoUpdate, SessionNotification, SessionUpdate, Terminal,
-    ToolCall, ToolCallContent, ToolCallLocation, ToolCallStatus, ToolCallUpdate,
-    ToolCallUpdateFields, ToolKind as AcpKind, UsageUpdate,
+    ContentBlock, ContentChunk, MessageId, Plan, PlanEntry, PlanEntryPriority, PlanEntryStatus,
+    SessionId, SessionInfoUpdate, SessionNotification, SessionUpdate, Terminal, ToolCall,
+    ToolCallContent, ToolCallLocation, ToolCallStatus, ToolCallUpdate, ToolCallUpdateFields,
+    ToolKind as AcpKind, UsageUpdate,
 };
 use futures::future::BoxFuture;
 use keel_core::agent::{

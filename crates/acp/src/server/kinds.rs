@@ -80,7 +80,9 @@ impl LockedTool {
 pub enum ToolRef<'a> {
     Locked(LockedTool),
     /// An MCP, project or global tool.
-    Extension { id: &'a str },
+    Extension {
+        id: &'a str,
+    },
 }
 
 impl<'a> ToolRef<'a> {
@@ -123,8 +125,8 @@ the whole file.)";
 /// A diff as ACP content: the diff itself and, when it was cut to its changed parts, a note
 /// saying so (and `_meta.keel.bounded` on the diff).
 pub fn diff_content(diff: &keel_diff::AcpDiff) -> Vec<ToolCallContent> {
-    let mut content = Diff::new(PathBuf::from(&diff.path), diff.new_text.clone())
-        .old_text(diff.old_text.clone());
+    let mut content =
+        Diff::new(PathBuf::from(&diff.path), diff.new_text.clone()).old_text(diff.old_text.clone());
     if !diff.bounded {
         return vec![ToolCallContent::Diff(content)];
     }

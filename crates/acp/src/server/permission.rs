@@ -10,11 +10,10 @@
 //! Failing closed: an option id the table does not know, or a request that failed, is
 //! [`ApprovalAnswer::RejectOnce`].
 
-
 use agent_client_protocol::v1::schema::{
-    PermissionOption, PermissionOptionKind, RequestPermissionOutcome,
-    RequestPermissionRequest, SessionId, ToolCallContent, ToolCallLocation, ToolCallStatus,
-    ToolCallUpdate, ToolCallUpdateFields, ToolKind as AcpKind,
+    PermissionOption, PermissionOptionKind, RequestPermissionOutcome, RequestPermissionRequest,
+    SessionId, ToolCallContent, ToolCallLocation, ToolCallStatus, ToolCallUpdate,
+    ToolCallUpdateFields, ToolKind as AcpKind,
 };
 use keel_core::agent::{ApprovalAnswer, ApprovalRequest, TRUST_QUESTION_ID};
 use keel_core::tool::Preview;
@@ -353,6 +352,9 @@ mod tests {
             cwd: "/w".into(),
         });
         let wire = serde_json::to_value(command).unwrap();
-        assert_eq!(wire[0]["content"]["text"], "```sh\ncargo test\n```\nin `/w`");
+        assert_eq!(
+            wire[0]["content"]["text"],
+            "```sh\ncargo test\n```\nin `/w`"
+        );
     }
 }

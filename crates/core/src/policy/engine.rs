@@ -226,7 +226,11 @@ impl Policy {
 
     /// Decides one call whose subject path the engine already resolved (`canonical`), so the
     /// path is not resolved again.
-    pub fn decide_resolved(&self, call: &Call<'_>, canonical: Option<&std::path::Path>) -> Decision {
+    pub fn decide_resolved(
+        &self,
+        call: &Call<'_>,
+        canonical: Option<&std::path::Path>,
+    ) -> Decision {
         self.decide_with(call, true, canonical)
     }
 

@@ -49,7 +49,9 @@ pub enum StoredEvent {
         answer: ApprovalAnswer,
     },
     /// The todo list changed.
-    Plan { entries: Vec<crate::tool::PlanEntry> },
+    Plan {
+        entries: Vec<crate::tool::PlanEntry>,
+    },
     /// Context used by the latest request versus the model's window.
     Usage { used: u64, size: u64 },
     /// The security mode changed (its name, as `Mode::as_str`).

@@ -2,7 +2,6 @@
 
 use std::fmt::Write as _;
 
-
 use super::{SessionMeta, StoredEvent};
 use crate::agent::UserContent;
 

@@ -473,9 +473,12 @@ impl ParsedCall {
 
     /// The arguments of a call made by [`ParsedCall::json`].
     pub fn into_json(self) -> Result<Value, ToolError> {
-        self.params.downcast::<Value>().map(|args| *args).map_err(|_| {
-            ToolError::Failed("internal error: a parsed call reached another tool".into())
-        })
+        self.params
+            .downcast::<Value>()
+            .map(|args| *args)
+            .map_err(|_| {
+                ToolError::Failed("internal error: a parsed call reached another tool".into())
+            })
     }
 
     /// The preview computed by `prepare`, if any.

@@ -28,7 +28,8 @@ use crate::runtime::process::{OutputCapture, ShellEnding, ShellOutput};
 use crate::runtime::sandbox::Confinement;
 use crate::tool::view::{code, given, one_line};
 use crate::tool::{
-    Artifact, CallView, Describe, Prepared, Preview, Subject, Tool, ToolContext, ToolError, ToolKind, ToolOutput, ToolSpec,
+    Artifact, CallView, Describe, Prepared, Preview, Subject, Tool, ToolContext, ToolError,
+    ToolKind, ToolOutput, ToolSpec,
 };
 
 /// The timeout when the call gives none.

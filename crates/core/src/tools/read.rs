@@ -18,7 +18,8 @@ use super::text::{self, TextError};
 use crate::capability::{Access, RequirementSet};
 use crate::tool::view::given;
 use crate::tool::{
-    Artifact, CallView, Describe, Subject, Tool, ToolContext, ToolError, ToolKind, ToolOutput, ToolSpec,
+    Artifact, CallView, Describe, Subject, Tool, ToolContext, ToolError, ToolKind, ToolOutput,
+    ToolSpec,
 };
 
 /// Lines returned when the call gives no `limit`.

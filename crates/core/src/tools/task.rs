@@ -13,7 +13,8 @@ use serde::Deserialize;
 
 use crate::tool::view::{code, given, one_line};
 use crate::tool::{
-    CallView, Describe, SubagentRequest, Subject, Tool, ToolContext, ToolError, ToolKind, ToolOutput, ToolSpec,
+    CallView, Describe, SubagentRequest, Subject, Tool, ToolContext, ToolError, ToolKind,
+    ToolOutput, ToolSpec,
 };
 
 /// The tool's id.

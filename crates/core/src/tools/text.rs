@@ -505,7 +505,12 @@ mod tests {
 
     #[test]
     fn change_counts_and_first_line() {
-        let change = FileChange::compute("f.txt", Path::new("/f.txt"), Some(b"a\nb\nc\n"), b"a\nB\nc\nd\n");
+        let change = FileChange::compute(
+            "f.txt",
+            Path::new("/f.txt"),
+            Some(b"a\nb\nc\n"),
+            b"a\nB\nc\nd\n",
+        );
         assert_eq!((change.added, change.removed), (2, 1));
         assert_eq!(change.first_line, Some(2));
         assert!(change.unified.contains("-b\n+B\n"), "{}", change.unified);

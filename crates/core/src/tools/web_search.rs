@@ -478,7 +478,10 @@ impl Tool for WebSearchTool {
 
     fn describe(&self, params: &WebSearchParams, _how: Describe<'_>) -> CallView {
         let title = match given(Some(&params.query)) {
-            Some(query) => format!("Search the web: {}", crate::tool::view::one_line(query, 100)),
+            Some(query) => format!(
+                "Search the web: {}",
+                crate::tool::view::one_line(query, 100)
+            ),
             None => "Search the web".into(),
         };
         CallView {
