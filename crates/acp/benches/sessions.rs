@@ -31,11 +31,12 @@ fn turn(n: usize) -> Vec<StoredEvent> {
     let file = "fn main() {\n    println!(\"hello\");\n}\n".repeat(50);
     let read = Envelope::from_result(Ok(ToolOutput::text(file.clone())), Duration::ZERO);
     let mut edit = Envelope::from_result(Ok(ToolOutput::text("edited")), Duration::ZERO);
-    edit.artifacts.push(Artifact::Diff {
+    edit.artifacts.push(Artifact::Diff(keel_diff::AcpDiff {
         path: "/w/src/main.rs".into(),
         old_text: Some(file.clone()),
         new_text: file.replacen("hello", "hi", 1),
-    });
+        bounded: false,
+    }));
     let mut events = vec![
         StoredEvent::User {
             content: vec![UserContent::Text {
@@ -62,6 +63,7 @@ fn turn(n: usize) -> Vec<StoredEvent> {
             tool_id: tool.into(),
             kind,
             args: json!({"file_path": "src/main.rs"}),
+            title: Some("Read src/main.rs".into()),
             locations: Vec::new(),
         });
         events.push(StoredEvent::tool_result(

@@ -17,7 +17,7 @@ use keel_core::agent::{
     AgentEvent, ApprovalAnswer, ApprovalRequest, CallStatus, QuestionItem, TurnHost, TurnOutcome,
     TurnStop,
 };
-use keel_core::tool::{Artifact, Envelope, ToolKind, ToolProgress};
+use keel_core::tool::{Artifact, Envelope, PlanEntry, TodoStatus, ToolKind, ToolProgress};
 use serde::Serialize;
 use serde_json::Value;
 
@@ -27,7 +27,6 @@ use tokio_util::sync::CancellationToken;
 
 use crate::cli::style::Style;
 use crate::cli::{EXIT_FAILED, EXIT_OK, ExecArgs, Failure, Outcome, load_config, workspace_or_cwd};
-use crate::server::{Roots, ToolRef, title};
 
 /// What the `question` tool gets in a headless run.
 pub const HEADLESS_QUESTION: &str = "No one can answer questions in this headless run (keel \
@@ -72,7 +71,7 @@ pub enum ExecEvent {
         envelope: Envelope,
     },
     /// The todo list changed.
-    Plan { entries: Vec<Value> },
+    Plan { entries: Vec<PlanEntry> },
     /// Context used by the latest model request, and the model's window.
     Usage { used: u64, size: u64 },
     /// The turn could not run or was cut off by an error (model, configuration).
@@ -254,17 +253,12 @@ impl ExecHost {
         }
         let mut out = String::new();
         for artifact in &envelope.artifacts {
-            if let Artifact::Diff {
-                path,
-                old_text,
-                new_text,
-            } = artifact
-            {
-                let shown = self.shown_path(path);
+            if let Artifact::Diff(diff) = artifact {
+                let shown = self.shown_path(&diff.path);
                 out.push_str(&indent(&self.style.diff(
                     &shown,
-                    old_text.as_deref(),
-                    new_text,
+                    diff.old_text.as_deref(),
+                    &diff.new_text,
                 )));
             }
         }
@@ -301,18 +295,13 @@ pub fn stop_name(stop: TurnStop) -> String {
 }
 
 /// A plan entry as a line: `[x] write the tests`.
-pub fn plan_line(entry: &Value) -> String {
-    let content = entry
-        .get("content")
-        .or_else(|| entry.get("title"))
-        .and_then(Value::as_str)
-        .map_or_else(|| entry.to_string(), str::to_owned);
-    let mark = match entry.get("status").and_then(Value::as_str) {
-        Some("completed") => "[x]",
-        Some("in_progress") => "[~]",
-        _ => "[ ]",
+pub fn plan_line(entry: &PlanEntry) -> String {
+    let mark = match entry.status {
+        TodoStatus::Completed => "[x]",
+        TodoStatus::InProgress => "[~]",
+        TodoStatus::Pending => "[ ]",
     };
-    format!("{mark} {content}")
+    format!("{mark} {}", entry.content)
 }
 
 impl TurnHost for ExecHost {
@@ -336,11 +325,10 @@ impl TurnHost for ExecHost {
                 tool_id,
                 kind,
                 args,
-                ..
+                view,
             } => {
                 self.flush_intermediate_text();
-                let roots = Roots(self.state().workspace.iter().cloned().collect());
-                let title = title(ToolRef::of(&tool_id, kind), &args, &roots);
+                let title = view.title;
                 self.state().kinds.push((call_id.clone(), kind));
                 self.progress(&format!(
                     "{} {} {}\n",
@@ -394,15 +382,8 @@ impl TurnHost for ExecHost {
             AgentEvent::Notice { text } => tracing::info!("{text}"),
             // A subagent's calls, one progress line each (its answer is the task's result).
             AgentEvent::Subagent { agent, event, .. } => {
-                if let AgentEvent::ToolCall {
-                    tool_id,
-                    kind,
-                    args,
-                    ..
-                } = *event
-                {
-                    let roots = Roots(self.state().workspace.iter().cloned().collect());
-                    let title = title(ToolRef::of(&tool_id, kind), &args, &roots);
+                if let AgentEvent::ToolCall { view, .. } = *event {
+                    let title = view.title;
                     self.progress(&format!("  {} {agent}: {title}\n", self.style.dim("↳")));
                 }
             }

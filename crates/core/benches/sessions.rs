@@ -40,11 +40,12 @@ fn turn_events(n: usize) -> Vec<StoredEvent> {
     let edited = file.replacen("hello", "hi", 1);
     let read = Envelope::from_result(Ok(ToolOutput::text(file.clone())), Duration::ZERO);
     let mut edit = Envelope::from_result(Ok(ToolOutput::text("edited")), Duration::ZERO);
-    edit.artifacts.push(Artifact::Diff {
+    edit.artifacts.push(Artifact::Diff(keel_diff::AcpDiff {
         path: "/w/src/main.rs".into(),
         old_text: Some(file.clone()),
         new_text: edited,
-    });
+        bounded: false,
+    }));
     let mut events = vec![
         StoredEvent::User {
             content: vec![UserContent::Text {
@@ -68,6 +69,7 @@ fn turn_events(n: usize) -> Vec<StoredEvent> {
             tool_id: tool.into(),
             kind: ToolKind::Read,
             args: json!({"file_path": "src/main.rs"}),
+            title: Some(format!("{tool} src/main.rs")),
             locations: vec![("/w/src/main.rs".into(), None)],
         });
         events.push(StoredEvent::tool_result(

@@ -27,6 +27,7 @@ pub struct AcpDiff {
     pub new_text: String,
     /// True when the texts are not the whole file but only the hunks (see
     /// [`ACP_FULL_TEXT_LIMIT`]).
+    #[serde(default)]
     pub bounded: bool,
 }
 

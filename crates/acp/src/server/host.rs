@@ -18,17 +18,20 @@ use std::time::{Duration, Instant};
 use agent_client_protocol::Client;
 use agent_client_protocol::v1::ConnectionTo;
 use agent_client_protocol::v1::schema::{
-    ContentBlock, ContentChunk, Diff, MessageId, Plan, PlanEntry, PlanEntryPriority,
-    PlanEntryStatus, SessionId, SessionInfoUpdate, SessionNotification, SessionUpdate, Terminal,
-    ToolCall, ToolCallContent, ToolCallLocation, ToolCallStatus, ToolCallUpdate,
-    ToolCallUpdateFields, ToolKind as AcpKind, UsageUpdate,
+    ContentBlock, ContentChunk, MessageId, Plan, PlanEntry, PlanEntryPriority, PlanEntryStatus,
+    SessionId, SessionInfoUpdate, SessionNotification, SessionUpdate, Terminal, ToolCall,
+    ToolCallContent, ToolCallLocation, ToolCallStatus, ToolCallUpdate, ToolCallUpdateFields,
+    ToolKind as AcpKind, UsageUpdate,
 };
 use futures::future::BoxFuture;
 use keel_core::agent::{
     AgentEvent, ApprovalAnswer, ApprovalRequest, CallStatus, QuestionItem, TRUST_QUESTION_ID,
     TurnHost,
 };
-use keel_core::tool::{Artifact, Envelope, Preview, ToolKind, ToolProgress};
+use keel_core::tool::{
+    Artifact, CallView as EngineView, Envelope, Preview, TodoPriority, TodoStatus, ToolKind,
+    ToolProgress,
+};
 use serde_json::Value;
 use tokio_util::sync::CancellationToken;
 
@@ -47,7 +50,6 @@ const FINAL_OUTPUT: usize = 1024 * 1024;
 #[derive(Debug, Clone)]
 struct CallState {
     tool_id: String,
-    hint: ToolKind,
     title: String,
     kind: AcpKind,
     locations: Vec<ToolCallLocation>,
@@ -60,7 +62,7 @@ struct CallState {
 
 impl CallState {
     fn tool(&self) -> ToolRef<'_> {
-        ToolRef::of(&self.tool_id, self.hint)
+        ToolRef::of(&self.tool_id)
     }
 }
 
@@ -204,24 +206,19 @@ fn head(text: &str, limit: usize) -> &str {
     &text[..end]
 }
 
-/// A todo entry as a plan entry. Todo items carry `content` (or `title`/`text`), a `status`
-/// and optionally a `priority`; a cancelled item shows as completed (ACP has no such status).
-fn plan_entry(entry: &Value) -> PlanEntry {
-    let text = ["content", "title", "text", "description"]
-        .iter()
-        .find_map(|key| entry.get(*key).and_then(Value::as_str))
-        .map_or_else(|| entry.to_string(), str::to_owned);
-    let status = match entry.get("status").and_then(Value::as_str) {
-        Some("in_progress" | "in-progress" | "active") => PlanEntryStatus::InProgress,
-        Some("completed" | "done" | "cancelled" | "canceled") => PlanEntryStatus::Completed,
-        _ => PlanEntryStatus::Pending,
+/// A plan entry of the engine as ACP's.
+fn plan_entry(entry: &keel_core::tool::PlanEntry) -> PlanEntry {
+    let status = match entry.status {
+        TodoStatus::Pending => PlanEntryStatus::Pending,
+        TodoStatus::InProgress => PlanEntryStatus::InProgress,
+        TodoStatus::Completed => PlanEntryStatus::Completed,
     };
-    let priority = match entry.get("priority").and_then(Value::as_str) {
-        Some("high") => PlanEntryPriority::High,
-        Some("low") => PlanEntryPriority::Low,
-        _ => PlanEntryPriority::Medium,
+    let priority = match entry.priority {
+        TodoPriority::High => PlanEntryPriority::High,
+        TodoPriority::Medium => PlanEntryPriority::Medium,
+        TodoPriority::Low => PlanEntryPriority::Low,
     };
-    PlanEntry::new(text, priority, status)
+    PlanEntry::new(entry.content.clone(), priority, status)
 }
 
 impl AcpTurnHost {
@@ -250,11 +247,11 @@ impl AcpTurnHost {
         &self,
         call_id: String,
         tool_id: String,
-        hint: ToolKind,
+        kind: ToolKind,
         args: Value,
-        reported: Vec<(String, Option<u32>)>,
+        view: EngineView,
     ) {
-        self.tool_call_of(call_id, tool_id, hint, args, reported, None);
+        self.tool_call_of(call_id, tool_id, kind, args, view, None);
     }
 
     /// Announces a call; a subagent's (`parent`: the `task` call id and the agent's name) is
@@ -263,18 +260,17 @@ impl AcpTurnHost {
         &self,
         call_id: String,
         tool_id: String,
-        hint: ToolKind,
+        kind: ToolKind,
         args: Value,
-        reported: Vec<(String, Option<u32>)>,
+        view: EngineView,
         parent: Option<(&str, &str)>,
     ) {
-        let tool = ToolRef::of(&tool_id, hint);
-        let kind = kinds::acp_kind(tool);
-        let mut title = kinds::title(tool, &args, &self.shared.roots);
+        let kind = kinds::acp_kind(kind);
+        let mut title = view.title;
         if let Some((_, agent)) = parent {
             title = format!("{agent}: {title}");
         }
-        let locations = kinds::locations(tool, &args, &reported, &self.shared.roots);
+        let locations = kinds::locations(&view.locations);
         let mut call = ToolCall::new(call_id.clone(), title.clone())
             .name(tool_id.clone())
             .kind(kind)
@@ -288,7 +284,6 @@ impl AcpTurnHost {
             call_id.clone(),
             CallState {
                 tool_id,
-                hint,
                 title,
                 kind,
                 locations,
@@ -366,15 +361,8 @@ impl AcpTurnHost {
             )));
         }
         for artifact in &envelope.artifacts {
-            if let Artifact::Diff {
-                path,
-                old_text,
-                new_text,
-            } = artifact
-            {
-                content.push(ToolCallContent::Diff(
-                    Diff::new(PathBuf::from(path), new_text.clone()).old_text(old_text.clone()),
-                ));
+            if let Artifact::Diff(diff) = artifact {
+                content.extend(kinds::diff_content(diff));
             }
         }
         // A call failed by Keel itself: the user sees the details the model was not given.
@@ -416,10 +404,12 @@ impl AcpTurnHost {
             _ => {}
         }
         let exit_code = envelope
-            .data
-            .as_ref()
-            .and_then(|data| data.get("exit_code"))
-            .and_then(Value::as_i64)
+            .artifacts
+            .iter()
+            .find_map(|artifact| match artifact {
+                Artifact::Exit { code } => *code,
+                _ => None,
+            })
             .filter(|code| *code != 0);
         if let Some(code) = exit_code {
             shown.push_str(&format!("\n\nExit code {code}"));
@@ -532,11 +522,10 @@ impl AcpTurnHost {
                 locations: Vec::new(),
             };
         }
-        let tool = ToolRef::of(&request.tool_id, request.kind);
         CallView {
-            title: kinds::title(tool, &request.args, &self.shared.roots),
-            kind: kinds::acp_kind(tool),
-            locations: kinds::locations(tool, &request.args, &[], &self.shared.roots),
+            title: request.view.title.clone(),
+            kind: kinds::acp_kind(request.kind),
+            locations: kinds::locations(&request.view.locations),
         }
     }
 
@@ -636,17 +625,10 @@ impl AcpTurnHost {
                 tool_id,
                 kind,
                 args,
-                locations,
+                view,
             } => {
-                let title = kinds::title(ToolRef::of(&tool_id, kind), &args, &self.shared.roots);
-                self.tool_call_of(
-                    call_id,
-                    tool_id,
-                    kind,
-                    args,
-                    locations,
-                    Some((parent, agent)),
-                );
+                let title = view.title.clone();
+                self.tool_call_of(call_id, tool_id, kind, args, view, Some((parent, agent)));
                 self.transcript(parent, agent, &format!("\n- {title}\n"), true);
             }
             AgentEvent::Text { text, .. } => self.transcript(parent, agent, &text, false),
@@ -732,8 +714,8 @@ impl TurnHost for AcpTurnHost {
                 tool_id,
                 kind,
                 args,
-                locations,
-            } => self.tool_call(call_id, tool_id, kind, args, locations),
+                view,
+            } => self.tool_call(call_id, tool_id, kind, args, view),
             AgentEvent::ToolStatus {
                 call_id,
                 status: call_status,
@@ -823,7 +805,6 @@ impl TurnHost for AcpTurnHost {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use serde_json::json;
 
     #[test]
     fn fences_outlast_backticks() {
@@ -840,7 +821,6 @@ mod tests {
     fn call(tool_id: &str, output: &str) -> CallState {
         CallState {
             tool_id: tool_id.into(),
-            hint: ToolKind::Other,
             title: String::new(),
             kind: AcpKind::Other,
             locations: Vec::new(),
@@ -858,7 +838,8 @@ mod tests {
             output_path: Some("/s/bash-output-0001.txt".into()),
             ..Default::default()
         }
-        .with("exit_code", 2);
+        .with("exit_code", 2)
+        .artifact(Artifact::Exit { code: Some(2) });
         let envelope = Envelope::from_result(Ok(output), Duration::ZERO);
         let content = AcpTurnHost::final_content(&call("bash", "all of it\n"), &envelope);
         let wire = serde_json::to_value(&content).unwrap();
@@ -882,10 +863,16 @@ mod tests {
 
     #[test]
     fn todo_entries_become_plan_entries() {
+        let entry = |content: &str, status, priority| keel_core::tool::PlanEntry {
+            content: content.into(),
+            status,
+            priority,
+            id: None,
+        };
         let entries = [
-            json!({"content": "Write the test", "status": "completed", "priority": "high"}),
-            json!({"content": "Fix the bug", "status": "in_progress"}),
-            json!({"title": "Ship", "status": "cancelled", "priority": "low"}),
+            entry("Write the test", TodoStatus::Completed, TodoPriority::High),
+            entry("Fix the bug", TodoStatus::InProgress, TodoPriority::Medium),
+            entry("Ship", TodoStatus::Completed, TodoPriority::Low),
         ];
         let plan = Plan::new(entries.iter().map(plan_entry).collect());
         insta::assert_json_snapshot!(plan, @r#"

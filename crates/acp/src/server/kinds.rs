@@ -1,18 +1,21 @@
-//! How a tool call looks in the editor: its ACP kind, a human title and the places it touches.
+//! How a tool call looks in the editor. The engine says it all in types: each tool gives its
+//! call's title and locations ([`keel_core::tool::CallView`], from its typed arguments) and its
+//! spec's [`ToolKind`]; this module only maps those types to ACP, in one place each.
 //!
-//! - [`LockedTool`]: the locked tool ids. [`ToolRef::of`] sorts a call's tool id into a locked
-//!   tool or an extension (MCP, project or global tool).
-//! - [`acp_kind`]: the exhaustive table from a tool to its ACP kind. It is a `match` without a
-//!   wildcard, so a new locked tool does not compile until it has a kind.
-//! - [`title`]: "Read src/main.rs (1-40)", "`cargo test`", "Grep `fn main` in src/", ...
-//!   computed from the call's arguments, paths shown relative to the workspace.
-//! - [`locations`]: the (path, line) pairs the editor follows.
+//! - [`acp_kind`]: a tool's kind (from its spec, nothing else) as ACP's. Extension and MCP tools
+//!   declare theirs in their spec too (MCP: from the server's annotations, `other` by default).
+//! - [`locations`]: the engine's locations as ACP's.
+//! - [`diff_content`]: the engine's one diff type ([`keel_diff::AcpDiff`], already bounded) as
+//!   ACP diff content, with a note when only the changed parts of a large file are shown.
+//! - [`LockedTool`], [`ToolRef`]: the locked tool ids, for what the front-end draws differently
+//!   (a fenced output, the plan of `todo`, the `question` prompt).
 
 use std::path::{Path, PathBuf};
 
-use agent_client_protocol::v1::schema::{ToolCallLocation, ToolKind as AcpKind};
-use keel_core::tool::ToolKind;
-use serde_json::Value;
+use agent_client_protocol::v1::schema::{
+    Diff, ToolCallContent, ToolCallLocation, ToolKind as AcpKind,
+};
+use keel_core::tool::{Location, ToolKind};
 
 /// The locked tool set.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -76,47 +79,24 @@ impl LockedTool {
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum ToolRef<'a> {
     Locked(LockedTool),
-    /// An MCP, project or global tool; `hint` is the kind its spec declares (MCP tools declare
-    /// `other`).
+    /// An MCP, project or global tool.
     Extension {
         id: &'a str,
-        hint: ToolKind,
     },
 }
 
 impl<'a> ToolRef<'a> {
-    pub fn of(id: &'a str, hint: ToolKind) -> Self {
+    pub fn of(id: &'a str) -> Self {
         match LockedTool::from_id(id) {
             Some(tool) => ToolRef::Locked(tool),
-            None => ToolRef::Extension { id, hint },
+            None => ToolRef::Extension { id },
         }
     }
 }
 
-/// The ACP kind of a tool.
-pub fn acp_kind(tool: ToolRef<'_>) -> AcpKind {
-    match tool {
-        ToolRef::Locked(LockedTool::Read) => AcpKind::Read,
-        ToolRef::Locked(LockedTool::Write) => AcpKind::Edit,
-        ToolRef::Locked(LockedTool::Edit) => AcpKind::Edit,
-        ToolRef::Locked(LockedTool::Glob) => AcpKind::Search,
-        ToolRef::Locked(LockedTool::Grep) => AcpKind::Search,
-        ToolRef::Locked(LockedTool::Bash) => AcpKind::Execute,
-        ToolRef::Locked(LockedTool::WebFetch) => AcpKind::Fetch,
-        ToolRef::Locked(LockedTool::WebSearch) => AcpKind::Fetch,
-        ToolRef::Locked(LockedTool::Task) => AcpKind::Think,
-        ToolRef::Locked(LockedTool::Question) => AcpKind::Other,
-        ToolRef::Locked(LockedTool::Skill) => AcpKind::Read,
-        ToolRef::Locked(LockedTool::ToolSearch) => AcpKind::Search,
-        // The todo list is drawn as the session's plan; the call itself is bookkeeping.
-        ToolRef::Locked(LockedTool::Todo) => AcpKind::Think,
-        ToolRef::Extension { hint, .. } => hinted_kind(hint),
-    }
-}
-
-/// The ACP kind an extension tool's spec hints at.
-fn hinted_kind(hint: ToolKind) -> AcpKind {
-    match hint {
+/// The ACP kind of a tool: its spec's kind, mapped.
+pub fn acp_kind(kind: ToolKind) -> AcpKind {
+    match kind {
         ToolKind::Read => AcpKind::Read,
         ToolKind::Edit => AcpKind::Edit,
         ToolKind::Delete => AcpKind::Delete,
@@ -128,6 +108,37 @@ fn hinted_kind(hint: ToolKind) -> AcpKind {
         ToolKind::SwitchMode => AcpKind::SwitchMode,
         ToolKind::Other => AcpKind::Other,
     }
+}
+
+/// The engine's locations of a call as ACP's.
+pub fn locations(locations: &[Location]) -> Vec<ToolCallLocation> {
+    locations
+        .iter()
+        .map(|location| ToolCallLocation::new(PathBuf::from(&location.path)).line(location.line))
+        .collect()
+}
+
+/// The note shown under a diff of which only the changed parts were sent.
+pub const BOUNDED_NOTE: &str = "(The file is large: the diff shows only the changed parts, not \
+the whole file.)";
+
+/// A diff as ACP content: the diff itself and, when it was cut to its changed parts, a note
+/// saying so (and `_meta.keel.bounded` on the diff).
+pub fn diff_content(diff: &keel_diff::AcpDiff) -> Vec<ToolCallContent> {
+    let mut content =
+        Diff::new(PathBuf::from(&diff.path), diff.new_text.clone()).old_text(diff.old_text.clone());
+    if !diff.bounded {
+        return vec![ToolCallContent::Diff(content)];
+    }
+    let mut keel = serde_json::Map::new();
+    keel.insert("bounded".into(), serde_json::Value::Bool(true));
+    let mut meta = serde_json::Map::new();
+    meta.insert("keel".into(), serde_json::Value::Object(keel));
+    content = content.meta(meta);
+    vec![
+        ToolCallContent::Diff(content),
+        ToolCallContent::from(BOUNDED_NOTE.to_owned()),
+    ]
 }
 
 /// The workspace roots, for showing paths the way a person reads them.
@@ -162,189 +173,6 @@ impl Roots {
     }
 }
 
-/// The first string argument among `names`.
-fn text_arg<'v>(args: &'v Value, names: &[&str]) -> Option<&'v str> {
-    names
-        .iter()
-        .find_map(|name| args.get(*name).and_then(Value::as_str))
-        .filter(|value| !value.is_empty())
-}
-
-fn number_arg(args: &Value, names: &[&str]) -> Option<u64> {
-    names
-        .iter()
-        .find_map(|name| args.get(*name).and_then(Value::as_u64))
-}
-
-const PATH_ARGS: &[&str] = &["file_path", "path", "filePath"];
-
-/// One line, at most `limit` characters, with an ellipsis when cut.
-fn one_line(text: &str, limit: usize) -> String {
-    let first = text.lines().next().unwrap_or("").trim_end();
-    let cut: String = first.chars().take(limit).collect();
-    if cut.len() < first.len() || text.trim_end().contains('\n') {
-        format!("{} …", cut.trim_end())
-    } else {
-        cut
-    }
-}
-
-/// Inline code that survives backticks in the text.
-fn code(text: &str) -> String {
-    if text.contains('`') {
-        format!("`` {text} ``")
-    } else {
-        format!("`{text}`")
-    }
-}
-
-/// The host of a URL (no scheme, credentials, port or path), or the URL itself.
-fn url_host(url: &str) -> &str {
-    let rest = url.split_once("://").map_or(url, |(_, rest)| rest);
-    let authority = rest.split(['/', '?', '#']).next().unwrap_or(rest);
-    let host = authority.rsplit('@').next().unwrap_or(authority);
-    let host = match host.rsplit_once(':') {
-        Some((name, port)) if port.chars().all(|c| c.is_ascii_digit()) => name,
-        _ => host,
-    };
-    if host.is_empty() { url } else { host }
-}
-
-/// The title a person reads for a call.
-pub fn title(tool: ToolRef<'_>, args: &Value, roots: &Roots) -> String {
-    let path = || text_arg(args, PATH_ARGS).map(|p| roots.display(p));
-    match tool {
-        ToolRef::Locked(LockedTool::Read) => {
-            let Some(path) = path() else {
-                return "Read a file".into();
-            };
-            let offset = number_arg(args, &["offset", "start_line"]);
-            let limit = number_arg(args, &["limit"]);
-            match (offset, limit) {
-                (Some(start), Some(count)) if count > 0 => {
-                    format!("Read {path} ({start}-{})", start + count - 1)
-                }
-                (None, Some(count)) if count > 0 => format!("Read {path} (1-{count})"),
-                (Some(start), _) => format!("Read {path} (from line {start})"),
-                _ => format!("Read {path}"),
-            }
-        }
-        ToolRef::Locked(LockedTool::Write) => match path() {
-            Some(path) => format!("Write {path}"),
-            None => "Write a file".into(),
-        },
-        ToolRef::Locked(LockedTool::Edit) => match path() {
-            Some(path) => format!("Edit {path}"),
-            None => "Edit a file".into(),
-        },
-        ToolRef::Locked(LockedTool::Glob) => {
-            let pattern = text_arg(args, &["pattern", "glob"]).unwrap_or("*");
-            match path() {
-                Some(path) => format!("Glob {} in {path}", code(pattern)),
-                None => format!("Glob {}", code(pattern)),
-            }
-        }
-        ToolRef::Locked(LockedTool::Grep) => {
-            let pattern = text_arg(args, &["pattern", "regex", "query"]).unwrap_or("");
-            let mut shown = format!("Grep {}", code(&one_line(pattern, 60)));
-            if let Some(path) = path() {
-                shown.push_str(&format!(" in {path}"));
-            }
-            if let Some(filter) = text_arg(args, &["glob", "include"]) {
-                shown.push_str(&format!(" ({filter})"));
-            }
-            shown
-        }
-        ToolRef::Locked(LockedTool::Bash) => match text_arg(args, &["command", "cmd"]) {
-            Some(command) => code(&one_line(command, 120)),
-            None => "Run a command".into(),
-        },
-        ToolRef::Locked(LockedTool::WebFetch) => match text_arg(args, &["url"]) {
-            Some(url) => format!("Fetch {}", url_host(url)),
-            None => "Fetch a page".into(),
-        },
-        ToolRef::Locked(LockedTool::WebSearch) => match text_arg(args, &["query"]) {
-            Some(query) => format!("Search the web: {}", one_line(query, 100)),
-            None => "Search the web".into(),
-        },
-        ToolRef::Locked(LockedTool::Task) if text_arg(args, &["wait"]).is_some() => {
-            format!(
-                "Wait for {}",
-                code(text_arg(args, &["wait"]).unwrap_or_default())
-            )
-        }
-        ToolRef::Locked(LockedTool::Task) if text_arg(args, &["cancel"]).is_some() => {
-            format!(
-                "Cancel {}",
-                code(text_arg(args, &["cancel"]).unwrap_or_default())
-            )
-        }
-        ToolRef::Locked(LockedTool::Task) => {
-            match text_arg(args, &["description", "title", "prompt"]) {
-                Some(description) => format!("Task: {}", one_line(description, 100)),
-                None => "Run a subtask".into(),
-            }
-        }
-        ToolRef::Locked(LockedTool::Question) => {
-            let first = args
-                .get("questions")
-                .and_then(Value::as_array)
-                .and_then(|questions| questions.first())
-                .and_then(|question| question.get("question"))
-                .and_then(Value::as_str);
-            match first {
-                Some(question) => format!("Ask: {}", one_line(question, 100)),
-                None => "Ask the user".into(),
-            }
-        }
-        ToolRef::Locked(LockedTool::Skill) => match text_arg(args, &["name", "skill"]) {
-            Some(name) => format!("Load skill {}", code(name)),
-            None => "Load a skill".into(),
-        },
-        ToolRef::Locked(LockedTool::ToolSearch) => match text_arg(args, &["query"]) {
-            Some(query) => format!("Search tools: {}", one_line(query, 100)),
-            None => "Search tools".into(),
-        },
-        ToolRef::Locked(LockedTool::Todo) => "Update the plan".into(),
-        ToolRef::Extension { id, .. } => id.to_owned(),
-    }
-}
-
-/// The places a call touches, for the editor's "follow the agent". Prefers the canonical
-/// locations the engine reports; falls back to the call's path argument.
-pub fn locations(
-    tool: ToolRef<'_>,
-    args: &Value,
-    reported: &[(String, Option<u32>)],
-    roots: &Roots,
-) -> Vec<ToolCallLocation> {
-    if !reported.is_empty() {
-        return reported
-            .iter()
-            .map(|(path, line)| ToolCallLocation::new(PathBuf::from(path)).line(*line))
-            .collect();
-    }
-    let line = match tool {
-        ToolRef::Locked(LockedTool::Read) => number_arg(args, &["offset", "start_line"])
-            .and_then(|line| u32::try_from(line.max(1)).ok()),
-        _ => None,
-    };
-    let path_tool = matches!(
-        tool,
-        ToolRef::Locked(
-            LockedTool::Read
-                | LockedTool::Write
-                | LockedTool::Edit
-                | LockedTool::Glob
-                | LockedTool::Grep
-        )
-    );
-    match text_arg(args, PATH_ARGS) {
-        Some(path) if path_tool => vec![ToolCallLocation::new(roots.absolute(path)).line(line)],
-        _ => Vec::new(),
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -357,16 +185,25 @@ mod tests {
         ])
     }
 
-    fn locked(id: &str) -> ToolRef<'_> {
-        ToolRef::of(id, ToolKind::Other)
+    /// What a call of a bundled tool is titled, through the tool's own `describe`.
+    fn title(id: &str, args: &serde_json::Value, roots: &Roots) -> String {
+        let registry = keel_core::tools::bundled(&|_| None).unwrap();
+        let tool = registry.get(id).unwrap();
+        let how = keel_core::tool::Describe { roots: &roots.0 };
+        match tool.parse(args, how) {
+            Ok(parsed) => parsed.view.title,
+            Err(_) => tool.spec().title.clone(),
+        }
     }
 
     #[test]
     fn every_locked_tool_has_a_kind() {
+        let registry = keel_core::tools::bundled(&|_| None).unwrap();
         let table: Vec<String> = LockedTool::ALL
             .into_iter()
             .map(|tool| {
-                let kind = serde_json::to_value(acp_kind(ToolRef::Locked(tool))).unwrap();
+                let spec = registry.get(tool.id()).unwrap().spec();
+                let kind = serde_json::to_value(acp_kind(spec.kind)).unwrap();
                 format!("{} -> {}", tool.id(), kind.as_str().unwrap())
             })
             .collect();
@@ -385,23 +222,6 @@ mod tests {
         skill -> read
         tool_search -> search
         ");
-    }
-
-    #[test]
-    fn extensions_follow_their_hint_and_mcp_tools_are_other() {
-        assert_eq!(
-            acp_kind(ToolRef::of("github__create_issue", ToolKind::Other)),
-            AcpKind::Other
-        );
-        assert_eq!(
-            acp_kind(ToolRef::of("deploy", ToolKind::Execute)),
-            AcpKind::Execute
-        );
-        // A locked id keeps its table kind whatever the hint says.
-        assert_eq!(
-            acp_kind(ToolRef::of("bash", ToolKind::Other)),
-            AcpKind::Execute
-        );
     }
 
     #[test]
@@ -451,17 +271,16 @@ mod tests {
             ),
             (
                 "question",
-                json!({"questions": [{"question": "Which database?"}]}),
+                json!({"questions": [{"question": "Which database?", "options": []}]}),
             ),
             ("skill", json!({"name": "release"})),
             ("tool_search", json!({"query": "github issues"})),
             ("todo", json!({"todos": []})),
-            ("github__create_issue", json!({"title": "x"})),
             ("read", json!("not an object")),
         ];
         let shown: Vec<String> = cases
             .iter()
-            .map(|(id, args)| format!("{id}: {}", title(locked(id), args, &r)))
+            .map(|(id, args)| format!("{id}: {}", title(id, args, &r)))
             .collect();
         insta::assert_snapshot!(shown.join("\n"), @r"
         read: Read src/main.rs (1-40)
@@ -485,36 +304,25 @@ mod tests {
         skill: Load skill `release`
         tool_search: Search tools: github issues
         todo: Update the plan
-        github__create_issue: github__create_issue
         read: Read a file
         ");
     }
 
     #[test]
-    fn locations_prefer_reported_paths_and_fall_back_to_arguments() {
-        let r = roots();
-        let reported = vec![("/work/project/src/main.rs".to_owned(), Some(3))];
-        let located = locations(locked("read"), &json!({}), &reported, &r);
-        assert_eq!(
-            located,
-            vec![ToolCallLocation::new("/work/project/src/main.rs").line(3)]
-        );
-        let located = locations(
-            locked("read"),
-            &json!({"file_path": "src/a.rs", "offset": 12}),
-            &[],
-            &r,
-        );
-        assert_eq!(
-            located,
-            vec![ToolCallLocation::new("/work/project/src/a.rs").line(12)]
-        );
-        let located = locations(
-            locked("bash"),
-            &json!({"command": "ls", "path": "x"}),
-            &[],
-            &r,
-        );
-        assert!(located.is_empty());
+    fn large_diffs_say_they_were_cut() {
+        let small = keel_diff::AcpDiff {
+            path: "/w/a".into(),
+            old_text: Some("a\n".into()),
+            new_text: "b\n".into(),
+            bounded: false,
+        };
+        assert_eq!(diff_content(&small).len(), 1);
+        let large = keel_diff::AcpDiff {
+            bounded: true,
+            ..small
+        };
+        let wire = serde_json::to_value(diff_content(&large)).unwrap();
+        assert_eq!(wire[0]["_meta"]["keel"]["bounded"], true, "{wire}");
+        assert_eq!(wire[1]["content"]["text"], BOUNDED_NOTE);
     }
 }

@@ -52,7 +52,7 @@ pub use engine::{
 };
 pub use engine_sessions::EngineSessions;
 pub use errors::ServerError;
-pub use kinds::{LockedTool, Roots, ToolRef, acp_kind, title};
+pub use kinds::{LockedTool, Roots, ToolRef, acp_kind, diff_content};
 pub use modes::mode_name;
 
 use connection::ConnectionState;

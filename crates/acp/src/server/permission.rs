@@ -10,12 +10,10 @@
 //! Failing closed: an option id the table does not know, or a request that failed, is
 //! [`ApprovalAnswer::RejectOnce`].
 
-use std::path::PathBuf;
-
 use agent_client_protocol::v1::schema::{
-    Diff, PermissionOption, PermissionOptionKind, RequestPermissionOutcome,
-    RequestPermissionRequest, SessionId, ToolCallContent, ToolCallLocation, ToolCallStatus,
-    ToolCallUpdate, ToolCallUpdateFields, ToolKind as AcpKind,
+    PermissionOption, PermissionOptionKind, RequestPermissionOutcome, RequestPermissionRequest,
+    SessionId, ToolCallContent, ToolCallLocation, ToolCallStatus, ToolCallUpdate,
+    ToolCallUpdateFields, ToolKind as AcpKind,
 };
 use keel_core::agent::{ApprovalAnswer, ApprovalRequest, TRUST_QUESTION_ID};
 use keel_core::tool::Preview;
@@ -154,19 +152,14 @@ pub fn answer(outcome: &RequestPermissionOutcome, unconfined: bool) -> ApprovalA
     }
 }
 
-/// The preview as tool-call content.
-pub fn preview_content(preview: &Preview) -> ToolCallContent {
+/// The preview as tool-call content (a diff through the one diff mapping,
+/// [`super::kinds::diff_content`]).
+pub fn preview_content(preview: &Preview) -> Vec<ToolCallContent> {
     match preview {
-        Preview::Diff {
-            path,
-            old_text,
-            new_text,
-        } => ToolCallContent::Diff(
-            Diff::new(PathBuf::from(path), new_text.clone()).old_text(old_text.clone()),
-        ),
-        Preview::Command { command, cwd } => {
-            ToolCallContent::from(format!("```sh\n{command}\n```\nin `{cwd}`"))
-        }
+        Preview::Diff(diff) => super::kinds::diff_content(diff),
+        Preview::Command { command, cwd } => vec![ToolCallContent::from(format!(
+            "```sh\n{command}\n```\nin `{cwd}`"
+        ))],
     }
 }
 
@@ -184,7 +177,8 @@ pub fn request(
     approval: &ApprovalRequest,
     view: CallView,
 ) -> RequestPermissionRequest {
-    let mut content: Vec<ToolCallContent> = approval.preview.iter().map(preview_content).collect();
+    let mut content: Vec<ToolCallContent> =
+        approval.preview.iter().flat_map(preview_content).collect();
     if !approval.reason.is_empty() {
         content.push(ToolCallContent::from(approval.reason.clone()));
     }
@@ -311,11 +305,13 @@ mod tests {
             tool_id: "edit".into(),
             kind: ToolKind::Edit,
             args: json!({"file_path": "src/lib.rs"}),
-            preview: Some(Preview::Diff {
+            view: keel_core::tool::CallView::default(),
+            preview: Some(Preview::Diff(keel_diff::AcpDiff {
                 path: "/w/src/lib.rs".into(),
                 old_text: Some("a\n".into()),
                 new_text: "b\n".into(),
-            }),
+                bounded: false,
+            })),
             reason: String::new(),
             always_scope: None,
             unconfined: false,
@@ -356,6 +352,9 @@ mod tests {
             cwd: "/w".into(),
         });
         let wire = serde_json::to_value(command).unwrap();
-        assert_eq!(wire["content"]["text"], "```sh\ncargo test\n```\nin `/w`");
+        assert_eq!(
+            wire[0]["content"]["text"],
+            "```sh\ncargo test\n```\nin `/w`"
+        );
     }
 }

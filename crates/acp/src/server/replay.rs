@@ -15,6 +15,7 @@ use agent_client_protocol::v1::schema::{
 };
 use keel_core::agent::{AgentEvent, TurnHost, UserContent};
 use keel_core::store::StoredEvent;
+use keel_core::tool::{CallView, Describe, Location, Registry};
 use tokio_util::sync::CancellationToken;
 
 use super::host::{AcpTurnHost, HostShared};
@@ -32,10 +33,31 @@ fn user_block(content: UserContent) -> ContentBlock {
     }
 }
 
+/// The title of a call recorded before titles were stored: what the bundled tool of that id
+/// makes of the arguments, else the id.
+fn recorded_title(
+    shared: &HostShared,
+    bundled: &mut Option<Option<Registry>>,
+    tool_id: &str,
+    args: &serde_json::Value,
+) -> String {
+    let registry = bundled.get_or_insert_with(|| keel_core::tools::bundled(&|_| None).ok());
+    let Some(tool) = registry.as_ref().and_then(|registry| registry.get(tool_id)) else {
+        return tool_id.to_owned();
+    };
+    let how = Describe {
+        roots: &shared.roots.0,
+    };
+    tool.parse(args, how)
+        .map_or_else(|_| tool.spec().title.clone(), |parsed| parsed.view.title)
+}
+
 /// Sends `events` as updates of the session `shared` describes.
 pub fn replay(shared: &HostShared, events: Vec<StoredEvent>) {
     let host = Arc::new(AcpTurnHost::new(shared.clone(), CancellationToken::new()));
     let mut open_calls: Vec<String> = Vec::new();
+    // The bundled tools, built once if an old log needs them for its titles.
+    let mut bundled = None;
     let mut usage = None;
     for event in events {
         match event {
@@ -57,15 +79,25 @@ pub fn replay(shared: &HostShared, events: Vec<StoredEvent>) {
                 tool_id,
                 kind,
                 args,
+                title,
                 locations,
             } => {
                 open_calls.push(call_id.clone());
+                let title =
+                    title.unwrap_or_else(|| recorded_title(shared, &mut bundled, &tool_id, &args));
+                let view = CallView {
+                    title,
+                    locations: locations
+                        .into_iter()
+                        .map(|(path, line)| Location { path, line })
+                        .collect(),
+                };
                 host.event(AgentEvent::ToolCall {
                     call_id,
                     tool_id,
                     kind,
                     args,
-                    locations,
+                    view,
                 });
             }
             StoredEvent::ToolResult {

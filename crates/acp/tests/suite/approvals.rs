@@ -9,7 +9,7 @@ use keel_core::tool::{Preview, ToolKind};
 use keel_testkit::acp_client::{ClientOptions, Event, PermissionReply};
 use serde_json::json;
 
-use super::support::{Harness, Script, outcome, script};
+use super::support::{Harness, Script, outcome, script, view};
 
 fn edit_request(call_id: &str, root: &str, always: Option<&str>) -> ApprovalRequest {
     ApprovalRequest {
@@ -17,11 +17,17 @@ fn edit_request(call_id: &str, root: &str, always: Option<&str>) -> ApprovalRequ
         tool_id: "edit".into(),
         kind: ToolKind::Edit,
         args: json!({"file_path": "src/lib.rs", "old_string": "a", "new_string": "b"}),
-        preview: Some(Preview::Diff {
+        view: view(
+            "edit",
+            &json!({"file_path": "src/lib.rs", "old_string": "a", "new_string": "b"}),
+            root,
+        ),
+        preview: Some(Preview::Diff(keel_diff::AcpDiff {
             path: format!("{root}/src/lib.rs"),
             old_text: Some("let a = 1;\n".into()),
             new_text: "let b = 1;\n".into(),
-        }),
+            bounded: false,
+        })),
         reason: String::new(),
         always_scope: always.map(str::to_owned),
         unconfined: false,
@@ -34,6 +40,7 @@ fn bash_request(call_id: &str, root: &str) -> ApprovalRequest {
         tool_id: "bash".into(),
         kind: ToolKind::Execute,
         args: json!({"command": "cargo test --workspace"}),
+        view: view("bash", &json!({"command": "cargo test --workspace"}), root),
         preview: Some(Preview::Command {
             command: "cargo test --workspace".into(),
             cwd: root.into(),
@@ -91,7 +98,7 @@ async fn an_edit_approval_carries_the_diff_and_scoped_options() {
                 tool_id: "edit".into(),
                 kind: ToolKind::Edit,
                 args: request.args.clone(),
-                locations: vec![(format!("{root}/src/lib.rs"), None)],
+                view: request.view.clone(),
             });
             let answer = turn.host.approve(request).await;
             say(&*turn.host, format!("{answer:?}"));

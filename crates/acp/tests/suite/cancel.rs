@@ -55,11 +55,17 @@ async fn cancel_during_a_pending_permission_request() {
                 tool_id: "write".into(),
                 kind: ToolKind::Edit,
                 args: json!({"file_path": "new.txt", "content": "x"}),
-                preview: Some(keel_core::tool::Preview::Diff {
+                view: super::support::view(
+                    "write",
+                    &json!({"file_path": "new.txt", "content": "x"}),
+                    &root,
+                ),
+                preview: Some(keel_core::tool::Preview::Diff(keel_diff::AcpDiff {
                     path: format!("{root}/new.txt"),
                     old_text: None,
                     new_text: "x".into(),
-                }),
+                    bounded: false,
+                })),
                 reason: String::new(),
                 always_scope: None,
                 unconfined: false,
@@ -124,7 +130,11 @@ async fn cancel_during_a_terminal_run_kills_and_releases() {
                 tool_id: "bash".into(),
                 kind: ToolKind::Execute,
                 args: json!({"command": "exec sleep 600"}),
-                locations: Vec::new(),
+                view: super::support::view(
+                    "bash",
+                    &json!({"command": "exec sleep 600"}),
+                    &cwd.display().to_string(),
+                ),
             });
             let ran = run_in_terminal(
                 &turn,

@@ -133,7 +133,11 @@ async fn a_command_runs_in_the_terminal_pane() {
                 tool_id: "bash".into(),
                 kind: ToolKind::Execute,
                 args: json!({"command": command}),
-                locations: Vec::new(),
+                view: super::support::view(
+                    "bash",
+                    &json!({"command": command}),
+                    &cwd.display().to_string(),
+                ),
             });
             let ran = run_in_terminal(&turn, "c1", command, &cwd, Duration::from_secs(600))
                 .await

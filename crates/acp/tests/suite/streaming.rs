@@ -46,7 +46,11 @@ async fn a_turn_streams_text_thoughts_tool_calls_plan_and_usage() {
                 tool_id: "read".into(),
                 kind: ToolKind::Read,
                 args: json!({"file_path": "src/main.rs", "offset": 1, "limit": 2}),
-                locations: vec![(format!("{root}/src/main.rs"), Some(1))],
+                view: super::support::view(
+                    "read",
+                    &json!({"file_path": "src/main.rs", "offset": 1, "limit": 2}),
+                    &root,
+                ),
             });
             host.event(AgentEvent::ToolStatus {
                 call_id: "c1".into(),
@@ -62,7 +66,11 @@ async fn a_turn_streams_text_thoughts_tool_calls_plan_and_usage() {
                 tool_id: "edit".into(),
                 kind: ToolKind::Edit,
                 args: json!({"file_path": "src/main.rs", "old_string": "{\n}", "new_string": "{ run() }"}),
-                locations: vec![(format!("{root}/src/main.rs"), None)],
+                view: super::support::view(
+                    "edit",
+                    &json!({"file_path": "src/main.rs", "old_string": "{\n}", "new_string": "{ run() }"}),
+                    &root,
+                ),
             });
             host.event(AgentEvent::ToolStatus {
                 call_id: "c2".into(),
@@ -73,11 +81,12 @@ async fn a_turn_streams_text_thoughts_tool_calls_plan_and_usage() {
                 status: CallStatus::Completed,
                 envelope: ok(
                     "edited",
-                    vec![Artifact::Diff {
+                    vec![Artifact::Diff(keel_diff::AcpDiff {
                         path: format!("{root}/src/main.rs"),
                         old_text: Some("fn main() {\n}\n".into()),
                         new_text: "fn main() { run() }\n".into(),
-                    }],
+                        bounded: false,
+                    })],
                 ),
             });
             host.event(AgentEvent::ToolCall {
@@ -85,7 +94,7 @@ async fn a_turn_streams_text_thoughts_tool_calls_plan_and_usage() {
                 tool_id: "bash".into(),
                 kind: ToolKind::Execute,
                 args: json!({"command": "cargo test"}),
-                locations: Vec::new(),
+                view: super::support::view("bash", &json!({"command": "cargo test"}), &root),
             });
             host.event(AgentEvent::ToolStatus {
                 call_id: "c3".into(),
@@ -102,8 +111,14 @@ async fn a_turn_streams_text_thoughts_tool_calls_plan_and_usage() {
             });
             host.event(AgentEvent::Plan {
                 entries: vec![
-                    json!({"content": "Read main", "status": "completed"}),
-                    json!({"content": "Run the tests", "status": "in_progress", "priority": "high"}),
+                    serde_json::from_value(
+                        json!({"content": "Read main", "status": "completed", "priority": "medium"}),
+                    )
+                    .unwrap(),
+                    serde_json::from_value(
+                        json!({"content": "Run the tests", "status": "in_progress", "priority": "high"}),
+                    )
+                    .unwrap(),
                 ],
             });
             host.event(AgentEvent::Usage {
@@ -383,7 +398,7 @@ async fn output_that_arrives_inside_the_throttle_window_is_still_shown() {
                     tool_id: "bash".into(),
                     kind: ToolKind::Execute,
                     args: json!({"command": "make"}),
-                    locations: Vec::new(),
+                    view: super::support::view("bash", &json!({"command": "make"}), "/"),
                 });
                 for chunk in ["compiling\n", "linking\n"] {
                     turn.host.event(AgentEvent::ToolProgress {

@@ -500,3 +500,18 @@ pub async fn pid_gone(pid: u32) -> bool {
     }
     false
 }
+
+/// The title and locations the engine gives a call of a bundled tool (its own `describe`),
+/// for scripted turns that announce calls themselves.
+pub fn view(tool_id: &str, args: &Value, root: &str) -> keel_core::tool::CallView {
+    let registry = keel_core::tools::bundled(&|_| None).unwrap();
+    let tool = registry.get(tool_id).unwrap();
+    let roots = [PathBuf::from(root)];
+    match tool.parse(args, keel_core::tool::Describe { roots: &roots }) {
+        Ok(parsed) => parsed.view,
+        Err(_) => keel_core::tool::CallView {
+            title: tool.spec().title.clone(),
+            locations: Vec::new(),
+        },
+    }
+}

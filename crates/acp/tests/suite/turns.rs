@@ -514,3 +514,82 @@ async fn the_project_trust_question_is_a_prompt_of_its_own() {
     assert_eq!(finished(&harness, &question)["status"], "completed");
     assert!(harness.root.join("made").is_dir());
 }
+
+/// A 64 MiB edit (the largest `edit` takes) reaches the client as a bounded diff, in the prompt
+/// and in the call's final update: only the changed part of the file, said to be cut, never
+/// the file's text twice over.
+#[tokio::test]
+async fn a_64_mib_edit_sends_a_bounded_diff() {
+    const LINE: usize = 64;
+    const SIZE: usize = 64 * 1024 * 1024;
+    let padding = "x".repeat(LINE - 9);
+    let mut big = String::with_capacity(SIZE);
+    for n in 0..SIZE / LINE {
+        big.push_str(&format!("{n:08}{padding}\n"));
+    }
+    assert_eq!(big.len(), SIZE);
+    let target = format!("00500000{padding}\n");
+    let harness = EngineHarness::start(
+        ClientOptions::default().permissions(allow(1)),
+        &[("big.txt", &big)],
+        vec![
+            Turn::new().tool_call("r1", "read", json!({"file_path": "big.txt", "limit": 5})),
+            Turn::new().tool_call(
+                "e1",
+                "edit",
+                json!({"file_path": "big.txt", "old_string": target, "new_string": "the middle\n"}),
+            ),
+            Turn::text_only("Edited."),
+        ],
+    )
+    .await;
+    drop(big);
+    let response = harness.prompt("edit the middle").await;
+    assert_eq!(response.stop_reason, StopReason::EndTurn);
+    let on_disk = std::fs::read_to_string(harness.root.join("big.txt")).unwrap();
+    assert_eq!(on_disk.len(), SIZE - target.len() + "the middle\n".len());
+    assert!(on_disk.contains(&format!("00499999{padding}\nthe middle\n00500001")));
+    drop(on_disk);
+
+    let bound = 4 * 1024 * 1024;
+    let events = harness.client.events();
+    let prompt = events
+        .iter()
+        .find_map(|event| match event {
+            Event::Permission { request, .. } => Some(serde_json::to_string(request).unwrap()),
+            _ => None,
+        })
+        .expect("the edit asked");
+    assert!(
+        prompt.len() < bound,
+        "session/request_permission is {} bytes",
+        prompt.len()
+    );
+    assert!(
+        prompt.contains("the diff shows only the changed parts"),
+        "{}",
+        &prompt[..2000.min(prompt.len())]
+    );
+    assert!(prompt.contains("the middle"));
+    let updates: Vec<String> = events
+        .iter()
+        .filter_map(|event| match event {
+            Event::Update(notification) => Some(serde_json::to_string(notification).unwrap()),
+            _ => None,
+        })
+        .collect();
+    let largest = updates.iter().map(String::len).max().unwrap();
+    assert!(largest < bound, "a session/update is {largest} bytes");
+    let finished = finished(&harness, "e1");
+    assert_eq!(finished["status"], "completed");
+    let diff = &finished["content"][0];
+    assert_eq!(diff["type"], "diff", "{finished}");
+    assert_eq!(diff["_meta"]["keel"]["bounded"], true);
+    assert!(diff["newText"].as_str().unwrap().contains("the middle\n"));
+    assert!(
+        finished["content"][1]["content"]["text"]
+            .as_str()
+            .unwrap()
+            .contains("only the changed parts")
+    );
+}

@@ -4,7 +4,7 @@ use futures::future::BoxFuture;
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
-use crate::tool::{Artifact, Envelope, Preview, ToolKind, ToolProgress};
+use crate::tool::{Artifact, CallView, Envelope, PlanEntry, Preview, ToolKind, ToolProgress};
 
 /// A piece of the user's prompt.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -47,8 +47,8 @@ pub enum AgentEvent {
         tool_id: String,
         kind: ToolKind,
         args: Value,
-        /// Canonical paths the call touches (for "follow along").
-        locations: Vec<(String, Option<u32>)>,
+        /// The title and the places the call touches, from the tool's typed arguments.
+        view: CallView,
     },
     /// The call's status changed (pending → in progress, ...).
     ToolStatus { call_id: String, status: CallStatus },
@@ -64,7 +64,7 @@ pub enum AgentEvent {
         envelope: Envelope,
     },
     /// The todo list changed.
-    Plan { entries: Vec<Value> },
+    Plan { entries: Vec<PlanEntry> },
     /// Context used by the latest model request versus the model's window (not a running total).
     Usage { used: u64, size: u64 },
     /// The session got its title (from its first prompt).
@@ -94,6 +94,8 @@ pub struct ApprovalRequest {
     pub tool_id: String,
     pub kind: ToolKind,
     pub args: Value,
+    /// The call's title and locations (as its [`AgentEvent::ToolCall`] showed them).
+    pub view: CallView,
     /// The diff of an edit or write, the command and cwd of a shell run.
     pub preview: Option<Preview>,
     /// Why the policy asks, in one sentence.

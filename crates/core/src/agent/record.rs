@@ -33,13 +33,18 @@ fn stored(event: &AgentEvent) -> Option<StoredEvent> {
             tool_id,
             kind,
             args,
-            locations,
+            view,
         } => StoredEvent::ToolCall {
             call_id: call_id.clone(),
             tool_id: tool_id.clone(),
             kind: *kind,
             args: args.clone(),
-            locations: locations.clone(),
+            title: Some(view.title.clone()),
+            locations: view
+                .locations
+                .iter()
+                .map(|l| (l.path.clone(), l.line))
+                .collect(),
         },
         AgentEvent::ToolResult {
             call_id,

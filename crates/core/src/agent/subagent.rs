@@ -468,13 +468,13 @@ impl SubagentHost {
                 tool_id,
                 kind,
                 args,
-                locations,
+                view,
             } => AgentEvent::ToolCall {
                 call_id: self.prefix(&call_id),
                 tool_id,
                 kind,
                 args,
-                locations,
+                view,
             },
             AgentEvent::ToolStatus { call_id, status } => AgentEvent::ToolStatus {
                 call_id: self.prefix(&call_id),

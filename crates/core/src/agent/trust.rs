@@ -92,6 +92,10 @@ impl Session {
             tool_id: TRUST_QUESTION_ID.to_owned(),
             kind: ToolKind::Other,
             args: json!({ "workspace": workspace, "changes": ignored }),
+            view: crate::tool::CallView {
+                title: "Trust this project's settings?".into(),
+                locations: Vec::new(),
+            },
             preview: None,
             reason: format!(
                 "This project's .keel files would change Keel's settings:\n- {}\n\

@@ -14,7 +14,8 @@ use crate::provider::{
     StopReason, ToolDefinition, Usage, observe_retries,
 };
 use crate::tool::{
-    Artifact, Envelope, ProgressBudget, ProgressSink, Subject, ToolContext, ToolError, ToolKind,
+    Artifact, CallView, Describe, Envelope, ParsedCall, ProgressBudget, ProgressSink, Subject,
+    ToolContext, ToolError, ToolKind,
 };
 
 use super::compact::estimate_tokens;
@@ -524,14 +525,30 @@ impl Session {
         let started = Instant::now();
         let tool = self.tool(&call.name);
         let spec = tool.as_ref().map(|t| t.spec());
+        // The arguments are validated and deserialized once, here: the call's title and
+        // locations come from the typed arguments, and the gates and the run use the same parse.
+        let parsed = match (&tool, &call.invalid) {
+            (Some(tool), None) => Some(tool.parse(
+                &call.input,
+                Describe {
+                    roots: self.runtime.roots(),
+                },
+            )),
+            _ => None,
+        };
+        let view = match &parsed {
+            Some(Ok(parsed)) => parsed.view.clone(),
+            _ => CallView {
+                title: spec.map_or_else(|| call.name.clone(), |s| s.title.clone()),
+                locations: Vec::new(),
+            },
+        };
         host.event(AgentEvent::ToolCall {
             call_id: call.id.clone(),
             tool_id: call.name.clone(),
             kind: spec.map_or(ToolKind::Other, |s| s.kind),
             args: call.input.clone(),
-            locations: spec
-                .map(|s| self.locations(&s.subject, &call.input))
-                .unwrap_or_default(),
+            view: view.clone(),
         });
         // Mutating calls (and unknown ones) run alone; read-only calls share the lock.
         let mutating = spec.is_none_or(|s| s.mutating);
@@ -551,7 +568,10 @@ impl Session {
                 ))),
                 Verdict::Failed,
             ),
-            Some(tool) => self.gate_and_run(call, tool.as_ref(), host, cancel).await,
+            Some(tool) => {
+                self.gate_and_run(call, tool.as_ref(), parsed, view, host, cancel)
+                    .await
+            }
         };
         let failed = result.is_err();
         let envelope = Envelope::from_result(result, started.elapsed());
@@ -591,11 +611,14 @@ impl Session {
         (envelope, verdict)
     }
 
-    /// Schema check, capability check, policy (with the watchdog), host approval, then the run.
+    /// Schema check (the parse), capability check on the subject resolved once, policy (with
+    /// the watchdog), the call prepared once (its reads and preview), host approval, the run.
     async fn gate_and_run(
         &self,
         call: &RequestedCall,
         tool: &dyn crate::tool::DynTool,
+        parsed: Option<Result<ParsedCall, ToolError>>,
+        view: CallView,
         host: &Arc<dyn TurnHost>,
         cancel: &CancellationToken,
     ) -> (Result<crate::tool::ToolOutput, ToolError>, Verdict) {
@@ -612,10 +635,20 @@ impl Session {
             );
         }
         let spec = tool.spec();
-        if let Err(error) = tool.validate(&call.input) {
-            return (Err(error), Verdict::Failed);
-        }
-        if let Err(error) = self.check_subject(&spec.subject, spec.mutating, &call.input) {
+        let mut parsed = match parsed {
+            Some(Ok(parsed)) => parsed,
+            Some(Err(error)) => return (Err(error), Verdict::Failed),
+            None => {
+                return (
+                    Err(ToolError::invariant(
+                        "running a tool call",
+                        format!("the arguments of `{}` were not parsed", call.name),
+                    )),
+                    Verdict::Failed,
+                );
+            }
+        };
+        if let Err(error) = self.check_subject(spec, &mut parsed, &call.input) {
             return (Err(error), Verdict::Denied);
         }
         let (progress_tx, mut progress_rx) = tokio::sync::mpsc::unbounded_channel();
@@ -627,82 +660,92 @@ impl Session {
             cancel: cancel.child_token(),
             progress: ProgressSink::bounded(progress_tx, progress_budget.clone()),
         };
-        let decision = self.policy.decide(&Call {
-            spec,
-            args: &call.input,
-            runtime: &self.runtime,
-        });
-        match decision.action {
-            Action::Allow => {}
+        let decision = self.policy.decide_resolved(
+            &Call {
+                spec,
+                args: &call.input,
+                runtime: &self.runtime,
+            },
+            parsed.subject.as_deref(),
+        );
+        let asked = match decision.action {
+            Action::Allow => false,
             Action::Deny => {
                 let message = decision
                     .message_for_model()
                     .unwrap_or_else(|| decision.explanation.to_string());
                 return (Err(ToolError::Denied(message)), Verdict::Denied);
             }
-            Action::Ask => {
-                if decision.hard_links.is_some() {
-                    // The prompt's preview (an edit's diff) is for the user, who is being asked
-                    // about exactly this file; the run gets the same permission once approved.
-                    ctx.runtime = ctx.runtime.allowing_linked_reads();
-                }
-                let preview = match tool.preview(&call.input, &ctx).await {
-                    Ok(preview) => preview,
-                    // The model has not been allowed to see a hard-linked file: an error
-                    // built from its content must not reach it.
-                    Err(_) if decision.hard_links.is_some() => {
-                        return (
-                            Err(ToolError::Denied(format!(
-                                "{} The change could not be prepared, so nothing was asked or \
-                                 written; `read` the file first (which asks).",
-                                decision.explanation
-                            ))),
-                            Verdict::Failed,
-                        );
-                    }
-                    // A call that would fail anyway (an edit whose old text is absent) is not
-                    // worth the user's attention: the model gets the error at once.
-                    Err(error) => return (Err(error), Verdict::Failed),
-                };
-                let request = ApprovalRequest {
-                    call_id: call.id.clone(),
-                    tool_id: call.name.clone(),
-                    kind: spec.kind,
-                    args: call.input.clone(),
-                    preview,
-                    reason: decision.explanation.to_string(),
-                    always_scope: decision.always_scope.clone(),
-                    unconfined: decision.unconfined,
-                };
-                let answer = tokio::select! {
-                    biased;
-                    _ = cancel.cancelled() => ApprovalAnswer::Cancelled,
-                    answer = host.approve(request) => answer,
-                };
-                let remembered = match answer {
-                    ApprovalAnswer::AllowOnce => Answer::AllowOnce,
-                    ApprovalAnswer::AllowAlways => Answer::AllowAlways,
-                    ApprovalAnswer::RejectOnce => Answer::RejectOnce,
-                    ApprovalAnswer::RejectAlways => Answer::RejectAlways,
-                    ApprovalAnswer::Cancelled => {
-                        cancel.cancel();
-                        return (Err(ToolError::Cancelled), Verdict::Denied);
-                    }
-                };
-                self.policy.remember(&decision, remembered);
-                if matches!(
-                    answer,
-                    ApprovalAnswer::RejectOnce | ApprovalAnswer::RejectAlways
-                ) {
+            Action::Ask => true,
+        };
+        if asked {
+            if decision.hard_links.is_some() {
+                // The prompt's preview (an edit's diff) is for the user, who is being asked
+                // about exactly this file; the run gets the same permission once approved.
+                ctx.runtime = ctx.runtime.allowing_linked_reads();
+            }
+            match tool.prepare(&mut parsed, &ctx).await {
+                Ok(()) => {}
+                // The model has not been allowed to see a hard-linked file: an error
+                // built from its content must not reach it.
+                Err(_) if decision.hard_links.is_some() => {
                     return (
-                        Err(ToolError::Denied(
-                            "The user rejected this tool call. Do not retry it as is; ask the user \
-                             how to proceed or take another approach."
-                                .into(),
-                        )),
-                        Verdict::Denied,
+                        Err(ToolError::Denied(format!(
+                            "{} The change could not be prepared, so nothing was asked or \
+                             written; `read` the file first (which asks).",
+                            decision.explanation
+                        ))),
+                        Verdict::Failed,
                     );
                 }
+                // A call that would fail anyway (an edit whose old text is absent) is not
+                // worth the user's attention: the model gets the error at once.
+                Err(error) => return (Err(error), Verdict::Failed),
+            }
+            // The preview goes to the prompt; the prepared plan stays for the run.
+            let preview = parsed
+                .prepared
+                .as_mut()
+                .and_then(|prepared| prepared.preview.take());
+            let request = ApprovalRequest {
+                call_id: call.id.clone(),
+                tool_id: call.name.clone(),
+                kind: spec.kind,
+                args: call.input.clone(),
+                view,
+                preview,
+                reason: decision.explanation.to_string(),
+                always_scope: decision.always_scope.clone(),
+                unconfined: decision.unconfined,
+            };
+            let answer = tokio::select! {
+                biased;
+                _ = cancel.cancelled() => ApprovalAnswer::Cancelled,
+                answer = host.approve(request) => answer,
+            };
+            let remembered = match answer {
+                ApprovalAnswer::AllowOnce => Answer::AllowOnce,
+                ApprovalAnswer::AllowAlways => Answer::AllowAlways,
+                ApprovalAnswer::RejectOnce => Answer::RejectOnce,
+                ApprovalAnswer::RejectAlways => Answer::RejectAlways,
+                ApprovalAnswer::Cancelled => {
+                    cancel.cancel();
+                    return (Err(ToolError::Cancelled), Verdict::Denied);
+                }
+            };
+            self.policy.remember(&decision, remembered);
+            if matches!(
+                answer,
+                ApprovalAnswer::RejectOnce | ApprovalAnswer::RejectAlways
+            ) {
+                return (
+                    Err(ToolError::Denied(
+                        "The user rejected this tool call. Do not retry it as is; ask the user \
+                         how to proceed or take another approach."
+                            .into(),
+                    )),
+                    Verdict::Denied,
+                );
             }
         }
         if decision.unconfined {
@@ -739,36 +782,33 @@ impl Session {
             })
         };
         let timeout = self.config.tool_timeouts.get(&call.name).copied();
-        let result = run_with_cancel(
-            tool,
-            call.input.clone(),
-            &ctx,
-            cancel,
-            timeout,
-            spec.mutating,
-        )
-        .await;
+        // A call allowed without a prompt is prepared here, as part of its run.
+        let result =
+            run_with_cancel(tool, parsed, !asked, &ctx, cancel, timeout, spec.mutating).await;
         drop(ctx);
         let _ = forward.await;
         (result, Verdict::Ran)
     }
 
-    /// The capability check on the call's subject, before the policy sees it.
+    /// The capability check on the call's subject, before the policy sees it. A path subject
+    /// is resolved here, once; the policy and the tool use `parsed.subject`.
     fn check_subject(
         &self,
-        subject: &Subject,
-        mutating: bool,
+        spec: &crate::tool::ToolSpec,
+        parsed: &mut ParsedCall,
         args: &Value,
     ) -> Result<(), ToolError> {
-        match subject {
-            Subject::Path(Some(field)) => {
-                if let Some(path) = args.get(field).and_then(Value::as_str) {
-                    let access = if mutating {
+        match &spec.subject {
+            Subject::Path(Some(_)) => {
+                if let Some(path) = &parsed.subject_arg {
+                    let access = if spec.mutating {
                         Access::Write
                     } else {
                         Access::Read
                     };
-                    self.runtime.resolve_checked(path, access)?;
+                    let canonical = self.runtime.resolve(path)?;
+                    self.runtime.check(&canonical, access)?;
+                    parsed.subject = Some(canonical);
                 }
                 Ok(())
             }
@@ -796,23 +836,6 @@ impl Session {
             }
             Subject::Path(None) | Subject::None | Subject::Query(_) => Ok(()),
         }
-    }
-
-    fn locations(&self, subject: &Subject, args: &Value) -> Vec<(String, Option<u32>)> {
-        let Subject::Path(Some(field)) = subject else {
-            return Vec::new();
-        };
-        let Some(path) = args.get(field).and_then(Value::as_str) else {
-            return Vec::new();
-        };
-        let Ok(resolved) = self.runtime.resolve(path) else {
-            return Vec::new();
-        };
-        let line = args
-            .get("offset")
-            .and_then(Value::as_u64)
-            .and_then(|n| u32::try_from(n).ok());
-        vec![(resolved.display().to_string(), line)]
     }
 
     fn tool_names(&self) -> String {
@@ -852,13 +875,19 @@ enum Verdict {
 /// model and the editor must see it (a read-only one that finished anyway is cancelled).
 async fn run_with_cancel(
     tool: &dyn crate::tool::DynTool,
-    args: Value,
+    mut call: ParsedCall,
+    prepare: bool,
     ctx: &ToolContext,
     cancel: &CancellationToken,
     timeout: Option<Duration>,
     mutating: bool,
 ) -> Result<crate::tool::ToolOutput, ToolError> {
-    let run = tool.execute(args, ctx);
+    let run = async move {
+        if prepare {
+            tool.prepare(&mut call, ctx).await?;
+        }
+        tool.run(call, ctx).await
+    };
     let run = async {
         match timeout {
             Some(limit) => tokio::time::timeout(limit, run)

@@ -9,7 +9,7 @@ use rmcp::service::{Peer, RoleClient};
 use serde_json::Value;
 
 use crate::tool::{
-    DynTool, Origin, Preview, ToolContext, ToolError, ToolKind, ToolOutput, ToolSpec,
+    Describe, DynTool, Origin, ParsedCall, ToolContext, ToolError, ToolKind, ToolOutput, ToolSpec,
 };
 
 /// The longest tool id the registry accepts.
@@ -128,6 +128,7 @@ impl McpTool {
             parameters: schema,
             requires: crate::capability::RequirementSet::default(),
             kind,
+            title: tool_id(server, &tool.name),
             mutating,
             subject: crate::tool::Subject::None,
             origin: Origin::Mcp(sanitize(server)),
@@ -144,8 +145,8 @@ impl McpTool {
         }))
     }
 
+    /// Calls the tool with arguments [`DynTool::parse`] validated.
     async fn call(&self, args: Value, ctx: &ToolContext) -> Result<ToolOutput, ToolError> {
-        self.validate(&args)?;
         let Value::Object(arguments) = args else {
             return Err(ToolError::InvalidArguments {
                 tool: self.spec.id.clone(),
@@ -222,23 +223,25 @@ impl DynTool for McpTool {
         &self.spec
     }
 
-    fn execute<'a>(
-        &'a self,
-        args: Value,
-        ctx: &'a ToolContext,
-    ) -> BoxFuture<'a, Result<ToolOutput, ToolError>> {
-        Box::pin(self.call(args, ctx))
+    fn parse(&self, args: &Value, _how: Describe<'_>) -> Result<ParsedCall, ToolError> {
+        crate::tool::validate_with(&self.validator, &self.spec.id, args)?;
+        Ok(ParsedCall::json(&self.spec, args))
     }
 
-    fn preview<'a>(
+    fn prepare<'a>(
         &'a self,
-        args: &'a Value,
+        _call: &'a mut ParsedCall,
         _ctx: &'a ToolContext,
-    ) -> BoxFuture<'a, Result<Option<Preview>, ToolError>> {
-        Box::pin(async move {
-            self.validate(args)?;
-            Ok(None)
-        })
+    ) -> BoxFuture<'a, Result<(), ToolError>> {
+        Box::pin(async { Ok(()) })
+    }
+
+    fn run<'a>(
+        &'a self,
+        call: ParsedCall,
+        ctx: &'a ToolContext,
+    ) -> BoxFuture<'a, Result<ToolOutput, ToolError>> {
+        Box::pin(async move { self.call(call.into_json()?, ctx).await })
     }
 
     fn validate(&self, args: &Value) -> Result<(), ToolError> {

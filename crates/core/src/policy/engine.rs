@@ -221,17 +221,32 @@ impl Policy {
 
     /// Decides one call.
     pub fn decide(&self, call: &Call<'_>) -> Decision {
-        self.decide_with(call, true)
+        self.decide_with(call, true, None)
+    }
+
+    /// Decides one call whose subject path the engine already resolved (`canonical`), so the
+    /// path is not resolved again.
+    pub fn decide_resolved(
+        &self,
+        call: &Call<'_>,
+        canonical: Option<&std::path::Path>,
+    ) -> Decision {
+        self.decide_with(call, true, canonical)
     }
 
     /// Decides one call without its approval keys and "always" scope (compiling those costs
     /// more than the decision itself): for the files a search finds, decided one by one and
     /// never remembered ([`super::PolicySearchGate`]).
     pub(crate) fn decide_uncached(&self, call: &Call<'_>) -> Decision {
-        self.decide_with(call, false)
+        self.decide_with(call, false, None)
     }
 
-    fn decide_with(&self, call: &Call<'_>, cacheable: bool) -> Decision {
+    fn decide_with(
+        &self,
+        call: &Call<'_>,
+        cacheable: bool,
+        canonical: Option<&std::path::Path>,
+    ) -> Decision {
         // A snapshot: resolving paths touches the file system, which is no place to hold a lock.
         let (mode, trust, session, unconfined_keys) = {
             let state = self.lock();
@@ -277,7 +292,7 @@ impl Policy {
         };
 
         // 1. The capability check.
-        let subject = match subject_of(call, &context) {
+        let subject = match subject_of(call, &context, canonical) {
             Ok(subject) => subject,
             Err(reason) => {
                 decision.explanation.cause = Cause::Capability {

@@ -96,7 +96,12 @@ fn string_arg<'a>(args: &'a Value, field: &str) -> Result<Option<&'a str>, Strin
 }
 
 /// Resolves the call's subject. An error is a reason to deny (the call cannot be checked).
-pub fn subject_of(call: &Call<'_>, context: &ShellContext<'_>) -> Result<CallSubject, String> {
+/// `canonical`: the subject path as the engine already resolved it (not resolved again).
+pub fn subject_of(
+    call: &Call<'_>,
+    context: &ShellContext<'_>,
+    canonical: Option<&Path>,
+) -> Result<CallSubject, String> {
     let spec = call.spec;
     if let Origin::Mcp(server) = &spec.origin {
         return Ok(CallSubject::Name(mcp_name(server, &spec.id)));
@@ -109,7 +114,10 @@ pub fn subject_of(call: &Call<'_>, context: &ShellContext<'_>) -> Result<CallSub
                 None => ".",
             };
             let user = if user.is_empty() { "." } else { user };
-            let canonical = call.runtime.resolve(user).map_err(|e| e.to_string())?;
+            let canonical = match canonical {
+                Some(canonical) => canonical.to_path_buf(),
+                None => call.runtime.resolve(user).map_err(|e| e.to_string())?,
+            };
             let relative = call
                 .runtime
                 .roots()

@@ -26,6 +26,7 @@ pub mod fsat;
 pub mod mcp;
 pub mod net;
 pub mod paths;
+pub mod probe;
 pub mod process;
 pub mod protected;
 pub mod sandbox;
@@ -402,6 +403,7 @@ impl Runtime {
     /// Where a user-supplied path (absolute, or relative to the primary root) finally points.
     /// Does not check the scope.
     pub fn resolve(&self, user_path: &str) -> Result<PathBuf, ToolError> {
+        probe::count(probe::Event::Resolve);
         if user_path.contains('\0') {
             return Err(ToolError::BadArgument("path contains a NUL byte".into()));
         }
@@ -477,7 +479,7 @@ impl Runtime {
         self.check(canonical, Access::Read)?;
         let path = canonical.to_path_buf();
         let runtime = self.clone();
-        tokio::task::spawn_blocking(move || -> Result<Vec<u8>, ToolError> {
+        let bytes = tokio::task::spawn_blocking(move || -> Result<Vec<u8>, ToolError> {
             use std::io::Read as _;
             let mut file = runtime.open_read(&path)?;
             let mut bytes = Vec::new();
@@ -486,7 +488,9 @@ impl Runtime {
             Ok(bytes)
         })
         .await
-        .map_err(|e| ToolError::internal("reading a file (the task failed)", e))?
+        .map_err(|e| ToolError::internal("reading a file (the task failed)", e))??;
+        probe::count(probe::Event::Read);
+        Ok(bytes)
     }
 
     /// Reads a byte range of a file (for large files), opened as [`Runtime::read`] opens it.
@@ -499,7 +503,7 @@ impl Runtime {
         self.check(canonical, Access::Read)?;
         let path = canonical.to_path_buf();
         let runtime = self.clone();
-        tokio::task::spawn_blocking(move || -> Result<Vec<u8>, ToolError> {
+        let bytes = tokio::task::spawn_blocking(move || -> Result<Vec<u8>, ToolError> {
             use std::io::{Read as _, Seek as _, SeekFrom};
             let mut file = runtime.open_read(&path)?;
             file.seek(SeekFrom::Start(start))
@@ -511,7 +515,9 @@ impl Runtime {
             Ok(bytes)
         })
         .await
-        .map_err(|e| ToolError::internal("reading a file (the task failed)", e))?
+        .map_err(|e| ToolError::internal("reading a file (the task failed)", e))??;
+        probe::count(probe::Event::Read);
+        Ok(bytes)
     }
 
     /// The editor's text of a file when the editor serves files (unsaved changes included);
@@ -538,7 +544,11 @@ impl Runtime {
                 )));
             }
         }
-        files.read_text(canonical).await.map(|r| {
+        let text = files.read_text(canonical).await;
+        if matches!(text, Some(Ok(_))) {
+            probe::count(probe::Event::Read);
+        }
+        text.map(|r| {
             r.map_err(|e| ToolError::External {
                 message: format!(
                     "the editor could not read {}: {e}",

@@ -27,6 +27,9 @@ pub enum StoredEvent {
         tool_id: String,
         kind: ToolKind,
         args: Value,
+        /// The call's title (sessions recorded before titles were stored have none).
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        title: Option<String>,
         #[serde(default)]
         locations: Vec<(String, Option<u32>)>,
     },
@@ -46,7 +49,9 @@ pub enum StoredEvent {
         answer: ApprovalAnswer,
     },
     /// The todo list changed.
-    Plan { entries: Vec<Value> },
+    Plan {
+        entries: Vec<crate::tool::PlanEntry>,
+    },
     /// Context used by the latest request versus the model's window.
     Usage { used: u64, size: u64 },
     /// The security mode changed (its name, as `Mode::as_str`).

@@ -2,8 +2,6 @@
 
 use std::fmt::Write as _;
 
-use serde_json::Value;
-
 use super::{SessionMeta, StoredEvent};
 use crate::agent::UserContent;
 
@@ -101,12 +99,12 @@ pub fn markdown(meta: &SessionMeta, events: &[StoredEvent]) -> String {
             StoredEvent::Plan { entries } => {
                 let _ = writeln!(out, "\n**Plan**\n");
                 for entry in entries {
-                    let text = entry
-                        .get("content")
-                        .and_then(Value::as_str)
-                        .map_or_else(|| entry.to_string(), str::to_owned);
-                    let status = entry.get("status").and_then(Value::as_str).unwrap_or("");
-                    let _ = writeln!(out, "- [{status}] {text}");
+                    let status = match entry.status {
+                        crate::tool::TodoStatus::Pending => "pending",
+                        crate::tool::TodoStatus::InProgress => "in_progress",
+                        crate::tool::TodoStatus::Completed => "completed",
+                    };
+                    let _ = writeln!(out, "- [{status}] {}", entry.content);
                 }
                 speaker = "plan";
             }

@@ -3,24 +3,52 @@
 use std::path::PathBuf;
 use std::time::Duration;
 
+use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value};
 
 use crate::capability::Refusal;
 
+/// Where a todo item stands.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "snake_case")]
+pub enum TodoStatus {
+    Pending,
+    InProgress,
+    Completed,
+}
+
+/// How much a todo item matters.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "snake_case")]
+pub enum TodoPriority {
+    High,
+    Medium,
+    Low,
+}
+
+/// One entry of the session's plan (the todo list) as a front-end draws it.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct PlanEntry {
+    pub content: String,
+    pub priority: TodoPriority,
+    pub status: TodoStatus,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub id: Option<String>,
+}
+
 /// Something a front-end draws beside the text: a diff, a plan, a terminal, a location.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case", tag = "type")]
 pub enum Artifact {
-    /// A file change: full old and new text for the editor's inline diff (`old_text` is `None`
-    /// for a new file).
-    Diff {
-        path: String,
-        old_text: Option<String>,
-        new_text: String,
-    },
+    /// A file change, in the diff crate's bounded ACP form: the full old and new text for the
+    /// editor's inline diff up to 1 MiB a side, only the changed parts past it (`bounded`).
+    /// `old_text` is `None` for a new file; `path` is absolute.
+    Diff(keel_diff::AcpDiff),
     /// The session's todo list, whole.
-    Plan { entries: Vec<Value> },
+    Plan { entries: Vec<PlanEntry> },
+    /// How a command ended: its exit code (`None` when a signal ended it).
+    Exit { code: Option<i32> },
     /// A terminal the host created for this call (ACP `terminal/create`).
     Terminal { terminal_id: String },
     /// A place in a file the call touched.

@@ -18,13 +18,18 @@ mod context;
 mod envelope;
 mod registry;
 mod spec;
+pub mod view;
 
 pub use context::{
     Asker, FileStamp, Limits, ProgressBudget, ProgressSink, SessionState, SubagentRequest,
     Subagents, ToolContext, ToolProgress, head_of,
 };
 pub use envelope::{
-    Artifact, Envelope, EnvelopeKind, ErrorSource, InternalError, Metadata, ToolError, ToolOutput,
+    Artifact, Envelope, EnvelopeKind, ErrorSource, InternalError, Metadata, PlanEntry,
+    TodoPriority, TodoStatus, ToolError, ToolOutput,
 };
 pub use registry::{Registry, RegistryError};
-pub use spec::{DynTool, Origin, Preview, Subject, Tool, ToolKind, ToolSpec, Typed, validate_with};
+pub use spec::{
+    CallView, Describe, DynTool, Location, Origin, ParsedCall, Prepared, Preview, Subject, Tool,
+    ToolKind, ToolSpec, Typed, subject_arg, validate_with,
+};

@@ -92,6 +92,9 @@ pub struct ToolSpec {
     pub parameters: Value,
     pub requires: RequirementSet,
     pub kind: ToolKind,
+    /// The title a call gets when its arguments say nothing better ("Edit a file"); the id by
+    /// default (MCP and extension tools).
+    pub title: String,
     /// Mutating calls are serialized and gated; read-only calls may run in parallel.
     pub mutating: bool,
     pub subject: Subject,
@@ -115,6 +118,7 @@ impl ToolSpec {
             parameters: schema_for::<P>(),
             requires: RequirementSet::default(),
             kind: ToolKind::Other,
+            title: id.to_owned(),
             mutating: true,
             subject: Subject::None,
             origin: Origin::Bundled,
@@ -131,6 +135,12 @@ impl ToolSpec {
 
     pub fn kind(mut self, kind: ToolKind) -> Self {
         self.kind = kind;
+        self
+    }
+
+    /// The title of a call whose arguments give nothing better.
+    pub fn title(mut self, title: &str) -> Self {
+        self.title = title.to_owned();
         self
     }
 
@@ -273,14 +283,107 @@ fn strip_noise(value: &mut Value) {
 /// What a gated call shows the user before it runs.
 #[derive(Debug, Clone, PartialEq)]
 pub enum Preview {
-    /// The change an edit or write would make, computed before anything is written.
-    Diff {
-        path: String,
-        old_text: Option<String>,
-        new_text: String,
-    },
+    /// The change an edit or write would make, computed once before anything is written, in
+    /// the diff crate's bounded ACP form (the whole texts up to 1 MiB, only the hunks past it).
+    Diff(keel_diff::AcpDiff),
     /// The command a shell call would run, and where.
     Command { command: String, cwd: String },
+}
+
+/// A place a call touches: an absolute path and, when known, a 1-based line.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Location {
+    pub path: String,
+    pub line: Option<u32>,
+}
+
+/// How a call is shown before it runs: produced by the tool from its typed arguments
+/// ([`Tool::describe`]), so no front-end has to guess argument names.
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub struct CallView {
+    /// "Read src/main.rs (1-40)", "`cargo test`", "Edit src/lib.rs".
+    pub title: String,
+    /// The places the call will touch (paths made absolute, not yet resolved on disk).
+    pub locations: Vec<Location>,
+}
+
+/// What [`Tool::describe`] gets besides the arguments: how paths are shown.
+#[derive(Debug, Clone, Copy)]
+pub struct Describe<'a> {
+    /// The workspace roots, canonical; the first is the primary one.
+    pub roots: &'a [std::path::PathBuf],
+}
+
+impl Describe<'_> {
+    /// `path` relative to the root that contains it (`.` for a root), else as given.
+    pub fn shown(&self, path: &str) -> String {
+        let candidate = std::path::Path::new(path);
+        if candidate.is_absolute() {
+            for root in self.roots {
+                if let Ok(relative) = candidate.strip_prefix(root) {
+                    let shown = relative.display().to_string();
+                    return if shown.is_empty() { ".".into() } else { shown };
+                }
+            }
+        }
+        path.to_owned()
+    }
+
+    /// `path` made absolute against the primary root, without touching the disk.
+    pub fn absolute(&self, path: &str) -> String {
+        let candidate = std::path::Path::new(path);
+        match self.roots.first() {
+            Some(root) if path.is_empty() || path == "." => root.display().to_string(),
+            Some(root) if !candidate.is_absolute() => root
+                .join(candidate.strip_prefix("./").unwrap_or(candidate))
+                .display()
+                .to_string(),
+            _ => path.to_owned(),
+        }
+    }
+
+    /// A location at `path` (made absolute).
+    pub fn location(&self, path: &str, line: Option<u32>) -> Location {
+        Location {
+            path: self.absolute(path),
+            line,
+        }
+    }
+}
+
+/// What a tool prepared for a call before it runs: the preview the user is asked about and
+/// the plan the run carries out (the bytes to write, the stamp of what was read), computed
+/// once. [`Tool::run_prepared`] gets it back; nothing is read or diffed twice.
+pub struct Prepared {
+    pub preview: Option<Preview>,
+    plan: Box<dyn std::any::Any + Send + Sync>,
+}
+
+impl std::fmt::Debug for Prepared {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Prepared")
+            .field("preview", &self.preview)
+            .finish_non_exhaustive()
+    }
+}
+
+impl Prepared {
+    pub fn new<P: Send + Sync + 'static>(preview: Option<Preview>, plan: P) -> Self {
+        Self {
+            preview,
+            plan: Box::new(plan),
+        }
+    }
+
+    /// The plan, as the tool that made it stored it.
+    pub fn plan<P: 'static>(self) -> Result<P, ToolError> {
+        self.plan.downcast::<P>().map(|plan| *plan).map_err(|_| {
+            ToolError::invariant(
+                "running a tool call",
+                "a prepared call reached another tool",
+            )
+        })
+    }
 }
 
 /// A typed tool. Implement this; register it wrapped in [`Typed`].
@@ -295,33 +398,166 @@ pub trait Tool: Send + Sync + 'static {
         ctx: &ToolContext,
     ) -> impl Future<Output = Result<ToolOutput, ToolError>> + Send;
 
-    /// The preview shown with a permission prompt. Tools that change files return the diff.
-    fn preview(
+    /// The call's title and locations, from its arguments. The default is the spec's title.
+    fn describe(&self, _params: &Self::Params, _how: Describe<'_>) -> CallView {
+        CallView::default()
+    }
+
+    /// Prepares a call once, before the policy's prompt and the run: reads what it must read
+    /// and computes the preview. `subject` is the call's subject path, resolved once and
+    /// checked by the engine. `None` (the default) means there is nothing to prepare and the
+    /// run is [`Tool::run`].
+    fn prepare(
         &self,
         _params: &Self::Params,
+        _subject: Option<&std::path::Path>,
         _ctx: &ToolContext,
-    ) -> impl Future<Output = Result<Option<Preview>, ToolError>> + Send {
+    ) -> impl Future<Output = Result<Option<Prepared>, ToolError>> + Send {
         async { Ok(None) }
+    }
+
+    /// Runs a call [`Tool::prepare`] prepared. Only called with what `prepare` returned.
+    fn run_prepared(
+        &self,
+        params: Self::Params,
+        _prepared: Prepared,
+        ctx: &ToolContext,
+    ) -> impl Future<Output = Result<ToolOutput, ToolError>> + Send {
+        self.run(params, ctx)
     }
 }
 
-/// The object-safe tool the registry holds.
+/// A call whose arguments were validated against the schema and deserialized, once.
+pub struct ParsedCall {
+    /// The subject argument as written (a path, for a [`Subject::Path`] tool), if present.
+    pub subject_arg: Option<String>,
+    /// The subject path, resolved once (set by the engine before the capability check).
+    pub subject: Option<std::path::PathBuf>,
+    /// How the call is shown.
+    pub view: CallView,
+    /// What `prepare` made, once it ran.
+    pub prepared: Option<Prepared>,
+    params: Box<dyn std::any::Any + Send + Sync>,
+}
+
+impl std::fmt::Debug for ParsedCall {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("ParsedCall")
+            .field("subject", &self.subject)
+            .field("view", &self.view)
+            .field("prepared", &self.prepared)
+            .finish_non_exhaustive()
+    }
+}
+
+impl ParsedCall {
+    /// A call of a tool whose arguments stay JSON (MCP and extension tools), validated by the
+    /// caller against the tool's schema just before. Titled by the spec.
+    pub fn json(spec: &ToolSpec, args: &Value) -> Self {
+        crate::runtime::probe::count(crate::runtime::probe::Event::Parse);
+        Self {
+            subject_arg: subject_arg(&spec.subject, args),
+            subject: None,
+            view: CallView {
+                title: spec.title.clone(),
+                locations: Vec::new(),
+            },
+            prepared: None,
+            params: Box::new(args.clone()),
+        }
+    }
+
+    /// The arguments of a call made by [`ParsedCall::json`], borrowed.
+    pub fn args_json(&self) -> Result<Value, ToolError> {
+        self.params.downcast_ref::<Value>().cloned().ok_or_else(|| {
+            ToolError::invariant("running a tool call", "a parsed call reached another tool")
+        })
+    }
+
+    /// The arguments of a call made by [`ParsedCall::json`].
+    pub fn into_json(self) -> Result<Value, ToolError> {
+        self.params
+            .downcast::<Value>()
+            .map(|args| *args)
+            .map_err(|_| {
+                ToolError::invariant("running a tool call", "a parsed call reached another tool")
+            })
+    }
+
+    /// The preview computed by `prepare`, if any.
+    pub fn preview(&self) -> Option<&Preview> {
+        self.prepared.as_ref().and_then(|p| p.preview.as_ref())
+    }
+}
+
+/// The object-safe tool the registry holds. A call goes [`DynTool::parse`] (schema check and
+/// deserialization, once) → the engine resolves and checks the subject once → policy →
+/// [`DynTool::prepare`] (reads and preview, once) → approval → [`DynTool::run`].
 pub trait DynTool: Send + Sync {
     fn spec(&self) -> &ToolSpec;
-    /// Validates `args` against the schema, then runs. A schema failure is a [`ToolError`].
-    fn execute<'a>(
+    /// Validates `args` against the schema and deserializes them. A failure is a
+    /// [`ToolError::InvalidArguments`]. `how` shows the call's paths.
+    fn parse(&self, args: &Value, how: Describe<'_>) -> Result<ParsedCall, ToolError>;
+    /// Reads what the call needs and computes its preview (stored in `call.prepared`).
+    fn prepare<'a>(
         &'a self,
-        args: Value,
+        call: &'a mut ParsedCall,
+        ctx: &'a ToolContext,
+    ) -> BoxFuture<'a, Result<(), ToolError>>;
+    /// Runs a parsed (and maybe prepared) call.
+    fn run<'a>(
+        &'a self,
+        call: ParsedCall,
         ctx: &'a ToolContext,
     ) -> BoxFuture<'a, Result<ToolOutput, ToolError>>;
-    /// Validates `args`, then computes the permission preview.
+    /// Validates `args` only.
+    fn validate(&self, args: &Value) -> Result<(), ToolError> {
+        self.parse(args, Describe { roots: &[] }).map(|_| ())
+    }
+    /// What the user would be shown for a call: parse, resolve and check the subject, prepare;
+    /// the preview of the prepared call. For the command line and tests.
     fn preview<'a>(
         &'a self,
         args: &'a Value,
         ctx: &'a ToolContext,
-    ) -> BoxFuture<'a, Result<Option<Preview>, ToolError>>;
-    /// Validates `args` only.
-    fn validate(&self, args: &Value) -> Result<(), ToolError>;
+    ) -> BoxFuture<'a, Result<Option<Preview>, ToolError>> {
+        Box::pin(async move {
+            let mut call = self.parse_checked(args, ctx)?;
+            self.prepare(&mut call, ctx).await?;
+            Ok(call.prepared.and_then(|prepared| prepared.preview))
+        })
+    }
+    /// [`DynTool::parse`], then the subject path resolved and checked against the scope.
+    fn parse_checked(&self, args: &Value, ctx: &ToolContext) -> Result<ParsedCall, ToolError> {
+        let mut call = self.parse(
+            args,
+            Describe {
+                roots: ctx.runtime.roots(),
+            },
+        )?;
+        if let Some(path) = &call.subject_arg {
+            let access = if self.spec().mutating {
+                crate::capability::Access::Write
+            } else {
+                crate::capability::Access::Read
+            };
+            call.subject = Some(ctx.runtime.resolve_checked(path, access)?);
+        }
+        Ok(call)
+    }
+    /// The whole path without the engine's gates: parse, resolve and check the subject,
+    /// prepare, run. For the command line, benches and tests.
+    fn execute<'a>(
+        &'a self,
+        args: Value,
+        ctx: &'a ToolContext,
+    ) -> BoxFuture<'a, Result<ToolOutput, ToolError>> {
+        Box::pin(async move {
+            let mut call = self.parse_checked(&args, ctx)?;
+            self.prepare(&mut call, ctx).await?;
+            self.run(call, ctx).await
+        })
+    }
 }
 
 /// Adapts a typed [`Tool`] to [`DynTool`]: compiles the schema validator once.
@@ -355,12 +591,18 @@ impl<T: Tool> Typed<T> {
         }))
     }
 
-    fn parse(&self, args: &Value) -> Result<T::Params, ToolError> {
-        validate_with(&self.validator, &self.spec.id, args)?;
-        serde_json::from_value(args.clone()).map_err(|e| ToolError::InvalidArguments {
-            tool: self.spec.id.clone(),
-            message: e.to_string(),
+    fn params(call: &ParsedCall) -> Result<&T::Params, ToolError> {
+        call.params.downcast_ref::<T::Params>().ok_or_else(|| {
+            ToolError::invariant("running a tool call", "a parsed call reached another tool")
         })
+    }
+}
+
+/// The string argument named by a subject, if the call has one.
+pub fn subject_arg(subject: &Subject, args: &Value) -> Option<String> {
+    match subject {
+        Subject::Path(Some(field)) => args.get(field).and_then(Value::as_str).map(str::to_owned),
+        _ => None,
     }
 }
 
@@ -396,30 +638,57 @@ impl<T: Tool> DynTool for Typed<T> {
         &self.spec
     }
 
-    fn execute<'a>(
+    fn parse(&self, args: &Value, how: Describe<'_>) -> Result<ParsedCall, ToolError> {
+        crate::runtime::probe::count(crate::runtime::probe::Event::Parse);
+        validate_with(&self.validator, &self.spec.id, args)?;
+        let params: T::Params =
+            T::Params::deserialize(args).map_err(|e| ToolError::InvalidArguments {
+                tool: self.spec.id.clone(),
+                message: e.to_string(),
+            })?;
+        let mut view = self.tool.describe(&params, how);
+        if view.title.is_empty() {
+            view.title = self.spec.title.clone();
+        }
+        Ok(ParsedCall {
+            subject_arg: subject_arg(&self.spec.subject, args),
+            subject: None,
+            view,
+            prepared: None,
+            params: Box::new(params),
+        })
+    }
+
+    fn prepare<'a>(
         &'a self,
-        args: Value,
+        call: &'a mut ParsedCall,
+        ctx: &'a ToolContext,
+    ) -> BoxFuture<'a, Result<(), ToolError>> {
+        Box::pin(async move {
+            let params = Self::params(call)?;
+            let prepared = self
+                .tool
+                .prepare(params, call.subject.as_deref(), ctx)
+                .await?;
+            call.prepared = prepared;
+            Ok(())
+        })
+    }
+
+    fn run<'a>(
+        &'a self,
+        call: ParsedCall,
         ctx: &'a ToolContext,
     ) -> BoxFuture<'a, Result<ToolOutput, ToolError>> {
         Box::pin(async move {
-            let params = self.parse(&args)?;
-            self.tool.run(params, ctx).await
+            let params = call.params.downcast::<T::Params>().map_err(|_| {
+                ToolError::invariant("running a tool call", "a parsed call reached another tool")
+            })?;
+            match call.prepared {
+                Some(prepared) => self.tool.run_prepared(*params, prepared, ctx).await,
+                None => self.tool.run(*params, ctx).await,
+            }
         })
-    }
-
-    fn preview<'a>(
-        &'a self,
-        args: &'a Value,
-        ctx: &'a ToolContext,
-    ) -> BoxFuture<'a, Result<Option<Preview>, ToolError>> {
-        Box::pin(async move {
-            let params = self.parse(args)?;
-            self.tool.preview(&params, ctx).await
-        })
-    }
-
-    fn validate(&self, args: &Value) -> Result<(), ToolError> {
-        self.parse(args).map(|_| ())
     }
 }
 

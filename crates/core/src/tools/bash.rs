@@ -26,8 +26,10 @@ use crate::capability::{Access, RequirementSet, ShellRunRequirement};
 use crate::runtime::TerminalRequest;
 use crate::runtime::process::{OutputCapture, ShellEnding, ShellOutput};
 use crate::runtime::sandbox::Confinement;
+use crate::tool::view::{code, given, one_line};
 use crate::tool::{
-    Artifact, Preview, Subject, Tool, ToolContext, ToolError, ToolKind, ToolOutput, ToolSpec,
+    Artifact, CallView, Describe, Prepared, Preview, Subject, Tool, ToolContext, ToolError,
+    ToolKind, ToolOutput, ToolSpec,
 };
 
 /// The timeout when the call gives none.
@@ -130,11 +132,23 @@ impl Tool for BashTool {
     fn spec(&self) -> ToolSpec {
         ToolSpec::new::<BashParams>("bash", DESCRIPTION)
             .kind(ToolKind::Execute)
+            .title("Run a command")
             .subject(Subject::Command("command".into()))
             .requires(
                 RequirementSet::fs_read(&["{workspace}/**"])
                     .with_shell(ShellRunRequirement::any_args("bash")),
             )
+    }
+
+    fn describe(&self, params: &BashParams, _how: Describe<'_>) -> CallView {
+        let title = match given(Some(&params.command)) {
+            Some(command) => code(&one_line(command, 120)),
+            None => "Run a command".into(),
+        };
+        CallView {
+            title,
+            locations: Vec::new(),
+        }
     }
 
     async fn run(&self, params: BashParams, ctx: &ToolContext) -> Result<ToolOutput, ToolError> {
@@ -189,16 +203,20 @@ impl Tool for BashTool {
         }
     }
 
-    async fn preview(
+    /// The preview: the command and where it runs. The run itself starts nothing before it is
+    /// allowed, so there is nothing else to prepare.
+    async fn prepare(
         &self,
         params: &BashParams,
+        _subject: Option<&std::path::Path>,
         ctx: &ToolContext,
-    ) -> Result<Option<Preview>, ToolError> {
+    ) -> Result<Option<Prepared>, ToolError> {
         let cwd = Self::working_directory(params, ctx)?;
-        Ok(Some(Preview::Command {
+        let preview = Preview::Command {
             command: params.command.clone(),
             cwd: ctx.runtime.display_path(&cwd),
-        }))
+        };
+        Ok(Some(Prepared::new(Some(preview), ())))
     }
 }
 
@@ -275,7 +293,7 @@ fn finish(
             (None, None) => text.push_str("[command ended without an exit code]"),
         }
     }
-    let mut output = ToolOutput::text(text);
+    let mut output = ToolOutput::text(text).artifact(Artifact::Exit { code: exit_code });
     if let Some(code) = exit_code {
         output = output.with("exit_code", code);
     }

@@ -2,8 +2,9 @@
 //!
 //! - [`EditTool`] / [`EditParams`]: the tool and its arguments (`file_path`, `old_string`,
 //!   `new_string`, `replace_all`).
-//! - `EditPlan`: the bytes a call would write, computed once for the permission preview and
-//!   again at run time.
+//! - `EditPlan`: what a call will do (the bytes to write, the diff, the stamp of what was read),
+//!   prepared once ([`Tool::prepare`]) and carried through the policy's prompt to the run, which
+//!   refuses the write if the file changed in between.
 //! - [`replace`] / [`Mismatch`]: the string replacement itself and why it can fail (absent,
 //!   ambiguous), with the line numbers the model needs to fix its call.
 //!
@@ -11,7 +12,7 @@
 //! text that is not UTF-8 is refused rather than corrupted; the runtime's atomic write keeps the
 //! file mode. The file must have been read in this session and be unchanged since.
 
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 
 use schemars::JsonSchema;
 use serde::Deserialize;
@@ -19,7 +20,8 @@ use serde::Deserialize;
 use super::text::{self, FileChange, LineEndings, TextError, TextFile};
 use crate::capability::{Access, RequirementSet};
 use crate::tool::{
-    Artifact, Preview, Subject, Tool, ToolContext, ToolError, ToolKind, ToolOutput, ToolSpec,
+    Artifact, CallView, Describe, FileStamp, Prepared, Preview, Subject, Tool, ToolContext,
+    ToolError, ToolKind, ToolOutput, ToolSpec,
 };
 
 /// Files larger than this are not edited (an edit holds the old and new text in memory).
@@ -68,6 +70,7 @@ impl Tool for EditTool {
     fn spec(&self) -> ToolSpec {
         ToolSpec::new::<EditParams>("edit", DESCRIPTION)
             .kind(ToolKind::Edit)
+            .title("Edit a file")
             .subject(Subject::Path(Some("file_path".into())))
             .requires(RequirementSet::fs_read_write(
                 &["{workspace}/**"],
@@ -76,53 +79,87 @@ impl Tool for EditTool {
             .hint(HINT)
     }
 
-    async fn preview(
-        &self,
-        params: &EditParams,
-        ctx: &ToolContext,
-    ) -> Result<Option<Preview>, ToolError> {
-        let plan = EditPlan::new(params, ctx).await?;
-        Ok(Some(Preview::Diff {
-            path: plan.canonical.display().to_string(),
-            old_text: plan.old_text,
-            new_text: plan.new_text,
-        }))
+    fn describe(&self, params: &EditParams, how: Describe<'_>) -> CallView {
+        CallView {
+            title: format!("Edit {}", how.shown(&params.file_path)),
+            locations: vec![how.location(&params.file_path, None)],
+        }
     }
 
-    async fn run(&self, params: EditParams, ctx: &ToolContext) -> Result<ToolOutput, ToolError> {
-        let plan = EditPlan::new(&params, ctx).await?;
-        let bytes = plan.file.encoded(&plan.new_text);
-        // The diff is computed while the write (and its fsync) runs on a blocking thread.
-        let (written, change) = tokio::join!(ctx.runtime.write(&plan.canonical, &bytes), async {
-            plan.change()
-        });
-        written?;
-        drop(bytes);
+    async fn prepare(
+        &self,
+        params: &EditParams,
+        subject: Option<&Path>,
+        ctx: &ToolContext,
+    ) -> Result<Option<Prepared>, ToolError> {
+        let plan = EditPlan::new(params, subject, ctx).await?;
+        Ok(Some(Prepared::new(
+            plan.change.acp.clone().map(Preview::Diff),
+            plan,
+        )))
+    }
+
+    async fn run_prepared(
+        &self,
+        _params: EditParams,
+        prepared: Prepared,
+        ctx: &ToolContext,
+    ) -> Result<ToolOutput, ToolError> {
+        let plan: EditPlan = prepared.plan()?;
+        // What was read, previewed and approved is what gets replaced: a file changed since
+        // (by the user, another program) is refused, not overwritten.
+        let now = ctx.runtime.stamp(&plan.canonical).await;
+        if now != plan.stamp {
+            return Err(text::changed(
+                &plan.shown,
+                "it changed after the edit was prepared",
+                "edit",
+            ));
+        }
+        ctx.runtime.write(&plan.canonical, &plan.bytes).await?;
         if let Some(stamp) = ctx.runtime.stamp(&plan.canonical).await {
             ctx.session.record_read(&plan.canonical, stamp);
         }
-        plan.output(change, ctx).await
+        plan.output(ctx).await
+    }
+
+    async fn run(&self, params: EditParams, ctx: &ToolContext) -> Result<ToolOutput, ToolError> {
+        let canonical = ctx
+            .runtime
+            .resolve_checked(&params.file_path, Access::Write)?;
+        let plan = EditPlan::new(&params, Some(&canonical), ctx).await?;
+        self.run_prepared(params, Prepared::new(None, plan), ctx)
+            .await
     }
 }
 
-/// What one `edit` call would do. The texts are without the byte-order mark, with the file's
-/// line endings; `file` knows how to encode them back.
+/// What one `edit` call will do, prepared once (read, replaced, diffed) and carried through
+/// the policy, the approval and the run.
 #[derive(Debug)]
 struct EditPlan {
     canonical: PathBuf,
     shown: String,
-    /// The text before the edit; `None` when the edit creates the file.
-    old_text: Option<String>,
-    new_text: String,
-    /// The file's encoding and endings (an empty LF file when the edit creates it).
-    file: TextFile,
+    /// What the disk said of the file when it was read (`None`: the edit creates it). The run
+    /// refuses a file whose stamp changed since.
+    stamp: Option<FileStamp>,
+    /// The file existed.
+    existed: bool,
+    /// The bytes to write: the new text, encoded as the file was.
+    bytes: Vec<u8>,
+    crlf: bool,
     replacements: usize,
     /// Line of the first replacement (in the new text).
     line: usize,
+    /// The diff, computed once: for the model, for the prompt, for the editor.
+    change: FileChange,
 }
 
 impl EditPlan {
-    async fn new(params: &EditParams, ctx: &ToolContext) -> Result<Self, ToolError> {
+    async fn new(
+        params: &EditParams,
+        subject: Option<&Path>,
+        ctx: &ToolContext,
+    ) -> Result<Self, ToolError> {
         if params.old_string == params.new_string {
             return Err(ToolError::BadArgument(
                 "old_string and new_string are identical, so the edit would change nothing. \
@@ -130,20 +167,30 @@ impl EditPlan {
                     .into(),
             ));
         }
-        let canonical = ctx
-            .runtime
-            .resolve_checked(&params.file_path, Access::Write)?;
+        let canonical = match subject {
+            Some(canonical) => {
+                ctx.runtime.check(canonical, Access::Write)?;
+                canonical.to_path_buf()
+            }
+            None => ctx
+                .runtime
+                .resolve_checked(&params.file_path, Access::Write)?,
+        };
         let shown = ctx.runtime.display_path(&canonical);
         let Some((meta, stamp)) = text::inspect(ctx, &canonical).await? else {
             if params.old_string.is_empty() {
+                let change =
+                    FileChange::compute(&shown, &canonical, None, params.new_string.as_bytes());
                 return Ok(Self {
                     canonical,
                     shown,
-                    old_text: None,
-                    new_text: params.new_string.clone(),
-                    file: TextFile::default(),
+                    stamp: None,
+                    existed: false,
+                    bytes: params.new_string.clone().into_bytes(),
+                    crlf: false,
                     replacements: 1,
                     line: 1,
+                    change,
                 });
             }
             return Err(ToolError::NotFound(format!(
@@ -176,7 +223,7 @@ impl EditPlan {
         }
         let mut file = TextFile::decode(old).map_err(|e| undecodable(&shown, &e))?;
         let old_text = std::mem::take(&mut file.text);
-        if params.old_string.is_empty() {
+        let edited = if params.old_string.is_empty() {
             if !old_text.is_empty() {
                 return Err(ToolError::BadArgument(format!(
                     "old_string is empty, but {shown} already has content. To replace all of it \
@@ -184,62 +231,66 @@ impl EditPlan {
                      old_string. Nothing was written."
                 )));
             }
-            return Ok(Self {
-                canonical,
-                shown,
-                old_text: Some(old_text),
-                new_text: params.new_string.clone(),
-                file,
-                replacements: 1,
+            Replaced {
+                text: params.new_string.clone(),
+                count: 1,
                 line: 1,
-            });
-        }
-        let edited = edit_text(
-            &old_text,
-            file.endings,
-            &params.old_string,
-            &params.new_string,
-            params.replace_all,
-        )
-        .map_err(|m| m.into_error(&shown, &old_text, &params.old_string))?;
+            }
+        } else {
+            edit_text(
+                &old_text,
+                file.endings,
+                &params.old_string,
+                &params.new_string,
+                params.replace_all,
+            )
+            .map_err(|m| m.into_error(&shown, &old_text, &params.old_string))?
+        };
+        let change = FileChange::compute(
+            &shown,
+            &canonical,
+            Some(old_text.as_bytes()),
+            edited.text.as_bytes(),
+        );
+        drop(old_text);
+        let encoded = match file.encoded(&edited.text) {
+            std::borrow::Cow::Owned(bytes) => Some(bytes),
+            std::borrow::Cow::Borrowed(_) => None,
+        };
         Ok(Self {
+            bytes: encoded.unwrap_or_else(|| edited.text.into_bytes()),
             canonical,
             shown,
-            old_text: Some(old_text),
-            new_text: edited.text,
-            file,
+            stamp: Some(stamp),
+            existed: true,
+            crlf: file.endings.is_crlf(),
             replacements: edited.count,
             line: edited.line,
+            change,
         })
     }
 
-    fn change(&self) -> FileChange {
-        FileChange::compute(
-            &self.shown,
-            self.old_text.as_deref().map(str::as_bytes),
-            self.new_text.as_bytes(),
-        )
-    }
-
-    async fn output(self, change: FileChange, ctx: &ToolContext) -> Result<ToolOutput, ToolError> {
-        let mut message = match &self.old_text {
-            None => format!(
-                "Created {} ({}).",
-                self.shown,
-                text::lines_phrase(text::line_count(self.new_text.as_bytes()))
-            ),
-            Some(_) => format!(
+    async fn output(self, ctx: &ToolContext) -> Result<ToolOutput, ToolError> {
+        let change = self.change;
+        let mut message = if self.existed {
+            format!(
                 "Edited {}: replaced {} occurrence{} ({}).",
                 self.shown,
                 self.replacements,
                 if self.replacements == 1 { "" } else { "s" },
                 change.counts()
-            ),
+            )
+        } else {
+            format!(
+                "Created {} ({}).",
+                self.shown,
+                text::lines_phrase(text::line_count(&self.bytes))
+            )
         };
-        if self.file.endings.is_crlf() {
+        if self.crlf {
             message.push_str(" CRLF line endings kept.");
         }
-        if !change.unified.is_empty() && self.old_text.is_some() {
+        if !change.unified.is_empty() && self.existed {
             message.push_str("\n\n");
             message.push_str(&change.unified);
         }
@@ -248,7 +299,7 @@ impl EditPlan {
             .await?;
         let path = self.canonical.display().to_string();
         let line = change.first_line.unwrap_or(self.line);
-        Ok(ToolOutput {
+        let mut output = ToolOutput {
             text,
             output_path,
             ..ToolOutput::default()
@@ -257,13 +308,11 @@ impl EditPlan {
         .with("replacements", self.replacements)
         .with("added", change.added)
         .with("removed", change.removed)
-        .with("line", line)
-        .artifact(Artifact::Diff {
-            path: path.clone(),
-            old_text: self.old_text,
-            new_text: self.new_text,
-        })
-        .artifact(Artifact::Location {
+        .with("line", line);
+        if let Some(diff) = change.acp {
+            output = output.artifact(Artifact::Diff(diff));
+        }
+        Ok(output.artifact(Artifact::Location {
             path,
             line: u32::try_from(line).ok(),
         }))

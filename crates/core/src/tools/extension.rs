@@ -21,7 +21,8 @@ use serde_json::Value;
 
 use crate::runtime::process::OutputCapture;
 use crate::tool::{
-    DynTool, Origin, Preview, Subject, ToolContext, ToolError, ToolKind, ToolOutput, ToolSpec,
+    Describe, DynTool, Origin, ParsedCall, Prepared, Preview, Subject, ToolContext, ToolError,
+    ToolKind, ToolOutput, ToolSpec,
 };
 
 /// A call's time limit unless the file says otherwise.
@@ -91,7 +92,7 @@ impl ExtensionTool {
         let validator = jsonschema::validator_for(&parameters)
             .map_err(|e| format!("`parameters` is not a valid JSON Schema: {e}"))?;
         let mut spec = ToolSpec {
-            id: file.id,
+            id: file.id.clone(),
             description: file.description,
             parameters,
             requires: crate::capability::RequirementSet::default(),
@@ -100,6 +101,7 @@ impl ExtensionTool {
             } else {
                 ToolKind::Execute
             }),
+            title: file.id.clone(),
             mutating: !file.read_only,
             subject: Subject::None,
             origin,
@@ -160,8 +162,8 @@ impl ExtensionTool {
         out
     }
 
+    /// Runs the tool with arguments [`DynTool::parse`] validated.
     async fn run(&self, args: Value, ctx: &ToolContext) -> Result<ToolOutput, ToolError> {
-        self.validate(&args)?;
         let argv = self.fill(&args);
         let command = shell_words::join(&argv);
         let cwd = ctx.runtime.root().to_path_buf();
@@ -194,26 +196,33 @@ impl DynTool for ExtensionTool {
         &self.spec
     }
 
-    fn execute<'a>(
-        &'a self,
-        args: Value,
-        ctx: &'a ToolContext,
-    ) -> BoxFuture<'a, Result<ToolOutput, ToolError>> {
-        Box::pin(self.run(args, ctx))
+    fn parse(&self, args: &Value, _how: Describe<'_>) -> Result<ParsedCall, ToolError> {
+        crate::tool::validate_with(&self.validator, &self.spec.id, args)?;
+        Ok(ParsedCall::json(&self.spec, args))
     }
 
-    fn preview<'a>(
+    /// The preview: the command line the template makes.
+    fn prepare<'a>(
         &'a self,
-        args: &'a Value,
+        call: &'a mut ParsedCall,
         ctx: &'a ToolContext,
-    ) -> BoxFuture<'a, Result<Option<Preview>, ToolError>> {
+    ) -> BoxFuture<'a, Result<(), ToolError>> {
         Box::pin(async move {
-            self.validate(args)?;
-            Ok(Some(Preview::Command {
-                command: shell_words::join(self.fill(args)),
+            let preview = Preview::Command {
+                command: shell_words::join(self.fill(&call.args_json()?)),
                 cwd: ctx.runtime.root().display().to_string(),
-            }))
+            };
+            call.prepared = Some(Prepared::new(Some(preview), ()));
+            Ok(())
         })
+    }
+
+    fn run<'a>(
+        &'a self,
+        call: ParsedCall,
+        ctx: &'a ToolContext,
+    ) -> BoxFuture<'a, Result<ToolOutput, ToolError>> {
+        Box::pin(async move { self.run(call.into_json()?, ctx).await })
     }
 
     fn validate(&self, args: &Value) -> Result<(), ToolError> {

@@ -29,7 +29,10 @@ use tokio_util::sync::CancellationToken;
 
 use crate::capability::{Access, RequirementSet};
 use crate::runtime::{Runtime, SearchAccess};
-use crate::tool::{Subject, Tool, ToolContext, ToolError, ToolKind, ToolOutput, ToolSpec};
+use crate::tool::view::{code, given};
+use crate::tool::{
+    CallView, Describe, Subject, Tool, ToolContext, ToolError, ToolKind, ToolOutput, ToolSpec,
+};
 
 const DESCRIPTION: &str = "\
 Finds files by name pattern in a codebase of any size; returns paths relative to the workspace, \
@@ -63,6 +66,20 @@ impl Tool for GlobTool {
             .subject(Subject::Path(Some("path".into())))
             .requires(RequirementSet::fs_read(&["{workspace}/**"]))
             .read_only()
+    }
+
+    fn describe(&self, params: &GlobParams, how: Describe<'_>) -> CallView {
+        let pattern = given(Some(&params.pattern)).unwrap_or("*");
+        match given(params.path.as_deref()) {
+            Some(path) => CallView {
+                title: format!("Glob {} in {}", code(pattern), how.shown(path)),
+                locations: vec![how.location(path, None)],
+            },
+            None => CallView {
+                title: format!("Glob {}", code(pattern)),
+                locations: Vec::new(),
+            },
+        }
     }
 
     async fn run(&self, params: GlobParams, ctx: &ToolContext) -> Result<ToolOutput, ToolError> {

@@ -38,7 +38,10 @@ use tokio_util::sync::CancellationToken;
 
 use crate::capability::{Access, RequirementSet};
 use crate::runtime::{FileError, Runtime, SearchAccess};
-use crate::tool::{Subject, Tool, ToolContext, ToolError, ToolKind, ToolOutput, ToolSpec};
+use crate::tool::view::{code, given, one_line};
+use crate::tool::{
+    CallView, Describe, Subject, Tool, ToolContext, ToolError, ToolKind, ToolOutput, ToolSpec,
+};
 
 /// Lines longer than this are cut in the text the model reads (the sidecar keeps them whole).
 pub const MAX_LINE_BYTES: usize = 1000;
@@ -123,6 +126,19 @@ impl Tool for GrepTool {
             .subject(Subject::Path(Some("path".into())))
             .requires(RequirementSet::fs_read(&["{workspace}/**"]))
             .read_only()
+    }
+
+    fn describe(&self, params: &GrepParams, how: Describe<'_>) -> CallView {
+        let mut title = format!("Grep {}", code(&one_line(&params.pattern, 60)));
+        let mut locations = Vec::new();
+        if let Some(path) = given(params.path.as_deref()) {
+            title.push_str(&format!(" in {}", how.shown(path)));
+            locations.push(how.location(path, None));
+        }
+        if let Some(filter) = given(params.glob.as_deref()) {
+            title.push_str(&format!(" ({filter})"));
+        }
+        CallView { title, locations }
     }
 
     async fn run(&self, params: GrepParams, ctx: &ToolContext) -> Result<ToolOutput, ToolError> {

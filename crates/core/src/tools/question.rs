@@ -11,7 +11,10 @@ use serde::Deserialize;
 use serde_json::Value;
 
 use crate::agent::{QuestionItem, QuestionOption};
-use crate::tool::{Subject, Tool, ToolContext, ToolError, ToolKind, ToolOutput, ToolSpec};
+use crate::tool::view::one_line;
+use crate::tool::{
+    CallView, Describe, Subject, Tool, ToolContext, ToolError, ToolKind, ToolOutput, ToolSpec,
+};
 
 /// The error every headless session returns for `question`.
 pub const HEADLESS_MESSAGE: &str = "The question tool is not available: no user is present \
@@ -89,8 +92,22 @@ impl Tool for QuestionTool {
     fn spec(&self) -> ToolSpec {
         ToolSpec::new::<QuestionParams>("question", DESCRIPTION)
             .kind(ToolKind::Other)
+            .title("Ask the user")
             .read_only()
             .subject(Subject::None)
+    }
+
+    fn describe(&self, params: &QuestionParams, _how: Describe<'_>) -> CallView {
+        let title = match params.questions.first() {
+            Some(first) if !first.question.is_empty() => {
+                format!("Ask: {}", one_line(&first.question, 100))
+            }
+            _ => "Ask the user".into(),
+        };
+        CallView {
+            title,
+            locations: Vec::new(),
+        }
     }
 
     async fn run(

@@ -16,8 +16,10 @@ use serde::Deserialize;
 
 use super::text::{self, TextError};
 use crate::capability::{Access, RequirementSet};
+use crate::tool::view::given;
 use crate::tool::{
-    Artifact, Subject, Tool, ToolContext, ToolError, ToolKind, ToolOutput, ToolSpec,
+    Artifact, CallView, Describe, Subject, Tool, ToolContext, ToolError, ToolKind, ToolOutput,
+    ToolSpec,
 };
 
 /// Lines returned when the call gives no `limit`.
@@ -68,10 +70,31 @@ impl Tool for ReadTool {
     fn spec(&self) -> ToolSpec {
         ToolSpec::new::<ReadParams>("read", DESCRIPTION)
             .kind(ToolKind::Read)
+            .title("Read a file")
             .read_only()
             .subject(Subject::Path(Some("file_path".into())))
             .requires(RequirementSet::fs_read(&["{workspace}/**", "{session}/**"]))
             .hint(HINT)
+    }
+
+    fn describe(&self, params: &ReadParams, how: Describe<'_>) -> CallView {
+        let Some(file) = given(Some(&params.file_path)) else {
+            return CallView::default();
+        };
+        let path = how.shown(file);
+        let title = match (params.offset, params.limit) {
+            (Some(start), Some(count)) if count > 0 => {
+                format!("Read {path} ({start}-{})", start + count - 1)
+            }
+            (None, Some(count)) if count > 0 => format!("Read {path} (1-{count})"),
+            (Some(start), _) => format!("Read {path} (from line {start})"),
+            _ => format!("Read {path}"),
+        };
+        let line = params.offset.and_then(|n| u32::try_from(n).ok());
+        CallView {
+            title,
+            locations: vec![how.location(file, line)],
+        }
     }
 
     async fn run(&self, params: ReadParams, ctx: &ToolContext) -> Result<ToolOutput, ToolError> {

@@ -8,7 +8,10 @@ use schemars::JsonSchema;
 use serde::Deserialize;
 
 use crate::capability::RequirementSet;
-use crate::tool::{Subject, Tool, ToolContext, ToolError, ToolKind, ToolOutput, ToolSpec};
+use crate::tool::view::{code, given};
+use crate::tool::{
+    CallView, Describe, Subject, Tool, ToolContext, ToolError, ToolKind, ToolOutput, ToolSpec,
+};
 
 /// The tool's id.
 pub const SKILL_TOOL_ID: &str = "skill";
@@ -35,9 +38,21 @@ impl Tool for SkillTool {
     fn spec(&self) -> ToolSpec {
         ToolSpec::new::<SkillParams>(SKILL_TOOL_ID, DESCRIPTION)
             .kind(ToolKind::Read)
+            .title("Load a skill")
             .read_only()
             .subject(Subject::None)
             .requires(RequirementSet::fs_read(&["{ad-hoc}/**"]))
+    }
+
+    fn describe(&self, params: &SkillParams, _how: Describe<'_>) -> CallView {
+        let title = match given(Some(&params.name)) {
+            Some(name) => format!("Load skill {}", code(name)),
+            None => "Load a skill".into(),
+        };
+        CallView {
+            title,
+            locations: Vec::new(),
+        }
     }
 
     async fn run(&self, params: SkillParams, ctx: &ToolContext) -> Result<ToolOutput, ToolError> {

@@ -11,8 +11,10 @@
 use schemars::JsonSchema;
 use serde::Deserialize;
 
+use crate::tool::view::{code, given, one_line};
 use crate::tool::{
-    SubagentRequest, Subject, Tool, ToolContext, ToolError, ToolKind, ToolOutput, ToolSpec,
+    CallView, Describe, SubagentRequest, Subject, Tool, ToolContext, ToolError, ToolKind,
+    ToolOutput, ToolSpec,
 };
 
 /// The tool's id.
@@ -62,8 +64,26 @@ impl Tool for TaskTool {
         // Read-only itself: every call of the child is checked and gated on its own.
         ToolSpec::new::<TaskParams>(TASK_TOOL_ID, DESCRIPTION)
             .kind(ToolKind::Think)
+            .title("Run a subtask")
             .read_only()
             .subject(Subject::None)
+    }
+
+    fn describe(&self, params: &TaskParams, _how: Describe<'_>) -> CallView {
+        let title = if let Some(handle) = given(params.wait.as_deref()) {
+            format!("Wait for {}", code(handle))
+        } else if let Some(handle) = given(params.cancel.as_deref()) {
+            format!("Cancel {}", code(handle))
+        } else {
+            match given(params.description.as_deref()).or(given(params.prompt.as_deref())) {
+                Some(description) => format!("Task: {}", one_line(description, 100)),
+                None => "Run a subtask".into(),
+            }
+        };
+        CallView {
+            title,
+            locations: Vec::new(),
+        }
     }
 
     async fn run(&self, params: TaskParams, ctx: &ToolContext) -> Result<ToolOutput, ToolError> {

@@ -15,7 +15,7 @@
 use std::borrow::Cow;
 use std::path::Path;
 
-use keel_diff::{FileDiff, LineKind};
+use keel_diff::{AcpDiff, FileDiff, LineKind};
 
 use crate::tool::{FileStamp, ToolContext, ToolError};
 
@@ -331,7 +331,8 @@ pub async fn current_bytes(
     Ok((ctx.runtime.read(canonical).await?, Source::Disk))
 }
 
-/// A change's diff, as the model reads it.
+/// A change's diff, computed once: as the model reads it (unified text and counts) and as the
+/// editor draws it (the diff crate's bounded ACP form).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct FileChange {
     /// Git-style unified diff; empty when nothing changed or the content is binary.
@@ -340,12 +341,15 @@ pub struct FileChange {
     pub removed: usize,
     /// The first line (1-based, in the new text) the change touches.
     pub first_line: Option<usize>,
+    /// The diff for the editor (`path` absolute); `None` when the content could not be diffed.
+    pub acp: Option<AcpDiff>,
 }
 
 impl FileChange {
     /// Diffs the old bytes (`None` for a new file) against the new ones. `shown` is the path as
-    /// the diff header names it.
-    pub fn compute(shown: &str, old: Option<&[u8]>, new: &[u8]) -> Self {
+    /// the diff header names it, `path` the absolute path the editor gets.
+    pub fn compute(shown: &str, path: &Path, old: Option<&[u8]>, new: &[u8]) -> Self {
+        crate::runtime::probe::count(crate::runtime::probe::Event::Diff);
         match FileDiff::compute(shown, old, Some(new)) {
             Ok(diff) => {
                 let first_line = diff
@@ -354,11 +358,14 @@ impl FileChange {
                     .flat_map(|hunk| &hunk.lines)
                     .find(|line| line.kind != LineKind::Context)
                     .and_then(|line| line.new_number.or(line.old_number));
+                let mut acp = diff.acp();
+                acp.path = path.display().to_string();
                 Self {
                     unified: diff.unified(),
                     added: diff.added,
                     removed: diff.removed,
                     first_line,
+                    acp: Some(acp),
                 }
             }
             Err(error) => {
@@ -368,6 +375,7 @@ impl FileChange {
                     added: 0,
                     removed: 0,
                     first_line: None,
+                    acp: None,
                 }
             }
         }
@@ -497,13 +505,18 @@ mod tests {
 
     #[test]
     fn change_counts_and_first_line() {
-        let change = FileChange::compute("f.txt", Some(b"a\nb\nc\n"), b"a\nB\nc\nd\n");
+        let change = FileChange::compute(
+            "f.txt",
+            Path::new("/f.txt"),
+            Some(b"a\nb\nc\n"),
+            b"a\nB\nc\nd\n",
+        );
         assert_eq!((change.added, change.removed), (2, 1));
         assert_eq!(change.first_line, Some(2));
         assert!(change.unified.contains("-b\n+B\n"), "{}", change.unified);
-        let created = FileChange::compute("g.txt", None, b"x\n");
+        let created = FileChange::compute("g.txt", Path::new("/g.txt"), None, b"x\n");
         assert_eq!((created.added, created.first_line), (1, Some(1)));
-        let binary = FileChange::compute("h.bin", Some(b"\0"), b"x");
+        let binary = FileChange::compute("h.bin", Path::new("/h.bin"), Some(b"\0"), b"x");
         assert!(binary.unified.is_empty());
     }
 }

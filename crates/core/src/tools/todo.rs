@@ -12,7 +12,7 @@ use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
 use crate::tool::{
-    Artifact, Subject, Tool, ToolContext, ToolError, ToolKind, ToolOutput, ToolSpec,
+    Artifact, PlanEntry, Subject, Tool, ToolContext, ToolError, ToolKind, ToolOutput, ToolSpec,
 };
 
 const DESCRIPTION: &str = "\
@@ -20,23 +20,7 @@ Writes the session's todo list, replacing it whole. Use it for work of several s
 one item `in_progress` before starting it and `completed` when done; add and drop steps as \
 you go. Send the full list each time (empty clears it). Skip it for one trivial step.";
 
-/// Where a todo item stands.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
-#[serde(rename_all = "snake_case")]
-pub enum TodoStatus {
-    Pending,
-    InProgress,
-    Completed,
-}
-
-/// How much a todo item matters.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
-#[serde(rename_all = "snake_case")]
-pub enum TodoPriority {
-    High,
-    Medium,
-    Low,
-}
+pub use crate::tool::{TodoPriority, TodoStatus};
 
 /// One item of the list.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
@@ -78,6 +62,7 @@ impl Tool for TodoTool {
     fn spec(&self) -> ToolSpec {
         ToolSpec::new::<TodoParams>("todo", DESCRIPTION)
             .kind(ToolKind::Think)
+            .title("Update the plan")
             .subject(Subject::None)
             .read_only()
     }
@@ -108,16 +93,13 @@ impl Tool for TodoTool {
 }
 
 /// An entry as the front-end draws it (ACP's plan entry: content, priority, status).
-fn plan_entry(item: &TodoItem) -> Value {
-    let mut entry = serde_json::json!({
-        "content": item.content,
-        "priority": item.priority.unwrap_or(TodoPriority::Medium),
-        "status": item.status,
-    });
-    if let (Some(id), Some(map)) = (&item.id, entry.as_object_mut()) {
-        map.insert("id".into(), Value::String(id.clone()));
+fn plan_entry(item: &TodoItem) -> PlanEntry {
+    PlanEntry {
+        content: item.content.clone(),
+        priority: item.priority.unwrap_or(TodoPriority::Medium),
+        status: item.status,
+        id: item.id.clone(),
     }
-    entry
 }
 
 fn render(todos: &[TodoItem], in_progress: usize) -> String {

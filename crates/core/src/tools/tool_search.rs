@@ -12,7 +12,10 @@ use std::sync::Arc;
 use schemars::JsonSchema;
 use serde::Deserialize;
 
-use crate::tool::{Subject, Tool, ToolContext, ToolError, ToolKind, ToolOutput, ToolSpec};
+use crate::tool::view::{given, one_line};
+use crate::tool::{
+    CallView, Describe, Subject, Tool, ToolContext, ToolError, ToolKind, ToolOutput, ToolSpec,
+};
 
 const DESCRIPTION: &str = "Find and load tools not offered yet (MCP and extension tools) by \
 what they do or by exact name. Call the tools it returns by name.";
@@ -211,8 +214,20 @@ impl Tool for ToolSearchTool {
     fn spec(&self) -> ToolSpec {
         ToolSpec::new::<ToolSearchParams>("tool_search", DESCRIPTION)
             .kind(ToolKind::Search)
+            .title("Search tools")
             .subject(Subject::None)
             .read_only()
+    }
+
+    fn describe(&self, params: &ToolSearchParams, _how: Describe<'_>) -> CallView {
+        let title = match given(Some(&params.query)) {
+            Some(query) => format!("Search tools: {}", one_line(query, 100)),
+            None => "Search tools".into(),
+        };
+        CallView {
+            title,
+            locations: Vec::new(),
+        }
     }
 
     async fn run(

@@ -14,7 +14,10 @@ use serde::Deserialize;
 use crate::capability::RequirementSet;
 use crate::runtime::net::{DEFAULT_FETCH_TIMEOUT, DEFAULT_MAX_RESPONSE_BYTES};
 use crate::runtime::{FetchOptions, FetchResponse};
-use crate::tool::{Subject, Tool, ToolContext, ToolError, ToolKind, ToolOutput, ToolSpec};
+use crate::tool::view::{given, url_host};
+use crate::tool::{
+    CallView, Describe, Subject, Tool, ToolContext, ToolError, ToolKind, ToolOutput, ToolSpec,
+};
 
 const DESCRIPTION: &str = "Fetch an http(s) page or file as text: HTML as markdown (or \
 `format` text / html), JSON pretty-printed; binary files, local and private addresses are \
@@ -69,9 +72,21 @@ impl Tool for WebFetchTool {
     fn spec(&self) -> ToolSpec {
         ToolSpec::new::<WebFetchParams>("web_fetch", DESCRIPTION)
             .kind(ToolKind::Fetch)
+            .title("Fetch a page")
             .read_only()
             .subject(Subject::Url("url".into()))
             .requires(RequirementSet::net_hosts(&["*"]))
+    }
+
+    fn describe(&self, params: &WebFetchParams, _how: Describe<'_>) -> CallView {
+        let title = match given(Some(&params.url)) {
+            Some(url) => format!("Fetch {}", url_host(url)),
+            None => "Fetch a page".into(),
+        };
+        CallView {
+            title,
+            locations: Vec::new(),
+        }
     }
 
     async fn run(

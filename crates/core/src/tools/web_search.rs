@@ -24,7 +24,10 @@ use url::{Host, Url};
 use super::web_fetch::html_to_text;
 use crate::capability::RequirementSet;
 use crate::runtime::{FetchOptions, FetchResponse, Runtime};
-use crate::tool::{Subject, Tool, ToolContext, ToolError, ToolKind, ToolOutput, ToolSpec};
+use crate::tool::view::given;
+use crate::tool::{
+    CallView, Describe, Subject, Tool, ToolContext, ToolError, ToolKind, ToolOutput, ToolSpec,
+};
 
 /// Environment variable naming a SearXNG instance (`https://searx.example.org`).
 pub const ENV_SEARXNG_URL: &str = "KEEL_SEARXNG_URL";
@@ -467,10 +470,25 @@ impl Tool for WebSearchTool {
         let hosts: Vec<&str> = hosts.iter().map(String::as_str).collect();
         ToolSpec::new::<WebSearchParams>("web_search", DESCRIPTION)
             .kind(ToolKind::Fetch)
+            .title("Search the web")
             .read_only()
             .subject(Subject::Query("query".into()))
             .requires(RequirementSet::net_hosts(&hosts))
             .unavailable(self.providers.is_empty())
+    }
+
+    fn describe(&self, params: &WebSearchParams, _how: Describe<'_>) -> CallView {
+        let title = match given(Some(&params.query)) {
+            Some(query) => format!(
+                "Search the web: {}",
+                crate::tool::view::one_line(query, 100)
+            ),
+            None => "Search the web".into(),
+        };
+        CallView {
+            title,
+            locations: Vec::new(),
+        }
     }
 
     async fn run(

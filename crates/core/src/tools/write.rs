@@ -1,15 +1,15 @@
 //! The `write` tool: create a file or replace its whole content.
 //!
 //! - [`WriteTool`] / [`WriteParams`]: the tool and its arguments (`file_path`, `content`).
-//! - `WritePlan`: the bytes a call would write and the diff against what is there, computed
-//!   once for the permission preview and again at run time (the file may have changed while the
-//!   user decided).
+//! - `WritePlan`: the bytes a call will write and the diff against what is there, prepared
+//!   once and carried to the run, which refuses the write if the file changed since (the user
+//!   may have changed it while deciding).
 //!
 //! Overwriting an existing file needs a fresh read ([`text::require_fresh_read`]). A CRLF file
 //! stays CRLF when the model sends LF text, and a UTF-8 byte-order mark stays. The write itself
 //! is the runtime's: scope-checked, atomic, mode kept, parents created.
 
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 
 use schemars::JsonSchema;
 use serde::Deserialize;
@@ -17,7 +17,8 @@ use serde::Deserialize;
 use super::text::{self, FileChange};
 use crate::capability::{Access, RequirementSet};
 use crate::tool::{
-    Artifact, Preview, Subject, Tool, ToolContext, ToolError, ToolKind, ToolOutput, ToolSpec,
+    Artifact, CallView, Describe, FileStamp, Prepared, Preview, Subject, Tool, ToolContext,
+    ToolError, ToolKind, ToolOutput, ToolSpec,
 };
 
 /// Existing files larger than this are overwritten without a diff (only their head is read, to
@@ -53,6 +54,7 @@ impl Tool for WriteTool {
     fn spec(&self) -> ToolSpec {
         ToolSpec::new::<WriteParams>("write", DESCRIPTION)
             .kind(ToolKind::Edit)
+            .title("Write a file")
             .subject(Subject::Path(Some("file_path".into())))
             .requires(RequirementSet::fs_read_write(
                 &["{workspace}/**"],
@@ -60,22 +62,42 @@ impl Tool for WriteTool {
             ))
     }
 
-    async fn preview(
-        &self,
-        params: &WriteParams,
-        ctx: &ToolContext,
-    ) -> Result<Option<Preview>, ToolError> {
-        let plan = WritePlan::new(params, ctx).await?;
-        Ok(Some(Preview::Diff {
-            path: plan.canonical.display().to_string(),
-            old_text: plan.old.as_deref().map(text::display_text),
-            new_text: text::display_text(&plan.new),
-        }))
+    fn describe(&self, params: &WriteParams, how: Describe<'_>) -> CallView {
+        CallView {
+            title: format!("Write {}", how.shown(&params.file_path)),
+            locations: vec![how.location(&params.file_path, None)],
+        }
     }
 
-    async fn run(&self, params: WriteParams, ctx: &ToolContext) -> Result<ToolOutput, ToolError> {
-        let plan = WritePlan::new(&params, ctx).await?;
-        let unchanged = plan.old.as_deref() == Some(plan.new.as_slice());
+    async fn prepare(
+        &self,
+        params: &WriteParams,
+        subject: Option<&Path>,
+        ctx: &ToolContext,
+    ) -> Result<Option<Prepared>, ToolError> {
+        let plan = WritePlan::new(params, subject, ctx).await?;
+        let preview = plan.change.acp.clone().map(Preview::Diff);
+        Ok(Some(Prepared::new(preview, plan)))
+    }
+
+    async fn run_prepared(
+        &self,
+        _params: WriteParams,
+        prepared: Prepared,
+        ctx: &ToolContext,
+    ) -> Result<ToolOutput, ToolError> {
+        let plan: WritePlan = prepared.plan()?;
+        // The file as it was read and previewed is the one replaced; one changed (or created)
+        // since is refused.
+        let now = ctx.runtime.stamp(&plan.canonical).await;
+        if now != plan.stamp {
+            return Err(text::changed(
+                &plan.shown,
+                "it changed after the write was prepared",
+                "overwrite",
+            ));
+        }
+        let unchanged = plan.unchanged;
         if !unchanged {
             ctx.runtime.write(&plan.canonical, &plan.new).await?;
         }
@@ -84,34 +106,64 @@ impl Tool for WriteTool {
         }
         plan.output(ctx, unchanged).await
     }
+
+    async fn run(&self, params: WriteParams, ctx: &ToolContext) -> Result<ToolOutput, ToolError> {
+        let canonical = ctx
+            .runtime
+            .resolve_checked(&params.file_path, Access::Write)?;
+        let plan = WritePlan::new(&params, Some(&canonical), ctx).await?;
+        self.run_prepared(params, Prepared::new(None, plan), ctx)
+            .await
+    }
 }
 
-/// What one `write` call would do.
+/// What one `write` call will do, prepared once and carried to the run.
 #[derive(Debug)]
 struct WritePlan {
     canonical: PathBuf,
     shown: String,
     created: bool,
-    /// The existing bytes, when the file exists and is small enough to diff.
-    old: Option<Vec<u8>>,
+    /// What the disk said of the file when it was read (`None`: it did not exist).
+    stamp: Option<FileStamp>,
+    /// The old content was small enough to diff.
+    diffed: bool,
+    /// The file already has exactly this content.
+    unchanged: bool,
     new: Vec<u8>,
     notes: Vec<&'static str>,
+    /// The diff, computed once.
+    change: FileChange,
 }
 
 impl WritePlan {
-    async fn new(params: &WriteParams, ctx: &ToolContext) -> Result<Self, ToolError> {
-        let canonical = ctx
-            .runtime
-            .resolve_checked(&params.file_path, Access::Write)?;
+    async fn new(
+        params: &WriteParams,
+        subject: Option<&Path>,
+        ctx: &ToolContext,
+    ) -> Result<Self, ToolError> {
+        let canonical = match subject {
+            Some(canonical) => {
+                ctx.runtime.check(canonical, Access::Write)?;
+                canonical.to_path_buf()
+            }
+            None => ctx
+                .runtime
+                .resolve_checked(&params.file_path, Access::Write)?,
+        };
         let shown = ctx.runtime.display_path(&canonical);
         let Some((meta, stamp)) = text::inspect(ctx, &canonical).await? else {
+            let new = params.content.clone().into_bytes();
+            let change = FileChange::compute(&shown, &canonical, None, &display(&new));
             return Ok(Self {
                 canonical,
                 shown,
                 created: true,
-                old: None,
-                new: params.content.clone().into_bytes(),
+                stamp: None,
+                diffed: false,
+                unchanged: false,
+                new,
                 notes: Vec::new(),
+                change,
             });
         };
         if meta.is_dir() {
@@ -140,20 +192,36 @@ impl WritePlan {
                 keep_conventions(&head, &params.content)
             }
         };
+        let unchanged = old.as_deref() == Some(new.as_slice());
+        let change = match &old {
+            Some(old) => {
+                FileChange::compute(&shown, &canonical, Some(&display(old)), &display(&new))
+            }
+            None => FileChange {
+                unified: String::new(),
+                added: 0,
+                removed: 0,
+                first_line: None,
+                acp: None,
+            },
+        };
         Ok(Self {
             canonical,
             shown,
             created: false,
-            old,
+            stamp: Some(stamp),
+            diffed: old.is_some(),
+            unchanged,
             new,
             notes,
+            change,
         })
     }
 
     async fn output(self, ctx: &ToolContext, unchanged: bool) -> Result<ToolOutput, ToolError> {
         let lines = text::line_count(&self.new);
         let bytes = self.new.len();
-        let change = FileChange::compute(&self.shown, self.old.as_deref(), &self.new);
+        let change = self.change;
         let mut message = if self.created {
             format!(
                 "Created {} ({}, {bytes} bytes).",
@@ -178,7 +246,7 @@ impl WritePlan {
             message.push_str(note);
         }
         if !self.created && !unchanged {
-            if self.old.is_none() {
+            if !self.diffed {
                 message.push_str(" The old content was too large to diff.");
             } else if !change.unified.is_empty() {
                 message.push_str("\n\n");
@@ -199,12 +267,8 @@ impl WritePlan {
         .with("lines", lines)
         .with("added", change.added)
         .with("removed", change.removed);
-        if !unchanged && (self.created || self.old.is_some()) {
-            output = output.artifact(Artifact::Diff {
-                path: path.clone(),
-                old_text: self.old.as_deref().map(text::display_text),
-                new_text: text::display_text(&self.new),
-            });
+        if !unchanged && let Some(diff) = change.acp {
+            output = output.artifact(Artifact::Diff(diff));
         }
         let line = change.first_line.unwrap_or(1);
         Ok(output.artifact(Artifact::Location {
@@ -212,6 +276,11 @@ impl WritePlan {
             line: u32::try_from(line).ok(),
         }))
     }
+}
+
+/// Bytes as an editor shows them: without the byte-order mark, decoded lossily.
+fn display(bytes: &[u8]) -> Vec<u8> {
+    text::display_text(bytes).into_bytes()
 }
 
 /// The bytes to write for `content` over a file whose content (or head) is `old`: LF text into

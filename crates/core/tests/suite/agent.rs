@@ -880,3 +880,117 @@ async fn editing_a_hard_linked_file_asks_and_replaces_the_link() {
     assert!(e2.contains("could not be prepared"), "{e2}");
     assert!(!e2.contains("outside secret"), "{e2}");
 }
+
+/// One edit call, through the whole path (schema check, capability check, policy, the diff
+/// for the user's approval, the run), costs one argument parse, one path resolution, one read
+/// of the file and one diff. The prompt shows the diff the run then writes.
+#[tokio::test]
+async fn an_edit_is_prepared_once_through_policy_approval_and_run() {
+    use keel_core::runtime::probe::{self, Counts, Probe as Counter};
+    let f = fixture(Api::Anthropic, 1).await;
+    std::fs::write(f.workspace.join("notes.txt"), "one\ntwo\nthree\n").unwrap();
+    f.mock
+        .push_anthropic(Turn::new().tool_call("r1", "read", json!({"file_path": "notes.txt"})));
+    f.mock.push_anthropic(Turn::text_only("read it"));
+    f.mock.push_anthropic(Turn::new().tool_call(
+        "e1",
+        "edit",
+        json!({"file_path": "notes.txt", "old_string": "two", "new_string": "2"}),
+    ));
+    f.mock.push_anthropic(Turn::text_only("done"));
+    let session = f.engine.open_session(options(&f, true)).unwrap();
+    let host = Arc::new(Host::default());
+    session
+        .run_turn(prompt("read"), host.clone(), CancellationToken::new())
+        .await
+        .unwrap();
+    let counter = Counter::new();
+    probe::scope(
+        counter.clone(),
+        session.run_turn(prompt("edit"), host.clone(), CancellationToken::new()),
+    )
+    .await
+    .unwrap();
+    assert_eq!(
+        std::fs::read_to_string(f.workspace.join("notes.txt")).unwrap(),
+        "one\n2\nthree\n"
+    );
+    let approvals = host.approvals.lock().unwrap().clone();
+    let [approval] = approvals.as_slice() else {
+        panic!("one prompt expected: {approvals:?}");
+    };
+    assert_eq!(approval.tool_id, "edit");
+    assert_eq!(approval.view.title, "Edit notes.txt");
+    let Some(keel_core::tool::Preview::Diff(diff)) = &approval.preview else {
+        panic!("the prompt shows the diff: {approval:?}");
+    };
+    assert_eq!(
+        (diff.old_text.as_deref(), diff.new_text.as_str()),
+        (Some("one\ntwo\nthree\n"), "one\n2\nthree\n")
+    );
+    assert_eq!(
+        counter.counts(),
+        Counts {
+            resolve: 1,
+            parse: 1,
+            read: 1,
+            diff: 1,
+        }
+    );
+}
+
+/// A file changed between the prompt's diff and the user's answer is not overwritten: the
+/// prepared edit checks the file's stamp before it writes.
+#[tokio::test]
+async fn a_file_changed_while_the_user_decides_is_not_overwritten() {
+    let f = fixture(Api::Anthropic, 1).await;
+    let path = f.workspace.join("notes.txt");
+    std::fs::write(&path, "one\ntwo\n").unwrap();
+    f.mock
+        .push_anthropic(Turn::new().tool_call("r1", "read", json!({"file_path": "notes.txt"})));
+    f.mock.push_anthropic(Turn::new().tool_call(
+        "e1",
+        "edit",
+        json!({"file_path": "notes.txt", "old_string": "two", "new_string": "2"}),
+    ));
+    f.mock.push_anthropic(Turn::text_only("done"));
+    let session = f.engine.open_session(options(&f, true)).unwrap();
+    let host = Arc::new(ChangingHost {
+        inner: Host::default(),
+        path: path.clone(),
+    });
+    session
+        .run_turn(prompt("go"), host.clone(), CancellationToken::new())
+        .await
+        .unwrap();
+    assert_eq!(
+        std::fs::read_to_string(&path).unwrap(),
+        "one\ntwo\nchanged meanwhile, and longer\n"
+    );
+    let results = tool_results(Api::Anthropic, &f.mock.requests()[2].body);
+    let e1 = &results.iter().find(|(id, _)| id == "e1").unwrap().1;
+    assert!(e1.contains("changed after the edit was prepared"), "{e1}");
+}
+
+/// Allows every prompt, after changing `path` on the disk while "the user decides".
+struct ChangingHost {
+    inner: Host,
+    path: std::path::PathBuf,
+}
+
+impl TurnHost for ChangingHost {
+    fn event(&self, event: AgentEvent) {
+        self.inner.event(event);
+    }
+
+    fn approve(&self, request: ApprovalRequest) -> BoxFuture<'_, ApprovalAnswer> {
+        if request.tool_id == "edit" {
+            std::fs::write(&self.path, "one\ntwo\nchanged meanwhile, and longer\n").unwrap();
+        }
+        self.inner.approve(request)
+    }
+
+    fn ask(&self, questions: Vec<QuestionItem>) -> BoxFuture<'_, Result<Vec<Vec<String>>, String>> {
+        self.inner.ask(questions)
+    }
+}

@@ -13,8 +13,8 @@ use keel_core::agent::{
 };
 use keel_core::provider::{Part, ProviderConfig, ProviderKind};
 use keel_core::tool::{
-    Artifact, DynTool, Envelope, InternalError, Preview, ToolContext, ToolError, ToolOutput,
-    ToolSpec, Typed,
+    Artifact, Describe, DynTool, Envelope, InternalError, ParsedCall, ToolContext, ToolError,
+    ToolOutput, ToolSpec, Typed,
 };
 use keel_core::tools::write::WriteTool;
 use keel_testkit::mock_model::{MockModel, Turn};
@@ -48,28 +48,28 @@ impl DynTool for WriteAfterCancel {
         &self.spec
     }
 
-    fn execute<'a>(
+    fn parse(&self, args: &Value, how: Describe<'_>) -> Result<ParsedCall, ToolError> {
+        self.inner.parse(args, how)
+    }
+
+    fn prepare<'a>(
         &'a self,
-        args: Value,
+        call: &'a mut ParsedCall,
+        ctx: &'a ToolContext,
+    ) -> BoxFuture<'a, Result<(), ToolError>> {
+        self.inner.prepare(call, ctx)
+    }
+
+    fn run<'a>(
+        &'a self,
+        call: ParsedCall,
         ctx: &'a ToolContext,
     ) -> BoxFuture<'a, Result<ToolOutput, ToolError>> {
         Box::pin(async move {
             self.started.notify_one();
             ctx.cancel.cancelled().await;
-            self.inner.execute(args, ctx).await
+            self.inner.run(call, ctx).await
         })
-    }
-
-    fn preview<'a>(
-        &'a self,
-        args: &'a Value,
-        ctx: &'a ToolContext,
-    ) -> BoxFuture<'a, Result<Option<Preview>, ToolError>> {
-        self.inner.preview(args, ctx)
-    }
-
-    fn validate(&self, args: &Value) -> Result<(), ToolError> {
-        self.inner.validate(args)
     }
 }
 

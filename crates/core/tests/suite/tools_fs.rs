@@ -138,9 +138,7 @@ fn diff_artifact(output: &ToolOutput) -> (Option<String>, String) {
         .artifacts
         .iter()
         .find_map(|a| match a {
-            Artifact::Diff {
-                old_text, new_text, ..
-            } => Some((old_text.clone(), new_text.clone())),
+            Artifact::Diff(diff) => Some((diff.old_text.clone(), diff.new_text.clone())),
             _ => None,
         })
         .expect("a diff artifact")

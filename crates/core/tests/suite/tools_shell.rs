@@ -362,9 +362,12 @@ async fn the_editor_terminal_runs_the_command_when_present() {
     assert_eq!(out.data["exit_code"], json!(2));
     assert_eq!(
         out.artifacts,
-        vec![Artifact::Terminal {
-            terminal_id: "term-7".into()
-        }]
+        vec![
+            Artifact::Exit { code: Some(2) },
+            Artifact::Terminal {
+                terminal_id: "term-7".into()
+            }
+        ]
     );
     {
         let requests = terminal.requests.lock().unwrap();
@@ -451,7 +454,7 @@ async fn todo_round_trip() {
         panic!("no plan artifact: {:?}", out.artifacts);
     };
     assert_eq!(
-        entries[0],
+        serde_json::to_value(&entries[0]).unwrap(),
         json!({"content": "Read the code", "priority": "medium", "status": "completed", "id": "1"})
     );
     assert_eq!(entries.len(), 3);

@@ -223,11 +223,12 @@ async fn edit_preview_is_the_diff_and_writes_nothing() {
     let preview = fx.edit.preview(&args, &fx.ctx).await.unwrap();
     assert_eq!(
         preview,
-        Some(Preview::Diff {
+        Some(Preview::Diff(keel_diff::AcpDiff {
             path: path.display().to_string(),
             old_text: Some("a\nb\n".into()),
             new_text: "a\nc\n".into(),
-        })
+            bounded: false,
+        }))
     );
     assert_eq!(fs::read_to_string(&path).unwrap(), "a\nb\n");
     let ambiguous = json!({ "file_path": "v.txt", "old_string": "\n", "new_string": "" });

@@ -121,11 +121,12 @@ async fn write_preview_is_the_diff_and_writes_nothing() {
     let preview = fx.write.preview(&args, &fx.ctx).await.unwrap();
     assert_eq!(
         preview,
-        Some(Preview::Diff {
+        Some(Preview::Diff(keel_diff::AcpDiff {
             path: path.display().to_string(),
             old_text: Some("old\n".into()),
             new_text: "new\n".into(),
-        })
+            bounded: false,
+        }))
     );
     assert_eq!(fs::read_to_string(&path).unwrap(), "old\n");
     let created = fx
@@ -138,7 +139,7 @@ async fn write_preview_is_the_diff_and_writes_nothing() {
         .unwrap();
     assert!(matches!(
         created,
-        Some(Preview::Diff { old_text: None, .. })
+        Some(Preview::Diff(keel_diff::AcpDiff { old_text: None, .. }))
     ));
     assert!(!fx.ws.join("q").exists());
 }
