@@ -106,20 +106,15 @@ impl Tool for EditTool {
         ctx: &ToolContext,
     ) -> Result<ToolOutput, ToolError> {
         let plan: EditPlan = prepared.plan()?;
-        // What was read, previewed and approved is what gets replaced: a file changed since
-        // (by the user, another program) is refused, not overwritten.
-        let now = ctx.runtime.stamp(&plan.canonical).await;
-        if now != plan.stamp {
-            return Err(text::changed(
-                &plan.shown,
-                "it changed after the edit was prepared",
-                "edit",
-            ));
-        }
-        ctx.runtime.write(&plan.canonical, &plan.bytes).await?;
-        if let Some(stamp) = ctx.runtime.stamp(&plan.canonical).await {
-            ctx.session.record_read(&plan.canonical, stamp);
-        }
+        text::commit_prepared(
+            ctx,
+            &plan.canonical,
+            plan.stamp.as_ref(),
+            &plan.shown,
+            ("edit", "edit"),
+            Some(&plan.bytes),
+        )
+        .await?;
         plan.output(ctx).await
     }
 

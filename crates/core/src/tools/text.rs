@@ -286,6 +286,34 @@ pub fn changed(shown: &str, how: &str, action: &str) -> ToolError {
     ))
 }
 
+/// Carries out a prepared change of `canonical`: the file as it was read and previewed is the one
+/// replaced, so one changed (or created) since its `stamp` was taken is refused with
+/// [`changed`], never overwritten; `bytes` is written unless `None` (nothing to change); the
+/// file's new stamp is recorded as read, so the next edit needs no re-read.
+pub async fn commit_prepared(
+    ctx: &ToolContext,
+    canonical: &Path,
+    stamp: Option<&FileStamp>,
+    shown: &str,
+    (tool, action): (&str, &str),
+    bytes: Option<&[u8]>,
+) -> Result<(), ToolError> {
+    if ctx.runtime.stamp(canonical).await.as_ref() != stamp {
+        return Err(changed(
+            shown,
+            &format!("it changed after the {tool} was prepared"),
+            action,
+        ));
+    }
+    if let Some(bytes) = bytes {
+        ctx.runtime.write(canonical, bytes).await?;
+    }
+    if let Some(stamp) = ctx.runtime.stamp(canonical).await {
+        ctx.session.record_read(canonical, stamp);
+    }
+    Ok(())
+}
+
 /// What is at a canonical, in-scope path: its metadata and stamp, or `None` when nothing is
 /// there. One blocking call when the path exists.
 pub async fn inspect(

@@ -87,23 +87,16 @@ impl Tool for WriteTool {
         ctx: &ToolContext,
     ) -> Result<ToolOutput, ToolError> {
         let plan: WritePlan = prepared.plan()?;
-        // The file as it was read and previewed is the one replaced; one changed (or created)
-        // since is refused.
-        let now = ctx.runtime.stamp(&plan.canonical).await;
-        if now != plan.stamp {
-            return Err(text::changed(
-                &plan.shown,
-                "it changed after the write was prepared",
-                "overwrite",
-            ));
-        }
         let unchanged = plan.unchanged;
-        if !unchanged {
-            ctx.runtime.write(&plan.canonical, &plan.new).await?;
-        }
-        if let Some(stamp) = ctx.runtime.stamp(&plan.canonical).await {
-            ctx.session.record_read(&plan.canonical, stamp);
-        }
+        text::commit_prepared(
+            ctx,
+            &plan.canonical,
+            plan.stamp.as_ref(),
+            &plan.shown,
+            ("write", "overwrite"),
+            (!unchanged).then_some(plan.new.as_slice()),
+        )
+        .await?;
         plan.output(ctx, unchanged).await
     }
 
