@@ -440,16 +440,14 @@ async fn run_turn(args: &ExecArgs, host: Arc<ExecHost>) -> Outcome {
         Some(workspace) => workspace,
         None => workspace_or_cwd(args.workspace.as_ref())?,
     };
-    if !workspace.is_dir() {
+    if !keel_core::runtime::probe::is_dir(&workspace) {
         return Err(Failure::usage(format!(
             "the workspace {} is not a directory",
             workspace.display()
         )));
     }
     let effective = load_config(Some(workspace.clone()), &args.overrides)?;
-    let scratch = tempfile::Builder::new()
-        .prefix("keel-exec-")
-        .tempdir()
+    let scratch = keel_core::runtime::scratch::temp_dir("keel-exec-")
         .map_err(|e| Failure::failed(format!("cannot create a scratch directory: {e}")))?;
     let env: EnvLookup = Arc::new(|name: &str| std::env::var(name).ok().filter(|v| !v.is_empty()));
     let engine_config = config::engine_config(

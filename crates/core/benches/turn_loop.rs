@@ -4,10 +4,9 @@
 //! final answer is timed end to end. The model's share is measured separately by streaming the
 //! very same replies straight through the provider, and subtracted:
 //! overhead per round trip = (turn time − model time) / `ROUND_TRIPS`.
-#![allow(
+#![expect(
     clippy::print_stdout,
     clippy::unwrap_used,
-    clippy::expect_used,
     clippy::disallowed_methods,
     reason = "a benchmark reports on stdout and sets up its own fixtures"
 )]

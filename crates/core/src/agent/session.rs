@@ -85,7 +85,7 @@ fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
 }
 
 impl Session {
-    #[allow(
+    #[expect(
         clippy::too_many_arguments,
         reason = "one private constructor, called once"
     )]

@@ -26,9 +26,11 @@ pub mod fsat;
 pub mod mcp;
 pub mod net;
 pub mod paths;
+pub mod probe;
 pub mod process;
 pub mod protected;
 pub mod sandbox;
+pub mod scratch;
 pub mod secrets;
 pub mod store_files;
 
@@ -211,7 +213,7 @@ impl From<FileError> for ToolError {
 
 impl Runtime {
     /// Canonicalises the roots, creates the scratch directory and compiles the scope.
-    #[allow(
+    #[expect(
         clippy::disallowed_methods,
         reason = "the runtime is where ambient authority lives"
     )]
@@ -436,10 +438,6 @@ impl Runtime {
     }
 
     /// Metadata of a canonical, in-scope path (not following a final symlink: it was resolved).
-    #[allow(
-        clippy::disallowed_methods,
-        reason = "the runtime is where ambient authority lives"
-    )]
     pub async fn metadata(&self, canonical: &Path) -> Result<std::fs::Metadata, ToolError> {
         self.check(canonical, Access::Read)?;
         let path = canonical.to_path_buf();
@@ -452,7 +450,7 @@ impl Runtime {
     }
 
     /// What the disk says of a file now, for the read-before-write guard.
-    #[allow(
+    #[expect(
         clippy::disallowed_methods,
         reason = "the runtime is where ambient authority lives"
     )]
@@ -597,7 +595,7 @@ impl Runtime {
     }
 
     /// Writes a file under the session's scratch directory (sidecar outputs).
-    #[allow(
+    #[expect(
         clippy::disallowed_methods,
         reason = "the runtime is where ambient authority lives"
     )]
@@ -628,6 +626,10 @@ impl Runtime {
     ///
     /// Inside a git repository, ignore files above the repository's root do not apply (as with
     /// git, ripgrep and fd); outside any repository, .gitignore files apply all the same.
+    #[expect(
+        clippy::disallowed_methods,
+        reason = "the runtime is where ambient authority lives"
+    )]
     pub fn walker(&self, base: &Path) -> Result<ignore::WalkBuilder, ToolError> {
         self.check(base, Access::Read)?;
         let in_repository = base.ancestors().any(|dir| dir.join(".git").exists());
@@ -645,7 +647,7 @@ impl Runtime {
 }
 
 /// Removes a session's scratch directory (sidecars) when the session closes.
-#[allow(
+#[expect(
     clippy::disallowed_methods,
     reason = "the runtime is where ambient authority lives"
 )]
@@ -656,7 +658,7 @@ pub fn remove_scratch(dir: &Path) -> std::io::Result<()> {
     }
 }
 
-#[allow(
+#[expect(
     clippy::disallowed_methods,
     reason = "the runtime is where ambient authority lives"
 )]

@@ -135,7 +135,7 @@ impl Runtime {
 
     /// Starts `bash -c command` in `cwd` after [`Runtime::check_shell`]: a new process group,
     /// stdin null, stdout and stderr on one pipe. Must be called inside a tokio runtime.
-    #[allow(
+    #[expect(
         clippy::disallowed_methods,
         reason = "the runtime is where ambient authority lives"
     )]
@@ -571,8 +571,8 @@ impl Collector {
     }
 }
 
-#[allow(
-    clippy::disallowed_methods,
+#[expect(
+    clippy::disallowed_types,
     reason = "the runtime is where ambient authority lives"
 )]
 async fn open_sidecar(path: &Path) -> std::io::Result<tokio::fs::File> {
@@ -675,6 +675,10 @@ mod tests {
     }
 
     #[tokio::test]
+    #[expect(
+        clippy::disallowed_methods,
+        reason = "the test's sidecar goes to a temp dir"
+    )]
     async fn collector_keeps_head_and_tail_and_spills_everything() {
         let dir = tempfile::tempdir().unwrap();
         let sidecar = dir.path().join("out.txt");
@@ -694,7 +698,7 @@ mod tests {
         assert!(text.starts_with("line 0\n"), "{text}");
         assert!(text.ends_with("line 99\n"), "{text}");
         assert!(text.contains("bytes omitted"), "{text}");
-        #[allow(clippy::disallowed_methods)]
+        #[expect(clippy::disallowed_methods, reason = "the test reads the sidecar back")]
         let spilled = std::fs::read_to_string(&sidecar).unwrap();
         assert_eq!(spilled, lines);
     }

@@ -429,7 +429,7 @@ mod tests {
 
     /// Arguments with optional fields of each shape schemars gives them.
     #[derive(serde::Deserialize, JsonSchema)]
-    #[allow(dead_code, reason = "only the schema is used")]
+    #[expect(dead_code, reason = "only the schema is used")]
     struct Args {
         /// Always there.
         name: String,
@@ -440,7 +440,6 @@ mod tests {
     }
 
     #[derive(serde::Deserialize, JsonSchema)]
-    #[allow(dead_code, reason = "only the schema is used")]
     enum Mode {
         /// One.
         One,

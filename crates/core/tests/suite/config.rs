@@ -1,5 +1,16 @@
 //! Configuration: layering, provenance, and errors that name the file, the line and a fix.
-#![allow(clippy::disallowed_methods, clippy::unwrap_used, clippy::expect_used)]
+#![expect(
+    clippy::disallowed_methods,
+    reason = "the tests set up and inspect their fixtures directly on disk"
+)]
+#![expect(
+    clippy::unwrap_used,
+    reason = "test helpers outside #[test] functions unwrap"
+)]
+#![expect(
+    clippy::expect_used,
+    reason = "test helpers outside #[test] functions expect"
+)]
 
 use std::path::{Path, PathBuf};
 
@@ -537,7 +548,7 @@ fn scripted_models_replay_the_script_named_by_keel_script() {
 }
 
 #[derive(serde::Deserialize, schemars::JsonSchema)]
-#[allow(dead_code)]
+#[expect(dead_code, reason = "only the schema is used")]
 struct PathParams {
     file_path: String,
 }
