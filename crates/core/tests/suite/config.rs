@@ -358,7 +358,7 @@ fn providers_merge_key_by_key_and_need_a_kind_unless_built_in() {
     dirs.write_project("[providers.local]\nmodels = [\"b\", \"c\"]\n");
     let effective = config::load(&dirs.options()).unwrap();
     let local = &effective.config.providers["local"];
-    assert_eq!(local.kind, Some(ProviderKind::Openai));
+    assert_eq!(local.kind, Some(ProviderKind::OpenAi));
     assert_eq!(local.base_url.as_deref(), Some("http://127.0.0.1:1/v1"));
     assert_eq!(local.models, ["b", "c"]);
     let env = |name: &str| (name == "ANTHROPIC_API_KEY").then(|| "sk-test".to_owned());
