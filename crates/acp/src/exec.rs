@@ -14,8 +14,8 @@ use std::sync::{Arc, Mutex};
 
 use futures::future::BoxFuture;
 use keel_core::agent::{
-    AgentEvent, ApprovalAnswer, ApprovalRequest, CallStatus, QuestionItem, TurnHost, TurnOutcome,
-    TurnStop,
+    AgentEvent, Answer, ApprovalAnswer, ApprovalRequest, CallStatus, QuestionItem, TurnHost,
+    TurnOutcome, TurnStop,
 };
 use keel_core::tool::{Artifact, Envelope, ToolKind, ToolProgress};
 use serde::Serialize;
@@ -401,7 +401,7 @@ impl TurnHost for ExecHost {
             tool = %request.tool_id,
             "a headless run was asked for approval; rejecting"
         );
-        Box::pin(async { ApprovalAnswer::RejectOnce })
+        Box::pin(async { ApprovalAnswer::Answered(Answer::RejectOnce) })
     }
 
     fn ask(

@@ -4,6 +4,7 @@ use futures::future::BoxFuture;
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
+pub use crate::policy::Answer;
 use crate::tool::{Artifact, Envelope, Preview, ToolKind, ToolProgress};
 
 /// A piece of the user's prompt.
@@ -106,16 +107,23 @@ pub struct ApprovalRequest {
     pub unconfined: bool,
 }
 
-/// The user's answer to an [`ApprovalRequest`].
+/// How an [`ApprovalRequest`] ended: the user's [`Answer`] (the policy's one definition of an
+/// answer), or no answer because the prompt was cancelled. Stored in session logs as
+/// `allow_once`, `allow_always`, `reject_once`, `reject_always` or `cancelled`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
 pub enum ApprovalAnswer {
-    AllowOnce,
-    AllowAlways,
-    RejectOnce,
-    RejectAlways,
     /// The prompt was cancelled (the turn is being cancelled).
     Cancelled,
+    /// The user answered.
+    #[serde(untagged)]
+    Answered(Answer),
+}
+
+impl From<Answer> for ApprovalAnswer {
+    fn from(answer: Answer) -> Self {
+        ApprovalAnswer::Answered(answer)
+    }
 }
 
 /// One question of the `question` tool.
@@ -185,4 +193,35 @@ pub struct TurnOutcome {
     pub denied_calls: usize,
     /// Tool calls that failed.
     pub failed_calls: usize,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn approval_answers_keep_their_stored_names() {
+        let cases = [
+            (ApprovalAnswer::Answered(Answer::AllowOnce), "allow_once"),
+            (
+                ApprovalAnswer::Answered(Answer::AllowAlways),
+                "allow_always",
+            ),
+            (ApprovalAnswer::Answered(Answer::RejectOnce), "reject_once"),
+            (
+                ApprovalAnswer::Answered(Answer::RejectAlways),
+                "reject_always",
+            ),
+            (ApprovalAnswer::Cancelled, "cancelled"),
+        ];
+        for (answer, name) in cases {
+            let json = serde_json::json!(name);
+            assert_eq!(serde_json::to_value(answer).unwrap(), json);
+            assert_eq!(
+                serde_json::from_value::<ApprovalAnswer>(json).unwrap(),
+                answer
+            );
+        }
+        assert!(serde_json::from_value::<ApprovalAnswer>(serde_json::json!("allow-once")).is_err());
+    }
 }

@@ -25,7 +25,7 @@ pub use engine::{
     SessionOptions, TRUST_FILE, WorkspaceConfig,
 };
 pub use events::{
-    AgentEvent, ApprovalAnswer, ApprovalRequest, CallStatus, QuestionItem, QuestionOption,
+    AgentEvent, Answer, ApprovalAnswer, ApprovalRequest, CallStatus, QuestionItem, QuestionOption,
     TurnHost, TurnOutcome, TurnStop, UserContent,
 };
 pub use session::{ModelSlot, Session};

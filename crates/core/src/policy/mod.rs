@@ -66,8 +66,11 @@ pub struct Call<'a> {
     pub runtime: &'a Runtime,
 }
 
-/// The user's answer to a prompt.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+/// The user's answer to a prompt: the one definition (the agent's [`crate::agent::ApprovalAnswer`]
+/// is this or a cancelled prompt). Serialized as `allow_once` ... (session logs); typed as
+/// `allow-once` ... ([`std::str::FromStr`], rule fixtures).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, serde::Serialize, serde::Deserialize)]
+#[serde(rename_all = "snake_case")]
 pub enum Answer {
     AllowOnce,
     /// Allow, and add session rules covering the decision's keys ([`Decision::always_scope`]).

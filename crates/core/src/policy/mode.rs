@@ -130,7 +130,10 @@ mod tests {
         for (mode, name) in Mode::ALL.into_iter().zip(Mode::NAMES) {
             assert_eq!(mode.as_str(), name);
             assert_eq!(serde_json::to_value(mode).unwrap(), serde_json::json!(name));
-            assert_eq!(serde_json::from_value::<Mode>(serde_json::json!(name)).unwrap(), mode);
+            assert_eq!(
+                serde_json::from_value::<Mode>(serde_json::json!(name)).unwrap(),
+                mode
+            );
             assert_eq!(name.parse::<Mode>().unwrap(), mode);
         }
         // The lenient spellings are for typed names (`/mode`, `session/set_mode`), not files.

@@ -18,8 +18,8 @@ use std::time::Duration;
 
 use futures::future::BoxFuture;
 use keel_core::agent::{
-    AgentError, AgentEvent, ApprovalAnswer, ApprovalRequest, Engine, EngineConfig, QuestionItem,
-    SessionOptions, TurnHost, TurnStop, UserContent,
+    AgentError, AgentEvent, Answer, ApprovalAnswer, ApprovalRequest, Engine, EngineConfig,
+    QuestionItem, SessionOptions, TurnHost, TurnStop, UserContent,
 };
 use keel_core::policy::Mode;
 use keel_core::provider::{Part, ProviderConfig, ProviderError, ProviderKind, Role};
@@ -133,7 +133,7 @@ impl TurnHost for Host {
             }
             let mut answers = self.answers.lock().unwrap();
             if answers.is_empty() {
-                ApprovalAnswer::AllowOnce
+                ApprovalAnswer::Answered(Answer::AllowOnce)
             } else {
                 answers.remove(0)
             }
@@ -724,7 +724,7 @@ async fn the_first_turn_asks_whether_to_trust_the_projects_rules() {
     host.answers
         .lock()
         .unwrap()
-        .push(ApprovalAnswer::AllowAlways);
+        .push(ApprovalAnswer::Answered(Answer::AllowAlways));
     let outcome = session
         .run_turn(prompt("go"), host.clone(), CancellationToken::new())
         .await
@@ -763,10 +763,10 @@ async fn an_untrusted_projects_allow_rules_stay_ignored() {
     f.mock.push_anthropic(Turn::text_only("not changed"));
     let session = engine.open_session(options(&f, true)).unwrap();
     let host = Arc::new(Host::default());
-    host.answers
-        .lock()
-        .unwrap()
-        .extend([ApprovalAnswer::RejectOnce, ApprovalAnswer::RejectOnce]);
+    host.answers.lock().unwrap().extend([
+        ApprovalAnswer::Answered(Answer::RejectOnce),
+        ApprovalAnswer::Answered(Answer::RejectOnce),
+    ]);
     session
         .run_turn(prompt("go"), host.clone(), CancellationToken::new())
         .await
