@@ -18,7 +18,7 @@ use agent_client_protocol::v1::schema::{
 };
 use keel_core::runtime::{FileBackend, TerminalBackend};
 
-use super::engine::{SessionFactory, SessionOrigin, SessionSpec};
+use super::session_traits::{SessionFactory, SessionOrigin, SessionSpec};
 
 /// Sessions per `session/list` page.
 pub const LIST_PAGE: usize = 50;

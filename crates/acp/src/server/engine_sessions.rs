@@ -20,7 +20,7 @@ use keel_core::store::{StoreError, StoredEvent};
 use tokio::sync::watch;
 use tokio_util::sync::CancellationToken;
 
-use super::engine::{
+use super::session_traits::{
     AgentSession, EngineError, SessionFactory, SessionOrigin, SessionSpec, StoredSessionInfo,
     ToolInfo,
 };

@@ -10,25 +10,25 @@
 //! types.
 
 mod compact;
-mod engine;
 mod events;
 mod prompt;
 mod record;
 mod session;
+mod shared;
 mod subagent;
 mod trust;
 mod turn;
 
 pub use compact::Compaction;
-pub use engine::{
-    ConfigRules, Engine, EngineConfig, EnvLookup, IgnoredLine, Persistence, SESSIONS_DIR,
-    SessionOptions, TRUST_FILE, WorkspaceConfig,
-};
 pub use events::{
     AgentEvent, Answer, ApprovalAnswer, ApprovalRequest, CallStatus, QuestionItem, QuestionOption,
     TurnHost, TurnOutcome, TurnStop, UserContent,
 };
 pub use session::{ModelSlot, Session};
+pub use shared::{
+    ConfigRules, Engine, EngineConfig, EnvLookup, IgnoredLine, Persistence, SESSIONS_DIR,
+    SessionOptions, TRUST_FILE, WorkspaceConfig,
+};
 pub use subagent::{
     AgentDef, GENERAL_AGENT, MAX_DEPTH, agents_listing, front_matter, load_agents, parse_agent,
 };

@@ -17,7 +17,7 @@
 //!   (`keel config show`); [`json_schema`]: the JSON Schema of a config file (`keel config
 //!   schema`).
 
-mod engine;
+mod engine_config;
 mod error;
 mod load;
 mod project_trust;
@@ -33,7 +33,7 @@ use std::str::FromStr;
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
-pub use engine::{
+pub use engine_config::{
     answering_model, engine_config, located_providers, user_cache_dir, user_data_dir,
 };
 pub use error::{ConfigError, CredentialRefusal};

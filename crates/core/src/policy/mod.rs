@@ -19,7 +19,7 @@
 //! decision order and the bundled defaults.
 
 pub mod commands;
-mod engine;
+mod decide;
 mod evaluate;
 mod explain;
 pub mod gitrepo;
@@ -37,7 +37,7 @@ pub mod wrappers;
 
 use serde_json::Value;
 
-pub use engine::{ListedRule, Policy, ScopeRules};
+pub use decide::{ListedRule, Policy, ScopeRules};
 pub use explain::{Cause, Explanation, PRECEDENCE, RuleRef, render_check, render_rules};
 pub use layers::{BUNDLED_POLICY, PROJECT_DIR, PolicyLayers, RULE_FILE, Scope, Source};
 pub use mode::{Mode, UnknownMode};

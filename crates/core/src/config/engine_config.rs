@@ -1,4 +1,5 @@
-//! From the effective configuration to the turn loop's [`EngineConfig`].
+//! From the effective configuration to the turn loop's [`EngineConfig`] (`engine_config`), and the
+//! user directories it reads.
 
 use std::path::{Path, PathBuf};
 use std::time::Duration;
