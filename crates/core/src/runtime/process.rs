@@ -58,16 +58,8 @@ pub const QUIET_ENV: &[(&str, &str)] = &[
     ("GIT_TERMINAL_PROMPT", "0"),
 ];
 
-/// Keel's own credentials: the model's keys never reach the commands the model runs (a
-/// `printenv` would otherwise hand them to the model, and from there to anywhere).
-pub const SECRET_ENV: &[&str] = &[
-    "ANTHROPIC_API_KEY",
-    "ANTHROPIC_AUTH_TOKEN",
-    "OPENAI_API_KEY",
-    "OPENROUTER_API_KEY",
-    "DEEPSEEK_API_KEY",
-    "BRAVE_API_KEY",
-];
+/// Keel's own credentials (defined with the scrub list in [`super::secrets`]).
+pub use super::secrets::SECRET_ENV;
 
 /// How [`ShellProcess::wait_with_output`] keeps output: `limit` bytes for the model, the whole
 /// output in `sidecar` (created only when the output passes `limit`; it must lie in the session's
