@@ -110,7 +110,7 @@ pub struct ApprovalRequest {
 /// How an [`ApprovalRequest`] ended: the user's [`Answer`] (the policy's one definition of an
 /// answer), or no answer because the prompt was cancelled. Stored in session logs as
 /// `allow_once`, `allow_always`, `reject_once`, `reject_always` or `cancelled`.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
 pub enum ApprovalAnswer {
     /// The prompt was cancelled (the turn is being cancelled).
@@ -118,6 +118,16 @@ pub enum ApprovalAnswer {
     /// The user answered.
     #[serde(untagged)]
     Answered(Answer),
+}
+
+/// `AllowOnce`, ..., `Cancelled`: the answer itself, as logs and tests have always shown it.
+impl std::fmt::Debug for ApprovalAnswer {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            ApprovalAnswer::Answered(answer) => answer.fmt(f),
+            ApprovalAnswer::Cancelled => f.write_str("Cancelled"),
+        }
+    }
 }
 
 impl From<Answer> for ApprovalAnswer {
