@@ -19,6 +19,8 @@ mod subagent;
 mod trust;
 mod turn;
 
+/// Re-exported from [`crate::front_matter`], where skills read it too.
+pub use crate::front_matter::front_matter;
 pub use compact::Compaction;
 pub use events::{
     AgentEvent, Answer, ApprovalAnswer, ApprovalRequest, CallStatus, QuestionItem, QuestionOption,
@@ -29,9 +31,7 @@ pub use shared::{
     ConfigRules, Engine, EngineConfig, EnvLookup, IgnoredLine, Persistence, SESSIONS_DIR,
     SessionOptions, TRUST_FILE, WorkspaceConfig,
 };
-pub use subagent::{
-    AgentDef, GENERAL_AGENT, MAX_DEPTH, agents_listing, front_matter, load_agents, parse_agent,
-};
+pub use subagent::{AgentDef, GENERAL_AGENT, MAX_DEPTH, agents_listing, load_agents, parse_agent};
 pub use trust::{TRUST_QUESTION_ID, notice as trust_notice};
 pub(crate) use turn::civil_from_days;
 
