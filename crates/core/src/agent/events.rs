@@ -136,25 +136,8 @@ impl From<Answer> for ApprovalAnswer {
     }
 }
 
-/// One question of the `question` tool.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-pub struct QuestionItem {
-    pub question: String,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub header: Option<String>,
-    #[serde(default, skip_serializing_if = "Vec::is_empty")]
-    pub options: Vec<QuestionOption>,
-    #[serde(default)]
-    pub multi_select: bool,
-}
-
-/// A choice offered by a question.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-pub struct QuestionOption {
-    pub label: String,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub description: Option<String>,
-}
+/// The `question` tool's questions: defined with the tool contract ([`crate::tool`]).
+pub use crate::tool::{QuestionItem, QuestionOption};
 
 /// The front-end side of a turn.
 pub trait TurnHost: Send + Sync {

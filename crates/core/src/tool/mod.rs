@@ -16,6 +16,7 @@
 
 mod context;
 mod envelope;
+mod question;
 mod registry;
 mod spec;
 
@@ -24,5 +25,6 @@ pub use context::{
     Subagents, ToolContext, ToolProgress, head_of,
 };
 pub use envelope::{Artifact, Envelope, EnvelopeKind, Metadata, ToolError, ToolOutput};
+pub use question::{QuestionItem, QuestionOption};
 pub use registry::{Registry, RegistryError};
 pub use spec::{DynTool, Origin, Preview, Subject, Tool, ToolKind, ToolSpec, Typed, validate_with};

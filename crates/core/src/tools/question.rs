@@ -10,7 +10,7 @@ use schemars::JsonSchema;
 use serde::Deserialize;
 use serde_json::Value;
 
-use crate::agent::{QuestionItem, QuestionOption};
+use crate::tool::{QuestionItem, QuestionOption};
 use crate::tool::{Subject, Tool, ToolContext, ToolError, ToolKind, ToolOutput, ToolSpec};
 
 /// The error every headless session returns for `question`.
