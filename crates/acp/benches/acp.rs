@@ -12,10 +12,9 @@
 //! `session/new` answers before the engine session has opened; a `/help` prompt (answered
 //! locally, once the session is open) measures when it is, and keeps the timed turn from
 //! paying for the open.
-#![allow(
+#![expect(
     clippy::print_stdout,
     clippy::unwrap_used,
-    clippy::expect_used,
     clippy::disallowed_methods,
     reason = "a benchmark reports on stdout and sets up its own fixtures"
 )]

@@ -9,10 +9,9 @@
 //! Reported: wall time, per-turn latency (p50, p99), the agent's overhead per turn (turn minus
 //! the mock model's time, which is a few loopback round trips), peak and final RSS of `keel
 //! acp`, errors, and processes left behind. `cargo bench -p keel-acp --bench load`.
-#![allow(
+#![expect(
     clippy::print_stdout,
     clippy::unwrap_used,
-    clippy::expect_used,
     clippy::disallowed_methods,
     reason = "a benchmark reports on stdout and sets up its own fixtures"
 )]

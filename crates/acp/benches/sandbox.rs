@@ -21,10 +21,9 @@
 //! loopback): a confined command that started a daemon which left its session, cancelled; the
 //! time from sending the cancel to the prompt's `cancelled` answer, and until no process the
 //! command started is alive (polled every millisecond).
-#![allow(
+#![expect(
     clippy::print_stdout,
     clippy::unwrap_used,
-    clippy::expect_used,
     clippy::disallowed_methods,
     reason = "a benchmark reports on stdout and sets up its own fixtures"
 )]

@@ -5,10 +5,9 @@
 //! - `session/load` of a 1,000-event session: the request until its answer, every replayed
 //!   update received before it (budget 50 ms);
 //! - `session/list` over 1,000 stored sessions, first page (budget 50 ms).
-#![allow(
+#![expect(
     clippy::print_stdout,
     clippy::unwrap_used,
-    clippy::expect_used,
     clippy::disallowed_methods,
     reason = "a benchmark reports on stdout and sets up its own fixtures"
 )]

@@ -60,9 +60,7 @@ pub async fn run(args: DemoArgs) -> Outcome {
     let interactive =
         !args.yes && std::io::stdin().is_terminal() && std::io::stdout().is_terminal();
     let style = Style::for_stream(std::io::stdout().is_terminal());
-    let scratch = tempfile::Builder::new()
-        .prefix("keel-demo-")
-        .tempdir()
+    let scratch = keel_core::runtime::scratch::temp_dir("keel-demo-")
         .map_err(|e| Failure::failed(format!("cannot create a scratch directory: {e}")))?;
     let scratch_path = scratch.path().to_path_buf();
     let workspace = scratch_path.join("sample-project");
@@ -113,36 +111,27 @@ pub async fn run(args: DemoArgs) -> Outcome {
     Ok(EXIT_OK)
 }
 
-/// Writes the sample project, the script and an empty user configuration into `scratch`.
-#[allow(
-    clippy::disallowed_methods,
-    reason = "the demo lays out its own scratch directory; no tool or model output is involved"
-)]
+/// Writes the sample project, the script and an empty user configuration into `scratch`
+/// (through the runtime's writer of Keel's own files: the host lays these out, no tool does).
 fn lay_out(scratch: &Path, workspace: &Path) -> Result<(), Failure> {
-    let failed = |path: &Path, e: std::io::Error| {
-        Failure::failed(format!("cannot write {}: {e}", path.display()))
+    let write = |path: &Path, text: &str| {
+        keel_core::runtime::config_files::write_atomically(path, text)
+            .map_err(|e| Failure::failed(format!("cannot write {}: {e}", path.display())))
     };
-    std::fs::create_dir_all(workspace).map_err(|e| failed(workspace, e))?;
     for (name, text) in SAMPLE_PROJECT {
-        let path = workspace.join(name);
-        std::fs::write(&path, text).map_err(|e| failed(&path, e))?;
+        write(&workspace.join(name), text)?;
     }
     // The user configuration sits in a directory of its own: the engine protects that
     // directory (Keel's configuration) from every tool.
     let config_dir = scratch.join("config");
-    std::fs::create_dir_all(&config_dir).map_err(|e| failed(&config_dir, e))?;
-    for (path, text) in [
-        (scratch.join("demo.json"), SCRIPT),
-        (config_dir.join("config.toml"), ""),
-    ] {
-        std::fs::write(&path, text).map_err(|e| failed(&path, e))?;
-    }
+    write(&scratch.join("demo.json"), SCRIPT)?;
+    write(&config_dir.join("config.toml"), "")?;
     Ok(())
 }
 
 /// Starts `keel acp` on the scripted model, isolated from the user's configuration, logging
 /// into the scratch directory.
-#[allow(
+#[expect(
     clippy::disallowed_methods,
     reason = "the demo starts its own `keel acp` child, as an editor does"
 )]

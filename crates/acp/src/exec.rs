@@ -14,8 +14,8 @@ use std::sync::{Arc, Mutex};
 
 use futures::future::BoxFuture;
 use keel_core::agent::{
-    AgentEvent, ApprovalAnswer, ApprovalRequest, CallStatus, QuestionItem, TurnHost, TurnOutcome,
-    TurnStop,
+    AgentEvent, Answer, ApprovalAnswer, ApprovalRequest, CallStatus, QuestionItem, TurnHost,
+    TurnOutcome, TurnStop,
 };
 use keel_core::tool::{Artifact, Envelope, PlanEntry, TodoStatus, ToolKind, ToolProgress};
 use serde::Serialize;
@@ -396,7 +396,7 @@ impl TurnHost for ExecHost {
             tool = %request.tool_id,
             "a headless run was asked for approval; rejecting"
         );
-        Box::pin(async { ApprovalAnswer::RejectOnce })
+        Box::pin(async { ApprovalAnswer::Answered(Answer::RejectOnce) })
     }
 
     fn ask(
@@ -435,16 +435,14 @@ async fn run_turn(args: &ExecArgs, host: Arc<ExecHost>) -> Outcome {
         Some(workspace) => workspace,
         None => workspace_or_cwd(args.workspace.as_ref())?,
     };
-    if !workspace.is_dir() {
+    if !keel_core::runtime::probe::is_dir(&workspace) {
         return Err(Failure::usage(format!(
             "the workspace {} is not a directory",
             workspace.display()
         )));
     }
     let effective = load_config(Some(workspace.clone()), &args.overrides)?;
-    let scratch = tempfile::Builder::new()
-        .prefix("keel-exec-")
-        .tempdir()
+    let scratch = keel_core::runtime::scratch::temp_dir("keel-exec-")
         .map_err(|e| Failure::failed(format!("cannot create a scratch directory: {e}")))?;
     let env: EnvLookup = Arc::new(|name: &str| std::env::var(name).ok().filter(|v| !v.is_empty()));
     let engine_config = config::engine_config(

@@ -1,11 +1,11 @@
 //! keel-acp's integration tests: one binary, modules under `suite/`.
 
-#![allow(
+#![expect(
     clippy::unwrap_used,
     clippy::expect_used,
     reason = "test helpers fail loudly on purpose"
 )]
-#![allow(
+#![expect(
     clippy::disallowed_methods,
     reason = "tests set up and inspect workspaces directly"
 )]

@@ -8,7 +8,7 @@
 //! medians are reported with their ratio, the ratio of the fastest runs, and the CPU time
 //! (user + system) per run of each side, which the machine's load disturbs less than wall time.
 //! The result counts are compared, so both sides are known to do the same work.
-#![allow(
+#![expect(
     clippy::disallowed_methods,
     clippy::print_stdout,
     clippy::unwrap_used,

@@ -6,7 +6,7 @@
 //! - list 1,000 stored sessions (`session/list`; budget 50 ms);
 //! - append one event (the write path of a turn; budget 1 ms per event).
 
-#![allow(clippy::print_stdout, reason = "a benchmark reports on stdout")]
+#![expect(clippy::print_stdout, reason = "a benchmark reports on stdout")]
 
 use std::error::Error;
 use std::time::{Duration, Instant};
@@ -21,6 +21,10 @@ type BenchResult = Result<(), Box<dyn Error>>;
 
 const RUNS: usize = 50;
 
+#[expect(
+    clippy::disallowed_methods,
+    reason = "the benchmark's store lives in a temp dir"
+)]
 fn main() -> BenchResult {
     let dir = tempfile::tempdir()?;
     let store = SessionStore::new(dir.path().join("sessions"));

@@ -3,7 +3,7 @@
 //! (reported), then runs `KEEL_BENCH_RUNS` (default 2,000) searches of varied queries and
 //! reports the median, 99th percentile and worst time per search, and checks that each
 //! query's target tool is found first.
-#![allow(
+#![expect(
     clippy::print_stdout,
     clippy::unwrap_used,
     reason = "a benchmark binary: it prints a table"

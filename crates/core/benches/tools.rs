@@ -4,10 +4,14 @@
 //!
 //! - [`bench_edit`]: `edit` of a 100,000-line file (budget: median under 20 ms).
 
-#![allow(clippy::print_stdout, reason = "a benchmark reports on stdout")]
-#![allow(
+#![expect(clippy::print_stdout, reason = "a benchmark reports on stdout")]
+#![expect(
     clippy::disallowed_methods,
     reason = "the benchmark writes its fixture files directly"
+)]
+#![expect(
+    clippy::disallowed_types,
+    reason = "the benchmark makes its fixture directory directly"
 )]
 
 use std::error::Error;

@@ -4,10 +4,9 @@
 //! final answer is timed end to end. The model's share is measured separately by streaming the
 //! very same replies straight through the provider, and subtracted:
 //! overhead per round trip = (turn time − model time) / `ROUND_TRIPS`.
-#![allow(
+#![expect(
     clippy::print_stdout,
     clippy::unwrap_used,
-    clippy::expect_used,
     clippy::disallowed_methods,
     reason = "a benchmark reports on stdout and sets up its own fixtures"
 )]
@@ -18,7 +17,7 @@ use std::time::{Duration, Instant};
 use futures::StreamExt as _;
 use futures::future::BoxFuture;
 use keel_core::agent::{
-    AgentEvent, ApprovalAnswer, ApprovalRequest, Engine, EngineConfig, QuestionItem,
+    AgentEvent, Answer, ApprovalAnswer, ApprovalRequest, Engine, EngineConfig, QuestionItem,
     SessionOptions, TurnHost, UserContent,
 };
 use keel_core::provider::{ModelRequest, ProviderConfig, ProviderKind};
@@ -34,7 +33,7 @@ struct QuietHost;
 impl TurnHost for QuietHost {
     fn event(&self, _event: AgentEvent) {}
     fn approve(&self, _request: ApprovalRequest) -> BoxFuture<'_, ApprovalAnswer> {
-        Box::pin(async { ApprovalAnswer::AllowOnce })
+        Box::pin(async { ApprovalAnswer::Answered(Answer::AllowOnce) })
     }
     fn ask(&self, _q: Vec<QuestionItem>) -> BoxFuture<'_, Result<Vec<Vec<String>>, String>> {
         Box::pin(async { Err("no questions".into()) })

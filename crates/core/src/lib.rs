@@ -11,10 +11,12 @@
 //! - [`store`]: the session store: one append-only event log per conversation.
 //! - [`config`]: layered TOML configuration.
 //! - [`skills`]: `SKILL.md` folders, listed in the system prompt and loaded by `skill`.
+//! - [`front_matter`]: Markdown front matter, read the same way for agents and skills.
 
 pub mod agent;
 pub mod capability;
 pub mod config;
+pub mod front_matter;
 pub mod mcp;
 pub mod policy;
 pub mod provider;

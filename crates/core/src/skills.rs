@@ -7,8 +7,8 @@
 
 use std::path::{Path, PathBuf};
 
-use crate::agent::front_matter;
 use crate::capability::Access;
+use crate::front_matter::front_matter;
 use crate::runtime::{Runtime, config_files};
 use crate::tool::ToolError;
 

@@ -4,7 +4,7 @@
 //! model's unified text in under 10 ms. Inputs are generated in code from a fixed LCG seed,
 //! each case is warmed up, then timed over many runs with `Instant`; the median and p95 are
 //! printed as a Markdown table.
-#![allow(
+#![expect(
     clippy::print_stdout,
     reason = "a benchmark's whole job is to print its measurements"
 )]
@@ -119,7 +119,7 @@ fn measure(runs: usize, mut run: impl FnMut()) -> Stats {
 }
 
 /// The 1/5/15-minute load averages, to judge how much other work shared the machine.
-#[allow(
+#[expect(
     clippy::disallowed_methods,
     reason = "the benchmark reads /proc/loadavg to report machine load; no agent file access"
 )]

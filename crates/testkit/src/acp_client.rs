@@ -42,7 +42,7 @@ use tokio_util::compat::{TokioAsyncReadCompatExt as _, TokioAsyncWriteCompatExt 
 
 pub use terminals::TerminalRecord;
 
-#[allow(
+#[expect(
     clippy::disallowed_methods,
     reason = "the test client plays the editor, which starts the agent"
 )]

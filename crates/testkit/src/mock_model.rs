@@ -302,6 +302,10 @@ impl MockModel {
     }
 
     /// Starts a server on `127.0.0.1:0`, reporting bind failures.
+    #[expect(
+        clippy::disallowed_methods,
+        reason = "the mock model is a real HTTP server on loopback, outside Keel"
+    )]
     pub async fn try_start() -> std::io::Result<Self> {
         let listener = TcpListener::bind(("127.0.0.1", 0)).await?;
         let addr = listener.local_addr()?;
@@ -693,6 +697,10 @@ fn reason(status: u16) -> &'static str {
 }
 
 #[cfg(test)]
+#[expect(
+    clippy::disallowed_methods,
+    reason = "the tests are the mock's HTTP clients, on loopback"
+)]
 mod tests {
     use super::*;
 

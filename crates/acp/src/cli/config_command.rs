@@ -65,7 +65,11 @@ pub fn path(args: ConfigPathArgs) -> Outcome {
     for (layer, path) in layers {
         match path {
             Some(path) => {
-                let state = if path.is_file() { "" } else { "  (not found)" };
+                let state = if keel_core::runtime::probe::is_file(&path) {
+                    ""
+                } else {
+                    "  (not found)"
+                };
                 out.push_str(&format!("{layer:<8} {}{state}\n", path.display()));
             }
             None => out.push_str(&format!("{layer:<8} (no home directory)\n")),

@@ -62,6 +62,10 @@ pub fn init(cli: &Cli) -> Result<(), Failure> {
 }
 
 /// An appending writer for `path` (its directory is created when missing).
+#[expect(
+    clippy::disallowed_methods,
+    reason = "the user's `--log-file`, opened by the logging layer before anything else runs"
+)]
 fn open_appender(path: &Path) -> Result<tracing_appender::rolling::RollingFileAppender, Failure> {
     let absolute = std::path::absolute(path).unwrap_or_else(|_| path.to_path_buf());
     let directory = absolute

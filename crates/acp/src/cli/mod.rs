@@ -478,9 +478,7 @@ pub async fn run(cli: Cli) -> Outcome {
 /// directories live under a temporary directory removed at exit.
 async fn acp(args: AcpArgs) -> Outcome {
     let cwd = std::env::current_dir().ok();
-    let scratch = tempfile::Builder::new()
-        .prefix("keel-acp-")
-        .tempdir()
+    let scratch = keel_core::runtime::scratch::temp_dir("keel-acp-")
         .map_err(|e| Failure::failed(format!("cannot create a scratch directory: {e}")))?;
     let env: keel_core::agent::EnvLookup =
         std::sync::Arc::new(|name: &str| std::env::var(name).ok().filter(|v| !v.is_empty()));

@@ -79,7 +79,7 @@ pub fn check(args: PermissionsCheckArgs) -> Outcome {
         .map_err(|e| Failure::usage(format!("--args is not valid JSON: {e}")))?;
     tool.validate(&call_args).map_err(Failure::usage)?;
     let policy = policy_for(&effective, &workspace, args.headless)?;
-    let scratch = tempfile::tempdir()
+    let scratch = keel_core::runtime::scratch::temp_dir("keel-check-")
         .map_err(|e| Failure::failed(format!("cannot create a scratch directory: {e}")))?;
     let runtime = runtime_for(&registry, &workspace, &scratch.path().join("session"))?;
     let decision = policy.decide(&Call {

@@ -23,7 +23,7 @@ pub fn list(args: SessionsListArgs) -> Outcome {
     let cwd = args
         .workspace
         .as_ref()
-        .map(|dir| std::fs::canonicalize(dir).unwrap_or_else(|_| dir.clone()));
+        .map(|dir| keel_core::runtime::probe::canonical_or_same(dir));
     let sessions = store.list(cwd.as_deref()).map_err(Failure::failed)?;
     if args.json {
         let rows: Vec<serde_json::Value> = sessions

@@ -168,7 +168,7 @@ fn align<const N: usize>(rows: &[[String; N]]) -> String {
 /// JSON on stdout; exit 1 on an error envelope.
 pub async fn call(args: ToolCallArgs) -> Outcome {
     let workspace = workspace_or_cwd(args.workspace.as_ref())?;
-    if !workspace.is_dir() {
+    if !keel_core::runtime::probe::is_dir(&workspace) {
         return Err(Failure::usage(format!(
             "the workspace {} is not a directory",
             workspace.display()

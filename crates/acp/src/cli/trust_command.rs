@@ -25,7 +25,7 @@ fn store() -> Result<TrustStore, Failure> {
 
 fn canonical(dir: Option<&PathBuf>) -> Result<PathBuf, Failure> {
     let workspace = workspace_or_cwd(dir)?;
-    std::fs::canonicalize(&workspace)
+    keel_core::runtime::probe::canonicalize(&workspace)
         .map_err(|e| Failure::usage(format!("{}: {e}", workspace.display())))
 }
 
@@ -107,7 +107,7 @@ fn grant(dir: Option<&PathBuf>) -> Outcome {
 
 fn revoke(dir: Option<&PathBuf>) -> Outcome {
     let workspace = workspace_or_cwd(dir)?;
-    let workspace = std::fs::canonicalize(&workspace).unwrap_or(workspace);
+    let workspace = keel_core::runtime::probe::canonical_or_same(&workspace);
     let store = store()?;
     let removed = store.revoke(&workspace).map_err(Failure::usage)?;
     let out = if removed {

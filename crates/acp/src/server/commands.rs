@@ -9,7 +9,7 @@ use agent_client_protocol::v1::schema::{
     AvailableCommand, AvailableCommandInput, ContentBlock, UnstructuredCommandInput,
 };
 
-use super::engine::ToolInfo;
+use super::session_traits::ToolInfo;
 
 /// A recognised command.
 #[derive(Debug, Clone, PartialEq, Eq)]

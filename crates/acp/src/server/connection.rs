@@ -18,7 +18,7 @@ use agent_client_protocol::v1::schema::{
 };
 use keel_core::runtime::{FileBackend, TerminalBackend};
 
-use super::engine::{SessionFactory, SessionOrigin, SessionSpec};
+use super::session_traits::{SessionFactory, SessionOrigin, SessionSpec};
 
 /// Sessions per `session/list` page.
 pub const LIST_PAGE: usize = 50;
@@ -308,7 +308,7 @@ impl ConnectionState {
         // Paths the engine reports are canonical; titles strip either spelling of a root.
         let mut shown_roots = roots.clone();
         for root in &roots {
-            if let Ok(canonical) = std::fs::canonicalize(root)
+            if let Ok(canonical) = keel_core::runtime::probe::canonicalize(root)
                 && !shown_roots.contains(&canonical)
             {
                 shown_roots.push(canonical);

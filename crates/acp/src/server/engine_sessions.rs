@@ -20,7 +20,7 @@ use keel_core::store::{StoreError, StoredEvent};
 use tokio::sync::watch;
 use tokio_util::sync::CancellationToken;
 
-use super::engine::{
+use super::session_traits::{
     AgentSession, EngineError, SessionFactory, SessionOrigin, SessionSpec, StoredSessionInfo,
     ToolInfo,
 };
@@ -97,7 +97,7 @@ fn open_error(error: AgentError) -> EngineError {
 /// Every root must be an existing directory (checked before `session/new` is answered).
 fn check_roots(roots: &[PathBuf]) -> Result<(), EngineError> {
     for root in roots {
-        match std::fs::metadata(root) {
+        match keel_core::runtime::probe::metadata(root) {
             Ok(meta) if meta.is_dir() => {}
             Ok(_) => {
                 return Err(EngineError::InvalidInput(format!(

@@ -7,7 +7,7 @@
 use agent_client_protocol::Error as RpcError;
 use agent_client_protocol::v1::schema;
 
-use super::engine::EngineError;
+use super::session_traits::EngineError;
 
 /// A failure a client request ends with.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]

@@ -25,8 +25,8 @@ use agent_client_protocol::v1::schema::{
 };
 use futures::future::BoxFuture;
 use keel_core::agent::{
-    AgentEvent, ApprovalAnswer, ApprovalRequest, CallStatus, QuestionItem, TRUST_QUESTION_ID,
-    TurnHost,
+    AgentEvent, Answer, ApprovalAnswer, ApprovalRequest, CallStatus, QuestionItem,
+    TRUST_QUESTION_ID, TurnHost,
 };
 use keel_core::tool::{
     Artifact, CallView as EngineView, Envelope, Preview, TodoPriority, TodoStatus, ToolKind,
@@ -553,9 +553,8 @@ impl AcpTurnHost {
         let answer = self.ask_permission(request, view).await;
         if unannounced {
             let status = match answer {
-                ApprovalAnswer::AllowOnce | ApprovalAnswer::AllowAlways => {
-                    ToolCallStatus::Completed
-                }
+                ApprovalAnswer::Answered(Answer::AllowOnce)
+                | ApprovalAnswer::Answered(Answer::AllowAlways) => ToolCallStatus::Completed,
                 _ => ToolCallStatus::Failed,
             };
             self.update(&call_id, ToolCallUpdateFields::new().status(status));
@@ -580,7 +579,7 @@ impl AcpTurnHost {
                         error = %error.message,
                         "permission request failed; rejecting the call"
                     );
-                    ApprovalAnswer::RejectOnce
+                    ApprovalAnswer::Answered(Answer::RejectOnce)
                 }
             },
             () = self.cancel.cancelled() => ApprovalAnswer::Cancelled,

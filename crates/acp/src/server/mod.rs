@@ -18,7 +18,6 @@
 
 mod commands;
 mod connection;
-mod engine;
 mod engine_sessions;
 mod errors;
 mod fs;
@@ -29,6 +28,7 @@ mod permission;
 mod question;
 mod replay;
 mod session;
+mod session_traits;
 mod terminal;
 mod transport;
 
@@ -46,14 +46,14 @@ use agent_client_protocol::{Agent, ConnectTo};
 use keel_core::agent::Engine;
 
 pub use connection::agent_capabilities;
-pub use engine::{
-    AgentSession, EngineError, SessionFactory, SessionOrigin, SessionSpec, StoredSessionInfo,
-    ToolInfo,
-};
 pub use engine_sessions::EngineSessions;
 pub use errors::ServerError;
 pub use kinds::{LockedTool, Roots, ToolRef, acp_kind, diff_content};
 pub use modes::mode_name;
+pub use session_traits::{
+    AgentSession, EngineError, SessionFactory, SessionOrigin, SessionSpec, StoredSessionInfo,
+    ToolInfo,
+};
 
 use connection::ConnectionState;
 

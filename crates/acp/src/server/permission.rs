@@ -8,14 +8,14 @@
 //!   the same way and gets its own wording ([`trust_options`]).
 //!
 //! Failing closed: an option id the table does not know, or a request that failed, is
-//! [`ApprovalAnswer::RejectOnce`].
+//! [`ApprovalAnswer::Answered(Answer::RejectOnce)`].
 
 use agent_client_protocol::v1::schema::{
     PermissionOption, PermissionOptionKind, RequestPermissionOutcome, RequestPermissionRequest,
     SessionId, ToolCallContent, ToolCallLocation, ToolCallStatus, ToolCallUpdate,
     ToolCallUpdateFields, ToolKind as AcpKind,
 };
-use keel_core::agent::{ApprovalAnswer, ApprovalRequest, TRUST_QUESTION_ID};
+use keel_core::agent::{Answer, ApprovalAnswer, ApprovalRequest, TRUST_QUESTION_ID};
 use keel_core::tool::Preview;
 
 /// One permission option.
@@ -35,42 +35,42 @@ pub struct OptionRow {
 /// kernel sandbox gets its own allow options (the escalation), never the plain ones.
 pub const OPTIONS: [OptionRow; 6] = [
     OptionRow {
-        answer: ApprovalAnswer::AllowOnce,
+        answer: ApprovalAnswer::Answered(Answer::AllowOnce),
         id: "allow-once",
         kind: PermissionOptionKind::AllowOnce,
         remembered: false,
         unconfined: Some(false),
     },
     OptionRow {
-        answer: ApprovalAnswer::AllowAlways,
+        answer: ApprovalAnswer::Answered(Answer::AllowAlways),
         id: "allow-always",
         kind: PermissionOptionKind::AllowAlways,
         remembered: true,
         unconfined: Some(false),
     },
     OptionRow {
-        answer: ApprovalAnswer::AllowOnce,
+        answer: ApprovalAnswer::Answered(Answer::AllowOnce),
         id: "allow-once-unsandboxed",
         kind: PermissionOptionKind::AllowOnce,
         remembered: false,
         unconfined: Some(true),
     },
     OptionRow {
-        answer: ApprovalAnswer::AllowAlways,
+        answer: ApprovalAnswer::Answered(Answer::AllowAlways),
         id: "allow-always-unsandboxed",
         kind: PermissionOptionKind::AllowAlways,
         remembered: true,
         unconfined: Some(true),
     },
     OptionRow {
-        answer: ApprovalAnswer::RejectOnce,
+        answer: ApprovalAnswer::Answered(Answer::RejectOnce),
         id: "reject-once",
         kind: PermissionOptionKind::RejectOnce,
         remembered: false,
         unconfined: None,
     },
     OptionRow {
-        answer: ApprovalAnswer::RejectAlways,
+        answer: ApprovalAnswer::Answered(Answer::RejectAlways),
         id: "reject-always",
         kind: PermissionOptionKind::RejectAlways,
         remembered: true,
@@ -93,16 +93,16 @@ fn label(row: &OptionRow, scope: Option<&str>) -> String {
         };
     }
     match (row.answer, scope) {
-        (ApprovalAnswer::AllowOnce, _) => "Allow once".into(),
-        (ApprovalAnswer::RejectOnce, _) => "Reject".into(),
-        (ApprovalAnswer::AllowAlways, Some(scope)) => {
+        (ApprovalAnswer::Answered(Answer::AllowOnce), _) => "Allow once".into(),
+        (ApprovalAnswer::Answered(Answer::RejectOnce), _) => "Reject".into(),
+        (ApprovalAnswer::Answered(Answer::AllowAlways), Some(scope)) => {
             format!("Always allow {scope} in this session")
         }
-        (ApprovalAnswer::RejectAlways, Some(scope)) => {
+        (ApprovalAnswer::Answered(Answer::RejectAlways), Some(scope)) => {
             format!("Always reject {scope} in this session")
         }
-        (ApprovalAnswer::AllowAlways, None) => "Always allow".into(),
-        (ApprovalAnswer::RejectAlways, None) => "Always reject".into(),
+        (ApprovalAnswer::Answered(Answer::AllowAlways), None) => "Always allow".into(),
+        (ApprovalAnswer::Answered(Answer::RejectAlways), None) => "Always reject".into(),
         (ApprovalAnswer::Cancelled, _) => "Cancel".into(),
     }
 }
@@ -128,10 +128,16 @@ pub fn trust_options() -> Vec<PermissionOption> {
         .filter(|row| row.offered(false))
         .filter_map(|row| {
             let label = match row.answer {
-                ApprovalAnswer::AllowAlways => "Trust this project (remembered across sessions)",
-                ApprovalAnswer::AllowOnce => "Trust it for this session",
-                ApprovalAnswer::RejectOnce => "Don't trust it (its settings stay ignored)",
-                ApprovalAnswer::RejectAlways | ApprovalAnswer::Cancelled => return None,
+                ApprovalAnswer::Answered(Answer::AllowAlways) => {
+                    "Trust this project (remembered across sessions)"
+                }
+                ApprovalAnswer::Answered(Answer::AllowOnce) => "Trust it for this session",
+                ApprovalAnswer::Answered(Answer::RejectOnce) => {
+                    "Don't trust it (its settings stay ignored)"
+                }
+                ApprovalAnswer::Answered(Answer::RejectAlways) | ApprovalAnswer::Cancelled => {
+                    return None;
+                }
             };
             Some(PermissionOption::new(row.id, label, row.kind))
         })
@@ -146,9 +152,11 @@ pub fn answer(outcome: &RequestPermissionOutcome, unconfined: bool) -> ApprovalA
             .iter()
             .filter(|row| row.offered(unconfined))
             .find(|row| *row.id == *selected.option_id.0)
-            .map_or(ApprovalAnswer::RejectOnce, |row| row.answer),
+            .map_or(ApprovalAnswer::Answered(Answer::RejectOnce), |row| {
+                row.answer
+            }),
         RequestPermissionOutcome::Cancelled => ApprovalAnswer::Cancelled,
-        _ => ApprovalAnswer::RejectOnce,
+        _ => ApprovalAnswer::Answered(Answer::RejectOnce),
     }
 }
 
@@ -228,12 +236,18 @@ mod tests {
                 ApprovalAnswer::Cancelled
             );
             let unknown = RequestPermissionOutcome::Selected(SelectedPermissionOutcome::new("yes"));
-            assert_eq!(answer(&unknown, unconfined), ApprovalAnswer::RejectOnce);
+            assert_eq!(
+                answer(&unknown, unconfined),
+                ApprovalAnswer::Answered(Answer::RejectOnce)
+            );
         }
         // A plain allow is no answer to the escalation, and the reverse.
         for (id, unconfined) in [("allow-once", true), ("allow-once-unsandboxed", false)] {
             let outcome = RequestPermissionOutcome::Selected(SelectedPermissionOutcome::new(id));
-            assert_eq!(answer(&outcome, unconfined), ApprovalAnswer::RejectOnce);
+            assert_eq!(
+                answer(&outcome, unconfined),
+                ApprovalAnswer::Answered(Answer::RejectOnce)
+            );
         }
         assert!(
             OPTIONS

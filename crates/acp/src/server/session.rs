@@ -24,10 +24,10 @@ use keel_core::policy::{Mode, UnknownMode};
 use tokio_util::sync::CancellationToken;
 
 use super::commands::{self, SlashCommand};
-use super::engine::{AgentSession, EngineError};
 use super::errors::ServerError;
 use super::host::{AcpTurnHost, HostShared};
 use super::modes;
+use super::session_traits::{AgentSession, EngineError};
 
 /// One session of the connection.
 pub struct Session {

@@ -1,5 +1,8 @@
 //! Help, version, exit codes, and logs that never reach stdout.
-#![allow(clippy::disallowed_methods, clippy::unwrap_used, clippy::expect_used)]
+#![expect(
+    clippy::disallowed_methods,
+    reason = "the tests set up and inspect their fixtures directly on disk"
+)]
 
 use super::common::{Sandbox, run};
 

@@ -1,5 +1,8 @@
 //! `keel config show|schema|path` and configuration errors as the user sees them.
-#![allow(clippy::disallowed_methods, clippy::unwrap_used, clippy::expect_used)]
+#![expect(
+    clippy::disallowed_methods,
+    reason = "the tests set up and inspect their fixtures directly on disk"
+)]
 
 use super::common::{Sandbox, run};
 

@@ -1,6 +1,9 @@
 //! `keel demo`, as CI runs it (not a terminal): the whole offline session over a real `keel acp`
 //! child, and nothing left behind.
-#![allow(clippy::disallowed_methods, clippy::unwrap_used, clippy::expect_used)]
+#![expect(
+    clippy::disallowed_methods,
+    reason = "the tests set up and inspect their fixtures directly on disk"
+)]
 
 use super::common::{Sandbox, run};
 

@@ -1,5 +1,8 @@
 //! `keel doctor` as a new user runs it: a temporary home, no credentials in the environment.
-#![allow(clippy::disallowed_methods, clippy::unwrap_used, clippy::expect_used)]
+#![expect(
+    clippy::disallowed_methods,
+    reason = "the tests set up and inspect their fixtures directly on disk"
+)]
 
 use keel_testkit::mock_model::MockModel;
 

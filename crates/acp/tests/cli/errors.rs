@@ -1,6 +1,13 @@
 //! The errors a user reads from `keel exec` when the model service is misconfigured or busy,
 //! against the mock model server (or a closed port) over real HTTP.
-#![allow(clippy::disallowed_methods, clippy::unwrap_used, clippy::expect_used)]
+#![expect(
+    clippy::disallowed_methods,
+    reason = "the tests set up and inspect their fixtures directly on disk"
+)]
+#![expect(
+    clippy::unwrap_used,
+    reason = "test helpers outside #[test] functions unwrap"
+)]
 
 use keel_testkit::mock_model::{Api, MockModel, Reply, Turn};
 

@@ -1,5 +1,12 @@
 //! `keel exec` against the mock model server over real HTTP: the headless host on the real engine.
-#![allow(clippy::disallowed_methods, clippy::unwrap_used, clippy::expect_used)]
+#![expect(
+    clippy::disallowed_methods,
+    reason = "the tests set up and inspect their fixtures directly on disk"
+)]
+#![expect(
+    clippy::unwrap_used,
+    reason = "test helpers outside #[test] functions unwrap"
+)]
 
 use keel_testkit::mock_model::{MockModel, Turn};
 use serde_json::{Value, json};

@@ -1,5 +1,8 @@
 //! `keel sessions` and `keel exec --resume` over the store a real run leaves behind.
-#![allow(clippy::disallowed_methods, clippy::unwrap_used, clippy::expect_used)]
+#![expect(
+    clippy::unwrap_used,
+    reason = "test helpers outside #[test] functions unwrap"
+)]
 
 use keel_testkit::mock_model::{MockModel, Turn};
 use serde_json::Value;

@@ -1,5 +1,8 @@
 //! `keel tools`, `keel tool call` and `keel permissions check`.
-#![allow(clippy::disallowed_methods, clippy::unwrap_used, clippy::expect_used)]
+#![expect(
+    clippy::disallowed_methods,
+    reason = "the tests set up and inspect their fixtures directly on disk"
+)]
 
 use super::common::{Sandbox, run};
 

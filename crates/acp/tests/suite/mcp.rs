@@ -213,7 +213,7 @@ async fn a_configured_server_over_http_is_denied_by_a_rule_and_read_only_tools_d
     let world = World::new();
     let port_file = world.file("port");
     let log = world.file("http.log");
-    #[allow(clippy::disallowed_methods, reason = "the test starts its MCP server")]
+    #[expect(clippy::disallowed_methods, reason = "the test starts its MCP server")]
     let _server = tokio::process::Command::new(SERVER)
         .args(args(&[("--http", &port_file), ("--log", &log)]))
         .kill_on_drop(true)

@@ -9,9 +9,13 @@
 //! that never starts). `--log FILE` appends every method received (and `cancelled ID` for a
 //! cancellation); `--pid-file FILE` records the process id. Prompt: `review {file, focus?}`.
 
-#![allow(
+#![expect(
     clippy::disallowed_methods,
     reason = "a test server of its own, not Keel: it writes its log, port and pid files directly"
+)]
+#![expect(
+    clippy::disallowed_types,
+    reason = "a test server of its own, not Keel: it appends to its log directly"
 )]
 
 use std::io::{BufRead as _, BufReader, Read as _, Write as _};

@@ -132,7 +132,7 @@ pub struct Compaction {
 impl Session {
     /// Summarizes the older turns of `history` (all of it when `keep_turns` is 0) and puts the
     /// summary in their place. `Ok(None)` when there is nothing older to summarize.
-    #[allow(
+    #[expect(
         clippy::too_many_arguments,
         reason = "the request's parts, passed by reference from the turn loop"
     )]

@@ -4,6 +4,7 @@ use futures::future::BoxFuture;
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
+pub use crate::policy::Answer;
 use crate::tool::{Artifact, CallView, Envelope, PlanEntry, Preview, ToolKind, ToolProgress};
 
 /// A piece of the user's prompt.
@@ -108,37 +109,37 @@ pub struct ApprovalRequest {
     pub unconfined: bool,
 }
 
-/// The user's answer to an [`ApprovalRequest`].
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+/// How an [`ApprovalRequest`] ended: the user's [`Answer`] (the policy's one definition of an
+/// answer), or no answer because the prompt was cancelled. Stored in session logs as
+/// `allow_once`, `allow_always`, `reject_once`, `reject_always` or `cancelled`.
+#[derive(Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
 pub enum ApprovalAnswer {
-    AllowOnce,
-    AllowAlways,
-    RejectOnce,
-    RejectAlways,
     /// The prompt was cancelled (the turn is being cancelled).
     Cancelled,
+    /// The user answered.
+    #[serde(untagged)]
+    Answered(Answer),
 }
 
-/// One question of the `question` tool.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-pub struct QuestionItem {
-    pub question: String,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub header: Option<String>,
-    #[serde(default, skip_serializing_if = "Vec::is_empty")]
-    pub options: Vec<QuestionOption>,
-    #[serde(default)]
-    pub multi_select: bool,
+/// `AllowOnce`, ..., `Cancelled`: the answer itself, as logs and tests have always shown it.
+impl std::fmt::Debug for ApprovalAnswer {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            ApprovalAnswer::Answered(answer) => answer.fmt(f),
+            ApprovalAnswer::Cancelled => f.write_str("Cancelled"),
+        }
+    }
 }
 
-/// A choice offered by a question.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-pub struct QuestionOption {
-    pub label: String,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub description: Option<String>,
+impl From<Answer> for ApprovalAnswer {
+    fn from(answer: Answer) -> Self {
+        ApprovalAnswer::Answered(answer)
+    }
 }
+
+/// The `question` tool's questions: defined with the tool contract ([`crate::tool`]).
+pub use crate::tool::{QuestionItem, QuestionOption};
 
 /// The front-end side of a turn.
 pub trait TurnHost: Send + Sync {
@@ -187,4 +188,35 @@ pub struct TurnOutcome {
     pub denied_calls: usize,
     /// Tool calls that failed.
     pub failed_calls: usize,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn approval_answers_keep_their_stored_names() {
+        let cases = [
+            (ApprovalAnswer::Answered(Answer::AllowOnce), "allow_once"),
+            (
+                ApprovalAnswer::Answered(Answer::AllowAlways),
+                "allow_always",
+            ),
+            (ApprovalAnswer::Answered(Answer::RejectOnce), "reject_once"),
+            (
+                ApprovalAnswer::Answered(Answer::RejectAlways),
+                "reject_always",
+            ),
+            (ApprovalAnswer::Cancelled, "cancelled"),
+        ];
+        for (answer, name) in cases {
+            let json = serde_json::json!(name);
+            assert_eq!(serde_json::to_value(answer).unwrap(), json);
+            assert_eq!(
+                serde_json::from_value::<ApprovalAnswer>(json).unwrap(),
+                answer
+            );
+        }
+        assert!(serde_json::from_value::<ApprovalAnswer>(serde_json::json!("allow-once")).is_err());
+    }
 }

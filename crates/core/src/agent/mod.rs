@@ -10,28 +10,28 @@
 //! types.
 
 mod compact;
-mod engine;
 mod events;
 mod prompt;
 mod record;
 mod session;
+mod shared;
 mod subagent;
 mod trust;
 mod turn;
 
+/// Re-exported from [`crate::front_matter`], where skills read it too.
+pub use crate::front_matter::front_matter;
 pub use compact::Compaction;
-pub use engine::{
-    ConfigRules, Engine, EngineConfig, EnvLookup, IgnoredLine, Persistence, SESSIONS_DIR,
-    SessionOptions, TRUST_FILE, WorkspaceConfig,
-};
 pub use events::{
-    AgentEvent, ApprovalAnswer, ApprovalRequest, CallStatus, QuestionItem, QuestionOption,
+    AgentEvent, Answer, ApprovalAnswer, ApprovalRequest, CallStatus, QuestionItem, QuestionOption,
     TurnHost, TurnOutcome, TurnStop, UserContent,
 };
 pub use session::{ModelSlot, Session};
-pub use subagent::{
-    AgentDef, GENERAL_AGENT, MAX_DEPTH, agents_listing, front_matter, load_agents, parse_agent,
+pub use shared::{
+    ConfigRules, Engine, EngineConfig, EnvLookup, IgnoredLine, Persistence, SESSIONS_DIR,
+    SessionOptions, TRUST_FILE, WorkspaceConfig,
 };
+pub use subagent::{AgentDef, GENERAL_AGENT, MAX_DEPTH, agents_listing, load_agents, parse_agent};
 pub use trust::{TRUST_QUESTION_ID, notice as trust_notice};
 pub(crate) use turn::civil_from_days;
 

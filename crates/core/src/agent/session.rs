@@ -10,7 +10,7 @@ use crate::runtime::Runtime;
 use crate::store::{SessionLog, StoredEvent};
 use crate::tool::{Registry, SessionState};
 
-use super::engine::EngineConfig;
+use super::shared::EngineConfig;
 
 /// The model a session talks to: its display name and the resolved provider, or why it could
 /// not be resolved (a message naming what to set).
@@ -67,7 +67,7 @@ pub(super) struct ProjectState {
     /// answer records.
     pub fingerprint: Option<String>,
     /// Settings not applied because the project is not trusted.
-    pub ignored: Vec<super::engine::IgnoredLine>,
+    pub ignored: Vec<super::shared::IgnoredLine>,
     /// Whether the front-end chose the mode (then trusting the project does not change it).
     pub mode_overridden: bool,
 }
@@ -85,7 +85,7 @@ fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
 }
 
 impl Session {
-    #[allow(
+    #[expect(
         clippy::too_many_arguments,
         reason = "one private constructor, called once"
     )]

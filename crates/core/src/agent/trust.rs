@@ -19,7 +19,7 @@ use crate::policy::Trust;
 use crate::tool::ToolKind;
 
 use super::session::Session;
-use super::{AgentEvent, ApprovalAnswer, ApprovalRequest, TurnHost};
+use super::{AgentEvent, Answer, ApprovalAnswer, ApprovalRequest, TurnHost};
 
 /// The pseudo tool id of the trust question (what the host shows as the call's name).
 pub const TRUST_QUESTION_ID: &str = "trust_project";
@@ -115,7 +115,7 @@ impl Session {
             answer = host.approve(request) => answer,
         };
         match answer {
-            ApprovalAnswer::AllowAlways => {
+            ApprovalAnswer::Answered(Answer::AllowAlways) => {
                 if let Some(store) = &self.trust_store {
                     let recorded = match &self.project.fingerprint {
                         Some(fingerprint) => {
@@ -130,11 +130,12 @@ impl Session {
                 self.apply_trust();
                 Some(true)
             }
-            ApprovalAnswer::AllowOnce => {
+            ApprovalAnswer::Answered(Answer::AllowOnce) => {
                 self.apply_trust();
                 Some(true)
             }
-            ApprovalAnswer::RejectOnce | ApprovalAnswer::RejectAlways => {
+            ApprovalAnswer::Answered(Answer::RejectOnce)
+            | ApprovalAnswer::Answered(Answer::RejectAlways) => {
                 self.policy.set_trust(Trust::Untrusted);
                 Some(false)
             }

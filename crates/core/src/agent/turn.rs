@@ -724,20 +724,14 @@ impl Session {
                 answer = host.approve(request) => answer,
             };
             let remembered = match answer {
-                ApprovalAnswer::AllowOnce => Answer::AllowOnce,
-                ApprovalAnswer::AllowAlways => Answer::AllowAlways,
-                ApprovalAnswer::RejectOnce => Answer::RejectOnce,
-                ApprovalAnswer::RejectAlways => Answer::RejectAlways,
+                ApprovalAnswer::Answered(answer) => answer,
                 ApprovalAnswer::Cancelled => {
                     cancel.cancel();
                     return (Err(ToolError::Cancelled), Verdict::Denied);
                 }
             };
             self.policy.remember(&decision, remembered);
-            if matches!(
-                answer,
-                ApprovalAnswer::RejectOnce | ApprovalAnswer::RejectAlways
-            ) {
+            if matches!(remembered, Answer::RejectOnce | Answer::RejectAlways) {
                 return (
                     Err(ToolError::Denied(
                         "The user rejected this tool call. Do not retry it as is; ask the user \

@@ -17,7 +17,7 @@
 //!   (`keel config show`); [`json_schema`]: the JSON Schema of a config file (`keel config
 //!   schema`).
 
-mod engine;
+mod engine_config;
 mod error;
 mod load;
 mod project_trust;
@@ -33,7 +33,7 @@ use std::str::FromStr;
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
-pub use engine::{
+pub use engine_config::{
     answering_model, engine_config, located_providers, user_cache_dir, user_data_dir,
 };
 pub use error::{ConfigError, CredentialRefusal};
@@ -353,15 +353,8 @@ impl fmt::Display for ModelRef {
     }
 }
 
-/// The wire protocol a provider speaks.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
-#[serde(rename_all = "lowercase")]
-pub enum ProviderKind {
-    /// The Anthropic Messages API.
-    Anthropic,
-    /// The OpenAI Chat Completions API (and compatible servers).
-    Openai,
-}
+/// The wire protocol a provider speaks: [`crate::provider::ProviderKind`], the one definition.
+pub use crate::provider::ProviderKind;
 
 /// One model provider (`[providers.NAME]`).
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
@@ -385,53 +378,8 @@ pub struct ProviderConfig {
     pub context_window: Option<u64>,
 }
 
-/// How tool calls are approved (seed 001's security modes, plus read-only).
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Hash, Serialize, Deserialize, JsonSchema)]
-#[serde(rename_all = "kebab-case")]
-pub enum Mode {
-    /// Ask the user about every gated call not covered by a rule or an earlier "always".
-    Ask,
-    /// Allow read-only calls and calls matching allow rules; ask about the rest. The default.
-    #[default]
-    Allowlist,
-    /// Allow everything the capability scope allows, without asking. Deny rules still apply.
-    Yolo,
-    /// Deny every mutating call.
-    ReadOnly,
-}
-
-impl Mode {
-    /// Every mode, in documentation order.
-    pub const ALL: [Mode; 4] = [Mode::Ask, Mode::Allowlist, Mode::Yolo, Mode::ReadOnly];
-    /// Every mode's name, in documentation order.
-    pub const NAMES: [&'static str; 4] = ["ask", "allowlist", "yolo", "read-only"];
-
-    pub fn as_str(self) -> &'static str {
-        match self {
-            Mode::Ask => "ask",
-            Mode::Allowlist => "allowlist",
-            Mode::Yolo => "yolo",
-            Mode::ReadOnly => "read-only",
-        }
-    }
-}
-
-impl fmt::Display for Mode {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(self.as_str())
-    }
-}
-
-impl FromStr for Mode {
-    type Err = String;
-
-    fn from_str(text: &str) -> Result<Self, Self::Err> {
-        Mode::ALL
-            .into_iter()
-            .find(|m| m.as_str() == text)
-            .ok_or_else(|| format!("expected one of {}, found `{text}`", Mode::NAMES.join(", ")))
-    }
-}
+/// How tool calls are approved: the policy's [`crate::policy::Mode`], the one definition.
+pub use crate::policy::Mode;
 
 /// Settings every tool accepts (`[tools.ID]`, seed 001).
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]

@@ -69,16 +69,6 @@ pub(super) struct Split {
     pub ignored: Vec<IgnoredSetting>,
 }
 
-/// How strict a mode is: a higher number is stricter.
-fn strictness(mode: Mode) -> u8 {
-    match mode {
-        Mode::Yolo => 0,
-        Mode::Allowlist => 1,
-        Mode::Ask => 2,
-        Mode::ReadOnly => 3,
-    }
-}
-
 /// The lower layers' value at a dotted path (defaults and the user file merged).
 fn lookup<'a>(base: &'a toml::Table, path: &[&str]) -> Option<&'a toml::Value> {
     let (last, parents) = path.split_last()?;
@@ -97,9 +87,11 @@ fn tightens(path: &[&str], value: &toml::Value, base: &toml::Table) -> bool {
     };
     match path {
         ["mode"] => {
-            let parse = |v: &toml::Value| v.as_str().and_then(|s| s.parse::<Mode>().ok());
+            // Parsed as the loader parses the file (exact names), so a value it rejects
+            // never counts as stricter.
+            let parse = |v: &toml::Value| v.clone().try_into::<Mode>().ok();
             let old = lookup(base, path).and_then(parse).unwrap_or_default();
-            parse(value).is_some_and(|new| strictness(new) >= strictness(old))
+            parse(value).is_some_and(|new| new.looseness() <= old.looseness())
         }
         ["max_requests_per_turn"] | ["max_tokens"] | ["limits", _] => not_above(value),
         ["sandbox", "mode"] => {

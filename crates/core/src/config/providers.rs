@@ -4,7 +4,7 @@
 use std::path::Path;
 use std::sync::Arc;
 
-use super::{Config, ProviderConfig, ProviderKind};
+use super::{Config, ProviderConfig};
 use crate::provider::{self, Provider, ProviderError, ScriptedProvider};
 
 /// Names the script file of the `scripted` provider (`model = "scripted/NAME"`), used by the
@@ -12,15 +12,6 @@ use crate::provider::{self, Provider, ProviderError, ScriptedProvider};
 pub const ENV_SCRIPT: &str = "KEEL_SCRIPT";
 /// The provider name that replays a script instead of calling a model.
 pub const SCRIPTED_PROVIDER: &str = "scripted";
-
-impl From<ProviderKind> for provider::ProviderKind {
-    fn from(kind: ProviderKind) -> Self {
-        match kind {
-            ProviderKind::Anthropic => provider::ProviderKind::Anthropic,
-            ProviderKind::Openai => provider::ProviderKind::OpenAi,
-        }
-    }
-}
 
 /// Whether `name` is a provider Keel knows without configuration.
 pub fn is_built_in_provider(name: &str) -> bool {
@@ -37,12 +28,12 @@ impl ProviderConfig {
     ) -> Option<provider::ProviderConfig> {
         let built_in = provider::ProviderConfig::builtin(name, env);
         let mut out = match (self.kind, built_in) {
-            (Some(kind), Some(base)) if provider::ProviderKind::from(kind) != base.kind => {
-                provider::ProviderConfig::new(name, kind.into())
+            (Some(kind), Some(base)) if kind != base.kind => {
+                provider::ProviderConfig::new(name, kind)
             }
             (_, Some(base)) => base,
             (Some(kind), None) => {
-                let mut fresh = provider::ProviderConfig::new(name, kind.into());
+                let mut fresh = provider::ProviderConfig::new(name, kind);
                 // A custom endpoint without a key variable is a local server.
                 fresh.api_key_required = self.api_key_env.is_some();
                 fresh

@@ -21,24 +21,9 @@ use crate::policy::{Policy, PolicyError, PolicyLayers, RuleSet, Trust, TrustStor
 /// The path variables a rule's pattern or prefix may begin with.
 pub const RULE_VARIABLES: &[&str] = &["workspace", "session"];
 
-/// What a permission rule does to the calls it matches.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize, JsonSchema)]
-#[serde(rename_all = "lowercase")]
-pub enum RuleAction {
-    Allow,
-    Deny,
-    Ask,
-}
-
-impl RuleAction {
-    pub fn as_str(self) -> &'static str {
-        match self {
-            RuleAction::Allow => "allow",
-            RuleAction::Deny => "deny",
-            RuleAction::Ask => "ask",
-        }
-    }
-}
+/// What a permission rule does to the calls it matches: the policy's [`crate::policy::Action`],
+/// the one definition (serde and JSON Schema derived there).
+pub use crate::policy::Action as RuleAction;
 
 /// One `[[permission]]` table: which calls it covers and what happens to them.
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
@@ -287,7 +272,7 @@ pub fn build_policy(
             None => layers.project = Some(project),
         }
     }
-    Policy::new(layers, effective.config.mode.into(), headless)
+    Policy::new(layers, effective.config.mode, headless)
 }
 
 /// The store of trusted workspaces: `$XDG_DATA_HOME/keel/trusted.toml` (in
@@ -296,17 +281,6 @@ pub fn default_trust_store() -> Option<TrustStore> {
     Some(TrustStore::new(
         super::user_data_dir()?.join("trusted.toml"),
     ))
-}
-
-impl From<super::Mode> for crate::policy::Mode {
-    fn from(mode: super::Mode) -> Self {
-        match mode {
-            super::Mode::Ask => crate::policy::Mode::Ask,
-            super::Mode::Allowlist => crate::policy::Mode::Allowlist,
-            super::Mode::Yolo => crate::policy::Mode::Yolo,
-            super::Mode::ReadOnly => crate::policy::Mode::ReadOnly,
-        }
-    }
 }
 
 #[cfg(test)]

@@ -583,7 +583,7 @@ fn tree_holds_secret(
 ) -> bool {
     let mut starts: Vec<&std::path::Path> = resolved
         .iter()
-        .filter(|p| p.is_dir())
+        .filter(|p| crate::runtime::probe::is_dir(p))
         .map(|p| p.as_path())
         .collect();
     if starts.is_empty() {
@@ -591,7 +591,7 @@ fn tree_holds_secret(
     }
     let mut budget = MAX_GLOB_ENTRIES;
     for start in starts {
-        let mut builder = ignore::WalkBuilder::new(start);
+        let mut builder = crate::runtime::probe::tree_walker(start);
         builder.follow_links(false);
         match walk {
             Walk::All => {
@@ -655,7 +655,7 @@ pub(crate) fn path_is_safe(
 /// workspace's, as for the read tool.
 fn is_hard_linked(path: &std::path::Path) -> bool {
     use std::os::unix::fs::MetadataExt as _;
-    path.symlink_metadata()
+    crate::runtime::probe::symlink_metadata(path)
         .is_ok_and(|meta| meta.is_file() && meta.nlink() > 1)
 }
 
@@ -714,14 +714,14 @@ pub(crate) fn expand_glob(word: &str, base: &std::path::Path) -> Option<Vec<std:
             .compile_matcher();
         let mut next = Vec::new();
         for dir in &current {
-            let Ok(entries) = std::fs::read_dir(dir) else {
+            let Ok(entries) = crate::runtime::probe::dir_entries(dir, budget) else {
                 continue;
             };
+            let entries = entries?;
+            budget -= entries.len();
             for entry in entries {
-                budget = budget.checked_sub(1)?;
-                let Ok(entry) = entry else { continue };
-                if matcher.is_match(entry.file_name()) {
-                    next.push(entry.path());
+                if entry.file_name().is_some_and(|name| matcher.is_match(name)) {
+                    next.push(entry);
                 }
             }
         }

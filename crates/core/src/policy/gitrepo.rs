@@ -15,8 +15,9 @@
 //! Everything else asks. The user's own `~/.gitconfig` and the system configuration are the
 //! user's, and are not inspected.
 
-use std::io::Read;
 use std::path::{Path, PathBuf};
+
+use crate::runtime::probe;
 
 /// Configuration files larger than this are not read (and count as unsafe).
 pub const MAX_CONFIG_BYTES: u64 = 256 * 1024;
@@ -116,7 +117,7 @@ pub fn git_problem(cwd: &Path, roots: &[PathBuf], operands: &[PathBuf]) -> Optio
 
 /// Whether `path` (resolved through symlinks where it exists) lies inside a workspace root.
 fn inside_roots(path: &Path, roots: &[PathBuf]) -> bool {
-    let path = std::fs::canonicalize(path).unwrap_or_else(|_| path.to_path_buf());
+    let path = probe::canonical_or_same(path);
     roots.iter().any(|r| path.starts_with(r))
 }
 
@@ -128,9 +129,9 @@ fn foreign_gitdir(top: &Path, gitdir: &Path, roots: &[PathBuf]) -> Option<String
     if inside_roots(gitdir, roots) {
         return None;
     }
-    let own = std::fs::canonicalize(top.join(".git")).ok();
-    let back =
-        read_small(&gitdir.join("gitdir")).and_then(|text| std::fs::canonicalize(text.trim()).ok());
+    let own = probe::canonicalize(&top.join(".git")).ok();
+    let back = read_small(&gitdir.join("gitdir"))
+        .and_then(|text| probe::canonicalize(Path::new(text.trim())).ok());
     match (own, back) {
         (Some(own), Some(back)) if own == back => None,
         _ => Some(format!(
@@ -143,14 +144,12 @@ fn foreign_gitdir(top: &Path, gitdir: &Path, roots: &[PathBuf]) -> Option<String
 
 /// The first hook installed in `dir` (anything but git's `*.sample` files).
 fn installed_hook(dir: &Path) -> Option<PathBuf> {
-    let entries = std::fs::read_dir(dir).ok()?;
-    for entry in entries.flatten() {
-        let name = entry.file_name();
-        if !name.to_string_lossy().ends_with(".sample") {
-            return Some(entry.path());
-        }
-    }
-    None
+    let entries = probe::dir_entries(dir, usize::MAX).ok()??;
+    entries.into_iter().find(|entry| {
+        !entry
+            .file_name()
+            .is_some_and(|name| name.to_string_lossy().ends_with(".sample"))
+    })
 }
 
 /// Index files larger than this are not read (and count as tracking a credential).
@@ -191,21 +190,9 @@ pub fn tracks_secret(cwd: &Path) -> bool {
     }
 }
 
-#[allow(
-    clippy::disallowed_methods,
-    reason = "the policy reads git's index (bounded, read-only) for the names of tracked \
-              credential files; no tool output depends on it"
-)]
+/// Git's index (bounded, read-only), for the names of tracked credential files.
 fn read_index(path: &Path) -> Option<Vec<u8>> {
-    let file = std::fs::File::open(path).ok()?;
-    let mut bytes = Vec::new();
-    file.take(MAX_INDEX_BYTES + 1)
-        .read_to_end(&mut bytes)
-        .ok()?;
-    if bytes.len() as u64 > MAX_INDEX_BYTES {
-        return None;
-    }
-    Some(bytes)
+    probe::read_bounded(path, MAX_INDEX_BYTES)
 }
 
 /// The paths of a version 2 or 3 index whose object names are `hash` bytes long; `None` when
@@ -258,14 +245,14 @@ enum RepoKind {
 }
 
 fn is_present(path: &Path) -> bool {
-    path.symlink_metadata().is_ok()
+    probe::is_present(path)
 }
 
 /// The directory git would treat as the top of the repository, walking up from `cwd`.
 fn find_repository(cwd: &Path) -> Option<(PathBuf, RepoKind)> {
     for dir in cwd.ancestors().take(MAX_WALK) {
         let dot_git = dir.join(".git");
-        if let Ok(meta) = std::fs::metadata(&dot_git) {
+        if let Ok(meta) = probe::metadata(&dot_git) {
             let kind = if meta.is_dir() {
                 RepoKind::DotGitDir
             } else {
@@ -286,7 +273,9 @@ fn find_repository(cwd: &Path) -> Option<(PathBuf, RepoKind)> {
 
 /// git's test for a repository directory: `HEAD`, `objects/` and `refs/`.
 fn looks_bare(dir: &Path) -> bool {
-    dir.join("HEAD").is_file() && dir.join("objects").is_dir() && dir.join("refs").is_dir()
+    probe::is_file(&dir.join("HEAD"))
+        && probe::is_dir(&dir.join("objects"))
+        && probe::is_dir(&dir.join("refs"))
 }
 
 /// The first directory from `path` up to (not including) its workspace root that holds
@@ -304,21 +293,9 @@ fn embedded_below(path: &Path, roots: &[PathBuf]) -> Option<PathBuf> {
     None
 }
 
-#[allow(
-    clippy::disallowed_methods,
-    reason = "the policy reads git's repository configuration (bounded, read-only) to decide \
-              whether a git command would run a configured program; no tool output depends on it"
-)]
+/// A small repository file (bounded, read-only, UTF-8): its configuration, a `.git` file.
 fn read_small(path: &Path) -> Option<String> {
-    let file = std::fs::File::open(path).ok()?;
-    let mut text = String::new();
-    file.take(MAX_CONFIG_BYTES + 1)
-        .read_to_string(&mut text)
-        .ok()?;
-    if text.len() as u64 > MAX_CONFIG_BYTES {
-        return None;
-    }
-    Some(text)
+    String::from_utf8(probe::read_bounded(path, MAX_CONFIG_BYTES)?).ok()
 }
 
 /// Keys that name no program, by section (`*` for a subsection of any name).

@@ -19,7 +19,7 @@
 //! decision order and the bundled defaults.
 
 pub mod commands;
-mod engine;
+mod decide;
 mod evaluate;
 mod explain;
 pub mod gitrepo;
@@ -37,7 +37,7 @@ pub mod wrappers;
 
 use serde_json::Value;
 
-pub use engine::{ListedRule, Policy, ScopeRules};
+pub use decide::{ListedRule, Policy, ScopeRules};
 pub use explain::{Cause, Explanation, PRECEDENCE, RuleRef, render_check, render_rules};
 pub use layers::{BUNDLED_POLICY, PROJECT_DIR, PolicyLayers, RULE_FILE, Scope, Source};
 pub use mode::{Mode, UnknownMode};
@@ -66,8 +66,11 @@ pub struct Call<'a> {
     pub runtime: &'a Runtime,
 }
 
-/// The user's answer to a prompt.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+/// The user's answer to a prompt: the one definition (the agent's [`crate::agent::ApprovalAnswer`]
+/// is this or a cancelled prompt). Serialized as `allow_once` ... (session logs); typed as
+/// `allow-once` ... ([`std::str::FromStr`], rule fixtures).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, serde::Serialize, serde::Deserialize)]
+#[serde(rename_all = "snake_case")]
 pub enum Answer {
     AllowOnce,
     /// Allow, and add session rules covering the decision's keys ([`Decision::always_scope`]).

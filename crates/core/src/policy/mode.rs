@@ -9,21 +9,37 @@
 //!
 //! No mode skips the capability check or a watchdog denial.
 
+//!
+//! This is the one definition: the configuration's `mode` key (serde and JSON Schema derived
+//! here, exact names), `KEEL_MODE`, `--mode`, ACP `session/set_mode` and `/mode` (the lenient
+//! [`FromStr`]: case, `_` for `-`, `readonly`) all name this type.
+
 use std::fmt;
 use std::str::FromStr;
 
-/// The security mode of a session.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default)]
+use schemars::JsonSchema;
+use serde::{Deserialize, Serialize};
+
+/// How tool calls are approved (seed 001's security modes, plus read-only).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Hash, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "kebab-case")]
 pub enum Mode {
+    /// Ask the user about every gated call not covered by a rule or an earlier "always".
     Ask,
+    /// Allow read-only calls and calls matching allow rules; ask about the rest. The default.
     #[default]
     Allowlist,
+    /// Allow everything the capability scope allows, without asking. Deny rules still apply.
     Yolo,
+    /// Deny every mutating call.
     ReadOnly,
 }
 
 impl Mode {
+    /// Every mode, in documentation order.
     pub const ALL: [Mode; 4] = [Mode::Ask, Mode::Allowlist, Mode::Yolo, Mode::ReadOnly];
+    /// Every mode's name, in documentation order.
+    pub const NAMES: [&'static str; 4] = ["ask", "allowlist", "yolo", "read-only"];
 
     pub fn as_str(self) -> &'static str {
         match self {
@@ -35,7 +51,7 @@ impl Mode {
     }
 
     /// How much the mode lets through without asking: higher is looser.
-    fn looseness(self) -> u8 {
+    pub fn looseness(self) -> u8 {
         match self {
             Mode::ReadOnly => 0,
             Mode::Ask => 1,
@@ -107,5 +123,21 @@ mod tests {
                 .contains("allowlist")
         );
         assert_eq!(Mode::default(), Mode::Allowlist);
+    }
+
+    #[test]
+    fn the_file_form_is_the_exact_names_and_every_name_parses() {
+        for (mode, name) in Mode::ALL.into_iter().zip(Mode::NAMES) {
+            assert_eq!(mode.as_str(), name);
+            assert_eq!(serde_json::to_value(mode).unwrap(), serde_json::json!(name));
+            assert_eq!(
+                serde_json::from_value::<Mode>(serde_json::json!(name)).unwrap(),
+                mode
+            );
+            assert_eq!(name.parse::<Mode>().unwrap(), mode);
+        }
+        // The lenient spellings are for typed names (`/mode`, `session/set_mode`), not files.
+        assert!(serde_json::from_value::<Mode>(serde_json::json!("readonly")).is_err());
+        assert_eq!("readonly".parse::<Mode>().unwrap(), Mode::ReadOnly);
     }
 }

@@ -14,8 +14,12 @@ use serde::Deserialize;
 use super::layers::Source;
 use super::pattern::{CommandClass, Pattern, PatternKind, SESSION, Target, command_words};
 
-/// What a rule (or a decision) does with a call.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+/// What a rule (or a decision) does with a call. Also the configuration's
+/// `[[permission]] action` (`allow`, `deny`, `ask`).
+#[derive(
+    Debug, Clone, Copy, PartialEq, Eq, Hash, serde::Serialize, Deserialize, schemars::JsonSchema,
+)]
+#[serde(rename_all = "lowercase")]
 pub enum Action {
     Allow,
     Deny,

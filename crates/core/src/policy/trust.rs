@@ -241,7 +241,7 @@ impl TrustStore {
 }
 
 fn canonical(workspace: &Path) -> Result<PathBuf, PolicyError> {
-    std::fs::canonicalize(workspace).map_err(|source| PolicyError::Read {
+    crate::runtime::probe::canonicalize(workspace).map_err(|source| PolicyError::Read {
         path: workspace.to_path_buf(),
         source,
     })

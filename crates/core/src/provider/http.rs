@@ -1,7 +1,6 @@
 //! The HTTP side shared by the Anthropic and OpenAI clients: [`HttpSettings`], client
 //! construction, sending one streaming POST with retries, and classifying failed responses.
 
-use std::sync::Once;
 use std::time::{Duration, SystemTime};
 
 use futures::StreamExt;
@@ -34,26 +33,11 @@ impl Default for HttpSettings {
     }
 }
 
-/// Installs ring as rustls' process-wide crypto provider, once (reqwest is built with
-/// `rustls-no-provider`). Another component having installed one first is fine.
-fn install_crypto_provider() {
-    static INSTALL: Once = Once::new();
-    INSTALL.call_once(|| {
-        // Err means a provider is already installed, which is all we need.
-        let _ = rustls::crypto::ring::default_provider().install_default();
-    });
-}
-
-/// Builds the reqwest client of one provider.
+/// Builds the reqwest client of one provider ([`crate::runtime::net::provider_client`]).
 pub(crate) fn build_client(settings: &HttpSettings) -> Result<reqwest::Client, ProviderError> {
-    install_crypto_provider();
-    reqwest::Client::builder()
-        .connect_timeout(settings.connect_timeout)
-        .user_agent(concat!("keel/", env!("CARGO_PKG_VERSION")))
-        .build()
-        .map_err(|error| {
-            ProviderError::Config(format!("cannot build HTTP client: {}", chain(&error)))
-        })
+    crate::runtime::net::provider_client(settings.connect_timeout).map_err(|error| {
+        ProviderError::Config(format!("cannot build HTTP client: {}", chain(&error)))
+    })
 }
 
 /// Where and how one provider posts its requests.
@@ -466,17 +450,5 @@ async fn read_body(response: reqwest::Response, idle: Duration) -> String {
     }
 }
 
-/// An error with its sources, `a: b: c`.
-pub(crate) fn chain(error: &dyn std::error::Error) -> String {
-    let mut text = error.to_string();
-    let mut source = error.source();
-    while let Some(cause) = source {
-        let cause_text = cause.to_string();
-        if !text.contains(&cause_text) {
-            text.push_str(": ");
-            text.push_str(&cause_text);
-        }
-        source = cause.source();
-    }
-    text
-}
+/// An error with its sources (defined with the provider errors; kept here for callers).
+pub(crate) use super::error::chain;

@@ -25,12 +25,16 @@ pub const DEFAULT_ANTHROPIC_MODEL: &str = "claude-sonnet-4-5";
 /// The model used with `OPENAI_API_KEY` when none is named.
 pub const DEFAULT_OPENAI_MODEL: &str = "gpt-5";
 
-/// Which wire API a provider speaks.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+/// The wire protocol a provider speaks: the one definition, also the configuration's
+/// `[providers.NAME] kind` (`anthropic`, `openai`).
+#[derive(
+    Debug, Clone, Copy, PartialEq, Eq, serde::Serialize, serde::Deserialize, schemars::JsonSchema,
+)]
+#[serde(rename_all = "lowercase")]
 pub enum ProviderKind {
     /// The Anthropic Messages API.
     Anthropic,
-    /// OpenAI Chat Completions, or any compatible server.
+    /// The OpenAI Chat Completions API (and compatible servers).
     OpenAi,
 }
 

@@ -97,8 +97,7 @@ impl ScriptedProvider {
         let path = path.as_ref();
         // Reading the operator-chosen script is not a tool action; it does not go through the
         // capability-checked runtime.
-        #[allow(clippy::disallowed_methods)]
-        let text = std::fs::read_to_string(path).map_err(|error| {
+        let text = crate::runtime::config_files::read(path).map_err(|error| {
             ProviderError::Config(format!("cannot read script {}: {error}", path.display()))
         })?;
         Self::from_json_str(&text)

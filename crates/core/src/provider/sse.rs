@@ -9,7 +9,7 @@ use bytes::Bytes;
 use eventsource_stream::{Event, EventStream, EventStreamError, Eventsource};
 use futures::stream::{BoxStream, StreamExt};
 
-use super::http::chain;
+use super::error::chain;
 use super::{ModelEvent, ModelStream, ProviderError, StreamProgress};
 
 /// One API's translation of server-sent events into model events.

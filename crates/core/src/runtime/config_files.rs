@@ -7,8 +7,17 @@
 use std::io;
 use std::path::Path;
 
+/// The text of an operator-chosen file (a configuration file, a scripted provider's script).
+#[expect(
+    clippy::disallowed_methods,
+    reason = "the runtime is where ambient authority lives"
+)]
+pub fn read(path: &Path) -> io::Result<String> {
+    std::fs::read_to_string(path)
+}
+
 /// The text of a file, or `None` when it does not exist.
-#[allow(
+#[expect(
     clippy::disallowed_methods,
     reason = "the runtime is where ambient authority lives"
 )]
@@ -21,7 +30,7 @@ pub fn read_if_exists(path: &Path) -> io::Result<Option<String>> {
 }
 
 /// The entries of a directory, sorted; empty when it does not exist.
-#[allow(
+#[expect(
     clippy::disallowed_methods,
     reason = "the runtime is where ambient authority lives"
 )]
@@ -41,7 +50,7 @@ pub fn list_dir(path: &Path) -> io::Result<Vec<std::path::PathBuf>> {
 
 /// Replaces a file's content atomically (temp file + rename), creating missing parent
 /// directories.
-#[allow(
+#[expect(
     clippy::disallowed_methods,
     reason = "the runtime is where ambient authority lives"
 )]
@@ -55,7 +64,7 @@ pub fn write_atomically(path: &Path, text: &str) -> io::Result<()> {
 }
 
 /// The `*.toml` files directly in `dir`, sorted by name (none when `dir` does not exist).
-#[allow(
+#[expect(
     clippy::disallowed_methods,
     reason = "the runtime is where ambient authority lives"
 )]

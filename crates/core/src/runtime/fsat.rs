@@ -379,7 +379,10 @@ pub fn is_swap(error: &io::Error) -> bool {
 }
 
 #[cfg(test)]
-#[allow(clippy::disallowed_methods, clippy::unwrap_used)]
+#[expect(
+    clippy::disallowed_methods,
+    reason = "the tests build symlinked fixtures on disk"
+)]
 mod tests {
     use super::*;
     use std::os::unix::fs::symlink;

@@ -43,7 +43,7 @@ impl Drop for GroupGuard {
 }
 
 /// Starts an MCP server over stdio in `cwd`. Must be called inside a tokio runtime.
-#[allow(
+#[expect(
     clippy::disallowed_methods,
     reason = "the runtime is where ambient authority lives"
 )]

@@ -30,8 +30,10 @@ pub mod probe;
 pub mod process;
 pub mod protected;
 pub mod sandbox;
+pub mod scratch;
 pub mod secrets;
 pub mod store_files;
+pub mod tally;
 
 pub use net::{FetchOptions, FetchResponse, NetPolicy};
 
@@ -219,7 +221,7 @@ impl From<FileError> for ToolError {
 
 impl Runtime {
     /// Canonicalises the roots, creates the scratch directory and compiles the scope.
-    #[allow(
+    #[expect(
         clippy::disallowed_methods,
         reason = "the runtime is where ambient authority lives"
     )]
@@ -403,7 +405,7 @@ impl Runtime {
     /// Where a user-supplied path (absolute, or relative to the primary root) finally points.
     /// Does not check the scope.
     pub fn resolve(&self, user_path: &str) -> Result<PathBuf, ToolError> {
-        probe::count(probe::Event::Resolve);
+        tally::count(tally::Event::Resolve);
         if user_path.contains('\0') {
             return Err(ToolError::BadArgument("path contains a NUL byte".into()));
         }
@@ -445,10 +447,6 @@ impl Runtime {
     }
 
     /// Metadata of a canonical, in-scope path (not following a final symlink: it was resolved).
-    #[allow(
-        clippy::disallowed_methods,
-        reason = "the runtime is where ambient authority lives"
-    )]
     pub async fn metadata(&self, canonical: &Path) -> Result<std::fs::Metadata, ToolError> {
         self.check(canonical, Access::Read)?;
         let path = canonical.to_path_buf();
@@ -461,7 +459,7 @@ impl Runtime {
     }
 
     /// What the disk says of a file now, for the read-before-write guard.
-    #[allow(
+    #[expect(
         clippy::disallowed_methods,
         reason = "the runtime is where ambient authority lives"
     )]
@@ -489,7 +487,7 @@ impl Runtime {
         })
         .await
         .map_err(|e| ToolError::internal("reading a file (the task failed)", e))??;
-        probe::count(probe::Event::Read);
+        tally::count(tally::Event::Read);
         Ok(bytes)
     }
 
@@ -516,7 +514,7 @@ impl Runtime {
         })
         .await
         .map_err(|e| ToolError::internal("reading a file (the task failed)", e))??;
-        probe::count(probe::Event::Read);
+        tally::count(tally::Event::Read);
         Ok(bytes)
     }
 
@@ -546,7 +544,7 @@ impl Runtime {
         }
         let text = files.read_text(canonical).await;
         if matches!(text, Some(Ok(_))) {
-            probe::count(probe::Event::Read);
+            tally::count(tally::Event::Read);
         }
         text.map(|r| {
             r.map_err(|e| ToolError::External {
@@ -621,7 +619,7 @@ impl Runtime {
     }
 
     /// Writes a file under the session's scratch directory (sidecar outputs).
-    #[allow(
+    #[expect(
         clippy::disallowed_methods,
         reason = "the runtime is where ambient authority lives"
     )]
@@ -655,6 +653,10 @@ impl Runtime {
     ///
     /// Inside a git repository, ignore files above the repository's root do not apply (as with
     /// git, ripgrep and fd); outside any repository, .gitignore files apply all the same.
+    #[expect(
+        clippy::disallowed_methods,
+        reason = "the runtime is where ambient authority lives"
+    )]
     pub fn walker(&self, base: &Path) -> Result<ignore::WalkBuilder, ToolError> {
         self.check(base, Access::Read)?;
         let in_repository = base.ancestors().any(|dir| dir.join(".git").exists());
@@ -672,7 +674,7 @@ impl Runtime {
 }
 
 /// Removes a session's scratch directory (sidecars) when the session closes.
-#[allow(
+#[expect(
     clippy::disallowed_methods,
     reason = "the runtime is where ambient authority lives"
 )]
@@ -683,7 +685,7 @@ pub fn remove_scratch(dir: &Path) -> std::io::Result<()> {
     }
 }
 
-#[allow(
+#[expect(
     clippy::disallowed_methods,
     reason = "the runtime is where ambient authority lives"
 )]

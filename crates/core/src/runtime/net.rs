@@ -235,7 +235,7 @@ impl Runtime {
         Ok(())
     }
 
-    #[allow(
+    #[expect(
         clippy::disallowed_methods,
         reason = "the runtime is where ambient authority lives"
     )]
@@ -258,6 +258,21 @@ impl Runtime {
         // A concurrent first call may have won the race; either client is equivalent.
         Ok(state.client.get_or_init(|| client).clone())
     }
+}
+
+/// The HTTP client of one model provider: the provider's configured endpoint, not a
+/// model-chosen URL, so no capability scope applies; `connect_timeout` limits the TCP/TLS
+/// connection. Keel's user agent; reqwest's own redirect and proxy defaults.
+#[expect(
+    clippy::disallowed_methods,
+    reason = "the runtime is where ambient authority lives"
+)]
+pub fn provider_client(connect_timeout: Duration) -> reqwest::Result<reqwest::Client> {
+    install_crypto_provider();
+    reqwest::Client::builder()
+        .connect_timeout(connect_timeout)
+        .user_agent(concat!("keel/", env!("CARGO_PKG_VERSION")))
+        .build()
 }
 
 /// Installs ring as rustls' process-wide crypto provider, once (reqwest is built with

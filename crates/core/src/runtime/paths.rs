@@ -10,7 +10,7 @@ const MAX_SYMLINKS: usize = 40;
 /// the way is followed and `..` is applied to the resolved parent (POSIX semantics). Unlike
 /// [`std::fs::canonicalize`], the path need not exist: the part past the deepest existing
 /// ancestor is appended lexically (it contains no symlinks, since it does not exist).
-#[allow(
+#[expect(
     clippy::disallowed_methods,
     reason = "the runtime is where ambient authority lives"
 )]
@@ -101,7 +101,10 @@ pub fn absolutize(base: &Path, user_path: &str) -> PathBuf {
 }
 
 #[cfg(test)]
-#[allow(clippy::disallowed_methods)]
+#[expect(
+    clippy::disallowed_methods,
+    reason = "the tests build symlinked fixtures on disk"
+)]
 mod tests {
     use super::*;
     use std::os::unix::fs::symlink;

@@ -1,83 +1,102 @@
-//! A test hook that counts the work one tool call costs: path resolutions, argument parses,
-//! file reads and diffs. Installed for a future with [`scope`] (a task-local, so tests running
-//! side by side never see each other's counts); without one, counting is a no-op.
+//! Read-only probes of the file system for the policy engine and the front-end's checks.
 //!
-//! The engine's promise it checks: a call is prepared once. Its arguments are validated and
-//! deserialized once, its subject path resolved once, the file read once and diffed once,
-//! however many hops (capability check, policy, preview for approval, run) the call goes
-//! through.
+//! Deciding whether a command is safe looks at the disk: where a path resolves, whether a file
+//! has several hard links, what a glob word could match, what a repository's `.git` holds. These
+//! are not tool accesses (no tool output depends on them, and nothing here writes); they live
+//! here because the runtime is the one module allowed ambient file access. Every read is bounded.
 
-use std::future::Future;
-use std::sync::Arc;
-use std::sync::atomic::{AtomicUsize, Ordering};
+use std::io::{self, Read as _};
+use std::path::{Path, PathBuf};
 
-/// What is counted.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Event {
-    /// A user path resolved on the disk ([`super::Runtime::resolve`]).
-    Resolve,
-    /// A tool call's arguments validated and deserialized.
-    Parse,
-    /// A file's content read (from the disk or the editor; attempts that found no file are
-    /// not counted).
-    Read,
-    /// A file change diffed.
-    Diff,
+/// `path` resolved through symlinks and `..` (`std::fs::canonicalize`).
+#[expect(
+    clippy::disallowed_methods,
+    reason = "the runtime is where ambient authority lives"
+)]
+pub fn canonicalize(path: &Path) -> io::Result<PathBuf> {
+    std::fs::canonicalize(path)
 }
 
-/// The counts of one [`scope`].
-#[derive(Debug, Default)]
-pub struct Probe {
-    resolve: AtomicUsize,
-    parse: AtomicUsize,
-    read: AtomicUsize,
-    diff: AtomicUsize,
+/// `path` resolved through symlinks where it exists, else `path` itself.
+pub fn canonical_or_same(path: &Path) -> PathBuf {
+    canonicalize(path).unwrap_or_else(|_| path.to_path_buf())
 }
 
-/// A snapshot of a [`Probe`].
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
-pub struct Counts {
-    pub resolve: usize,
-    pub parse: usize,
-    pub read: usize,
-    pub diff: usize,
+/// The metadata of `path`, following symlinks.
+#[expect(
+    clippy::disallowed_methods,
+    reason = "the runtime is where ambient authority lives"
+)]
+pub fn metadata(path: &Path) -> io::Result<std::fs::Metadata> {
+    std::fs::metadata(path)
 }
 
-impl Probe {
-    pub fn new() -> Arc<Self> {
-        Arc::new(Self::default())
-    }
+/// The metadata of `path` itself (a symlink is not followed).
+#[expect(
+    clippy::disallowed_methods,
+    reason = "the runtime is where ambient authority lives"
+)]
+pub fn symlink_metadata(path: &Path) -> io::Result<std::fs::Metadata> {
+    std::fs::symlink_metadata(path)
+}
 
-    fn counter(&self, event: Event) -> &AtomicUsize {
-        match event {
-            Event::Resolve => &self.resolve,
-            Event::Parse => &self.parse,
-            Event::Read => &self.read,
-            Event::Diff => &self.diff,
+/// Whether anything (a dangling symlink included) exists at `path`.
+pub fn is_present(path: &Path) -> bool {
+    symlink_metadata(path).is_ok()
+}
+
+/// Whether `path` is a directory (following symlinks).
+pub fn is_dir(path: &Path) -> bool {
+    metadata(path).is_ok_and(|meta| meta.is_dir())
+}
+
+/// Whether `path` is a regular file (following symlinks).
+pub fn is_file(path: &Path) -> bool {
+    metadata(path).is_ok_and(|meta| meta.is_file())
+}
+
+/// The entries of directory `dir` (unsorted, entries that cannot be read skipped); `Ok(None)`
+/// when it holds more than `limit` entries.
+#[expect(
+    clippy::disallowed_methods,
+    reason = "the runtime is where ambient authority lives"
+)]
+pub fn dir_entries(dir: &Path, limit: usize) -> io::Result<Option<Vec<PathBuf>>> {
+    let mut paths = Vec::new();
+    for (seen, entry) in std::fs::read_dir(dir)?.enumerate() {
+        if seen == limit {
+            return Ok(None);
+        }
+        if let Ok(entry) = entry {
+            paths.push(entry.path());
         }
     }
+    Ok(Some(paths))
+}
 
-    pub fn counts(&self) -> Counts {
-        Counts {
-            resolve: self.resolve.load(Ordering::Relaxed),
-            parse: self.parse.load(Ordering::Relaxed),
-            read: self.read.load(Ordering::Relaxed),
-            diff: self.diff.load(Ordering::Relaxed),
-        }
+/// At most `limit` bytes of the file at `path`; `None` when it cannot be read or is larger.
+#[expect(
+    clippy::disallowed_methods,
+    reason = "the runtime is where ambient authority lives"
+)]
+pub fn read_bounded(path: &Path, limit: u64) -> Option<Vec<u8>> {
+    let file = std::fs::File::open(path).ok()?;
+    let mut bytes = Vec::new();
+    file.take(limit.saturating_add(1))
+        .read_to_end(&mut bytes)
+        .ok()?;
+    if bytes.len() as u64 > limit {
+        return None;
     }
+    Some(bytes)
 }
 
-tokio::task_local! {
-    static PROBE: Arc<Probe>;
-}
-
-/// Runs `future` with `probe` counting what it does (on its own task; work it spawns onto
-/// other tasks is counted where it is started, before the spawn).
-pub async fn scope<F: Future>(probe: Arc<Probe>, future: F) -> F::Output {
-    PROBE.scope(probe, future).await
-}
-
-/// Counts one `event` in the current scope, if any.
-pub fn count(event: Event) {
-    let _ = PROBE.try_with(|probe| probe.counter(event).fetch_add(1, Ordering::Relaxed));
+/// A directory walker rooted at `start` for the policy's look through a tree (credential files
+/// a recursive read would reach); the caller sets its filters. Nothing it yields is opened.
+#[expect(
+    clippy::disallowed_methods,
+    reason = "the runtime is where ambient authority lives"
+)]
+pub fn tree_walker(start: &Path) -> ignore::WalkBuilder {
+    ignore::WalkBuilder::new(start)
 }

@@ -58,16 +58,8 @@ pub const QUIET_ENV: &[(&str, &str)] = &[
     ("GIT_TERMINAL_PROMPT", "0"),
 ];
 
-/// Keel's own credentials: the model's keys never reach the commands the model runs (a
-/// `printenv` would otherwise hand them to the model, and from there to anywhere).
-pub const SECRET_ENV: &[&str] = &[
-    "ANTHROPIC_API_KEY",
-    "ANTHROPIC_AUTH_TOKEN",
-    "OPENAI_API_KEY",
-    "OPENROUTER_API_KEY",
-    "DEEPSEEK_API_KEY",
-    "BRAVE_API_KEY",
-];
+/// Keel's own credentials (defined with the scrub list in [`super::secrets`]).
+pub use super::secrets::SECRET_ENV;
 
 /// How [`ShellProcess::wait_with_output`] keeps output: `limit` bytes for the model, the whole
 /// output in `sidecar` (created only when the output passes `limit`; it must lie in the session's
@@ -138,7 +130,7 @@ impl Runtime {
 
     /// Starts `bash -c command` in `cwd` after [`Runtime::check_shell`]: a new process group,
     /// stdin null, stdout and stderr on one pipe. Must be called inside a tokio runtime.
-    #[allow(
+    #[expect(
         clippy::disallowed_methods,
         reason = "the runtime is where ambient authority lives"
     )]
@@ -601,8 +593,8 @@ impl Collector {
     }
 }
 
-#[allow(
-    clippy::disallowed_methods,
+#[expect(
+    clippy::disallowed_types,
     reason = "the runtime is where ambient authority lives"
 )]
 async fn open_sidecar(path: &Path) -> std::io::Result<tokio::fs::File> {
@@ -705,6 +697,10 @@ mod tests {
     }
 
     #[tokio::test]
+    #[expect(
+        clippy::disallowed_methods,
+        reason = "the test's sidecar goes to a temp dir"
+    )]
     async fn collector_keeps_head_and_tail_and_spills_everything() {
         let dir = tempfile::tempdir().unwrap();
         let sidecar = dir.path().join("out.txt");
@@ -724,7 +720,7 @@ mod tests {
         assert!(text.starts_with("line 0\n"), "{text}");
         assert!(text.ends_with("line 99\n"), "{text}");
         assert!(text.contains("bytes omitted"), "{text}");
-        #[allow(clippy::disallowed_methods)]
+        #[expect(clippy::disallowed_methods, reason = "the test reads the sidecar back")]
         let spilled = std::fs::read_to_string(&sidecar).unwrap();
         assert_eq!(spilled, lines);
     }

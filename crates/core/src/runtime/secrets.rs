@@ -1,6 +1,6 @@
 //! Which environment variables the commands Keel runs never see.
 //!
-//! [`scrub_list`] is built, not fixed: Keel's own model credentials ([`super::process::SECRET_ENV`]),
+//! [`scrub_list`] is built, not fixed: Keel's own model credentials ([`SECRET_ENV`]),
 //! every variable the resolved providers read their key from ([`register_credential_vars`], called
 //! by the engine with each provider's `api_key_env`), and every variable of the process
 //! environment whose name looks like a secret ([`looks_secret`]: `*_API_KEY`, `*_TOKEN`,
@@ -8,6 +8,17 @@
 
 use std::collections::BTreeSet;
 use std::sync::{Mutex, PoisonError};
+
+/// Keel's own credentials: the model's keys never reach the commands the model runs (a
+/// `printenv` would otherwise hand them to the model, and from there to anywhere).
+pub const SECRET_ENV: &[&str] = &[
+    "ANTHROPIC_API_KEY",
+    "ANTHROPIC_AUTH_TOKEN",
+    "OPENAI_API_KEY",
+    "OPENROUTER_API_KEY",
+    "DEEPSEEK_API_KEY",
+    "BRAVE_API_KEY",
+];
 
 /// Credential variables of the resolved providers, for the life of the process.
 static PROVIDER_VARS: Mutex<BTreeSet<String>> = Mutex::new(BTreeSet::new());
@@ -55,10 +66,7 @@ pub fn looks_secret(name: &str) -> bool {
 /// Every variable to remove from a command's environment: Keel's own credentials, the
 /// registered provider variables, and whatever in `environment` looks like a secret.
 pub fn scrub_list_from(environment: impl IntoIterator<Item = String>) -> Vec<String> {
-    let mut names: BTreeSet<String> = super::process::SECRET_ENV
-        .iter()
-        .map(|n| (*n).to_owned())
-        .collect();
+    let mut names: BTreeSet<String> = SECRET_ENV.iter().map(|n| (*n).to_owned()).collect();
     names.extend(
         PROVIDER_VARS
             .lock()

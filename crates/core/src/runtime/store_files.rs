@@ -32,8 +32,8 @@ pub enum OpenLogError {
 
 /// Opens (creating it when `create`) the log at `path` for reading and appending, and takes an
 /// exclusive non-blocking `flock` on it.
-#[allow(
-    clippy::disallowed_methods,
+#[expect(
+    clippy::disallowed_types,
     reason = "the runtime is where ambient authority lives"
 )]
 pub fn open_locked(path: &Path, create: bool) -> Result<LockedLog, OpenLogError> {
@@ -73,8 +73,8 @@ impl LockedLog {
 }
 
 /// Creates `path` and its parents (mode 0700 for the ones created).
-#[allow(
-    clippy::disallowed_methods,
+#[expect(
+    clippy::disallowed_types,
     reason = "the runtime is where ambient authority lives"
 )]
 pub fn create_private_dir(path: &Path) -> io::Result<()> {
@@ -86,13 +86,17 @@ pub fn create_private_dir(path: &Path) -> io::Result<()> {
 }
 
 /// Whether `path` exists as a directory (not following a final symlink).
+#[expect(
+    clippy::disallowed_methods,
+    reason = "the runtime is where ambient authority lives"
+)]
 pub fn is_dir(path: &Path) -> bool {
     std::fs::symlink_metadata(path).is_ok_and(|meta| meta.is_dir())
 }
 
 /// The bytes of a file, or `None` when it does not exist. Refuses to follow a final symlink.
-#[allow(
-    clippy::disallowed_methods,
+#[expect(
+    clippy::disallowed_types,
     reason = "the runtime is where ambient authority lives"
 )]
 pub fn read_bytes(path: &Path) -> io::Result<Option<Vec<u8>>> {
@@ -112,6 +116,10 @@ pub fn read_bytes(path: &Path) -> io::Result<Option<Vec<u8>>> {
 }
 
 /// The last modification time of a file, if it exists.
+#[expect(
+    clippy::disallowed_methods,
+    reason = "the runtime is where ambient authority lives"
+)]
 pub fn modified(path: &Path) -> Option<SystemTime> {
     std::fs::symlink_metadata(path)
         .and_then(|meta| meta.modified())
@@ -119,11 +127,19 @@ pub fn modified(path: &Path) -> Option<SystemTime> {
 }
 
 /// The size of a file, if it exists (not following a final symlink).
+#[expect(
+    clippy::disallowed_methods,
+    reason = "the runtime is where ambient authority lives"
+)]
 pub fn size(path: &Path) -> Option<u64> {
     std::fs::symlink_metadata(path).map(|meta| meta.len()).ok()
 }
 
 /// The subdirectories of `path` (empty when it does not exist).
+#[expect(
+    clippy::disallowed_methods,
+    reason = "the runtime is where ambient authority lives"
+)]
 pub fn subdirectories(path: &Path) -> io::Result<Vec<PathBuf>> {
     let entries = match std::fs::read_dir(path) {
         Ok(entries) => entries,
@@ -141,7 +157,7 @@ pub fn subdirectories(path: &Path) -> io::Result<Vec<PathBuf>> {
 }
 
 /// Removes a directory and everything in it.
-#[allow(
+#[expect(
     clippy::disallowed_methods,
     reason = "the runtime is where ambient authority lives"
 )]

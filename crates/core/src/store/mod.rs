@@ -451,6 +451,10 @@ mod tests {
     use super::*;
     use crate::provider::Message;
 
+    #[expect(
+        clippy::disallowed_methods,
+        reason = "the tests' store lives in a temp dir"
+    )]
     fn store() -> (tempfile::TempDir, SessionStore) {
         let dir = tempfile::tempdir().unwrap();
         let store = SessionStore::new(dir.path().join("sessions"));
@@ -465,7 +469,7 @@ mod tests {
     }
 
     #[test]
-    #[allow(
+    #[expect(
         clippy::disallowed_methods,
         reason = "the test plays a crash that cut a write short"
     )]

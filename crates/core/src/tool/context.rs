@@ -11,8 +11,8 @@ use serde_json::Value;
 use tokio::sync::mpsc;
 use tokio_util::sync::CancellationToken;
 
+use super::QuestionItem;
 use super::ToolError;
-use crate::agent::QuestionItem;
 use crate::runtime::Runtime;
 
 /// Per-tool output caps (seed 000's defaults). The head goes to the model; the whole output to a

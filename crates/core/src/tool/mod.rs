@@ -16,6 +16,7 @@
 
 mod context;
 mod envelope;
+mod question;
 mod registry;
 mod spec;
 pub mod view;
@@ -28,6 +29,7 @@ pub use envelope::{
     Artifact, Envelope, EnvelopeKind, ErrorSource, InternalError, Metadata, PlanEntry,
     TodoPriority, TodoStatus, ToolError, ToolOutput,
 };
+pub use question::{QuestionItem, QuestionOption};
 pub use registry::{Registry, RegistryError};
 pub use spec::{
     CallView, Describe, DynTool, Location, Origin, ParsedCall, Prepared, Preview, Subject, Tool,

@@ -454,7 +454,7 @@ impl ParsedCall {
     /// A call of a tool whose arguments stay JSON (MCP and extension tools), validated by the
     /// caller against the tool's schema just before. Titled by the spec.
     pub fn json(spec: &ToolSpec, args: &Value) -> Self {
-        crate::runtime::probe::count(crate::runtime::probe::Event::Parse);
+        crate::runtime::tally::count(crate::runtime::tally::Event::Parse);
         Self {
             subject_arg: subject_arg(&spec.subject, args),
             subject: None,
@@ -639,7 +639,7 @@ impl<T: Tool> DynTool for Typed<T> {
     }
 
     fn parse(&self, args: &Value, how: Describe<'_>) -> Result<ParsedCall, ToolError> {
-        crate::runtime::probe::count(crate::runtime::probe::Event::Parse);
+        crate::runtime::tally::count(crate::runtime::tally::Event::Parse);
         validate_with(&self.validator, &self.spec.id, args)?;
         let params: T::Params =
             T::Params::deserialize(args).map_err(|e| ToolError::InvalidArguments {
@@ -698,7 +698,7 @@ mod tests {
 
     /// Arguments with optional fields of each shape schemars gives them.
     #[derive(serde::Deserialize, JsonSchema)]
-    #[allow(dead_code, reason = "only the schema is used")]
+    #[expect(dead_code, reason = "only the schema is used")]
     struct Args {
         /// Always there.
         name: String,
@@ -709,7 +709,6 @@ mod tests {
     }
 
     #[derive(serde::Deserialize, JsonSchema)]
-    #[allow(dead_code, reason = "only the schema is used")]
     enum Mode {
         /// One.
         One,

@@ -10,10 +10,10 @@ use schemars::JsonSchema;
 use serde::Deserialize;
 use serde_json::Value;
 
-use crate::agent::{QuestionItem, QuestionOption};
 use crate::tool::view::one_line;
 use crate::tool::{
-    CallView, Describe, Subject, Tool, ToolContext, ToolError, ToolKind, ToolOutput, ToolSpec,
+    CallView, Describe, QuestionItem, QuestionOption, Subject, Tool, ToolContext, ToolError,
+    ToolKind, ToolOutput, ToolSpec,
 };
 
 /// The error every headless session returns for `question`.

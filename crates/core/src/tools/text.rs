@@ -377,7 +377,7 @@ impl FileChange {
     /// Diffs the old bytes (`None` for a new file) against the new ones. `shown` is the path as
     /// the diff header names it, `path` the absolute path the editor gets.
     pub fn compute(shown: &str, path: &Path, old: Option<&[u8]>, new: &[u8]) -> Self {
-        crate::runtime::probe::count(crate::runtime::probe::Event::Diff);
+        crate::runtime::tally::count(crate::runtime::tally::Event::Diff);
         match FileDiff::compute(shown, old, Some(new)) {
             Ok(diff) => {
                 let first_line = diff

@@ -1,5 +1,16 @@
 //! The turn loop over real HTTP against the mock model server.
-#![allow(clippy::disallowed_methods, clippy::unwrap_used, clippy::expect_used)]
+#![expect(
+    clippy::disallowed_methods,
+    reason = "the tests set up and inspect their fixtures directly on disk"
+)]
+#![expect(
+    clippy::unwrap_used,
+    reason = "test helpers outside #[test] functions unwrap"
+)]
+#![expect(
+    clippy::expect_used,
+    reason = "test helpers outside #[test] functions expect"
+)]
 
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
@@ -7,8 +18,8 @@ use std::time::Duration;
 
 use futures::future::BoxFuture;
 use keel_core::agent::{
-    AgentError, AgentEvent, ApprovalAnswer, ApprovalRequest, Engine, EngineConfig, QuestionItem,
-    SessionOptions, TurnHost, TurnStop, UserContent,
+    AgentError, AgentEvent, Answer, ApprovalAnswer, ApprovalRequest, Engine, EngineConfig,
+    QuestionItem, SessionOptions, TurnHost, TurnStop, UserContent,
 };
 use keel_core::policy::Mode;
 use keel_core::provider::{Part, ProviderConfig, ProviderError, ProviderKind, Role};
@@ -122,7 +133,7 @@ impl TurnHost for Host {
             }
             let mut answers = self.answers.lock().unwrap();
             if answers.is_empty() {
-                ApprovalAnswer::AllowOnce
+                ApprovalAnswer::Answered(Answer::AllowOnce)
             } else {
                 answers.remove(0)
             }
@@ -713,7 +724,7 @@ async fn the_first_turn_asks_whether_to_trust_the_projects_rules() {
     host.answers
         .lock()
         .unwrap()
-        .push(ApprovalAnswer::AllowAlways);
+        .push(ApprovalAnswer::Answered(Answer::AllowAlways));
     let outcome = session
         .run_turn(prompt("go"), host.clone(), CancellationToken::new())
         .await
@@ -752,10 +763,10 @@ async fn an_untrusted_projects_allow_rules_stay_ignored() {
     f.mock.push_anthropic(Turn::text_only("not changed"));
     let session = engine.open_session(options(&f, true)).unwrap();
     let host = Arc::new(Host::default());
-    host.answers
-        .lock()
-        .unwrap()
-        .extend([ApprovalAnswer::RejectOnce, ApprovalAnswer::RejectOnce]);
+    host.answers.lock().unwrap().extend([
+        ApprovalAnswer::Answered(Answer::RejectOnce),
+        ApprovalAnswer::Answered(Answer::RejectOnce),
+    ]);
     session
         .run_turn(prompt("go"), host.clone(), CancellationToken::new())
         .await
@@ -886,7 +897,7 @@ async fn editing_a_hard_linked_file_asks_and_replaces_the_link() {
 /// of the file and one diff. The prompt shows the diff the run then writes.
 #[tokio::test]
 async fn an_edit_is_prepared_once_through_policy_approval_and_run() {
-    use keel_core::runtime::probe::{self, Counts, Probe as Counter};
+    use keel_core::runtime::tally::{self, Counts, Tally as Counter};
     let f = fixture(Api::Anthropic, 1).await;
     std::fs::write(f.workspace.join("notes.txt"), "one\ntwo\nthree\n").unwrap();
     f.mock
@@ -905,7 +916,7 @@ async fn an_edit_is_prepared_once_through_policy_approval_and_run() {
         .await
         .unwrap();
     let counter = Counter::new();
-    probe::scope(
+    tally::scope(
         counter.clone(),
         session.run_turn(prompt("edit"), host.clone(), CancellationToken::new()),
     )

@@ -1,5 +1,16 @@
 //! Configuration: layering, provenance, and errors that name the file, the line and a fix.
-#![allow(clippy::disallowed_methods, clippy::unwrap_used, clippy::expect_used)]
+#![expect(
+    clippy::disallowed_methods,
+    reason = "the tests set up and inspect their fixtures directly on disk"
+)]
+#![expect(
+    clippy::unwrap_used,
+    reason = "test helpers outside #[test] functions unwrap"
+)]
+#![expect(
+    clippy::expect_used,
+    reason = "test helpers outside #[test] functions expect"
+)]
 
 use std::path::{Path, PathBuf};
 
@@ -347,7 +358,7 @@ fn providers_merge_key_by_key_and_need_a_kind_unless_built_in() {
     dirs.write_project("[providers.local]\nmodels = [\"b\", \"c\"]\n");
     let effective = config::load(&dirs.options()).unwrap();
     let local = &effective.config.providers["local"];
-    assert_eq!(local.kind, Some(ProviderKind::Openai));
+    assert_eq!(local.kind, Some(ProviderKind::OpenAi));
     assert_eq!(local.base_url.as_deref(), Some("http://127.0.0.1:1/v1"));
     assert_eq!(local.models, ["b", "c"]);
     let env = |name: &str| (name == "ANTHROPIC_API_KEY").then(|| "sk-test".to_owned());
@@ -537,7 +548,7 @@ fn scripted_models_replay_the_script_named_by_keel_script() {
 }
 
 #[derive(serde::Deserialize, schemars::JsonSchema)]
-#[allow(dead_code)]
+#[expect(dead_code, reason = "only the schema is used")]
 struct PathParams {
     file_path: String,
 }

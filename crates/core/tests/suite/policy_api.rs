@@ -1,6 +1,13 @@
 //! The engine's public surface: trust store, persistence, loading errors, reports, and the
 //! documentation's tables kept in sync with the code.
-#![allow(clippy::disallowed_methods, clippy::unwrap_used, clippy::expect_used)]
+#![expect(
+    clippy::disallowed_methods,
+    reason = "the tests set up and inspect their fixtures directly on disk"
+)]
+#![expect(
+    clippy::expect_used,
+    reason = "test helpers outside #[test] functions expect"
+)]
 
 use std::path::Path;
 use std::sync::Arc;

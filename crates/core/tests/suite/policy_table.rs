@@ -1,6 +1,9 @@
 //! The decision table: `fixtures/policy/cases.toml`, one row per call, run against a fresh
 //! temporary world each (real files, real symlinks).
-#![allow(clippy::disallowed_methods, clippy::unwrap_used, clippy::expect_used)]
+#![expect(
+    clippy::disallowed_methods,
+    reason = "the tests set up and inspect their fixtures directly on disk"
+)]
 
 use std::collections::BTreeMap;
 

@@ -1,6 +1,9 @@
 //! Shared helpers of the provider tests.
 
-#![allow(clippy::unwrap_used)] // test helpers outside #[test] functions
+#![expect(
+    clippy::unwrap_used,
+    reason = "test helpers outside #[test] functions unwrap"
+)]
 
 use std::time::Duration;
 

@@ -1,6 +1,5 @@
 //! "Allow once without the sandbox": `unsandboxed: true` on a shell call is an escalation of its
 //! own, decided by the policy apart from the command.
-#![allow(clippy::disallowed_methods, clippy::unwrap_used, clippy::expect_used)]
 
 use keel_core::policy::{Action, Answer, Call, Decision, HEADLESS_DENIAL, Mode, Policy, Trust};
 use keel_core::runtime::Runtime;

@@ -1,15 +1,26 @@
 //! Tool errors by audience, through the turn loop over real HTTP against the mock model: an error
 //! the model can act on reaches it whole; a failure of Keel itself reaches the user whole and the
 //! model as a neutral message; a write that finished while a cancel arrived is reported as done.
-#![allow(clippy::disallowed_methods, clippy::unwrap_used, clippy::expect_used)]
+#![expect(
+    clippy::disallowed_methods,
+    reason = "the tests set up and inspect their fixtures directly on disk"
+)]
+#![expect(
+    clippy::unwrap_used,
+    reason = "test helpers outside #[test] functions unwrap"
+)]
+#![expect(
+    clippy::expect_used,
+    reason = "test helpers outside #[test] functions expect"
+)]
 
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use futures::future::BoxFuture;
 use keel_core::agent::{
-    AgentEvent, ApprovalAnswer, ApprovalRequest, CallStatus, Engine, EngineConfig, QuestionItem,
-    SessionOptions, TurnHost, TurnStop, UserContent,
+    AgentEvent, Answer, ApprovalAnswer, ApprovalRequest, CallStatus, Engine, EngineConfig,
+    QuestionItem, SessionOptions, TurnHost, TurnStop, UserContent,
 };
 use keel_core::provider::{Part, ProviderConfig, ProviderKind};
 use keel_core::tool::{
@@ -103,7 +114,7 @@ impl TurnHost for Host {
     }
 
     fn approve(&self, _request: ApprovalRequest) -> BoxFuture<'_, ApprovalAnswer> {
-        Box::pin(async { ApprovalAnswer::AllowOnce })
+        Box::pin(async { ApprovalAnswer::Answered(Answer::AllowOnce) })
     }
 
     fn ask(

@@ -4,8 +4,11 @@
 //! Layout of every fixture: `<tmp>/ws` is the workspace, `<tmp>/outside` a directory outside
 //! it (holding `secret.txt`), `<tmp>/scratch` the session scratch directory.
 
-#![allow(clippy::disallowed_methods)]
-#![allow(
+#![expect(
+    clippy::disallowed_methods,
+    reason = "the tests set up and inspect their fixtures directly on disk"
+)]
+#![expect(
     clippy::unwrap_used,
     clippy::expect_used,
     reason = "fixture helpers outside #[test] functions fail loudly too"

@@ -1,5 +1,12 @@
 //! `bash` and `todo` through the full tool path, with real processes.
-#![allow(clippy::disallowed_methods, clippy::unwrap_used, clippy::expect_used)]
+#![expect(
+    clippy::disallowed_methods,
+    reason = "the tests set up and inspect their fixtures directly on disk"
+)]
+#![expect(
+    clippy::unwrap_used,
+    reason = "test helpers outside #[test] functions unwrap"
+)]
 
 use std::path::PathBuf;
 use std::sync::{Arc, Mutex};

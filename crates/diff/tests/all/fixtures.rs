@@ -24,7 +24,7 @@ struct Case {
     after: Option<Vec<u8>>,
 }
 
-#[allow(
+#[expect(
     clippy::disallowed_methods,
     reason = "fixtures are repository files read by the test itself, not agent file access"
 )]
@@ -56,6 +56,10 @@ fn load_case(dir: &Path) -> io::Result<Case> {
     })
 }
 
+#[expect(
+    clippy::disallowed_methods,
+    reason = "fixtures are repository files listed by the test itself, not agent file access"
+)]
 fn load_cases() -> io::Result<Vec<Case>> {
     let root = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../fixtures/diff");
     let mut dirs = Vec::new();

@@ -2,7 +2,7 @@
 //! stdout and stderr merged into one buffer that keeps at most `outputByteLimit` bytes (oldest
 //! output dropped first, on a character boundary), as an editor would.
 
-#![allow(
+#![expect(
     clippy::disallowed_methods,
     reason = "the test client plays the editor, which runs terminal commands itself"
 )]

@@ -5,7 +5,7 @@
 //! workspace, a loopback listener of this process, and a daemon that double-forks into its own
 //! session. Each claim is checked from outside the sandbox.
 
-#![allow(
+#![expect(
     clippy::disallowed_methods,
     reason = "the sandbox check is part of the runtime, where ambient authority lives"
 )]

@@ -20,8 +20,12 @@
 //! kills every descendant once the program exits. With neither, `required` refuses to run; else
 //! the program runs unconfined and the status says `none`.
 
-#![allow(
+#![expect(
     clippy::disallowed_methods,
+    reason = "the sandbox helper is part of the runtime, where ambient authority lives"
+)]
+#![expect(
+    clippy::disallowed_types,
     reason = "the sandbox helper is part of the runtime, where ambient authority lives"
 )]
 

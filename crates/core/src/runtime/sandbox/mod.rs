@@ -160,7 +160,7 @@ pub struct ConfinementCheck {
 
 impl ConfinementCheck {
     /// What the helper reported; removes the command's profile and status files.
-    #[allow(
+    #[expect(
         clippy::disallowed_methods,
         reason = "the runtime is where ambient authority lives"
     )]
@@ -271,7 +271,7 @@ impl super::Runtime {
 
     /// What runs `bash -c command` in `cwd` (canonical, already checked): the sandbox helper
     /// with a fresh profile, or `bash` itself when the sandbox is off or has no helper.
-    #[allow(
+    #[expect(
         clippy::disallowed_methods,
         reason = "the runtime is where ambient authority lives"
     )]
@@ -343,7 +343,7 @@ impl super::Runtime {
         })
     }
 
-    #[allow(
+    #[expect(
         clippy::disallowed_methods,
         reason = "the runtime is where ambient authority lives"
     )]

@@ -1,6 +1,9 @@
 //! `edit`: replacement, failures that write nothing, encodings, preview, temp files.
 
-#![allow(clippy::disallowed_methods)]
+#![expect(
+    clippy::disallowed_methods,
+    reason = "the tests set up and inspect their fixtures directly on disk"
+)]
 
 use super::*;
 

@@ -1,6 +1,9 @@
 //! `read`: numbering, windows, caps, binary and missing files, sidecars.
 
-#![allow(clippy::disallowed_methods)]
+#![expect(
+    clippy::disallowed_methods,
+    reason = "the tests set up and inspect their fixtures directly on disk"
+)]
 
 use super::*;
 

@@ -1,6 +1,9 @@
 //! `write`: creation, the read-before-write guard, kept conventions, preview.
 
-#![allow(clippy::disallowed_methods)]
+#![expect(
+    clippy::disallowed_methods,
+    reason = "the tests set up and inspect their fixtures directly on disk"
+)]
 
 use super::*;
 

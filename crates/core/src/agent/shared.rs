@@ -1,4 +1,5 @@
-//! The engine: what every session of one process shares, and how a session is opened.
+//! [`Engine`]: what every session of one process shares ([`EngineConfig`]), and how a session
+//! is opened.
 
 use std::collections::HashMap;
 use std::path::PathBuf;

@@ -1,4 +1,5 @@
-//! From the effective configuration to the turn loop's [`EngineConfig`].
+//! From the effective configuration to the turn loop's [`EngineConfig`] (`engine_config`), and the
+//! user directories it reads.
 
 use std::path::{Path, PathBuf};
 use std::time::Duration;
@@ -51,7 +52,7 @@ pub fn engine_config(
         .flat_map(|(name, table)| table.models.iter().map(move |m| format!("{name}/{m}")))
         .collect();
     out.config_rules = Some(session_rules(effective, out.env.clone()));
-    out.mode = config.mode.into();
+    out.mode = config.mode;
     out.max_requests_per_turn = config.max_requests_per_turn;
     out.max_tokens = config.max_tokens;
     out.thinking_budget = config.thinking.budget();
@@ -172,7 +173,7 @@ fn session_rules(effective: &Effective, env: EnvLookup) -> crate::agent::ConfigR
             mcp_servers,
             user_rules,
             project_rules,
-            mode: Some(loaded.config.mode.into()),
+            mode: Some(loaded.config.mode),
             model: loaded
                 .config
                 .model
