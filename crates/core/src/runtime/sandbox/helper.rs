@@ -334,7 +334,7 @@ fn in_root(root: &Path, path: &Path) -> PathBuf {
 fn build_root(profile: &Profile) -> Result<(), String> {
     let root = profile.staging_dir.as_path();
     let mounts = Mounts {
-        points: read_mount_points()?,
+        points: std::cell::OnceCell::new(),
         staging: root.to_path_buf(),
     };
     mount(
@@ -419,11 +419,64 @@ fn bind_at(source: &Path, target: &Path, read_only: bool, mounts: &Mounts) -> Re
     Ok(())
 }
 
-/// The mount points of the tree the new root is built from, read once from
-/// `/proc/self/mountinfo` (reading it for every read-only bind was a good part of the set-up).
+/// The mount points of the tree the new root is built from, read at most once from
+/// `/proc/self/mountinfo`, and only on kernels without `mount_setattr` (before 5.12).
 struct Mounts {
-    points: Vec<PathBuf>,
+    points: std::cell::OnceCell<Result<Vec<PathBuf>, String>>,
     staging: PathBuf,
+}
+
+impl Mounts {
+    fn points(&self) -> Result<&[PathBuf], String> {
+        match self.points.get_or_init(read_mount_points) {
+            Ok(points) => Ok(points),
+            Err(e) => Err(e.clone()),
+        }
+    }
+}
+
+/// `struct mount_attr` of `mount_setattr(2)`.
+#[repr(C)]
+struct MountAttr {
+    attr_set: u64,
+    attr_clr: u64,
+    propagation: u64,
+    userns_fd: u64,
+}
+
+/// Makes `target` and every mount below it read-only in one system call (`mount_setattr` with
+/// `AT_RECURSIVE`; Linux 5.12). It changes only the read-only flag, so the flags the kernel
+/// locks in a user namespace stay as they are. `Err(ENOSYS)` on older kernels.
+fn set_read_only_recursive(target: &Path) -> Result<(), Errno> {
+    const MOUNT_ATTR_RDONLY: u64 = 0x1;
+    let path = std::ffi::CString::new(target.as_os_str().as_bytes()).map_err(|_| Errno::EINVAL)?;
+    let attr = MountAttr {
+        attr_set: MOUNT_ATTR_RDONLY,
+        attr_clr: 0,
+        propagation: 0,
+        userns_fd: 0,
+    };
+    // SAFETY: `path` is a NUL-terminated string and `attr` a live `mount_attr` of the size
+    // passed; the kernel only reads both during the call.
+    #[expect(
+        unsafe_code,
+        reason = "mount_setattr has no wrapper in nix (see SAFETY)"
+    )]
+    let result = unsafe {
+        libc::syscall(
+            libc::SYS_mount_setattr,
+            libc::AT_FDCWD,
+            path.as_ptr(),
+            libc::AT_RECURSIVE as libc::c_uint,
+            &raw const attr,
+            std::mem::size_of::<MountAttr>(),
+        )
+    };
+    if result == 0 {
+        Ok(())
+    } else {
+        Err(Errno::last())
+    }
 }
 
 fn read_mount_points() -> Result<Vec<PathBuf>, String> {
@@ -440,6 +493,11 @@ fn read_mount_points() -> Result<Vec<PathBuf>, String> {
 /// Remounts `target` and every mount below it read-only, keeping the flags the kernel locks
 /// (`nosuid`, `nodev`, `noexec`, atime) so the remount is allowed in a user namespace.
 fn remount_read_only(target: &Path, source: &Path, mounts: &Mounts) -> Result<(), String> {
+    match set_read_only_recursive(target) {
+        Ok(()) => return Ok(()),
+        Err(Errno::ENOSYS) => {}
+        Err(e) => return Err(format!("remounting {} read-only: {e}", target.display())),
+    }
     let points: Vec<PathBuf> = if mounts.staging.starts_with(source) {
         // The new root itself lies below the source, so the recursive bind copied mounts made
         // since the snapshot: read the table again (rare: a scratch directory inside a
@@ -452,7 +510,7 @@ fn remount_read_only(target: &Path, source: &Path, mounts: &Mounts) -> Result<()
         // The bind copied the source's mount and every mount below it: the same points,
         // moved from the source to the target.
         std::iter::once(target.to_path_buf())
-            .chain(mounts.points.iter().filter_map(|point| {
+            .chain(mounts.points()?.iter().filter_map(|point| {
                 let rest = point.strip_prefix(source).ok()?;
                 (!rest.as_os_str().is_empty()).then(|| target.join(rest))
             }))
@@ -512,10 +570,25 @@ fn build_dev(root: &Path, mounts: &Mounts) -> Result<(), String> {
         Some("mode=0755"),
     )
     .map_err(|e| format!("tmpfs on /dev: {e}"))?;
+    let _ = mounts;
     for name in ["null", "zero", "full", "random", "urandom", "tty"] {
+        // The node to bind onto, in the fresh tmpfs: one `openat`, no checks (a missing
+        // source fails the bind, and is skipped).
         let source = Path::new("/dev").join(name);
-        if source.exists() {
-            bind_at(&source, &dev.join(name), false, mounts)?;
+        let target = dev.join(name);
+        std::fs::File::create(&target).map_err(|e| format!("/dev/{name}: {e}"))?;
+        match mount(
+            Some(&source),
+            &target,
+            None::<&str>,
+            MsFlags::MS_BIND,
+            None::<&str>,
+        ) {
+            Ok(()) => {}
+            Err(Errno::ENOENT) => {
+                let _ = std::fs::remove_file(&target);
+            }
+            Err(e) => return Err(format!("binding {}: {e}", source.display())),
         }
     }
     for (link, target) in [
@@ -579,7 +652,9 @@ fn start_init(
     )]
     let forked = unsafe { nix::unistd::fork() };
     let init_pid = match forked {
-        Ok(ForkResult::Child) => std::process::exit(init(profile, ids, program, proxy)),
+        Ok(ForkResult::Child) => {
+            std::process::exit(init(profile, ids, program, proxy, &mut status_file))
+        }
         Ok(ForkResult::Parent { child }) => child,
         Err(e) => return fail(format!("starting the namespace init: {e}")),
     };
@@ -660,17 +735,22 @@ fn fallback_exec(
 }
 
 /// Stage 2: PID 1 of the new namespace.
-fn init(profile: &Profile, (uid, gid): (u32, u32), program: &[OsString], proxy: bool) -> i32 {
+fn init(
+    profile: &Profile,
+    (uid, gid): (u32, u32),
+    program: &[OsString],
+    proxy: bool,
+    status_file: &mut std::fs::File,
+) -> i32 {
     // If stage 1 dies (SIGKILL from Keel), so does this namespace.
     let _ = nix::sys::prctl::set_pdeathsig(Signal::SIGKILL);
-    let (status_file, mut notes) = match confine_init(profile, uid, gid) {
-        Ok(confined) => confined,
+    let mut notes = match confine_init(profile, uid, gid) {
+        Ok(notes) => notes,
         Err(message) => {
             complain(&message);
             return EXIT_HELPER_FAILED;
         }
     };
-    let mut status_file = status_file;
     let forwarder = if proxy { start_forwarder() } else { None };
     if profile.proxy.is_some() && !profile.network {
         notes.push(match forwarder {
@@ -678,7 +758,7 @@ fn init(profile: &Profile, (uid, gid): (u32, u32), program: &[OsString], proxy: 
             None => "the filtering proxy could not be reached: the network is off".into(),
         });
     }
-    if let Err(e) = write_status_fd(&mut status_file, profile, notes) {
+    if let Err(e) = write_status_fd(status_file, profile, notes) {
         complain(&e);
         return EXIT_HELPER_FAILED;
     }
@@ -769,15 +849,10 @@ fn write_status_fd(
         .map_err(|e| format!("cannot write the status file: {e}"))
 }
 
-/// Stage 2 set-up; returns the status file (opened before the old root goes away).
-fn confine_init(
-    profile: &Profile,
-    uid: u32,
-    gid: u32,
-) -> Result<(std::fs::File, Vec<String>), String> {
+/// Stage 2 set-up (stage 1's status file, inherited through the fork, stays open across the
+/// pivot); returns notes on what is not enforced.
+fn confine_init(profile: &Profile, uid: u32, gid: u32) -> Result<Vec<String>, String> {
     let notes = Vec::new();
-    let status = std::fs::File::create(&profile.status_file)
-        .map_err(|e| format!("cannot open the status file: {e}"))?;
     let root = profile.staging_dir.as_path();
     let proc = root.join("proc");
     std::fs::create_dir_all(&proc).map_err(|e| format!("/proc: {e}"))?;
@@ -818,7 +893,7 @@ fn confine_init(
         .map_err(|e| format!("setresuid: {e}"))?;
     nix::sys::prctl::set_no_new_privs().map_err(|e| format!("no_new_privs: {e}"))?;
     chdir(&profile.cwd).map_err(|e| format!("chdir {}: {e}", profile.cwd.display()))?;
-    Ok((status, notes))
+    Ok(notes)
 }
 
 /// Blocks the forwarded signals and `SIGCHLD` (they are taken with `sigwait`). Called after the
