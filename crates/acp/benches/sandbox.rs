@@ -135,6 +135,7 @@ fn profile(base: &Path, mechanism: Mechanism, program_dir: &Path) -> PathBuf {
         tmp_dir: scratch.join("tmp"),
         staging_dir: scratch.join("root"),
         network: false,
+        proxy: None,
     };
     let path = scratch.join("profile.json");
     std::fs::write(&path, serde_json::to_string(&profile).unwrap()).unwrap();

@@ -46,13 +46,25 @@ pub fn check(args: SandboxCheckArgs) -> Outcome {
         availability(&landlock)
     ));
     out.push_str(&format!(
-        "network: {}; no filtering proxy yet (allowed hosts are not supported)\n",
+        "network: {}\n",
         if settings.network {
             "fully allowed ([sandbox] network = true)"
         } else {
-            "off inside the sandbox"
+            "off inside the sandbox, but for the hosts the net.fetch rules allow without asking, \
+             through Keel's filtering proxy"
         }
     ));
+    for report in [&namespaces, &landlock] {
+        out.push_str(&format!(
+            "filtering proxy under {}: {}\n",
+            label(report.mechanism),
+            match &report.proxy {
+                Ok(()) if report.passed() => "available".to_owned(),
+                Ok(()) => "offered, but the self-test failed".to_owned(),
+                Err(reason) => format!("unavailable ({reason}); the network stays off"),
+            }
+        ));
+    }
     for report in [&namespaces, &landlock] {
         out.push_str(&format!("\nself-test, {}:\n", label(report.mechanism)));
         if report.claims.is_empty() {

@@ -356,7 +356,15 @@ fn sandbox_check_proves_both_mechanisms() {
             String::from_utf8_lossy(&output.stderr)
         );
         assert!(stdout.contains(available), "{stdout}");
-        assert_eq!(stdout.matches("\n  ok   ").count(), 8, "{stdout}");
+        // Four claims for each mechanism, and five more of the filtering proxy.
+        assert_eq!(stdout.matches("\n  ok   ").count(), 18, "{stdout}");
+        assert_eq!(
+            stdout
+                .matches("an allowed host is reached through the filtering proxy")
+                .count(),
+            2,
+            "{stdout}"
+        );
         assert!(!stdout.contains("FAIL"), "{stdout}");
         assert!(stdout.contains("commands run confined"), "{stdout}");
     }
@@ -522,4 +530,235 @@ async fn a_test_runner_in_the_workspace_works_under_namespaces() {
 #[tokio::test]
 async fn a_test_runner_in_the_workspace_works_under_the_fallback() {
     test_runner(Mechanism::Landlock, "landlock").await;
+}
+
+/// A server on the host's loopback standing in for an allowed host: the proxy's test hook
+/// (`loopback_upstream_for_tests`, which no configuration reaches) lets exactly its port
+/// through. Counts the requests it answers.
+struct Upstream {
+    port: u16,
+    hits: std::sync::Arc<std::sync::atomic::AtomicUsize>,
+    task: tokio::task::JoinHandle<()>,
+}
+
+const UPSTREAM_BODY: &str = "upstream-says-hello";
+
+impl Upstream {
+    async fn start() -> Upstream {
+        use tokio::io::{AsyncReadExt as _, AsyncWriteExt as _};
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let port = listener.local_addr().unwrap().port();
+        let hits = std::sync::Arc::new(std::sync::atomic::AtomicUsize::new(0));
+        let counter = hits.clone();
+        let task = tokio::spawn(async move {
+            loop {
+                let Ok((mut stream, _)) = listener.accept().await else {
+                    return;
+                };
+                let counter = counter.clone();
+                tokio::spawn(async move {
+                    let mut head = Vec::new();
+                    let mut chunk = [0u8; 1024];
+                    while !head.windows(4).any(|w| w == b"\r\n\r\n") {
+                        match stream.read(&mut chunk).await {
+                            Ok(0) | Err(_) => return,
+                            Ok(n) => head.extend_from_slice(&chunk[..n]),
+                        }
+                    }
+                    counter.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+                    let path = String::from_utf8_lossy(&head)
+                        .split(' ')
+                        .nth(1)
+                        .unwrap_or("")
+                        .to_owned();
+                    let body = format!("{UPSTREAM_BODY} {path}\n");
+                    let reply = format!(
+                        "HTTP/1.1 200 OK\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{body}",
+                        body.len()
+                    );
+                    let _ = stream.write_all(reply.as_bytes()).await;
+                });
+            }
+        });
+        Upstream { port, hits, task }
+    }
+
+    fn hits(&self) -> usize {
+        self.hits.load(std::sync::atomic::Ordering::SeqCst)
+    }
+}
+
+impl Drop for Upstream {
+    fn drop(&mut self) {
+        self.task.abort();
+    }
+}
+
+/// The user's rules allow two hosts by name: `127.0.0.1` (the test upstream stands in for an
+/// allowed host) and `10.1.2.3` (a private address, which the proxy must refuse anyway).
+const PROXY_RULES: &str = r#"
+[[permission]]
+permission = "net.fetch"
+pattern = "127.0.0.1"
+action = "allow"
+
+[[permission]]
+permission = "net.fetch"
+pattern = "10.1.2.3"
+action = "allow"
+"#;
+
+/// Commands reach the hosts the rules allow through Keel's proxy, and nothing else.
+async fn proxy_probe(options: ClientOptions, mechanism: Mechanism, expected: &str) {
+    use keel_core::agent::WorkspaceConfig;
+    use keel_core::policy::{RuleSet, Source};
+    let outside = Outside::new();
+    let upstream = Upstream::start().await;
+    let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+    listener.set_nonblocking(true).unwrap();
+    let other = listener.local_addr().unwrap().port();
+    let up = upstream.port;
+    let script = [
+        "echo \"proxy=[$http_proxy]\"".to_owned(),
+        // The allowed host, through the proxy: a plain request, then a CONNECT tunnel (-p).
+        format!("NO_PROXY= no_proxy= curl -sS --max-time 10 http://127.0.0.1:{up}/plain; echo plain-exit=$?"),
+        format!("NO_PROXY= no_proxy= curl -sS -p -x \"$HTTPS_PROXY\" --max-time 10 http://127.0.0.1:{up}/tunnel; echo tunnel-exit=$?"),
+        // Refused: another loopback port (the rule names the host), a private address the rules
+        // allow by name, a host no rule allows (plain and tunnelled).
+        format!("NO_PROXY= no_proxy= curl -sS -x \"$HTTP_PROXY\" --max-time 10 http://127.0.0.1:{other}/; echo loopback-exit=$?"),
+        "curl -sS -x \"$HTTP_PROXY\" --max-time 10 http://10.1.2.3/; echo private-exit=$?".to_owned(),
+        "curl -sS -x \"$HTTP_PROXY\" --max-time 10 http://not-allowed.example/; echo host-exit=$?".to_owned(),
+        "curl -sS -p -x \"$HTTPS_PROXY\" --max-time 10 https://not-allowed.example/ 2>&1; echo tls-exit=$?".to_owned(),
+        // Around the proxy: straight to the upstream.
+        format!("curl -sS --noproxy '*' --max-time 5 http://127.0.0.1:{up}/direct 2>&1; echo direct-exit=$?"),
+    ]
+    .join("\n");
+    let mock = MockModel::start().await;
+    mock.push_anthropic(Turn::new().tool_call("t1", "bash", json!({ "command": script })));
+    mock.push_anthropic(Turn::text_only("done"));
+    let mut config = engine_config(Some(&mock), Path::new("/nonexistent"));
+    config.sandbox.home = Some(outside.home.clone());
+    config.sandbox.settings.mechanism = mechanism;
+    config.sandbox.settings.readable = toolchain_dirs();
+    config.sandbox.loopback_upstream_for_tests = Some(up);
+    config.config_rules = Some(std::sync::Arc::new(|_: &Path, _: bool| {
+        Ok(WorkspaceConfig {
+            user_rules: Some(
+                RuleSet::parse(
+                    PROXY_RULES,
+                    Source::Global(PathBuf::from("/test/permissions.toml")),
+                )
+                .map_err(|e| e.to_string())?,
+            ),
+            ..WorkspaceConfig::default()
+        })
+    }));
+    let harness = EngineHarness::with_config(
+        options.permissions(allow(8)),
+        &[("README.md", "probe\n")],
+        mock,
+        config,
+    )
+    .await;
+    assert_eq!(
+        harness.prompt("probe").await.stop_reason,
+        StopReason::EndTurn
+    );
+    let update = finished(&harness, "t1");
+    let data = &update["rawOutput"]["data"];
+    let output = data["output"].as_str().unwrap_or_default().to_owned();
+    assert_eq!(data["sandbox"], json!(expected), "{update:#}");
+    assert!(output.contains("proxy=[http://127.0.0.1:"), "{output}");
+    // The allowed host answered, in both forms.
+    assert!(
+        output.contains(&format!("{UPSTREAM_BODY} /plain")),
+        "{output}"
+    );
+    assert!(output.contains("plain-exit=0"), "{output}");
+    assert!(
+        output.contains(&format!("{UPSTREAM_BODY} /tunnel")),
+        "{output}"
+    );
+    assert!(output.contains("tunnel-exit=0"), "{output}");
+    // Each refusal is a 403 that names the host and why.
+    assert!(
+        output.contains("refused 127.0.0.1: it is a loopback address"),
+        "{output}"
+    );
+    assert!(
+        output.contains("refused 10.1.2.3: it is a private network address"),
+        "{output}"
+    );
+    assert!(
+        output.contains("refused not-allowed.example: no rule allows not-allowed.example"),
+        "{output}"
+    );
+    assert!(
+        output.contains("CONNECT tunnel failed, response 403"),
+        "{output}"
+    );
+    assert!(!output.contains("tls-exit=0"), "{output}");
+    // Around the proxy nothing is reached: the upstream answered only the two proxied
+    // requests, and the other loopback port was never connected to.
+    assert!(!output.contains("direct-exit=0"), "{output}");
+    assert!(
+        !output.contains(&format!("{UPSTREAM_BODY} /direct")),
+        "{output}"
+    );
+    assert_eq!(upstream.hits(), 2, "{output}");
+    assert!(
+        matches!(listener.accept(), Err(e) if e.kind() == ErrorKind::WouldBlock),
+        "a connection reached the other loopback port"
+    );
+}
+
+#[tokio::test]
+async fn local_commands_reach_allowed_hosts_through_the_proxy_under_namespaces() {
+    proxy_probe(ClientOptions::default(), Mechanism::Auto, "namespaces").await;
+}
+
+#[tokio::test]
+async fn terminal_commands_reach_allowed_hosts_through_the_proxy_under_namespaces() {
+    proxy_probe(ClientOptions::editor(), Mechanism::Auto, "namespaces").await;
+}
+
+#[tokio::test]
+async fn local_commands_reach_allowed_hosts_through_the_proxy_under_the_fallback() {
+    proxy_probe(ClientOptions::default(), Mechanism::Landlock, "landlock").await;
+}
+
+#[tokio::test]
+async fn terminal_commands_reach_allowed_hosts_through_the_proxy_under_the_fallback() {
+    proxy_probe(ClientOptions::editor(), Mechanism::Landlock, "landlock").await;
+}
+
+/// Without a rule that allows some host, commands get no proxy at all.
+#[tokio::test]
+async fn without_an_allowed_host_commands_get_no_proxy() {
+    let outside = Outside::new();
+    let harness = harness(
+        ClientOptions::default().permissions(allow(2)),
+        Mechanism::Auto,
+        &outside,
+        vec![
+            Turn::new().tool_call(
+                "t1",
+                "bash",
+                json!({ "command": "echo \"proxy=[$http_proxy$HTTPS_PROXY]\"; ls /run" }),
+            ),
+            Turn::text_only("done"),
+        ],
+    )
+    .await;
+    assert_eq!(
+        harness.prompt("probe").await.stop_reason,
+        StopReason::EndTurn
+    );
+    let update = finished(&harness, "t1");
+    let output = update["rawOutput"]["data"]["output"]
+        .as_str()
+        .unwrap_or_default()
+        .to_owned();
+    assert!(output.contains("proxy=[]"), "{output}");
+    assert!(!output.contains("keel-proxy.sock"), "{output}");
 }

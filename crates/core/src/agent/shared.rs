@@ -530,7 +530,11 @@ impl Engine {
             mcp.set_prompts_changed(changed);
         }
         mcp.start();
-        let policy = Policy::new(layers, mode, !options.interactive).map_err(setup)?;
+        let policy = Arc::new(Policy::new(layers, mode, !options.interactive).map_err(setup)?);
+        // Confined commands reach the hosts the session's rules allow through the sandbox's
+        // filtering proxy (docs/sandbox.md).
+        let runtime =
+            runtime.with_host_gate(Arc::new(crate::policy::PolicyHostGate(policy.clone())));
         let state = SessionState::new(
             id.clone(),
             runtime.scratch_dir().to_path_buf(),
@@ -548,7 +552,7 @@ impl Engine {
             runtime,
             Arc::new(state),
             Arc::new(registry),
-            Arc::new(policy),
+            policy,
             Mutex::new(model),
             self.config.clone(),
         );

@@ -642,3 +642,86 @@ impl Policy {
         Ok(path)
     }
 }
+
+/// The sandbox's filtering proxy asks the session's rules which hosts confined commands may
+/// reach: the `net.fetch` rules (as for `web_fetch`), alone. Only an allow counts (a command
+/// cannot wait on a prompt); the mode does not open anything (`yolo` turns prompts into
+/// allows for calls, not for a command's connections), and in `ask` mode nothing is reached.
+impl Policy {
+    fn host_rules(&self) -> (Vec<Rule>, bool, Mode) {
+        let state = self.lock();
+        let rules = self
+            .manifest
+            .iter()
+            .flat_map(|s| s.rules.iter())
+            .chain(self.project.iter().flat_map(|s| s.rules.iter()))
+            .chain(state.session.iter())
+            .cloned()
+            .collect();
+        (rules, state.trust.is_trusted(), state.mode)
+    }
+
+    /// Whether any rule allows some host to `web_fetch` without asking.
+    pub fn commands_reach_any_host(&self) -> bool {
+        let (rules, trusted, mode) = self.host_rules();
+        mode != Mode::Ask
+            && rules.iter().any(|rule| {
+                rule.action == Action::Allow
+                    && rule
+                        .permission
+                        .matches(COMMAND_HOST_TOOL, Some(Capability::NetFetch))
+                    && (trusted || rule.source.scope() != Scope::Project)
+            })
+    }
+
+    /// `Ok` when the rules allow `host` without asking; otherwise why not.
+    pub fn command_host(&self, host: &str) -> Result<(), String> {
+        let (rules, trusted, mode) = self.host_rules();
+        if mode == Mode::Ask {
+            return Err("the session's mode is `ask`, which asks before every fetch".into());
+        }
+        let rules: Vec<&Rule> = rules.iter().collect();
+        let context = ShellContext {
+            roots: &[],
+            home: None,
+            runtime: None,
+            scratch: None,
+        };
+        let watchdog = Watchdog {
+            context,
+            protected: &[],
+        };
+        let outcome = evaluate_call(
+            &rules,
+            trusted,
+            COMMAND_HOST_TOOL,
+            Some(Capability::NetFetch),
+            &CallSubject::Host(host.to_owned()),
+            &watchdog,
+        );
+        match outcome.action {
+            Action::Allow => Ok(()),
+            Action::Ask => Err(format!(
+                "no rule allows {host} without asking (the net.fetch rules would ask)"
+            )),
+            Action::Deny => Err(format!("the net.fetch rules deny {host}")),
+        }
+    }
+}
+
+/// The tool whose rules decide a confined command's hosts.
+const COMMAND_HOST_TOOL: &str = "web_fetch";
+
+/// [`Policy`] as the sandbox proxy's [`HostGate`](crate::runtime::sandbox::proxy::HostGate).
+#[derive(Debug, Clone)]
+pub struct PolicyHostGate(pub std::sync::Arc<Policy>);
+
+impl crate::runtime::sandbox::proxy::HostGate for PolicyHostGate {
+    fn any_allowed(&self) -> bool {
+        self.0.commands_reach_any_host()
+    }
+
+    fn check(&self, host: &str) -> Result<(), String> {
+        self.0.command_host(host)
+    }
+}

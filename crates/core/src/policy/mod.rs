@@ -37,7 +37,7 @@ pub mod wrappers;
 
 use serde_json::Value;
 
-pub use decide::{ListedRule, Policy, ScopeRules};
+pub use decide::{ListedRule, Policy, PolicyHostGate, ScopeRules};
 pub use explain::{Cause, Explanation, PRECEDENCE, RuleRef, render_check, render_rules};
 pub use layers::{BUNDLED_POLICY, PROJECT_DIR, PolicyLayers, RULE_FILE, Scope, Source};
 pub use mode::{Mode, UnknownMode};

@@ -144,6 +144,8 @@ struct Inner {
     net: Arc<net::NetState>,
     /// Keel's own state: refused to every write ([`protected::Protected`]).
     protected: protected::Protected,
+    /// The sandbox's filtering proxy (started on first use; [`Runtime::with_host_gate`]).
+    proxy: Arc<sandbox::proxy::ProxyState>,
 }
 
 /// The capability-checked surface handed to every tool. Cheap to clone.
@@ -263,6 +265,7 @@ impl Runtime {
                 terminals: None,
                 sandbox: config.sandbox.clone(),
                 net: Arc::new(net::NetState::new(NetPolicy::default())),
+                proxy: Arc::new(sandbox::proxy::ProxyState::default()),
             }),
             linked_reads: false,
             search_gate: None,

@@ -10,13 +10,18 @@
     reason = "the sandbox check is part of the runtime, where ambient authority lives"
 )]
 
-use std::io::ErrorKind;
+use std::io::{ErrorKind, Read as _, Write as _};
 use std::net::TcpListener;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::time::Duration;
 
+use tokio_util::sync::CancellationToken;
+
 use super::profile::{DEFAULT_HOME_READABLE, Mechanism, Profile, Status};
+use super::proxy::{self, Filter, HostGate};
 
 const SECRET: &str = "keel-sandbox-check-secret";
 
@@ -34,6 +39,9 @@ pub struct MechanismReport {
     /// `Some(notes)` when the helper confirmed this mechanism; `None` with the reason otherwise.
     pub available: Result<Vec<String>, String>,
     pub claims: Vec<Claim>,
+    /// Whether commands could use the filtering proxy under this mechanism (its claims are
+    /// among [`MechanismReport::claims`] then); otherwise why not.
+    pub proxy: Result<(), String>,
 }
 
 impl MechanismReport {
@@ -43,7 +51,90 @@ impl MechanismReport {
     }
 }
 
-/// Runs the self-test of `mechanism` with `helper` (`prefix` before `run`).
+/// The self-test's rules: the hosts `127.0.0.1` and `10.0.0.1` are allowed by name, so the
+/// proxy's address check is what must refuse a loopback port and a private address.
+#[derive(Debug)]
+struct CheckGate;
+
+impl HostGate for CheckGate {
+    fn any_allowed(&self) -> bool {
+        true
+    }
+
+    fn check(&self, host: &str) -> Result<(), String> {
+        match host {
+            "127.0.0.1" | "10.0.0.1" => Ok(()),
+            _ => Err(format!("no rule allows {host}")),
+        }
+    }
+}
+
+/// What the self-test's allowed host answers.
+const UPSTREAM_REPLY: &str = "keel-check-upstream-reached";
+
+/// A one-answer HTTP server on the host's loopback: the allowed host of the self-test (the
+/// proxy's test hook lets it through). Counts the connections it got.
+struct Upstream {
+    port: u16,
+    connections: Arc<AtomicUsize>,
+    stop: Arc<AtomicBool>,
+    thread: Option<std::thread::JoinHandle<()>>,
+}
+
+impl Upstream {
+    fn start() -> std::io::Result<Upstream> {
+        let listener = TcpListener::bind("127.0.0.1:0")?;
+        listener.set_nonblocking(true)?;
+        let port = listener.local_addr()?.port();
+        let connections = Arc::new(AtomicUsize::new(0));
+        let stop = Arc::new(AtomicBool::new(false));
+        let (count, done) = (connections.clone(), stop.clone());
+        let thread = std::thread::spawn(move || {
+            while !done.load(Ordering::Relaxed) {
+                let Ok((mut stream, _)) = listener.accept() else {
+                    std::thread::sleep(Duration::from_millis(5));
+                    continue;
+                };
+                count.fetch_add(1, Ordering::Relaxed);
+                let _ = stream.set_nonblocking(false);
+                let _ = stream.set_read_timeout(Some(Duration::from_secs(5)));
+                let mut head = Vec::new();
+                let mut chunk = [0u8; 1024];
+                while !head.windows(4).any(|w| w == b"\r\n\r\n") {
+                    match stream.read(&mut chunk) {
+                        Ok(0) | Err(_) => break,
+                        Ok(n) => head.extend_from_slice(&chunk[..n]),
+                    }
+                }
+                let body = format!("{UPSTREAM_REPLY}\n");
+                let _ = write!(
+                    stream,
+                    "HTTP/1.1 200 OK\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{body}",
+                    body.len()
+                );
+            }
+        });
+        Ok(Upstream {
+            port,
+            connections,
+            stop,
+            thread: Some(thread),
+        })
+    }
+}
+
+impl Drop for Upstream {
+    fn drop(&mut self) {
+        self.stop.store(true, Ordering::Relaxed);
+        if let Some(thread) = self.thread.take() {
+            let _ = thread.join();
+        }
+    }
+}
+
+/// Runs the self-test of `mechanism` with `helper` (`prefix` before `run`). Inside a tokio
+/// runtime (a multi-threaded one: this call blocks its thread) the filtering proxy is tested
+/// too.
 pub fn self_test(helper: &Path, prefix: &[String], mechanism: Mechanism) -> MechanismReport {
     let base = std::env::temp_dir().join(format!(
         "keel-sandbox-check-{}",
@@ -55,6 +146,7 @@ pub fn self_test(helper: &Path, prefix: &[String], mechanism: Mechanism) -> Mech
         mechanism,
         available: Err(error),
         claims: Vec::new(),
+        proxy: Err("not tested".into()),
     })
 }
 
@@ -85,6 +177,24 @@ fn run_probe(
     let port = listener.local_addr().map_err(io)?.port();
     let marker = format!("86399.{}", std::process::id());
     let nonce = uuid::Uuid::new_v4().simple().to_string();
+    // The filtering proxy, when this thread is in a tokio runtime that can serve it.
+    let upstream = Upstream::start().map_err(io)?;
+    let cancel = CancellationToken::new();
+    let _stop_proxy = cancel.clone().drop_guard();
+    let proxy = tokio::runtime::Handle::try_current()
+        .ok()
+        .filter(|handle| handle.runtime_flavor() == tokio::runtime::RuntimeFlavor::MultiThread)
+        .map(|_| {
+            proxy::start(
+                &scratch.join(proxy::SOCKET_NAME),
+                Filter {
+                    scope: None,
+                    gate: Arc::new(CheckGate),
+                    upstream_for_tests: Some(upstream.port),
+                },
+                cancel.clone(),
+            )
+        });
     let profile = Profile {
         nonce: nonce.clone(),
         status_file: scratch.join("status"),
@@ -101,6 +211,7 @@ fn run_probe(
         tmp_dir: scratch.join("tmp"),
         staging_dir: scratch.join("root"),
         network: false,
+        proxy: proxy.clone().and_then(Result::ok),
     };
     let profile_file = scratch.join("profile.json");
     let text = serde_json::to_string(&profile).map_err(|e| e.to_string())?;
@@ -110,9 +221,19 @@ fn run_probe(
          echo x 2>/dev/null > {outside}/escaped && echo WROTE-OUTSIDE\n\
          (exec 3<>/dev/tcp/127.0.0.1/{port}) 2>/dev/null && echo CONNECTED\n\
          (setsid sleep {marker} > /dev/null 2>&1 &)\n\
+         ask() {{ (exec 3<>\"/dev/tcp/127.0.0.1/${{HTTP_PROXY##*:}}\" && printf \"$1\" >&3 && cat <&3) 2>/dev/null; }}\n\
+         if [ -n \"$HTTP_PROXY\" ]; then\n\
+         echo PROXY-OFFERED\n\
+         ask 'GET http://127.0.0.1:{up}/ HTTP/1.1\\r\\nHost: 127.0.0.1\\r\\nConnection: close\\r\\n\\r\\n' | grep -q {UPSTREAM_REPLY} && echo PROXY-ALLOWED\n\
+         ask 'CONNECT 127.0.0.1:{port} HTTP/1.1\\r\\n\\r\\n' | grep -q 'HTTP/1.1 403' && echo PROXY-LOOPBACK-REFUSED\n\
+         ask 'CONNECT 10.0.0.1:80 HTTP/1.1\\r\\n\\r\\n' | grep -q 'HTTP/1.1 403' && echo PROXY-PRIVATE-REFUSED\n\
+         ask 'CONNECT not-allowed.invalid:443 HTTP/1.1\\r\\n\\r\\n' | grep -q 'refused not-allowed.invalid' && echo PROXY-HOST-REFUSED\n\
+         fi\n\
+         (exec 3<>/dev/tcp/127.0.0.1/{up}) 2>/dev/null && echo DIRECT-CONNECTED\n\
          echo probe-done",
         secret = home.join(".ssh/secret").display(),
         outside = outside.display(),
+        up = upstream.port,
     );
     let output = Command::new(helper)
         .args(prefix)
@@ -149,7 +270,7 @@ fn run_probe(
         let _ = nix::sys::signal::kill(nix::unistd::Pid::from_raw(pid), nix::sys::signal::SIGKILL);
     }
     let ran = stdout.contains("probe-done");
-    let claims = vec![
+    let mut claims = vec![
         Claim {
             what: "a hidden home file cannot be read",
             held: ran && !stdout.contains("READ-SECRET") && !stdout.contains(SECRET),
@@ -169,10 +290,44 @@ fn run_probe(
             held: ran && daemon_gone,
         },
     ];
+    let proxy_status = match &proxy {
+        None => Err("not tested: no multi-threaded tokio runtime".to_owned()),
+        Some(Err(e)) => Err(format!("cannot start: {e}")),
+        Some(Ok(_)) if ran && !stdout.contains("PROXY-OFFERED") => {
+            Err("not offered to commands here (the network stays off)".to_owned())
+        }
+        Some(Ok(_)) => Ok(()),
+    };
+    if proxy_status.is_ok() {
+        let upstream_connections = upstream.connections.load(Ordering::Relaxed);
+        claims.extend([
+            Claim {
+                what: "an allowed host is reached through the filtering proxy",
+                held: ran && stdout.contains("PROXY-ALLOWED"),
+            },
+            Claim {
+                what: "the proxy refuses a loopback port, even one a rule names",
+                held: ran && stdout.contains("PROXY-LOOPBACK-REFUSED"),
+            },
+            Claim {
+                what: "the proxy refuses a private address, even one a rule names",
+                held: ran && stdout.contains("PROXY-PRIVATE-REFUSED"),
+            },
+            Claim {
+                what: "the proxy refuses a host no rule allows (403 naming it)",
+                held: ran && stdout.contains("PROXY-HOST-REFUSED"),
+            },
+            Claim {
+                what: "a connection that bypasses the proxy fails",
+                held: ran && !stdout.contains("DIRECT-CONNECTED") && upstream_connections <= 1,
+            },
+        ]);
+    }
     Ok(MechanismReport {
         mechanism,
         available,
         claims,
+        proxy: proxy_status,
     })
 }
 

@@ -182,13 +182,13 @@ fn run(profile: &Profile, program: &[OsString]) -> i32 {
     };
     if profile.mechanism != Mechanism::Landlock {
         match enter_namespaces(profile, ids) {
-            Ok(()) => return start_init(profile, ids, program, status),
+            Ok(proxy) => return start_init(profile, ids, program, status, proxy),
             Err(e) => notes.push(format!("namespaces unavailable: {e}")),
         }
     }
     if profile.mechanism != Mechanism::Namespaces {
         match fallback::confine(profile) {
-            Ok(more) => {
+            Ok((more, proxy_port)) => {
                 notes.extend(more);
                 notes.push(
                     "Landlock fallback: .git/hooks, .git/config and .keel inside the workspace \
@@ -199,7 +199,7 @@ fn run(profile: &Profile, program: &[OsString]) -> i32 {
                     complain(&e);
                     return EXIT_HELPER_FAILED;
                 }
-                return spawn_and_reap(profile, program, &profile.tmp_dir);
+                return spawn_and_reap(profile, program, &profile.tmp_dir, proxy_port);
             }
             Err(e) => notes.push(format!("Landlock/seccomp unavailable: {e}")),
         }
@@ -216,15 +216,28 @@ fn run(profile: &Profile, program: &[OsString]) -> i32 {
         complain(&e);
         return EXIT_HELPER_FAILED;
     }
-    spawn_and_reap(profile, program, &profile.tmp_dir)
+    spawn_and_reap(profile, program, &profile.tmp_dir, None)
 }
 
 fn write_file(path: &str, text: &str) -> Result<(), String> {
     std::fs::write(path, text).map_err(|e| format!("{path}: {e}"))
 }
 
+/// The proxy variables a confined program gets when Keel's filtering proxy is its way out.
+fn proxy_env(command: &mut Command, port: u16) {
+    let url = format!("http://127.0.0.1:{port}");
+    for key in ["HTTP_PROXY", "HTTPS_PROXY", "http_proxy", "https_proxy"] {
+        command.env(key, &url);
+    }
+    for key in ["NO_PROXY", "no_proxy"] {
+        command.env(key, "localhost,127.0.0.1,::1");
+    }
+}
+
 /// Stage 1 set-up: the user, mount and network namespaces and the new root's file system.
-fn enter_namespaces(profile: &Profile, (uid, gid): (u32, u32)) -> Result<(), String> {
+/// Returns whether the filtering proxy's socket is in the new root (and the namespace's
+/// loopback up, for the forwarder).
+fn enter_namespaces(profile: &Profile, (uid, gid): (u32, u32)) -> Result<bool, String> {
     std::fs::create_dir_all(&profile.staging_dir)
         .map_err(|e| format!("{}: {e}", profile.staging_dir.display()))?;
     let mut flags = CloneFlags::CLONE_NEWUSER | CloneFlags::CLONE_NEWNS;
@@ -235,10 +248,11 @@ fn enter_namespaces(profile: &Profile, (uid, gid): (u32, u32)) -> Result<(), Str
     write_file("/proc/self/setgroups", "deny")?;
     write_file("/proc/self/uid_map", &format!("0 {uid} 1"))?;
     write_file("/proc/self/gid_map", &format!("0 {gid} 1"))?;
+    let mut proxy = false;
     if !profile.network {
         // The new network namespace's own loopback (not the host's): test servers inside the
-        // command work; nothing outside is reachable. Optional.
-        let _ = loopback_up();
+        // command work; nothing outside is reachable. Optional (without it, no proxy either).
+        proxy = loopback_up().is_ok() && profile.proxy.is_some();
     }
     mount(
         None::<&str>,
@@ -248,7 +262,29 @@ fn enter_namespaces(profile: &Profile, (uid, gid): (u32, u32)) -> Result<(), Str
         None::<&str>,
     )
     .map_err(|e| format!("making / private: {e}"))?;
-    build_root(profile)
+    build_root(profile)?;
+    if let (true, Some(endpoint)) = (proxy, &profile.proxy) {
+        let root = profile.staging_dir.as_path();
+        let target = in_root(root, Path::new(super::proxy::SOCKET_IN_ROOT));
+        proxy = bind_socket(&endpoint.socket, &target).is_ok();
+    }
+    Ok(proxy)
+}
+
+/// Shows the proxy's Unix socket at `target` in the new root (a bind mount of the socket).
+fn bind_socket(socket: &Path, target: &Path) -> Result<(), String> {
+    if let Some(parent) = target.parent() {
+        std::fs::create_dir_all(parent).map_err(|e| e.to_string())?;
+    }
+    std::fs::File::create(target).map_err(|e| e.to_string())?;
+    mount(
+        Some(socket),
+        target,
+        None::<&str>,
+        MsFlags::MS_BIND,
+        None::<&str>,
+    )
+    .map_err(|e| e.to_string())
 }
 
 /// Sets `lo` (interface 1 in a new network namespace) up with one `RTM_NEWLINK` netlink request.
@@ -302,7 +338,7 @@ fn in_root(root: &Path, path: &Path) -> PathBuf {
 fn build_root(profile: &Profile) -> Result<(), String> {
     let root = profile.staging_dir.as_path();
     let mounts = Mounts {
-        points: read_mount_points()?,
+        points: std::cell::OnceCell::new(),
         staging: root.to_path_buf(),
     };
     mount(
@@ -387,11 +423,64 @@ fn bind_at(source: &Path, target: &Path, read_only: bool, mounts: &Mounts) -> Re
     Ok(())
 }
 
-/// The mount points of the tree the new root is built from, read once from
-/// `/proc/self/mountinfo` (reading it for every read-only bind was a good part of the set-up).
+/// The mount points of the tree the new root is built from, read at most once from
+/// `/proc/self/mountinfo`, and only on kernels without `mount_setattr` (before 5.12).
 struct Mounts {
-    points: Vec<PathBuf>,
+    points: std::cell::OnceCell<Result<Vec<PathBuf>, String>>,
     staging: PathBuf,
+}
+
+impl Mounts {
+    fn points(&self) -> Result<&[PathBuf], String> {
+        match self.points.get_or_init(read_mount_points) {
+            Ok(points) => Ok(points),
+            Err(e) => Err(e.clone()),
+        }
+    }
+}
+
+/// `struct mount_attr` of `mount_setattr(2)`.
+#[repr(C)]
+struct MountAttr {
+    attr_set: u64,
+    attr_clr: u64,
+    propagation: u64,
+    userns_fd: u64,
+}
+
+/// Makes `target` and every mount below it read-only in one system call (`mount_setattr` with
+/// `AT_RECURSIVE`; Linux 5.12). It changes only the read-only flag, so the flags the kernel
+/// locks in a user namespace stay as they are. `Err(ENOSYS)` on older kernels.
+fn set_read_only_recursive(target: &Path) -> Result<(), Errno> {
+    const MOUNT_ATTR_RDONLY: u64 = 0x1;
+    let path = std::ffi::CString::new(target.as_os_str().as_bytes()).map_err(|_| Errno::EINVAL)?;
+    let attr = MountAttr {
+        attr_set: MOUNT_ATTR_RDONLY,
+        attr_clr: 0,
+        propagation: 0,
+        userns_fd: 0,
+    };
+    // SAFETY: `path` is a NUL-terminated string and `attr` a live `mount_attr` of the size
+    // passed; the kernel only reads both during the call.
+    #[expect(
+        unsafe_code,
+        reason = "mount_setattr has no wrapper in nix (see SAFETY)"
+    )]
+    let result = unsafe {
+        libc::syscall(
+            libc::SYS_mount_setattr,
+            libc::AT_FDCWD,
+            path.as_ptr(),
+            libc::AT_RECURSIVE as libc::c_uint,
+            &raw const attr,
+            std::mem::size_of::<MountAttr>(),
+        )
+    };
+    if result == 0 {
+        Ok(())
+    } else {
+        Err(Errno::last())
+    }
 }
 
 fn read_mount_points() -> Result<Vec<PathBuf>, String> {
@@ -408,6 +497,11 @@ fn read_mount_points() -> Result<Vec<PathBuf>, String> {
 /// Remounts `target` and every mount below it read-only, keeping the flags the kernel locks
 /// (`nosuid`, `nodev`, `noexec`, atime) so the remount is allowed in a user namespace.
 fn remount_read_only(target: &Path, source: &Path, mounts: &Mounts) -> Result<(), String> {
+    match set_read_only_recursive(target) {
+        Ok(()) => return Ok(()),
+        Err(Errno::ENOSYS) => {}
+        Err(e) => return Err(format!("remounting {} read-only: {e}", target.display())),
+    }
     let points: Vec<PathBuf> = if mounts.staging.starts_with(source) {
         // The new root itself lies below the source, so the recursive bind copied mounts made
         // since the snapshot: read the table again (rare: a scratch directory inside a
@@ -420,7 +514,7 @@ fn remount_read_only(target: &Path, source: &Path, mounts: &Mounts) -> Result<()
         // The bind copied the source's mount and every mount below it: the same points,
         // moved from the source to the target.
         std::iter::once(target.to_path_buf())
-            .chain(mounts.points.iter().filter_map(|point| {
+            .chain(mounts.points()?.iter().filter_map(|point| {
                 let rest = point.strip_prefix(source).ok()?;
                 (!rest.as_os_str().is_empty()).then(|| target.join(rest))
             }))
@@ -480,10 +574,25 @@ fn build_dev(root: &Path, mounts: &Mounts) -> Result<(), String> {
         Some("mode=0755"),
     )
     .map_err(|e| format!("tmpfs on /dev: {e}"))?;
+    let _ = mounts;
     for name in ["null", "zero", "full", "random", "urandom", "tty"] {
+        // The node to bind onto, in the fresh tmpfs: one `openat`, no checks (a missing
+        // source fails the bind, and is skipped).
         let source = Path::new("/dev").join(name);
-        if source.exists() {
-            bind_at(&source, &dev.join(name), false, mounts)?;
+        let target = dev.join(name);
+        std::fs::File::create(&target).map_err(|e| format!("/dev/{name}: {e}"))?;
+        match mount(
+            Some(&source),
+            &target,
+            None::<&str>,
+            MsFlags::MS_BIND,
+            None::<&str>,
+        ) {
+            Ok(()) => {}
+            Err(Errno::ENOENT) => {
+                let _ = std::fs::remove_file(&target);
+            }
+            Err(e) => return Err(format!("binding {}: {e}", source.display())),
         }
     }
     for (link, target) in [
@@ -524,6 +633,7 @@ fn start_init(
     ids: (u32, u32),
     program: &[OsString],
     mut status_file: std::fs::File,
+    proxy: bool,
 ) -> i32 {
     let fail = |message: String| {
         complain(&message);
@@ -546,7 +656,9 @@ fn start_init(
     )]
     let forked = unsafe { nix::unistd::fork() };
     let init_pid = match forked {
-        Ok(ForkResult::Child) => std::process::exit(init(profile, ids, program)),
+        Ok(ForkResult::Child) => {
+            std::process::exit(init(profile, ids, program, proxy, &mut status_file))
+        }
         Ok(ForkResult::Parent { child }) => child,
         Err(e) => return fail(format!("starting the namespace init: {e}")),
     };
@@ -598,10 +710,12 @@ fn fallback_exec(
     if profile.mechanism == Mechanism::Namespaces {
         return Err(format!("cannot confine: {why}"));
     }
+    let mut proxy_port = None;
     let mechanism = match fallback::confine(profile) {
-        Ok(more) => {
+        Ok((more, port)) => {
             notes.extend(more);
             notes.push("background processes are ended by process group only".into());
+            proxy_port = port;
             "landlock"
         }
         Err(e) if profile.required => return Err(format!("cannot confine: {why}; {e}")),
@@ -612,34 +726,55 @@ fn fallback_exec(
     };
     write_status(status, profile, mechanism, notes)?;
     let (first, rest) = program.split_first().ok_or("no program")?;
-    let error = Command::new(first)
+    let mut command = Command::new(first);
+    command
         .args(rest)
         .env("TMPDIR", &profile.tmp_dir)
-        .current_dir(&profile.cwd)
-        .exec();
+        .current_dir(&profile.cwd);
+    if let Some(port) = proxy_port {
+        proxy_env(&mut command, port);
+    }
+    let error = command.exec();
     Err(format!("cannot run {}: {error}", first.to_string_lossy()))
 }
 
 /// Stage 2: PID 1 of the new namespace.
-fn init(profile: &Profile, (uid, gid): (u32, u32), program: &[OsString]) -> i32 {
+fn init(
+    profile: &Profile,
+    (uid, gid): (u32, u32),
+    program: &[OsString],
+    proxy: bool,
+    status_file: &mut std::fs::File,
+) -> i32 {
     // If stage 1 dies (SIGKILL from Keel), so does this namespace.
     let _ = nix::sys::prctl::set_pdeathsig(Signal::SIGKILL);
-    let (status_file, notes) = match confine_init(profile, uid, gid) {
-        Ok(confined) => confined,
+    let mut notes = match confine_init(profile, uid, gid) {
+        Ok(notes) => notes,
         Err(message) => {
             complain(&message);
             return EXIT_HELPER_FAILED;
         }
     };
-    let mut status_file = status_file;
-    if let Err(e) = write_status_fd(&mut status_file, profile, notes) {
+    let forwarder = if proxy { start_forwarder() } else { None };
+    if profile.proxy.is_some() && !profile.network {
+        notes.push(match forwarder {
+            Some(_) => "network: only the hosts the rules allow, through Keel's proxy".into(),
+            None => "the filtering proxy could not be reached: the network is off".into(),
+        });
+    }
+    if let Err(e) = write_status_fd(status_file, profile, notes) {
         complain(&e);
         return EXIT_HELPER_FAILED;
     }
     let Some((first, rest)) = program.split_first() else {
         return EXIT_HELPER_FAILED;
     };
-    let child = Command::new(first).args(rest).env("TMPDIR", "/tmp").spawn();
+    let mut command = Command::new(first);
+    command.args(rest).env("TMPDIR", "/tmp");
+    if let Some(port) = forwarder {
+        proxy_env(&mut command, port);
+    }
+    let child = command.spawn();
     let child = match child {
         Ok(child) => child,
         Err(e) => {
@@ -661,6 +796,48 @@ fn init(profile: &Profile, (uid, gid): (u32, u32), program: &[OsString]) -> i32 
     ending.code()
 }
 
+/// Inside the command's network namespace: a listener on its own `127.0.0.1` whose connections
+/// are copied to the proxy's socket, served by a fork of init (a process of the namespace, gone
+/// with it). Returns the port.
+fn start_forwarder() -> Option<u16> {
+    let listener = std::net::TcpListener::bind((std::net::Ipv4Addr::LOCALHOST, 0)).ok()?;
+    let port = listener.local_addr().ok()?.port();
+    // SAFETY: as in `start_init`: init is a fork of a process the kernel proved
+    // single-threaded, and has started no thread.
+    #[expect(unsafe_code, reason = "fork in a single-threaded process (see SAFETY)")]
+    let forked = unsafe { nix::unistd::fork() };
+    match forked {
+        Ok(ForkResult::Child) => {
+            for client in listener.incoming().flatten() {
+                let _ = std::thread::Builder::new().spawn(move || relay_to_proxy(client));
+            }
+            std::process::exit(0)
+        }
+        Ok(ForkResult::Parent { .. }) => Some(port),
+        Err(_) => None,
+    }
+}
+
+/// Copies one connection to the proxy's socket and back.
+fn relay_to_proxy(client: std::net::TcpStream) {
+    use std::net::Shutdown;
+    let Ok(upstream) = std::os::unix::net::UnixStream::connect(super::proxy::SOCKET_IN_ROOT) else {
+        return;
+    };
+    let (Ok(mut client_in), Ok(mut upstream_out)) = (client.try_clone(), upstream.try_clone())
+    else {
+        return;
+    };
+    let up = std::thread::spawn(move || {
+        let _ = std::io::copy(&mut client_in, &mut upstream_out);
+        let _ = upstream_out.shutdown(Shutdown::Write);
+    });
+    let (mut client, mut upstream) = (client, upstream);
+    let _ = std::io::copy(&mut upstream, &mut client);
+    let _ = client.shutdown(Shutdown::Write);
+    let _ = up.join();
+}
+
 fn write_status_fd(
     file: &mut std::fs::File,
     profile: &Profile,
@@ -676,15 +853,10 @@ fn write_status_fd(
         .map_err(|e| format!("cannot write the status file: {e}"))
 }
 
-/// Stage 2 set-up; returns the status file (opened before the old root goes away).
-fn confine_init(
-    profile: &Profile,
-    uid: u32,
-    gid: u32,
-) -> Result<(std::fs::File, Vec<String>), String> {
+/// Stage 2 set-up (stage 1's status file, inherited through the fork, stays open across the
+/// pivot); returns notes on what is not enforced.
+fn confine_init(profile: &Profile, uid: u32, gid: u32) -> Result<Vec<String>, String> {
     let notes = Vec::new();
-    let status = std::fs::File::create(&profile.status_file)
-        .map_err(|e| format!("cannot open the status file: {e}"))?;
     let root = profile.staging_dir.as_path();
     let proc = root.join("proc");
     std::fs::create_dir_all(&proc).map_err(|e| format!("/proc: {e}"))?;
@@ -725,7 +897,7 @@ fn confine_init(
         .map_err(|e| format!("setresuid: {e}"))?;
     nix::sys::prctl::set_no_new_privs().map_err(|e| format!("no_new_privs: {e}"))?;
     chdir(&profile.cwd).map_err(|e| format!("chdir {}: {e}", profile.cwd.display()))?;
-    Ok((status, notes))
+    Ok(notes)
 }
 
 /// Blocks the forwarded signals and `SIGCHLD` (they are taken with `sigwait`). Called after the
@@ -792,7 +964,12 @@ fn supervise(main: Pid, signals: &SigSet, forward: impl Fn(Signal)) -> Ending {
 
 /// Fallback supervision (no PID namespace): the helper is a child subreaper, so everything the
 /// program leaves behind becomes its child and is killed once the program exits.
-fn spawn_and_reap(profile: &Profile, program: &[OsString], tmp: &Path) -> i32 {
+fn spawn_and_reap(
+    profile: &Profile,
+    program: &[OsString],
+    tmp: &Path,
+    proxy_port: Option<u16>,
+) -> i32 {
     let _ = nix::sys::prctl::set_child_subreaper(true);
     // Without a PID namespace the helper must end the tree itself when its parent goes: the
     // kernel says so with SIGTERM, which kills the program outright (then every descendant,
@@ -802,11 +979,15 @@ fn spawn_and_reap(profile: &Profile, program: &[OsString], tmp: &Path) -> i32 {
     let Some((first, rest)) = program.split_first() else {
         return EXIT_HELPER_FAILED;
     };
-    let child = Command::new(first)
+    let mut command = Command::new(first);
+    command
         .args(rest)
         .env("TMPDIR", tmp)
-        .current_dir(&profile.cwd)
-        .spawn();
+        .current_dir(&profile.cwd);
+    if let Some(port) = proxy_port {
+        proxy_env(&mut command, port);
+    }
+    let child = command.spawn();
     let child = match child {
         Ok(child) => child,
         Err(e) => {

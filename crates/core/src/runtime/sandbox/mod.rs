@@ -12,6 +12,7 @@ pub mod check;
 mod fallback;
 pub mod helper;
 pub mod profile;
+pub mod proxy;
 
 use std::path::{Component, Path, PathBuf};
 
@@ -109,6 +110,11 @@ pub struct SandboxSpec {
     pub home: Option<PathBuf>,
     /// Read-only mode: the workspace is not writable either.
     pub read_only: bool,
+    /// Test hook of the filtering proxy: `127.0.0.1` at this one port passes its address
+    /// check, so a test can stand a local server in for an allowed host. Set only by tests and
+    /// by `keel sandbox check`'s self-test; no configuration key or environment variable
+    /// reaches it.
+    pub loopback_upstream_for_tests: Option<u16>,
 }
 
 impl SandboxSpec {
@@ -120,6 +126,7 @@ impl SandboxSpec {
             helper_prefix: vec!["sandbox".into()],
             home,
             read_only: false,
+            loopback_upstream_for_tests: None,
         }
     }
 }
@@ -264,6 +271,14 @@ impl super::Runtime {
         &self.inner.sandbox
     }
 
+    /// The same runtime with the session's [`proxy::HostGate`]: confined commands reach the
+    /// hosts it allows through the filtering proxy (when the network is off).
+    pub fn with_host_gate(&self, gate: std::sync::Arc<dyn proxy::HostGate>) -> Self {
+        self.derive(|inner| {
+            inner.proxy = std::sync::Arc::new(proxy::ProxyState::new(Some(gate)));
+        })
+    }
+
     /// The same runtime with another sandbox spec.
     pub fn with_sandbox(&self, sandbox: SandboxSpec) -> Self {
         self.derive(|inner| inner.sandbox = sandbox)
@@ -312,7 +327,18 @@ impl super::Runtime {
         let nonce = uuid::Uuid::new_v4().simple().to_string();
         let profile_file = dir.join(format!("{nonce}.json"));
         let status_file = dir.join(format!("{nonce}.status"));
-        let profile = self.profile(cwd, &nonce, &status_file, tmp_dir, staging_dir);
+        let mut profile = self.profile(cwd, &nonce, &status_file, tmp_dir, staging_dir);
+        if !spec.settings.network
+            && let Some(gate) = &self.inner.proxy.gate
+            && gate.any_allowed()
+        {
+            // Without the proxy (it could not start) the command simply has no network.
+            profile.proxy = self
+                .inner
+                .proxy
+                .endpoint(&dir, &self.inner.scope, spec.loopback_upstream_for_tests)
+                .ok();
+        }
         let text = serde_json::to_string(&profile)
             .map_err(|e| SandboxError::Io(format!("profile: {e}")))?;
         std::fs::write(&profile_file, text).map_err(|e| io(&profile_file, e))?;
@@ -442,6 +468,7 @@ impl super::Runtime {
             tmp_dir,
             staging_dir,
             network: settings.network,
+            proxy: None,
         }
     }
 }

@@ -54,6 +54,10 @@ pub struct Profile {
     pub staging_dir: PathBuf,
     /// Whether the program may use the network (`false`: no sockets but Unix ones).
     pub network: bool,
+    /// With the network off: Keel's filtering proxy, the one way out (to the hosts the
+    /// session's rules allow). `None`: no network at all.
+    #[serde(default)]
+    pub proxy: Option<super::proxy::ProxyEndpoint>,
 }
 
 /// What the helper reports through the status file.
