@@ -1,8 +1,4 @@
 //! Help, version, exit codes, and logs that never reach stdout.
-#![expect(
-    clippy::disallowed_methods,
-    reason = "the tests set up and inspect their fixtures directly on disk"
-)]
 
 use super::common::{Sandbox, run};
 

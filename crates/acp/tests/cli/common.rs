@@ -1,13 +1,5 @@
 //! A sandbox for running `keel`: a temporary home (XDG dirs inside it) and a workspace, and a
 //! command builder that sees only those.
-#![expect(
-    clippy::disallowed_methods,
-    reason = "the tests set up and inspect their fixtures directly on disk"
-)]
-#![expect(
-    clippy::unwrap_used,
-    reason = "test helpers outside #[test] functions unwrap"
-)]
 
 use std::path::{Path, PathBuf};
 

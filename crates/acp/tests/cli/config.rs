@@ -1,8 +1,4 @@
 //! `keel config show|schema|path` and configuration errors as the user sees them.
-#![expect(
-    clippy::disallowed_methods,
-    reason = "the tests set up and inspect their fixtures directly on disk"
-)]
 
 use super::common::{Sandbox, run};
 

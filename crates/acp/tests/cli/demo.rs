@@ -1,9 +1,5 @@
 //! `keel demo`, as CI runs it (not a terminal): the whole offline session over a real `keel acp`
 //! child, and nothing left behind.
-#![expect(
-    clippy::disallowed_methods,
-    reason = "the tests set up and inspect their fixtures directly on disk"
-)]
 
 use super::common::{Sandbox, run};
 

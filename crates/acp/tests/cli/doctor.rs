@@ -1,8 +1,4 @@
 //! `keel doctor` as a new user runs it: a temporary home, no credentials in the environment.
-#![expect(
-    clippy::disallowed_methods,
-    reason = "the tests set up and inspect their fixtures directly on disk"
-)]
 
 use keel_testkit::mock_model::MockModel;
 

@@ -1,13 +1,5 @@
 //! The errors a user reads from `keel exec` when the model service is misconfigured or busy,
 //! against the mock model server (or a closed port) over real HTTP.
-#![expect(
-    clippy::disallowed_methods,
-    reason = "the tests set up and inspect their fixtures directly on disk"
-)]
-#![expect(
-    clippy::unwrap_used,
-    reason = "test helpers outside #[test] functions unwrap"
-)]
 
 use keel_testkit::mock_model::{Api, MockModel, Reply, Turn};
 

@@ -1,12 +1,4 @@
 //! `keel exec` against the mock model server over real HTTP: the headless host on the real engine.
-#![expect(
-    clippy::disallowed_methods,
-    reason = "the tests set up and inspect their fixtures directly on disk"
-)]
-#![expect(
-    clippy::unwrap_used,
-    reason = "test helpers outside #[test] functions unwrap"
-)]
 
 use keel_testkit::mock_model::{MockModel, Turn};
 use serde_json::{Value, json};

@@ -1,8 +1,4 @@
 //! `keel sessions` and `keel exec --resume` over the store a real run leaves behind.
-#![expect(
-    clippy::unwrap_used,
-    reason = "test helpers outside #[test] functions unwrap"
-)]
 
 use keel_testkit::mock_model::{MockModel, Turn};
 use serde_json::Value;

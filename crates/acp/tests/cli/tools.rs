@@ -1,8 +1,4 @@
 //! `keel tools`, `keel tool call` and `keel permissions check`.
-#![expect(
-    clippy::disallowed_methods,
-    reason = "the tests set up and inspect their fixtures directly on disk"
-)]
 
 use super::common::{Sandbox, run};
 

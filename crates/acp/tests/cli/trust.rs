@@ -1,14 +1,6 @@
 //! The trust boundary through the real `keel` binary: `keel exec` against mock models over real
 //! HTTP, and `keel trust`. An untrusted project may only make Keel stricter; `keel trust grant`
 //! applies the rest; a change to the project's files takes the trust back.
-#![expect(
-    clippy::disallowed_methods,
-    reason = "the tests set up and inspect their fixtures directly on disk"
-)]
-#![expect(
-    clippy::unwrap_used,
-    reason = "test helpers outside #[test] functions unwrap"
-)]
 
 use keel_testkit::mock_model::{MockModel, Turn};
 use serde_json::{Value, json};

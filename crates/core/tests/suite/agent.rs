@@ -1,16 +1,4 @@
 //! The turn loop over real HTTP against the mock model server.
-#![expect(
-    clippy::disallowed_methods,
-    reason = "the tests set up and inspect their fixtures directly on disk"
-)]
-#![expect(
-    clippy::unwrap_used,
-    reason = "test helpers outside #[test] functions unwrap"
-)]
-#![expect(
-    clippy::expect_used,
-    reason = "test helpers outside #[test] functions expect"
-)]
 
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};

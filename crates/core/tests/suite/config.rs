@@ -1,16 +1,4 @@
 //! Configuration: layering, provenance, and errors that name the file, the line and a fix.
-#![expect(
-    clippy::disallowed_methods,
-    reason = "the tests set up and inspect their fixtures directly on disk"
-)]
-#![expect(
-    clippy::unwrap_used,
-    reason = "test helpers outside #[test] functions unwrap"
-)]
-#![expect(
-    clippy::expect_used,
-    reason = "test helpers outside #[test] functions expect"
-)]
 
 use std::path::{Path, PathBuf};
 

@@ -1,13 +1,5 @@
 //! The trust boundary of the project layer: an untrusted project can only make Keel stricter;
 //! trust is bound to the content of the project's files.
-#![expect(
-    clippy::disallowed_methods,
-    reason = "the tests set up and inspect their fixtures directly on disk"
-)]
-#![expect(
-    clippy::unwrap_used,
-    reason = "test helpers outside #[test] functions unwrap"
-)]
 
 use std::path::PathBuf;
 

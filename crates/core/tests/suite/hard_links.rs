@@ -2,14 +2,6 @@
 //! asks before a tool reads (or rewrites, which shows its old content) one, in every mode,
 //! saying why; a headless run denies it.
 
-#![expect(
-    clippy::disallowed_methods,
-    reason = "the tests set up and inspect their fixtures directly on disk"
-)]
-#![expect(
-    clippy::unwrap_used,
-    reason = "test helpers outside #[test] functions unwrap"
-)]
 
 use keel_core::policy::{Action, Call, Decision, Mode, Trust};
 use serde_json::{Value, json};

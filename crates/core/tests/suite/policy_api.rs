@@ -1,13 +1,5 @@
 //! The engine's public surface: trust store, persistence, loading errors, reports, and the
 //! documentation's tables kept in sync with the code.
-#![expect(
-    clippy::disallowed_methods,
-    reason = "the tests set up and inspect their fixtures directly on disk"
-)]
-#![expect(
-    clippy::expect_used,
-    reason = "test helpers outside #[test] functions expect"
-)]
 
 use std::path::Path;
 use std::sync::Arc;

@@ -1,9 +1,5 @@
 //! The allowlisted grammars under fire: random option soups built from every command's real
 //! option list, and command lines too deep or too long to analyse.
-#![expect(
-    clippy::disallowed_methods,
-    reason = "the tests set up and inspect their fixtures directly on disk"
-)]
 
 use keel_core::policy::grammar::{Arity, Grammars, Operands, Style, Value};
 use keel_core::policy::{Action, Call, Mode, Policy, Trust, render_check};

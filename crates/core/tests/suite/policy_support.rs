@@ -1,13 +1,5 @@
 //! Shared fixtures for the policy tests: a real temporary world (home, workspace, outside
 //! directory, symlinks), tool specs shaped like the locked tools, and a runtime over them.
-#![expect(
-    clippy::disallowed_methods,
-    reason = "the tests set up and inspect their fixtures directly on disk"
-)]
-#![expect(
-    clippy::unwrap_used,
-    reason = "test helpers outside #[test] functions unwrap"
-)]
 
 use std::os::unix::fs::symlink;
 use std::path::{Path, PathBuf};

@@ -1,9 +1,5 @@
 //! The decision table: `fixtures/policy/cases.toml`, one row per call, run against a fresh
 //! temporary world each (real files, real symlinks).
-#![expect(
-    clippy::disallowed_methods,
-    reason = "the tests set up and inspect their fixtures directly on disk"
-)]
 
 use std::collections::BTreeMap;
 

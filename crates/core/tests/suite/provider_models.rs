@@ -1,9 +1,5 @@
 //! The providers' own model lists: fetched from the models endpoint over real HTTP, cached per
 //! provider for a day in the cache directory, and the unknown-model error that lists them.
-#![expect(
-    clippy::disallowed_methods,
-    reason = "the tests set up and inspect their fixtures directly on disk"
-)]
 
 use keel_core::provider::{
     MODELS_MAX_AGE, ProviderConfig, ProviderKind, cache_file, discover_models,

@@ -1,9 +1,5 @@
 //! Shared helpers of the provider tests.
 
-#![expect(
-    clippy::unwrap_used,
-    reason = "test helpers outside #[test] functions unwrap"
-)]
 
 use std::time::Duration;
 

@@ -6,14 +6,6 @@
 //! Layout: `<tmp>/ws` is the workspace with `ws/sub/f`; `<tmp>/outside` holds `f` (a secret)
 //! and is what `ws/sub` is swapped with.
 
-#![expect(
-    clippy::disallowed_methods,
-    reason = "the tests set up and inspect their fixtures directly on disk"
-)]
-#![expect(
-    clippy::unwrap_used,
-    reason = "fixture helpers outside #[test] functions fail loudly too"
-)]
 
 use std::collections::BTreeMap;
 use std::fs;

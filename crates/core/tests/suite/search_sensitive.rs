@@ -3,14 +3,6 @@
 //! named but not searched, and one whose read is denied is left out. The gate is the real
 //! policy (bundled defaults plus rule files) over a real temporary world.
 
-#![expect(
-    clippy::disallowed_methods,
-    reason = "the tests set up and inspect their fixtures directly on disk"
-)]
-#![expect(
-    clippy::unwrap_used,
-    reason = "test helpers outside #[test] functions unwrap"
-)]
 
 use std::sync::Arc;
 

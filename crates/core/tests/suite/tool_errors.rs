@@ -1,18 +1,6 @@
 //! Tool errors by audience, through the turn loop over real HTTP against the mock model: an error
 //! the model can act on reaches it whole; a failure of Keel itself reaches the user whole and the
 //! model as a neutral message; a write that finished while a cancel arrived is reported as done.
-#![expect(
-    clippy::disallowed_methods,
-    reason = "the tests set up and inspect their fixtures directly on disk"
-)]
-#![expect(
-    clippy::unwrap_used,
-    reason = "test helpers outside #[test] functions unwrap"
-)]
-#![expect(
-    clippy::expect_used,
-    reason = "test helpers outside #[test] functions expect"
-)]
 
 use std::sync::{Arc, Mutex};
 use std::time::Duration;

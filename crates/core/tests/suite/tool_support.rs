@@ -1,9 +1,5 @@
 //! The tool context the tool suites share: a runtime over one workspace root, the usual scope
 //! (read and write the workspace, read the session's scratch directory), a session state.
-#![expect(
-    clippy::unwrap_used,
-    reason = "test support: a broken fixture should fail the test loudly"
-)]
 
 use std::path::{Path, PathBuf};
 use std::sync::Arc;

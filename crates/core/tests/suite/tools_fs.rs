@@ -4,15 +4,6 @@
 //! Layout of every fixture: `<tmp>/ws` is the workspace, `<tmp>/outside` a directory outside
 //! it (holding `secret.txt`), `<tmp>/scratch` the session scratch directory.
 
-#![expect(
-    clippy::disallowed_methods,
-    reason = "the tests set up and inspect their fixtures directly on disk"
-)]
-#![expect(
-    clippy::unwrap_used,
-    clippy::expect_used,
-    reason = "fixture helpers outside #[test] functions fail loudly too"
-)]
 
 use std::fs;
 use std::os::unix::fs::{PermissionsExt, symlink};

@@ -1,13 +1,5 @@
 //! `glob` and `grep` through the full tool path (`Typed::wrap(..).execute(json, ctx)`), over real
 //! files in temporary trees.
-#![expect(
-    clippy::disallowed_methods,
-    reason = "the tests set up and inspect their fixtures directly on disk"
-)]
-#![expect(
-    clippy::unwrap_used,
-    reason = "test helpers outside #[test] functions unwrap"
-)]
 
 use std::path::{Path, PathBuf};
 use std::sync::Arc;

@@ -1,12 +1,4 @@
 //! `bash` and `todo` through the full tool path, with real processes.
-#![expect(
-    clippy::disallowed_methods,
-    reason = "the tests set up and inspect their fixtures directly on disk"
-)]
-#![expect(
-    clippy::unwrap_used,
-    reason = "test helpers outside #[test] functions unwrap"
-)]
 
 use std::path::PathBuf;
 use std::sync::{Arc, Mutex};

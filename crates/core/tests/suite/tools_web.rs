@@ -1,13 +1,5 @@
 //! `web_fetch`, `web_search` and `question` through the full tool path, against a tiny HTTP
 //! server on 127.0.0.1 (no other network).
-#![expect(
-    clippy::disallowed_methods,
-    reason = "the tests set up and inspect their fixtures directly on disk"
-)]
-#![expect(
-    clippy::unwrap_used,
-    reason = "test helpers outside #[test] functions unwrap"
-)]
 
 use std::sync::Arc;
 use std::time::Duration;

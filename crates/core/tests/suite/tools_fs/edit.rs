@@ -1,9 +1,5 @@
 //! `edit`: replacement, failures that write nothing, encodings, preview, temp files.
 
-#![expect(
-    clippy::disallowed_methods,
-    reason = "the tests set up and inspect their fixtures directly on disk"
-)]
 
 use super::*;
 

@@ -1,9 +1,5 @@
 //! `read`: numbering, windows, caps, binary and missing files, sidecars.
 
-#![expect(
-    clippy::disallowed_methods,
-    reason = "the tests set up and inspect their fixtures directly on disk"
-)]
 
 use super::*;
 

@@ -1,9 +1,5 @@
 //! `write`: creation, the read-before-write guard, kept conventions, preview.
 
-#![expect(
-    clippy::disallowed_methods,
-    reason = "the tests set up and inspect their fixtures directly on disk"
-)]
 
 use super::*;
 
