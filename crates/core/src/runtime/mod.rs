@@ -429,6 +429,24 @@ impl Runtime {
         Ok(canonical)
     }
 
+    /// A call's subject for `access`: the path the engine already resolved (checked again, which
+    /// costs no disk access), or `user_path` resolved and checked when there is none (the call
+    /// runs outside the engine: the command line, tests).
+    pub fn subject_or_resolve(
+        &self,
+        subject: Option<&Path>,
+        user_path: &str,
+        access: Access,
+    ) -> Result<PathBuf, ToolError> {
+        match subject {
+            Some(canonical) => {
+                self.check(canonical, access)?;
+                Ok(canonical.to_path_buf())
+            }
+            None => self.resolve_checked(user_path, access),
+        }
+    }
+
     /// The capability check for a canonical path.
     pub fn check(&self, canonical: &Path, access: Access) -> Result<(), Refusal> {
         self.inner.scope.check_path(canonical, access)?;

@@ -162,15 +162,9 @@ impl EditPlan {
                     .into(),
             ));
         }
-        let canonical = match subject {
-            Some(canonical) => {
-                ctx.runtime.check(canonical, Access::Write)?;
-                canonical.to_path_buf()
-            }
-            None => ctx
-                .runtime
-                .resolve_checked(&params.file_path, Access::Write)?,
-        };
+        let canonical =
+            ctx.runtime
+                .subject_or_resolve(subject, &params.file_path, Access::Write)?;
         let shown = ctx.runtime.display_path(&canonical);
         let Some((meta, stamp)) = text::inspect(ctx, &canonical).await? else {
             if params.old_string.is_empty() {

@@ -134,15 +134,9 @@ impl WritePlan {
         subject: Option<&Path>,
         ctx: &ToolContext,
     ) -> Result<Self, ToolError> {
-        let canonical = match subject {
-            Some(canonical) => {
-                ctx.runtime.check(canonical, Access::Write)?;
-                canonical.to_path_buf()
-            }
-            None => ctx
-                .runtime
-                .resolve_checked(&params.file_path, Access::Write)?,
-        };
+        let canonical =
+            ctx.runtime
+                .subject_or_resolve(subject, &params.file_path, Access::Write)?;
         let shown = ctx.runtime.display_path(&canonical);
         let Some((meta, stamp)) = text::inspect(ctx, &canonical).await? else {
             let new = params.content.clone().into_bytes();

@@ -2,7 +2,6 @@
 //! asks before a tool reads (or rewrites, which shows its old content) one, in every mode,
 //! saying why; a headless run denies it.
 
-
 use keel_core::policy::{Action, Call, Decision, Mode, Trust};
 use serde_json::{Value, json};
 

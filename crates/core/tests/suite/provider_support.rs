@@ -1,6 +1,5 @@
 //! Shared helpers of the provider tests.
 
-
 use std::time::Duration;
 
 use futures::StreamExt;

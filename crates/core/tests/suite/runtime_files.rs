@@ -6,7 +6,6 @@
 //! Layout: `<tmp>/ws` is the workspace with `ws/sub/f`; `<tmp>/outside` holds `f` (a secret)
 //! and is what `ws/sub` is swapped with.
 
-
 use std::collections::BTreeMap;
 use std::fs;
 use std::os::unix::fs::{MetadataExt as _, symlink};

@@ -3,7 +3,6 @@
 //! named but not searched, and one whose read is denied is left out. The gate is the real
 //! policy (bundled defaults plus rule files) over a real temporary world.
 
-
 use std::sync::Arc;
 
 use keel_core::policy::{Mode, PolicySearchGate, Trust};

@@ -4,7 +4,6 @@
 //! Layout of every fixture: `<tmp>/ws` is the workspace, `<tmp>/outside` a directory outside
 //! it (holding `secret.txt`), `<tmp>/scratch` the session scratch directory.
 
-
 use std::fs;
 use std::os::unix::fs::{PermissionsExt, symlink};
 use std::path::{Path, PathBuf};

@@ -1,6 +1,5 @@
 //! `edit`: replacement, failures that write nothing, encodings, preview, temp files.
 
-
 use super::*;
 
 #[tokio::test]

@@ -1,6 +1,5 @@
 //! `read`: numbering, windows, caps, binary and missing files, sidecars.
 
-
 use super::*;
 
 #[tokio::test]

@@ -1,6 +1,5 @@
 //! `write`: creation, the read-before-write guard, kept conventions, preview.
 
-
 use super::*;
 
 #[tokio::test]
