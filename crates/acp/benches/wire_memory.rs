@@ -24,7 +24,7 @@ use keel_acp::server::{EngineSessions, SessionFactory};
 use keel_core::agent::{Engine, EngineConfig};
 use keel_core::provider::{ProviderConfig, ProviderKind};
 use keel_testkit::mock_model::{Api, MockModel, Turn};
-use keel_testkit::protocol_fuzz::{Rng, exchange, soup};
+use keel_testkit::protocol_fuzz::{Rng, exchange_served, soup};
 
 struct Counting;
 
@@ -108,24 +108,16 @@ fn main() {
             if mock.pending(Api::Anthropic) == 0 {
                 mock.push_anthropic(Turn::text_only("done"));
             }
-            let (agent_end, client_end) = tokio::io::duplex(1 << 16);
-            let (agent_read, agent_write) = tokio::io::split(agent_end);
-            let (client_read, client_write) = tokio::io::split(client_end);
-            let server = tokio::spawn(keel_acp::server::serve_io(
-                factory.clone(),
-                agent_write,
-                agent_read,
-            ));
-            exchange(
-                client_write,
-                client_read,
+            exchange_served(
+                |(to_client, from_client)| {
+                    keel_acp::server::serve_io(factory.clone(), to_client, from_client)
+                },
                 &lines,
                 lockstep,
                 Duration::from_secs(20),
             )
             .await
             .unwrap();
-            server.await.unwrap().unwrap();
         });
         if input % batch == 0 || input + 1 == inputs {
             // Let timers and spawned clean-ups finish before counting.

@@ -13,10 +13,14 @@
 //! All of it within a time limit; running over it is a finding (a hang).
 
 use std::collections::{BTreeSet, HashSet};
+use std::future::Future;
 use std::time::Duration;
 
 use serde_json::{Value, json};
-use tokio::io::{AsyncBufReadExt, AsyncRead, AsyncWrite, AsyncWriteExt, BufReader};
+use tokio::io::{
+    AsyncBufReadExt, AsyncRead, AsyncWrite, AsyncWriteExt, BufReader, DuplexStream, ReadHalf,
+    WriteHalf,
+};
 use tokio::sync::mpsc;
 
 /// A small deterministic generator (SplitMix64): the same seed, the same soup.
@@ -60,6 +64,8 @@ pub enum Finding {
     Ended { unanswered: Vec<String> },
     /// The agent wrote a line that is not JSON.
     NotJson { line: String },
+    /// The served connection ended with an error (or its task panicked) once its input closed.
+    ServerFailed { error: String },
 }
 
 /// What an exchange saw.
@@ -76,6 +82,39 @@ pub struct Exchange {
 /// The method the probe calls; any agent answers it, before or after `initialize`.
 const PROBE_METHOD: &str = "session/list";
 const PROBE_ID: &str = "keel-fuzz-probe";
+
+/// The agent's ends of an in-memory connection, as [`exchange_served`] hands them to the server.
+pub type AgentEnds = (WriteHalf<DuplexStream>, ReadHalf<DuplexStream>);
+
+/// [`exchange`] with a fresh in-process connection: `serve` gets the agent's ends of an
+/// in-memory pipe and returns the server's future (e.g. `keel_acp::server::serve_io`), which
+/// runs on its own task; the exchange then checks the rules on the client's ends, and the server
+/// must end without an error once its input closes.
+pub async fn exchange_served<F, E>(
+    serve: impl FnOnce(AgentEnds) -> F,
+    lines: &[Vec<u8>],
+    lockstep: bool,
+    limit: Duration,
+) -> Result<Exchange, Finding>
+where
+    F: Future<Output = Result<(), E>> + Send + 'static,
+    E: std::fmt::Debug + Send + 'static,
+{
+    let (agent_end, client_end) = tokio::io::duplex(1 << 16);
+    let (agent_read, agent_write) = tokio::io::split(agent_end);
+    let (client_read, client_write) = tokio::io::split(client_end);
+    let server = tokio::spawn(serve((agent_write, agent_read)));
+    let seen = exchange(client_write, client_read, lines, lockstep, limit).await?;
+    match server.await {
+        Ok(Ok(())) => Ok(seen),
+        Ok(Err(error)) => Err(Finding::ServerFailed {
+            error: format!("{error:?}"),
+        }),
+        Err(join) => Err(Finding::ServerFailed {
+            error: join.to_string(),
+        }),
+    }
+}
 
 /// Sends `lines` (a newline added to each) to an agent reading `to_agent` and writing
 /// `from_agent`, then the probe, and checks the module's rules. In a line, `$SESSION` stands

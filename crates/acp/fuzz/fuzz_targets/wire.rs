@@ -12,7 +12,7 @@ use keel_acp::server::{EngineSessions, SessionFactory};
 use keel_core::agent::{Engine, EngineConfig};
 use keel_core::provider::{ProviderConfig, ProviderKind};
 use keel_testkit::mock_model::{Api, MockModel, Turn};
-use keel_testkit::protocol_fuzz::{Rng, exchange, lines_of, soup};
+use keel_testkit::protocol_fuzz::{Rng, exchange_served, lines_of, soup};
 use libfuzzer_sys::fuzz_target;
 
 struct World {
@@ -80,17 +80,10 @@ fuzz_target!(|data: &[u8]| {
         if world.mock.pending(Api::Anthropic) == 0 {
             world.mock.push_anthropic(Turn::text_only("done"));
         }
-        let (agent_end, client_end) = tokio::io::duplex(1 << 16);
-        let (agent_read, agent_write) = tokio::io::split(agent_end);
-        let (client_read, client_write) = tokio::io::split(client_end);
-        let server = tokio::spawn(keel_acp::server::serve_io(
-            world.factory.clone(),
-            agent_write,
-            agent_read,
-        ));
-        if let Err(finding) = exchange(
-            client_write,
-            client_read,
+        if let Err(finding) = exchange_served(
+            |(to_client, from_client)| {
+                keel_acp::server::serve_io(world.factory.clone(), to_client, from_client)
+            },
             &lines,
             lockstep,
             Duration::from_secs(20),
@@ -99,6 +92,5 @@ fuzz_target!(|data: &[u8]| {
         {
             panic!("{finding:?}");
         }
-        server.await.unwrap().unwrap();
     });
 });

@@ -12,7 +12,7 @@ use std::time::Duration;
 use keel_acp::server::{EngineSessions, SessionFactory};
 use keel_core::agent::Engine;
 use keel_testkit::mock_model::{MockModel, Turn};
-use keel_testkit::protocol_fuzz::{Rng, exchange, soup};
+use keel_testkit::protocol_fuzz::{Rng, exchange_served, soup};
 use serde_json::json;
 
 use super::support::engine_config;
@@ -41,17 +41,10 @@ async fn hostile_message_soups_are_answered_and_never_wedge_the_server() {
         // then an answer.
         harness_turns(&mock);
         let lockstep = rng.chance(50);
-        let (agent_end, client_end) = tokio::io::duplex(1 << 16);
-        let (agent_read, agent_write) = tokio::io::split(agent_end);
-        let (client_read, client_write) = tokio::io::split(client_end);
-        let server = tokio::spawn(keel_acp::server::serve_io(
-            factory.clone(),
-            agent_write,
-            agent_read,
-        ));
-        let seen = exchange(
-            client_write,
-            client_read,
+        let seen = exchange_served(
+            |(to_client, from_client)| {
+                keel_acp::server::serve_io(factory.clone(), to_client, from_client)
+            },
             &lines,
             lockstep,
             Duration::from_secs(30),
@@ -64,7 +57,6 @@ async fn hostile_message_soups_are_answered_and_never_wedge_the_server() {
                 .collect();
             panic!("seed {seed:#x} case {case} (lockstep {lockstep}): {finding:?}\n{shown:#?}")
         });
-        server.await.unwrap().unwrap();
         answers += seen.answers;
         agent_requests += seen.agent_requests;
         sessions += seen.sessions;
