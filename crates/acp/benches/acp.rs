@@ -30,6 +30,7 @@ use keel_core::agent::{Engine, EngineConfig, SessionOptions};
 use keel_core::capability::ShellRunRequirement;
 use keel_core::provider::{ModelRequest, ProviderConfig, ProviderKind};
 use keel_testkit::acp_client::{ClientOptions, PermissionReply, TestClient, pipe};
+use keel_testkit::measure::{load_average, status_kib};
 use keel_testkit::mock_model::{MockModel, Turn};
 use serde_json::json;
 
@@ -55,17 +56,6 @@ fn report(what: &str, samples: Vec<Duration>) {
         median(samples.clone()),
         p95(samples)
     );
-}
-
-fn load_average() -> String {
-    std::fs::read_to_string("/proc/loadavg")
-        .map(|text| {
-            text.split_whitespace()
-                .take(3)
-                .collect::<Vec<_>>()
-                .join(" ")
-        })
-        .unwrap_or_else(|_| "unknown".into())
 }
 
 /// The 4 replies of the read → edit → bash → answer turn.
@@ -260,15 +250,6 @@ async fn in_process(mock: &MockModel, scratch: &Path) {
     report("read/edit/bash turn, 4 requests, 2 approvals", turns);
     report("  model share (same replies, provider only)", models);
     report("  agent time (turn - model share)", agent);
-}
-
-/// A `/proc/PID/status` field in KiB.
-fn status_kib(pid: u32, field: &str) -> Option<u64> {
-    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).ok()?;
-    status
-        .lines()
-        .find_map(|line| line.strip_prefix(field)?.strip_prefix(':'))
-        .and_then(|value| value.trim().trim_end_matches("kB").trim().parse().ok())
 }
 
 fn mib_line(what: &str, mut kib: Vec<u64>) {

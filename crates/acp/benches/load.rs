@@ -23,6 +23,7 @@ use std::time::{Duration, Instant};
 
 use agent_client_protocol::v1::schema::{PermissionOptionKind, StopReason};
 use keel_testkit::acp_client::{ClientOptions, PermissionReply, TestClient};
+use keel_testkit::measure::{load_average, status_kib};
 use keel_testkit::mock_model::{Api, MockModel, RecordedRequest, Reply, Turn};
 use serde_json::{Value, json};
 
@@ -50,14 +51,6 @@ fn percentile(samples: &mut [Duration], percent: usize) -> Duration {
     samples[(samples.len() * percent / 100).min(samples.len() - 1)]
 }
 
-fn status_kib(pid: u32, field: &str) -> Option<u64> {
-    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).ok()?;
-    status
-        .lines()
-        .find_map(|line| line.strip_prefix(field)?.strip_prefix(':'))
-        .and_then(|value| value.trim().trim_end_matches("kB").trim().parse().ok())
-}
-
 /// CPU time (user + system) `pid` has used so far.
 fn cpu_time(pid: u32) -> Duration {
     let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap_or_default();
@@ -73,17 +66,6 @@ fn cpu_time(pid: u32) -> Duration {
     let ticks = fields.get(10).copied().unwrap_or(0) + fields.get(11).copied().unwrap_or(0);
     let hz = 100; // USER_HZ on Linux.
     Duration::from_millis(ticks * 1000 / hz)
-}
-
-fn load_average() -> String {
-    std::fs::read_to_string("/proc/loadavg")
-        .map(|text| {
-            text.split_whitespace()
-                .take(3)
-                .collect::<Vec<_>>()
-                .join(" ")
-        })
-        .unwrap_or_else(|_| "unknown".into())
 }
 
 /// `session S turn T` from the newest prompt of an Anthropic request.

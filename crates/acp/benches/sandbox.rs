@@ -35,6 +35,7 @@ use std::time::{Duration, Instant};
 
 use agent_client_protocol::v1::schema::{PermissionOptionKind, StopReason};
 use keel_testkit::acp_client::{ClientOptions, PermissionReply, TestClient};
+use keel_testkit::measure::load_average;
 use keel_testkit::mock_model::{MockModel, Turn};
 use serde_json::json;
 
@@ -142,12 +143,6 @@ fn profile(base: &Path, mechanism: Mechanism, program_dir: &Path) -> PathBuf {
     path
 }
 
-fn load() -> String {
-    std::fs::read_to_string("/proc/loadavg")
-        .map(|l| l.split_whitespace().take(3).collect::<Vec<_>>().join(" "))
-        .unwrap_or_default()
-}
-
 fn row(name: &str, samples: Vec<f64>, baseline: Option<f64>) -> f64 {
     let (median, p95, min) = stats(samples);
     let cost = baseline
@@ -248,7 +243,10 @@ fn main() {
     let program_dir = me.parent().unwrap().to_path_buf();
     let dir = tempfile::tempdir().unwrap();
     let base = std::fs::canonicalize(dir.path()).unwrap();
-    println!("sandbox cost per command ({RUNS} runs, load {})", load());
+    println!(
+        "sandbox cost per command ({RUNS} runs, load {})",
+        load_average()
+    );
     let (start, exit, cpu) = time(|| Command::new(&me));
     let direct_start = row("direct: spawn -> program start", start, None);
     let direct_exit = row("direct: spawn -> exit", exit, None);
@@ -283,5 +281,5 @@ fn main() {
     tokio::runtime::Runtime::new()
         .unwrap()
         .block_on(cancel(Path::new(keel)));
-    println!("load after: {}", load());
+    println!("load after: {}", load_average());
 }

@@ -23,6 +23,7 @@ use std::time::{Duration, Instant};
 use keel_acp::server::{EngineSessions, SessionFactory};
 use keel_core::agent::{Engine, EngineConfig};
 use keel_core::provider::{ProviderConfig, ProviderKind};
+use keel_testkit::measure::status_kib;
 use keel_testkit::mock_model::{Api, MockModel, Turn};
 use keel_testkit::protocol_fuzz::{Rng, exchange_served, soup};
 
@@ -57,15 +58,6 @@ unsafe impl GlobalAlloc for Counting {
 
 #[global_allocator]
 static ALLOCATOR: Counting = Counting;
-
-fn rss_anon_kib() -> u64 {
-    std::fs::read_to_string("/proc/self/status")
-        .unwrap_or_default()
-        .lines()
-        .find_map(|line| line.strip_prefix("RssAnon:"))
-        .and_then(|value| value.trim().trim_end_matches("kB").trim().parse().ok())
-        .unwrap_or(0)
-}
 
 fn main() {
     let inputs: u64 = std::env::args()
@@ -127,7 +119,7 @@ fn main() {
                 input + 1,
                 LIVE_BYTES.load(Ordering::Relaxed) / 1024,
                 LIVE_BLOCKS.load(Ordering::Relaxed),
-                rss_anon_kib()
+                status_kib(std::process::id(), "RssAnon").unwrap_or(0)
             );
         }
     }

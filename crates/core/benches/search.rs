@@ -16,6 +16,7 @@
     reason = "a benchmark binary: it runs the reference tools and prints a table"
 )]
 
+use keel_testkit::measure::load_average;
 use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::sync::Arc;
@@ -264,10 +265,4 @@ fn main() {
     }
     println!("load average after: {}", load_average());
     let _ = std::fs::remove_dir_all(&scratch);
-}
-
-fn load_average() -> String {
-    std::fs::read_to_string("/proc/loadavg")
-        .map(|l| l.split_whitespace().take(3).collect::<Vec<_>>().join(" / "))
-        .unwrap_or_default()
 }

@@ -14,6 +14,7 @@
     reason = "the benchmark makes its fixture directory directly"
 )]
 
+use keel_testkit::measure::load_average;
 use std::error::Error;
 use std::path::Path;
 use std::sync::Arc;
@@ -237,13 +238,6 @@ fn process_cpu_time() -> Duration {
         .filter_map(|stat| stat.split_whitespace().next()?.parse::<u64>().ok())
         .sum();
     Duration::from_nanos(nanos)
-}
-
-fn load_average() -> String {
-    std::fs::read_to_string("/proc/loadavg")
-        .ok()
-        .and_then(|l| l.split_whitespace().next().map(str::to_owned))
-        .unwrap_or_else(|| "unknown".into())
 }
 
 fn ms(d: Duration) -> String {

@@ -6,8 +6,10 @@
 //!   permission prompts from a script, serves files and terminals).
 //! - [`protocol_fuzz`]: hostile JSON-RPC input for an agent's wire and the rules an agent must
 //!   keep under it (the property test and the fuzz target share it).
+//! - [`measure`]: load average and `/proc/PID/status` fields, for benchmarks and resource tests.
 
 pub mod acp_client;
+pub mod measure;
 pub mod mock_model;
 pub mod protocol_fuzz;
 

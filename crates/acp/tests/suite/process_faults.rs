@@ -6,6 +6,7 @@ use std::time::{Duration, Instant};
 
 use agent_client_protocol::v1::schema::PermissionOptionKind;
 use keel_testkit::acp_client::{ClientOptions, PermissionReply, TestClient};
+use keel_testkit::measure::status_kib;
 use keel_testkit::mock_model::{MockModel, Turn};
 use serde_json::json;
 
@@ -133,15 +134,6 @@ async fn goes_away_mid_command(mechanism: &str, marker: &str) -> Duration {
     );
     closed.elapsed()
 }
-/// Anonymous resident memory of a process, in KiB.
-fn rss_anon_kib(pid: u32) -> Option<u64> {
-    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).ok()?;
-    status
-        .lines()
-        .find_map(|line| line.strip_prefix("RssAnon:"))
-        .and_then(|value| value.trim().trim_end_matches("kB").trim().parse().ok())
-}
-
 #[tokio::test]
 async fn a_client_that_stops_reading_does_not_grow_keels_memory() {
     let mock = MockModel::start().await;
@@ -188,7 +180,7 @@ async fn a_client_that_stops_reading_does_not_grow_keels_memory() {
         }
         tokio::time::sleep(Duration::from_millis(20)).await;
     };
-    let baseline = rss_anon_kib(pid).unwrap();
+    let baseline = status_kib(pid, "RssAnon").unwrap();
     let prompt = json!({"jsonrpc": "2.0", "id": 3, "method": "session/prompt", "params": {"sessionId": session, "prompt": [{"type": "text", "text": "talk"}]}});
     stdin
         .write_all(format!("{prompt}\n").as_bytes())
@@ -199,7 +191,7 @@ async fn a_client_that_stops_reading_does_not_grow_keels_memory() {
     let mut peak = baseline;
     for _ in 0..100 {
         tokio::time::sleep(Duration::from_millis(50)).await;
-        peak = peak.max(rss_anon_kib(pid).unwrap_or(0));
+        peak = peak.max(status_kib(pid, "RssAnon").unwrap_or(0));
     }
     eprintln!("RssAnon: {baseline} KiB at rest, {peak} KiB at most while unread");
     assert!(
