@@ -16,16 +16,16 @@
 )]
 
 use std::alloc::{GlobalAlloc, Layout, System};
-use std::sync::Arc;
 use std::sync::atomic::{AtomicIsize, Ordering};
 use std::time::{Duration, Instant};
 
-use keel_acp::server::{EngineSessions, SessionFactory};
-use keel_core::agent::{Engine, EngineConfig};
-use keel_core::provider::{ProviderConfig, ProviderKind};
 use keel_testkit::measure::status_kib;
-use keel_testkit::mock_model::{Api, MockModel, Turn};
-use keel_testkit::protocol_fuzz::{Rng, exchange_served, soup};
+use keel_testkit::mock_model::Api;
+use keel_testkit::protocol_fuzz::{Rng, soup};
+
+#[path = "support/wire_world.rs"]
+mod wire_world;
+use wire_world::WireWorld;
 
 struct Counting;
 
@@ -64,56 +64,20 @@ fn main() {
         .skip(1)
         .find_map(|arg| arg.parse().ok())
         .unwrap_or(6_000);
-    let runtime = tokio::runtime::Builder::new_multi_thread()
-        .worker_threads(2)
-        .enable_all()
-        .build()
-        .unwrap();
-    let mock = runtime.block_on(MockModel::start());
-    let workspace = tempfile::tempdir().unwrap();
-    let scratch = tempfile::tempdir().unwrap();
-    let mut config = EngineConfig::new(
-        Arc::new(|_: &str| None),
-        std::fs::canonicalize(scratch.path()).unwrap(),
-    );
-    let mut provider = ProviderConfig::new("anthropic", ProviderKind::Anthropic);
-    provider.base_url = Some(mock.base_url());
-    provider.api_key = Some("bench-key".into());
-    provider.http.retry.max_attempts = 1;
-    config.providers = vec![provider];
-    config.model = Some("anthropic/test-model".into());
-    let factory: Arc<dyn SessionFactory> = Arc::new(EngineSessions::new(Engine::new(config)));
-    let cwd = std::fs::canonicalize(workspace.path())
-        .unwrap()
-        .display()
-        .to_string();
+    let world = WireWorld::new();
     let started = Instant::now();
     let batch = (inputs / 12).max(1);
     println!("inputs  live heap KiB  live blocks  RssAnon KiB");
     for input in 0..inputs {
         let mut rng = Rng::new(input);
-        let lines = soup(&mut rng, &cwd);
+        let lines = soup(&mut rng, &world.cwd);
         let lockstep = rng.chance(50);
-        runtime.block_on(async {
-            mock.forget_requests();
-            // One answer queued for whichever prompt comes; not one more per input.
-            if mock.pending(Api::Anthropic) == 0 {
-                mock.push_anthropic(Turn::text_only("done"));
-            }
-            exchange_served(
-                |(to_client, from_client)| {
-                    keel_acp::server::serve_io(factory.clone(), to_client, from_client)
-                },
-                &lines,
-                lockstep,
-                Duration::from_secs(20),
-            )
-            .await
-            .unwrap();
-        });
+        world.serve(&lines, lockstep).unwrap();
         if input % batch == 0 || input + 1 == inputs {
             // Let timers and spawned clean-ups finish before counting.
-            runtime.block_on(async { tokio::time::sleep(Duration::from_millis(50)).await });
+            world
+                .runtime
+                .block_on(async { tokio::time::sleep(Duration::from_millis(50)).await });
             println!(
                 "{:>6}  {:>13}  {:>11}  {:>11}",
                 input + 1,
@@ -126,6 +90,6 @@ fn main() {
     println!(
         "{inputs} inputs in {:.1?}; mock queue left {}",
         started.elapsed(),
-        mock.pending(Api::Anthropic)
+        world.mock.pending(Api::Anthropic)
     );
 }
