@@ -339,15 +339,39 @@ where
     };
     let port = url.port_or_known_default().unwrap_or(80);
     let mut upstream = connect(filter, &host, port).await?;
+    let forwarded = forwarded_head(method, &url, version, headers, &buffer[head_end..]);
+    upstream
+        .write_all(&forwarded)
+        .await
+        .map_err(|_| Refused::bad("the upstream left"))?;
+    Ok(Some(upstream))
+}
+
+/// The request as sent upstream: the request line in origin form, the client's headers without
+/// the proxy's own (`Proxy-Connection`, `Proxy-Authorization`), and `Host` taken from the URL that
+/// was checked, whatever the client's `Host` said (RFC 9112, 3.2.2: a proxy replaces it), so a
+/// request for an allowed host cannot name another virtual host on the same server.
+fn forwarded_head(
+    method: &str,
+    url: &url::Url,
+    version: &str,
+    headers: &str,
+    body_start: &[u8],
+) -> Vec<u8> {
     let path = match url.query() {
         Some(query) => format!("{}?{query}", url.path()),
         None => url.path().to_owned(),
     };
-    let mut forwarded = format!("{method} {path} {version}\r\n").into_bytes();
-    // The headers as sent, but the proxy's own.
+    let host = url.host_str().unwrap_or_default();
+    let authority = match url.port() {
+        Some(port) => format!("{host}:{port}"),
+        None => host.to_owned(),
+    };
+    let mut forwarded = format!("{method} {path} {version}\r\nHost: {authority}\r\n").into_bytes();
     for header in headers.split("\r\n").filter(|h| !h.is_empty()) {
         let name = header.split(':').next().unwrap_or("").trim();
-        if name.eq_ignore_ascii_case("proxy-connection")
+        if name.eq_ignore_ascii_case("host")
+            || name.eq_ignore_ascii_case("proxy-connection")
             || name.eq_ignore_ascii_case("proxy-authorization")
         {
             continue;
@@ -356,12 +380,8 @@ where
         forwarded.extend_from_slice(b"\r\n");
     }
     forwarded.extend_from_slice(b"\r\n");
-    forwarded.extend_from_slice(&buffer[head_end..]);
-    upstream
-        .write_all(&forwarded)
-        .await
-        .map_err(|_| Refused::bad("the upstream left"))?;
-    Ok(Some(upstream))
+    forwarded.extend_from_slice(body_start);
+    forwarded
 }
 
 /// Reads until the end of the request head; returns the index after its blank line
@@ -472,7 +492,23 @@ async fn connect(filter: &Filter, host: &str, port: u16) -> Result<TcpStream, Re
 
 #[cfg(test)]
 mod tests {
-    use super::split_authority;
+    use super::{forwarded_head, split_authority};
+
+    #[test]
+    fn a_forwarded_request_names_the_checked_host_only() {
+        let url = url::Url::parse("http://allowed.example:8080/a?b=1").unwrap();
+        let head = forwarded_head(
+            "GET",
+            &url,
+            "HTTP/1.1",
+            "Host: other.example\r\nHOST: third.example\r\nProxy-Authorization: x\r\nAccept: */*",
+            b"body",
+        );
+        assert_eq!(
+            String::from_utf8(head).unwrap(),
+            "GET /a?b=1 HTTP/1.1\r\nHost: allowed.example:8080\r\nAccept: */*\r\n\r\nbody"
+        );
+    }
 
     #[test]
     fn authorities_parse() {
