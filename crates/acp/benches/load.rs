@@ -53,6 +53,18 @@ fn percentile(samples: &mut [Duration], percent: usize) -> Duration {
 
 /// CPU time (user + system) `pid` has used so far.
 fn cpu_time(pid: u32) -> Duration {
+    stat_ticks(pid, 10)
+}
+
+/// CPU time (user + system) of the children `pid` has reaped so far: its commands with their
+/// sandbox helpers.
+fn children_cpu_time(pid: u32) -> Duration {
+    stat_ticks(pid, 12)
+}
+
+/// The sum of the two tick counters at `field` and `field + 1` of `/proc/PID/stat`, after the
+/// state.
+fn stat_ticks(pid: u32, field: usize) -> Duration {
     let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap_or_default();
     let fields: Vec<u64> = stat
         .rsplit_once(')')
@@ -62,8 +74,10 @@ fn cpu_time(pid: u32) -> Duration {
                 .collect()
         })
         .unwrap_or_default();
-    // After the state: ppid pgrp session tty tpgid flags minflt cminflt majflt cmajflt utime stime.
-    let ticks = fields.get(10).copied().unwrap_or(0) + fields.get(11).copied().unwrap_or(0);
+    // After the state: ppid pgrp session tty tpgid flags minflt cminflt majflt cmajflt utime
+    // stime cutime cstime.
+    let ticks =
+        fields.get(field).copied().unwrap_or(0) + fields.get(field + 1).copied().unwrap_or(0);
     let hz = 100; // USER_HZ on Linux.
     Duration::from_millis(ticks * 1000 / hz)
 }
@@ -232,6 +246,8 @@ async fn concurrent_sessions(mock: &MockModel, mean_delay: Duration) {
     };
     let started = Instant::now();
     let cpu_before = cpu_time(keel.pid);
+    let own_cpu_before = cpu_time(std::process::id());
+    let commands_cpu_before = children_cpu_time(keel.pid);
     let mut runs = Vec::new();
     for (index, session) in sessions.iter().enumerate() {
         let client = client.clone();
@@ -270,6 +286,8 @@ async fn concurrent_sessions(mock: &MockModel, mean_delay: Duration) {
     }
     let wall = started.elapsed();
     let cpu = cpu_time(keel.pid) - cpu_before;
+    let own_cpu = cpu_time(std::process::id()) - own_cpu_before;
+    let commands_cpu = children_cpu_time(keel.pid) - commands_cpu_before;
     sampler.abort();
     // Every session's own answers, and its own counter, bumped once per turn.
     let mut cross_talk = 0;
@@ -343,6 +361,14 @@ async fn concurrent_sessions(mock: &MockModel, mean_delay: Duration) {
     println!(
         "  keel acp CPU time: {cpu:.2?} in all, {:.2?} a turn (the agent's own work; commands, sandbox helpers and the mock are other processes)",
         cpu / u32::try_from(turns).unwrap()
+    );
+    println!(
+        "  commands' CPU time (sandbox helper, bash, cat): {commands_cpu:.2?} in all, {:.2?} a turn",
+        commands_cpu / u32::try_from(turns).unwrap()
+    );
+    println!(
+        "  the bench's own CPU time (client and mock model): {own_cpu:.2?} in all, {:.2?} a turn",
+        own_cpu / u32::try_from(turns).unwrap()
     );
     println!(
         "  errors {errors}, sessions with cross talk {cross_talk}, processes left behind {leftovers}"

@@ -35,10 +35,27 @@ const RESULT_CHARS: usize = 2_000;
 
 /// The estimated input tokens of a request.
 pub(super) fn estimate_tokens(system: &str, messages: &[Message], tools: &[ToolDefinition]) -> u64 {
-    let bytes = system.len()
-        + serde_json::to_string(messages).map_or(0, |s| s.len())
-        + serde_json::to_string(tools).map_or(0, |s| s.len());
+    let bytes = system.len() + json_len(messages) + json_len(tools);
     (bytes as u64).div_ceil(4)
+}
+
+/// The length of `value` as JSON, counted without building the text.
+fn json_len<T: serde::Serialize + ?Sized>(value: &T) -> usize {
+    struct Count(usize);
+    impl std::io::Write for Count {
+        fn write(&mut self, bytes: &[u8]) -> std::io::Result<usize> {
+            self.0 += bytes.len();
+            Ok(bytes.len())
+        }
+        fn flush(&mut self) -> std::io::Result<()> {
+            Ok(())
+        }
+    }
+    let mut count = Count(0);
+    match serde_json::to_writer(&mut count, value) {
+        Ok(()) => count.0,
+        Err(_) => 0,
+    }
 }
 
 /// Whether `message` opens a turn (a user message with more than tool results).

@@ -384,7 +384,8 @@ impl Session {
             let window = provider.context_window(&model);
             // Tools `tool_search` found (or servers that became ready) join the next request.
             let tools = self.request_tools(window);
-            let estimate = estimate_tokens(&system, &history, &tools);
+            // What the request weighs, estimated once (one counting pass over the history).
+            let mut estimate = estimate_tokens(&system, &history, &tools);
             let ratio = *self
                 .token_ratio
                 .lock()
@@ -406,7 +407,8 @@ impl Session {
                     .await;
                 match compacted {
                     Ok(Some(compaction)) => {
-                        needed = (compaction.after as f64 * ratio).ceil() as u64;
+                        estimate = compaction.after;
+                        needed = (estimate as f64 * ratio).ceil() as u64;
                     }
                     Ok(None) => {}
                     Err(_) if cancel.is_cancelled() => {
@@ -423,7 +425,7 @@ impl Session {
                 model: model.clone(),
                 system: system.clone(),
                 messages: history.clone(),
-                tools: tools.clone(),
+                tools,
                 max_tokens: self.config.max_tokens,
                 thinking_budget: self.thinking_budget(),
             };
@@ -448,7 +450,7 @@ impl Session {
                 Err(StreamEnd::Failed(error)) => return Err(AgentError::Provider(error)),
             };
             if let Some(usage) = response.usage {
-                let sent = estimate_tokens(&system, &history, &tools).max(1);
+                let sent = estimate.max(1);
                 *self
                     .token_ratio
                     .lock()

@@ -9,7 +9,8 @@ use std::collections::HashMap;
 use eventsource_stream::Event;
 use futures::future::BoxFuture;
 use reqwest::header::{HeaderMap, HeaderValue};
-use serde_json::{Value, json};
+use serde::Serialize;
+use serde_json::Value;
 
 use super::http::{Endpoint, HttpSettings, build_client, fetch_models, open_stream, secret_header};
 use super::sse::{Decoder, ToolCalls, parse_data};
@@ -85,113 +86,213 @@ impl AnthropicProvider {
         self
     }
 
-    /// The JSON body sent for `request`.
-    pub fn request_body(request: &ModelRequest) -> Value {
-        let mut body = json!({
-            "model": request.model,
-            "max_tokens": request.max_tokens,
-            "stream": true,
-            "messages": messages(&request.messages),
-        });
-        if !request.system.is_empty() {
-            body["system"] = json!([{
-                "type": "text",
-                "text": request.system,
-                "cache_control": {"type": "ephemeral"},
-            }]);
-        }
-        if !request.tools.is_empty() {
-            let mut tools: Vec<Value> = request
+    /// The JSON body sent for `request`, serialized straight from the conversation: no JSON
+    /// tree is built and nothing is copied, so a long history costs one pass.
+    pub fn request_body(request: &ModelRequest) -> Result<Vec<u8>, ProviderError> {
+        let thinking = request
+            .thinking_budget
+            .filter(|_| request.max_tokens > MIN_THINKING_BUDGET)
+            .map(|budget| Thinking {
+                kind: "enabled",
+                budget_tokens: budget.clamp(MIN_THINKING_BUDGET, request.max_tokens - 1),
+            });
+        let last_tool = request.tools.len().saturating_sub(1);
+        let body = Body {
+            model: &request.model,
+            max_tokens: request.max_tokens,
+            stream: true,
+            messages: messages(&request.messages),
+            system: (!request.system.is_empty()).then(|| {
+                [SystemText {
+                    kind: "text",
+                    text: &request.system,
+                    cache_control: EPHEMERAL,
+                }]
+            }),
+            tools: request
                 .tools
                 .iter()
-                .map(|tool| {
-                    json!({
-                        "name": tool.name,
-                        "description": tool.description,
-                        "input_schema": tool.input_schema,
-                    })
+                .enumerate()
+                .map(|(index, tool)| WireTool {
+                    name: &tool.name,
+                    description: &tool.description,
+                    input_schema: &tool.input_schema,
+                    cache_control: (index == last_tool).then_some(EPHEMERAL),
                 })
-                .collect();
-            if let Some(last) = tools.last_mut() {
-                last["cache_control"] = json!({"type": "ephemeral"});
+                .collect(),
+            thinking,
+        };
+        serde_json::to_vec(&body).map_err(|error| ProviderError::Config(error.to_string()))
+    }
+}
+
+/// The Messages API request body.
+#[derive(Serialize)]
+struct Body<'a> {
+    model: &'a str,
+    max_tokens: u32,
+    stream: bool,
+    messages: Vec<WireMessage<'a>>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    system: Option<[SystemText<'a>; 1]>,
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    tools: Vec<WireTool<'a>>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    thinking: Option<Thinking>,
+}
+
+/// `{"type": "ephemeral"}`: a prompt-cache breakpoint.
+#[derive(Clone, Copy, Serialize)]
+struct CacheControl {
+    #[serde(rename = "type")]
+    kind: &'static str,
+}
+
+const EPHEMERAL: CacheControl = CacheControl { kind: "ephemeral" };
+
+#[derive(Serialize)]
+struct SystemText<'a> {
+    #[serde(rename = "type")]
+    kind: &'static str,
+    text: &'a str,
+    cache_control: CacheControl,
+}
+
+#[derive(Serialize)]
+struct WireTool<'a> {
+    name: &'a str,
+    description: &'a str,
+    input_schema: &'a Value,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    cache_control: Option<CacheControl>,
+}
+
+#[derive(Serialize)]
+struct Thinking {
+    #[serde(rename = "type")]
+    kind: &'static str,
+    budget_tokens: u32,
+}
+
+#[derive(Serialize)]
+struct WireMessage<'a> {
+    role: Role,
+    content: Vec<WireBlock<'a>>,
+}
+
+/// One content block: a [`Part`] as Anthropic takes it, with an optional cache breakpoint.
+struct WireBlock<'a> {
+    part: &'a Part,
+    cached: bool,
+}
+
+#[derive(Serialize)]
+struct ImageSource<'a> {
+    #[serde(rename = "type")]
+    kind: &'static str,
+    media_type: &'a str,
+    data: &'a str,
+}
+
+impl Serialize for WireBlock<'_> {
+    fn serialize<S: serde::Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        use serde::ser::SerializeMap as _;
+        let mut map = serializer.serialize_map(None)?;
+        match self.part {
+            Part::Text(text) => {
+                map.serialize_entry("type", "text")?;
+                map.serialize_entry("text", text)?;
             }
-            body["tools"] = Value::Array(tools);
+            Part::Image { media_type, data } => {
+                map.serialize_entry("type", "image")?;
+                let source = ImageSource {
+                    kind: "base64",
+                    media_type,
+                    data,
+                };
+                map.serialize_entry("source", &source)?;
+            }
+            Part::Thinking { text, signature } => {
+                map.serialize_entry("type", "thinking")?;
+                map.serialize_entry("thinking", text)?;
+                map.serialize_entry("signature", signature)?;
+            }
+            Part::RedactedThinking { data } => {
+                map.serialize_entry("type", "redacted_thinking")?;
+                map.serialize_entry("data", data)?;
+            }
+            Part::ToolUse { id, name, input } => {
+                map.serialize_entry("type", "tool_use")?;
+                map.serialize_entry("id", id)?;
+                map.serialize_entry("name", name)?;
+                map.serialize_entry("input", input)?;
+            }
+            Part::ToolResult {
+                tool_use_id,
+                content,
+                is_error,
+            } => {
+                map.serialize_entry("type", "tool_result")?;
+                map.serialize_entry("tool_use_id", tool_use_id)?;
+                // Anthropic rejects an empty content on an error result.
+                let content = if content.is_empty() {
+                    "(no output)"
+                } else {
+                    content
+                };
+                map.serialize_entry("content", content)?;
+                map.serialize_entry("is_error", is_error)?;
+            }
         }
-        if let Some(budget) = request.thinking_budget
-            && request.max_tokens > MIN_THINKING_BUDGET
-        {
-            let budget = budget.clamp(MIN_THINKING_BUDGET, request.max_tokens - 1);
-            body["thinking"] = json!({"type": "enabled", "budget_tokens": budget});
+        if self.cached {
+            map.serialize_entry("cache_control", &EPHEMERAL)?;
         }
-        body
+        map.end()
     }
 }
 
 /// The `messages` array: empty messages skipped, a cache breakpoint on the last block.
-fn messages(messages: &[Message]) -> Vec<Value> {
-    let mut out: Vec<Value> = messages
+fn messages(messages: &[Message]) -> Vec<WireMessage<'_>> {
+    let mut out: Vec<WireMessage<'_>> = messages
         .iter()
         .filter_map(|message| {
-            let content: Vec<Value> = message.content.iter().filter_map(block).collect();
-            let role = match message.role {
-                Role::User => "user",
-                Role::Assistant => "assistant",
-            };
-            (!content.is_empty()).then(|| json!({"role": role, "content": content}))
+            let content: Vec<WireBlock<'_>> = message
+                .content
+                .iter()
+                .filter(|part| sendable(part))
+                .map(|part| WireBlock {
+                    part,
+                    cached: false,
+                })
+                .collect();
+            (!content.is_empty()).then_some(WireMessage {
+                role: message.role,
+                content,
+            })
         })
         .collect();
-    let last_blocks = out
-        .last_mut()
-        .and_then(|message| message.get_mut("content"))
-        .and_then(Value::as_array_mut);
-    if let Some(blocks) = last_blocks
-        && let Some(block) = blocks.iter_mut().rev().find(|block| {
-            // Thinking blocks cannot carry cache_control.
+    // Thinking blocks cannot carry cache_control.
+    if let Some(block) = out.last_mut().and_then(|message| {
+        message.content.iter_mut().rev().find(|block| {
             !matches!(
-                block["type"].as_str(),
-                Some("thinking" | "redacted_thinking")
+                block.part,
+                Part::Thinking { .. } | Part::RedactedThinking { .. }
             )
         })
-    {
-        block["cache_control"] = json!({"type": "ephemeral"});
+    }) {
+        block.cached = true;
     }
     out
 }
 
-/// One content block, or `None` for parts Anthropic would reject.
-fn block(part: &Part) -> Option<Value> {
-    Some(match part {
-        Part::Text(text) if text.is_empty() => return None,
-        Part::Text(text) => json!({"type": "text", "text": text}),
-        Part::Image { media_type, data } => json!({
-            "type": "image",
-            "source": {"type": "base64", "media_type": media_type, "data": data},
-        }),
-        Part::Thinking {
-            text,
-            signature: Some(signature),
-        } => {
-            json!({"type": "thinking", "thinking": text, "signature": signature})
-        }
-        Part::Thinking {
-            signature: None, ..
-        } => return None,
-        Part::RedactedThinking { data } => json!({"type": "redacted_thinking", "data": data}),
-        Part::ToolUse { id, name, input } => {
-            json!({"type": "tool_use", "id": id, "name": name, "input": input})
-        }
-        Part::ToolResult {
-            tool_use_id,
-            content,
-            is_error,
-        } => json!({
-            "type": "tool_result",
-            "tool_use_id": tool_use_id,
-            // Anthropic rejects an empty content on an error result.
-            "content": if content.is_empty() { "(no output)" } else { content },
-            "is_error": is_error,
-        }),
-    })
+/// Whether Anthropic takes `part`: not an empty text, nor a thinking block without its
+/// signature.
+fn sendable(part: &Part) -> bool {
+    match part {
+        Part::Text(text) => !text.is_empty(),
+        Part::Thinking { signature, .. } => signature.is_some(),
+        _ => true,
+    }
 }
 
 impl Provider for AnthropicProvider {
@@ -201,11 +302,12 @@ impl Provider for AnthropicProvider {
 
     fn stream(&self, request: ModelRequest) -> BoxFuture<'_, Result<ModelStream, ProviderError>> {
         Box::pin(async move {
-            let body = Self::request_body(&request);
+            let body = Self::request_body(&request)?;
             open_stream(
                 &self.client,
                 &self.endpoint,
-                &body,
+                body,
+                &request.model,
                 &self.settings,
                 AnthropicDecoder::default,
             )

@@ -247,7 +247,8 @@ pub(crate) fn join_url(base: &str, path: &str) -> String {
 pub(crate) async fn open_stream<D, F>(
     client: &reqwest::Client,
     endpoint: &Endpoint,
-    body: &serde_json::Value,
+    body: Vec<u8>,
+    model: &str,
     settings: &HttpSettings,
     mut new_decoder: F,
 ) -> Result<ModelStream, ProviderError>
@@ -255,12 +256,6 @@ where
     D: Decoder,
     F: FnMut() -> D,
 {
-    let body_model = body
-        .get("model")
-        .and_then(serde_json::Value::as_str)
-        .map(str::to_owned);
-    let body =
-        serde_json::to_vec(body).map_err(|error| ProviderError::Config(error.to_string()))?;
     let body = bytes::Bytes::from(body);
     let result = with_retries(&settings.retry, |attempt| {
         let decoder = new_decoder();
@@ -285,10 +280,7 @@ where
     .await;
     match result {
         Ok(stream) => Ok(stream),
-        Err(error) => {
-            let model = body_model.as_deref().unwrap_or("");
-            Err(explain_unknown_model(client, endpoint, model, error).await)
-        }
+        Err(error) => Err(explain_unknown_model(client, endpoint, model, error).await),
     }
 }
 

@@ -7,12 +7,14 @@
 //! reasoning arrives as `reasoning_content` (DeepSeek, vLLM) or `reasoning` (OpenRouter, Ollama)
 //! deltas and becomes [`ModelEvent::ThinkingDelta`].
 
+use std::borrow::Cow;
 use std::collections::HashMap;
 
 use eventsource_stream::Event;
 use futures::future::BoxFuture;
 use reqwest::header::HeaderMap;
-use serde_json::{Value, json};
+use serde::Serialize;
+use serde_json::Value;
 
 use super::http::{Endpoint, HttpSettings, build_client, fetch_models, open_stream, secret_header};
 use super::sse::{Decoder, ToolCalls, parse_data};
@@ -109,54 +111,148 @@ impl OpenAiProvider {
         self
     }
 
-    /// The JSON body sent for `request`.
-    pub fn request_body(&self, request: &ModelRequest) -> Value {
-        let mut messages = Vec::new();
+    /// The JSON body sent for `request`, serialized straight from the conversation: no JSON
+    /// tree is built, so a long history costs one pass.
+    pub fn request_body(&self, request: &ModelRequest) -> Result<Vec<u8>, ProviderError> {
+        let mut messages = Vec::with_capacity(request.messages.len() + 1);
         if !request.system.is_empty() {
-            messages.push(json!({"role": "system", "content": request.system}));
+            messages.push(ChatMessage::System {
+                content: &request.system,
+            });
         }
         for message in &request.messages {
             push_message(message, &mut messages);
         }
-        let mut body = json!({
-            "model": request.model,
-            "messages": messages,
-            "stream": true,
-            "stream_options": {"include_usage": true},
-        });
-        let limit = match self.max_tokens_param {
-            MaxTokensParam::MaxCompletionTokens => "max_completion_tokens",
-            MaxTokensParam::MaxTokens => "max_tokens",
+        let (max_completion_tokens, max_tokens) = match self.max_tokens_param {
+            MaxTokensParam::MaxCompletionTokens => (Some(request.max_tokens), None),
+            MaxTokensParam::MaxTokens => (None, Some(request.max_tokens)),
         };
-        body[limit] = json!(request.max_tokens);
-        if !request.tools.is_empty() {
-            let tools: Vec<Value> = request
+        let body = ChatBody {
+            model: &request.model,
+            messages,
+            stream: true,
+            stream_options: StreamOptions {
+                include_usage: true,
+            },
+            max_completion_tokens,
+            max_tokens,
+            tools: request
                 .tools
                 .iter()
-                .map(|tool| {
-                    json!({"type": "function", "function": {
-                        "name": tool.name,
-                        "description": tool.description,
-                        "parameters": tool.input_schema,
-                    }})
+                .map(|tool| FunctionTool {
+                    kind: "function",
+                    function: FunctionDefinition {
+                        name: &tool.name,
+                        description: &tool.description,
+                        parameters: &tool.input_schema,
+                    },
                 })
-                .collect();
-            body["tools"] = Value::Array(tools);
-        }
-        if let Some(budget) = request.thinking_budget {
-            let effort = match budget {
+                .collect(),
+            reasoning_effort: request.thinking_budget.map(|budget| match budget {
                 0..=4096 => "low",
                 4097..=16384 => "medium",
                 _ => "high",
-            };
-            body["reasoning_effort"] = json!(effort);
-        }
-        body
+            }),
+        };
+        serde_json::to_vec(&body).map_err(|error| ProviderError::Config(error.to_string()))
     }
 }
 
+/// The Chat Completions request body.
+#[derive(Serialize)]
+struct ChatBody<'a> {
+    model: &'a str,
+    messages: Vec<ChatMessage<'a>>,
+    stream: bool,
+    stream_options: StreamOptions,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    max_completion_tokens: Option<u32>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    max_tokens: Option<u32>,
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    tools: Vec<FunctionTool<'a>>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    reasoning_effort: Option<&'static str>,
+}
+
+#[derive(Serialize)]
+struct StreamOptions {
+    include_usage: bool,
+}
+
+#[derive(Serialize)]
+struct FunctionTool<'a> {
+    #[serde(rename = "type")]
+    kind: &'static str,
+    function: FunctionDefinition<'a>,
+}
+
+#[derive(Serialize)]
+struct FunctionDefinition<'a> {
+    name: &'a str,
+    description: &'a str,
+    parameters: &'a Value,
+}
+
+/// One Chat Completions message.
+#[derive(Serialize)]
+#[serde(tag = "role", rename_all = "snake_case")]
+enum ChatMessage<'a> {
+    System {
+        content: &'a str,
+    },
+    Tool {
+        tool_call_id: &'a str,
+        content: Cow<'a, str>,
+    },
+    User {
+        content: UserContent<'a>,
+    },
+    Assistant {
+        /// `null` when the message is only tool calls.
+        content: Option<String>,
+        #[serde(skip_serializing_if = "Vec::is_empty")]
+        tool_calls: Vec<ToolCall<'a>>,
+    },
+}
+
+/// A user message's content: one string when it is all text, parts otherwise.
+#[derive(Serialize)]
+#[serde(untagged)]
+enum UserContent<'a> {
+    Text(String),
+    Parts(Vec<UserPart<'a>>),
+}
+
+#[derive(Serialize)]
+#[serde(tag = "type", rename_all = "snake_case")]
+enum UserPart<'a> {
+    Text { text: &'a str },
+    ImageUrl { image_url: ImageUrl },
+}
+
+#[derive(Serialize)]
+struct ImageUrl {
+    url: String,
+}
+
+#[derive(Serialize)]
+struct ToolCall<'a> {
+    id: &'a str,
+    #[serde(rename = "type")]
+    kind: &'static str,
+    function: FunctionCall<'a>,
+}
+
+#[derive(Serialize)]
+struct FunctionCall<'a> {
+    name: &'a str,
+    /// The arguments as a JSON string.
+    arguments: String,
+}
+
 /// Appends the Chat Completions messages for `message`.
-fn push_message(message: &Message, out: &mut Vec<Value>) {
+fn push_message<'a>(message: &'a Message, out: &mut Vec<ChatMessage<'a>>) {
     match message.role {
         Role::User => {
             // Tool results first: they must directly follow the assistant's tool calls.
@@ -167,63 +263,63 @@ fn push_message(message: &Message, out: &mut Vec<Value>) {
                         tool_use_id,
                         content: text,
                         is_error,
-                    } => {
-                        let text = if *is_error {
-                            format!("Error: {text}")
+                    } => out.push(ChatMessage::Tool {
+                        tool_call_id: tool_use_id,
+                        content: if *is_error {
+                            Cow::Owned(format!("Error: {text}"))
                         } else {
-                            text.clone()
-                        };
-                        out.push(
-                            json!({"role": "tool", "tool_call_id": tool_use_id, "content": text}),
-                        );
-                    }
-                    Part::Text(text) if !text.is_empty() => {
-                        content.push(json!({"type": "text", "text": text}));
-                    }
-                    Part::Image { media_type, data } => content.push(json!({
-                        "type": "image_url",
-                        "image_url": {"url": format!("data:{media_type};base64,{data}")},
-                    })),
+                            Cow::Borrowed(text)
+                        },
+                    }),
+                    Part::Text(text) if !text.is_empty() => content.push(UserPart::Text { text }),
+                    Part::Image { media_type, data } => content.push(UserPart::ImageUrl {
+                        image_url: ImageUrl {
+                            url: format!("data:{media_type};base64,{data}"),
+                        },
+                    }),
                     _ => {}
                 }
             }
             if content.is_empty() {
                 return;
             }
-            let all_text = content.iter().all(|part| part["type"] == "text");
-            let content = if all_text {
-                let texts: Vec<&str> = content.iter().filter_map(|p| p["text"].as_str()).collect();
-                Value::String(texts.join("\n\n"))
-            } else {
-                Value::Array(content)
+            let texts: Option<Vec<&str>> = content
+                .iter()
+                .map(|part| match part {
+                    UserPart::Text { text } => Some(*text),
+                    UserPart::ImageUrl { .. } => None,
+                })
+                .collect();
+            let content = match texts {
+                Some(texts) => UserContent::Text(texts.join("\n\n")),
+                None => UserContent::Parts(content),
             };
-            out.push(json!({"role": "user", "content": content}));
+            out.push(ChatMessage::User { content });
         }
         Role::Assistant => {
             let mut text = String::new();
-            let mut calls = Vec::new();
+            let mut tool_calls = Vec::new();
             for part in &message.content {
                 match part {
                     Part::Text(chunk) => text.push_str(chunk),
-                    Part::ToolUse { id, name, input } => calls.push(json!({
-                        "id": id,
-                        "type": "function",
-                        "function": {"name": name, "arguments": input.to_string()},
-                    })),
+                    Part::ToolUse { id, name, input } => tool_calls.push(ToolCall {
+                        id,
+                        kind: "function",
+                        function: FunctionCall {
+                            name,
+                            arguments: input.to_string(),
+                        },
+                    }),
                     _ => {}
                 }
             }
-            if text.is_empty() && calls.is_empty() {
+            if text.is_empty() && tool_calls.is_empty() {
                 return;
             }
-            let mut assistant = json!({
-                "role": "assistant",
-                "content": if text.is_empty() { Value::Null } else { Value::String(text) },
+            out.push(ChatMessage::Assistant {
+                content: (!text.is_empty()).then_some(text),
+                tool_calls,
             });
-            if !calls.is_empty() {
-                assistant["tool_calls"] = Value::Array(calls);
-            }
-            out.push(assistant);
         }
     }
 }
@@ -235,11 +331,12 @@ impl Provider for OpenAiProvider {
 
     fn stream(&self, request: ModelRequest) -> BoxFuture<'_, Result<ModelStream, ProviderError>> {
         Box::pin(async move {
-            let body = self.request_body(&request);
+            let body = self.request_body(&request)?;
             open_stream(
                 &self.client,
                 &self.endpoint,
-                &body,
+                body,
+                &request.model,
                 &self.settings,
                 OpenAiDecoder::default,
             )

@@ -236,13 +236,19 @@ async fn thinking_budget_is_clamped_below_max_tokens() {
     let mut request = simple_request("hi");
     request.max_tokens = 4000;
     request.thinking_budget = Some(10_000);
-    let body = keel_core::provider::AnthropicProvider::request_body(&request);
+    let body: serde_json::Value = serde_json::from_slice(
+        &keel_core::provider::AnthropicProvider::request_body(&request).unwrap(),
+    )
+    .unwrap();
     assert_eq!(
         body["thinking"],
         json!({"type": "enabled", "budget_tokens": 3999})
     );
     request.max_tokens = 1000;
-    let body = keel_core::provider::AnthropicProvider::request_body(&request);
+    let body: serde_json::Value = serde_json::from_slice(
+        &keel_core::provider::AnthropicProvider::request_body(&request).unwrap(),
+    )
+    .unwrap();
     assert_eq!(body.get("thinking"), None);
     // The last message's last block carries the breakpoint even without tools or system.
     assert_eq!(
@@ -288,7 +294,10 @@ async fn redacted_thinking_round_trips() {
             keel_core::provider::Part::Text("answer".into()),
         ],
     });
-    let body = keel_core::provider::AnthropicProvider::request_body(&request);
+    let body: serde_json::Value = serde_json::from_slice(
+        &keel_core::provider::AnthropicProvider::request_body(&request).unwrap(),
+    )
+    .unwrap();
     assert_eq!(
         body["messages"][1]["content"],
         json!([

@@ -148,7 +148,8 @@ async fn official_endpoint_uses_max_completion_tokens_and_no_key_sends_no_auth()
         Default::default(),
     )
     .unwrap();
-    let body = official.request_body(&simple_request("hi"));
+    let body: serde_json::Value =
+        serde_json::from_slice(&official.request_body(&simple_request("hi")).unwrap()).unwrap();
     assert_eq!(body["max_completion_tokens"], json!(1024));
     assert_eq!(body.get("max_tokens"), None);
 
