@@ -40,7 +40,7 @@ pub(super) fn estimate_tokens(system: &str, messages: &[Message], tools: &[ToolD
 }
 
 /// The length of `value` as JSON, counted without building the text.
-fn json_len<T: serde::Serialize + ?Sized>(value: &T) -> usize {
+pub(super) fn json_len<T: serde::Serialize + ?Sized>(value: &T) -> usize {
     struct Count(usize);
     impl std::io::Write for Count {
         fn write(&mut self, bytes: &[u8]) -> std::io::Result<usize> {

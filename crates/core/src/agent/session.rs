@@ -58,6 +58,9 @@ pub struct Session {
     pub(super) thinking_budget: Mutex<Option<u32>>,
     /// The session's MCP servers and their tools.
     pub(super) mcp: crate::mcp::McpHub,
+    /// The registry's tools as the model is offered them, built at the first request (the
+    /// registry does not change during a session; the schemas are shared by every request).
+    pub(super) bundled_definitions: std::sync::OnceLock<Vec<crate::provider::ToolDefinition>>,
 }
 
 /// The project's configuration as the session opened it.
@@ -122,6 +125,7 @@ impl Session {
             children: Arc::default(),
             thinking_budget: Mutex::new(thinking_budget),
             mcp: crate::mcp::McpHub::default(),
+            bundled_definitions: std::sync::OnceLock::new(),
         }
     }
 

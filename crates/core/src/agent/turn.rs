@@ -189,24 +189,24 @@ impl Session {
             self.runtime.root(),
             self.policy.trust().is_trusted(),
         );
-        let definition = |spec: &crate::tool::ToolSpec| {
-            let mut description = spec.description.clone();
-            // The agents a `task` call may name, one line each.
-            if spec.id == crate::tools::task::TASK_TOOL_ID && !agents.is_empty() {
-                description.push_str(&super::agents_listing(&agents));
-            }
-            ToolDefinition {
-                name: spec.id.clone(),
-                description,
-                input_schema: spec.model_schema(),
-            }
-        };
-        let mut tools: Vec<ToolDefinition> = self
-            .registry
-            .specs()
-            .filter(|spec| !spec.unavailable && spec.id != TOOL_SEARCH)
-            .map(definition)
-            .collect();
+        let mut tools = self
+            .bundled_definitions
+            .get_or_init(|| {
+                self.registry
+                    .specs()
+                    .filter(|spec| !spec.unavailable && spec.id != TOOL_SEARCH)
+                    .map(ToolDefinition::of)
+                    .collect()
+            })
+            .clone();
+        // The agents a `task` call may name, one line each.
+        if !agents.is_empty()
+            && let Some(task) = tools
+                .iter_mut()
+                .find(|tool| tool.name == crate::tools::task::TASK_TOOL_ID)
+        {
+            task.description.push_str(&super::agents_listing(&agents));
+        }
         let extensions: Vec<_> = self
             .mcp
             .tools()
@@ -215,11 +215,13 @@ impl Session {
             .collect();
         let offered: Vec<ToolDefinition> = extensions
             .iter()
-            .map(|tool| definition(tool.spec()))
+            .map(|tool| ToolDefinition::of(tool.spec()))
             .collect();
         let bytes: usize = offered
             .iter()
-            .map(|d| d.name.len() + d.description.len() + d.input_schema.to_string().len())
+            .map(|d| {
+                d.name.len() + d.description.len() + super::compact::json_len(&*d.input_schema)
+            })
             .sum();
         let budget = (window as f64 * 4.0 * self.config.tool_search_budget) as usize;
         if offered.len() <= self.config.tool_search_max_tools && bytes <= budget {
@@ -242,7 +244,7 @@ impl Session {
                 ))));
         }
         if let Some(search) = self.registry.get(TOOL_SEARCH) {
-            tools.push(definition(search.spec()));
+            tools.push(ToolDefinition::of(search.spec()));
         }
         let selected = self.state.selected_tools();
         tools.extend(

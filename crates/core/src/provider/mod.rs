@@ -158,8 +158,19 @@ pub struct ToolDefinition {
     pub name: String,
     /// What the tool does, for the model.
     pub description: String,
-    /// JSON Schema of the arguments object.
-    pub input_schema: serde_json::Value,
+    /// JSON Schema of the arguments object, shared by every request that offers the tool.
+    pub input_schema: std::sync::Arc<serde_json::Value>,
+}
+
+impl ToolDefinition {
+    /// The definition the model is sent for `spec`.
+    pub fn of(spec: &crate::tool::ToolSpec) -> Self {
+        Self {
+            name: spec.id.clone(),
+            description: spec.description.clone(),
+            input_schema: std::sync::Arc::new(spec.model_schema()),
+        }
+    }
 }
 
 /// One request to the model.

@@ -69,12 +69,14 @@ pub fn tools() -> Vec<ToolDefinition> {
         ToolDefinition {
             name: "read_file".into(),
             description: "Read a file".into(),
-            input_schema: json!({"type": "object", "properties": {"path": {"type": "string"}}}),
+            input_schema: json!({"type": "object", "properties": {"path": {"type": "string"}}})
+                .into(),
         },
         ToolDefinition {
             name: "grep".into(),
             description: "Search files".into(),
-            input_schema: json!({"type": "object", "properties": {"pattern": {"type": "string"}}}),
+            input_schema: json!({"type": "object", "properties": {"pattern": {"type": "string"}}})
+                .into(),
         },
     ]
 }
