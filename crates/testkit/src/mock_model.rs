@@ -247,6 +247,8 @@ struct State {
     anthropic: VecDeque<Reply>,
     openai: VecDeque<Reply>,
     responder: Option<Responder>,
+    /// See [`MockModel::lean`].
+    lean: bool,
     requests: Vec<RecordedRequest>,
     disconnects: usize,
     models: Vec<String>,
@@ -343,10 +345,17 @@ impl MockModel {
         }
     }
 
-    /// Queues `turn` as an Anthropic stream.
     /// Drops the requests recorded so far (a long fuzz run would otherwise keep them all).
     pub fn forget_requests(&self) {
         self.shared.lock().requests.clear();
+    }
+
+    /// Keeps no requests and parses a body only for a [`Responder`]: for benchmarks of many or
+    /// large requests, where the mock's own recording would be part of what is measured.
+    pub fn lean(&self) {
+        let mut state = self.shared.lock();
+        state.lean = true;
+        state.requests.clear();
     }
 
     /// Answers every request that finds its queue empty with `responder`.
@@ -445,7 +454,7 @@ async fn serve_connection(stream: TcpStream, shared: Arc<Shared>) {
         writer,
         buffer: Vec::new(),
     };
-    while let Some(request) = read_request(&mut connection).await {
+    while let Some(mut request) = read_request(&mut connection).await {
         if request.method == "GET" && is_models_path(&request.path) {
             let reply = {
                 let mut state = shared.lock();
@@ -465,11 +474,21 @@ async fn serve_connection(stream: TcpStream, shared: Arc<Shared>) {
                 Outcome::Close | Outcome::ClientGone => break,
             }
         }
+        let (keep, parse) = {
+            let state = shared.lock();
+            (!state.lean, !state.lean || state.responder.is_some())
+        };
+        if parse {
+            request.body = serde_json::from_str(&request.raw_body).unwrap_or(Value::Null);
+        }
         let reply = route(&shared, &request);
-        let index = {
+        // A request that is not kept has no index: its disconnect is only counted.
+        let index = if keep {
             let mut state = shared.lock();
             state.requests.push(request);
             state.requests.len() - 1
+        } else {
+            usize::MAX
         };
         match send_reply(&mut connection, reply).await {
             Outcome::KeepAlive => {}
@@ -547,17 +566,15 @@ async fn read_request(connection: &mut Connection) -> Option<RecordedRequest> {
             return None;
         }
     }
-    let raw: Vec<u8> = connection
-        .buffer
-        .drain(..body_start + length)
-        .skip(body_start)
-        .collect();
-    let raw_body = String::from_utf8_lossy(&raw).into_owned();
+    let rest = connection.buffer.split_off(body_start + length);
+    let raw_body = String::from_utf8_lossy(&connection.buffer[body_start..]).into_owned();
+    connection.buffer = rest;
     Some(RecordedRequest {
         method,
         path,
         headers,
-        body: serde_json::from_str(&raw_body).unwrap_or(Value::Null),
+        // Parsed by the caller when it is wanted (see `MockModel::lean`).
+        body: Value::Null,
         raw_body,
         received_at: Instant::now(),
         client_disconnected: false,
@@ -566,14 +583,8 @@ async fn read_request(connection: &mut Connection) -> Option<RecordedRequest> {
 
 /// Reads more bytes into the buffer; `false` on EOF or error.
 async fn fill(connection: &mut Connection) -> bool {
-    let mut chunk = [0u8; 8192];
-    match connection.reader.read(&mut chunk).await {
-        Ok(0) | Err(_) => false,
-        Ok(read) => {
-            connection.buffer.extend_from_slice(&chunk[..read]);
-            true
-        }
-    }
+    connection.buffer.reserve(64 * 1024);
+    matches!(connection.reader.read_buf(&mut connection.buffer).await, Ok(read) if read > 0)
 }
 
 fn find(haystack: &[u8], needle: &[u8]) -> Option<usize> {
