@@ -42,7 +42,8 @@ use agent_client_protocol::v1::schema::{
     SetSessionConfigOptionRequest, SetSessionConfigOptionResponse, SetSessionModeRequest,
     SetSessionModeResponse,
 };
-use agent_client_protocol::{Agent, ConnectTo};
+use agent_client_protocol::v1::{ConnectionTo, Responder};
+use agent_client_protocol::{Agent, Client, ConnectTo, JsonRpcResponse};
 use keel_core::agent::Engine;
 
 pub use connection::agent_capabilities;
@@ -125,6 +126,33 @@ fn ignore_closed(
     Ok(())
 }
 
+/// Opens a session on a task of its own (opening waits on the store and the engine, and the
+/// dispatch loop must keep reading): `open` makes it, `opened` answers the request with it; a
+/// failure to open answers with its error. An answer the closed connection cannot take is
+/// only logged.
+fn spawn_open<S, T, F>(
+    state: &Arc<ConnectionState>,
+    cx: &ConnectionTo<Client>,
+    responder: Responder<T>,
+    open: impl FnOnce(Arc<ConnectionState>, ConnectionTo<Client>) -> F,
+    opened: impl FnOnce(&ConnectionState, S, Responder<T>) -> Result<(), agent_client_protocol::Error>
+    + Send
+    + 'static,
+) -> Result<(), agent_client_protocol::Error>
+where
+    T: JsonRpcResponse + Send + 'static,
+    F: Future<Output = Result<S, ServerError>> + Send + 'static,
+{
+    let opening = open(state.clone(), cx.clone());
+    let state = state.clone();
+    cx.spawn(async move {
+        match opening.await {
+            Ok(opened_session) => ignore_closed(opened(&state, opened_session, responder)),
+            Err(error) => ignore_closed(responder.respond_with_error(error.to_rpc())),
+        }
+    })
+}
+
 /// The agent's handlers, one per method, connected to `transport`.
 async fn connect(
     state: Arc<ConnectionState>,
@@ -146,22 +174,21 @@ async fn connect(
             {
                 let state = state.clone();
                 async move |request: NewSessionRequest, responder, cx| {
-                    let state = state.clone();
-                    let connection = cx.clone();
-                    cx.spawn(async move {
-                        match state.new_session(request, connection).await {
-                            Ok((session, response)) => {
-                                let sent = responder.respond(response);
-                                session.announce();
-                                session.start();
-                                state.discover_models(&session);
-                                ignore_closed(sent)
-                            }
-                            Err(error) => {
-                                ignore_closed(responder.respond_with_error(error.to_rpc()))
-                            }
-                        }
-                    })
+                    spawn_open(
+                        &state,
+                        &cx,
+                        responder,
+                        |state, connection| async move {
+                            state.new_session(request, connection).await
+                        },
+                        |state, (session, response), responder| {
+                            let sent = responder.respond(response);
+                            session.announce();
+                            session.start();
+                            state.discover_models(&session);
+                            sent
+                        },
+                    )
                 }
             },
             agent_client_protocol::on_receive_request!(),
@@ -267,37 +294,33 @@ async fn connect(
             {
                 let state = state.clone();
                 async move |request: LoadSessionRequest, responder, cx| {
-                    let state = state.clone();
-                    let connection = cx.clone();
-                    cx.spawn(async move {
-                        let reopened = state
-                            .reopen(
-                                request.session_id,
-                                Some(request.cwd),
-                                request.additional_directories,
-                                connection,
-                                request.mcp_servers,
-                            )
-                            .await;
-                        match reopened {
-                            Ok(session) => {
-                                // Every replayed update is queued before the answer.
-                                session.announce();
-                                session.replay();
-                                state.discover_models(&session);
-                                ignore_closed(
-                                    responder.respond(
-                                        LoadSessionResponse::new()
-                                            .modes(modes::mode_state(session.mode()))
-                                            .config_options(session.config_options()),
-                                    ),
+                    spawn_open(
+                        &state,
+                        &cx,
+                        responder,
+                        |state, connection| async move {
+                            state
+                                .reopen(
+                                    request.session_id,
+                                    Some(request.cwd),
+                                    request.additional_directories,
+                                    connection,
+                                    request.mcp_servers,
                                 )
-                            }
-                            Err(error) => {
-                                ignore_closed(responder.respond_with_error(error.to_rpc()))
-                            }
-                        }
-                    })
+                                .await
+                        },
+                        |state, session, responder| {
+                            // Every replayed update is queued before the answer.
+                            session.announce();
+                            session.replay();
+                            state.discover_models(&session);
+                            responder.respond(
+                                LoadSessionResponse::new()
+                                    .modes(modes::mode_state(session.mode()))
+                                    .config_options(session.config_options()),
+                            )
+                        },
+                    )
                 }
             },
             agent_client_protocol::on_receive_request!(),
@@ -306,36 +329,34 @@ async fn connect(
             {
                 let state = state.clone();
                 async move |request: ResumeSessionRequest, responder, cx| {
-                    let state = state.clone();
-                    let connection = cx.clone();
-                    cx.spawn(async move {
-                        let reopened = state
-                            .reopen(
-                                request.session_id,
-                                Some(request.cwd),
-                                request.additional_directories,
-                                connection,
-                                request.mcp_servers,
-                            )
-                            .await;
-                        match reopened {
-                            Ok(session) => {
-                                // No replay: the client kept the history.
-                                drop(session.take_history());
-                                let sent = responder.respond(
-                                    ResumeSessionResponse::new()
-                                        .modes(modes::mode_state(session.mode()))
-                                        .config_options(session.config_options()),
-                                );
-                                session.announce();
-                                state.discover_models(&session);
-                                ignore_closed(sent)
-                            }
-                            Err(error) => {
-                                ignore_closed(responder.respond_with_error(error.to_rpc()))
-                            }
-                        }
-                    })
+                    spawn_open(
+                        &state,
+                        &cx,
+                        responder,
+                        |state, connection| async move {
+                            state
+                                .reopen(
+                                    request.session_id,
+                                    Some(request.cwd),
+                                    request.additional_directories,
+                                    connection,
+                                    request.mcp_servers,
+                                )
+                                .await
+                        },
+                        |state, session, responder| {
+                            // No replay: the client kept the history.
+                            drop(session.take_history());
+                            let sent = responder.respond(
+                                ResumeSessionResponse::new()
+                                    .modes(modes::mode_state(session.mode()))
+                                    .config_options(session.config_options()),
+                            );
+                            session.announce();
+                            state.discover_models(&session);
+                            sent
+                        },
+                    )
                 }
             },
             agent_client_protocol::on_receive_request!(),
@@ -344,36 +365,34 @@ async fn connect(
             {
                 let state = state.clone();
                 async move |request: ForkSessionRequest, responder, cx| {
-                    let state = state.clone();
-                    let connection = cx.clone();
-                    cx.spawn(async move {
-                        let forked = state
-                            .fork(
-                                &request.session_id,
-                                request.cwd,
-                                request.additional_directories,
-                                connection,
-                                request.mcp_servers,
-                            )
-                            .await;
-                        match forked {
-                            Ok(session) => {
-                                drop(session.take_history());
-                                let sent = responder.respond(
-                                    ForkSessionResponse::new(session.id().clone())
-                                        .modes(modes::mode_state(session.mode()))
-                                        .config_options(session.config_options()),
-                                );
-                                session.announce();
-                                session.announce_title();
-                                state.discover_models(&session);
-                                ignore_closed(sent)
-                            }
-                            Err(error) => {
-                                ignore_closed(responder.respond_with_error(error.to_rpc()))
-                            }
-                        }
-                    })
+                    spawn_open(
+                        &state,
+                        &cx,
+                        responder,
+                        |state, connection| async move {
+                            state
+                                .fork(
+                                    &request.session_id,
+                                    request.cwd,
+                                    request.additional_directories,
+                                    connection,
+                                    request.mcp_servers,
+                                )
+                                .await
+                        },
+                        |state, session, responder| {
+                            drop(session.take_history());
+                            let sent = responder.respond(
+                                ForkSessionResponse::new(session.id().clone())
+                                    .modes(modes::mode_state(session.mode()))
+                                    .config_options(session.config_options()),
+                            );
+                            session.announce();
+                            session.announce_title();
+                            state.discover_models(&session);
+                            sent
+                        },
+                    )
                 }
             },
             agent_client_protocol::on_receive_request!(),

@@ -4,9 +4,11 @@
 use std::time::Instant;
 
 use agent_client_protocol::v1::schema::{PermissionOptionKind, StopReason};
-use keel_testkit::acp_client::{ClientOptions, PermissionReply, TestClient};
+use keel_testkit::acp_client::{ClientOptions, PermissionReply};
 use keel_testkit::mock_model::{MockModel, Turn};
 use serde_json::json;
+
+use super::support::{KeelHome, TEST_MODEL};
 
 /// `(((...(ls)...)))`, `levels` deep.
 fn nested(levels: usize) -> String {
@@ -35,45 +37,26 @@ async fn deeply_nested_and_huge_commands_are_asked_without_crashing_keel_acp() {
     }
     mock.push_anthropic(Turn::text_only("Done."));
     mock.push_anthropic(Turn::text_only("Still here."));
-    let home = tempfile::tempdir().unwrap();
-    let workspace = tempfile::tempdir().unwrap();
-    let root = std::fs::canonicalize(workspace.path()).unwrap();
-    let home_dir = home.path().display().to_string();
-    let config = home.path().join("config").display().to_string();
-    let state = home.path().join("state").display().to_string();
-    let data = home.path().join("data").display().to_string();
+    let home = KeelHome::new();
     // The 10 MB call stays in the conversation; a window that holds it keeps this test about the
     // policy's bounds rather than about compaction.
-    std::fs::create_dir_all(home.path().join("config/keel")).unwrap();
-    std::fs::write(
-        home.path().join("config/keel/config.toml"),
-        "[providers.anthropic]\ncontext_window = 100000000\n",
-    )
-    .unwrap();
-    let base_url = mock.base_url();
-    let client = TestClient::spawn(
-        ClientOptions::default().permissions(
-            commands
-                .iter()
-                .map(|_| PermissionReply::Choose(PermissionOptionKind::RejectOnce)),
-        ),
-        std::path::Path::new(env!("CARGO_BIN_EXE_keel")),
-        &["acp"],
-        &root,
-        &[
-            ("HOME", home_dir.as_str()),
-            ("XDG_CONFIG_HOME", config.as_str()),
-            ("XDG_STATE_HOME", state.as_str()),
-            ("XDG_DATA_HOME", data.as_str()),
-            ("ANTHROPIC_API_KEY", "test-key"),
-            ("ANTHROPIC_BASE_URL", base_url.as_str()),
-            ("KEEL_MODEL", "anthropic/test-model"),
-        ],
-    )
-    .await
-    .unwrap();
-    client.initialize().await.unwrap();
-    let session = client.new_session(&root, &[]).await.unwrap().session_id;
+    home.user_config("[providers.anthropic]\ncontext_window = 100000000\n");
+    let client = home
+        .client(
+            &mock,
+            ClientOptions::default().permissions(
+                commands
+                    .iter()
+                    .map(|_| PermissionReply::Choose(PermissionOptionKind::RejectOnce)),
+            ),
+            &[TEST_MODEL],
+        )
+        .await;
+    let session = client
+        .new_session(&home.root, &[])
+        .await
+        .unwrap()
+        .session_id;
     let started = Instant::now();
     let answer = client.prompt(&session, "run these").await.unwrap();
     let elapsed = started.elapsed();

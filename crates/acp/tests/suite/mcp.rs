@@ -2,6 +2,7 @@
 //! `keel-mcp-test-server` (a real MCP server written for these tests) over stdio and over
 //! streamable HTTP on loopback.
 
+use std::ops::Deref;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
@@ -13,61 +14,38 @@ use keel_testkit::acp_client::{ClientOptions, PermissionReply, TestClient};
 use keel_testkit::mock_model::{MockModel, Turn};
 use serde_json::{Value, json};
 
+use super::support::{KeelHome, TEST_MODEL};
+
 const SERVER: &str = env!("CARGO_BIN_EXE_keel-mcp-test-server");
 
-struct World {
-    _dir: tempfile::TempDir,
-    home: PathBuf,
-    root: PathBuf,
+/// A [`KeelHome`] whose clients run on the test model and open sessions with MCP servers.
+struct World(KeelHome);
+
+impl Deref for World {
+    type Target = KeelHome;
+
+    fn deref(&self) -> &KeelHome {
+        &self.0
+    }
 }
 
 impl World {
     fn new() -> Self {
-        let dir = tempfile::tempdir().unwrap();
-        let base = std::fs::canonicalize(dir.path()).unwrap();
-        let home = base.join("home");
-        let root = base.join("work");
-        std::fs::create_dir_all(home.join("config/keel")).unwrap();
-        std::fs::create_dir_all(&root).unwrap();
-        Self {
-            _dir: dir,
-            home,
-            root,
-        }
+        Self(KeelHome::new())
     }
 
     fn file(&self, name: &str) -> PathBuf {
         self.home.join(name)
     }
 
-    fn user_config(&self, text: &str) {
-        std::fs::write(self.home.join("config/keel/config.toml"), text).unwrap();
-    }
-
     async fn client(&self, mock: &MockModel, replies: Vec<PermissionReply>) -> TestClient {
-        let dir = |name: &str| self.home.join(name).display().to_string();
-        let (home, config, state, data) = (dir(""), dir("config"), dir("state"), dir("data"));
-        let base_url = mock.base_url();
-        let env = [
-            ("HOME", home.as_str()),
-            ("XDG_CONFIG_HOME", config.as_str()),
-            ("XDG_STATE_HOME", state.as_str()),
-            ("XDG_DATA_HOME", data.as_str()),
-            ("ANTHROPIC_API_KEY", "test-key"),
-            ("ANTHROPIC_BASE_URL", base_url.as_str()),
-            ("KEEL_MODEL", "anthropic/test-model"),
-        ];
-        let client = TestClient::spawn(
-            ClientOptions::default().permissions(replies),
-            Path::new(env!("CARGO_BIN_EXE_keel")),
-            &["acp"],
-            &self.root,
-            &env,
-        )
-        .await
-        .unwrap();
-        client.initialize().await.unwrap();
-        client
+        self.0
+            .client(
+                mock,
+                ClientOptions::default().permissions(replies),
+                &[TEST_MODEL],
+            )
+            .await
     }
 
     async fn session(&self, client: &TestClient, servers: Vec<McpServer>) -> SessionId {

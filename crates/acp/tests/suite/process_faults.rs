@@ -1,77 +1,18 @@
 //! Process faults over the real `keel acp` binary: a client that goes away mid-command, a client
 //! that stops reading, `kill -9` in the middle of writes.
 
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::time::{Duration, Instant};
 
 use agent_client_protocol::v1::schema::PermissionOptionKind;
-use keel_testkit::acp_client::{ClientOptions, PermissionReply, TestClient};
+use keel_testkit::acp_client::{ClientOptions, PermissionReply};
 use keel_testkit::measure::status_kib;
 use keel_testkit::mock_model::{MockModel, Turn};
 use serde_json::json;
 
 use tokio::io::AsyncWriteExt;
 
-use super::support::{gone_with, running_with};
-
-/// A home (config, state, data) and a workspace for one `keel acp` process.
-struct Home {
-    _dirs: (tempfile::TempDir, tempfile::TempDir),
-    home: PathBuf,
-    root: PathBuf,
-}
-
-impl Home {
-    fn new() -> Self {
-        let home = tempfile::tempdir().unwrap();
-        let workspace = tempfile::tempdir().unwrap();
-        let root = std::fs::canonicalize(workspace.path()).unwrap();
-        Home {
-            home: home.path().to_path_buf(),
-            root,
-            _dirs: (home, workspace),
-        }
-    }
-
-    fn env(&self, mock: &MockModel) -> Vec<(String, String)> {
-        let at = |dir: &str| self.home.join(dir).display().to_string();
-        vec![
-            ("HOME".into(), self.home.display().to_string()),
-            ("XDG_CONFIG_HOME".into(), at("config")),
-            ("XDG_STATE_HOME".into(), at("state")),
-            ("XDG_DATA_HOME".into(), at("data")),
-            ("ANTHROPIC_API_KEY".into(), "test-key".into()),
-            ("ANTHROPIC_BASE_URL".into(), mock.base_url()),
-            ("KEEL_MODEL".into(), "anthropic/test-model".into()),
-        ]
-    }
-
-    async fn client_with(
-        &self,
-        mock: &MockModel,
-        options: ClientOptions,
-        extra: &[(&str, &str)],
-    ) -> TestClient {
-        let mut env = self.env(mock);
-        env.extend(
-            extra
-                .iter()
-                .map(|(k, v)| ((*k).to_owned(), (*v).to_owned())),
-        );
-        let env: Vec<(&str, &str)> = env.iter().map(|(k, v)| (k.as_str(), v.as_str())).collect();
-        let client = TestClient::spawn(
-            options,
-            Path::new(env!("CARGO_BIN_EXE_keel")),
-            &["acp"],
-            &self.root,
-            &env,
-        )
-        .await
-        .unwrap();
-        client.initialize().await.unwrap();
-        client
-    }
-}
+use super::support::{KeelHome, TEST_MODEL, gone_with, running_with};
 
 #[tokio::test]
 async fn a_client_that_goes_away_mid_command_ends_keel_and_everything_it_started() {
@@ -94,13 +35,13 @@ async fn goes_away_mid_command(mechanism: &str, marker: &str) -> Duration {
         "bash",
         json!({"command": format!("setsid sleep {daemon} & sleep {foreground}")}),
     ));
-    let home = Home::new();
+    let home = KeelHome::new();
     let client = home
-        .client_with(
+        .client(
             &mock,
             ClientOptions::default()
                 .permissions([PermissionReply::Choose(PermissionOptionKind::AllowOnce)]),
-            &[("KEEL_SANDBOX_MECHANISM", mechanism)],
+            &[TEST_MODEL, ("KEEL_SANDBOX_MECHANISM", mechanism)],
         )
         .await;
     let session = client
@@ -140,7 +81,7 @@ async fn a_client_that_stops_reading_does_not_grow_keels_memory() {
     // 48 MiB of answer, streamed as fast as Keel takes it, in 12 KiB deltas.
     let answer = "all work and no play makes keel a dull agent. ".repeat(48 * 1024 * 1024 / 47);
     mock.push_anthropic(Turn::text_only(answer).chunk_chars(12 * 1024));
-    let home = Home::new();
+    let home = KeelHome::new();
     let mut command = tokio::process::Command::new(env!("CARGO_BIN_EXE_keel"));
     command
         .arg("acp")
@@ -148,7 +89,7 @@ async fn a_client_that_stops_reading_does_not_grow_keels_memory() {
         .stdin(std::process::Stdio::piped())
         .stdout(std::process::Stdio::piped())
         .kill_on_drop(true);
-    for (name, value) in home.env(&mock) {
+    for (name, value) in home.env(&mock, &[TEST_MODEL]) {
         command.env(name, value);
     }
     let mut child = command.spawn().unwrap();
@@ -230,26 +171,21 @@ async fn sigkill_in_the_middle_of_writes_leaves_the_old_file_or_the_new_one() {
         };
         Some(keel_testkit::mock_model::Reply::anthropic(&turn))
     }));
-    let home = Home::new();
+    let home = KeelHome::new();
     let target = home.root.join("data.txt");
     // The 2 MiB call stays in the conversation: a window that holds it.
-    std::fs::create_dir_all(home.home.join("config/keel")).unwrap();
-    std::fs::write(
-        home.home.join("config/keel/config.toml"),
-        "[providers.anthropic]\ncontext_window = 100000000\n",
-    )
-    .unwrap();
+    home.user_config("[providers.anthropic]\ncontext_window = 100000000\n");
     // First how long a whole turn takes, then kills spread across that time.
     let mut took = Duration::ZERO;
     let mut outcomes = (0, 0);
     for round in 0..12_u32 {
         std::fs::write(&target, OLD).unwrap();
         let client = home
-            .client_with(
+            .client(
                 &mock,
                 ClientOptions::default()
                     .permissions([PermissionReply::Choose(PermissionOptionKind::AllowOnce)]),
-                &[],
+                &[TEST_MODEL],
             )
             .await;
         let session = client

@@ -1,7 +1,7 @@
 //! Durable sessions over the real `keel acp` binary: the store survives SIGKILL, `session/load`
 //! replays, `session/list` pages, resume / fork / close / delete, the lock between processes.
 
-use std::path::{Path, PathBuf};
+use std::path::Path;
 
 use agent_client_protocol::v1::schema::{
     CloseSessionRequest, DeleteSessionRequest, ForkSessionRequest, ListSessionsRequest,
@@ -10,65 +10,25 @@ use agent_client_protocol::v1::schema::{
 };
 use keel_core::provider::Message;
 use keel_core::store::{SessionMeta, SessionStore, StoredEvent};
-use keel_testkit::acp_client::{ClientOptions, PermissionReply, TestClient};
+use keel_testkit::acp_client::{ClientOptions, PermissionReply};
 use keel_testkit::mock_model::{Api, MockModel, Reply, Turn};
 use serde_json::{Value, json};
 
+use super::support::{KeelHome, TEST_MODEL};
+
 const LIB: &str = "pub fn greet() -> &'static str {\n    \"helo\"\n}\n";
 
-/// A home for one test: config, state and data directories, and a workspace.
-struct Home {
-    _dir: tempfile::TempDir,
-    _workspace: tempfile::TempDir,
-    home: PathBuf,
-    root: PathBuf,
+/// A home and a workspace holding `src/lib.rs` ([`LIB`]).
+fn with_lib() -> KeelHome {
+    let home = KeelHome::new();
+    std::fs::create_dir_all(home.root.join("src")).unwrap();
+    std::fs::write(home.root.join("src/lib.rs"), LIB).unwrap();
+    home
 }
 
-impl Home {
-    fn new() -> Self {
-        let dir = tempfile::tempdir().unwrap();
-        let workspace = tempfile::tempdir().unwrap();
-        let root = std::fs::canonicalize(workspace.path()).unwrap();
-        std::fs::create_dir_all(root.join("src")).unwrap();
-        std::fs::write(root.join("src/lib.rs"), LIB).unwrap();
-        Self {
-            home: dir.path().to_path_buf(),
-            _dir: dir,
-            _workspace: workspace,
-            root,
-        }
-    }
-
-    fn store(&self) -> SessionStore {
-        SessionStore::new(self.home.join("data/keel/sessions"))
-    }
-
-    async fn spawn(&self, mock: &MockModel, options: ClientOptions) -> TestClient {
-        let home = self.home.display().to_string();
-        let config = self.home.join("config").display().to_string();
-        let state = self.home.join("state").display().to_string();
-        let data = self.home.join("data").display().to_string();
-        let base_url = mock.base_url();
-        let client = TestClient::spawn(
-            options,
-            Path::new(env!("CARGO_BIN_EXE_keel")),
-            &["acp"],
-            &self.root,
-            &[
-                ("HOME", home.as_str()),
-                ("XDG_CONFIG_HOME", config.as_str()),
-                ("XDG_STATE_HOME", state.as_str()),
-                ("XDG_DATA_HOME", data.as_str()),
-                ("ANTHROPIC_API_KEY", "test-key"),
-                ("ANTHROPIC_BASE_URL", base_url.as_str()),
-                ("KEEL_MODEL", "anthropic/test-model"),
-            ],
-        )
-        .await
-        .unwrap();
-        client.initialize().await.unwrap();
-        client
-    }
+/// The session store the home's `keel acp` processes share.
+fn store(home: &KeelHome) -> SessionStore {
+    SessionStore::new(home.home.join("data/keel/sessions"))
 }
 
 /// One line per update, for comparing what a client was shown: consecutive chunks of one kind
@@ -169,7 +129,7 @@ async fn a_session_survives_sigkill_and_a_new_process_loads_and_continues_it() {
         json!({"command": "echo built-ok", "description": "Say it built"}),
     ));
     mock.push_anthropic(Turn::text_only("Fixed and checked."));
-    let home = Home::new();
+    let home = with_lib();
     let options = ClientOptions {
         terminals: true,
         ..ClientOptions::default()
@@ -178,7 +138,7 @@ async fn a_session_survives_sigkill_and_a_new_process_loads_and_continues_it() {
         PermissionReply::Choose(PermissionOptionKind::AllowOnce),
         PermissionReply::Choose(PermissionOptionKind::AllowOnce),
     ]);
-    let first = home.spawn(&mock, options.clone()).await;
+    let first = home.client(&mock, options.clone(), &[TEST_MODEL]).await;
     let session = first.new_session(&home.root, &[]).await.unwrap().session_id;
     let answer = first
         .prompt(&session, "fix the typo in lib.rs")
@@ -195,7 +155,9 @@ async fn a_session_survives_sigkill_and_a_new_process_loads_and_continues_it() {
     );
 
     // A second process cannot open the session while the first holds it.
-    let second = home.spawn(&mock, ClientOptions::default()).await;
+    let second = home
+        .client(&mock, ClientOptions::default(), &[TEST_MODEL])
+        .await;
     let refused = second
         .request(LoadSessionRequest::new(session.clone(), &home.root))
         .await
@@ -225,8 +187,7 @@ async fn a_session_survives_sigkill_and_a_new_process_loads_and_continues_it() {
     drop(first);
 
     // A write cut short: the torn last line is dropped on load.
-    let log = home
-        .store()
+    let log = store(&home)
         .root()
         .join(session.0.as_ref())
         .join("events.jsonl");
@@ -234,7 +195,9 @@ async fn a_session_survives_sigkill_and_a_new_process_loads_and_continues_it() {
     bytes.extend_from_slice(br#"{"type":"text","message_id":"x","te"#);
     std::fs::write(&log, bytes).unwrap();
 
-    let third = home.spawn(&mock, ClientOptions::default()).await;
+    let third = home
+        .client(&mock, ClientOptions::default(), &[TEST_MODEL])
+        .await;
     let listed = third
         .request(ListSessionsRequest::new().cwd(home.root.clone()))
         .await
@@ -332,9 +295,9 @@ fn stored_session(store: &SessionStore, id: &str, cwd: &Path, title: &str) {
 #[tokio::test]
 async fn sessions_list_in_pages_resume_fork_close_and_delete() {
     let mock = MockModel::start().await;
-    let home = Home::new();
+    let home = with_lib();
     let other = tempfile::tempdir().unwrap();
-    let store = home.store();
+    let store = store(&home);
     for n in 0..60 {
         stored_session(
             &store,
@@ -344,7 +307,9 @@ async fn sessions_list_in_pages_resume_fork_close_and_delete() {
         );
     }
     stored_session(&store, "elsewhere", other.path(), "another project");
-    let client = home.spawn(&mock, ClientOptions::default()).await;
+    let client = home
+        .client(&mock, ClientOptions::default(), &[TEST_MODEL])
+        .await;
     // A session opened and never used is not listed (closing it removes it: the store's unit
     // tests show that; here the close may land before the session finished opening).
     let unused = client
@@ -442,7 +407,9 @@ async fn sessions_list_in_pages_resume_fork_close_and_delete() {
     assert_eq!(texts, vec!["question of s08", "still there?"]);
 
     // Delete: refused while another process holds the session, done once it is closed.
-    let other_process = home.spawn(&mock, ClientOptions::default()).await;
+    let other_process = home
+        .client(&mock, ClientOptions::default(), &[TEST_MODEL])
+        .await;
     let refused = other_process
         .request(DeleteSessionRequest::new(s07.clone()))
         .await

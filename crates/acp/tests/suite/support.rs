@@ -515,3 +515,88 @@ pub fn view(tool_id: &str, args: &Value, root: &str) -> keel_core::tool::CallVie
         },
     }
 }
+
+/// The model the binary tests name (`KEEL_MODEL`): the mock model's Anthropic endpoint. A test
+/// leaves it out of [`KeelHome::client`]'s `extra` when the configuration must pick the model.
+pub const TEST_MODEL: (&str, &str) = ("KEEL_MODEL", "anthropic/test-model");
+
+/// A home (its `config`, `state` and `data` directories) and a workspace for real `keel acp`
+/// processes, and the environment that points them at the mock model.
+pub struct KeelHome {
+    /// `HOME` (canonical); the XDG directories are below it.
+    pub home: PathBuf,
+    /// The workspace (canonical).
+    pub root: PathBuf,
+    _dirs: (TempDir, TempDir),
+}
+
+impl KeelHome {
+    pub fn new() -> Self {
+        let home = tempfile::tempdir().unwrap();
+        let workspace = tempfile::tempdir().unwrap();
+        Self {
+            home: std::fs::canonicalize(home.path()).unwrap(),
+            root: std::fs::canonicalize(workspace.path()).unwrap(),
+            _dirs: (home, workspace),
+        }
+    }
+
+    /// Writes the user's configuration file (`config/keel/config.toml`).
+    pub fn user_config(&self, text: &str) {
+        let dir = self.home.join("config/keel");
+        std::fs::create_dir_all(&dir).unwrap();
+        std::fs::write(dir.join("config.toml"), text).unwrap();
+    }
+
+    /// The environment of a `keel acp` run: `HOME` and the XDG directories here, the mock model
+    /// as the Anthropic endpoint with a test key, then `extra`.
+    pub fn env(&self, mock: &MockModel, extra: &[(&str, &str)]) -> Vec<(String, String)> {
+        let at = |dir: &str| self.home.join(dir).display().to_string();
+        let mut env = vec![
+            ("HOME".to_owned(), self.home.display().to_string()),
+            ("XDG_CONFIG_HOME".to_owned(), at("config")),
+            ("XDG_STATE_HOME".to_owned(), at("state")),
+            ("XDG_DATA_HOME".to_owned(), at("data")),
+            ("ANTHROPIC_API_KEY".to_owned(), "test-key".to_owned()),
+            ("ANTHROPIC_BASE_URL".to_owned(), mock.base_url()),
+        ];
+        env.extend(
+            extra
+                .iter()
+                .map(|(k, v)| ((*k).to_owned(), (*v).to_owned())),
+        );
+        env
+    }
+
+    /// `keel acp` started in the workspace with [`KeelHome::env`], not yet initialized.
+    pub async fn spawn(
+        &self,
+        mock: &MockModel,
+        options: ClientOptions,
+        extra: &[(&str, &str)],
+    ) -> TestClient {
+        let env = self.env(mock, extra);
+        let env: Vec<(&str, &str)> = env.iter().map(|(k, v)| (k.as_str(), v.as_str())).collect();
+        TestClient::spawn(
+            options,
+            Path::new(env!("CARGO_BIN_EXE_keel")),
+            &["acp"],
+            &self.root,
+            &env,
+        )
+        .await
+        .unwrap()
+    }
+
+    /// [`KeelHome::spawn`], initialized.
+    pub async fn client(
+        &self,
+        mock: &MockModel,
+        options: ClientOptions,
+        extra: &[(&str, &str)],
+    ) -> TestClient {
+        let client = self.spawn(mock, options, extra).await;
+        client.initialize().await.unwrap();
+        client
+    }
+}

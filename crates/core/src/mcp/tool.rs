@@ -9,7 +9,7 @@ use rmcp::service::{Peer, RoleClient};
 use serde_json::Value;
 
 use crate::tool::{
-    Describe, DynTool, Origin, ParsedCall, ToolContext, ToolError, ToolKind, ToolOutput, ToolSpec,
+    DynTool, JsonTool, Origin, ToolContext, ToolError, ToolKind, ToolOutput, ToolSpec,
 };
 
 /// The longest tool id the registry accepts.
@@ -218,34 +218,17 @@ pub fn render_content(result: &Value) -> String {
     parts.join("\n")
 }
 
-impl DynTool for McpTool {
-    fn spec(&self) -> &ToolSpec {
-        &self.spec
+impl JsonTool for McpTool {
+    fn json_spec(&self) -> (&ToolSpec, &jsonschema::Validator) {
+        (&self.spec, &self.validator)
     }
 
-    fn parse(&self, args: &Value, _how: Describe<'_>) -> Result<ParsedCall, ToolError> {
-        crate::tool::validate_with(&self.validator, &self.spec.id, args)?;
-        Ok(ParsedCall::json(&self.spec, args))
-    }
-
-    fn prepare<'a>(
+    fn run_json<'a>(
         &'a self,
-        _call: &'a mut ParsedCall,
-        _ctx: &'a ToolContext,
-    ) -> BoxFuture<'a, Result<(), ToolError>> {
-        Box::pin(async { Ok(()) })
-    }
-
-    fn run<'a>(
-        &'a self,
-        call: ParsedCall,
+        args: Value,
         ctx: &'a ToolContext,
     ) -> BoxFuture<'a, Result<ToolOutput, ToolError>> {
-        Box::pin(async move { self.call(call.into_json()?, ctx).await })
-    }
-
-    fn validate(&self, args: &Value) -> Result<(), ToolError> {
-        crate::tool::validate_with(&self.validator, &self.spec.id, args)
+        Box::pin(self.call(args, ctx))
     }
 }
 

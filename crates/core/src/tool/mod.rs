@@ -32,6 +32,6 @@ pub use envelope::{
 pub use question::{QuestionItem, QuestionOption};
 pub use registry::{Registry, RegistryError};
 pub use spec::{
-    CallView, Describe, DynTool, Location, Origin, ParsedCall, Prepared, Preview, Subject, Tool,
-    ToolKind, ToolSpec, Typed, subject_arg, validate_with,
+    CallView, Describe, DynTool, JsonTool, Location, Origin, ParsedCall, Prepared, Preview,
+    Subject, Tool, ToolKind, ToolSpec, Typed, subject_arg, validate_with,
 };

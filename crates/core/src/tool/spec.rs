@@ -633,6 +633,62 @@ pub fn validate_with(
     }
 }
 
+/// A tool whose arguments stay JSON, checked against its compiled parameter schema (MCP tools,
+/// extension tools). [`DynTool`] comes with it: `parse` and `validate` check the arguments,
+/// `run` hands them to [`JsonTool::run_json`].
+pub trait JsonTool: Send + Sync {
+    /// The tool's spec and the validator compiled from its parameter schema.
+    fn json_spec(&self) -> (&ToolSpec, &jsonschema::Validator);
+
+    /// Computes a parsed call's preview (stored in `call.prepared`); none by default.
+    fn prepare_json<'a>(
+        &'a self,
+        _call: &'a mut ParsedCall,
+        _ctx: &'a ToolContext,
+    ) -> BoxFuture<'a, Result<(), ToolError>> {
+        Box::pin(async { Ok(()) })
+    }
+
+    /// Runs a call with its validated arguments.
+    fn run_json<'a>(
+        &'a self,
+        args: Value,
+        ctx: &'a ToolContext,
+    ) -> BoxFuture<'a, Result<ToolOutput, ToolError>>;
+}
+
+impl<T: JsonTool> DynTool for T {
+    fn spec(&self) -> &ToolSpec {
+        self.json_spec().0
+    }
+
+    fn parse(&self, args: &Value, _how: Describe<'_>) -> Result<ParsedCall, ToolError> {
+        self.validate(args)?;
+        Ok(ParsedCall::json(self.spec(), args))
+    }
+
+    fn prepare<'a>(
+        &'a self,
+        call: &'a mut ParsedCall,
+        ctx: &'a ToolContext,
+    ) -> BoxFuture<'a, Result<(), ToolError>> {
+        self.prepare_json(call, ctx)
+    }
+
+    fn run<'a>(
+        &'a self,
+        call: ParsedCall,
+        ctx: &'a ToolContext,
+    ) -> BoxFuture<'a, Result<ToolOutput, ToolError>> {
+        Box::pin(async move { self.run_json(call.into_json()?, ctx).await })
+    }
+
+    fn validate(&self, args: &Value) -> Result<(), ToolError> {
+        let (spec, validator) = self.json_spec();
+        validate_with(validator, &spec.id, args)
+    }
+}
+
 impl<T: Tool> DynTool for Typed<T> {
     fn spec(&self) -> &ToolSpec {
         &self.spec

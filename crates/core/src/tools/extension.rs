@@ -21,7 +21,7 @@ use serde_json::Value;
 
 use crate::runtime::process::OutputCapture;
 use crate::tool::{
-    Describe, DynTool, Origin, ParsedCall, Prepared, Preview, Subject, ToolContext, ToolError,
+    DynTool, JsonTool, Origin, ParsedCall, Prepared, Preview, Subject, ToolContext, ToolError,
     ToolKind, ToolOutput, ToolSpec,
 };
 
@@ -191,18 +191,13 @@ impl ExtensionTool {
     }
 }
 
-impl DynTool for ExtensionTool {
-    fn spec(&self) -> &ToolSpec {
-        &self.spec
-    }
-
-    fn parse(&self, args: &Value, _how: Describe<'_>) -> Result<ParsedCall, ToolError> {
-        crate::tool::validate_with(&self.validator, &self.spec.id, args)?;
-        Ok(ParsedCall::json(&self.spec, args))
+impl JsonTool for ExtensionTool {
+    fn json_spec(&self) -> (&ToolSpec, &jsonschema::Validator) {
+        (&self.spec, &self.validator)
     }
 
     /// The preview: the command line the template makes.
-    fn prepare<'a>(
+    fn prepare_json<'a>(
         &'a self,
         call: &'a mut ParsedCall,
         ctx: &'a ToolContext,
@@ -217,16 +212,12 @@ impl DynTool for ExtensionTool {
         })
     }
 
-    fn run<'a>(
+    fn run_json<'a>(
         &'a self,
-        call: ParsedCall,
+        args: Value,
         ctx: &'a ToolContext,
     ) -> BoxFuture<'a, Result<ToolOutput, ToolError>> {
-        Box::pin(async move { self.run(call.into_json()?, ctx).await })
-    }
-
-    fn validate(&self, args: &Value) -> Result<(), ToolError> {
-        crate::tool::validate_with(&self.validator, &self.spec.id, args)
+        Box::pin(self.run(args, ctx))
     }
 }
 

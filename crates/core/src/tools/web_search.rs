@@ -135,23 +135,21 @@ impl SearchProvider for Searxng {
         request: SearchRequest<'a>,
     ) -> BoxFuture<'a, Result<Vec<SearchResult>, ToolError>> {
         Box::pin(async move {
-            let mut url = self.endpoint.clone();
-            url.query_pairs_mut()
-                .append_pair("q", request.query)
-                .append_pair("format", "json");
-            let response = get_json(self.name(), url, HeaderMap::new(), &request).await?;
-            let answer: SearxngAnswer = parse(self.name(), &response)?;
-            Ok(answer
-                .results
-                .into_iter()
-                .filter(|hit| !hit.url.is_empty())
-                .take(request.max_results)
-                .map(|hit| SearchResult {
-                    title: one_line(&hit.title),
-                    url: hit.url,
-                    snippet: one_line(&hit.content),
-                })
-                .collect())
+            let query = [("q", request.query), ("format", "json")];
+            let answer: SearxngAnswer = get_json(
+                self.name(),
+                &self.endpoint,
+                &query,
+                HeaderMap::new(),
+                &request,
+            )
+            .await?;
+            let hits = answer.results.into_iter();
+            Ok(results(
+                hits.map(|hit| (hit.title, hit.url, hit.content)),
+                request.max_results,
+                one_line,
+            ))
         })
     }
 }
@@ -229,10 +227,8 @@ impl SearchProvider for Brave {
         request: SearchRequest<'a>,
     ) -> BoxFuture<'a, Result<Vec<SearchResult>, ToolError>> {
         Box::pin(async move {
-            let mut url = self.endpoint.clone();
-            url.query_pairs_mut()
-                .append_pair("q", request.query)
-                .append_pair("count", &request.max_results.to_string());
+            let count = request.max_results.to_string();
+            let query = [("q", request.query), ("count", count.as_str())];
             let mut headers = HeaderMap::new();
             headers.insert(
                 http::header::ACCEPT,
@@ -243,33 +239,48 @@ impl SearchProvider for Brave {
             })?;
             token.set_sensitive(true);
             headers.insert("x-subscription-token", token);
-            let response = get_json(self.name(), url, headers, &request).await?;
-            let answer: BraveAnswer = parse(self.name(), &response)?;
-            Ok(answer
-                .web
-                .map(|web| web.results)
-                .unwrap_or_default()
-                .into_iter()
-                .filter(|hit| !hit.url.is_empty())
-                .take(request.max_results)
-                .map(|hit| SearchResult {
-                    // Brave marks the matched words up (`<strong>`).
-                    title: html_to_text(&hit.title),
-                    url: hit.url,
-                    snippet: html_to_text(&hit.description),
-                })
-                .collect())
+            let answer: BraveAnswer =
+                get_json(self.name(), &self.endpoint, &query, headers, &request).await?;
+            let hits = answer.web.map(|web| web.results).unwrap_or_default();
+            Ok(results(
+                hits.into_iter()
+                    .map(|hit| (hit.title, hit.url, hit.description)),
+                request.max_results,
+                // Brave marks the matched words up (`<strong>`).
+                html_to_text,
+            ))
         })
     }
 }
 
-/// GETs a provider URL through the runtime; a non-2xx answer is an error naming the provider.
-async fn get_json(
+/// A provider's hits, `(title, url, snippet)`, as results: a hit without a URL is dropped, at
+/// most `max` are kept, and `text` makes the title and the snippet plain text.
+fn results(
+    hits: impl Iterator<Item = (String, String, String)>,
+    max: usize,
+    text: fn(&str) -> String,
+) -> Vec<SearchResult> {
+    hits.filter(|(_, url, _)| !url.is_empty())
+        .take(max)
+        .map(|(title, url, snippet)| SearchResult {
+            title: text(&title),
+            url,
+            snippet: text(&snippet),
+        })
+        .collect()
+}
+
+/// GETs `endpoint` with the `query` pairs through the runtime and parses its JSON answer; a
+/// non-2xx answer is an error naming the provider.
+async fn get_json<T: for<'de> Deserialize<'de>>(
     provider: &str,
-    url: Url,
+    endpoint: &Url,
+    query: &[(&str, &str)],
     headers: HeaderMap,
     request: &SearchRequest<'_>,
-) -> Result<FetchResponse, ToolError> {
+) -> Result<T, ToolError> {
+    let mut url = endpoint.clone();
+    url.query_pairs_mut().extend_pairs(query);
     let options = FetchOptions {
         timeout: request.timeout,
         headers,
@@ -280,7 +291,7 @@ async fn get_json(
         .fetch(url.as_str(), options, request.cancel)
         .await?;
     if response.is_success() {
-        return Ok(response);
+        return parse(provider, &response);
     }
     let body = String::from_utf8_lossy(&response.body);
     let excerpt: String = one_line(&body).chars().take(ERROR_EXCERPT_CHARS).collect();

@@ -6,59 +6,9 @@ use keel_core::config::{
     self, ConfigError, LoadOptions, Mode, ModelRef, Override, ProviderKind, RuleAction, Source,
 };
 
-/// A temporary home (with the user file under `.config/keel/`) and a workspace.
-struct Dirs {
-    _root: tempfile::TempDir,
-    home: PathBuf,
-    workspace: PathBuf,
-}
-
-impl Dirs {
-    fn new() -> Self {
-        let root = tempfile::tempdir().unwrap();
-        let base = root.path().canonicalize().unwrap();
-        let home = base.join("home");
-        let workspace = base.join("work/project");
-        std::fs::create_dir_all(home.join(".config/keel")).unwrap();
-        std::fs::create_dir_all(workspace.join(".keel")).unwrap();
-        Self {
-            _root: root,
-            home,
-            workspace,
-        }
-    }
-
-    fn user_file(&self) -> PathBuf {
-        self.home.join(".config/keel/config.toml")
-    }
-
-    fn project_file(&self) -> PathBuf {
-        self.workspace.join(".keel/config.toml")
-    }
-
-    fn write_user(&self, text: &str) {
-        std::fs::write(self.user_file(), text).unwrap();
-    }
-
-    fn write_project(&self, text: &str) {
-        std::fs::write(self.project_file(), text).unwrap();
-    }
-
-    /// As the binary would see it with this home, run from inside the workspace, the project
-    /// trusted (layering is the subject here; the trust boundary has its own suite).
-    fn options(&self) -> LoadOptions {
-        LoadOptions {
-            user_file: Some(self.user_file()),
-            user_file_required: false,
-            workspace: Some(self.workspace.clone()),
-            overrides: Vec::new(),
-            home: Some(self.home.clone()),
-            cwd: Some(self.workspace.clone()),
-            project_trusted: true,
-            provider_env: Default::default(),
-        }
-    }
-}
+// The project is trusted throughout (`dirs.options(true)`): layering is the subject here; the
+// trust boundary has its own suite.
+use super::config_support::Dirs;
 
 fn file_line(source: &Source) -> (PathBuf, usize, usize) {
     match source {
@@ -74,7 +24,7 @@ fn load_err(options: &LoadOptions) -> ConfigError {
 #[test]
 fn no_files_gives_the_defaults() {
     let dirs = Dirs::new();
-    let effective = config::load(&dirs.options()).unwrap();
+    let effective = config::load(&dirs.options(true)).unwrap();
     assert_eq!(effective.config, config::Config::default());
     assert_eq!(effective.sources.get("mode"), &Source::Default);
     assert!(effective.files.iter().all(|f| !f.found));
@@ -84,7 +34,7 @@ fn no_files_gives_the_defaults() {
 fn unknown_key_names_file_line_and_suggests_the_key() {
     let dirs = Dirs::new();
     dirs.write_user("# my settings\nmode = \"ask\"\nmodle = \"anthropic/claude\"\n");
-    let err = load_err(&dirs.options());
+    let err = load_err(&dirs.options(true));
     assert_eq!(
         err.to_string(),
         "unknown key `modle` in ~/.config/keel/config.toml:3:1; did you mean `model`?"
@@ -97,7 +47,7 @@ fn unknown_key_names_file_line_and_suggests_the_key() {
 fn unknown_nested_key_gets_its_dotted_path_and_a_case_insensitive_suggestion() {
     let dirs = Dirs::new();
     dirs.write_project("[tools.bash]\nenabled = true\ntimeoutms = 5000\n");
-    let err = load_err(&dirs.options());
+    let err = load_err(&dirs.options(true));
     assert_eq!(
         err.to_string(),
         "unknown key `tools.bash.timeoutms` in .keel/config.toml:3:1; did you mean `timeoutMs`?"
@@ -108,7 +58,7 @@ fn unknown_nested_key_gets_its_dotted_path_and_a_case_insensitive_suggestion() {
 fn unknown_key_far_from_every_key_lists_the_allowed_ones() {
     let dirs = Dirs::new();
     dirs.write_project("[limits]\nzzz = 1\n");
-    let err = load_err(&dirs.options());
+    let err = load_err(&dirs.options(true));
     let text = err.to_string();
     assert!(
         text.starts_with(
@@ -122,7 +72,7 @@ fn unknown_key_far_from_every_key_lists_the_allowed_ones() {
 fn bad_mode_names_file_line_column_and_the_allowed_values() {
     let dirs = Dirs::new();
     dirs.write_project("model = \"openai/gpt-4.1\"\nmode = \"sometimes\"\n");
-    let err = load_err(&dirs.options());
+    let err = load_err(&dirs.options(true));
     assert_eq!(
         err.to_string(),
         "bad value for `mode` at .keel/config.toml:2:8: expected one of ask, allowlist, yolo, \
@@ -137,25 +87,25 @@ fn bad_value_types_and_formats_are_explained() {
     let dirs = Dirs::new();
     dirs.write_user("[tools.read]\nenabled = \"yes\"\n");
     assert_eq!(
-        load_err(&dirs.options()).to_string(),
+        load_err(&dirs.options(true)).to_string(),
         "bad value for `tools.read.enabled` at ~/.config/keel/config.toml:2:11: expected a \
          boolean, found string \"yes\""
     );
     dirs.write_user("model = \"claude\"\n");
     assert_eq!(
-        load_err(&dirs.options()).to_string(),
+        load_err(&dirs.options(true)).to_string(),
         "bad value for `model` at ~/.config/keel/config.toml:1:9: expected `provider/model` (for \
          example `anthropic/claude-sonnet-4-5`), found `claude`"
     );
     dirs.write_user("[providers.anthropic]\nkind = \"gemini\"\n");
     assert_eq!(
-        load_err(&dirs.options()).to_string(),
+        load_err(&dirs.options(true)).to_string(),
         "bad value for `providers.anthropic.kind` at ~/.config/keel/config.toml:2:8: expected \
          one of anthropic, openai (found `gemini`)"
     );
     dirs.write_user("max_tokens = 0\n");
     assert_eq!(
-        load_err(&dirs.options()).to_string(),
+        load_err(&dirs.options(true)).to_string(),
         "bad value for `max_tokens` at ~/.config/keel/config.toml:1:1: expected a number of at \
          least 1, found 0"
     );
@@ -169,7 +119,7 @@ fn rule_errors_point_into_the_rule() {
          [[permission]]\npermission = \"bash\"\naction = \"maybe\"\n",
     );
     assert_eq!(
-        load_err(&dirs.options()).to_string(),
+        load_err(&dirs.options(true)).to_string(),
         "bad value for `permission[1].action` at .keel/config.toml:8:10: expected one of allow, \
          deny, ask (found `maybe`)"
     );
@@ -177,12 +127,12 @@ fn rule_errors_point_into_the_rule() {
         "[[permission]]\npermission = \"bash\"\npatern = \"ls\"\naction = \"allow\"\n",
     );
     assert_eq!(
-        load_err(&dirs.options()).to_string(),
+        load_err(&dirs.options(true)).to_string(),
         "unknown key `permission[0].patern` in .keel/config.toml:3:1; did you mean `pattern`?"
     );
     dirs.write_project("[[permission]]\nprefix = \"ls\"\n");
     assert_eq!(
-        load_err(&dirs.options()).to_string(),
+        load_err(&dirs.options(true)).to_string(),
         "missing key `permission` in `permission[0]` at .keel/config.toml:1:1"
     );
 }
@@ -193,7 +143,7 @@ fn undefined_path_variable_in_a_rule_names_file_line_and_the_known_variables() {
     dirs.write_project(
         "[[permission]]\npermission = \"edit\"\npattern = \"{workspce}/src/**\"\naction = \"allow\"\n",
     );
-    let err = load_err(&dirs.options());
+    let err = load_err(&dirs.options(true));
     assert_eq!(
         err.to_string(),
         "undefined path variable `{workspce}` in permission pattern `{workspce}/src/**` at \
@@ -203,7 +153,7 @@ fn undefined_path_variable_in_a_rule_names_file_line_and_the_known_variables() {
     assert!(matches!(err, ConfigError::UnknownVariable { .. }));
 
     dirs.write_project("\n[[permission]]\npermission = \"fs.write\"\nprefix = \"{ad-hoc}/x\"\n");
-    let err = load_err(&dirs.options());
+    let err = load_err(&dirs.options(true));
     assert!(
         err.to_string().starts_with(
             "undefined path variable `{ad-hoc}` in permission pattern `{ad-hoc}/x` at \
@@ -213,7 +163,7 @@ fn undefined_path_variable_in_a_rule_names_file_line_and_the_known_variables() {
     );
     dirs.write_project("[[permission]]\npermission = \"read\"\npattern = \"src/{workspace}\"\n");
     assert_eq!(
-        load_err(&dirs.options()).to_string(),
+        load_err(&dirs.options(true)).to_string(),
         "bad value for `permission[0].pattern` at .keel/config.toml:3:11: `{workspace}` may only \
          begin a pattern, found `src/{workspace}`"
     );
@@ -226,7 +176,7 @@ fn braces_that_are_not_variables_are_left_alone() {
         "[[permission]]\npermission = \"bash\"\npattern = \"awk '{print $1}' *\"\naction = \"ask\"\n\
          [[permission]]\npermission = \"read\"\npattern = \"{workspace}/**/*.{rs,toml}\"\naction = \"allow\"\n",
     );
-    let effective = config::load(&dirs.options()).unwrap();
+    let effective = config::load(&dirs.options(true)).unwrap();
     assert_eq!(effective.config.permissions.len(), 2);
 }
 
@@ -234,7 +184,7 @@ fn braces_that_are_not_variables_are_left_alone() {
 fn syntax_errors_name_the_line() {
     let dirs = Dirs::new();
     dirs.write_user("mode = \"ask\"\nmax_tokens = \n");
-    let err = load_err(&dirs.options());
+    let err = load_err(&dirs.options(true));
     assert!(matches!(err, ConfigError::Syntax { .. }), "{err}");
     let text = err.to_string();
     assert!(
@@ -251,7 +201,7 @@ fn layers_override_in_order_and_provenance_says_where_each_value_came_from() {
          [tools.bash]\ntimeoutMs = 1000\n\n[limits]\nreadBytes = 10\n",
     );
     dirs.write_project("mode = \"allowlist\"\n\n[tools.bash]\nenabled = false\n");
-    let mut options = dirs.options();
+    let mut options = dirs.options(true);
     options.overrides = config::env_overrides(|name| match name {
         "KEEL_MODEL" => Some("openai/gpt-4.1".into()),
         _ => None,
@@ -309,7 +259,7 @@ fn rules_of_both_files_are_kept_user_first_with_their_sources() {
         "mode = \"ask\"\n\n[[permission]]\npermission = \"edit\"\npattern = \"{workspace}/Cargo.lock\"\naction = \"deny\"\n\n\
          [[permission]]\npermission = \"webfetch\"\naction = \"ask\"\n",
     );
-    let effective = config::load(&dirs.options()).unwrap();
+    let effective = config::load(&dirs.options(true)).unwrap();
     let rules = &effective.config.permissions;
     assert_eq!(rules.len(), 3);
     assert_eq!(
@@ -344,7 +294,7 @@ fn providers_merge_key_by_key_and_need_a_kind_unless_built_in() {
         "[providers.local]\nkind = \"openai\"\nbase_url = \"http://127.0.0.1:1/v1\"\nmodels = [\"a\"]\n\n[providers.anthropic]\nbase_url = \"http://127.0.0.1:2\"\n",
     );
     dirs.write_project("[providers.local]\nmodels = [\"b\", \"c\"]\n");
-    let effective = config::load(&dirs.options()).unwrap();
+    let effective = config::load(&dirs.options(true)).unwrap();
     let local = &effective.config.providers["local"];
     assert_eq!(local.kind, Some(ProviderKind::OpenAi));
     assert_eq!(local.base_url.as_deref(), Some("http://127.0.0.1:1/v1"));
@@ -364,7 +314,7 @@ fn providers_merge_key_by_key_and_need_a_kind_unless_built_in() {
 
     dirs.write_user("");
     dirs.write_project("[providers.anthropic]\nbase_url = \"http://127.0.0.1:2\"\n");
-    let refused = load_err(&dirs.options()).to_string();
+    let refused = load_err(&dirs.options(true)).to_string();
     for part in [
         "ANTHROPIC_API_KEY",
         "http://127.0.0.1:2",
@@ -376,7 +326,7 @@ fn providers_merge_key_by_key_and_need_a_kind_unless_built_in() {
 
     dirs.write_project("\n[providers.local]\nbase_url = \"http://127.0.0.1:1/v1\"\n");
     assert_eq!(
-        load_err(&dirs.options()).to_string(),
+        load_err(&dirs.options(true)).to_string(),
         "missing key `kind` in `providers.local` at .keel/config.toml:3:1"
     );
 }
@@ -384,7 +334,7 @@ fn providers_merge_key_by_key_and_need_a_kind_unless_built_in() {
 #[test]
 fn bad_environment_and_flag_values_name_their_origin() {
     let dirs = Dirs::new();
-    let mut options = dirs.options();
+    let mut options = dirs.options(true);
     options.overrides =
         config::env_overrides(|name| (name == "KEEL_MODE").then(|| "always".into()));
     assert_eq!(
@@ -392,7 +342,7 @@ fn bad_environment_and_flag_values_name_their_origin() {
         "bad value for `mode` in environment variable KEEL_MODE: expected one of ask, allowlist, \
          yolo, read-only (found `always`)"
     );
-    let options = dirs.options().flag("model", "gpt", "--model");
+    let options = dirs.options(true).flag("model", "gpt", "--model");
     assert_eq!(
         load_err(&options).to_string(),
         "bad value for `model` in flag --model: expected `provider/model` (for example \
@@ -403,7 +353,7 @@ fn bad_environment_and_flag_values_name_their_origin() {
 #[test]
 fn an_explicit_user_file_must_exist_the_default_one_need_not() {
     let dirs = Dirs::new();
-    let mut options = dirs.options();
+    let mut options = dirs.options(true);
     options.user_file = Some(dirs.home.join("elsewhere.toml"));
     assert!(config::load(&options).is_ok());
     options.user_file_required = true;
@@ -423,7 +373,9 @@ fn show_annotates_every_value_with_its_source() {
     dirs.write_project(
         "[[permission]]\npermission = \"bash\"\npattern = \"ls*\"\naction = \"allow\"\n",
     );
-    let options = dirs.options().flag("model", "openai/gpt-4.1", "--model");
+    let options = dirs
+        .options(true)
+        .flag("model", "openai/gpt-4.1", "--model");
     let effective = config::load(&options).unwrap();
     let shown = config::render_annotated(&effective);
     insta::assert_snapshot!(shown, @r#"
@@ -490,7 +442,7 @@ fn the_schema_is_valid_and_matches_the_loader() {
 fn the_documented_example_loads() {
     let dirs = Dirs::new();
     dirs.write_project(&fixture("config/example.toml"));
-    let effective = config::load(&dirs.options()).unwrap();
+    let effective = config::load(&dirs.options(true)).unwrap();
     assert_eq!(effective.config.permissions.len(), 3);
     assert!(!effective.config.tool("web_fetch").enabled);
     // The engine accepts the rules (patterns compile, examples match).
@@ -502,7 +454,7 @@ fn the_documented_example_loads() {
     )
     .unwrap();
     assert_eq!(policy.mode(), keel_core::policy::Mode::Allowlist);
-    let flagged = dirs.options().flag("mode", "yolo", "--mode");
+    let flagged = dirs.options(true).flag("mode", "yolo", "--mode");
     assert_eq!(
         flagged.overrides,
         [Override::flag("mode", "yolo", "--mode")]
@@ -556,7 +508,7 @@ fn configured_rules_reach_the_permission_engine_with_their_files() {
     dirs.write_project(
         "[[permission]]\npermission = \"write\"\nprefix = \"{workspace}/notes\"\naction = \"allow\"\n",
     );
-    let effective = config::load(&dirs.options()).unwrap();
+    let effective = config::load(&dirs.options(true)).unwrap();
     let policy = config::build_policy(&effective, &dirs.workspace, true, Trust::Trusted).unwrap();
     let scratch = tempfile::tempdir().unwrap();
     let runtime = Runtime::new(RuntimeConfig {
@@ -617,7 +569,7 @@ fn engine_config_carries_the_settings_and_refuses_rules_it_cannot_enforce() {
          [providers.local]\nkind = \"openai\"\nbase_url = \"http://127.0.0.1:9/v1\"\nmodels = [\"qwen\", \"llama\"]\n\n\
          [tools.bash]\ntimeoutMs = 1500\n\n[tools.web_fetch]\nenabled = false\n\n[limits]\ngrepMatches = 5\n",
     );
-    let effective = config::load(&dirs.options()).unwrap();
+    let effective = config::load(&dirs.options(true)).unwrap();
     let env: keel_core::agent::EnvLookup = std::sync::Arc::new(|_: &str| None);
     let scratch = tempfile::tempdir().unwrap();
     let engine =
@@ -646,7 +598,7 @@ fn engine_config_carries_the_settings_and_refuses_rules_it_cannot_enforce() {
     assert!(registry.get("web_fetch").is_none());
 
     dirs.write_project("[[permission]]\npermission = \"bash\"\naction = \"deny\"\n");
-    let effective = config::load(&dirs.options()).unwrap();
+    let effective = config::load(&dirs.options(true)).unwrap();
     let engine = config::engine_config(&effective, env, scratch.path().into(), None).unwrap();
     // The project file's rule reaches a session opened in that workspace.
     let session = keel_core::agent::Engine::new(engine)
@@ -677,7 +629,7 @@ fn compact_at_percent_is_a_percentage_and_reaches_the_engine() {
     for bad in ["0", "101"] {
         dirs.write_user(&format!("compact_at_percent = {bad}\n"));
         assert_eq!(
-            load_err(&dirs.options()).to_string(),
+            load_err(&dirs.options(true)).to_string(),
             format!(
                 "bad value for `compact_at_percent` at ~/.config/keel/config.toml:1:1: expected \
                  a percentage from 1 to 100, found {bad}"
@@ -685,7 +637,7 @@ fn compact_at_percent_is_a_percentage_and_reaches_the_engine() {
         );
     }
     dirs.write_user("compact_at_percent = 60\n");
-    let effective = config::load(&dirs.options()).unwrap();
+    let effective = config::load(&dirs.options(true)).unwrap();
     assert_eq!(effective.config.compact_at_percent, 60);
     let env: keel_core::agent::EnvLookup = std::sync::Arc::new(|_: &str| None);
     let scratch = tempfile::tempdir().unwrap();
@@ -710,29 +662,29 @@ fn a_project_file_can_only_make_the_sandbox_stricter() {
         "[sandbox]\nmode = \"off\"\nwritable = [\"/etc\"]\nreadable = [\"~/.ssh\"]\nnetwork = true\n\
          home_readable = [\".ssh\"]\n",
     );
-    let spec = sandbox(&dirs.options());
+    let spec = sandbox(&dirs.options(true));
     assert_eq!(spec.settings.mode, SandboxMode::Auto);
     assert!(spec.settings.writable.is_empty() && spec.settings.readable.is_empty());
     assert!(!spec.settings.network);
     assert_eq!(spec.settings.home_readable, None);
     // ... nor undo the user's `required`; it can require the sandbox itself.
     dirs.write_user("[sandbox]\nmode = \"required\"\nwritable = [\"~/scratch\"]\n");
-    let spec = sandbox(&dirs.options());
+    let spec = sandbox(&dirs.options(true));
     assert_eq!(spec.settings.mode, SandboxMode::Required);
     assert_eq!(spec.settings.writable, ["~/scratch"]);
     dirs.write_user("");
     dirs.write_project("[sandbox]\nmode = \"required\"\n");
     assert_eq!(
-        sandbox(&dirs.options()).settings.mode,
+        sandbox(&dirs.options(true)).settings.mode,
         SandboxMode::Required
     );
     // The user's own choices: the file, and the environment over it.
     dirs.write_project("");
     dirs.write_user("[sandbox]\nmode = \"off\"\nnetwork = true\n");
-    let spec = sandbox(&dirs.options());
+    let spec = sandbox(&dirs.options(true));
     assert_eq!(spec.settings.mode, SandboxMode::Off);
     assert!(spec.settings.network);
-    let mut options = dirs.options();
+    let mut options = dirs.options(true);
     options.overrides = config::env_overrides(|name| match name {
         "KEEL_SANDBOX" => Some("required".into()),
         "KEEL_SANDBOX_MECHANISM" => Some("landlock".into()),

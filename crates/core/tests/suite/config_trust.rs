@@ -1,53 +1,10 @@
 //! The trust boundary of the project layer: an untrusted project can only make Keel stricter;
 //! trust is bound to the content of the project's files.
 
-use std::path::PathBuf;
-
 use keel_core::config::{self, LoadOptions, Mode, Source};
 use keel_core::policy::{TrustStatus, TrustStore};
 
-struct Dirs {
-    _root: tempfile::TempDir,
-    base: PathBuf,
-    home: PathBuf,
-    workspace: PathBuf,
-}
-
-impl Dirs {
-    fn new() -> Self {
-        let root = tempfile::tempdir().unwrap();
-        let base = root.path().canonicalize().unwrap();
-        let home = base.join("home");
-        let workspace = base.join("project");
-        std::fs::create_dir_all(home.join(".config/keel")).unwrap();
-        std::fs::create_dir_all(workspace.join(".keel")).unwrap();
-        Self {
-            _root: root,
-            base,
-            home,
-            workspace,
-        }
-    }
-
-    fn write_user(&self, text: &str) {
-        std::fs::write(self.home.join(".config/keel/config.toml"), text).unwrap();
-    }
-
-    fn write_project(&self, text: &str) {
-        std::fs::write(self.workspace.join(".keel/config.toml"), text).unwrap();
-    }
-
-    fn options(&self, trusted: bool) -> LoadOptions {
-        LoadOptions {
-            user_file: Some(self.home.join(".config/keel/config.toml")),
-            workspace: Some(self.workspace.clone()),
-            home: Some(self.home.clone()),
-            cwd: Some(self.workspace.clone()),
-            project_trusted: trusted,
-            ..LoadOptions::default()
-        }
-    }
-}
+use super::config_support::Dirs;
 
 fn line_of(source: &Source) -> usize {
     match source {

@@ -2,6 +2,7 @@
 
 mod agent;
 mod config;
+mod config_support;
 mod config_trust;
 mod hard_links;
 mod policy_api;

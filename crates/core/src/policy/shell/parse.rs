@@ -39,20 +39,19 @@ impl Analyzer<'_, '_> {
         self.out.too_complex.get_or_insert(reason);
     }
 
-    /// Enters one level of the walk; `false` (and the line marked too complex) past the limit.
-    fn enter(&mut self) -> bool {
+    /// Runs `walk` one level deeper in the walk: `None` (and the line marked too complex) past
+    /// the limit.
+    fn nested<T>(&mut self, walk: impl FnOnce(&mut Self) -> T) -> Option<T> {
         if self.level >= MAX_SYNTAX_DEPTH {
             self.too_complex(format!(
                 "the command nests more than {MAX_SYNTAX_DEPTH} levels deep"
             ));
-            return false;
+            return None;
         }
         self.level += 1;
-        true
-    }
-
-    fn leave(&mut self) {
+        let value = walk(self);
         self.level = self.level.saturating_sub(1);
+        Some(value)
     }
 
     fn not_plain(&mut self, reason: impl Into<String>) {
@@ -119,11 +118,7 @@ impl Analyzer<'_, '_> {
     }
 
     fn sequence(&mut self, node: Node<'_>, src: &str, depth: usize) {
-        if !self.enter() {
-            return;
-        }
-        self.walk_sequence(node, src, depth);
-        self.leave();
+        self.nested(|walk| walk.walk_sequence(node, src, depth));
     }
 
     fn walk_sequence(&mut self, node: Node<'_>, src: &str, depth: usize) {
@@ -146,11 +141,7 @@ impl Analyzer<'_, '_> {
     }
 
     fn statement(&mut self, node: Node<'_>, src: &str, depth: usize) {
-        if !self.enter() {
-            return;
-        }
-        self.walk_statement(node, src, depth);
-        self.leave();
+        self.nested(|walk| walk.walk_statement(node, src, depth));
     }
 
     fn walk_statement(&mut self, node: Node<'_>, src: &str, depth: usize) {
@@ -186,11 +177,7 @@ impl Analyzer<'_, '_> {
     /// A statement followed by redirections: they belong to its last simple command
     /// (tree-sitter-bash attaches `a && b > f` to the whole list).
     fn with_redirects(&mut self, node: Node<'_>, redirects: &[Node<'_>], src: &str, depth: usize) {
-        if !self.enter() {
-            return;
-        }
-        self.walk_with_redirects(node, redirects, src, depth);
-        self.leave();
+        self.nested(|walk| walk.walk_with_redirects(node, redirects, src, depth));
     }
 
     fn walk_with_redirects(
@@ -259,12 +246,8 @@ impl Analyzer<'_, '_> {
     }
 
     fn stage(&mut self, node: Node<'_>, src: &str, depth: usize) -> Option<SimpleCommand> {
-        if !self.enter() {
-            return None;
-        }
-        let stage = self.walk_stage(node, src, depth);
-        self.leave();
-        stage
+        self.nested(|walk| walk.walk_stage(node, src, depth))
+            .flatten()
     }
 
     fn walk_stage(&mut self, node: Node<'_>, src: &str, depth: usize) -> Option<SimpleCommand> {
@@ -308,11 +291,7 @@ impl Analyzer<'_, '_> {
 
     /// Finds the commands inside a structure that is not plain, each as its own pipeline.
     fn harvest(&mut self, node: Node<'_>, src: &str, depth: usize) {
-        if !self.enter() {
-            return;
-        }
-        self.walk_harvest(node, src, depth);
-        self.leave();
+        self.nested(|walk| walk.walk_harvest(node, src, depth));
     }
 
     fn walk_harvest(&mut self, node: Node<'_>, src: &str, depth: usize) {
@@ -554,12 +533,8 @@ impl Analyzer<'_, '_> {
 
     /// A word's value and whether it holds an expansion or substitution.
     fn word(&mut self, node: Node<'_>, src: &str, depth: usize) -> (String, bool) {
-        if !self.enter() {
-            return (src[node.byte_range()].to_owned(), true);
-        }
-        let value = self.walk_word(node, src, depth);
-        self.leave();
-        value
+        self.nested(|walk| walk.walk_word(node, src, depth))
+            .unwrap_or_else(|| (src[node.byte_range()].to_owned(), true))
     }
 
     fn walk_word(&mut self, node: Node<'_>, src: &str, depth: usize) -> (String, bool) {
