@@ -453,8 +453,8 @@ async fn run_turn(args: &ExecArgs, host: Arc<ExecHost>) -> Outcome {
     )
     .map_err(Failure::usage)?;
     let mut engine_config = engine_config;
-    // Keel's own binary is the sandbox helper of every shell command.
-    engine_config.sandbox.helper = std::env::current_exe().ok();
+    // Keel's own helper (`keel-sandbox` beside it, else itself) confines every command.
+    engine_config.sandbox.set_keel(std::env::current_exe().ok());
     let engine = Engine::new(engine_config);
     let session = engine
         .open_session(SessionOptions {

@@ -175,14 +175,18 @@ fn sandbox(report: &mut Report, effective: Option<&Effective>) {
     let settings = effective
         .map(|e| e.config.sandbox.clone())
         .unwrap_or_default();
-    let helper = match std::env::current_exe() {
-        Ok(helper) => helper,
+    let keel = match std::env::current_exe() {
+        Ok(keel) => keel,
         Err(error) => {
             report.fix(&format!("cannot find Keel's own executable: {error}"), "");
             return;
         }
     };
-    let prefix = ["sandbox".to_owned()];
+    // The helper sessions use: `keel-sandbox` next to `keel`, else `keel sandbox`.
+    let spec =
+        keel_core::runtime::sandbox::SandboxSpec::keel(settings.clone(), Some(keel.clone()), None);
+    let helper = spec.helper.unwrap_or(keel);
+    let prefix = spec.helper_prefix;
     let namespaces = self_test(&helper, &prefix, Mechanism::Namespaces).passed();
     let landlock = self_test(&helper, &prefix, Mechanism::Landlock).passed();
     let enforced = match settings.mechanism {

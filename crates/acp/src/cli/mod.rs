@@ -492,8 +492,8 @@ async fn acp(args: AcpArgs) -> Outcome {
             cwd.as_deref(),
         )
         .map_err(Failure::usage)?;
-        // Keel's own binary is the sandbox helper of every shell command.
-        engine_config.sandbox.helper = std::env::current_exe().ok();
+        // Keel's own helper (`keel-sandbox` beside it, else itself) confines every command.
+        engine_config.sandbox.set_keel(std::env::current_exe().ok());
         Ok(engine_config)
     });
     // A signal ends serving like EOF does, so the scratch directory is still removed. The

@@ -1,6 +1,7 @@
 //! `keel sandbox check` (and the help text of `keel sandbox run`, which `main` dispatches before
 //! anything else starts).
 
+use keel_core::runtime::sandbox::SandboxSpec;
 use keel_core::runtime::sandbox::check::{MechanismReport, self_test};
 use keel_core::runtime::sandbox::{Mechanism, SandboxMode, landlock_abi};
 
@@ -16,13 +17,23 @@ pub fn check(args: SandboxCheckArgs) -> Outcome {
     let workspace = workspace_or_cwd(args.workspace.as_ref())?;
     let effective = load_config(Some(workspace), &args.overrides)?;
     let settings = effective.config.sandbox;
-    let helper = std::env::current_exe()
+    let keel = std::env::current_exe()
         .map_err(|e| Failure::failed(format!("cannot find Keel's own executable: {e}")))?;
-    let prefix = ["sandbox".to_owned()];
+    // The helper sessions use: `keel-sandbox` next to `keel`, else `keel sandbox`.
+    let spec = SandboxSpec::keel(settings.clone(), Some(keel.clone()), None);
+    let helper = spec.helper.unwrap_or(keel);
+    let prefix = spec.helper_prefix;
     let namespaces = self_test(&helper, &prefix, Mechanism::Namespaces);
     let landlock = self_test(&helper, &prefix, Mechanism::Landlock);
     let mut out = String::new();
     out.push_str(&format!("mode: {}\n", mode_name(settings.mode)));
+    out.push_str(&format!(
+        "helper: {}{}\n",
+        helper.display(),
+        prefix
+            .first()
+            .map_or(String::new(), |word| format!(" {word}"))
+    ));
     out.push_str(&format!(
         "mechanism: {}\n",
         match settings.mechanism {

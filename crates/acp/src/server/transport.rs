@@ -36,12 +36,14 @@ pub fn pipelined(
     });
     let outgoing = futures::sink::unfold(
         (outgoing, gate, backlog),
-        async |(mut writer, gate, backlog), line: String| {
+        async |(mut writer, gate, backlog), mut line: String| {
+            // One write a message: stdout's writes go through a blocking thread each.
+            line.push('\n');
             writer.write_all(line.as_bytes()).await?;
-            writer.write_all(b"\n").await?;
             writer.flush().await?;
-            gate.open_on_answer(&line);
-            backlog.written(&line);
+            let line = line.strip_suffix('\n').unwrap_or(&line);
+            gate.open_on_answer(line);
+            backlog.written(line);
             Ok::<_, std::io::Error>((writer, gate, backlog))
         },
     );

@@ -55,6 +55,12 @@ pub fn is_file(path: &Path) -> bool {
     metadata(path).is_ok_and(|meta| meta.is_file())
 }
 
+/// Whether `path` is a regular file with an execute bit (following symlinks).
+pub fn is_executable_file(path: &Path) -> bool {
+    use std::os::unix::fs::PermissionsExt as _;
+    metadata(path).is_ok_and(|meta| meta.is_file() && meta.permissions().mode() & 0o111 != 0)
+}
+
 /// The entries of directory `dir` (unsorted, entries that cannot be read skipped); `Ok(None)`
 /// when it holds more than `limit` entries.
 #[expect(

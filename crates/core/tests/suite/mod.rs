@@ -19,6 +19,7 @@ mod provider_sse;
 mod provider_support;
 mod runtime_files;
 mod sandbox_escalation;
+mod sandbox_helper;
 mod sandbox_proxy_rules;
 mod search_sensitive;
 mod tool_errors;

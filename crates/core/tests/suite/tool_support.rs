@@ -18,7 +18,7 @@ pub fn workspace_scope() -> RequirementSet {
 /// Shell commands run confined, through keel-core's own helper binary (`keel-sandbox`).
 pub fn sandbox_spec() -> keel_core::runtime::sandbox::SandboxSpec {
     keel_core::runtime::sandbox::SandboxSpec {
-        helper: Some(PathBuf::from(env!("CARGO_BIN_EXE_keel-sandbox"))),
+        helper: Some(PathBuf::from(env!("CARGO_BIN_EXE_keel-core-sandbox"))),
         ..Default::default()
     }
 }

@@ -378,7 +378,7 @@ async fn the_editor_terminal_runs_the_command_when_present() {
         // The pane runs the helper wrapping `bash -c make`.
         assert_eq!(
             requests[0].program,
-            PathBuf::from(env!("CARGO_BIN_EXE_keel-sandbox"))
+            PathBuf::from(env!("CARGO_BIN_EXE_keel-core-sandbox"))
         );
         assert_eq!(requests[0].args[0], "run");
         assert_eq!(requests[0].args[4..], ["bash", "-c", "make"]);

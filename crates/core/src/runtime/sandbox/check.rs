@@ -196,6 +196,7 @@ fn run_probe(
             )
         });
     let profile = Profile {
+        format: super::profile::PROFILE_FORMAT,
         nonce: nonce.clone(),
         status_file: scratch.join("status"),
         required: true,

@@ -131,7 +131,30 @@ pub fn main(_prefix: &[OsString], args: Vec<OsString>) -> i32 {
 fn load(path: &Path) -> Result<Profile, String> {
     let text = std::fs::read_to_string(path)
         .map_err(|e| format!("cannot read the profile {}: {e}", path.display()))?;
-    serde_json::from_str(&text).map_err(|e| format!("bad profile {}: {e}", path.display()))
+    let profile: Profile =
+        serde_json::from_str(&text).map_err(|e| format!("bad profile {}: {e}", path.display()))?;
+    check_format(&profile)?;
+    Ok(profile)
+}
+
+/// Refuses a profile written by another build: its fields could mean something else.
+fn check_format(profile: &Profile) -> Result<(), String> {
+    if profile.format == super::profile::PROFILE_FORMAT {
+        return Ok(());
+    }
+    Err(format!(
+        "the profile is format {}, this helper reads format {}: `keel` and `keel-sandbox` come \
+         from different builds; install them together (`cargo install --path crates/acp`)",
+        profile.format,
+        super::profile::PROFILE_FORMAT
+    ))
+}
+
+/// `keel-sandbox`'s `main`: the helper on its own, with the process's arguments.
+pub fn standalone() -> std::process::ExitCode {
+    let args: Vec<OsString> = std::env::args_os().skip(1).collect();
+    let code = main(&[], args);
+    std::process::ExitCode::from(u8::try_from(code).unwrap_or(u8::MAX))
 }
 
 /// Opens (and empties) the status file; done before confinement, which may hide it.

@@ -117,17 +117,35 @@ pub struct SandboxSpec {
     pub loopback_upstream_for_tests: Option<u16>,
 }
 
+/// The small helper binary installed next to `keel` (`crates/acp/src/bin/keel-sandbox.rs`).
+pub const HELPER_BINARY: &str = "keel-sandbox";
+
 impl SandboxSpec {
-    /// The spec for Keel's own binary as the helper.
-    pub fn keel(settings: SandboxSettings, helper: Option<PathBuf>, home: Option<PathBuf>) -> Self {
-        Self {
+    /// The spec for the `keel` binary at `keel`: its helper is the small [`HELPER_BINARY`] in
+    /// the same directory when there is one (a command then starts without mapping and
+    /// relocating all of Keel), else `keel sandbox` itself. Both run the same
+    /// [`helper::main`]; a `keel-sandbox` from another build refuses the profile
+    /// ([`profile::PROFILE_FORMAT`]).
+    pub fn keel(settings: SandboxSettings, keel: Option<PathBuf>, home: Option<PathBuf>) -> Self {
+        let mut spec = Self {
             settings,
-            helper,
-            helper_prefix: vec!["sandbox".into()],
             home,
-            read_only: false,
-            loopback_upstream_for_tests: None,
-        }
+            ..Self::default()
+        };
+        spec.set_keel(keel);
+        spec
+    }
+
+    /// Makes the `keel` binary at `keel` the helper, as [`SandboxSpec::keel`] does.
+    pub fn set_keel(&mut self, keel: Option<PathBuf>) {
+        let beside = keel
+            .as_deref()
+            .and_then(|keel| Some(keel.parent()?.join(HELPER_BINARY)))
+            .filter(|helper| super::probe::is_executable_file(helper));
+        (self.helper, self.helper_prefix) = match beside {
+            Some(helper) => (Some(helper), Vec::new()),
+            None => (keel, vec!["sandbox".into()]),
+        };
     }
 }
 
@@ -453,6 +471,7 @@ impl super::Runtime {
             home_list(&settings.home_writable, DEFAULT_HOME_WRITABLE)
         };
         Profile {
+            format: profile::PROFILE_FORMAT,
             nonce: nonce.to_owned(),
             status_file: status_file.to_path_buf(),
             required: settings.mode == SandboxMode::Required,

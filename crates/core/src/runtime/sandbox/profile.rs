@@ -19,9 +19,18 @@ pub enum Mechanism {
     Landlock,
 }
 
+/// The layout of [`Profile`] this build writes and reads. A helper from another build (a
+/// `keel-sandbox` left from an older install) refuses a profile of another format instead of
+/// misreading it.
+pub const PROFILE_FORMAT: u32 = 1;
+
 /// One command's confinement. Every path is absolute and canonical.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Profile {
+    /// [`PROFILE_FORMAT`] of the build that wrote it (0 when missing: a build older than the
+    /// field).
+    #[serde(default)]
+    pub format: u32,
     /// A one-time value the helper writes back to [`Profile::status_file`] once the program is
     /// confined (and before it starts), so Keel can tell a confined run from anything else.
     pub nonce: String,

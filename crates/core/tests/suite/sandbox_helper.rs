@@ -1,0 +1,102 @@
+//! Which helper confines commands: the small `keel-sandbox` beside `keel` when it is there, and
+//! a helper from another build refuses the profile instead of misreading it.
+
+use std::os::unix::fs::PermissionsExt as _;
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+use keel_core::runtime::sandbox::profile::{Mechanism, PROFILE_FORMAT, Profile};
+use keel_core::runtime::sandbox::{HELPER_BINARY, SandboxSettings, SandboxSpec};
+
+fn executable(path: &Path, mode: u32) {
+    std::fs::write(path, "#!/bin/sh\n").unwrap();
+    std::fs::set_permissions(path, std::fs::Permissions::from_mode(mode)).unwrap();
+}
+
+#[test]
+fn keel_uses_the_small_helper_beside_it_else_itself() {
+    let dir = tempfile::tempdir().unwrap();
+    let keel = dir.path().join("keel");
+    executable(&keel, 0o755);
+    let spec = |keel: &Path| SandboxSpec::keel(SandboxSettings::default(), Some(keel.into()), None);
+
+    let alone = spec(&keel);
+    assert_eq!(alone.helper, Some(keel.clone()));
+    assert_eq!(alone.helper_prefix, vec!["sandbox".to_owned()]);
+
+    // A `keel-sandbox` that cannot be executed is not used.
+    let small = dir.path().join(HELPER_BINARY);
+    executable(&small, 0o644);
+    assert_eq!(spec(&keel).helper, Some(keel.clone()));
+
+    executable(&small, 0o755);
+    let beside = spec(&keel);
+    assert_eq!(beside.helper, Some(small));
+    assert!(beside.helper_prefix.is_empty());
+
+    // Without `keel`'s path there is no helper at all (commands are refused or unconfined, as
+    // the mode says).
+    let none = SandboxSpec::keel(SandboxSettings::default(), None, None);
+    assert_eq!(none.helper, None);
+}
+
+#[test]
+fn a_helper_from_another_build_refuses_the_profile() {
+    let dir = tempfile::tempdir().unwrap();
+    let root = std::fs::canonicalize(dir.path()).unwrap();
+    let marker = root.join("ran");
+    let mut profile = Profile {
+        format: PROFILE_FORMAT + 1,
+        nonce: "n".into(),
+        status_file: root.join("status"),
+        required: true,
+        mechanism: Mechanism::Auto,
+        cwd: root.clone(),
+        writable: vec![root.clone()],
+        readable: Vec::new(),
+        protected: Vec::new(),
+        pinned: Vec::new(),
+        home: None,
+        home_readable: Vec::new(),
+        home_writable: Vec::new(),
+        tmp_dir: root.join("tmp"),
+        staging_dir: root.join("stage"),
+        network: false,
+        proxy: None,
+    };
+    let run = |profile: &Profile| {
+        let file = root.join("profile.json");
+        std::fs::write(&file, serde_json::to_string(profile).unwrap()).unwrap();
+        Command::new(PathBuf::from(env!("CARGO_BIN_EXE_keel-core-sandbox")))
+            .args(["run", "--profile"])
+            .arg(&file)
+            .args([
+                "--",
+                "/bin/sh",
+                "-c",
+                &format!("echo > {}", marker.display()),
+            ])
+            .output()
+            .unwrap()
+    };
+    let refused = run(&profile);
+    assert_eq!(refused.status.code(), Some(125));
+    let stderr = String::from_utf8_lossy(&refused.stderr);
+    assert!(stderr.contains("different builds"), "{stderr}");
+    assert!(
+        !marker.exists(),
+        "the program ran under a profile it could not read"
+    );
+
+    // The same profile in this build's format is applied, and the program runs.
+    profile.format = PROFILE_FORMAT;
+    std::fs::create_dir_all(root.join("tmp")).unwrap();
+    std::fs::create_dir_all(root.join("stage")).unwrap();
+    let ran = run(&profile);
+    assert!(
+        ran.status.success(),
+        "{}",
+        String::from_utf8_lossy(&ran.stderr)
+    );
+    assert!(marker.exists());
+}
