@@ -315,8 +315,9 @@ async fn the_terminal_runs_the_helper_and_releases_after_cancel() {
     let Some(TerminalRecord::Create { command, args, .. }) = records.first() else {
         panic!("{records:?}");
     };
-    assert_eq!(command, env!("CARGO_BIN_EXE_keel"));
-    assert_eq!(args[..2], ["sandbox".to_owned(), "run".to_owned()]);
+    // The small helper installed beside `keel`.
+    assert_eq!(command, env!("CARGO_BIN_EXE_keel-sandbox"));
+    assert_eq!(args[..1], ["run".to_owned()]);
     assert!(
         records
             .iter()

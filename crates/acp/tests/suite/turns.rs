@@ -158,9 +158,9 @@ async fn the_editor_serves_files_and_runs_commands_in_its_terminal() {
     else {
         panic!("{records:?}");
     };
-    // Keel's own binary, the sandbox helper, wraps `bash -c COMMAND`.
-    assert_eq!(command.as_str(), env!("CARGO_BIN_EXE_keel"));
-    assert_eq!(args[..2], ["sandbox".to_owned(), "run".to_owned()]);
+    // Keel's sandbox helper (`keel-sandbox`, beside `keel`) wraps `bash -c COMMAND`.
+    assert_eq!(command.as_str(), env!("CARGO_BIN_EXE_keel-sandbox"));
+    assert_eq!(args[..1], ["run".to_owned()]);
     assert_eq!(
         args[args.len() - 3..],
         [
