@@ -1,5 +1,5 @@
-//! The sandbox's cost per command: the real `keel` binary as the helper, against spawning the
-//! program directly.
+//! The sandbox's cost per command: the real helper (`keel-sandbox`, and `keel sandbox run`),
+//! against spawning the program directly.
 //!
 //! Two measures per run:
 //!
@@ -253,31 +253,41 @@ fn main() {
     let direct_exit = row("direct: spawn -> exit", exit, None);
     println!("{:<44} mean {cpu:>6.2} ms", "direct: CPU time");
     let direct_cpu = cpu;
+    // The helper as sessions run it (`keel-sandbox`, beside `keel`) and as `keel sandbox run`
+    // (the fallback when it is missing).
+    let small = env!("CARGO_BIN_EXE_keel-sandbox");
+    let helpers: [(&str, &str, &[&str]); 2] = [
+        ("keel-sandbox", small, &["run"]),
+        ("keel sandbox", keel, &["sandbox", "run"]),
+    ];
     for mechanism in [Mechanism::Namespaces, Mechanism::Landlock] {
         let profile = profile(&base, mechanism, &program_dir);
-        let (start, exit, cpu) = time(|| {
-            let mut cmd = Command::new(keel);
-            cmd.args(["sandbox", "run", "--profile"])
-                .arg(&profile)
-                .arg("--")
-                .arg(&me);
-            cmd
-        });
-        row(
-            &format!("helper, {mechanism:?}: spawn -> program start"),
-            start,
-            Some(direct_start),
-        );
-        row(
-            &format!("helper, {mechanism:?}: spawn -> exit"),
-            exit,
-            Some(direct_exit),
-        );
-        println!(
-            "{:<44} mean {cpu:>6.2} ms  (cost: {:.2} ms)",
-            format!("helper, {mechanism:?}: CPU time"),
-            cpu - direct_cpu
-        );
+        for (name, program, args) in helpers {
+            let (start, exit, cpu) = time(|| {
+                let mut cmd = Command::new(program);
+                cmd.args(args)
+                    .arg("--profile")
+                    .arg(&profile)
+                    .arg("--")
+                    .arg(&me);
+                cmd
+            });
+            row(
+                &format!("{name}, {mechanism:?}: spawn -> program start"),
+                start,
+                Some(direct_start),
+            );
+            row(
+                &format!("{name}, {mechanism:?}: spawn -> exit"),
+                exit,
+                Some(direct_exit),
+            );
+            println!(
+                "{:<44} mean {cpu:>6.2} ms  (cost: {:.2} ms)",
+                format!("{name}, {mechanism:?}: CPU time"),
+                cpu - direct_cpu
+            );
+        }
     }
     tokio::runtime::Runtime::new()
         .unwrap()
