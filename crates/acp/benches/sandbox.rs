@@ -120,7 +120,7 @@ fn profile(base: &Path, mechanism: Mechanism, program_dir: &Path) -> PathBuf {
     }
     std::fs::create_dir_all(ws.join(".git/hooks")).unwrap();
     let profile = Profile {
-        format: keel_core::runtime::sandbox::profile::PROFILE_FORMAT,
+        build: keel_core::runtime::sandbox::profile::HELPER_BUILD.to_owned(),
         nonce: "bench".into(),
         status_file: scratch.join("status"),
         required: true,

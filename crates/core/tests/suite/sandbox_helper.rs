@@ -5,7 +5,7 @@ use std::os::unix::fs::PermissionsExt as _;
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
-use keel_core::runtime::sandbox::profile::{Mechanism, PROFILE_FORMAT, Profile};
+use keel_core::runtime::sandbox::profile::{HELPER_BUILD, Mechanism, Profile};
 use keel_core::runtime::sandbox::{HELPER_BINARY, SandboxSettings, SandboxSpec};
 
 fn executable(path: &Path, mode: u32) {
@@ -46,7 +46,7 @@ fn a_helper_from_another_build_refuses_the_profile() {
     let root = std::fs::canonicalize(dir.path()).unwrap();
     let marker = root.join("ran");
     let mut profile = Profile {
-        format: PROFILE_FORMAT + 1,
+        build: "0123456789abcdef".into(),
         nonce: "n".into(),
         status_file: root.join("status"),
         required: true,
@@ -88,8 +88,8 @@ fn a_helper_from_another_build_refuses_the_profile() {
         "the program ran under a profile it could not read"
     );
 
-    // The same profile in this build's format is applied, and the program runs.
-    profile.format = PROFILE_FORMAT;
+    // The same profile from this build is applied, and the program runs.
+    profile.build = HELPER_BUILD.to_owned();
     std::fs::create_dir_all(root.join("tmp")).unwrap();
     std::fs::create_dir_all(root.join("stage")).unwrap();
     let ran = run(&profile);

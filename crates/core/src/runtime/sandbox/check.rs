@@ -196,7 +196,7 @@ fn run_probe(
             )
         });
     let profile = Profile {
-        format: super::profile::PROFILE_FORMAT,
+        build: super::profile::HELPER_BUILD.to_owned(),
         nonce: nonce.clone(),
         status_file: scratch.join("status"),
         required: true,

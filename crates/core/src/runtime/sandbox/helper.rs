@@ -133,20 +133,26 @@ fn load(path: &Path) -> Result<Profile, String> {
         .map_err(|e| format!("cannot read the profile {}: {e}", path.display()))?;
     let profile: Profile =
         serde_json::from_str(&text).map_err(|e| format!("bad profile {}: {e}", path.display()))?;
-    check_format(&profile)?;
+    check_build(&profile)?;
     Ok(profile)
 }
 
-/// Refuses a profile written by another build: its fields could mean something else.
-fn check_format(profile: &Profile) -> Result<(), String> {
-    if profile.format == super::profile::PROFILE_FORMAT {
+/// Refuses a profile written by another build: its fields could mean something else, and this
+/// helper's code could be older than the Keel that expects it.
+fn check_build(profile: &Profile) -> Result<(), String> {
+    if profile.build == super::profile::HELPER_BUILD {
         return Ok(());
     }
     Err(format!(
-        "the profile is format {}, this helper reads format {}: `keel` and `keel-sandbox` come \
-         from different builds; install them together (`cargo install --path crates/acp`)",
-        profile.format,
-        super::profile::PROFILE_FORMAT
+        "the profile comes from another build of Keel ({}) than this helper ({}): `keel` and \
+         `keel-sandbox` come from different builds; install or build them together \
+         (`cargo install --path crates/acp`, `cargo build`)",
+        if profile.build.is_empty() {
+            "an older one"
+        } else {
+            &profile.build
+        },
+        super::profile::HELPER_BUILD
     ))
 }
 

@@ -125,7 +125,7 @@ impl SandboxSpec {
     /// the same directory when there is one (a command then starts without mapping and
     /// relocating all of Keel), else `keel sandbox` itself. Both run the same
     /// [`helper::main`]; a `keel-sandbox` from another build refuses the profile
-    /// ([`profile::PROFILE_FORMAT`]).
+    /// ([`profile::HELPER_BUILD`]).
     pub fn keel(settings: SandboxSettings, keel: Option<PathBuf>, home: Option<PathBuf>) -> Self {
         let mut spec = Self {
             settings,
@@ -471,7 +471,7 @@ impl super::Runtime {
             home_list(&settings.home_writable, DEFAULT_HOME_WRITABLE)
         };
         Profile {
-            format: profile::PROFILE_FORMAT,
+            build: profile::HELPER_BUILD.to_owned(),
             nonce: nonce.to_owned(),
             status_file: status_file.to_path_buf(),
             required: settings.mode == SandboxMode::Required,

@@ -19,18 +19,18 @@ pub enum Mechanism {
     Landlock,
 }
 
-/// The layout of [`Profile`] this build writes and reads. A helper from another build (a
-/// `keel-sandbox` left from an older install) refuses a profile of another format instead of
-/// misreading it.
-pub const PROFILE_FORMAT: u32 = 1;
+/// The build of keel-core this binary holds (a hash of its sources, from `build.rs`). Keel
+/// writes it into every profile, and the helper refuses a profile from another build: a
+/// `keel-sandbox` left over from an older build would read it with other code.
+pub const HELPER_BUILD: &str = env!("KEEL_CORE_BUILD_ID");
 
 /// One command's confinement. Every path is absolute and canonical.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Profile {
-    /// [`PROFILE_FORMAT`] of the build that wrote it (0 when missing: a build older than the
+    /// [`HELPER_BUILD`] of the Keel that wrote it (empty when missing: a build older than the
     /// field).
     #[serde(default)]
-    pub format: u32,
+    pub build: String,
     /// A one-time value the helper writes back to [`Profile::status_file`] once the program is
     /// confined (and before it starts), so Keel can tell a confined run from anything else.
     pub nonce: String,
