@@ -244,3 +244,52 @@ async fn whole_tool_calls_with_stop_and_reasoning_field_like_ollama() {
         ]
     );
 }
+
+#[test]
+fn a_call_only_answer_has_null_content_and_texts_join() {
+    let provider = keel_core::provider::OpenAiProvider::new(
+        Some("http://127.0.0.1:9/v1"),
+        Some("k"),
+        "OPENAI_API_KEY",
+        Default::default(),
+    )
+    .unwrap();
+    let mut request = simple_request("first");
+    request.messages[0].content.push(Part::Text(String::new()));
+    request.messages[0]
+        .content
+        .push(Part::Text("second".into()));
+    request.messages.push(Message {
+        role: Role::Assistant,
+        content: vec![Part::ToolUse {
+            id: "call_1".into(),
+            name: "read".into(),
+            input: json!({"file_path": "a.txt"}),
+        }],
+    });
+    request.messages.push(Message {
+        role: Role::User,
+        content: vec![Part::ToolResult {
+            tool_use_id: "call_1".into(),
+            content: "text".into(),
+            is_error: false,
+        }],
+    });
+    let body: serde_json::Value =
+        serde_json::from_slice(&provider.request_body(&request).unwrap()).unwrap();
+    assert_eq!(
+        body["messages"],
+        json!([
+            // Empty texts are dropped; the rest join into one string.
+            {"role": "user", "content": "first\n\nsecond"},
+            {"role": "assistant", "content": null, "tool_calls": [
+                {"id": "call_1", "type": "function",
+                 "function": {"name": "read", "arguments": "{\"file_path\":\"a.txt\"}"}},
+            ]},
+            // A user message of tool results alone adds no user message.
+            {"role": "tool", "tool_call_id": "call_1", "content": "text"},
+        ])
+    );
+    assert_eq!(body.get("tools"), None);
+    assert_eq!(body.get("reasoning_effort"), None);
+}
