@@ -21,8 +21,10 @@ pub fn check(args: SandboxCheckArgs) -> Outcome {
         .map_err(|e| Failure::failed(format!("cannot find Keel's own executable: {e}")))?;
     // The helper sessions use: `keel-sandbox` next to `keel`, else `keel sandbox`.
     let spec = SandboxSpec::keel(settings.clone(), Some(keel.clone()), None);
-    let helper = spec.helper.unwrap_or(keel);
-    let prefix = spec.helper_prefix;
+    let (helper, prefix) = match spec.helper_command() {
+        Some((helper, prefix)) => (helper.to_path_buf(), prefix.to_vec()),
+        None => (keel, vec!["sandbox".to_owned()]),
+    };
     let namespaces = self_test(&helper, &prefix, Mechanism::Namespaces);
     let landlock = self_test(&helper, &prefix, Mechanism::Landlock);
     let mut out = String::new();

@@ -105,6 +105,11 @@ fn complain(message: &str) {
 /// exit code. Must run before any thread is started. (`_prefix` is no longer needed: the PID
 /// namespace's init is a fork of the helper, not a second run of the binary.)
 pub fn main(_prefix: &[OsString], args: Vec<OsString>) -> i32 {
+    // `build`: which build of keel-core this helper is (Keel asks its `keel-sandbox` once).
+    if args.len() == 1 && args[0] == "build" {
+        let _ = writeln!(std::io::stdout(), "{}", super::profile::HELPER_BUILD);
+        return 0;
+    }
     let parsed = match parse(args) {
         Ok(parsed) => parsed,
         Err(message) => {
