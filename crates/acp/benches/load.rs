@@ -28,7 +28,7 @@ use keel_testkit::mock_model::{Api, MockModel, RecordedRequest, Reply, Turn};
 use serde_json::{Value, json};
 
 const SESSIONS: usize = 50;
-const TURNS_EACH: usize = 6;
+const TURNS_EACH: usize = 12;
 const LONG_SESSION_TURNS: usize = 1_000;
 /// Model requests in one scripted turn: read, edit, bash, answer.
 const REQUESTS_A_TURN: u32 = 4;
