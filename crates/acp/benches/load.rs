@@ -34,6 +34,13 @@ const LONG_SESSION_TURNS: usize = 1_000;
 const REQUESTS_A_TURN: u32 = 4;
 /// How long, on average, the mock model thinks before each answer (0 in the saturated run).
 static MODEL_DELAY_MS: AtomicU64 = AtomicU64::new(0);
+/// Per session, the nanoseconds the mock actually waited before its answers: a timer fires
+/// late when the benchmark's own process is busy, and that lateness is the mock's, not Keel's.
+static WAITED: std::sync::OnceLock<Vec<Arc<AtomicU64>>> = std::sync::OnceLock::new();
+
+fn waited(session: usize) -> Arc<AtomicU64> {
+    WAITED.get_or_init(|| (0..SESSIONS).map(|_| Arc::default()).collect())[session].clone()
+}
 
 /// The mock's thinking time before answering `step` of `turn` in `session`: between half and
 /// one and a half times the mean, fixed by the three numbers, so the bench can subtract it and
@@ -149,7 +156,10 @@ fn respond(api: Api, request: &RecordedRequest) -> Option<Reply> {
             })
         }
     };
-    Some(Reply::anthropic(&reply).delay(model_delay(session, turn, step)))
+    Some(
+        Reply::anthropic(&reply)
+            .delay_counted(model_delay(session, turn, step), waited(session % SESSIONS)),
+    )
 }
 
 struct Keel {
@@ -261,6 +271,7 @@ async fn concurrent_sessions(mock: &MockModel, mean_delay: Duration) {
                 tokio::time::sleep(Duration::from_millis(20) * u32::try_from(index).unwrap()).await;
             }
             for turn in 0..TURNS_EACH {
+                let waited_before = waited(index).load(Ordering::Relaxed);
                 let asked = Instant::now();
                 match client
                     .prompt(&session, &format!("session {index} turn {turn}"))
@@ -269,10 +280,12 @@ async fn concurrent_sessions(mock: &MockModel, mean_delay: Duration) {
                     Ok(answer) if answer.stop_reason == StopReason::EndTurn => {}
                     _ => errors += 1,
                 }
-                let thinking: Duration = (0..REQUESTS_A_TURN as usize)
+                let nominal: Duration = (0..REQUESTS_A_TURN as usize)
                     .map(|step| model_delay(index, turn, step))
                     .sum();
-                times.push((asked.elapsed(), thinking));
+                let actual =
+                    Duration::from_nanos(waited(index).load(Ordering::Relaxed) - waited_before);
+                times.push((asked.elapsed(), actual.max(nominal), nominal));
             }
             (times, errors)
         }));
@@ -319,18 +332,27 @@ async fn concurrent_sessions(mock: &MockModel, mean_delay: Duration) {
     }
     let final_rss = status_kib(keel.pid, "VmRSS").unwrap_or(0);
     let hwm = status_kib(keel.pid, "VmHWM").unwrap_or(0);
-    let agent: Vec<Duration> = times.iter().map(|(turn, _)| *turn).collect();
+    let agent: Vec<Duration> = times.iter().map(|(turn, _, _)| *turn).collect();
     let client = Arc::into_inner(client).unwrap();
     client.close().await.unwrap();
     tokio::time::sleep(Duration::from_millis(500)).await;
     let leftovers = left_behind(&roots);
     let mut agent = agent;
     let turns = times.len();
-    // The agent's overhead in a turn: everything but the model's thinking (the mock's delay
-    // before each answer); commands, approvals and loopback round trips count as overhead.
+    // The agent's overhead in a turn: everything but the model's thinking (the time the mock
+    // actually waited before each answer); commands, approvals and loopback round trips count
+    // as overhead. Against the nominal delays, the mock's own lateness would count too.
     let mut overhead: Vec<Duration> = times
         .iter()
-        .map(|(turn, thinking)| turn.saturating_sub(*thinking))
+        .map(|(turn, thinking, _)| turn.saturating_sub(*thinking))
+        .collect();
+    let mut against_nominal: Vec<Duration> = times
+        .iter()
+        .map(|(turn, _, nominal)| turn.saturating_sub(*nominal))
+        .collect();
+    let late: Vec<Duration> = times
+        .iter()
+        .map(|(_, actual, nominal)| actual.saturating_sub(*nominal))
         .collect();
     println!(
         "{SESSIONS} concurrent sessions x {TURNS_EACH} read/edit/bash turns on one keel acp ({turns} turns, {REQUESTS_A_TURN} model requests and 2 approvals each), model thinking {:?} to {:?} before each answer",
@@ -352,6 +374,14 @@ async fn concurrent_sessions(mock: &MockModel, mean_delay: Duration) {
         percentile(&mut overhead, 99),
         overhead.iter().max().copied().unwrap_or_default()
     );
+    if !mean_delay.is_zero() {
+        println!(
+            "    against the nominal delays p99 {:.2?}; the mock's timers fired late by {:.2?} a turn on average, {:.2?} at most",
+            percentile(&mut against_nominal, 99),
+            late.iter().sum::<Duration>() / u32::try_from(turns).unwrap(),
+            late.iter().max().copied().unwrap_or_default()
+        );
+    }
     println!(
         "  keel acp RSS: peak (VmHWM) {:.1} MiB, sampled max {:.1} MiB, at the end {:.1} MiB",
         hwm as f64 / 1024.0,

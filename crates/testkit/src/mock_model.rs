@@ -71,6 +71,8 @@ pub struct Reply {
     silent: bool,
     /// Waits this long before the status line: the model's time to its first byte.
     delay: Duration,
+    /// Where the time actually waited is added, in nanoseconds (see [`Reply::delay_counted`]).
+    waited: Option<Arc<std::sync::atomic::AtomicU64>>,
 }
 
 impl Reply {
@@ -88,6 +90,7 @@ impl Reply {
             trickle: None,
             silent: false,
             delay: Duration::ZERO,
+            waited: None,
         }
     }
 
@@ -180,6 +183,18 @@ impl Reply {
     /// Waits `delay` before the status line, as a model thinking before its first token does.
     pub fn delay(mut self, delay: Duration) -> Self {
         self.delay = delay;
+        self
+    }
+
+    /// [`Reply::delay`], adding the time actually waited (a timer fires late on a busy
+    /// machine) to `waited`, in nanoseconds: a benchmark subtracts what the model really took.
+    pub fn delay_counted(
+        mut self,
+        delay: Duration,
+        waited: Arc<std::sync::atomic::AtomicU64>,
+    ) -> Self {
+        self.delay = delay;
+        self.waited = Some(waited);
         self
     }
 
@@ -604,9 +619,14 @@ async fn send_reply(connection: &mut Connection, reply: Reply) -> Outcome {
         return wait_for_hangup(connection).await;
     }
     if !reply.delay.is_zero() {
+        let started = Instant::now();
         tokio::select! {
             () = tokio::time::sleep(reply.delay) => {}
             () = wait_for_eof(connection) => return Outcome::ClientGone,
+        }
+        if let Some(waited) = &reply.waited {
+            let nanos = u64::try_from(started.elapsed().as_nanos()).unwrap_or(u64::MAX);
+            waited.fetch_add(nanos, std::sync::atomic::Ordering::Relaxed);
         }
     }
     let mut head = format!("HTTP/1.1 {} {}\r\n", reply.status, reason(reply.status));
