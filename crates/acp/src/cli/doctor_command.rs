@@ -182,13 +182,7 @@ fn sandbox(report: &mut Report, effective: Option<&Effective>) {
             return;
         }
     };
-    // The helper sessions use: `keel-sandbox` next to `keel`, else `keel sandbox`.
-    let spec =
-        keel_core::runtime::sandbox::SandboxSpec::keel(settings.clone(), Some(keel.clone()), None);
-    let (helper, prefix) = match spec.helper_command() {
-        Some((helper, prefix)) => (helper.to_path_buf(), prefix.to_vec()),
-        None => (keel, vec!["sandbox".to_owned()]),
-    };
+    let (helper, prefix) = super::sandbox_command::sessions_helper(keel);
     let namespaces = self_test(&helper, &prefix, Mechanism::Namespaces).passed();
     let landlock = self_test(&helper, &prefix, Mechanism::Landlock).passed();
     let enforced = match settings.mechanism {

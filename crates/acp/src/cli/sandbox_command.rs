@@ -12,6 +12,16 @@ use super::{
 /// Exit code when the sandbox the configuration asks for cannot be enforced here.
 const EXIT_UNENFORCED: u8 = 1;
 
+/// The helper sessions confine commands with, for the `keel` at `keel`: `keel-sandbox` beside
+/// it when it is from this build, else `keel sandbox`.
+pub(super) fn sessions_helper(keel: std::path::PathBuf) -> (std::path::PathBuf, Vec<String>) {
+    let spec = SandboxSpec::keel(Default::default(), Some(keel.clone()), None);
+    match spec.helper_command() {
+        Some((helper, prefix)) => (helper.to_path_buf(), prefix.to_vec()),
+        None => (keel, vec!["sandbox".to_owned()]),
+    }
+}
+
 /// What this machine can enforce, and the self-test of each mechanism.
 pub fn check(args: SandboxCheckArgs) -> Outcome {
     let workspace = workspace_or_cwd(args.workspace.as_ref())?;
@@ -19,12 +29,7 @@ pub fn check(args: SandboxCheckArgs) -> Outcome {
     let settings = effective.config.sandbox;
     let keel = std::env::current_exe()
         .map_err(|e| Failure::failed(format!("cannot find Keel's own executable: {e}")))?;
-    // The helper sessions use: `keel-sandbox` next to `keel`, else `keel sandbox`.
-    let spec = SandboxSpec::keel(settings.clone(), Some(keel.clone()), None);
-    let (helper, prefix) = match spec.helper_command() {
-        Some((helper, prefix)) => (helper.to_path_buf(), prefix.to_vec()),
-        None => (keel, vec!["sandbox".to_owned()]),
-    };
+    let (helper, prefix) = sessions_helper(keel);
     let namespaces = self_test(&helper, &prefix, Mechanism::Namespaces);
     let landlock = self_test(&helper, &prefix, Mechanism::Landlock);
     let mut out = String::new();
