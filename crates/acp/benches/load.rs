@@ -17,8 +17,8 @@
 )]
 
 use std::path::{Path, PathBuf};
-use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use agent_client_protocol::v1::schema::{PermissionOptionKind, StopReason};
@@ -40,6 +40,48 @@ static WAITED: std::sync::OnceLock<Vec<Arc<AtomicU64>>> = std::sync::OnceLock::n
 
 fn waited(session: usize) -> Arc<AtomicU64> {
     WAITED.get_or_init(|| (0..SESSIONS).map(|_| Arc::default()).collect())[session].clone()
+}
+
+/// Per session, the model requests of its current turn as the mock saw them: when each was
+/// complete, and the session's `WAITED` then. They split a turn's overhead into its steps.
+static ARRIVALS: std::sync::OnceLock<Vec<Mutex<Vec<(Instant, u64)>>>> = std::sync::OnceLock::new();
+
+fn arrivals(session: usize) -> &'static Mutex<Vec<(Instant, u64)>> {
+    &ARRIVALS.get_or_init(|| (0..SESSIONS).map(|_| Mutex::default()).collect())[session]
+}
+
+/// The parts of a turn's overhead, in order: what happens before each model request and after
+/// the last answer.
+const PHASES: [&str; REQUESTS_A_TURN as usize + 1] = [
+    "prompt -> first request",
+    "read (no approval)",
+    "edit (approval, write)",
+    "bash (approval, sandboxed command)",
+    "answer -> end of turn",
+];
+
+/// A turn's overhead split into [`PHASES`]: the time between one request's answer (once the
+/// mock has waited) and the next request, from the prompt to its answer. `None` when the mock
+/// did not see the turn's four requests.
+fn phases(
+    asked: Instant,
+    arrived: &[(Instant, u64)],
+    ended: Instant,
+    waited_at_end: u64,
+) -> Option<[Duration; PHASES.len()]> {
+    if arrived.len() != REQUESTS_A_TURN as usize {
+        return None;
+    }
+    let mut parts = [Duration::ZERO; PHASES.len()];
+    parts[0] = arrived[0].0.saturating_duration_since(asked);
+    let mut marks: Vec<(Instant, u64)> = arrived.to_vec();
+    marks.push((ended, waited_at_end));
+    for (step, pair) in marks.windows(2).enumerate() {
+        let between = pair[1].0.saturating_duration_since(pair[0].0);
+        let thinking = Duration::from_nanos(pair[1].1.saturating_sub(pair[0].1));
+        parts[step + 1] = between.saturating_sub(thinking);
+    }
+    Some(parts)
 }
 
 /// The mock's thinking time before answering `step` of `turn` in `session`: between half and
@@ -156,6 +198,10 @@ fn respond(api: Api, request: &RecordedRequest) -> Option<Reply> {
             })
         }
     };
+    arrivals(session % SESSIONS).lock().unwrap().push((
+        request.received_at,
+        waited(session % SESSIONS).load(Ordering::Relaxed),
+    ));
     Some(
         Reply::anthropic(&reply)
             .delay_counted(model_delay(session, turn, step), waited(session % SESSIONS)),
@@ -264,6 +310,7 @@ async fn concurrent_sessions(mock: &MockModel, mean_delay: Duration) {
         let session = session.clone();
         runs.push(tokio::spawn(async move {
             let mut times = Vec::new();
+            let mut parts = Vec::new();
             let mut errors = 0;
             // With a thinking model, sessions start spread over a second, as an editor's threads
             // do not all send at once (the saturated run starts them together).
@@ -272,6 +319,7 @@ async fn concurrent_sessions(mock: &MockModel, mean_delay: Duration) {
             }
             for turn in 0..TURNS_EACH {
                 let waited_before = waited(index).load(Ordering::Relaxed);
+                arrivals(index).lock().unwrap().clear();
                 let asked = Instant::now();
                 match client
                     .prompt(&session, &format!("session {index} turn {turn}"))
@@ -280,21 +328,30 @@ async fn concurrent_sessions(mock: &MockModel, mean_delay: Duration) {
                     Ok(answer) if answer.stop_reason == StopReason::EndTurn => {}
                     _ => errors += 1,
                 }
+                let ended = Instant::now();
+                let waited_at_end = waited(index).load(Ordering::Relaxed);
+                parts.extend(phases(
+                    asked,
+                    &arrivals(index).lock().unwrap(),
+                    ended,
+                    waited_at_end,
+                ));
                 let nominal: Duration = (0..REQUESTS_A_TURN as usize)
                     .map(|step| model_delay(index, turn, step))
                     .sum();
-                let actual =
-                    Duration::from_nanos(waited(index).load(Ordering::Relaxed) - waited_before);
-                times.push((asked.elapsed(), actual.max(nominal), nominal));
+                let actual = Duration::from_nanos(waited_at_end - waited_before);
+                times.push((ended - asked, actual.max(nominal), nominal));
             }
-            (times, errors)
+            (times, parts, errors)
         }));
     }
     let mut times = Vec::new();
+    let mut parts = Vec::new();
     let mut errors = 0;
     for run in runs {
-        let (run_times, run_errors) = run.await.unwrap();
+        let (run_times, run_parts, run_errors) = run.await.unwrap();
         times.extend(run_times);
+        parts.extend(run_parts);
         errors += run_errors;
     }
     let wall = started.elapsed();
@@ -382,6 +439,9 @@ async fn concurrent_sessions(mock: &MockModel, mean_delay: Duration) {
             late.iter().max().copied().unwrap_or_default()
         );
     }
+    if !mean_delay.is_zero() {
+        report_phases(&mut parts);
+    }
     println!(
         "  keel acp RSS: peak (VmHWM) {:.1} MiB, sampled max {:.1} MiB, at the end {:.1} MiB",
         hwm as f64 / 1024.0,
@@ -404,6 +464,25 @@ async fn concurrent_sessions(mock: &MockModel, mean_delay: Duration) {
         "  errors {errors}, sessions with cross talk {cross_talk}, processes left behind {leftovers}"
     );
     drop(dirs);
+}
+
+/// Where a turn's overhead goes: each phase's p50, p99 and max, and what the slowest 1% of turns
+/// spent in each.
+fn report_phases(parts: &mut [[Duration; PHASES.len()]]) {
+    println!("  the overhead by phase, p50 / p99 / max, and the mean in the slowest 1% of turns:");
+    parts.sort_by_key(|turn| turn.iter().sum::<Duration>());
+    let slowest = &parts[parts.len() - parts.len().div_ceil(100)..];
+    for (phase, name) in PHASES.iter().enumerate() {
+        let mut samples: Vec<Duration> = parts.iter().map(|turn| turn[phase]).collect();
+        let tail: Duration = slowest.iter().map(|turn| turn[phase]).sum();
+        println!(
+            "    {name:<36} {:>9.2?} / {:>9.2?} / {:>9.2?}   slowest: {:.2?}",
+            percentile(&mut samples, 50),
+            percentile(&mut samples, 99),
+            samples.iter().max().copied().unwrap_or_default(),
+            tail / u32::try_from(slowest.len()).unwrap()
+        );
+    }
 }
 
 async fn long_session() {
