@@ -23,7 +23,7 @@ use std::time::{Duration, Instant};
 
 use agent_client_protocol::v1::schema::{PermissionOptionKind, StopReason};
 use keel_testkit::acp_client::{ClientOptions, PermissionReply, TestClient};
-use keel_testkit::measure::{load_average, status_kib};
+use keel_testkit::measure::{MachineCpu, load_average, status_kib};
 use keel_testkit::mock_model::{Api, MockModel, RecordedRequest, Reply, Turn};
 use serde_json::{Value, json};
 
@@ -44,9 +44,12 @@ fn waited(session: usize) -> Arc<AtomicU64> {
 
 /// Per session, the model requests of its current turn as the mock saw them: when each was
 /// complete, and the session's `WAITED` then. They split a turn's overhead into its steps.
-static ARRIVALS: std::sync::OnceLock<Vec<Mutex<Vec<(Instant, u64)>>>> = std::sync::OnceLock::new();
+static ARRIVALS: std::sync::OnceLock<Vec<Arrivals>> = std::sync::OnceLock::new();
 
-fn arrivals(session: usize) -> &'static Mutex<Vec<(Instant, u64)>> {
+/// One session's [`ARRIVALS`]: when each request was complete, and `WAITED` then.
+type Arrivals = Mutex<Vec<(Instant, u64)>>;
+
+fn arrivals(session: usize) -> &'static Arrivals {
     &ARRIVALS.get_or_init(|| (0..SESSIONS).map(|_| Mutex::default()).collect())[session]
 }
 
@@ -304,6 +307,7 @@ async fn concurrent_sessions(mock: &MockModel, mean_delay: Duration) {
     let cpu_before = cpu_time(keel.pid);
     let own_cpu_before = cpu_time(std::process::id());
     let commands_cpu_before = children_cpu_time(keel.pid);
+    let machine_before = MachineCpu::now();
     let mut runs = Vec::new();
     for (index, session) in sessions.iter().enumerate() {
         let client = client.clone();
@@ -358,6 +362,7 @@ async fn concurrent_sessions(mock: &MockModel, mean_delay: Duration) {
     let cpu = cpu_time(keel.pid) - cpu_before;
     let own_cpu = cpu_time(std::process::id()) - own_cpu_before;
     let commands_cpu = children_cpu_time(keel.pid) - commands_cpu_before;
+    let machine = MachineCpu::now().since(machine_before);
     sampler.abort();
     // Every session's own answers, and its own counter, bumped once per turn.
     let mut cross_talk = 0;
@@ -459,6 +464,12 @@ async fn concurrent_sessions(mock: &MockModel, mean_delay: Duration) {
     println!(
         "  the bench's own CPU time (client and mock model): {own_cpu:.2?} in all, {:.2?} a turn",
         own_cpu / u32::try_from(turns).unwrap()
+    );
+    println!(
+        "  the machine: {:.2?} busy, of which {:.2?} not the processes above (kernel threads, other programs); {:.2?} stolen by the hypervisor",
+        machine.busy,
+        machine.busy.saturating_sub(cpu + commands_cpu + own_cpu),
+        machine.steal
     );
     println!(
         "  errors {errors}, sessions with cross talk {cross_talk}, processes left behind {leftovers}"

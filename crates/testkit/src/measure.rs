@@ -24,3 +24,45 @@ pub fn status_kib(pid: u32, field: &str) -> Option<u64> {
         .find_map(|line| line.strip_prefix(field)?.strip_prefix(':'))
         .and_then(|value| value.trim().trim_end_matches("kB").trim().parse().ok())
 }
+
+/// The whole machine's CPU time so far, from the first line of `/proc/stat`: what a benchmark
+/// subtracts its own processes from to tell how much else ran beside it.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct MachineCpu {
+    /// Time the CPUs spent running anything: user, nice, system, irq and softirq.
+    pub busy: std::time::Duration,
+    /// Time the hypervisor ran something else while this machine's CPUs wanted to run.
+    pub steal: std::time::Duration,
+}
+
+impl MachineCpu {
+    /// The counters now (zero where `/proc/stat` cannot be read).
+    pub fn now() -> Self {
+        let text = std::fs::read_to_string("/proc/stat").unwrap_or_default();
+        let ticks: Vec<u64> = text
+            .lines()
+            .next()
+            .and_then(|line| line.strip_prefix("cpu "))
+            .map(|rest| {
+                rest.split_whitespace()
+                    .filter_map(|field| field.parse().ok())
+                    .collect()
+            })
+            .unwrap_or_default();
+        let at = |index: usize| ticks.get(index).copied().unwrap_or(0);
+        // user nice system idle iowait irq softirq steal; USER_HZ is 100 on Linux.
+        let millis = |count: u64| std::time::Duration::from_millis(count * 10);
+        MachineCpu {
+            busy: millis(at(0) + at(1) + at(2) + at(5) + at(6)),
+            steal: millis(at(7)),
+        }
+    }
+
+    /// What was used between `earlier` and `self`.
+    pub fn since(self, earlier: MachineCpu) -> MachineCpu {
+        MachineCpu {
+            busy: self.busy.saturating_sub(earlier.busy),
+            steal: self.steal.saturating_sub(earlier.steal),
+        }
+    }
+}
