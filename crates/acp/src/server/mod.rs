@@ -60,21 +60,18 @@ use connection::ConnectionState;
 
 /// Serves ACP over stdin/stdout with sessions of `engine`, until the client closes stdin.
 pub async fn serve_stdio(engine: Engine) -> anyhow::Result<()> {
-    serve_io(
-        Arc::new(EngineSessions::new(engine)),
-        tokio::io::stdout(),
-        tokio::io::stdin(),
-    )
-    .await
+    let (outgoing, incoming) = transport::stdio();
+    serve_io(Arc::new(EngineSessions::new(engine)), outgoing, incoming).await
 }
 
 /// Serves ACP on stdin/stdout for a configuration that did not load: `initialize` answers,
 /// `session/new` fails with `message` (the configuration error).
 pub async fn serve_stdio_broken(message: String) -> anyhow::Result<()> {
+    let (outgoing, incoming) = transport::stdio();
     serve_io(
         Arc::new(engine_sessions::BrokenConfig::new(message)),
-        tokio::io::stdout(),
-        tokio::io::stdin(),
+        outgoing,
+        incoming,
     )
     .await
 }

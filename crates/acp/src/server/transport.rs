@@ -37,7 +37,7 @@ pub fn pipelined(
     let outgoing = futures::sink::unfold(
         (outgoing, gate, backlog),
         async |(mut writer, gate, backlog), mut line: String| {
-            // One write a message: stdout's writes go through a blocking thread each.
+            // One write a message: in blocking mode, each write goes through a thread of its own.
             line.push('\n');
             writer.write_all(line.as_bytes()).await?;
             writer.flush().await?;
@@ -238,6 +238,60 @@ impl std::fmt::Debug for InitializeGate {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("InitializeGate").finish_non_exhaustive()
     }
+}
+
+/// The process's stdout, as the server writes its messages.
+pub type Outgoing = Box<dyn AsyncWrite + Send + Unpin>;
+/// The process's stdin, as the server reads the client's messages.
+pub type Incoming = Box<dyn AsyncRead + Send + Unpin>;
+
+/// stdout and stdin for the server. When they are pipes, as an editor starts an agent, they are
+/// read and written in non-blocking mode on the runtime's own reactor; otherwise (a terminal, a
+/// file, a socket) through tokio's stdio, which hands every read and write to a blocking
+/// thread: two thread switches a message, a dozen messages a turn.
+///
+/// Non-blocking mode belongs to the open pipe, not to the descriptor, so stdout stays blocking
+/// when stderr is the same pipe (`2>&1`): a log line must never fail for want of room.
+pub fn stdio() -> (Outgoing, Incoming) {
+    let outgoing: Outgoing = match nonblocking_stdout() {
+        Ok(sender) => Box::new(sender),
+        Err(reason) => {
+            tracing::debug!(%reason, "stdout: blocking writes");
+            Box::new(tokio::io::stdout())
+        }
+    };
+    let incoming: Incoming = match nonblocking_stdin() {
+        Ok(receiver) => Box::new(receiver),
+        Err(reason) => {
+            tracing::debug!(%reason, "stdin: blocking reads");
+            Box::new(tokio::io::stdin())
+        }
+    };
+    (outgoing, incoming)
+}
+
+/// A copy of descriptor `fd` (close-on-exec) as a file, leaving `fd` itself open: were it
+/// closed, the next file opened could take its number and receive stray output.
+fn duplicate(fd: std::os::fd::BorrowedFd<'_>) -> std::io::Result<std::fs::File> {
+    Ok(std::fs::File::from(fd.try_clone_to_owned()?))
+}
+
+fn nonblocking_stdout() -> std::io::Result<tokio::net::unix::pipe::Sender> {
+    use std::os::fd::AsFd as _;
+    use std::os::unix::fs::MetadataExt as _;
+    let stdout = duplicate(std::io::stdout().as_fd())?;
+    let stderr = duplicate(std::io::stderr().as_fd())?;
+    let (out, err) = (stdout.metadata()?, stderr.metadata()?);
+    if (out.dev(), out.ino()) == (err.dev(), err.ino()) {
+        return Err(std::io::Error::other("stderr is the same pipe"));
+    }
+    // Fails unless stdout is a pipe; sets O_NONBLOCK on it.
+    tokio::net::unix::pipe::Sender::from_file(stdout)
+}
+
+fn nonblocking_stdin() -> std::io::Result<tokio::net::unix::pipe::Receiver> {
+    use std::os::fd::AsFd as _;
+    tokio::net::unix::pipe::Receiver::from_file(duplicate(std::io::stdin().as_fd())?)
 }
 
 #[cfg(test)]

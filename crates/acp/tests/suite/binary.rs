@@ -192,3 +192,59 @@ impl RawKeel {
         }
     }
 }
+
+/// stdin and stdout need not be pipes: a file for stdin and stdout shared with stderr (`2>&1`)
+/// are read and written the blocking way, and the requests are answered all the same.
+#[test]
+fn keel_acp_serves_stdio_that_is_not_a_pipe_of_its_own() {
+    use std::io::BufRead as _;
+
+    let home = tempfile::tempdir().unwrap();
+    let workspace = tempfile::tempdir().unwrap();
+    let root = std::fs::canonicalize(workspace.path()).unwrap();
+    let requests = home.path().join("requests.jsonl");
+    let initialize = json!({"jsonrpc": "2.0", "id": 1, "method": "initialize",
+        "params": {"protocolVersion": 1, "clientCapabilities": {}}});
+    std::fs::write(&requests, format!("{initialize}\n")).unwrap();
+    let (reader, writer) = std::io::pipe().unwrap();
+    let mut child = std::process::Command::new(env!("CARGO_BIN_EXE_keel"))
+        .arg("acp")
+        .current_dir(&root)
+        .env("HOME", home.path())
+        .env("XDG_CONFIG_HOME", home.path().join("config"))
+        .env("XDG_STATE_HOME", home.path().join("state"))
+        .env("XDG_DATA_HOME", home.path().join("data"))
+        .env("ANTHROPIC_API_KEY", "test-key")
+        .env("KEEL_MODEL", "anthropic/test-model")
+        .stdin(std::fs::File::open(&requests).unwrap())
+        .stdout(writer.try_clone().unwrap())
+        .stderr(writer)
+        .spawn()
+        .unwrap();
+    // At the end of the file the client is gone: Keel answers, then exits, closing the pipe.
+    let reading = std::thread::spawn(move || {
+        std::io::BufReader::new(reader)
+            .lines()
+            .map(Result::unwrap)
+            .collect::<Vec<String>>()
+    });
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(20);
+    let status = loop {
+        if let Some(status) = child.try_wait().unwrap() {
+            break status;
+        }
+        if std::time::Instant::now() > deadline {
+            child.kill().unwrap();
+            panic!("keel acp did not exit at the end of its stdin");
+        }
+        std::thread::sleep(std::time::Duration::from_millis(10));
+    };
+    assert!(status.success(), "{status}");
+    let lines = reading.join().unwrap();
+    let answer = lines
+        .iter()
+        .filter_map(|line| serde_json::from_str::<serde_json::Value>(line).ok())
+        .find(|message| message.get("id") == Some(&json!(1)))
+        .unwrap_or_else(|| panic!("no answer to initialize in {lines:?}"));
+    assert!(answer["result"]["protocolVersion"].is_number(), "{answer}");
+}
