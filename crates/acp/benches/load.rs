@@ -466,10 +466,8 @@ async fn concurrent_sessions(mock: &MockModel, mean_delay: Duration) {
         own_cpu / u32::try_from(turns).unwrap()
     );
     println!(
-        "  the machine: {:.2?} busy, of which {:.2?} not the processes above (kernel threads, other programs); {:.2?} stolen by the hypervisor",
-        machine.busy,
-        machine.busy.saturating_sub(cpu + commands_cpu + own_cpu),
-        machine.steal
+        "  the machine (/proc/stat): {:.2?} busy; {:.2?} stolen by the hypervisor (time this machine's CPUs were ready to run and did not)",
+        machine.busy, machine.steal
     );
     println!(
         "  errors {errors}, sessions with cross talk {cross_talk}, processes left behind {leftovers}"
