@@ -172,11 +172,13 @@ impl ConnectionState {
     /// back). `cwd` defaults to the stored one for a prompt that reopens a session by itself.
     pub async fn reopen(
         &self,
-        session_id: SessionId,
-        cwd: Option<PathBuf>,
-        additional_directories: Vec<PathBuf>,
+        Reopen {
+            session_id,
+            cwd,
+            additional_directories,
+            mcp,
+        }: Reopen,
         connection: ConnectionTo<Client>,
-        mcp: Vec<agent_client_protocol::v1::schema::McpServer>,
     ) -> Result<Arc<Session>, ServerError> {
         self.close(&session_id);
         let (cwd, additional_directories) = match cwd {
@@ -417,4 +419,47 @@ fn prompt_commands(
 /// A fresh session id.
 fn new_session_id() -> SessionId {
     SessionId::new(format!("keel-{}", uuid::Uuid::new_v4().simple()))
+}
+
+/// What reopening a stored session takes: from `session/load` and `session/resume` alike, or
+/// only the id when a prompt reopens a session by itself.
+pub struct Reopen {
+    pub session_id: SessionId,
+    pub cwd: Option<PathBuf>,
+    pub additional_directories: Vec<PathBuf>,
+    pub mcp: Vec<agent_client_protocol::v1::schema::McpServer>,
+}
+
+impl Reopen {
+    /// The stored session `session_id` in its stored directories, without MCP servers.
+    pub fn stored(session_id: SessionId) -> Self {
+        Reopen {
+            session_id,
+            cwd: None,
+            additional_directories: Vec::new(),
+            mcp: Vec::new(),
+        }
+    }
+}
+
+impl From<agent_client_protocol::v1::schema::LoadSessionRequest> for Reopen {
+    fn from(request: agent_client_protocol::v1::schema::LoadSessionRequest) -> Self {
+        Reopen {
+            session_id: request.session_id,
+            cwd: Some(request.cwd),
+            additional_directories: request.additional_directories,
+            mcp: request.mcp_servers,
+        }
+    }
+}
+
+impl From<agent_client_protocol::v1::schema::ResumeSessionRequest> for Reopen {
+    fn from(request: agent_client_protocol::v1::schema::ResumeSessionRequest) -> Self {
+        Reopen {
+            session_id: request.session_id,
+            cwd: Some(request.cwd),
+            additional_directories: request.additional_directories,
+            mcp: request.mcp_servers,
+        }
+    }
 }

@@ -56,7 +56,7 @@ pub use session_traits::{
     ToolInfo,
 };
 
-use connection::ConnectionState;
+use connection::{ConnectionState, Reopen};
 
 /// Serves ACP over stdin/stdout with sessions of `engine`, until the client closes stdin.
 pub async fn serve_stdio(engine: Engine) -> anyhow::Result<()> {
@@ -208,13 +208,7 @@ async fn connect(
                         let connection = cx.clone();
                         cx.spawn(async move {
                             match state
-                                .reopen(
-                                    request.session_id,
-                                    None,
-                                    Vec::new(),
-                                    connection,
-                                    Vec::new(),
-                                )
+                                .reopen(Reopen::stored(request.session_id), connection)
                                 .await
                             {
                                 Ok(session) => {
@@ -296,15 +290,7 @@ async fn connect(
                         &cx,
                         responder,
                         |state, connection| async move {
-                            state
-                                .reopen(
-                                    request.session_id,
-                                    Some(request.cwd),
-                                    request.additional_directories,
-                                    connection,
-                                    request.mcp_servers,
-                                )
-                                .await
+                            state.reopen(request.into(), connection).await
                         },
                         |state, session, responder| {
                             // Every replayed update is queued before the answer.
@@ -331,15 +317,7 @@ async fn connect(
                         &cx,
                         responder,
                         |state, connection| async move {
-                            state
-                                .reopen(
-                                    request.session_id,
-                                    Some(request.cwd),
-                                    request.additional_directories,
-                                    connection,
-                                    request.mcp_servers,
-                                )
-                                .await
+                            state.reopen(request.into(), connection).await
                         },
                         |state, session, responder| {
                             // No replay: the client kept the history.
