@@ -33,6 +33,12 @@ bench:
     cargo bench -p keel-acp --bench sandbox
     cargo bench -p keel-acp --bench load
 
+# Records which functions an ACP session runs into crates/acp/link/hot-text.ld, the layout
+# that keeps `keel acp`'s resident code small (docs/decisions/0019-hot-code-layout.md). Needs
+# valgrind. Run after larger changes of code, dependencies or toolchain.
+link-order:
+    scripts/link-order.sh
+
 # The coverage-guided fuzz target of `keel acp`'s wire (needs `cargo install cargo-fuzz`);
 # docs/reliability.md records the runs.
 fuzz runs="1000000":

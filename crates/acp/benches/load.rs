@@ -22,8 +22,8 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use agent_client_protocol::v1::schema::{PermissionOptionKind, StopReason};
-use keel_testkit::acp_client::{ClientOptions, PermissionReply, TestClient};
-use keel_testkit::measure::{MachineCpu, load_average, status_kib};
+use keel_testkit::acp_client::{ClientOptions, PermissionReply, TestClient, isolated_env};
+use keel_testkit::measure::{MachineCpu, children_cpu_time, cpu_time, load_average, status_kib};
 use keel_testkit::mock_model::{Api, MockModel, RecordedRequest, Reply, Turn};
 use serde_json::{Value, json};
 
@@ -101,37 +101,6 @@ fn model_delay(session: usize, turn: usize, step: usize) -> Duration {
 fn percentile(samples: &mut [Duration], percent: usize) -> Duration {
     samples.sort();
     samples[(samples.len() * percent / 100).min(samples.len() - 1)]
-}
-
-/// CPU time (user + system) `pid` has used so far.
-fn cpu_time(pid: u32) -> Duration {
-    stat_ticks(pid, 10)
-}
-
-/// CPU time (user + system) of the children `pid` has reaped so far: its commands with their
-/// sandbox helpers.
-fn children_cpu_time(pid: u32) -> Duration {
-    stat_ticks(pid, 12)
-}
-
-/// The sum of the two tick counters at `field` and `field + 1` of `/proc/PID/stat`, after the
-/// state.
-fn stat_ticks(pid: u32, field: usize) -> Duration {
-    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap_or_default();
-    let fields: Vec<u64> = stat
-        .rsplit_once(')')
-        .map(|(_, rest)| {
-            rest.split_whitespace()
-                .filter_map(|f| f.parse().ok())
-                .collect()
-        })
-        .unwrap_or_default();
-    // After the state: ppid pgrp session tty tpgid flags minflt cminflt majflt cmajflt utime
-    // stime cutime cstime.
-    let ticks =
-        fields.get(field).copied().unwrap_or(0) + fields.get(field + 1).copied().unwrap_or(0);
-    let hz = 100; // USER_HZ on Linux.
-    Duration::from_millis(ticks * 1000 / hz)
 }
 
 /// `session S turn T` from the newest prompt of an Anthropic request.
@@ -219,18 +188,8 @@ struct Keel {
 
 async fn spawn(mock: &MockModel, cwd: &Path, approvals: usize) -> Keel {
     let home = tempfile::tempdir().unwrap();
-    let at = |dir: &str| home.path().join(dir).display().to_string();
-    let (home_dir, config, state, data) = (at(""), at("config"), at("state"), at("data"));
-    let base_url = mock.base_url();
-    let env = [
-        ("HOME", home_dir.as_str()),
-        ("XDG_CONFIG_HOME", config.as_str()),
-        ("XDG_STATE_HOME", state.as_str()),
-        ("XDG_DATA_HOME", data.as_str()),
-        ("ANTHROPIC_API_KEY", "bench"),
-        ("ANTHROPIC_BASE_URL", base_url.as_str()),
-        ("KEEL_MODEL", "anthropic/bench-model"),
-    ];
+    let env = isolated_env(home.path(), &mock.base_url(), "anthropic/bench-model");
+    let env: Vec<(&str, &str)> = env.iter().map(|(k, v)| (k.as_str(), v.as_str())).collect();
     let client = TestClient::spawn(
         ClientOptions::default().permissions(vec![
             PermissionReply::Choose(

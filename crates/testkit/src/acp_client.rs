@@ -778,3 +778,22 @@ async fn run(
         })
         .await
 }
+
+/// The environment of a `keel acp` that keeps to `home` (`HOME`, and the XDG configuration,
+/// state and data directories below it) and talks to the model at `base_url` (a mock model's
+/// Anthropic endpoint) as `model` (`anthropic/NAME`), with a dummy key.
+pub fn isolated_env(home: &Path, base_url: &str, model: &str) -> Vec<(String, String)> {
+    let at = |dir: &str| home.join(dir).display().to_string();
+    [
+        ("HOME", home.display().to_string()),
+        ("XDG_CONFIG_HOME", at("config")),
+        ("XDG_STATE_HOME", at("state")),
+        ("XDG_DATA_HOME", at("data")),
+        ("ANTHROPIC_API_KEY", "test-key".to_owned()),
+        ("ANTHROPIC_BASE_URL", base_url.to_owned()),
+        ("KEEL_MODEL", model.to_owned()),
+    ]
+    .into_iter()
+    .map(|(key, value)| (key.to_owned(), value))
+    .collect()
+}

@@ -66,3 +66,34 @@ impl MachineCpu {
         }
     }
 }
+
+/// CPU time (user + system) process `pid` has used so far, all its threads; zero once it is
+/// gone. `/proc/PID/stat` counts in 10 ms ticks, so compare long stretches.
+pub fn cpu_time(pid: u32) -> std::time::Duration {
+    stat_ticks(pid, 10)
+}
+
+/// CPU time (user + system) of the children `pid` has reaped so far (and of theirs): the
+/// commands it ran, with their sandbox helpers.
+pub fn children_cpu_time(pid: u32) -> std::time::Duration {
+    stat_ticks(pid, 12)
+}
+
+/// The sum of the two tick counters at `field` and `field + 1` of `/proc/PID/stat`, counting
+/// from the field after the state.
+fn stat_ticks(pid: u32, field: usize) -> std::time::Duration {
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap_or_default();
+    let fields: Vec<u64> = stat
+        .rsplit_once(')')
+        .map(|(_, rest)| {
+            rest.split_whitespace()
+                .filter_map(|f| f.parse().ok())
+                .collect()
+        })
+        .unwrap_or_default();
+    // After the state: ppid pgrp session tty tpgid flags minflt cminflt majflt cmajflt utime
+    // stime cutime cstime. USER_HZ is 100 on Linux.
+    let ticks =
+        fields.get(field).copied().unwrap_or(0) + fields.get(field + 1).copied().unwrap_or(0);
+    std::time::Duration::from_millis(ticks * 10)
+}

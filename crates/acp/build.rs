@@ -1,0 +1,37 @@
+//! Lays out the `keel` binary's code so that what a session runs sits together
+//! (docs/decisions/0019-hot-code-layout.md).
+//!
+//! `link/hot-text.ld` names the functions one ACP session runs (start, `initialize`,
+//! `session/new`, read/edit/bash turns), as `scripts/link-order.sh` records them with callgrind,
+//! and collects them in one output section before `.text`. A page of code is resident once any
+//! byte of it ran, and the kernel maps up to 64 KiB around each fault: packed, they take few
+//! pages. Only the layout changes, never the code; a function the script does not name is laid
+//! out as before, so a stale script costs memory, not correctness.
+//!
+//! Applied to release builds (profiles `release` and `bench`) for x86_64 Linux, where Rust links
+//! with LLD; other targets, profiles and hand-chosen linkers link as before.
+
+#![expect(
+    clippy::disallowed_methods,
+    reason = "a build script looks for its crate's own linker script"
+)]
+
+fn main() {
+    println!("cargo:rerun-if-changed=link/hot-text.ld");
+    println!("cargo:rerun-if-env-changed=CARGO_ENCODED_RUSTFLAGS");
+    let release = std::env::var("PROFILE").is_ok_and(|profile| profile == "release");
+    let lld_by_default =
+        std::env::var("TARGET").is_ok_and(|target| target == "x86_64-unknown-linux-gnu");
+    // A linker or linker flavour chosen by hand may not know the option.
+    let own_linker = std::env::var("CARGO_ENCODED_RUSTFLAGS")
+        .is_ok_and(|flags| flags.contains("linker"))
+        || std::env::vars()
+            .any(|(key, _)| key.starts_with("CARGO_TARGET_") && key.ends_with("_LINKER"));
+    if !(release && lld_by_default) || own_linker {
+        return;
+    }
+    let script = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("link/hot-text.ld");
+    if script.is_file() {
+        println!("cargo:rustc-link-arg-bin=keel=-Wl,-T,{}", script.display());
+    }
+}
