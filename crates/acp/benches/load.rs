@@ -23,7 +23,9 @@ use std::time::{Duration, Instant};
 
 use agent_client_protocol::v1::schema::{PermissionOptionKind, StopReason};
 use keel_testkit::acp_client::{ClientOptions, PermissionReply, TestClient, isolated_env};
-use keel_testkit::measure::{MachineCpu, children_cpu_time, cpu_time, load_average, status_kib};
+use keel_testkit::measure::{
+    MachineCpu, children_cpu_time, cpu_time, load_average, status_kib, vmstat,
+};
 use keel_testkit::mock_model::{Api, MockModel, RecordedRequest, Reply, Turn};
 use serde_json::{Value, json};
 
@@ -267,6 +269,7 @@ async fn concurrent_sessions(mock: &MockModel, mean_delay: Duration) {
     let own_cpu_before = cpu_time(std::process::id());
     let commands_cpu_before = children_cpu_time(keel.pid);
     let machine_before = MachineCpu::now();
+    let faults_before = (vmstat("pgmajfault"), vmstat("pgscan_direct"));
     let mut runs = Vec::new();
     for (index, session) in sessions.iter().enumerate() {
         let client = client.clone();
@@ -322,6 +325,10 @@ async fn concurrent_sessions(mock: &MockModel, mean_delay: Duration) {
     let own_cpu = cpu_time(std::process::id()) - own_cpu_before;
     let commands_cpu = children_cpu_time(keel.pid) - commands_cpu_before;
     let machine = MachineCpu::now().since(machine_before);
+    let faults = (
+        vmstat("pgmajfault") - faults_before.0,
+        vmstat("pgscan_direct") - faults_before.1,
+    );
     sampler.abort();
     // Every session's own answers, and its own counter, bumped once per turn.
     let mut cross_talk = 0;
@@ -427,6 +434,10 @@ async fn concurrent_sessions(mock: &MockModel, mean_delay: Duration) {
     println!(
         "  the machine (/proc/stat): {:.2?} busy; {:.2?} stolen by the hypervisor (time this machine's CPUs were ready to run and did not)",
         machine.busy, machine.steal
+    );
+    println!(
+        "    major page faults (a page read back from disk) {}, pages scanned by direct reclaim {}",
+        faults.0, faults.1
     );
     println!(
         "  errors {errors}, sessions with cross talk {cross_talk}, processes left behind {leftovers}"

@@ -97,3 +97,15 @@ fn stat_ticks(pid: u32, field: usize) -> std::time::Duration {
         fields.get(field).copied().unwrap_or(0) + fields.get(field + 1).copied().unwrap_or(0);
     std::time::Duration::from_millis(ticks * 10)
 }
+
+/// A counter of `/proc/vmstat` (`pgmajfault`, `pgscan_direct`, ...), or 0.
+pub fn vmstat(field: &str) -> u64 {
+    std::fs::read_to_string("/proc/vmstat")
+        .unwrap_or_default()
+        .lines()
+        .find_map(|line| {
+            let (name, value) = line.split_once(' ')?;
+            (name == field).then(|| value.trim().parse().ok()).flatten()
+        })
+        .unwrap_or(0)
+}
