@@ -164,20 +164,28 @@ struct RawKeel {
     _workspace: tempfile::TempDir,
 }
 
+/// `keel acp` in `root`, with its home, configuration, state and data below `home`, a test key
+/// and a test model.
+fn keel_acp_command(home: &std::path::Path, root: &std::path::Path) -> std::process::Command {
+    let mut command = std::process::Command::new(env!("CARGO_BIN_EXE_keel"));
+    command
+        .arg("acp")
+        .current_dir(root)
+        .env("HOME", home)
+        .env("XDG_CONFIG_HOME", home.join("config"))
+        .env("XDG_STATE_HOME", home.join("state"))
+        .env("XDG_DATA_HOME", home.join("data"))
+        .env("ANTHROPIC_API_KEY", "test-key")
+        .env("KEEL_MODEL", "anthropic/test-model");
+    command
+}
+
 impl RawKeel {
     fn spawn() -> Self {
         let home = tempfile::tempdir().unwrap();
         let workspace = tempfile::tempdir().unwrap();
         let root = std::fs::canonicalize(workspace.path()).unwrap();
-        let child = tokio::process::Command::new(env!("CARGO_BIN_EXE_keel"))
-            .arg("acp")
-            .current_dir(&root)
-            .env("HOME", home.path())
-            .env("XDG_CONFIG_HOME", home.path().join("config"))
-            .env("XDG_STATE_HOME", home.path().join("state"))
-            .env("XDG_DATA_HOME", home.path().join("data"))
-            .env("ANTHROPIC_API_KEY", "test-key")
-            .env("KEEL_MODEL", "anthropic/test-model")
+        let child = tokio::process::Command::from(keel_acp_command(home.path(), &root))
             .stdin(std::process::Stdio::piped())
             .stdout(std::process::Stdio::piped())
             .stderr(std::process::Stdio::null())
@@ -207,15 +215,7 @@ fn keel_acp_serves_stdio_that_is_not_a_pipe_of_its_own() {
         "params": {"protocolVersion": 1, "clientCapabilities": {}}});
     std::fs::write(&requests, format!("{initialize}\n")).unwrap();
     let (reader, writer) = std::io::pipe().unwrap();
-    let mut child = std::process::Command::new(env!("CARGO_BIN_EXE_keel"))
-        .arg("acp")
-        .current_dir(&root)
-        .env("HOME", home.path())
-        .env("XDG_CONFIG_HOME", home.path().join("config"))
-        .env("XDG_STATE_HOME", home.path().join("state"))
-        .env("XDG_DATA_HOME", home.path().join("data"))
-        .env("ANTHROPIC_API_KEY", "test-key")
-        .env("KEEL_MODEL", "anthropic/test-model")
+    let mut child = keel_acp_command(home.path(), &root)
         .stdin(std::fs::File::open(&requests).unwrap())
         .stdout(writer.try_clone().unwrap())
         .stderr(writer)
