@@ -58,12 +58,22 @@ async fn an_internal_failure_is_logged_shown_to_the_user_and_neutral_for_the_mod
     )
     .await;
     // Keel's own state breaks: the session's scratch directory becomes a file, so the sidecar
-    // of grep's long output cannot be written.
-    let scratch = std::fs::read_dir(&harness.scratch)
-        .unwrap()
-        .map(|entry| entry.unwrap().path())
-        .find(|path| path.is_dir())
-        .expect("the session's scratch directory");
+    // of grep's long output cannot be written. `session/new` answers before the session has
+    // opened in the background, so its directory may not be there yet.
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(20);
+    let scratch = loop {
+        let found = std::fs::read_dir(&harness.scratch)
+            .unwrap()
+            .map(|entry| entry.unwrap().path())
+            .find(|path| path.is_dir());
+        match found {
+            Some(path) => break path,
+            None if std::time::Instant::now() < deadline => {
+                tokio::time::sleep(std::time::Duration::from_millis(10)).await;
+            }
+            None => panic!("the session's scratch directory did not appear"),
+        }
+    };
     std::fs::remove_dir_all(&scratch).unwrap();
     std::fs::write(&scratch, "not a directory").unwrap();
 
