@@ -29,7 +29,7 @@ use keel_acp::server::{EngineSessions, SessionFactory};
 use keel_core::agent::{Engine, EngineConfig, SessionOptions};
 use keel_core::capability::ShellRunRequirement;
 use keel_core::provider::{ModelRequest, ProviderConfig, ProviderKind};
-use keel_testkit::acp_client::{ClientOptions, PermissionReply, TestClient, pipe};
+use keel_testkit::acp_client::{ClientOptions, PermissionReply, TestClient, isolated_env, pipe};
 use keel_testkit::measure::{load_average, status_kib};
 use keel_testkit::mock_model::{MockModel, Turn};
 use serde_json::json;
@@ -38,6 +38,8 @@ const WARMUP: usize = 3;
 const ROUND_TRIPS: usize = 50;
 const TURNS: usize = 30;
 const SPAWNS: usize = 20;
+/// The model the binary runs name (`KEEL_MODEL`): the mock's Anthropic endpoint.
+const BENCH_MODEL: (&str, &str) = ("KEEL_MODEL", "anthropic/bench-model");
 const LIB: &str = "pub fn greet() -> &'static str {\n    \"helo\"\n}\n";
 
 fn median(mut samples: Vec<Duration>) -> Duration {
@@ -267,20 +269,8 @@ async fn binary(mock: &MockModel) {
     let earlier_requests = mock.requests().len();
     let program = PathBuf::from(env!("CARGO_BIN_EXE_keel"));
     let home = tempfile::tempdir().unwrap();
-    let home_path = home.path().display().to_string();
-    let config_home = home.path().join("config").display().to_string();
-    let state_home = home.path().join("state").display().to_string();
-    let data_home = home.path().join("data").display().to_string();
-    let base_url = mock.base_url();
-    let env = [
-        ("HOME", home_path.as_str()),
-        ("XDG_CONFIG_HOME", config_home.as_str()),
-        ("XDG_STATE_HOME", state_home.as_str()),
-        ("XDG_DATA_HOME", data_home.as_str()),
-        ("ANTHROPIC_API_KEY", "bench"),
-        ("ANTHROPIC_BASE_URL", base_url.as_str()),
-        ("KEEL_MODEL", "anthropic/bench-model"),
-    ];
+    let env = isolated_env(home.path(), &mock.base_url(), &[BENCH_MODEL]);
+    let env: Vec<(&str, &str)> = env.iter().map(|(k, v)| (k.as_str(), v.as_str())).collect();
     let mut spawn_to_initialize = Vec::new();
     let mut new_session = Vec::new();
     let mut session_open = Vec::new();
@@ -357,18 +347,8 @@ async fn mcp_servers(mock: &MockModel) {
     let program = PathBuf::from(env!("CARGO_BIN_EXE_keel"));
     let server = PathBuf::from(env!("CARGO_BIN_EXE_keel-mcp-test-server"));
     let home = tempfile::tempdir().unwrap();
-    let dir = |name: &str| home.path().join(name).display().to_string();
-    let (home_path, config, state, data) = (dir(""), dir("config"), dir("state"), dir("data"));
-    let base_url = mock.base_url();
-    let env = [
-        ("HOME", home_path.as_str()),
-        ("XDG_CONFIG_HOME", config.as_str()),
-        ("XDG_STATE_HOME", state.as_str()),
-        ("XDG_DATA_HOME", data.as_str()),
-        ("ANTHROPIC_API_KEY", "bench"),
-        ("ANTHROPIC_BASE_URL", base_url.as_str()),
-        ("KEEL_MODEL", "anthropic/bench-model"),
-    ];
+    let env = isolated_env(home.path(), &mock.base_url(), &[BENCH_MODEL]);
+    let env: Vec<(&str, &str)> = env.iter().map(|(k, v)| (k.as_str(), v.as_str())).collect();
     let (_dir, root) = workspace();
     let client = TestClient::spawn(ClientOptions::default(), &program, &["acp"], &root, &env)
         .await

@@ -190,7 +190,11 @@ struct Keel {
 
 async fn spawn(mock: &MockModel, cwd: &Path, approvals: usize) -> Keel {
     let home = tempfile::tempdir().unwrap();
-    let env = isolated_env(home.path(), &mock.base_url(), "anthropic/bench-model");
+    let env = isolated_env(
+        home.path(),
+        &mock.base_url(),
+        &[("KEEL_MODEL", "anthropic/bench-model")],
+    );
     let env: Vec<(&str, &str)> = env.iter().map(|(k, v)| (k.as_str(), v.as_str())).collect();
     let client = TestClient::spawn(
         ClientOptions::default().permissions(vec![

@@ -34,8 +34,8 @@ use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
 use agent_client_protocol::v1::schema::{PermissionOptionKind, StopReason};
-use keel_testkit::acp_client::{ClientOptions, PermissionReply, TestClient};
-use keel_testkit::measure::load_average;
+use keel_testkit::acp_client::{ClientOptions, PermissionReply, TestClient, isolated_env};
+use keel_testkit::measure::{children_cpu_time, load_average};
 use keel_testkit::mock_model::{MockModel, Turn};
 use serde_json::json;
 
@@ -61,19 +61,9 @@ fn stats(mut samples: Vec<f64>) -> (f64, f64, f64) {
     )
 }
 
-/// CPU time (user + system) of the waited-for descendants so far, in milliseconds
-/// (`/proc/self/stat` fields 16 and 17, in USER_HZ = 100 ticks per second).
+/// CPU time (user + system) of the waited-for descendants so far, in milliseconds.
 fn children_cpu_ms() -> f64 {
-    let stat = std::fs::read_to_string("/proc/self/stat").unwrap();
-    let fields: Vec<&str> = stat
-        .rsplit_once(')')
-        .unwrap()
-        .1
-        .split_whitespace()
-        .collect();
-    // After the command name: field 3 is fields[0], so fields 16 and 17 are [13] and [14].
-    let ticks: u64 = fields[13].parse::<u64>().unwrap() + fields[14].parse::<u64>().unwrap();
-    ticks as f64 * 10.0
+    children_cpu_time(std::process::id()).as_secs_f64() * 1000.0
 }
 
 /// Spawn → program start and spawn → exit in milliseconds for each timed run, and the mean CPU
@@ -177,18 +167,12 @@ async fn cancel(keel: &Path) {
     let home = tempfile::tempdir().unwrap();
     let ws = tempfile::tempdir().unwrap();
     let root = std::fs::canonicalize(ws.path()).unwrap();
-    let dir = |name: &str| home.path().join(name).display().to_string();
-    let (home_path, config, state, data) = (dir(""), dir("config"), dir("state"), dir("data"));
-    let base_url = mock.base_url();
-    let env = [
-        ("HOME", home_path.as_str()),
-        ("XDG_CONFIG_HOME", config.as_str()),
-        ("XDG_STATE_HOME", state.as_str()),
-        ("XDG_DATA_HOME", data.as_str()),
-        ("ANTHROPIC_API_KEY", "bench"),
-        ("ANTHROPIC_BASE_URL", base_url.as_str()),
-        ("KEEL_MODEL", "anthropic/bench-model"),
-    ];
+    let env = isolated_env(
+        home.path(),
+        &mock.base_url(),
+        &[("KEEL_MODEL", "anthropic/bench-model")],
+    );
+    let env: Vec<(&str, &str)> = env.iter().map(|(k, v)| (k.as_str(), v.as_str())).collect();
     let client = TestClient::spawn(ClientOptions::default(), keel, &["acp"], &root, &env)
         .await
         .unwrap();

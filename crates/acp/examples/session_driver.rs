@@ -61,7 +61,11 @@ async fn main() {
     let workspace = tempfile::tempdir().unwrap();
     let root = std::fs::canonicalize(workspace.path()).unwrap();
     let home = tempfile::tempdir().unwrap();
-    let env = isolated_env(home.path(), &mock.base_url(), "anthropic/driver-model");
+    let env = isolated_env(
+        home.path(),
+        &mock.base_url(),
+        &[("KEEL_MODEL", "anthropic/driver-model")],
+    );
     let env: Vec<(&str, &str)> = env.iter().map(|(k, v)| (k.as_str(), v.as_str())).collect();
     let approvals = usize::try_from(sessions * turns * 2).unwrap();
     let client = TestClient::spawn(

@@ -16,7 +16,7 @@
     reason = "a benchmark binary: it runs the reference tools and prints a table"
 )]
 
-use keel_testkit::measure::load_average;
+use keel_testkit::measure::{children_cpu_time, cpu_time, load_average};
 use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::sync::Arc;
@@ -148,19 +148,12 @@ fn count_entries(text: &str) -> usize {
     text.lines().filter(|l| !l.is_empty()).count()
 }
 
-/// CPU seconds (user + system) used so far by this process and by its waited-for children,
-/// from `/proc/self/stat` (clock ticks of 1/100 s).
+/// CPU seconds (user + system) used so far by this process and by its waited-for children.
 fn cpu_seconds() -> (f64, f64) {
-    let stat = std::fs::read_to_string("/proc/self/stat").unwrap();
-    let (_, rest) = stat.rsplit_once(')').unwrap();
-    let fields: Vec<f64> = rest
-        .split_whitespace()
-        .map(|f| f.parse().unwrap_or(0.0))
-        .collect();
-    // After the command name: state(0) ... utime(11) stime(12) cutime(13) cstime(14).
+    let pid = std::process::id();
     (
-        (fields[11] + fields[12]) / 100.0,
-        (fields[13] + fields[14]) / 100.0,
+        cpu_time(pid).as_secs_f64(),
+        children_cpu_time(pid).as_secs_f64(),
     )
 }
 

@@ -781,8 +781,8 @@ async fn run(
 
 /// The environment of a `keel acp` that keeps to `home` (`HOME`, and the XDG configuration,
 /// state and data directories below it) and talks to the model at `base_url` (a mock model's
-/// Anthropic endpoint) as `model` (`anthropic/NAME`), with a dummy key.
-pub fn isolated_env(home: &Path, base_url: &str, model: &str) -> Vec<(String, String)> {
+/// Anthropic endpoint) with a test key; then `extra` (`KEEL_MODEL`, say).
+pub fn isolated_env(home: &Path, base_url: &str, extra: &[(&str, &str)]) -> Vec<(String, String)> {
     let at = |dir: &str| home.join(dir).display().to_string();
     [
         ("HOME", home.display().to_string()),
@@ -791,9 +791,9 @@ pub fn isolated_env(home: &Path, base_url: &str, model: &str) -> Vec<(String, St
         ("XDG_DATA_HOME", at("data")),
         ("ANTHROPIC_API_KEY", "test-key".to_owned()),
         ("ANTHROPIC_BASE_URL", base_url.to_owned()),
-        ("KEEL_MODEL", model.to_owned()),
     ]
     .into_iter()
+    .chain(extra.iter().map(|(key, value)| (*key, (*value).to_owned())))
     .map(|(key, value)| (key.to_owned(), value))
     .collect()
 }

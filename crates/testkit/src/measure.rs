@@ -25,8 +25,8 @@ pub fn status_kib(pid: u32, field: &str) -> Option<u64> {
         .and_then(|value| value.trim().trim_end_matches("kB").trim().parse().ok())
 }
 
-/// The whole machine's CPU time so far, from the first line of `/proc/stat`: what a benchmark
-/// subtracts its own processes from to tell how much else ran beside it.
+/// The whole machine's CPU time so far, from the first line of `/proc/stat`: how busy the
+/// machine was during a benchmark, and how much time the hypervisor took from it.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub struct MachineCpu {
     /// Time the CPUs spent running anything: user, nice, system, irq and softirq.

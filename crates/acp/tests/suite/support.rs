@@ -551,21 +551,7 @@ impl KeelHome {
     /// The environment of a `keel acp` run: `HOME` and the XDG directories here, the mock model
     /// as the Anthropic endpoint with a test key, then `extra`.
     pub fn env(&self, mock: &MockModel, extra: &[(&str, &str)]) -> Vec<(String, String)> {
-        let at = |dir: &str| self.home.join(dir).display().to_string();
-        let mut env = vec![
-            ("HOME".to_owned(), self.home.display().to_string()),
-            ("XDG_CONFIG_HOME".to_owned(), at("config")),
-            ("XDG_STATE_HOME".to_owned(), at("state")),
-            ("XDG_DATA_HOME".to_owned(), at("data")),
-            ("ANTHROPIC_API_KEY".to_owned(), "test-key".to_owned()),
-            ("ANTHROPIC_BASE_URL".to_owned(), mock.base_url()),
-        ];
-        env.extend(
-            extra
-                .iter()
-                .map(|(k, v)| ((*k).to_owned(), (*v).to_owned())),
-        );
-        env
+        keel_testkit::acp_client::isolated_env(&self.home, &mock.base_url(), extra)
     }
 
     /// `keel acp` started in the workspace with [`KeelHome::env`], not yet initialized.
