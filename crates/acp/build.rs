@@ -19,14 +19,15 @@
 fn main() {
     println!("cargo:rerun-if-changed=link/hot-text.ld");
     println!("cargo:rerun-if-env-changed=CARGO_ENCODED_RUSTFLAGS");
+    println!("cargo:rerun-if-env-changed=RUSTC_LINKER");
     let release = std::env::var("PROFILE").is_ok_and(|profile| profile == "release");
     let lld_by_default =
         std::env::var("TARGET").is_ok_and(|target| target == "x86_64-unknown-linux-gnu");
-    // A linker or linker flavour chosen by hand may not know the option.
-    let own_linker = std::env::var("CARGO_ENCODED_RUSTFLAGS")
-        .is_ok_and(|flags| flags.contains("linker"))
-        || std::env::vars()
-            .any(|(key, _)| key.starts_with("CARGO_TARGET_") && key.ends_with("_LINKER"));
+    // A linker or linker flavour chosen by hand may not take the script: one set for this
+    // target in Cargo's configuration or environment (Cargo passes it as `RUSTC_LINKER`), or
+    // in the flags.
+    let own_linker = std::env::var_os("RUSTC_LINKER").is_some()
+        || std::env::var("CARGO_ENCODED_RUSTFLAGS").is_ok_and(|flags| flags.contains("linker"));
     if !(release && lld_by_default) || own_linker {
         return;
     }
