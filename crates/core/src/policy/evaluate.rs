@@ -104,12 +104,18 @@ pub(super) fn evaluate_call(
             for command in &commands {
                 let text = command.text();
                 let read_only = is_read_only(command, &watchdog.context, watchdog);
+                // A glob the shell may turn into an option: the words the program gets are not
+                // the ones the grammar and the approval key speak for.
+                let option_glob = command
+                    .original
+                    .iter()
+                    .find(|word| glob_may_expand_to_option(word, &command.cwd, &watchdog.context));
                 let evaluation = run(
                     &Target::Command {
                         words: &command.argv,
                         text: &text,
                         read_only,
-                        outside_grammar: command.fit.rejected(),
+                        outside_grammar: command.fit.rejected() || option_glob.is_some(),
                     },
                     true,
                 );
@@ -128,7 +134,13 @@ pub(super) fn evaluate_call(
                          has no approval key"
                     ));
                 }
-                if this != Action::Allow {
+                if let Some(word) = option_glob {
+                    notes.push(format!(
+                        "`{text}`: the shell may expand `{word}` into a name that begins with `-`, \
+                         which the program reads as an option: it has no approval key"
+                    ));
+                }
+                if this != Action::Allow && option_glob.is_none() {
                     pending.extend(command.key.clone());
                 } else if evaluation
                     .winner
@@ -404,6 +416,15 @@ pub(crate) fn is_read_only(
     if command.dynamic || command.container || !command.assignments.is_empty() {
         return false;
     }
+    // `rg foo *` beside a file named `--pre=x`: the shell turns the glob into an option the
+    // grammar never saw.
+    if command
+        .original
+        .iter()
+        .any(|word| glob_may_expand_to_option(word, &command.cwd, context))
+    {
+        return false;
+    }
     if command.wrappers.iter().any(|w| {
         let name = base_name(w);
         PRIVILEGE_WRAPPERS.contains(&name) || name == "xargs"
@@ -674,6 +695,23 @@ pub(crate) fn glob_matches(
         (Some(rest), _) => expand_glob(rest, context.home?),
         (None, Cwd::Known(base)) => expand_glob(word, base),
         (None, Cwd::Unknown) => None,
+    }
+}
+
+/// Whether the shell could expand `word` into words that begin with `-`: a glob whose first
+/// character is a wildcard, in a directory holding (or that cannot be shown not to hold) a
+/// name that begins with `-`, which the program then reads as an option.
+fn glob_may_expand_to_option(word: &str, cwd: &Cwd, context: &ShellContext<'_>) -> bool {
+    if !word.starts_with(['*', '?', '[']) {
+        return false;
+    }
+    let first = word.split('/').next().unwrap_or(word);
+    match glob_matches(first, cwd, context) {
+        Some(matches) => matches.iter().any(|path| {
+            path.file_name()
+                .is_some_and(|name| name.as_encoded_bytes().starts_with(b"-"))
+        }),
+        None => true,
     }
 }
 
