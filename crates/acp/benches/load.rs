@@ -24,7 +24,7 @@ use std::time::{Duration, Instant};
 use agent_client_protocol::v1::schema::{PermissionOptionKind, StopReason};
 use keel_testkit::acp_client::{ClientOptions, PermissionReply, TestClient, isolated_env};
 use keel_testkit::measure::{
-    MachineCpu, children_cpu_time, cpu_time, load_average, status_kib, vmstat,
+    MachineCpu, StallProbe, children_cpu_time, cpu_time, load_average, status_kib, vmstat,
 };
 use keel_testkit::mock_model::{Api, MockModel, RecordedRequest, Reply, Turn};
 use serde_json::{Value, json};
@@ -274,6 +274,7 @@ async fn concurrent_sessions(mock: &MockModel, mean_delay: Duration) {
     let commands_cpu_before = children_cpu_time(keel.pid);
     let machine_before = MachineCpu::now();
     let faults_before = (vmstat("pgmajfault"), vmstat("pgscan_direct"));
+    let probe = StallProbe::start().unwrap();
     let mut runs = Vec::new();
     for (index, session) in sessions.iter().enumerate() {
         let client = client.clone();
@@ -310,7 +311,7 @@ async fn concurrent_sessions(mock: &MockModel, mean_delay: Duration) {
                     .map(|step| model_delay(index, turn, step))
                     .sum();
                 let actual = Duration::from_nanos(waited_at_end - waited_before);
-                times.push((ended - asked, actual.max(nominal), nominal));
+                times.push((ended - asked, actual.max(nominal), nominal, (asked, ended)));
             }
             (times, parts, errors)
         }));
@@ -333,6 +334,7 @@ async fn concurrent_sessions(mock: &MockModel, mean_delay: Duration) {
         vmstat("pgmajfault") - faults_before.0,
         vmstat("pgscan_direct") - faults_before.1,
     );
+    let stalls = probe.stop();
     sampler.abort();
     // Every session's own answers, and its own counter, bumped once per turn.
     let mut cross_talk = 0;
@@ -364,7 +366,7 @@ async fn concurrent_sessions(mock: &MockModel, mean_delay: Duration) {
     }
     let final_rss = status_kib(keel.pid, "VmRSS").unwrap_or(0);
     let hwm = status_kib(keel.pid, "VmHWM").unwrap_or(0);
-    let agent: Vec<Duration> = times.iter().map(|(turn, _, _)| *turn).collect();
+    let agent: Vec<Duration> = times.iter().map(|(turn, ..)| *turn).collect();
     let client = Arc::into_inner(client).unwrap();
     client.close().await.unwrap();
     tokio::time::sleep(Duration::from_millis(500)).await;
@@ -376,15 +378,21 @@ async fn concurrent_sessions(mock: &MockModel, mean_delay: Duration) {
     // as overhead. Against the nominal delays, the mock's own lateness would count too.
     let mut overhead: Vec<Duration> = times
         .iter()
-        .map(|(turn, thinking, _)| turn.saturating_sub(*thinking))
+        .map(|(turn, thinking, ..)| turn.saturating_sub(*thinking))
+        .collect();
+    // The same, for the turns no pause of the whole machine overlapped.
+    let mut untouched: Vec<Duration> = times
+        .iter()
+        .filter(|(.., (asked, ended))| !stalls.touched(*asked, *ended))
+        .map(|(turn, thinking, ..)| turn.saturating_sub(*thinking))
         .collect();
     let mut against_nominal: Vec<Duration> = times
         .iter()
-        .map(|(turn, _, nominal)| turn.saturating_sub(*nominal))
+        .map(|(turn, _, nominal, _)| turn.saturating_sub(*nominal))
         .collect();
     let late: Vec<Duration> = times
         .iter()
-        .map(|(_, actual, nominal)| actual.saturating_sub(*nominal))
+        .map(|(_, actual, nominal, _)| actual.saturating_sub(*nominal))
         .collect();
     println!(
         "{SESSIONS} concurrent sessions x {TURNS_EACH} read/edit/bash turns on one keel acp ({turns} turns, {REQUESTS_A_TURN} model requests and 2 approvals each), model thinking {:?} to {:?} before each answer",
@@ -443,6 +451,23 @@ async fn concurrent_sessions(mock: &MockModel, mean_delay: Duration) {
         "    major page faults (a page read back from disk) {}, pages scanned by direct reclaim {}",
         faults.0, faults.1
     );
+    println!(
+        "    a thread that naps 1 ms at a time woke up {:.2?} late at worst; {} pauses of the whole machine over {:.0?} ({:.2?} in all), overlapping {} turns",
+        stalls.worst,
+        stalls.long,
+        keel_testkit::measure::Stalls::LONG,
+        stalls.long_total,
+        turns - untouched.len()
+    );
+    if untouched.len() < turns && !untouched.is_empty() {
+        println!(
+            "    agent overhead of the {} turns no pause overlapped, p50 / p99 / max {:.2?} / {:.2?} / {:.2?}",
+            untouched.len(),
+            percentile(&mut untouched, 50),
+            percentile(&mut untouched, 99),
+            untouched.iter().max().copied().unwrap_or_default()
+        );
+    }
     println!(
         "  errors {errors}, sessions with cross talk {cross_talk}, processes left behind {leftovers}"
     );

@@ -109,3 +109,80 @@ pub fn vmstat(field: &str) -> u64 {
         })
         .unwrap_or(0)
 }
+
+/// How late a thread that only sleeps woke up while a benchmark ran: a thread of the benchmark's
+/// process that asks for 1 ms naps and records each wake-up's lateness. Busy cores make it a
+/// few milliseconds late; a pause of the whole machine (the hypervisor, the host's memory)
+/// makes it late by the length of the pause. Turns that were slow in such a pause are slow
+/// because nothing on the machine ran, whatever the code under test does.
+#[derive(Debug)]
+pub struct StallProbe {
+    stop: std::sync::Arc<std::sync::atomic::AtomicBool>,
+    thread: std::thread::JoinHandle<Stalls>,
+}
+
+/// What a [`StallProbe`] saw.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Stalls {
+    /// Naps taken.
+    pub naps: u64,
+    /// The latest wake-up.
+    pub worst: std::time::Duration,
+    /// Wake-ups later than [`Stalls::LONG`].
+    pub long: u64,
+    /// Their lateness, summed.
+    pub long_total: std::time::Duration,
+    /// When each of them began (the nap's end as asked) and ended (the wake-up), the first
+    /// thousand: a turn that overlaps one of them was slowed by the machine.
+    pub pauses: Vec<(std::time::Instant, std::time::Instant)>,
+}
+
+impl Stalls {
+    /// A wake-up this late is a pause of the machine, not a busy core: on two busy cores the
+    /// probe is at most about 15 ms late.
+    pub const LONG: std::time::Duration = std::time::Duration::from_millis(20);
+
+    /// Whether the stretch from `start` to `end` overlaps a pause.
+    pub fn touched(&self, start: std::time::Instant, end: std::time::Instant) -> bool {
+        self.pauses
+            .iter()
+            .any(|(began, ended)| *began < end && start < *ended)
+    }
+}
+
+impl StallProbe {
+    /// Starts the probe's thread.
+    pub fn start() -> std::io::Result<StallProbe> {
+        let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+        let stopped = stop.clone();
+        let thread = std::thread::Builder::new()
+            .name("stall-probe".into())
+            .spawn(move || {
+                let nap = std::time::Duration::from_millis(1);
+                let mut seen = Stalls::default();
+                while !stopped.load(std::sync::atomic::Ordering::Relaxed) {
+                    let asked = std::time::Instant::now();
+                    std::thread::sleep(nap);
+                    let late = asked.elapsed().saturating_sub(nap);
+                    seen.naps += 1;
+                    seen.worst = seen.worst.max(late);
+                    if late > Stalls::LONG {
+                        seen.long += 1;
+                        seen.long_total += late;
+                        if seen.pauses.len() < 1_000 {
+                            let woke = asked + nap + late;
+                            seen.pauses.push((woke - late, woke));
+                        }
+                    }
+                }
+                seen
+            })?;
+        Ok(StallProbe { stop, thread })
+    }
+
+    /// Stops the probe and says what it saw.
+    pub fn stop(self) -> Stalls {
+        self.stop.store(true, std::sync::atomic::Ordering::Relaxed);
+        self.thread.join().unwrap_or_default()
+    }
+}
