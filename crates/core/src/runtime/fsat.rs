@@ -16,13 +16,19 @@
 //! checked path; a symlink swapped in makes the call fail (`ELOOP`), it never redirects it.
 //! Writes create a temporary file inside the already-open parent directory (`O_CREAT | O_EXCL
 //! | O_NOFOLLOW`), write, keep the old file's mode (and owner, when allowed), fsync, and
-//! `renameat` it over the name within that same descriptor, then fsync the directory. A
-//! write therefore replaces a hard link with a new file rather than writing through it.
+//! `renameat` it over the name within that same descriptor. A write therefore replaces a hard
+//! link with a new file rather than writing through it.
+//!
+//! The file is synced before the rename, so after a crash the name holds the old content or
+//! the new, never an empty or torn file. The directory is not synced after it: the rename
+//! reaches the disk with the file system's next commit (ext4: within 5 s), as an editor's
+//! save does, instead of a second disk flush in every edit (2–18 ms each on a busy disk,
+//! decision 0020).
 
 use std::ffi::{OsStr, OsString};
 use std::fs::{File, Metadata};
 use std::io::{self, Write as _};
-use std::os::fd::{AsFd, AsRawFd as _, OwnedFd};
+use std::os::fd::{AsRawFd as _, OwnedFd};
 use std::os::unix::ffi::OsStrExt as _;
 use std::os::unix::fs::{MetadataExt as _, PermissionsExt as _};
 use std::path::{Component, Path};
@@ -31,7 +37,7 @@ use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use nix::errno::Errno;
 use nix::fcntl::{OFlag, OpenHow, ResolveFlag, openat, openat2, renameat};
 use nix::sys::stat::{Mode, fchmod, mkdirat};
-use nix::unistd::{Gid, Uid, UnlinkatFlags, fchown, fsync, unlinkat};
+use nix::unistd::{Gid, Uid, UnlinkatFlags, fchown, unlinkat};
 
 /// Set once `openat2` turned out to be unavailable, so later calls walk at once.
 static NO_OPENAT2: AtomicBool = AtomicBool::new(false);
@@ -244,8 +250,8 @@ pub fn open_dir_creating(
 
 /// Replaces the file `name` inside the open directory `dir` with `bytes`, atomically: a
 /// temporary file created in `dir`, written, given the old file's mode (and owner when the
-/// process may), fsynced, renamed over `name` within `dir`, and the directory fsynced. A new
-/// file gets the default mode (0666 less the umask).
+/// process may), fsynced and renamed over `name` within `dir` (the rename is durable with the
+/// file system's next commit). A new file gets the default mode (0666 less the umask).
 pub fn replace_in(dir: &OwnedFd, name: &OsStr, bytes: &[u8]) -> io::Result<()> {
     if name.is_empty() || name.as_bytes().contains(&b'/') || name == "." || name == ".." {
         return Err(io::Error::new(
@@ -276,8 +282,6 @@ pub fn replace_in(dir: &OwnedFd, name: &OsStr, bytes: &[u8]) -> io::Result<()> {
         let _ = unlinkat(dir, temp_name.as_os_str(), UnlinkatFlags::NoRemoveDir);
         return Err(e.into());
     }
-    // The rename is durable once the directory is.
-    let _ = fsync(dir.as_fd());
     Ok(())
 }
 
