@@ -311,7 +311,7 @@ async fn concurrent_sessions(mock: &MockModel, mean_delay: Duration) {
                     .map(|step| model_delay(index, turn, step))
                     .sum();
                 let actual = Duration::from_nanos(waited_at_end - waited_before);
-                times.push((ended - asked, actual.max(nominal), nominal, (asked, ended)));
+                times.push((ended - asked, actual.max(nominal), nominal));
             }
             (times, parts, errors)
         }));
@@ -380,19 +380,14 @@ async fn concurrent_sessions(mock: &MockModel, mean_delay: Duration) {
         .iter()
         .map(|(turn, thinking, ..)| turn.saturating_sub(*thinking))
         .collect();
-    // The same, for the turns no pause of the whole machine overlapped.
-    let mut untouched: Vec<Duration> = times
-        .iter()
-        .filter(|(.., (asked, ended))| !stalls.touched(*asked, *ended))
-        .map(|(turn, thinking, ..)| turn.saturating_sub(*thinking))
-        .collect();
+
     let mut against_nominal: Vec<Duration> = times
         .iter()
-        .map(|(turn, _, nominal, _)| turn.saturating_sub(*nominal))
+        .map(|(turn, _, nominal)| turn.saturating_sub(*nominal))
         .collect();
     let late: Vec<Duration> = times
         .iter()
-        .map(|(_, actual, nominal, _)| actual.saturating_sub(*nominal))
+        .map(|(_, actual, nominal)| actual.saturating_sub(*nominal))
         .collect();
     println!(
         "{SESSIONS} concurrent sessions x {TURNS_EACH} read/edit/bash turns on one keel acp ({turns} turns, {REQUESTS_A_TURN} model requests and 2 approvals each), model thinking {:?} to {:?} before each answer",
@@ -452,22 +447,12 @@ async fn concurrent_sessions(mock: &MockModel, mean_delay: Duration) {
         faults.0, faults.1
     );
     println!(
-        "    a thread that naps 1 ms at a time woke up {:.2?} late at worst; {} pauses of the whole machine over {:.0?} ({:.2?} in all), overlapping {} turns",
+        "    a thread that naps 1 ms at a time woke up {:.2?} late at worst; {} pauses of the whole machine over {:.0?} ({:.2?} in all)",
         stalls.worst,
         stalls.long,
         keel_testkit::measure::Stalls::LONG,
         stalls.long_total,
-        turns - untouched.len()
     );
-    if untouched.len() < turns && !untouched.is_empty() {
-        println!(
-            "    agent overhead of the {} turns no pause overlapped, p50 / p99 / max {:.2?} / {:.2?} / {:.2?}",
-            untouched.len(),
-            percentile(&mut untouched, 50),
-            percentile(&mut untouched, 99),
-            untouched.iter().max().copied().unwrap_or_default()
-        );
-    }
     println!(
         "  errors {errors}, sessions with cross talk {cross_talk}, processes left behind {leftovers}"
     );

@@ -122,7 +122,7 @@ pub struct StallProbe {
 }
 
 /// What a [`StallProbe`] saw.
-#[derive(Debug, Clone, Default, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub struct Stalls {
     /// Naps taken.
     pub naps: u64,
@@ -132,22 +132,12 @@ pub struct Stalls {
     pub long: u64,
     /// Their lateness, summed.
     pub long_total: std::time::Duration,
-    /// When each of them began (the nap's end as asked) and ended (the wake-up), the first
-    /// thousand: a turn that overlaps one of them was slowed by the machine.
-    pub pauses: Vec<(std::time::Instant, std::time::Instant)>,
 }
 
 impl Stalls {
     /// A wake-up this late is a pause of the machine, not a busy core: on two busy cores the
     /// probe is at most about 15 ms late.
     pub const LONG: std::time::Duration = std::time::Duration::from_millis(20);
-
-    /// Whether the stretch from `start` to `end` overlaps a pause.
-    pub fn touched(&self, start: std::time::Instant, end: std::time::Instant) -> bool {
-        self.pauses
-            .iter()
-            .any(|(began, ended)| *began < end && start < *ended)
-    }
 }
 
 impl StallProbe {
@@ -169,10 +159,6 @@ impl StallProbe {
                     if late > Stalls::LONG {
                         seen.long += 1;
                         seen.long_total += late;
-                        if seen.pauses.len() < 1_000 {
-                            let woke = asked + nap + late;
-                            seen.pauses.push((woke - late, woke));
-                        }
                     }
                 }
                 seen
