@@ -447,7 +447,7 @@ async fn concurrent_sessions(mock: &MockModel, mean_delay: Duration) {
         faults.0, faults.1
     );
     println!(
-        "    a thread that naps 1 ms at a time woke up {:.2?} late at worst; {} pauses of the whole machine over {:.0?} ({:.2?} in all)",
+        "    a thread that naps 2 ms at a time woke up {:.2?} late at worst; {} pauses of the whole machine over {:.0?} ({:.2?} in all)",
         stalls.worst,
         stalls.long,
         keel_testkit::measure::Stalls::LONG,
