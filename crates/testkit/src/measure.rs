@@ -111,9 +111,9 @@ pub fn vmstat(field: &str) -> u64 {
 }
 
 /// How late a thread that only sleeps woke up while a benchmark ran: a thread of the benchmark's
-/// process that asks for 2 ms naps (500 wake-ups a second, about 0.2 s of CPU a minute) and records each wake-up's lateness. Busy cores make it a
-/// few milliseconds late; a pause of the whole machine (the hypervisor, the host's memory)
-/// makes it late by the length of the pause. Turns that were slow in such a pause are slow
+/// process that asks for 2 ms naps (500 wake-ups a second, about 0.2 s of CPU a minute) and
+/// records each wake-up's lateness. Busy cores make it a few milliseconds late; a pause of the
+/// whole machine (the hypervisor, the host's memory) makes it late by the length of the pause. Turns that were slow in such a pause are slow
 /// because nothing on the machine ran, whatever the code under test does.
 #[derive(Debug)]
 pub struct StallProbe {
