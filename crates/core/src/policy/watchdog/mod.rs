@@ -153,6 +153,19 @@ const SYSTEM_STARTUP: &[&str] = &[
     "/etc/environment",
 ];
 
+/// The entries of [`SECRET_HOME_PATHS`] that are directories.
+const SECRET_DIRS: &[&str] = &[
+    ".ssh",
+    ".aws",
+    ".gnupg",
+    ".config/gcloud",
+    ".azure",
+    ".config/hub",
+    ".config/op",
+    ".password-store",
+    ".local/share/keyrings",
+];
+
 /// Credential files and directories, relative to the home directory.
 const SECRET_HOME_PATHS: &[&str] = &[
     ".ssh",
@@ -170,6 +183,16 @@ const SECRET_HOME_PATHS: &[&str] = &[
     ".cargo/credentials.toml",
     ".npmrc",
     ".pypirc",
+    ".config/hub",
+    ".config/op",
+    ".config/rclone/rclone.conf",
+    ".terraform.d/credentials.tfrc.json",
+    ".password-store",
+    ".local/share/keyrings",
+    ".vault-token",
+    ".m2/settings.xml",
+    ".gradle/gradle.properties",
+    ".config/composer/auth.json",
 ];
 
 /// The pre-execute check, bound to one workspace and home.
@@ -403,16 +426,33 @@ impl Watchdog<'_> {
             return true;
         }
         let text = nfc(&path.to_string_lossy()).to_lowercase();
-        let Some(home) = self.context.home else {
-            return false;
-        };
-        let Some(relative) = below(&text, home) else {
-            return false;
-        };
-        if relative == ".ssh/known_hosts" || relative.ends_with(".pub") {
+        if text.ends_with("/.ssh/known_hosts") || text.ends_with(".pub") {
             return false;
         }
-        SECRET_HOME_PATHS.iter().any(|s| at_or_below(&relative, s))
+        // The home directory's credential stores, wherever a copy of them lies: `~/.aws/x`,
+        // and also `<workspace>/backup/.aws/x` or `<workspace>/.ssh/deploy` (a workspace's
+        // own `.ssh`, `.gnupg`, `.docker/config.json`, ...). Every component may start one.
+        if let Some(home) = self.context.home
+            && let Some(relative) = below(&text, home)
+            && SECRET_HOME_PATHS.iter().any(|s| at_or_below(&relative, s))
+        {
+            return true;
+        }
+        // Elsewhere a credential directory counts for what is inside it (a directory named
+        // `.ssh` is not itself read by `cd`).
+        let components: Vec<&str> = text.split('/').filter(|c| !c.is_empty()).collect();
+        (0..components.len()).any(|start| {
+            let relative = components[start..].join("/");
+            SECRET_HOME_PATHS.iter().any(|s| {
+                if SECRET_DIRS.contains(s) {
+                    relative
+                        .strip_prefix(s)
+                        .is_some_and(|rest| rest.len() > 1 && rest.starts_with('/'))
+                } else {
+                    at_or_below(&relative, s)
+                }
+            })
+        })
     }
 }
 
