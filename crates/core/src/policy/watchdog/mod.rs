@@ -44,6 +44,9 @@ pub enum WatchdogCategory {
     KeelConfig,
     /// Git configuration that runs programs (`core.pager`, `core.sshCommand`, hooks, aliases).
     GitConfigExecution,
+    /// A workspace file another program runs or loads on its own (`.envrc`, `.vscode/`,
+    /// `.github/workflows/`, `.cargo/config.toml`, an agent's configuration; escalates).
+    AutoRunFile,
     /// Invisible or look-alike characters in a path or command.
     Confusable,
     /// Reading a credential file (escalates to a prompt).
@@ -66,6 +69,7 @@ impl WatchdogCategory {
             WatchdogCategory::StartupFile => "start-up file tampering",
             WatchdogCategory::KeelConfig => "Keel configuration tampering",
             WatchdogCategory::GitConfigExecution => "git configuration that runs programs",
+            WatchdogCategory::AutoRunFile => "a file other programs run on their own",
             WatchdogCategory::Confusable => "invisible or look-alike characters",
             WatchdogCategory::SecretRead => "credential read",
             WatchdogCategory::RiskyCommand => "command that discards work",
@@ -151,6 +155,51 @@ const SYSTEM_STARTUP: &[&str] = &[
     "/etc/zshrc",
     "/etc/zshenv",
     "/etc/environment",
+];
+
+/// Directories whose files other programs run, or load as configuration that names programs,
+/// without asking (editors, CI, git hook managers, dev containers, other coding agents),
+/// relative to any directory of the workspace; compared in lower case.
+const AUTO_RUN_DIRS: &[&str] = &[
+    ".vscode",
+    ".zed",
+    ".idea",
+    ".fleet",
+    ".cursor",
+    ".devcontainer",
+    ".husky",
+    ".githooks",
+    ".github/workflows",
+    ".github/actions",
+    ".circleci",
+    ".gitlab",
+    ".claude",
+    ".agents",
+    ".gemini",
+    ".codex",
+    ".continue",
+    ".cargo/config",
+    ".cargo/config.toml",
+];
+
+/// File names other programs run or load on their own, in any directory of the workspace.
+const AUTO_RUN_NAMES: &[&str] = &[
+    ".envrc",
+    ".mcp.json",
+    ".gitlab-ci.yml",
+    ".pre-commit-config.yaml",
+    ".pre-commit-hooks.yaml",
+    ".tool-versions",
+    ".mise.toml",
+    "mise.toml",
+    ".mise.local.toml",
+    ".npmrc",
+    ".yarnrc",
+    ".yarnrc.yml",
+    ".pnpmfile.cjs",
+    ".gitmodules",
+    ".lefthook.yml",
+    "lefthook.yml",
 ];
 
 /// The entries of [`SECRET_HOME_PATHS`] that are directories.
@@ -242,6 +291,9 @@ impl Watchdog<'_> {
         if writes {
             if let Some(finding) = self.protected_path(canonical) {
                 findings.push((true, finding));
+            }
+            if let Some(finding) = self.auto_run_path(canonical) {
+                findings.push((false, finding));
             }
             let text = canonical.to_string_lossy();
             if text.starts_with("/dev/") && !is_harmless_device(&text) {
@@ -362,6 +414,20 @@ impl Watchdog<'_> {
                         ),
                     });
                 }
+                // Any repository's own files below the workspace (`sub/.git/hooks/x`,
+                // `vendor/lib/.git/config`, a `.git` file naming another directory): git runs
+                // their hooks and configured programs in that directory.
+                let parts: Vec<&str> = relative.split('/').collect();
+                if parts.iter().skip(1).any(|part| *part == ".git") {
+                    return Some(Finding {
+                        category: WatchdogCategory::GitConfigExecution,
+                        reason: format!(
+                            "{} is inside a git repository's own files, which can make git run \
+                             programs; only the user changes them",
+                            path.display()
+                        ),
+                    });
+                }
             }
         }
         for protected in self.protected {
@@ -414,6 +480,35 @@ impl Watchdog<'_> {
             });
         }
         None
+    }
+
+    /// Whether a write to `path` (canonical) lands on a file another program runs or loads on
+    /// its own ([`AUTO_RUN_DIRS`], [`AUTO_RUN_NAMES`]) inside a workspace root: asked every
+    /// time, in every mode.
+    pub fn auto_run_path(&self, path: &Path) -> Option<Finding> {
+        let text = nfc(&path.to_string_lossy()).to_lowercase();
+        let relative = self
+            .context
+            .roots
+            .iter()
+            .find_map(|root| below(&text, root))?;
+        let parts: Vec<&str> = relative.split('/').filter(|p| !p.is_empty()).collect();
+        let name = parts.last()?.trim_end_matches(['.', ' ']);
+        let in_dir = (0..parts.len()).any(|start| {
+            let rest = parts[start..].join("/");
+            AUTO_RUN_DIRS.iter().any(|dir| at_or_below(&rest, dir))
+        });
+        if !in_dir && !AUTO_RUN_NAMES.contains(&name) {
+            return None;
+        }
+        Some(Finding {
+            category: WatchdogCategory::AutoRunFile,
+            reason: format!(
+                "{} is read and acted on by other programs without asking (an editor, CI, a \
+                 hook manager, another agent); asked every time",
+                path.display()
+            ),
+        })
     }
 
     /// Whether `path` is a credential file.
