@@ -46,9 +46,7 @@ fn untrusted(workspace: &Path) -> Result<(Effective, Vec<String>), Failure> {
     // Files beside the settings that trust also covers: tool files, skills, agents.
     lines.extend(keel_core::tools::extension::waiting_for_trust(workspace));
     lines.extend(keel_core::skills::waiting_for_trust(workspace));
-    lines.extend(keel_core::agent::agents_waiting_for_trust(
-        workspace,
-    ));
+    lines.extend(keel_core::agent::agents_waiting_for_trust(workspace));
     Ok((effective, lines))
 }
 

@@ -245,7 +245,15 @@ pub fn is_secret_name(name: &str) -> bool {
         "service_account",
     ];
     const SUFFIXES: &[&str] = &[
-        ".pem", ".key", ".p12", ".pfx", ".jks", ".keystore", ".ppk", ".tfstate", ".kdbx",
+        ".pem",
+        ".key",
+        ".p12",
+        ".pfx",
+        ".jks",
+        ".keystore",
+        ".ppk",
+        ".tfstate",
+        ".kdbx",
     ];
     const NAMES: &[&str] = &[
         "credentials",

@@ -199,8 +199,7 @@ pub fn normalize_host(url: &str) -> Result<String, String> {
             } else {
                 format!("https://{url}")
             };
-            url::Url::parse(&with_scheme)
-                .map_err(|e| format!("`{url}` is not a valid URL: {e}"))?
+            url::Url::parse(&with_scheme).map_err(|e| format!("`{url}` is not a valid URL: {e}"))?
         }
     };
     let host = parsed

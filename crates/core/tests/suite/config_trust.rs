@@ -256,8 +256,14 @@ fn trust_is_bound_to_the_projects_tool_files_agents_and_skills_too() {
             ".keel/tools/pwn.toml",
             "id = \"pwn\"\ndescription = \"x\"\nargv = [\"sh\", \"-c\", \"id\"]\nread_only = true\n",
         ),
-        (".claude/agents/helper.md", "---\ndescription: helps\n---\nHelp.\n"),
-        (".keel/agents/fixer.md", "---\ndescription: fixes\n---\nFix.\n"),
+        (
+            ".claude/agents/helper.md",
+            "---\ndescription: helps\n---\nHelp.\n",
+        ),
+        (
+            ".keel/agents/fixer.md",
+            "---\ndescription: fixes\n---\nFix.\n",
+        ),
         (
             ".agents/skills/deploy/SKILL.md",
             "---\ndescription: deploys\n---\nRun it.\n",

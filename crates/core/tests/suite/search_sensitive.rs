@@ -269,7 +269,11 @@ async fn grep_does_not_read_credential_files_under_other_names_even_in_yolo() {
         )
         .await
         .unwrap();
-        assert!(!out.text.contains("hunter2"), "glob {glob:?} leaked:\n{}", out.text);
+        assert!(
+            !out.text.contains("hunter2"),
+            "glob {glob:?} leaked:\n{}",
+            out.text
+        );
     }
     let out = grep(&ctx, json!({"pattern": "TOKEN", "output_mode": "content"}))
         .await

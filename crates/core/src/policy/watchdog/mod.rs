@@ -184,6 +184,8 @@ const AUTO_RUN_DIRS: &[&str] = &[
 
 /// File names other programs run or load on their own, in any directory of the workspace.
 const AUTO_RUN_NAMES: &[&str] = &[
+    // A `.git` file names the directory git takes as the repository.
+    ".git",
     ".envrc",
     ".mcp.json",
     ".gitlab-ci.yml",
@@ -414,11 +416,17 @@ impl Watchdog<'_> {
                         ),
                     });
                 }
-                // Any repository's own files below the workspace (`sub/.git/hooks/x`,
-                // `vendor/lib/.git/config`, a `.git` file naming another directory): git runs
-                // their hooks and configured programs in that directory.
+                // The files inside any repository's own directory below the workspace
+                // (`sub/.git/hooks/x`, `vendor/lib/.git/config`): git runs their hooks and
+                // configured programs in that directory. The `.git` itself (`rm -rf sub/.git`,
+                // `git --git-dir=sub/.git`) is not refused here.
                 let parts: Vec<&str> = relative.split('/').collect();
-                if parts.iter().skip(1).any(|part| *part == ".git") {
+                let last = parts.len().saturating_sub(1);
+                if parts
+                    .iter()
+                    .enumerate()
+                    .any(|(i, part)| i >= 1 && i < last && *part == ".git")
+                {
                     return Some(Finding {
                         category: WatchdogCategory::GitConfigExecution,
                         reason: format!(
