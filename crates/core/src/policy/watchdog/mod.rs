@@ -246,6 +246,17 @@ const SECRET_HOME_PATHS: &[&str] = &[
     ".config/composer/auth.json",
 ];
 
+/// Whether `path` is a repository's configuration file (`.git/config`, `config.worktree`, a
+/// submodule's under `.git/modules/`): CI checkouts keep the job's token there
+/// (`http.<url>.extraheader`), and remote URLs carry `user:token@`. A file tool's read of one
+/// asks, as for any credential file.
+fn is_git_config(path: &Path) -> bool {
+    let text = nfc(&path.to_string_lossy()).to_lowercase();
+    let mut parts = text.rsplit('/');
+    let name = parts.next().unwrap_or_default();
+    (name == "config" || name == "config.worktree") && parts.any(|part| part == ".git")
+}
+
 /// The pre-execute check, bound to one workspace and home.
 #[derive(Debug, Clone, Copy)]
 pub struct Watchdog<'a> {
@@ -307,7 +318,7 @@ impl Watchdog<'_> {
                     },
                 ));
             }
-        } else if self.is_secret(canonical) {
+        } else if self.is_secret(canonical) || is_git_config(canonical) {
             findings.push((
                 false,
                 Finding {
