@@ -67,6 +67,11 @@ fn trusted_dir_files(workspace: &Path) -> Result<Vec<(PathBuf, String)>, PolicyE
                 }
                 TrustEntry::SkillFile => path.join("SKILL.md"),
             };
+            // Only regular files (a FIFO named `x.toml` would block the read; no loader
+            // takes one).
+            if !crate::runtime::probe::is_file(&file) {
+                continue;
+            }
             match config_files::read_if_exists(&file) {
                 Ok(Some(text)) => files.push((file, text)),
                 Ok(None) => {}
