@@ -44,6 +44,10 @@ impl Session {
         lines.extend(super::subagent::agents_waiting_for_trust(
             self.runtime.root(),
         ));
+        // And its tool files, which name programs to run.
+        lines.extend(crate::tools::extension::waiting_for_trust(
+            self.runtime.root(),
+        ));
         lines
     }
 

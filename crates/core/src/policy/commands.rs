@@ -230,21 +230,58 @@ pub fn read_only_words(argv: &[String]) -> bool {
 }
 
 /// File names that hold credentials: reading them is never part of the read-only class, and
-/// the watchdog asks before a command reads one.
+/// the watchdog asks before a command reads one. Compared in lower case, without trailing dots
+/// and spaces (`.env.`, `.env ` are other files on Linux, but hold the same secrets).
 pub fn is_secret_name(name: &str) -> bool {
-    let name = name.to_lowercase();
+    let lowered = name.to_lowercase();
+    let name = lowered.trim_end_matches(['.', ' ']);
+    const PREFIXES: &[&str] = &[
+        "id_rsa",
+        "id_ed25519",
+        "id_ecdsa",
+        "id_dsa",
+        "client_secret",
+        "service-account",
+        "service_account",
+    ];
+    const SUFFIXES: &[&str] = &[
+        ".pem",
+        ".key",
+        ".p12",
+        ".pfx",
+        ".jks",
+        ".keystore",
+        ".ppk",
+        ".tfstate",
+        ".kdbx",
+    ];
+    const NAMES: &[&str] = &[
+        "credentials",
+        "credentials.json",
+        ".netrc",
+        "_netrc",
+        ".pgpass",
+        ".git-credentials",
+        ".pypirc",
+        ".npmrc",
+        ".envrc",
+        ".my.cnf",
+        ".vault-token",
+        ".htpasswd",
+        ".s3cfg",
+        ".boto",
+        ".dockercfg",
+        "secrets.json",
+        "secrets.yaml",
+        "secrets.yml",
+        "secrets.toml",
+        "terraform.tfstate.backup",
+    ];
     name == ".env"
         || name.starts_with(".env.")
-        || name.starts_with("id_rsa")
-        || name.starts_with("id_ed25519")
-        || name.starts_with("id_ecdsa")
-        || name.starts_with("id_dsa")
-        || name.ends_with(".pem")
-        || name.ends_with(".key")
-        || matches!(
-            name.as_str(),
-            "credentials" | ".netrc" | ".pgpass" | ".git-credentials" | ".pypirc" | ".npmrc"
-        )
+        || PREFIXES.iter().any(|p| name.starts_with(p))
+        || SUFFIXES.iter().any(|s| name.ends_with(s))
+        || NAMES.contains(&name)
 }
 
 #[cfg(test)]

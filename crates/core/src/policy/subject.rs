@@ -184,16 +184,24 @@ pub fn mcp_name(server: &str, id: &str) -> String {
 }
 
 /// The host of a URL: lower-cased, IDNA (punycode), without port, user info or trailing dot.
-/// A URL without a scheme is read as `https://`.
+///
+/// An `http`/`https` URL is read exactly as the fetch reads it (the WHATWG parser of the `url`
+/// crate, which takes `http:/host`, `http:host` and backslashes as `http://host`), so the host
+/// the policy decides on is the host the request goes to. Anything else (a URL without a
+/// scheme, which the fetch refuses) is read as `https://`.
 pub fn normalize_host(url: &str) -> Result<String, String> {
     let url = url.trim();
-    let with_scheme = if url.contains("://") {
-        url.to_owned()
-    } else {
-        format!("https://{url}")
+    let parsed = match url::Url::parse(url) {
+        Ok(parsed) if matches!(parsed.scheme(), "http" | "https") => parsed,
+        _ => {
+            let with_scheme = if url.contains("://") {
+                url.to_owned()
+            } else {
+                format!("https://{url}")
+            };
+            url::Url::parse(&with_scheme).map_err(|e| format!("`{url}` is not a valid URL: {e}"))?
+        }
     };
-    let parsed =
-        url::Url::parse(&with_scheme).map_err(|e| format!("`{url}` is not a valid URL: {e}"))?;
     let host = parsed
         .host_str()
         .ok_or_else(|| format!("`{url}` has no host"))?;
@@ -321,6 +329,11 @@ mod tests {
             ("http://bücher.example/", "xn--bcher-kva.example"),
             ("https://example.com./", "example.com"),
             ("http://[::1]:8080/", "[::1]"),
+            // Spellings the fetch reads as `http://evil.example` are that host, not `http`.
+            ("http:/evil.example/x", "evil.example"),
+            ("http:evil.example/x", "evil.example"),
+            ("https:\\\\evil.example\\x", "evil.example"),
+            ("HTTP://evil.example\\@docs.rs/", "evil.example"),
         ] {
             assert_eq!(normalize_host(url).unwrap(), host, "{url}");
         }

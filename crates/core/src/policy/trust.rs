@@ -21,6 +21,73 @@ use crate::runtime::config_files;
 /// all of them: a change to any one makes the project untrusted again.
 pub const PROJECT_CONFIG_FILES: &[&str] = &[".keel/config.toml", ".keel/permissions.toml"];
 
+/// Directories of further project files that wait for trust, relative to the workspace root,
+/// with the file each entry contributes: tool files (`*.toml`: they name programs), agent
+/// definitions (`*.md`) and skills (`NAME/SKILL.md`). Trust covers them too; they count only when
+/// present, so a project without them keeps the fingerprint of its two settings files.
+const PROJECT_TRUST_DIRS: &[(&str, TrustEntry)] = &[
+    (".keel/tools", TrustEntry::Extension("toml")),
+    (".keel/agents", TrustEntry::Extension("md")),
+    (".claude/agents", TrustEntry::Extension("md")),
+    (".keel/skills", TrustEntry::SkillFile),
+    (".claude/skills", TrustEntry::SkillFile),
+    (".agents/skills", TrustEntry::SkillFile),
+];
+
+/// Which entries of a [`PROJECT_TRUST_DIRS`] directory count.
+#[derive(Debug, Clone, Copy)]
+enum TrustEntry {
+    /// Files with this extension directly in the directory.
+    Extension(&'static str),
+    /// `SKILL.md` of each subdirectory.
+    SkillFile,
+}
+
+/// The files of `PROJECT_TRUST_DIRS` as they are now, sorted, with their bytes.
+fn trusted_dir_files(workspace: &Path) -> Result<Vec<(PathBuf, String)>, PolicyError> {
+    let read_err = |path: &Path, source| PolicyError::Read {
+        path: path.to_path_buf(),
+        source,
+    };
+    let mut files = Vec::new();
+    for (dir, entry) in PROJECT_TRUST_DIRS {
+        let dir = workspace.join(dir);
+        let listed = match config_files::list_dir(&dir) {
+            Ok(listed) => listed,
+            Err(e) if e.kind() == std::io::ErrorKind::NotADirectory => Vec::new(),
+            Err(e) => return Err(read_err(&dir, e)),
+        };
+        for path in listed {
+            let file = match entry {
+                TrustEntry::Extension(ext) => {
+                    if path.extension().and_then(|e| e.to_str()) != Some(*ext) {
+                        continue;
+                    }
+                    path
+                }
+                TrustEntry::SkillFile => path.join("SKILL.md"),
+            };
+            // Only regular files (a FIFO named `x.toml` would block the read; no loader
+            // takes one).
+            if !crate::runtime::probe::is_file(&file) {
+                continue;
+            }
+            match config_files::read_if_exists(&file) {
+                Ok(Some(text)) => files.push((file, text)),
+                Ok(None) => {}
+                // A directory named like a file, or a skill folder that is a plain file.
+                Err(e)
+                    if matches!(
+                        e.kind(),
+                        std::io::ErrorKind::IsADirectory | std::io::ErrorKind::NotADirectory
+                    ) => {}
+                Err(e) => return Err(read_err(&file, e)),
+            }
+        }
+    }
+    Ok(files)
+}
+
 /// Whether the user trusts the project's own settings.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default)]
 pub enum Trust {
@@ -63,7 +130,8 @@ pub enum TrustStatus {
 }
 
 /// The SHA-256 (hex) of the project's configuration files ([`PROJECT_CONFIG_FILES`]): each
-/// file's name, whether it exists, and its bytes.
+/// file's name, whether it exists, and its bytes; then, when there are any, the project's tool
+/// files, agent definitions and skills (`PROJECT_TRUST_DIRS`), each by path and bytes.
 pub fn project_fingerprint(workspace: &Path) -> Result<String, PolicyError> {
     let mut context = ring::digest::Context::new(&ring::digest::SHA256);
     for name in PROJECT_CONFIG_FILES {
@@ -81,6 +149,16 @@ pub fn project_fingerprint(workspace: &Path) -> Result<String, PolicyError> {
             }
             None => context.update(b"\0absent\0"),
         }
+    }
+    // Tool files, agents and skills: each one's path and bytes (none: nothing added).
+    for (path, text) in trusted_dir_files(workspace)? {
+        let relative = path.strip_prefix(workspace).unwrap_or(&path);
+        let name = relative.to_string_lossy();
+        context.update(b"\0file\0");
+        context.update(&(name.len() as u64).to_le_bytes());
+        context.update(name.as_bytes());
+        context.update(&(text.len() as u64).to_le_bytes());
+        context.update(text.as_bytes());
     }
     Ok(context
         .finish()

@@ -333,15 +333,17 @@ fn written_temp(
 fn fill(file: &mut File, bytes: &[u8], keep: Option<&Metadata>) -> io::Result<()> {
     file.write_all(bytes)?;
     if let Some(old) = keep {
-        // Owner first: chown may clear set-id bits, which the chmod then restores.
         let _ = fchown(
             &*file,
             Some(Uid::from_raw(old.uid())),
             Some(Gid::from_raw(old.gid())),
         );
+        // The permission bits and the sticky bit stay; set-user-id and set-group-id do not,
+        // as the kernel clears them when a file is written: new content never runs with the
+        // rights of the old program's owner.
         fchmod(
             &*file,
-            Mode::from_bits_truncate(old.permissions().mode() & 0o7777),
+            Mode::from_bits_truncate(old.permissions().mode() & 0o1777),
         )?;
     }
     file.sync_all()

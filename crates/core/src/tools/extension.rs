@@ -251,6 +251,35 @@ fn load_file(path: &Path, origin: &Origin) -> Result<Arc<dyn DynTool>, String> {
     ExtensionTool::from_file(file, origin.clone())
 }
 
+/// The project's tool files as the trust question lists them ("adds tool `x` running `sh`
+/// (.keel/tools/x.toml)"): a tool file names a program, so trusting the project runs it.
+pub fn waiting_for_trust(workspace: &Path) -> Vec<String> {
+    let dir = workspace.join(".keel").join(TOOLS_DIR);
+    let files = crate::runtime::config_files::toml_files(&dir).unwrap_or_default();
+    files
+        .into_iter()
+        .map(|path| {
+            let relative = path
+                .strip_prefix(workspace)
+                .unwrap_or(&path)
+                .display()
+                .to_string();
+            let parsed = crate::runtime::config_files::read_if_exists(&path)
+                .ok()
+                .flatten()
+                .and_then(|text| toml::from_str::<ToolFile>(&text).ok());
+            match parsed {
+                Some(file) => format!(
+                    "adds tool `{}` running `{}` ({relative})",
+                    file.id,
+                    file.argv.join(" ")
+                ),
+                None => format!("adds a tool ({relative})"),
+            }
+        })
+        .collect()
+}
+
 /// Adds the user's tools (`global_dir/tools`) and, when `trusted`, the project's
 /// (`workspace/.keel/tools`) to `registry`. A bundled id is never replaced; a project tool
 /// shadows a user tool of the same id. Returns what was left out, one line each.

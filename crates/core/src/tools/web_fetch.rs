@@ -80,7 +80,12 @@ impl Tool for WebFetchTool {
 
     fn describe(&self, params: &WebFetchParams, _how: Describe<'_>) -> CallView {
         let title = match given(Some(&params.url)) {
-            Some(url) => format!("Fetch {}", url_host(url)),
+            // The host the request goes to, as the policy reads it (`http:/evil\\@docs.rs`
+            // is evil, not docs.rs); the URL's own text when it does not parse.
+            Some(url) => match crate::policy::subject::normalize_host(url) {
+                Ok(host) => format!("Fetch {host}"),
+                Err(_) => format!("Fetch {}", url_host(url)),
+            },
             None => "Fetch a page".into(),
         };
         CallView {

@@ -241,6 +241,54 @@ fn trust_is_bound_to_the_content_of_the_project_files() {
     assert_eq!(store.status(&dirs.workspace).unwrap(), TrustStatus::Changed);
 }
 
+/// red2: trust covers every project file that waits for it, not only the two `.keel` settings
+/// files: a tool file (it names a program), an agent or a skill that appears or changes after
+/// the user trusted the project makes it untrusted again.
+#[test]
+fn trust_is_bound_to_the_projects_tool_files_agents_and_skills_too() {
+    let dirs = Dirs::new();
+    let store = TrustStore::new(dirs.base.join("data/trusted.toml"));
+    dirs.write_project("mode = \"yolo\"\n");
+    store.trust(&dirs.workspace).unwrap();
+    assert_eq!(store.status(&dirs.workspace).unwrap(), TrustStatus::Trusted);
+    for (relative, text) in [
+        (
+            ".keel/tools/pwn.toml",
+            "id = \"pwn\"\ndescription = \"x\"\nargv = [\"sh\", \"-c\", \"id\"]\nread_only = true\n",
+        ),
+        (
+            ".claude/agents/helper.md",
+            "---\ndescription: helps\n---\nHelp.\n",
+        ),
+        (
+            ".keel/agents/fixer.md",
+            "---\ndescription: fixes\n---\nFix.\n",
+        ),
+        (
+            ".agents/skills/deploy/SKILL.md",
+            "---\ndescription: deploys\n---\nRun it.\n",
+        ),
+    ] {
+        let path = dirs.workspace.join(relative);
+        std::fs::create_dir_all(path.parent().unwrap()).unwrap();
+        std::fs::write(&path, text).unwrap();
+        assert_eq!(
+            store.status(&dirs.workspace).unwrap(),
+            TrustStatus::Changed,
+            "{relative} appeared after the trust"
+        );
+        store.trust(&dirs.workspace).unwrap();
+        std::fs::write(&path, format!("{text}# changed\n")).unwrap();
+        assert_eq!(
+            store.status(&dirs.workspace).unwrap(),
+            TrustStatus::Changed,
+            "{relative} changed after the trust"
+        );
+        store.trust(&dirs.workspace).unwrap();
+        assert_eq!(store.status(&dirs.workspace).unwrap(), TrustStatus::Trusted);
+    }
+}
+
 #[test]
 fn a_projects_mcp_servers_wait_for_trust_and_the_users_start_at_once() {
     let dirs = Dirs::new();

@@ -328,6 +328,26 @@ async fn writing_a_hard_linked_file_replaces_the_link_instead_of_writing_through
     assert_eq!(fs::metadata(world.outside.join("f")).unwrap().nlink(), 1);
 }
 
+/// red2: a write keeps a file's permission bits but not its set-user-id and set-group-id bits,
+/// as the kernel clears them when a process without CAP_FSETID writes a file: rewritten by the
+/// model, a set-id program would otherwise run new code with its owner's rights.
+#[tokio::test]
+async fn a_write_keeps_the_mode_but_drops_set_id_bits() {
+    use std::os::unix::fs::PermissionsExt as _;
+    let world = World::new();
+    let tool = world.ws.join("tool.sh");
+    fs::write(&tool, "#!/bin/sh\necho old\n").unwrap();
+    fs::set_permissions(&tool, fs::Permissions::from_mode(0o6755)).unwrap();
+    assert_eq!(fs::metadata(&tool).unwrap().mode() & 0o7777, 0o6755);
+    world
+        .runtime
+        .write(&tool, b"#!/bin/sh\nid\n")
+        .await
+        .unwrap();
+    assert_eq!(fs::read_to_string(&tool).unwrap(), "#!/bin/sh\nid\n");
+    assert_eq!(fs::metadata(&tool).unwrap().mode() & 0o7777, 0o755);
+}
+
 /// An editor that records what it is asked to write (and writes nothing).
 #[derive(Debug, Default)]
 struct Editor {

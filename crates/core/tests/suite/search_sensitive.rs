@@ -238,3 +238,46 @@ async fn glob_lists_names_of_files_that_ask_but_never_content() {
     let out = glob(&ctx, json!({"pattern": "**/*.pem"})).await.unwrap();
     assert_eq!(out.text.trim(), "deploy/server.pem");
 }
+
+/// red2: credential files under names beyond `.env` and `id_*` (a cloud key file, `.envrc`, a
+/// key store, a copied `.ssh` or `.docker` directory) are named, never searched, even in yolo.
+#[tokio::test]
+async fn grep_does_not_read_credential_files_under_other_names_even_in_yolo() {
+    let world = world();
+    for (relative, text) in [
+        ("deploy/credentials.json", "TOKEN hunter2-gcp\n"),
+        ("deploy/service-account-prod.json", "TOKEN hunter2-sa\n"),
+        (".envrc", "export TOKEN=hunter2-direnv\n"),
+        ("certs/signing.p12", "TOKEN hunter2-p12\n"),
+        ("ops/.ssh/deploy", "TOKEN hunter2-ssh\n"),
+        ("backup/.docker/config.json", "TOKEN hunter2-docker\n"),
+    ] {
+        let path = world.ws.join(relative);
+        std::fs::create_dir_all(path.parent().unwrap()).unwrap();
+        std::fs::write(path, text).unwrap();
+    }
+    let policy = Arc::new(world.policy(Mode::Yolo, false, Trust::Trusted));
+    let gate = Arc::new(PolicySearchGate::new(policy, GrepTool.spec()));
+    let ctx = context(
+        &world,
+        world.runtime("workspace-writes").with_search_gate(gate),
+    );
+    for glob in ["**/*", "**/*.json", "**/.envrc", "**/.ssh/*", "**/*.p12"] {
+        let out = grep(
+            &ctx,
+            json!({"pattern": "TOKEN", "glob": glob, "output_mode": "content"}),
+        )
+        .await
+        .unwrap();
+        assert!(
+            !out.text.contains("hunter2"),
+            "glob {glob:?} leaked:\n{}",
+            out.text
+        );
+    }
+    let out = grep(&ctx, json!({"pattern": "TOKEN", "output_mode": "content"}))
+        .await
+        .unwrap();
+    assert!(out.text.contains("src/config.rs:1:"), "{}", out.text);
+    assert!(out.text.contains("not searched"), "{}", out.text);
+}

@@ -342,6 +342,16 @@ impl Watchdog<'_> {
             }
             return;
         }
+        // A file other programs run on their own (`> .envrc`, `cp x .vscode/tasks.json`):
+        // asked every time, as for the file tools.
+        if let Some(path) = place.path()
+            && let Some(finding) = self.auto_run_path(path)
+        {
+            if !findings.iter().any(|(_, f)| *f == finding) {
+                findings.push((false, finding));
+            }
+            return;
+        }
         if let Place::Outside(path) = place {
             escalate(
                 findings,

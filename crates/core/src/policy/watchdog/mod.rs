@@ -44,6 +44,9 @@ pub enum WatchdogCategory {
     KeelConfig,
     /// Git configuration that runs programs (`core.pager`, `core.sshCommand`, hooks, aliases).
     GitConfigExecution,
+    /// A workspace file another program runs or loads on its own (`.envrc`, `.vscode/`,
+    /// `.github/workflows/`, `.cargo/config.toml`, an agent's configuration; escalates).
+    AutoRunFile,
     /// Invisible or look-alike characters in a path or command.
     Confusable,
     /// Reading a credential file (escalates to a prompt).
@@ -66,6 +69,7 @@ impl WatchdogCategory {
             WatchdogCategory::StartupFile => "start-up file tampering",
             WatchdogCategory::KeelConfig => "Keel configuration tampering",
             WatchdogCategory::GitConfigExecution => "git configuration that runs programs",
+            WatchdogCategory::AutoRunFile => "a file other programs run on their own",
             WatchdogCategory::Confusable => "invisible or look-alike characters",
             WatchdogCategory::SecretRead => "credential read",
             WatchdogCategory::RiskyCommand => "command that discards work",
@@ -153,6 +157,66 @@ const SYSTEM_STARTUP: &[&str] = &[
     "/etc/environment",
 ];
 
+/// Directories whose files other programs run, or load as configuration that names programs,
+/// without asking (editors, CI, git hook managers, dev containers, other coding agents),
+/// relative to any directory of the workspace; compared in lower case.
+const AUTO_RUN_DIRS: &[&str] = &[
+    ".vscode",
+    ".zed",
+    ".idea",
+    ".fleet",
+    ".cursor",
+    ".devcontainer",
+    ".husky",
+    ".githooks",
+    ".github/workflows",
+    ".github/actions",
+    ".circleci",
+    ".gitlab",
+    ".claude",
+    ".agents",
+    ".gemini",
+    ".codex",
+    ".continue",
+    ".cargo/config",
+    ".cargo/config.toml",
+];
+
+/// File names other programs run or load on their own, in any directory of the workspace.
+const AUTO_RUN_NAMES: &[&str] = &[
+    // A `.git` file names the directory git takes as the repository.
+    ".git",
+    ".envrc",
+    ".mcp.json",
+    ".gitlab-ci.yml",
+    ".pre-commit-config.yaml",
+    ".pre-commit-hooks.yaml",
+    ".tool-versions",
+    ".mise.toml",
+    "mise.toml",
+    ".mise.local.toml",
+    ".npmrc",
+    ".yarnrc",
+    ".yarnrc.yml",
+    ".pnpmfile.cjs",
+    ".gitmodules",
+    ".lefthook.yml",
+    "lefthook.yml",
+];
+
+/// The entries of [`SECRET_HOME_PATHS`] that are directories.
+const SECRET_DIRS: &[&str] = &[
+    ".ssh",
+    ".aws",
+    ".gnupg",
+    ".config/gcloud",
+    ".azure",
+    ".config/hub",
+    ".config/op",
+    ".password-store",
+    ".local/share/keyrings",
+];
+
 /// Credential files and directories, relative to the home directory.
 const SECRET_HOME_PATHS: &[&str] = &[
     ".ssh",
@@ -170,7 +234,28 @@ const SECRET_HOME_PATHS: &[&str] = &[
     ".cargo/credentials.toml",
     ".npmrc",
     ".pypirc",
+    ".config/hub",
+    ".config/op",
+    ".config/rclone/rclone.conf",
+    ".terraform.d/credentials.tfrc.json",
+    ".password-store",
+    ".local/share/keyrings",
+    ".vault-token",
+    ".m2/settings.xml",
+    ".gradle/gradle.properties",
+    ".config/composer/auth.json",
 ];
+
+/// Whether `path` is a repository's configuration file (`.git/config`, `config.worktree`, a
+/// submodule's under `.git/modules/`): CI checkouts keep the job's token there
+/// (`http.<url>.extraheader`), and remote URLs carry `user:token@`. A file tool's read of one
+/// asks, as for any credential file.
+fn is_git_config(path: &Path) -> bool {
+    let text = nfc(&path.to_string_lossy()).to_lowercase();
+    let mut parts = text.rsplit('/');
+    let name = parts.next().unwrap_or_default();
+    (name == "config" || name == "config.worktree") && parts.any(|part| part == ".git")
+}
 
 /// The pre-execute check, bound to one workspace and home.
 #[derive(Debug, Clone, Copy)]
@@ -220,6 +305,9 @@ impl Watchdog<'_> {
             if let Some(finding) = self.protected_path(canonical) {
                 findings.push((true, finding));
             }
+            if let Some(finding) = self.auto_run_path(canonical) {
+                findings.push((false, finding));
+            }
             let text = canonical.to_string_lossy();
             if text.starts_with("/dev/") && !is_harmless_device(&text) {
                 findings.push((
@@ -230,7 +318,7 @@ impl Watchdog<'_> {
                     },
                 ));
             }
-        } else if self.is_secret(canonical) {
+        } else if self.is_secret(canonical) || is_git_config(canonical) {
             findings.push((
                 false,
                 Finding {
@@ -339,6 +427,26 @@ impl Watchdog<'_> {
                         ),
                     });
                 }
+                // The files inside any repository's own directory below the workspace
+                // (`sub/.git/hooks/x`, `vendor/lib/.git/config`): git runs their hooks and
+                // configured programs in that directory. The `.git` itself (`rm -rf sub/.git`,
+                // `git --git-dir=sub/.git`) is not refused here.
+                let parts: Vec<&str> = relative.split('/').collect();
+                let last = parts.len().saturating_sub(1);
+                if parts
+                    .iter()
+                    .enumerate()
+                    .any(|(i, part)| i >= 1 && i < last && *part == ".git")
+                {
+                    return Some(Finding {
+                        category: WatchdogCategory::GitConfigExecution,
+                        reason: format!(
+                            "{} is inside a git repository's own files, which can make git run \
+                             programs; only the user changes them",
+                            path.display()
+                        ),
+                    });
+                }
             }
         }
         for protected in self.protected {
@@ -393,6 +501,35 @@ impl Watchdog<'_> {
         None
     }
 
+    /// Whether a write to `path` (canonical) lands on a file another program runs or loads on
+    /// its own ([`AUTO_RUN_DIRS`], [`AUTO_RUN_NAMES`]) inside a workspace root: asked every
+    /// time, in every mode.
+    pub fn auto_run_path(&self, path: &Path) -> Option<Finding> {
+        let text = nfc(&path.to_string_lossy()).to_lowercase();
+        let relative = self
+            .context
+            .roots
+            .iter()
+            .find_map(|root| below(&text, root))?;
+        let parts: Vec<&str> = relative.split('/').filter(|p| !p.is_empty()).collect();
+        let name = parts.last()?.trim_end_matches(['.', ' ']);
+        let in_dir = (0..parts.len()).any(|start| {
+            let rest = parts[start..].join("/");
+            AUTO_RUN_DIRS.iter().any(|dir| at_or_below(&rest, dir))
+        });
+        if !in_dir && !AUTO_RUN_NAMES.contains(&name) {
+            return None;
+        }
+        Some(Finding {
+            category: WatchdogCategory::AutoRunFile,
+            reason: format!(
+                "{} is read and acted on by other programs without asking (an editor, CI, a \
+                 hook manager, another agent); asked every time",
+                path.display()
+            ),
+        })
+    }
+
     /// Whether `path` is a credential file.
     pub fn is_secret(&self, path: &Path) -> bool {
         if path
@@ -403,16 +540,33 @@ impl Watchdog<'_> {
             return true;
         }
         let text = nfc(&path.to_string_lossy()).to_lowercase();
-        let Some(home) = self.context.home else {
-            return false;
-        };
-        let Some(relative) = below(&text, home) else {
-            return false;
-        };
-        if relative == ".ssh/known_hosts" || relative.ends_with(".pub") {
+        if text.ends_with("/.ssh/known_hosts") || text.ends_with(".pub") {
             return false;
         }
-        SECRET_HOME_PATHS.iter().any(|s| at_or_below(&relative, s))
+        // The home directory's credential stores, wherever a copy of them lies: `~/.aws/x`,
+        // and also `<workspace>/backup/.aws/x` or `<workspace>/.ssh/deploy` (a workspace's
+        // own `.ssh`, `.gnupg`, `.docker/config.json`, ...). Every component may start one.
+        if let Some(home) = self.context.home
+            && let Some(relative) = below(&text, home)
+            && SECRET_HOME_PATHS.iter().any(|s| at_or_below(&relative, s))
+        {
+            return true;
+        }
+        // Elsewhere a credential directory counts for what is inside it (a directory named
+        // `.ssh` is not itself read by `cd`).
+        let components: Vec<&str> = text.split('/').filter(|c| !c.is_empty()).collect();
+        (0..components.len()).any(|start| {
+            let relative = components[start..].join("/");
+            SECRET_HOME_PATHS.iter().any(|s| {
+                if SECRET_DIRS.contains(s) {
+                    relative
+                        .strip_prefix(s)
+                        .is_some_and(|rest| rest.len() > 1 && rest.starts_with('/'))
+                } else {
+                    at_or_below(&relative, s)
+                }
+            })
+        })
     }
 }
 
