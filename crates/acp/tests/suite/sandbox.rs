@@ -165,6 +165,10 @@ async fn probe(options: ClientOptions, mechanism: Mechanism, expected: &str) {
         hidden(format!(
             "(setsid sleep {daemon} > /dev/null 2>&1 &); echo daemon-started"
         )),
+        // A file that redirects git's configuration elsewhere: no bind mount can cover a file
+        // that does not exist yet, so Keel puts it back after the command
+        // (last: git fails in this command once it is there).
+        hidden("echo /tmp/elsewhere > .git/commondir; echo commondir-exit=$?".to_owned()),
     ]
     .join("\n");
     let harness = harness(
@@ -213,6 +217,14 @@ async fn probe(options: ClientOptions, mechanism: Mechanism, expected: &str) {
         assert!(!harness.root.join(".git/hooks/pre-commit").exists());
         assert!(!harness.root.join(".git-moved").exists(), "{output}");
     }
+    // Under either mechanism the redirect is gone again, and the user is told.
+    assert!(!harness.root.join(".git/commondir").exists(), "{output}");
+    assert!(
+        update.to_string().contains(
+            ".git/commondir (it tells git where to read its configuration); Keel put it back"
+        ),
+        "{update:#}"
+    );
     // The daemon left the process group and the session; it is gone all the same.
     assert!(gone_with(&daemon).await, "the daemon outlived its command");
 }

@@ -247,7 +247,10 @@ fn report_confinement(
                 &format!("[ran without the kernel sandbox: {reason}]"),
             );
         }
-        Confinement::Confined { .. } => {
+        Confinement::Confined { restored, .. } => {
+            for line in restored {
+                push_line(&mut output, &format!("[{line}]"));
+            }
             let failed = exit_code != Some(0);
             if failed && DENIAL_MARKERS.iter().any(|m| output.text.contains(m)) {
                 push_line(

@@ -223,6 +223,8 @@ pub enum Confinement {
     Confined {
         mechanism: String,
         notes: Vec<String>,
+        /// Files of git's that the command changed and Keel put back ([`GIT_REDIRECTS`]).
+        restored: Vec<String>,
     },
     /// Not confined, or not confirmed.
     Unconfined { reason: String },
@@ -242,12 +244,26 @@ impl Confinement {
     }
 }
 
+/// Files of a repository that tell git where to read its configuration from
+/// (`.git/commondir`: another directory's `config`, with its `core.fsmonitor` or
+/// `core.pager`) or what to add to it (`.git/config.worktree`). The sandbox makes `.git/config`
+/// and `.git/hooks` read-only, but a bind mount needs a file that exists: a confined command
+/// could create these, and the user's next `git status` outside Keel would run what they name.
+/// So Keel reads them before each confined command and puts them back after it.
+pub const GIT_REDIRECTS: [&str; 2] = [".git/commondir", ".git/config.worktree"];
+
+/// The largest [`GIT_REDIRECTS`] file Keel keeps a copy of; a larger one is not guarded.
+const MAX_GUARDED_BYTES: u64 = 64 * 1024;
+
 /// The files of one confined command; [`ConfinementCheck::finish`] reads the status back.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct ConfinementCheck {
     pub nonce: String,
     pub profile_file: PathBuf,
     pub status_file: PathBuf,
+    /// Each [`GIT_REDIRECTS`] file of the writable roots' repositories, with its content
+    /// before the command (`None`: it did not exist).
+    pub guarded: Vec<(PathBuf, Option<Vec<u8>>)>,
 }
 
 impl ConfinementCheck {
@@ -269,6 +285,7 @@ impl ConfinementCheck {
                 Confinement::Confined {
                     mechanism: status.mechanism,
                     notes: status.notes,
+                    restored: put_back(&self.guarded),
                 }
             }
             Some(status) if status.nonce == self.nonce => Confinement::Unconfined {
@@ -282,6 +299,96 @@ impl ConfinementCheck {
             },
         }
     }
+}
+
+/// The [`GIT_REDIRECTS`] files of the repositories at `roots` (each root's own `.git`
+/// directory) and what they hold now.
+#[expect(
+    clippy::disallowed_methods,
+    reason = "the runtime is where ambient authority lives"
+)]
+fn guard_git_redirects(roots: &[PathBuf]) -> Vec<(PathBuf, Option<Vec<u8>>)> {
+    let mut guarded = Vec::new();
+    for root in roots {
+        if !std::fs::symlink_metadata(root.join(".git")).is_ok_and(|meta| meta.is_dir()) {
+            continue;
+        }
+        for rel in GIT_REDIRECTS {
+            let path = root.join(rel);
+            match std::fs::symlink_metadata(&path) {
+                Err(e) if e.kind() == std::io::ErrorKind::NotFound => guarded.push((path, None)),
+                Ok(meta) if meta.is_file() && meta.len() <= MAX_GUARDED_BYTES => {
+                    if let Ok(bytes) = std::fs::read(&path) {
+                        guarded.push((path, Some(bytes)));
+                    }
+                }
+                // A directory, a symlink, a large file: git's own problem, left alone (the
+                // policy asks before any git command in such a repository).
+                _ => {}
+            }
+        }
+    }
+    guarded
+}
+
+/// Puts each guarded file back as it was (removes it when it did not exist); what it changed,
+/// one line each.
+#[expect(
+    clippy::disallowed_methods,
+    clippy::disallowed_types,
+    reason = "the runtime is where ambient authority lives"
+)]
+fn put_back(guarded: &[(PathBuf, Option<Vec<u8>>)]) -> Vec<String> {
+    use std::io::Write as _;
+    let mut restored = Vec::new();
+    for (path, before) in guarded {
+        let now = std::fs::symlink_metadata(path);
+        let unchanged = match (&now, before) {
+            (Err(e), None) => e.kind() == std::io::ErrorKind::NotFound,
+            (Ok(meta), Some(bytes)) if meta.is_file() => {
+                std::fs::read(path).is_ok_and(|now| now == *bytes)
+            }
+            _ => false,
+        };
+        if unchanged {
+            continue;
+        }
+        // Never through what the command left there: the entry is removed, not followed.
+        let removed = match &now {
+            Ok(meta) if meta.is_dir() => std::fs::remove_dir_all(path),
+            Ok(_) => std::fs::remove_file(path),
+            Err(_) => Ok(()),
+        };
+        let put = removed.and_then(|()| match before {
+            None => Ok(()),
+            Some(bytes) => std::fs::OpenOptions::new()
+                .write(true)
+                .create_new(true)
+                .open(path)
+                .and_then(|mut file| file.write_all(bytes)),
+        });
+        let what = if before.is_some() {
+            "changed"
+        } else {
+            "created"
+        };
+        match put {
+            Ok(()) => restored.push(format!(
+                "the command {what} {} (it tells git where to read its configuration); Keel \
+                 put it back",
+                path.display()
+            )),
+            Err(error) => {
+                tracing::error!(path = %path.display(), %error, "cannot put a git file back");
+                restored.push(format!(
+                    "the command {what} {} (it tells git where to read its configuration) and \
+                     Keel could not put it back: {error}; check it before running git",
+                    path.display()
+                ));
+            }
+        }
+    }
+    restored
 }
 
 /// A shell command ready to start: the program, its arguments, and how to check confinement.
@@ -449,6 +556,7 @@ impl super::Runtime {
                 nonce,
                 profile_file,
                 status_file,
+                guarded: guard_git_redirects(&profile.writable),
             }),
             unconfined: None,
         })
