@@ -489,12 +489,86 @@ pub(crate) fn is_read_only(
 }
 
 /// How a command reads whole directory trees (their files' contents).
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq)]
 enum Walk {
     /// Every file (`grep -r`).
     All,
-    /// What ripgrep reads by default: not hidden, not ignored.
-    Ripgrep,
+    /// What ripgrep reads: not hidden, not ignored, unless its globs, types or ignore files
+    /// whitelist a file (a whitelisted file is read even when hidden).
+    Ripgrep(RgFilters),
+}
+
+/// ripgrep's options that change which files its walk reads.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+struct RgFilters {
+    /// `-g`/`--glob` and `--iglob` (case-insensitive) globs, in order.
+    globs: Vec<(String, bool)>,
+    /// `-t`/`--type` names.
+    types: Vec<String>,
+    /// `-T`/`--type-not` names.
+    types_not: Vec<String>,
+    /// `--ignore-file` paths.
+    ignore_files: Vec<String>,
+}
+
+/// The walk filters of a ripgrep argv (after `rg`); `None` when an argument cannot be
+/// placed (then every file counts). Short options that take a value are the grammar's.
+fn rg_filters(args: &[String]) -> Option<RgFilters> {
+    const VALUED: &str = "efABCmgtTjrdM";
+    let mut filters = RgFilters::default();
+    let record = |option: &str, value: &str, filters: &mut RgFilters| match option {
+        "g" | "glob" => filters.globs.push((value.to_owned(), false)),
+        "iglob" => filters.globs.push((value.to_owned(), true)),
+        "t" | "type" => filters.types.push(value.to_owned()),
+        "T" | "type-not" => filters.types_not.push(value.to_owned()),
+        "ignore-file" => filters.ignore_files.push(value.to_owned()),
+        _ => {}
+    };
+    let mut i = 0;
+    while i < args.len() {
+        let arg = args[i].as_str();
+        i += 1;
+        if arg == "--" {
+            break;
+        }
+        if let Some(long) = arg.strip_prefix("--") {
+            let (name, value) = match long.split_once('=') {
+                Some((name, value)) => (name, Some(value.to_owned())),
+                None => (long, None),
+            };
+            if matches!(name, "glob" | "iglob" | "type" | "type-not" | "ignore-file") {
+                let value = match value {
+                    Some(value) => value,
+                    None => {
+                        let value = args.get(i)?.clone();
+                        i += 1;
+                        value
+                    }
+                };
+                record(name, &value, &mut filters);
+            }
+            continue;
+        }
+        let Some(cluster) = arg.strip_prefix('-').filter(|c| !c.is_empty()) else {
+            continue;
+        };
+        for (at, c) in cluster.char_indices() {
+            if !VALUED.contains(c) {
+                continue;
+            }
+            let rest = &cluster[at + c.len_utf8()..];
+            let value = if rest.is_empty() {
+                let value = args.get(i)?.clone();
+                i += 1;
+                value
+            } else {
+                rest.to_owned()
+            };
+            record(&c.to_string(), &value, &mut filters);
+            break;
+        }
+    }
+    Some(filters)
 }
 
 /// Whether the command reads the contents of directory trees, and how (an over-estimate:
@@ -502,7 +576,9 @@ enum Walk {
 fn recursive_walk(command: &SimpleCommand) -> Option<Walk> {
     let args = command.argv.iter().skip(1).take_while(|a| *a != "--");
     match command.program() {
-        "rg" => Some(Walk::Ripgrep),
+        "rg" => Some(
+            rg_filters(&command.argv[1..]).map_or(Walk::All, Walk::Ripgrep),
+        ),
         "grep" | "egrep" | "fgrep" => {
             let args: Vec<&String> = args.collect();
             grep_recurses(&args).then_some(Walk::All)
@@ -614,17 +690,23 @@ fn tree_holds_secret(
     for start in starts {
         let mut builder = crate::runtime::probe::tree_walker(start);
         builder.follow_links(false);
-        match walk {
+        match &walk {
             Walk::All => {
                 builder.standard_filters(false);
             }
-            Walk::Ripgrep => {
+            Walk::Ripgrep(filters) => {
+                // The same filters as ripgrep's: its `.rgignore` files, `--ignore-file`s, globs
+                // and types, each of which may whitelist a hidden file (`-t sh` lists `.env`).
                 builder
                     .hidden(true)
                     .git_ignore(true)
-                    .git_global(false)
+                    .git_global(true)
                     .git_exclude(true)
-                    .parents(true);
+                    .parents(true)
+                    .add_custom_ignore_filename(".rgignore");
+                if !ripgrep_filters(&mut builder, filters, cwd) {
+                    return true;
+                }
             }
         }
         builder.filter_entry(|entry| entry.file_name() != ".git");
@@ -640,6 +722,52 @@ fn tree_holds_secret(
         }
     }
     false
+}
+
+/// Adds ripgrep's globs, types and ignore files to a walk; `false` when one does not build
+/// (ripgrep would refuse it too, but the walk cannot tell what it would read).
+fn ripgrep_filters(
+    builder: &mut ignore::WalkBuilder,
+    filters: &RgFilters,
+    cwd: &std::path::Path,
+) -> bool {
+    for file in &filters.ignore_files {
+        if builder.add_ignore(cwd.join(file)).is_some() {
+            return false;
+        }
+    }
+    if !filters.globs.is_empty() {
+        let mut overrides = ignore::overrides::OverrideBuilder::new(cwd);
+        for (glob, case_insensitive) in &filters.globs {
+            if overrides.case_insensitive(*case_insensitive).is_err() || overrides.add(glob).is_err()
+            {
+                return false;
+            }
+        }
+        match overrides.build() {
+            Ok(overrides) => {
+                builder.overrides(overrides);
+            }
+            Err(_) => return false,
+        }
+    }
+    if !filters.types.is_empty() || !filters.types_not.is_empty() {
+        let mut types = ignore::types::TypesBuilder::new();
+        types.add_defaults();
+        for name in &filters.types {
+            types.select(name);
+        }
+        for name in &filters.types_not {
+            types.negate(name);
+        }
+        match types.build() {
+            Ok(types) => {
+                builder.types(types);
+            }
+            Err(_) => return false,
+        }
+    }
+    true
 }
 
 /// Whether a path word stays inside the workspace and names no credential file, after `~`,
