@@ -473,6 +473,18 @@ pub(crate) fn is_read_only(
     {
         return false;
     }
+    // `git config --get sendemail.smtppass`: without `--local`, git reads the user's own
+    // configuration too, where passwords and tokens live.
+    if command.program() == "git"
+        && command.argv.get(1).is_some_and(|s| s == "config")
+        && command
+            .argv
+            .iter()
+            .skip(2)
+            .any(|word| is_credential_config_key(word))
+    {
+        return false;
+    }
     // `git log -p`, `git show`: a credential committed to the repository, printed by a patch.
     if command.program() == "git"
         && git_prints_contents(command)
@@ -486,6 +498,28 @@ pub(crate) fn is_read_only(
         return false;
     }
     true
+}
+
+/// Whether a word of a `git config` call may name a configuration key that holds a credential
+/// (`sendemail.smtpPass`, `http.<url>.extraHeader`, `github.token`, any `credential.*` key);
+/// an over-estimate: every word is looked at, options included.
+fn is_credential_config_key(word: &str) -> bool {
+    let word = word.to_ascii_lowercase();
+    [
+        "pass",
+        "token",
+        "secret",
+        "extraheader",
+        "cookie",
+        "auth",
+        "credential",
+        "apikey",
+        "api-key",
+        "api_key",
+        "privatekey",
+    ]
+    .iter()
+    .any(|needle| word.contains(needle))
 }
 
 /// How a command reads whole directory trees (their files' contents).
