@@ -634,7 +634,11 @@ fn git_prints_contents(command: &SimpleCommand) -> bool {
     match command.argv.get(1).map(String::as_str) {
         Some("diff" | "stash") => true,
         Some("show") => git_show_prints_patches(&args),
-        Some("cat-file") => args.iter().any(|a| *a == "-p"),
+        // `git cat-file blob <id>` prints as much as `-p`; only `-t`, `-s`, `-e` do not.
+        Some("cat-file") => !args.iter().any(|a| matches!(a.as_str(), "-t" | "-s" | "-e")),
+        // `git grep --cached`, `git grep PATTERN REV`: the index's or a commit's files, which
+        // the walk of the working tree does not see (a tracked `.env` deleted from the tree).
+        Some("grep") => true,
         Some("log" | "whatchanged" | "reflog") => git_log_prints_patches(&args),
         _ => false,
     }
