@@ -457,6 +457,9 @@ pub(crate) fn is_read_only(
             resolved.push(path.to_path_buf());
         }
     }
+    if names_workspace_toolchain(command.program(), directory, context.roots) {
+        return false;
+    }
     if command.program() == "git" && git_problem(directory, context.roots, &resolved).is_some() {
         return false;
     }
@@ -520,6 +523,46 @@ fn is_credential_config_key(word: &str) -> bool {
     ]
     .iter()
     .any(|needle| word.contains(needle))
+}
+
+/// Files in which a project picks the toolchain a version manager's shim runs, by program:
+/// `rust-toolchain.toml` may name a toolchain by `path` (rustup then runs `<path>/bin/cargo`
+/// for `cargo --version`) or a channel to install; `.tool-versions` (asdf, mise) may say
+/// `path:` or `ref:`; `go.mod`'s `go`/`toolchain` lines make `go` download and run another
+/// toolchain.
+fn toolchain_files(program: &str) -> &'static [&'static str] {
+    match program {
+        "cargo" | "rustc" | "rustup" => &["rust-toolchain", "rust-toolchain.toml"],
+        "python" | "python3" => &[".python-version"],
+        "node" | "npm" => &[".nvmrc", ".node-version"],
+        "go" => &["go.mod", "go.work"],
+        _ => &[],
+    }
+}
+
+/// Version-manager files that speak for every toolchain.
+const TOOL_VERSION_FILES: &[&str] = &[".tool-versions", "mise.toml", ".mise.toml", ".rtx.toml"];
+
+/// Whether a toolchain command (`cargo --version`) runs in a directory of the workspace where
+/// a project file picks the toolchain its version manager runs: then the command may run a
+/// program of the project's choosing, or install one.
+fn names_workspace_toolchain(
+    program: &str,
+    directory: &std::path::Path,
+    roots: &[std::path::PathBuf],
+) -> bool {
+    let own = toolchain_files(program);
+    if own.is_empty() {
+        return false;
+    }
+    directory
+        .ancestors()
+        .take_while(|dir| roots.iter().any(|root| dir.starts_with(root)))
+        .any(|dir| {
+            own.iter()
+                .chain(TOOL_VERSION_FILES)
+                .any(|name| crate::runtime::probe::is_present(&dir.join(name)))
+        })
 }
 
 /// How a command reads whole directory trees (their files' contents).
