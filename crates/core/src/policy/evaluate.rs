@@ -959,8 +959,19 @@ pub(crate) fn expand_glob(word: &str, base: &std::path::Path) -> Option<Vec<std:
             .build()
             .ok()?
             .compile_matcher();
+        // dash (`sh`) and bash before 5.2 let a pattern that begins with a dot match `.` and
+        // `..`: `sh -c 'cat .*/x'` reads `../x`.
+        let dots: Vec<&str> = if part.starts_with('.') || part.starts_with("\\.") {
+            [".", ".."]
+                .into_iter()
+                .filter(|name| matcher.is_match(name))
+                .collect()
+        } else {
+            Vec::new()
+        };
         let mut next = Vec::new();
         for dir in &current {
+            next.extend(dots.iter().map(|name| dir.join(name)));
             let Ok(entries) = crate::runtime::probe::dir_entries(dir, budget) else {
                 continue;
             };
