@@ -933,6 +933,45 @@ pub const MAX_GLOB_ENTRIES: usize = 20_000;
 
 /// The paths a shell glob could match (dot files included, which is stricter than the
 /// shell); `None` when the expansion is too large or a component is not a valid glob.
+/// A glob under both readings of `[^...]`.
+struct GlobEither(globset::GlobMatcher, Option<globset::GlobMatcher>);
+
+impl GlobEither {
+    fn is_match(&self, name: impl AsRef<std::path::Path>) -> bool {
+        let name = name.as_ref();
+        self.0.is_match(name) || self.1.as_ref().is_some_and(|m| m.is_match(name))
+    }
+}
+
+/// `part` with every `[^X` written `[X^` (a caret that is not first is literal), the way dash
+/// reads it; `None` when it has no `[^`.
+fn caret_as_literal(part: &str) -> Option<String> {
+    if !part.contains("[^") {
+        return None;
+    }
+    let mut out = String::with_capacity(part.len());
+    let mut rest = part;
+    while let Some(at) = rest.find("[^") {
+        out.push_str(&rest[..at]);
+        out.push('[');
+        let after = &rest[at + 2..];
+        let mut chars = after.chars();
+        match chars.next() {
+            Some(first) => {
+                out.push(first);
+                out.push('^');
+                rest = chars.as_str();
+            }
+            None => {
+                out.push('^');
+                rest = "";
+            }
+        }
+    }
+    out.push_str(rest);
+    Some(out)
+}
+
 pub(crate) fn expand_glob(word: &str, base: &std::path::Path) -> Option<Vec<std::path::PathBuf>> {
     use std::path::{Component, PathBuf};
     let path = std::path::Path::new(word);
@@ -953,12 +992,22 @@ pub(crate) fn expand_glob(word: &str, base: &std::path::Path) -> Option<Vec<std:
             current = current.into_iter().map(|dir| dir.join(part)).collect();
             continue;
         }
-        let matcher = globset::GlobBuilder::new(part)
-            .literal_separator(true)
-            .backslash_escape(true)
-            .build()
-            .ok()?
-            .compile_matcher();
+        let compile = |pattern: &str| {
+            globset::GlobBuilder::new(pattern)
+                .literal_separator(true)
+                .backslash_escape(true)
+                .build()
+                .ok()
+                .map(|glob| glob.compile_matcher())
+        };
+        // `[^x]` negates in bash, but in dash (`sh`) it is the class of `^` and `x`: a name
+        // either shell could match counts.
+        let negating = compile(part)?;
+        let literal_caret = match caret_as_literal(part) {
+            Some(pattern) => Some(compile(&pattern)?),
+            None => None,
+        };
+        let matcher = GlobEither(negating, literal_caret);
         // dash (`sh`) and bash before 5.2 let a pattern that begins with a dot match `.` and
         // `..`: `sh -c 'cat .*/x'` reads `../x`.
         let dots: Vec<&str> = if part.starts_with('.') || part.starts_with("\\.") {
@@ -986,4 +1035,37 @@ pub(crate) fn expand_glob(word: &str, base: &std::path::Path) -> Option<Vec<std:
         current = next;
     }
     Some(current)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_caret_class_is_also_read_as_dash_reads_it() {
+        assert_eq!(caret_as_literal("[^x]*").as_deref(), Some("[x^]*"));
+        assert_eq!(caret_as_literal("a[^]b]c").as_deref(), Some("a[]^b]c"));
+        assert_eq!(caret_as_literal("[!x]*"), None);
+        assert_eq!(caret_as_literal("x[^"), Some("x[^".to_owned()));
+    }
+
+    #[test]
+    fn ripgrep_filters_are_read_in_every_spelling() {
+        let words = |s: &str| s.split_whitespace().map(str::to_owned).collect::<Vec<_>>();
+        let filters = rg_filters(&words("-n -tsh -g.env --iglob X --type=rust -T md foo"));
+        assert_eq!(
+            filters,
+            Some(RgFilters {
+                globs: vec![(".env".to_owned(), false), ("X".to_owned(), true)],
+                types: vec!["sh".to_owned(), "rust".to_owned()],
+                types_not: vec!["md".to_owned()],
+                ignore_files: vec![],
+            })
+        );
+        assert_eq!(rg_filters(&words("foo -g")), None);
+        assert_eq!(
+            rg_filters(&words("-e -g foo")).map(|f| f.globs.len()),
+            Some(0)
+        );
+    }
 }
