@@ -476,6 +476,17 @@ pub(crate) fn is_read_only(
     {
         return false;
     }
+    // `git log --format=%G?`, `git for-each-ref --format='%(signature)'`: verifying a
+    // signature runs gpg (or ssh-keygen), as `--show-signature` does.
+    if command.program() == "git"
+        && command
+            .argv
+            .iter()
+            .skip(1)
+            .any(|word| word.contains("%G") || word.contains("%(signature"))
+    {
+        return false;
+    }
     // `git config --get sendemail.smtppass`: without `--local`, git reads the user's own
     // configuration too, where passwords and tokens live.
     if command.program() == "git"
