@@ -57,6 +57,12 @@ pub fn git_problem(cwd: &Path, roots: &[PathBuf], operands: &[PathBuf]) -> Optio
     {
         return Some(problem);
     }
+    if kind == RepoKind::DotGitDir
+        && roots.iter().any(|r| top.starts_with(r))
+        && let Some(problem) = linked_out(&gitdir, roots)
+    {
+        return Some(problem);
+    }
     if is_present(&gitdir.join("modules")) {
         return Some(
             "the repository has submodules, whose own configuration git would use".to_owned(),
@@ -149,6 +155,46 @@ fn foreign_gitdir(top: &Path, gitdir: &Path, roots: &[PathBuf]) -> Option<String
             gitdir.display()
         )),
     }
+}
+
+/// How many entries of a repository directory are looked at for symlinks out of the
+/// workspace; more counts as one.
+const MAX_GITDIR_ENTRIES: usize = 4096;
+
+/// A workspace repository's `.git` directory, or one of its parts (`objects`, `refs`,
+/// `objects/pack/*`, ...), that is a symlink resolving outside the workspace: read-only git
+/// commands would print another repository's history and files.
+fn linked_out(gitdir: &Path, roots: &[PathBuf]) -> Option<String> {
+    let out = |path: &Path| {
+        Some(format!(
+            "{} leads to a repository outside the workspace",
+            path.display()
+        ))
+    };
+    if !inside_roots(gitdir, roots) {
+        return out(gitdir);
+    }
+    let mut dirs = vec![gitdir.to_path_buf()];
+    let mut budget = MAX_GITDIR_ENTRIES;
+    dirs.extend(["objects", "objects/pack", "objects/info"].map(|d| gitdir.join(d)));
+    for dir in dirs {
+        let Ok(entries) = probe::dir_entries(&dir, budget) else {
+            continue;
+        };
+        let Some(entries) = entries else {
+            return out(&dir);
+        };
+        budget = budget.saturating_sub(entries.len());
+        for entry in entries {
+            let linked = probe::symlink_metadata(&entry).is_ok_and(|m| m.file_type().is_symlink());
+            let resolved_inside = probe::canonicalize(&entry)
+                .is_ok_and(|target| roots.iter().any(|r| target.starts_with(r)));
+            if linked && !resolved_inside {
+                return out(&entry);
+            }
+        }
+    }
+    None
 }
 
 /// The first hook installed in `dir` (anything but git's `*.sample` files).
