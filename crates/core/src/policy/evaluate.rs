@@ -664,9 +664,7 @@ fn rg_filters(args: &[String]) -> Option<RgFilters> {
 fn recursive_walk(command: &SimpleCommand) -> Option<Walk> {
     let args = command.argv.iter().skip(1).take_while(|a| *a != "--");
     match command.program() {
-        "rg" => Some(
-            rg_filters(&command.argv[1..]).map_or(Walk::All, Walk::Ripgrep),
-        ),
+        "rg" => Some(rg_filters(&command.argv[1..]).map_or(Walk::All, Walk::Ripgrep)),
         "grep" | "egrep" | "fgrep" => {
             let args: Vec<&String> = args.collect();
             grep_recurses(&args).then_some(Walk::All)
@@ -689,7 +687,9 @@ fn git_prints_contents(command: &SimpleCommand) -> bool {
         Some("diff" | "stash") => true,
         Some("show") => git_show_prints_patches(&args),
         // `git cat-file blob <id>` prints as much as `-p`; only `-t`, `-s`, `-e` do not.
-        Some("cat-file") => !args.iter().any(|a| matches!(a.as_str(), "-t" | "-s" | "-e")),
+        Some("cat-file") => !args
+            .iter()
+            .any(|a| matches!(a.as_str(), "-t" | "-s" | "-e")),
         // `git grep --cached`, `git grep PATTERN REV`: the index's or a commit's files, which
         // the walk of the working tree does not see (a tracked `.env` deleted from the tree).
         Some("grep") => true,
@@ -831,7 +831,8 @@ fn ripgrep_filters(
     if !filters.globs.is_empty() {
         let mut overrides = ignore::overrides::OverrideBuilder::new(cwd);
         for (glob, case_insensitive) in &filters.globs {
-            if overrides.case_insensitive(*case_insensitive).is_err() || overrides.add(glob).is_err()
+            if overrides.case_insensitive(*case_insensitive).is_err()
+                || overrides.add(glob).is_err()
             {
                 return false;
             }

@@ -612,7 +612,10 @@ mod tests {
             index_entries(&index, 20),
             Some(vec![(0o160000, b"vendor/lib".as_slice())])
         );
-        assert_eq!(index_paths(&index, 20), Some(vec![b"vendor/lib".as_slice()]));
+        assert_eq!(
+            index_paths(&index, 20),
+            Some(vec![b"vendor/lib".as_slice()])
+        );
     }
 
     #[test]
