@@ -796,8 +796,11 @@ fn tree_holds_secret(
                     .git_exclude(true)
                     .parents(true)
                     .add_custom_ignore_filename(".rgignore");
+                // A filter that does not build (a type this version does not know): every
+                // file counts.
                 if !ripgrep_filters(&mut builder, filters, cwd) {
-                    return true;
+                    builder = crate::runtime::probe::tree_walker(start);
+                    builder.follow_links(false).standard_filters(false);
                 }
             }
         }
@@ -817,7 +820,7 @@ fn tree_holds_secret(
 }
 
 /// Adds ripgrep's globs, types and ignore files to a walk; `false` when one does not build
-/// (ripgrep would refuse it too, but the walk cannot tell what it would read).
+/// (ripgrep may know a type this version does not).
 fn ripgrep_filters(
     builder: &mut ignore::WalkBuilder,
     filters: &RgFilters,
