@@ -233,8 +233,21 @@ pub fn read_only_words(argv: &[String]) -> bool {
 /// the watchdog asks before a command reads one.
 pub fn is_secret_name(name: &str) -> bool {
     let name = name.to_lowercase();
-    name == ".env"
-        || name.starts_with(".env.")
+    // `.env`, `.env.local`, `.env-prod`, `.env_test`, `.env~`, `.envrc` (direnv), `prod.env` (not
+    // a jq path such as `.scripts.env`, nor a `rev:path` word, which its path's check covers).
+    let dotenv = name.strip_prefix(".env").is_some_and(|rest| {
+        rest.is_empty() || rest == "rc" || !rest.starts_with(|c: char| c.is_ascii_alphanumeric())
+    }) || (name.ends_with(".env")
+        && name.len() > 4
+        && !name.starts_with('.')
+        && !name.contains(':'));
+    dotenv
+        || name.ends_with(".p12")
+        || name.ends_with(".pfx")
+        || name.ends_with(".jks")
+        || name.ends_with(".keystore")
+        || name.ends_with(".ppk")
+        || matches!(name.as_str(), ".htpasswd" | ".vault-token" | "_netrc")
         || name.starts_with("id_rsa")
         || name.starts_with("id_ed25519")
         || name.starts_with("id_ecdsa")
