@@ -477,13 +477,12 @@ pub(crate) fn is_read_only(
         return false;
     }
     // `git log --format=%G?`, `git for-each-ref --format='%(signature)'`: verifying a
-    // signature runs gpg (or ssh-keygen), as `--show-signature` does.
+    // signature runs gpg (or ssh-keygen), as `--show-signature` does. `%(raw)` prints the
+    // object a reference names, which may be a blob (a credential's, from any commit).
     if command.program() == "git"
-        && command
-            .argv
-            .iter()
-            .skip(1)
-            .any(|word| word.contains("%G") || word.contains("%(signature"))
+        && command.argv.iter().skip(1).any(|word| {
+            word.contains("%G") || word.contains("%(signature") || word.contains("%(raw")
+        })
     {
         return false;
     }
