@@ -277,8 +277,15 @@ pub fn is_secret_name(name: &str) -> bool {
         "secrets.toml",
         "terraform.tfstate.backup",
     ];
-    name == ".env"
-        || name.starts_with(".env.")
+    // `.env`, `.env.local`, `.env-prod`, `.env_test`, `.env~`, `.envrc` (direnv), `prod.env` (not
+    // a jq path such as `.scripts.env`, nor a `rev:path` word, which its path's check covers).
+    let dotenv = name.strip_prefix(".env").is_some_and(|rest| {
+        rest.is_empty() || rest == "rc" || !rest.starts_with(|c: char| c.is_ascii_alphanumeric())
+    }) || (name.ends_with(".env")
+        && name.len() > 4
+        && !name.starts_with('.')
+        && !name.contains(':'));
+    dotenv
         || PREFIXES.iter().any(|p| name.starts_with(p))
         || SUFFIXES.iter().any(|s| name.ends_with(s))
         || NAMES.contains(&name)

@@ -457,6 +457,9 @@ pub(crate) fn is_read_only(
             resolved.push(path.to_path_buf());
         }
     }
+    if names_workspace_toolchain(command.program(), directory, context.roots) {
+        return false;
+    }
     if command.program() == "git" && git_problem(directory, context.roots, &resolved).is_some() {
         return false;
     }
@@ -470,6 +473,28 @@ pub(crate) fn is_read_only(
                     .next()
                     .is_some_and(super::commands::is_secret_name)
         })
+    {
+        return false;
+    }
+    // `git log --format=%G?`, `git for-each-ref --format='%(signature)'`: verifying a
+    // signature runs gpg (or ssh-keygen), as `--show-signature` does. `%(raw)` prints the
+    // object a reference names, which may be a blob (a credential's, from any commit).
+    if command.program() == "git"
+        && command.argv.iter().skip(1).any(|word| {
+            word.contains("%G") || word.contains("%(signature") || word.contains("%(raw")
+        })
+    {
+        return false;
+    }
+    // `git config --get sendemail.smtppass`: without `--local`, git reads the user's own
+    // configuration too, where passwords and tokens live.
+    if command.program() == "git"
+        && command.argv.get(1).is_some_and(|s| s == "config")
+        && command
+            .argv
+            .iter()
+            .skip(2)
+            .any(|word| is_credential_config_key(word))
     {
         return false;
     }
@@ -488,13 +513,149 @@ pub(crate) fn is_read_only(
     true
 }
 
+/// Whether a word of a `git config` call may name a configuration key that holds a credential
+/// (`sendemail.smtpPass`, `http.<url>.extraHeader`, `github.token`, any `credential.*` key);
+/// an over-estimate: every word is looked at, options included.
+fn is_credential_config_key(word: &str) -> bool {
+    let word = word.to_ascii_lowercase();
+    [
+        "pass",
+        "token",
+        "secret",
+        "extraheader",
+        "cookie",
+        "auth",
+        "credential",
+        "apikey",
+        "api-key",
+        "api_key",
+        "privatekey",
+    ]
+    .iter()
+    .any(|needle| word.contains(needle))
+}
+
+/// Files in which a project picks the toolchain a version manager's shim runs, by program:
+/// `rust-toolchain.toml` may name a toolchain by `path` (rustup then runs `<path>/bin/cargo`
+/// for `cargo --version`) or a channel to install; `.tool-versions` (asdf, mise) may say
+/// `path:` or `ref:`; `go.mod`'s `go`/`toolchain` lines make `go` download and run another
+/// toolchain.
+fn toolchain_files(program: &str) -> &'static [&'static str] {
+    match program {
+        "cargo" | "rustc" | "rustup" => &["rust-toolchain", "rust-toolchain.toml"],
+        "python" | "python3" => &[".python-version"],
+        "node" | "npm" => &[".nvmrc", ".node-version"],
+        "go" => &["go.mod", "go.work"],
+        _ => &[],
+    }
+}
+
+/// Version-manager files that speak for every toolchain.
+const TOOL_VERSION_FILES: &[&str] = &[".tool-versions", "mise.toml", ".mise.toml", ".rtx.toml"];
+
+/// Whether a toolchain command (`cargo --version`) runs in a directory of the workspace where
+/// a project file picks the toolchain its version manager runs: then the command may run a
+/// program of the project's choosing, or install one.
+fn names_workspace_toolchain(
+    program: &str,
+    directory: &std::path::Path,
+    roots: &[std::path::PathBuf],
+) -> bool {
+    let own = toolchain_files(program);
+    if own.is_empty() {
+        return false;
+    }
+    directory
+        .ancestors()
+        .take_while(|dir| roots.iter().any(|root| dir.starts_with(root)))
+        .any(|dir| {
+            own.iter()
+                .chain(TOOL_VERSION_FILES)
+                .any(|name| crate::runtime::probe::is_present(&dir.join(name)))
+        })
+}
+
 /// How a command reads whole directory trees (their files' contents).
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq)]
 enum Walk {
     /// Every file (`grep -r`).
     All,
-    /// What ripgrep reads by default: not hidden, not ignored.
-    Ripgrep,
+    /// What ripgrep reads: not hidden, not ignored, unless its globs, types or ignore files
+    /// whitelist a file (a whitelisted file is read even when hidden).
+    Ripgrep(RgFilters),
+}
+
+/// ripgrep's options that change which files its walk reads.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+struct RgFilters {
+    /// `-g`/`--glob` and `--iglob` (case-insensitive) globs, in order.
+    globs: Vec<(String, bool)>,
+    /// `-t`/`--type` names.
+    types: Vec<String>,
+    /// `-T`/`--type-not` names.
+    types_not: Vec<String>,
+    /// `--ignore-file` paths.
+    ignore_files: Vec<String>,
+}
+
+/// The walk filters of a ripgrep argv (after `rg`); `None` when an argument cannot be
+/// placed (then every file counts). Short options that take a value are the grammar's.
+fn rg_filters(args: &[String]) -> Option<RgFilters> {
+    const VALUED: &str = "efABCmgtTjrdM";
+    let mut filters = RgFilters::default();
+    let record = |option: &str, value: &str, filters: &mut RgFilters| match option {
+        "g" | "glob" => filters.globs.push((value.to_owned(), false)),
+        "iglob" => filters.globs.push((value.to_owned(), true)),
+        "t" | "type" => filters.types.push(value.to_owned()),
+        "T" | "type-not" => filters.types_not.push(value.to_owned()),
+        "ignore-file" => filters.ignore_files.push(value.to_owned()),
+        _ => {}
+    };
+    let mut i = 0;
+    while i < args.len() {
+        let arg = args[i].as_str();
+        i += 1;
+        if arg == "--" {
+            break;
+        }
+        if let Some(long) = arg.strip_prefix("--") {
+            let (name, value) = match long.split_once('=') {
+                Some((name, value)) => (name, Some(value.to_owned())),
+                None => (long, None),
+            };
+            if matches!(name, "glob" | "iglob" | "type" | "type-not" | "ignore-file") {
+                let value = match value {
+                    Some(value) => value,
+                    None => {
+                        let value = args.get(i)?.clone();
+                        i += 1;
+                        value
+                    }
+                };
+                record(name, &value, &mut filters);
+            }
+            continue;
+        }
+        let Some(cluster) = arg.strip_prefix('-').filter(|c| !c.is_empty()) else {
+            continue;
+        };
+        for (at, c) in cluster.char_indices() {
+            if !VALUED.contains(c) {
+                continue;
+            }
+            let rest = &cluster[at + c.len_utf8()..];
+            let value = if rest.is_empty() {
+                let value = args.get(i)?.clone();
+                i += 1;
+                value
+            } else {
+                rest.to_owned()
+            };
+            record(&c.to_string(), &value, &mut filters);
+            break;
+        }
+    }
+    Some(filters)
 }
 
 /// Whether the command reads the contents of directory trees, and how (an over-estimate:
@@ -502,7 +663,7 @@ enum Walk {
 fn recursive_walk(command: &SimpleCommand) -> Option<Walk> {
     let args = command.argv.iter().skip(1).take_while(|a| *a != "--");
     match command.program() {
-        "rg" => Some(Walk::Ripgrep),
+        "rg" => Some(rg_filters(&command.argv[1..]).map_or(Walk::All, Walk::Ripgrep)),
         "grep" | "egrep" | "fgrep" => {
             let args: Vec<&String> = args.collect();
             grep_recurses(&args).then_some(Walk::All)
@@ -524,7 +685,13 @@ fn git_prints_contents(command: &SimpleCommand) -> bool {
     match command.argv.get(1).map(String::as_str) {
         Some("diff" | "stash") => true,
         Some("show") => git_show_prints_patches(&args),
-        Some("cat-file") => args.iter().any(|a| *a == "-p"),
+        // `git cat-file blob <id>` prints as much as `-p`; only `-t`, `-s`, `-e` do not.
+        Some("cat-file") => !args
+            .iter()
+            .any(|a| matches!(a.as_str(), "-t" | "-s" | "-e")),
+        // `git grep --cached`, `git grep PATTERN REV`: the index's or a commit's files, which
+        // the walk of the working tree does not see (a tracked `.env` deleted from the tree).
+        Some("grep") => true,
         Some("log" | "whatchanged" | "reflog") => git_log_prints_patches(&args),
         _ => false,
     }
@@ -614,17 +781,26 @@ fn tree_holds_secret(
     for start in starts {
         let mut builder = crate::runtime::probe::tree_walker(start);
         builder.follow_links(false);
-        match walk {
+        match &walk {
             Walk::All => {
                 builder.standard_filters(false);
             }
-            Walk::Ripgrep => {
+            Walk::Ripgrep(filters) => {
+                // The same filters as ripgrep's: its `.rgignore` files, `--ignore-file`s, globs
+                // and types, each of which may whitelist a hidden file (`-t sh` lists `.env`).
                 builder
                     .hidden(true)
                     .git_ignore(true)
-                    .git_global(false)
+                    .git_global(true)
                     .git_exclude(true)
-                    .parents(true);
+                    .parents(true)
+                    .add_custom_ignore_filename(".rgignore");
+                // A filter that does not build (a type this version does not know): every
+                // file counts.
+                if !ripgrep_filters(&mut builder, filters, cwd) {
+                    builder = crate::runtime::probe::tree_walker(start);
+                    builder.follow_links(false).standard_filters(false);
+                }
             }
         }
         builder.filter_entry(|entry| entry.file_name() != ".git");
@@ -640,6 +816,53 @@ fn tree_holds_secret(
         }
     }
     false
+}
+
+/// Adds ripgrep's globs, types and ignore files to a walk; `false` when one does not build
+/// (ripgrep may know a type this version does not).
+fn ripgrep_filters(
+    builder: &mut ignore::WalkBuilder,
+    filters: &RgFilters,
+    cwd: &std::path::Path,
+) -> bool {
+    for file in &filters.ignore_files {
+        if builder.add_ignore(cwd.join(file)).is_some() {
+            return false;
+        }
+    }
+    if !filters.globs.is_empty() {
+        let mut overrides = ignore::overrides::OverrideBuilder::new(cwd);
+        for (glob, case_insensitive) in &filters.globs {
+            if overrides.case_insensitive(*case_insensitive).is_err()
+                || overrides.add(glob).is_err()
+            {
+                return false;
+            }
+        }
+        match overrides.build() {
+            Ok(overrides) => {
+                builder.overrides(overrides);
+            }
+            Err(_) => return false,
+        }
+    }
+    if !filters.types.is_empty() || !filters.types_not.is_empty() {
+        let mut types = ignore::types::TypesBuilder::new();
+        types.add_defaults();
+        for name in &filters.types {
+            types.select(name);
+        }
+        for name in &filters.types_not {
+            types.negate(name);
+        }
+        match types.build() {
+            Ok(types) => {
+                builder.types(types);
+            }
+            Err(_) => return false,
+        }
+    }
+    true
 }
 
 /// Whether a path word stays inside the workspace and names no credential file, after `~`,
@@ -724,6 +947,45 @@ pub const MAX_GLOB_ENTRIES: usize = 20_000;
 
 /// The paths a shell glob could match (dot files included, which is stricter than the
 /// shell); `None` when the expansion is too large or a component is not a valid glob.
+/// A glob under both readings of `[^...]`.
+struct GlobEither(globset::GlobMatcher, Option<globset::GlobMatcher>);
+
+impl GlobEither {
+    fn is_match(&self, name: impl AsRef<std::path::Path>) -> bool {
+        let name = name.as_ref();
+        self.0.is_match(name) || self.1.as_ref().is_some_and(|m| m.is_match(name))
+    }
+}
+
+/// `part` with every `[^X` written `[X^` (a caret that is not first is literal), the way dash
+/// reads it; `None` when it has no `[^`.
+fn caret_as_literal(part: &str) -> Option<String> {
+    if !part.contains("[^") {
+        return None;
+    }
+    let mut out = String::with_capacity(part.len());
+    let mut rest = part;
+    while let Some(at) = rest.find("[^") {
+        out.push_str(&rest[..at]);
+        out.push('[');
+        let after = &rest[at + 2..];
+        let mut chars = after.chars();
+        match chars.next() {
+            Some(first) => {
+                out.push(first);
+                out.push('^');
+                rest = chars.as_str();
+            }
+            None => {
+                out.push('^');
+                rest = "";
+            }
+        }
+    }
+    out.push_str(rest);
+    Some(out)
+}
+
 pub(crate) fn expand_glob(word: &str, base: &std::path::Path) -> Option<Vec<std::path::PathBuf>> {
     use std::path::{Component, PathBuf};
     let path = std::path::Path::new(word);
@@ -744,14 +1006,35 @@ pub(crate) fn expand_glob(word: &str, base: &std::path::Path) -> Option<Vec<std:
             current = current.into_iter().map(|dir| dir.join(part)).collect();
             continue;
         }
-        let matcher = globset::GlobBuilder::new(part)
-            .literal_separator(true)
-            .backslash_escape(true)
-            .build()
-            .ok()?
-            .compile_matcher();
+        let compile = |pattern: &str| {
+            globset::GlobBuilder::new(pattern)
+                .literal_separator(true)
+                .backslash_escape(true)
+                .build()
+                .ok()
+                .map(|glob| glob.compile_matcher())
+        };
+        // `[^x]` negates in bash, but in dash (`sh`) it is the class of `^` and `x`: a name
+        // either shell could match counts.
+        let negating = compile(part)?;
+        let literal_caret = match caret_as_literal(part) {
+            Some(pattern) => Some(compile(&pattern)?),
+            None => None,
+        };
+        let matcher = GlobEither(negating, literal_caret);
+        // dash (`sh`) and bash before 5.2 let a pattern that begins with a dot match `.` and
+        // `..`: `sh -c 'cat .*/x'` reads `../x`.
+        let dots: Vec<&str> = if part.starts_with('.') || part.starts_with("\\.") {
+            [".", ".."]
+                .into_iter()
+                .filter(|name| matcher.is_match(name))
+                .collect()
+        } else {
+            Vec::new()
+        };
         let mut next = Vec::new();
         for dir in &current {
+            next.extend(dots.iter().map(|name| dir.join(name)));
             let Ok(entries) = crate::runtime::probe::dir_entries(dir, budget) else {
                 continue;
             };
@@ -766,4 +1049,37 @@ pub(crate) fn expand_glob(word: &str, base: &std::path::Path) -> Option<Vec<std:
         current = next;
     }
     Some(current)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_caret_class_is_also_read_as_dash_reads_it() {
+        assert_eq!(caret_as_literal("[^x]*").as_deref(), Some("[x^]*"));
+        assert_eq!(caret_as_literal("a[^]b]c").as_deref(), Some("a[]^b]c"));
+        assert_eq!(caret_as_literal("[!x]*"), None);
+        assert_eq!(caret_as_literal("x[^"), Some("x[^".to_owned()));
+    }
+
+    #[test]
+    fn ripgrep_filters_are_read_in_every_spelling() {
+        let words = |s: &str| s.split_whitespace().map(str::to_owned).collect::<Vec<_>>();
+        let filters = rg_filters(&words("-n -tsh -g.env --iglob X --type=rust -T md foo"));
+        assert_eq!(
+            filters,
+            Some(RgFilters {
+                globs: vec![(".env".to_owned(), false), ("X".to_owned(), true)],
+                types: vec!["sh".to_owned(), "rust".to_owned()],
+                types_not: vec!["md".to_owned()],
+                ignore_files: vec![],
+            })
+        );
+        assert_eq!(rg_filters(&words("foo -g")), None);
+        assert_eq!(
+            rg_filters(&words("-e -g foo")).map(|f| f.globs.len()),
+            Some(0)
+        );
+    }
 }

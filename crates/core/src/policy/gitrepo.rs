@@ -57,9 +57,24 @@ pub fn git_problem(cwd: &Path, roots: &[PathBuf], operands: &[PathBuf]) -> Optio
     {
         return Some(problem);
     }
+    if kind == RepoKind::DotGitDir
+        && roots.iter().any(|r| top.starts_with(r))
+        && let Some(problem) = linked_out(&gitdir, roots)
+    {
+        return Some(problem);
+    }
     if is_present(&gitdir.join("modules")) {
         return Some(
             "the repository has submodules, whose own configuration git would use".to_owned(),
+        );
+    }
+    // A gitlink in the index (a repository committed inside this one, `.gitmodules` or not):
+    // `git status` and `git diff` run `git status` inside it, under its own configuration
+    // (`core.fsmonitor`).
+    if index_has_gitlink(&gitdir) {
+        return Some(
+            "the index holds a submodule (a gitlink), whose own configuration git would use"
+                .to_owned(),
         );
     }
     let mut configs = vec![gitdir.join("config"), gitdir.join("config.worktree")];
@@ -142,6 +157,46 @@ fn foreign_gitdir(top: &Path, gitdir: &Path, roots: &[PathBuf]) -> Option<String
     }
 }
 
+/// How many entries of a repository directory are looked at for symlinks out of the
+/// workspace; more counts as one.
+const MAX_GITDIR_ENTRIES: usize = 4096;
+
+/// A workspace repository's `.git` directory, or one of its parts (`objects`, `refs`,
+/// `objects/pack/*`, ...), that is a symlink resolving outside the workspace: read-only git
+/// commands would print another repository's history and files.
+fn linked_out(gitdir: &Path, roots: &[PathBuf]) -> Option<String> {
+    let out = |path: &Path| {
+        Some(format!(
+            "{} leads to a repository outside the workspace",
+            path.display()
+        ))
+    };
+    if !inside_roots(gitdir, roots) {
+        return out(gitdir);
+    }
+    let mut dirs = vec![gitdir.to_path_buf()];
+    let mut budget = MAX_GITDIR_ENTRIES;
+    dirs.extend(["objects", "objects/pack", "objects/info"].map(|d| gitdir.join(d)));
+    for dir in dirs {
+        let Ok(entries) = probe::dir_entries(&dir, budget) else {
+            continue;
+        };
+        let Some(entries) = entries else {
+            return out(&dir);
+        };
+        budget = budget.saturating_sub(entries.len());
+        for entry in entries {
+            let linked = probe::symlink_metadata(&entry).is_ok_and(|m| m.file_type().is_symlink());
+            let resolved_inside = probe::canonicalize(&entry)
+                .is_ok_and(|target| roots.iter().any(|r| target.starts_with(r)));
+            if linked && !resolved_inside {
+                return out(&entry);
+            }
+        }
+    }
+    None
+}
+
 /// The first hook installed in `dir` (anything but git's `*.sample` files).
 fn installed_hook(dir: &Path) -> Option<PathBuf> {
     let entries = probe::dir_entries(dir, usize::MAX).ok()??;
@@ -190,6 +245,24 @@ pub fn tracks_secret(cwd: &Path) -> bool {
     }
 }
 
+/// Whether the index in `gitdir` has a gitlink entry (mode 160000); an index that cannot be
+/// read as a version 2 or 3 index counts as having one.
+fn index_has_gitlink(gitdir: &Path) -> bool {
+    let index = gitdir.join("index");
+    if !is_present(&index) {
+        return false;
+    }
+    read_index(&index).is_none_or(|bytes| holds_gitlink(&bytes))
+}
+
+/// Whether index bytes hold a gitlink entry, or cannot be read as a version 2 or 3 index.
+fn holds_gitlink(bytes: &[u8]) -> bool {
+    match index_entries(bytes, 20).or_else(|| index_entries(bytes, 32)) {
+        Some(entries) => entries.iter().any(|(mode, _)| mode & 0o170000 == 0o160000),
+        None => true,
+    }
+}
+
 /// Git's index (bounded, read-only), for the names of tracked credential files.
 fn read_index(path: &Path) -> Option<Vec<u8>> {
     probe::read_bounded(path, MAX_INDEX_BYTES)
@@ -198,6 +271,17 @@ fn read_index(path: &Path) -> Option<Vec<u8>> {
 /// The paths of a version 2 or 3 index whose object names are `hash` bytes long; `None` when
 /// the bytes are not such an index.
 fn index_paths(bytes: &[u8], hash: usize) -> Option<Vec<&[u8]>> {
+    Some(
+        index_entries(bytes, hash)?
+            .into_iter()
+            .map(|(_, path)| path)
+            .collect(),
+    )
+}
+
+/// The (mode, path) entries of a version 2 or 3 index whose object names are `hash` bytes
+/// long; `None` when the bytes are not such an index.
+fn index_entries(bytes: &[u8], hash: usize) -> Option<Vec<(u32, &[u8])>> {
     let word = |at: usize| -> Option<u32> {
         let b = bytes.get(at..at + 4)?;
         Some(u32::from_be_bytes([b[0], b[1], b[2], b[3]]))
@@ -229,7 +313,8 @@ fn index_paths(bytes: &[u8], hash: usize) -> Option<Vec<&[u8]>> {
         if named != 0x0fff && named != len {
             return None;
         }
-        paths.push(&rest[..len]);
+        let mode = word(at.checked_add(24)?)?;
+        paths.push((mode, &rest[..len]));
         // Entries are padded with 1 to 8 NULs to a multiple of 8 bytes.
         let size = (path_at - at + len + 8) & !7;
         at = at.checked_add(size)?;
@@ -502,6 +587,43 @@ fn parse_header(header: &str) -> Option<(String, Option<String>)> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// A version 2 index of one entry with `mode` at `path` (SHA-1 names).
+    fn one_entry_index(mode: u32, path: &str) -> Vec<u8> {
+        let mut bytes = b"DIRC".to_vec();
+        bytes.extend(2u32.to_be_bytes());
+        bytes.extend(1u32.to_be_bytes());
+        let start = bytes.len();
+        bytes.extend([0u8; 24]);
+        bytes.extend(mode.to_be_bytes());
+        bytes.extend([0u8; 12]);
+        bytes.extend([7u8; 20]);
+        bytes.extend(u16::try_from(path.len()).unwrap_or(0).to_be_bytes());
+        bytes.extend(path.as_bytes());
+        let size = (bytes.len() - start + 8) & !7;
+        bytes.resize(start + size, 0);
+        bytes
+    }
+
+    #[test]
+    fn index_entries_read_modes_and_paths() {
+        let index = one_entry_index(0o160000, "vendor/lib");
+        assert_eq!(
+            index_entries(&index, 20),
+            Some(vec![(0o160000, b"vendor/lib".as_slice())])
+        );
+        assert_eq!(
+            index_paths(&index, 20),
+            Some(vec![b"vendor/lib".as_slice()])
+        );
+    }
+
+    #[test]
+    fn a_gitlink_in_the_index_is_found() {
+        assert!(!holds_gitlink(&one_entry_index(0o100644, "a.txt")));
+        assert!(holds_gitlink(&one_entry_index(0o160000, "sub")));
+        assert!(holds_gitlink(b"not an index"));
+    }
 
     #[test]
     fn plain_configurations_are_safe() {

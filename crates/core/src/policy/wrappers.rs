@@ -3,7 +3,8 @@
 //! [`peel`] strips wrappers that only change how a command runs (`env`, `timeout`, `nice`,
 //! `nohup`, `time`, `command`, `builtin`, `exec`, `stdbuf`, `ionice`, `xargs`, and the
 //! privilege wrappers `sudo`, `doas`, `pkexec`, `run0`, which the watchdog refuses), hands a
-//! `bash|sh|zsh|dash -c 'script'` script back for analysis in place, drops harmless `git` global
+//! `bash|sh|dash -c 'script'` script back for analysis in place (zsh and ksh scripts are not
+//! plain: they expand words differently), drops harmless `git` global
 //! options, and flags what cannot be keyed: inline interpreter code, `find -exec`, `git -c`,
 //! `eval`, `source`, `env -S`, dangerous environment assignments, `xargs` of a command that is
 //! not read-only.
@@ -410,6 +411,14 @@ fn xargs(argv: &[String]) -> Step {
 }
 
 fn shell(argv: &[String]) -> Step {
+    // zsh and the Korn shells expand words bash leaves alone (`=cmd` is a program's path in
+    // zsh, `*(e:cmd:)` runs code, ksh's `${ cmd; }`): their scripts are not analysed as bash.
+    let name = base_name(&argv[0]);
+    if !matches!(name, "bash" | "sh" | "dash") {
+        return Step::NotPlain(format!(
+            "`{name}` scripts follow expansion rules other than bash's"
+        ));
+    }
     let mut i = 1;
     while i < argv.len() {
         let arg = argv[i].as_str();
