@@ -17,20 +17,28 @@ use tokio_util::sync::CancellationToken;
 
 use super::policy_support::World;
 
-/// The world of the policy tests plus secrets inside the workspace. Every file holds `TOKEN`.
-fn world() -> World {
-    let world = World::new();
-    for (relative, text) in [
-        ("src/config.rs", "const TOKEN: &str = \"public\";\n"),
-        ("app/.env.local", "TOKEN=hunter2-local\n"),
-        ("deploy/id_rsa", "TOKEN private key\n"),
-        ("deploy/server.pem", "TOKEN certificate key\n"),
-        ("private/notes.txt", "TOKEN private notes\n"),
-    ] {
+/// Writes each `(path relative to the workspace, text)`, creating its directories.
+fn write_files(world: &World, files: &[(&str, &str)]) {
+    for (relative, text) in files {
         let path = world.ws.join(relative);
         std::fs::create_dir_all(path.parent().unwrap()).unwrap();
         std::fs::write(path, text).unwrap();
     }
+}
+
+/// The world of the policy tests plus secrets inside the workspace. Every file holds `TOKEN`.
+fn world() -> World {
+    let world = World::new();
+    write_files(
+        &world,
+        &[
+            ("src/config.rs", "const TOKEN: &str = \"public\";\n"),
+            ("app/.env.local", "TOKEN=hunter2-local\n"),
+            ("deploy/id_rsa", "TOKEN private key\n"),
+            ("deploy/server.pem", "TOKEN certificate key\n"),
+            ("private/notes.txt", "TOKEN private notes\n"),
+        ],
+    );
     std::fs::write(world.ws.join(".env"), "TOKEN=hunter2\n").unwrap();
     world
 }
@@ -244,18 +252,17 @@ async fn glob_lists_names_of_files_that_ask_but_never_content() {
 #[tokio::test]
 async fn grep_does_not_read_credential_files_under_other_names_even_in_yolo() {
     let world = world();
-    for (relative, text) in [
-        ("deploy/credentials.json", "TOKEN hunter2-gcp\n"),
-        ("deploy/service-account-prod.json", "TOKEN hunter2-sa\n"),
-        (".envrc", "export TOKEN=hunter2-direnv\n"),
-        ("certs/signing.p12", "TOKEN hunter2-p12\n"),
-        ("ops/.ssh/deploy", "TOKEN hunter2-ssh\n"),
-        ("backup/.docker/config.json", "TOKEN hunter2-docker\n"),
-    ] {
-        let path = world.ws.join(relative);
-        std::fs::create_dir_all(path.parent().unwrap()).unwrap();
-        std::fs::write(path, text).unwrap();
-    }
+    write_files(
+        &world,
+        &[
+            ("deploy/credentials.json", "TOKEN hunter2-gcp\n"),
+            ("deploy/service-account-prod.json", "TOKEN hunter2-sa\n"),
+            (".envrc", "export TOKEN=hunter2-direnv\n"),
+            ("certs/signing.p12", "TOKEN hunter2-p12\n"),
+            ("ops/.ssh/deploy", "TOKEN hunter2-ssh\n"),
+            ("backup/.docker/config.json", "TOKEN hunter2-docker\n"),
+        ],
+    );
     let policy = Arc::new(world.policy(Mode::Yolo, false, Trust::Trusted));
     let gate = Arc::new(PolicySearchGate::new(policy, GrepTool.spec()));
     let ctx = context(
