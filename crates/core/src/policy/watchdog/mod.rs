@@ -257,6 +257,33 @@ fn is_git_config(path: &Path) -> bool {
     (name == "config" || name == "config.worktree") && parts.any(|part| part == ".git")
 }
 
+/// Whether `path` is a repository's configuration file ([`is_git_config`]) that holds a
+/// credential: an `extraheader` (a CI checkout keeps the job's token there), a
+/// `[credential]` section, or a URL with a password (`https://user:token@host`). A file that
+/// exists but cannot be read within bounds counts as holding one. Commands (`cat .git/config`,
+/// `grep -r`) then read a credential; an ordinary repository's configuration stays readable.
+fn git_config_holds_credential(path: &Path) -> bool {
+    if !is_git_config(path) {
+        return false;
+    }
+    let Some(bytes) = crate::runtime::probe::read_bounded(path, super::gitrepo::MAX_CONFIG_BYTES)
+    else {
+        return crate::runtime::probe::symlink_metadata(path).is_ok();
+    };
+    let text = String::from_utf8_lossy(&bytes).to_lowercase();
+    text.contains("extraheader")
+        || text.contains("[credential")
+        || text.split("://").skip(1).any(|rest| {
+            let authority = rest
+                .split(|c: char| c == '/' || c == '"' || c.is_whitespace())
+                .next()
+                .unwrap_or_default();
+            authority
+                .rsplit_once('@')
+                .is_some_and(|(userinfo, _)| userinfo.contains(':'))
+        })
+}
+
 /// The pre-execute check, bound to one workspace and home.
 #[derive(Debug, Clone, Copy)]
 pub struct Watchdog<'a> {
@@ -536,6 +563,7 @@ impl Watchdog<'_> {
             .file_name()
             .and_then(|n| n.to_str())
             .is_some_and(is_secret_name)
+            || git_config_holds_credential(path)
         {
             return true;
         }
