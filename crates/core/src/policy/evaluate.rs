@@ -103,13 +103,11 @@ pub(super) fn evaluate_call(
             let mut per_command = Vec::new();
             for command in &commands {
                 let text = command.text();
-                let read_only = is_read_only(command, &watchdog.context, watchdog);
                 // A glob the shell may turn into an option: the words the program gets are not
                 // the ones the grammar and the approval key speak for.
-                let option_glob = command
-                    .original
-                    .iter()
-                    .find(|word| glob_may_expand_to_option(word, &command.cwd, &watchdog.context));
+                let option_glob = option_glob(command, &watchdog.context);
+                let read_only =
+                    option_glob.is_none() && reads_only(command, &watchdog.context, watchdog);
                 let evaluation = run(
                     &Target::Command {
                         words: &command.argv,
@@ -399,7 +397,8 @@ pub(super) fn capability_refusal(
 }
 
 /// Whether a simple command belongs to the `read-only` class: its argv is inside its
-/// command's allowlisted grammar ([`Fit::Accepted`]), it sets no environment variable, no
+/// command's allowlisted grammar ([`Fit::Accepted`]) and no glob word can turn into an option
+/// ([`option_glob`]), it sets no environment variable, no
 /// privilege wrapper or `xargs` (which adds operands nobody has seen) runs it, it writes no
 /// file, it runs inside the workspace, every path word (operands and path-valued options,
 /// globs expanded against the file system) resolves inside the workspace and names no
@@ -410,19 +409,29 @@ pub(crate) fn is_read_only(
     context: &ShellContext<'_>,
     watchdog: &Watchdog<'_>,
 ) -> bool {
+    option_glob(command, context).is_none() && reads_only(command, context, watchdog)
+}
+
+/// The first word of `command` that the shell may expand into an option
+/// ([`glob_may_expand_to_option`]): `rg foo *` beside a file named `--pre=x`.
+fn option_glob<'c>(command: &'c SimpleCommand, context: &ShellContext<'_>) -> Option<&'c str> {
+    command
+        .original
+        .iter()
+        .find(|word| glob_may_expand_to_option(word, &command.cwd, context))
+        .map(String::as_str)
+}
+
+/// [`is_read_only`] once [`option_glob`] found no glob that turns into an option.
+fn reads_only(
+    command: &SimpleCommand,
+    context: &ShellContext<'_>,
+    watchdog: &Watchdog<'_>,
+) -> bool {
     let Fit::Accepted { paths, .. } = &command.fit else {
         return false;
     };
     if command.dynamic || command.container || !command.assignments.is_empty() {
-        return false;
-    }
-    // `rg foo *` beside a file named `--pre=x`: the shell turns the glob into an option the
-    // grammar never saw.
-    if command
-        .original
-        .iter()
-        .any(|word| glob_may_expand_to_option(word, &command.cwd, context))
-    {
         return false;
     }
     if command.wrappers.iter().any(|w| {
@@ -945,8 +954,6 @@ pub(crate) fn has_glob(word: &str) -> bool {
 /// How many directory entries a glob expansion may look at.
 pub const MAX_GLOB_ENTRIES: usize = 20_000;
 
-/// The paths a shell glob could match (dot files included, which is stricter than the
-/// shell); `None` when the expansion is too large or a component is not a valid glob.
 /// A glob under both readings of `[^...]`.
 struct GlobEither(globset::GlobMatcher, Option<globset::GlobMatcher>);
 
@@ -986,6 +993,8 @@ fn caret_as_literal(part: &str) -> Option<String> {
     Some(out)
 }
 
+/// The paths a shell glob could match (dot files included, which is stricter than the
+/// shell); `None` when the expansion is too large or a component is not a valid glob.
 pub(crate) fn expand_glob(word: &str, base: &std::path::Path) -> Option<Vec<std::path::PathBuf>> {
     use std::path::{Component, PathBuf};
     let path = std::path::Path::new(word);
