@@ -12,8 +12,9 @@ use crate::front_matter::front_matter;
 use crate::runtime::{Runtime, config_files};
 use crate::tool::ToolError;
 
-/// The project directories skills are read from (after trust).
-pub const PROJECT_SKILL_DIRS: &[&str] = &[".keel/skills", ".claude/skills", ".agents/skills"];
+/// The project directories skills are read from (after trust); defined beside the trust
+/// fingerprint that covers them.
+pub use crate::policy::trust::PROJECT_SKILL_DIRS;
 
 /// The file that makes a folder a skill.
 pub const SKILL_FILE: &str = "SKILL.md";

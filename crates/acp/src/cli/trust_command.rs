@@ -43,10 +43,8 @@ fn untrusted(workspace: &Path) -> Result<(Effective, Vec<String>), Failure> {
     let policy = config::build_policy(&effective, workspace, true, Trust::Untrusted)
         .map_err(Failure::usage)?;
     lines.extend(policy.ignored_project_allows());
-    // Files beside the settings that trust also covers: tool files, skills, agents.
-    lines.extend(keel_core::tools::extension::waiting_for_trust(workspace));
-    lines.extend(keel_core::skills::waiting_for_trust(workspace));
-    lines.extend(keel_core::agent::agents_waiting_for_trust(workspace));
+    // Files beside the settings that trust also covers: skills, agents, tool files.
+    lines.extend(keel_core::agent::files_waiting_for_trust(workspace));
     Ok((effective, lines))
 }
 

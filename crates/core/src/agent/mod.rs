@@ -31,11 +31,8 @@ pub use shared::{
     ConfigRules, Engine, EngineConfig, EnvLookup, IgnoredLine, Persistence, SESSIONS_DIR,
     SessionOptions, TRUST_FILE, WorkspaceConfig,
 };
-pub use subagent::{
-    AgentDef, GENERAL_AGENT, MAX_DEPTH, agents_listing, agents_waiting_for_trust, load_agents,
-    parse_agent,
-};
-pub use trust::{TRUST_QUESTION_ID, notice as trust_notice};
+pub use subagent::{AgentDef, GENERAL_AGENT, MAX_DEPTH, agents_listing, load_agents, parse_agent};
+pub use trust::{TRUST_QUESTION_ID, files_waiting_for_trust, notice as trust_notice};
 pub(crate) use turn::civil_from_days;
 
 use crate::provider::ProviderError;

@@ -48,8 +48,9 @@ pub const MAX_DEPTH: u32 = 2;
 /// The name a subagent without a definition goes by.
 pub const GENERAL_AGENT: &str = "general";
 
-/// The project directories agent definitions are read from (after trust).
-const PROJECT_AGENT_DIRS: &[&str] = &[".keel/agents", ".claude/agents"];
+// The project directories agent definitions are read from (after trust); defined beside the
+// trust fingerprint that covers them.
+use crate::policy::trust::PROJECT_AGENT_DIRS;
 
 /// One agent definition.
 #[derive(Debug, Clone, PartialEq, Eq)]

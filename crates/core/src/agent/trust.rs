@@ -9,6 +9,7 @@
 //! keeps the settings out. When the settings stay out (rejected, or a headless run), the session
 //! says so once, as a [`AgentEvent::Notice`] the user sees.
 
+use std::path::Path;
 use std::sync::Arc;
 use std::sync::atomic::Ordering;
 
@@ -39,15 +40,7 @@ impl Session {
             .map(|line| line.text.clone())
             .collect();
         lines.extend(self.policy.ignored_project_allows());
-        // The project's skills and agents wait for trust too.
-        lines.extend(crate::skills::waiting_for_trust(self.runtime.root()));
-        lines.extend(super::subagent::agents_waiting_for_trust(
-            self.runtime.root(),
-        ));
-        // And its tool files, which name programs to run.
-        lines.extend(crate::tools::extension::waiting_for_trust(
-            self.runtime.root(),
-        ));
+        lines.extend(files_waiting_for_trust(self.runtime.root()));
         lines
     }
 
@@ -211,4 +204,14 @@ pub fn notice(workspace: &str, ignored: &[String]) -> String {
          Run `keel trust grant` in the project to apply them.\n",
         ignored.join("\n- ")
     )
+}
+
+/// The project files besides its settings that wait for trust, one line each: its skills, its
+/// agent definitions and its tool files (which name programs to run). What the trust question
+/// and `keel trust` list.
+pub fn files_waiting_for_trust(workspace: &Path) -> Vec<String> {
+    let mut lines = crate::skills::waiting_for_trust(workspace);
+    lines.extend(super::subagent::agents_waiting_for_trust(workspace));
+    lines.extend(crate::tools::extension::waiting_for_trust(workspace));
+    lines
 }

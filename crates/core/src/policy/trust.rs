@@ -21,20 +21,35 @@ use crate::runtime::config_files;
 /// all of them: a change to any one makes the project untrusted again.
 pub const PROJECT_CONFIG_FILES: &[&str] = &[".keel/config.toml", ".keel/permissions.toml"];
 
-/// Directories of further project files that wait for trust, relative to the workspace root,
-/// with the file each entry contributes: tool files (`*.toml`: they name programs), agent
-/// definitions (`*.md`) and skills (`NAME/SKILL.md`). Trust covers them too; they count only when
-/// present, so a project without them keeps the fingerprint of its two settings files.
-const PROJECT_TRUST_DIRS: &[(&str, TrustEntry)] = &[
-    (".keel/tools", TrustEntry::Extension("toml")),
-    (".keel/agents", TrustEntry::Extension("md")),
-    (".claude/agents", TrustEntry::Extension("md")),
-    (".keel/skills", TrustEntry::SkillFile),
-    (".claude/skills", TrustEntry::SkillFile),
-    (".agents/skills", TrustEntry::SkillFile),
-];
+/// The project's tool files (`*.toml`, each naming a program), relative to the workspace root;
+/// read only once the project is trusted.
+pub const PROJECT_TOOLS_DIR: &str = ".keel/tools";
 
-/// Which entries of a [`PROJECT_TRUST_DIRS`] directory count.
+/// The project directories agent definitions (`*.md`) are read from, once trusted.
+pub const PROJECT_AGENT_DIRS: &[&str] = &[".keel/agents", ".claude/agents"];
+
+/// The project directories skills (`NAME/SKILL.md`) are read from, once trusted.
+pub const PROJECT_SKILL_DIRS: &[&str] = &[".keel/skills", ".claude/skills", ".agents/skills"];
+
+/// Directories of further project files that wait for trust, with the file each entry
+/// contributes: tool files, agent definitions and skills. Trust covers them too; they count
+/// only when present, so a project without them keeps the fingerprint of its two settings
+/// files.
+fn project_trust_dirs() -> impl Iterator<Item = (&'static str, TrustEntry)> {
+    std::iter::once((PROJECT_TOOLS_DIR, TrustEntry::Extension("toml")))
+        .chain(
+            PROJECT_AGENT_DIRS
+                .iter()
+                .map(|dir| (*dir, TrustEntry::Extension("md"))),
+        )
+        .chain(
+            PROJECT_SKILL_DIRS
+                .iter()
+                .map(|dir| (*dir, TrustEntry::SkillFile)),
+        )
+}
+
+/// Which entries of a [`project_trust_dirs`] directory count.
 #[derive(Debug, Clone, Copy)]
 enum TrustEntry {
     /// Files with this extension directly in the directory.
@@ -43,14 +58,14 @@ enum TrustEntry {
     SkillFile,
 }
 
-/// The files of `PROJECT_TRUST_DIRS` as they are now, sorted, with their bytes.
+/// The files of [`project_trust_dirs`] as they are now, sorted, with their bytes.
 fn trusted_dir_files(workspace: &Path) -> Result<Vec<(PathBuf, String)>, PolicyError> {
     let read_err = |path: &Path, source| PolicyError::Read {
         path: path.to_path_buf(),
         source,
     };
     let mut files = Vec::new();
-    for (dir, entry) in PROJECT_TRUST_DIRS {
+    for (dir, entry) in project_trust_dirs() {
         let dir = workspace.join(dir);
         let listed = match config_files::list_dir(&dir) {
             Ok(listed) => listed,
@@ -60,7 +75,7 @@ fn trusted_dir_files(workspace: &Path) -> Result<Vec<(PathBuf, String)>, PolicyE
         for path in listed {
             let file = match entry {
                 TrustEntry::Extension(ext) => {
-                    if path.extension().and_then(|e| e.to_str()) != Some(*ext) {
+                    if path.extension().and_then(|e| e.to_str()) != Some(ext) {
                         continue;
                     }
                     path
@@ -131,7 +146,7 @@ pub enum TrustStatus {
 
 /// The SHA-256 (hex) of the project's configuration files ([`PROJECT_CONFIG_FILES`]): each
 /// file's name, whether it exists, and its bytes; then, when there are any, the project's tool
-/// files, agent definitions and skills (`PROJECT_TRUST_DIRS`), each by path and bytes.
+/// files, agent definitions and skills ([`project_trust_dirs`]), each by path and bytes.
 pub fn project_fingerprint(workspace: &Path) -> Result<String, PolicyError> {
     let mut context = ring::digest::Context::new(&ring::digest::SHA256);
     for name in PROJECT_CONFIG_FILES {

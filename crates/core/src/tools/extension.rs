@@ -254,7 +254,7 @@ fn load_file(path: &Path, origin: &Origin) -> Result<Arc<dyn DynTool>, String> {
 /// The project's tool files as the trust question lists them ("adds tool `x` running `sh`
 /// (.keel/tools/x.toml)"): a tool file names a program, so trusting the project runs it.
 pub fn waiting_for_trust(workspace: &Path) -> Vec<String> {
-    let dir = workspace.join(".keel").join(TOOLS_DIR);
+    let dir = workspace.join(crate::policy::trust::PROJECT_TOOLS_DIR);
     let files = crate::runtime::config_files::toml_files(&dir).unwrap_or_default();
     files
         .into_iter()
