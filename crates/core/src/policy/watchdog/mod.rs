@@ -204,7 +204,8 @@ const AUTO_RUN_NAMES: &[&str] = &[
     "lefthook.yml",
 ];
 
-/// The entries of [`SECRET_HOME_PATHS`] that are directories.
+/// Credential directories, relative to the home directory: everything inside one is a
+/// credential (a directory of that name elsewhere too, for what it holds).
 const SECRET_DIRS: &[&str] = &[
     ".ssh",
     ".aws",
@@ -217,13 +218,8 @@ const SECRET_DIRS: &[&str] = &[
     ".local/share/keyrings",
 ];
 
-/// Credential files and directories, relative to the home directory.
-const SECRET_HOME_PATHS: &[&str] = &[
-    ".ssh",
-    ".aws",
-    ".gnupg",
-    ".config/gcloud",
-    ".azure",
+/// Credential files, relative to the home directory (a copy elsewhere counts too).
+const SECRET_FILES: &[&str] = &[
     ".kube/config",
     ".docker/config.json",
     ".netrc",
@@ -234,12 +230,8 @@ const SECRET_HOME_PATHS: &[&str] = &[
     ".cargo/credentials.toml",
     ".npmrc",
     ".pypirc",
-    ".config/hub",
-    ".config/op",
     ".config/rclone/rclone.conf",
     ".terraform.d/credentials.tfrc.json",
-    ".password-store",
-    ".local/share/keyrings",
     ".vault-token",
     ".m2/settings.xml",
     ".gradle/gradle.properties",
@@ -576,7 +568,10 @@ impl Watchdog<'_> {
         // own `.ssh`, `.gnupg`, `.docker/config.json`, ...). Every component may start one.
         if let Some(home) = self.context.home
             && let Some(relative) = below(&text, home)
-            && SECRET_HOME_PATHS.iter().any(|s| at_or_below(&relative, s))
+            && SECRET_DIRS
+                .iter()
+                .chain(SECRET_FILES)
+                .any(|s| at_or_below(&relative, s))
         {
             return true;
         }
@@ -585,15 +580,11 @@ impl Watchdog<'_> {
         let components: Vec<&str> = text.split('/').filter(|c| !c.is_empty()).collect();
         (0..components.len()).any(|start| {
             let relative = components[start..].join("/");
-            SECRET_HOME_PATHS.iter().any(|s| {
-                if SECRET_DIRS.contains(s) {
-                    relative
-                        .strip_prefix(s)
-                        .is_some_and(|rest| rest.len() > 1 && rest.starts_with('/'))
-                } else {
-                    at_or_below(&relative, s)
-                }
-            })
+            SECRET_DIRS.iter().any(|s| {
+                relative
+                    .strip_prefix(s)
+                    .is_some_and(|rest| rest.len() > 1 && rest.starts_with('/'))
+            }) || SECRET_FILES.iter().any(|s| at_or_below(&relative, s))
         })
     }
 }
