@@ -317,8 +317,8 @@ fn guard_git_redirects(roots: &[PathBuf]) -> Vec<(PathBuf, Option<Vec<u8>>)> {
             let path = root.join(rel);
             match std::fs::symlink_metadata(&path) {
                 Err(e) if e.kind() == std::io::ErrorKind::NotFound => guarded.push((path, None)),
-                Ok(meta) if meta.is_file() && meta.len() <= MAX_GUARDED_BYTES => {
-                    if let Ok(bytes) = std::fs::read(&path) {
+                Ok(meta) if meta.is_file() => {
+                    if let Some(bytes) = super::probe::read_bounded(&path, MAX_GUARDED_BYTES) {
                         guarded.push((path, Some(bytes)));
                     }
                 }
