@@ -270,7 +270,6 @@ async fn binary(mock: &MockModel) {
     let program = PathBuf::from(env!("CARGO_BIN_EXE_keel"));
     let home = tempfile::tempdir().unwrap();
     let env = isolated_env(home.path(), &mock.base_url(), &[BENCH_MODEL]);
-    let env: Vec<(&str, &str)> = env.iter().map(|(k, v)| (k.as_str(), v.as_str())).collect();
     let mut spawn_to_initialize = Vec::new();
     let mut new_session = Vec::new();
     let mut session_open = Vec::new();
@@ -348,7 +347,6 @@ async fn mcp_servers(mock: &MockModel) {
     let server = PathBuf::from(env!("CARGO_BIN_EXE_keel-mcp-test-server"));
     let home = tempfile::tempdir().unwrap();
     let env = isolated_env(home.path(), &mock.base_url(), &[BENCH_MODEL]);
-    let env: Vec<(&str, &str)> = env.iter().map(|(k, v)| (k.as_str(), v.as_str())).collect();
     let (_dir, root) = workspace();
     let client = TestClient::spawn(ClientOptions::default(), &program, &["acp"], &root, &env)
         .await

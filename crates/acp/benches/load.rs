@@ -195,7 +195,6 @@ async fn spawn(mock: &MockModel, cwd: &Path, approvals: usize) -> Keel {
         &mock.base_url(),
         &[("KEEL_MODEL", "anthropic/bench-model")],
     );
-    let env: Vec<(&str, &str)> = env.iter().map(|(k, v)| (k.as_str(), v.as_str())).collect();
     let client = TestClient::spawn(
         ClientOptions::default().permissions(vec![
             PermissionReply::Choose(

@@ -172,7 +172,6 @@ async fn cancel(keel: &Path) {
         &mock.base_url(),
         &[("KEEL_MODEL", "anthropic/bench-model")],
     );
-    let env: Vec<(&str, &str)> = env.iter().map(|(k, v)| (k.as_str(), v.as_str())).collect();
     let client = TestClient::spawn(ClientOptions::default(), keel, &["acp"], &root, &env)
         .await
         .unwrap();

@@ -66,7 +66,6 @@ async fn main() {
         &mock.base_url(),
         &[("KEEL_MODEL", "anthropic/driver-model")],
     );
-    let env: Vec<(&str, &str)> = env.iter().map(|(k, v)| (k.as_str(), v.as_str())).collect();
     let approvals = usize::try_from(sessions * turns * 2).unwrap();
     let client = TestClient::spawn(
         ClientOptions::default().permissions(vec![

@@ -50,7 +50,7 @@ fn spawn_agent(
     program: &Path,
     args: &[&str],
     cwd: &Path,
-    env: &[(&str, &str)],
+    env: &[(impl AsRef<std::ffi::OsStr>, impl AsRef<std::ffi::OsStr>)],
 ) -> std::io::Result<tokio::process::Child> {
     let mut command = tokio::process::Command::new(program);
     command
@@ -371,7 +371,7 @@ impl TestClient {
         program: &Path,
         args: &[&str],
         cwd: &Path,
-        env: &[(&str, &str)],
+        env: &[(impl AsRef<std::ffi::OsStr>, impl AsRef<std::ffi::OsStr>)],
     ) -> anyhow::Result<Self> {
         let mut child = spawn_agent(program, args, cwd, env)?;
         let stdin = child

@@ -562,7 +562,6 @@ impl KeelHome {
         extra: &[(&str, &str)],
     ) -> TestClient {
         let env = self.env(mock, extra);
-        let env: Vec<(&str, &str)> = env.iter().map(|(k, v)| (k.as_str(), v.as_str())).collect();
         TestClient::spawn(
             options,
             Path::new(env!("CARGO_BIN_EXE_keel")),
