@@ -374,7 +374,7 @@ impl TurnHost for ExecHost {
                 self.progress(&format!("{}\n{lines}", self.style.bold("plan:")));
                 self.emit(&ExecEvent::Plan { entries });
             }
-            AgentEvent::Usage { used, size } => {
+            AgentEvent::Usage { used, size, .. } => {
                 tracing::debug!(used, size, "context usage");
                 self.emit(&ExecEvent::Usage { used, size });
             }

@@ -26,4 +26,5 @@ mod tool_errors;
 mod trust;
 mod turn_snapshot;
 mod turns;
+mod usage_cost;
 mod wire_properties;

@@ -61,6 +61,8 @@ pub struct Session {
     /// The registry's tools as the model is offered them, built at the first request (the
     /// registry does not change during a session; the schemas are shared by every request).
     pub(super) bundled_definitions: std::sync::OnceLock<Vec<crate::provider::ToolDefinition>>,
+    /// What the session's model responses cost so far.
+    pub(super) spent: Mutex<crate::provider::pricing::RunningCost>,
 }
 
 /// The project's configuration as the session opened it.
@@ -126,6 +128,7 @@ impl Session {
             thinking_budget: Mutex::new(thinking_budget),
             mcp: crate::mcp::McpHub::default(),
             bundled_definitions: std::sync::OnceLock::new(),
+            spent: Mutex::default(),
         }
     }
 

@@ -419,10 +419,12 @@ impl Engine {
         // A reopened session keeps its last mode and model unless the caller names them.
         let mut last_mode = None;
         let mut last_model = None;
+        let mut last_cost = None;
         for event in stored.unwrap_or_default() {
             match event {
                 StoredEvent::Mode { mode } => last_mode = mode.parse::<Mode>().ok(),
                 StoredEvent::Model { model } => last_model = Some(model.clone()),
+                StoredEvent::Usage { cost, .. } => last_cost = *cost,
                 _ => {}
             }
         }
@@ -557,6 +559,7 @@ impl Engine {
             self.config.clone(),
         );
         session.mcp = mcp;
+        session.spent = Mutex::new(crate::provider::pricing::RunningCost::resumed(last_cost));
         session.project = super::session::ProjectState {
             fingerprint,
             ignored,

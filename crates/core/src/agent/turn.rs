@@ -458,9 +458,16 @@ impl Session {
                     .lock()
                     .unwrap_or_else(std::sync::PoisonError::into_inner) =
                     (usage.input_tokens as f64 / sent as f64).clamp(1.0, 4.0);
+                let cost = crate::provider::pricing::cost(provider.id(), &model, &usage);
+                let cost = self
+                    .spent
+                    .lock()
+                    .unwrap_or_else(std::sync::PoisonError::into_inner)
+                    .add(cost);
                 host.event(AgentEvent::Usage {
                     used: usage.input_tokens + usage.output_tokens,
                     size: provider.context_window(&model),
+                    cost,
                 });
             }
             self.remember(&mut history, response.message());

@@ -45,6 +45,7 @@ mod error;
 mod http;
 pub mod limits;
 mod openai;
+pub mod pricing;
 mod resolve;
 mod retry;
 mod scripted;
