@@ -46,7 +46,8 @@ impl EngineSessions {
 
 fn turn_error(error: AgentError) -> EngineError {
     match error {
-        AgentError::NoModel(message) => EngineError::NoCredentials(message),
+        AgentError::NoCredentials(message) => EngineError::NoCredentials(message),
+        AgentError::NoModel(message) => EngineError::Failed(message),
         AgentError::Store(error) => store_error(error),
         other => EngineError::Failed(other.to_string()),
     }
@@ -185,6 +186,14 @@ impl SessionFactory for EngineSessions {
             return Err(EngineError::NotFound(id.to_owned()));
         };
         store.delete(id).map_err(store_error)
+    }
+
+    fn missing_credentials(&self) -> Option<String> {
+        let slot = self.engine.resolve_model(None);
+        match slot.resolved {
+            Err(message) if slot.missing_credentials => Some(message),
+            _ => None,
+        }
     }
 }
 

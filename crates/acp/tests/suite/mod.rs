@@ -8,6 +8,7 @@ mod editor;
 mod faults;
 mod hostile;
 mod instructions;
+mod login;
 mod mcp;
 mod model_errors;
 mod models;

@@ -17,6 +17,9 @@ use super::AgentError;
 use super::session::{ModelSlot, Session};
 use crate::store::{SessionLog, SessionMeta, SessionStore, StoreError, StoredEvent};
 
+/// The name of the model slot when no model is named and none resolves.
+pub(super) const NO_MODEL_NAME: &str = "(none)";
+
 /// The session store's directory under the user data directory.
 pub const SESSIONS_DIR: &str = "sessions";
 
@@ -296,10 +299,7 @@ impl Engine {
         if let Some((provider, model)) = &self.config.provider_override {
             let display = format!("{}/{model}", provider.label());
             if name.is_none() || name == Some(display.as_str()) {
-                return ModelSlot {
-                    name: display,
-                    resolved: Ok((provider.clone(), model.clone())),
-                };
+                return ModelSlot::ready(display, provider.clone(), model.clone());
             }
         }
         let env = self.config.env.clone();
@@ -317,16 +317,14 @@ impl Engine {
             Ok((provider, model)) => {
                 let display = format!("{}/{model}", provider.label());
                 let display = name.map(str::to_owned).unwrap_or(display);
-                let slot = ModelSlot {
-                    name: display,
-                    resolved: Ok((provider, model)),
-                };
+                let slot = ModelSlot::ready(display, provider, model);
                 resolved.insert(key, slot.clone());
                 slot
             }
             Err(error) => ModelSlot {
-                name: name.unwrap_or("(none)").to_owned(),
+                name: name.unwrap_or(NO_MODEL_NAME).to_owned(),
                 resolved: Err(error.to_string()),
+                missing_credentials: error.is_missing_credentials(),
             },
         }
     }

@@ -264,7 +264,7 @@ impl Session {
         cancel: CancellationToken,
     ) -> Result<Option<super::Compaction>, AgentError> {
         let slot = self.model_slot();
-        let (provider, model) = slot.resolved.map_err(AgentError::NoModel)?;
+        let (provider, model) = slot.provider()?;
         let mut history = self.history.lock().await;
         let (system, tools) = self.request_frame(provider.context_window(&model)).await;
         self.compact_history(
@@ -311,7 +311,7 @@ impl Session {
         cancel: CancellationToken,
     ) -> Result<TurnOutcome, AgentError> {
         let slot = self.model_slot();
-        let (provider, _) = slot.resolved.map_err(AgentError::NoModel)?;
+        let (provider, _) = slot.provider()?;
         let mut history = self.history.lock().await;
         self.state
             .set_asker(Some(Arc::new(HostAsker(host.clone()))));
@@ -325,7 +325,7 @@ impl Session {
         }
         // Trusting the project may have switched the model to the project's.
         drop(provider);
-        let (provider, model) = self.model_slot().resolved.map_err(AgentError::NoModel)?;
+        let (provider, model) = self.model_slot().provider()?;
         self.state
             .set_subagents(Some(Arc::new(super::subagent::Runner {
                 session_id: self.id.clone(),

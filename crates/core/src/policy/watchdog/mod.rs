@@ -236,6 +236,8 @@ const SECRET_FILES: &[&str] = &[
     ".m2/settings.xml",
     ".gradle/gradle.properties",
     ".config/composer/auth.json",
+    // Keel's own, written by `keel login` (`config::credentials`).
+    ".config/keel/credentials.toml",
 ];
 
 /// Whether `path` is a repository's configuration file (`.git/config`, `config.worktree`, a
