@@ -130,6 +130,10 @@ pub fn lookup() -> EnvLookup {
 }
 
 #[cfg(test)]
+#[expect(
+    clippy::disallowed_methods,
+    reason = "the test makes a scratch directory and checks the file's mode"
+)]
 mod tests {
     use super::*;
 
@@ -144,7 +148,6 @@ mod tests {
         assert_eq!(keys["ANTHROPIC_API_KEY"], "sk-ant-two");
         let mode = {
             use std::os::unix::fs::PermissionsExt as _;
-            #[expect(clippy::disallowed_methods, reason = "the test checks the file's mode")]
             let meta = std::fs::metadata(&file).unwrap();
             meta.permissions().mode() & 0o777
         };
