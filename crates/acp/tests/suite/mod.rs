@@ -4,6 +4,7 @@ mod approvals;
 mod binary;
 mod cancel;
 mod commands;
+mod contained;
 mod editor;
 mod faults;
 mod hostile;

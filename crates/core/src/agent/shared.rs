@@ -450,12 +450,31 @@ impl Engine {
             scratch_dir: scratch_dir.clone(),
             sandbox: SandboxSpec {
                 read_only: options.mode.unwrap_or(self.config.mode) == Mode::ReadOnly,
+                credentials: Some(crate::policy::watchdog::credential_rules(
+                    self.config.sandbox.home.clone(),
+                )),
+                home_credentials: self
+                    .config
+                    .sandbox
+                    .home
+                    .as_deref()
+                    .map(|home| {
+                        let home = crate::runtime::paths::resolve(home)
+                            .unwrap_or_else(|_| home.to_path_buf());
+                        crate::policy::watchdog::home_credentials(&home)
+                    })
+                    .unwrap_or_default(),
                 ..self.config.sandbox.clone()
             },
         })
         .map_err(|e| AgentError::Setup(e.to_string()))?
         .with_backends(options.files, options.terminals)
         .with_protected(self.config.global_config_dir.iter().cloned());
+        // The workspace's credential files, listed before the first command needs them.
+        if let Ok(handle) = tokio::runtime::Handle::try_current() {
+            let warm = runtime.clone();
+            drop(handle.spawn_blocking(move || warm.warm_credentials()));
+        }
         let chosen_mode = options.mode.or(last_mode);
         let mut mode = chosen_mode.unwrap_or(self.config.mode);
         let workspace = runtime.root().to_path_buf();

@@ -751,6 +751,14 @@ impl Session {
             // keys): this call's shell commands run unconfined, and only this call's.
             ctx.runtime = ctx.runtime.allowing_unconfined();
         }
+        if decision.contained {
+            // Nobody approved it: it runs where a misclassification costs nothing.
+            ctx.runtime = ctx.runtime.contained();
+        }
+        if self.policy.mode() == crate::policy::Mode::ReadOnly {
+            // The mode now, not the mode the session opened with.
+            ctx.runtime = ctx.runtime.with_read_only_commands();
+        }
         // What the files a search finds may show is decided file by file, as reads.
         ctx.runtime = ctx.runtime.with_search_gate(Arc::new(PolicySearchGate::new(
             self.policy.clone(),
