@@ -120,7 +120,10 @@ impl ClientTerminals {
 
     fn failed(&self, what: &str, error: agent_client_protocol::Error) -> ToolError {
         ToolError::External {
-            message: format!("the editor's terminal {what} failed: {}", error.message),
+            message: format!(
+                "the editor's terminal {what} failed: {}",
+                super::errors::client_error_text(&error)
+            ),
             source: Some(std::sync::Arc::new(error)),
         }
     }

@@ -265,6 +265,26 @@ impl Engine {
         models
     }
 
+    /// The providers' models known without asking them: the lists this engine already
+    /// discovered, else those cached on disk and still fresh. Nothing with a provider override.
+    pub fn known_models(&self) -> Vec<String> {
+        if self.config.provider_override.is_some() {
+            return Vec::new();
+        }
+        if let Some(known) = self
+            .discovered
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .clone()
+        {
+            return known;
+        }
+        let env = self.config.env.clone();
+        let providers =
+            crate::provider::usable_providers(&move |key: &str| env(key), &self.config.providers);
+        crate::provider::cached_models(&providers, self.config.cache_dir.as_deref())
+    }
+
     /// The model a session answers with when none is chosen (`provider/model`), named without
     /// building its provider.
     pub fn default_model(&self) -> Option<String> {
@@ -419,10 +439,12 @@ impl Engine {
         // A reopened session keeps its last mode and model unless the caller names them.
         let mut last_mode = None;
         let mut last_model = None;
+        let mut last_thinking = None;
         for event in stored.unwrap_or_default() {
             match event {
                 StoredEvent::Mode { mode } => last_mode = mode.parse::<Mode>().ok(),
                 StoredEvent::Model { model } => last_model = Some(model.clone()),
+                StoredEvent::ThinkingBudget { budget } => last_thinking = Some(*budget),
                 _ => {}
             }
         }
@@ -557,6 +579,9 @@ impl Engine {
             self.config.clone(),
         );
         session.mcp = mcp;
+        if let Some(budget) = last_thinking {
+            session.thinking_budget = Mutex::new(budget);
+        }
         session.project = super::session::ProjectState {
             fingerprint,
             ignored,

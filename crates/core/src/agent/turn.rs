@@ -719,6 +719,7 @@ impl Session {
                 view,
                 preview,
                 reason: decision.explanation.to_string(),
+                why: decision.explanation.cause.plain(),
                 always_scope: decision.always_scope.clone(),
                 unconfined: decision.unconfined,
             };
