@@ -27,3 +27,4 @@ mod trust;
 mod turn_snapshot;
 mod turns;
 mod wire_properties;
+mod zed;
