@@ -382,7 +382,13 @@ mod tests {
             kind: AcpKind::Edit,
             locations: vec![ToolCallLocation::new("/w/src/lib.rs")],
         };
-        let wire = serde_json::to_value(request(&SessionId::new("s1"), &approval, view)).unwrap();
+        let wire = serde_json::to_value(request(
+            &SessionId::new("s1"),
+            &approval,
+            view,
+            &Roots::default(),
+        ))
+        .unwrap();
         insta::assert_json_snapshot!(wire["toolCall"], @r#"
         {
           "toolCallId": "c1",
@@ -396,6 +402,13 @@ mod tests {
               "path": "/w/src/lib.rs",
               "oldText": "a\n",
               "newText": "b\n"
+            },
+            {
+              "type": "content",
+              "content": {
+                "type": "text",
+                "text": "Keel will apply this change to `/w/src/lib.rs`."
+              }
             }
           ],
           "locations": [

@@ -716,3 +716,54 @@ async fn zed_receives_a_read_edit_bash_turn() {
     );
     insta::assert_json_snapshot!("zed_read_edit_bash_turn", events);
 }
+
+#[tokio::test]
+async fn zed_gets_a_short_title_the_model_wrote_after_the_first_turn() {
+    assert!(keel_core::agent::TITLE_SYSTEM.starts_with(keel_testkit::mock_model::TITLE_MARKER));
+    let home = KeelHome::new();
+    let mock = MockModel::start().await;
+    mock.push_anthropic(Turn::text_only("I fixed the greeting in lib.rs."));
+    mock.push_title("\"Fix the greeting typo.\"");
+    let client = home
+        .client(&mock, ClientOptions::zed(), &[TEST_MODEL])
+        .await;
+    let session = client
+        .new_session(&home.root, &[])
+        .await
+        .unwrap()
+        .session_id;
+    let prompt =
+        "the greeting in lib.rs says helo instead of hello, could you please fix it for me";
+    client.prompt(&session, prompt).await.unwrap();
+    client
+        .wait_for("the model's title", |events| {
+            events.iter().any(|event| {
+                matches!(event, Event::Update(n) if matches!(&n.update,
+                    SessionUpdate::SessionInfoUpdate(info)
+                        if info.title.value().is_some_and(|t| t == "Fix the greeting typo")))
+            })
+        })
+        .await;
+    // One small request, apart from the conversation's, to the session's model, about the
+    // first prompt and its answer.
+    let titles = mock.title_requests();
+    assert_eq!(titles.len(), 1);
+    assert_eq!(titles[0].body["model"], "test-model");
+    assert!(
+        titles[0]
+            .body
+            .get("tools")
+            .is_none_or(|tools| tools.as_array().is_none_or(Vec::is_empty))
+    );
+    assert!(titles[0].raw_body.contains("please fix it for me"));
+    assert_eq!(mock.requests().len(), 1);
+    // The listing shows it.
+    let listed = client
+        .request(agent_client_protocol::v1::schema::ListSessionsRequest::new())
+        .await
+        .unwrap();
+    assert_eq!(
+        listed.sessions[0].title.as_deref(),
+        Some("Fix the greeting typo")
+    );
+}

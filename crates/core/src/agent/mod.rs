@@ -16,6 +16,7 @@ mod record;
 mod session;
 mod shared;
 mod subagent;
+mod title;
 mod trust;
 mod turn;
 
@@ -32,6 +33,7 @@ pub use shared::{
     SessionOptions, TRUST_FILE, WorkspaceConfig,
 };
 pub use subagent::{AgentDef, GENERAL_AGENT, MAX_DEPTH, agents_listing, load_agents, parse_agent};
+pub use title::{TITLE_SYSTEM, clean_title};
 pub use trust::{TRUST_QUESTION_ID, files_waiting_for_trust, notice as trust_notice};
 pub(crate) use turn::civil_from_days;
 

@@ -104,6 +104,9 @@ pub struct EngineConfig {
     pub scratch_root: PathBuf,
     /// How shell commands are confined (the `[sandbox]` table, the helper, the home directory).
     pub sandbox: SandboxSpec,
+    /// After the first turn of a kept session, the model writes its title (`[sessions]
+    /// model_titles`; on in the configuration, off here unless set).
+    pub model_titles: bool,
 }
 
 impl std::fmt::Debug for EngineConfig {
@@ -146,6 +149,7 @@ impl EngineConfig {
             cache_dir: None,
             scratch_root,
             sandbox: SandboxSpec::default(),
+            model_titles: false,
         }
     }
 }

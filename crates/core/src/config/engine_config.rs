@@ -57,6 +57,7 @@ pub fn engine_config(
     out.max_tokens = config.max_tokens;
     out.thinking_budget = config.thinking.budget();
     out.compact_at = f64::from(config.compact_at_percent) / 100.0;
+    out.model_titles = config.sessions.model_titles;
     out.limits = config.limits.clone();
     out.manifest =
         RequirementSet::fs_read_write(&["{workspace}/**", "{session}/**"], &["{workspace}/**"])

@@ -399,6 +399,15 @@ impl SessionLog {
         Some(title)
     }
 
+    /// Replaces the title (the one the model wrote).
+    pub fn set_title(&self, title: &str) {
+        let mut meta = guard(&self.meta);
+        meta.title = Some(title.to_owned());
+        if let Err(error) = write_meta(&self.dir, &meta) {
+            tracing::warn!(%error, "could not record the session's title");
+        }
+    }
+
     /// Releases the lock; later appends fail. A session never written to stays loadable
     /// (`session/list` leaves it out).
     pub fn close(&self) {
