@@ -343,7 +343,7 @@ impl ConnectionState {
                 models.push(known);
             }
         }
-        let session = Session::new(agent, shared, models, board);
+        let session = Session::new(agent, shared, models, self.factory.default_model(), board);
         let replaced = lock(&self.sessions).insert(session_id, session.clone());
         if let Some(replaced) = replaced {
             replaced.close();

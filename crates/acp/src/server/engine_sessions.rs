@@ -121,6 +121,10 @@ impl SessionFactory for EngineSessions {
         self.engine.models()
     }
 
+    fn default_model(&self) -> Option<String> {
+        self.engine.default_model()
+    }
+
     fn known_models(&self) -> Vec<String> {
         self.engine.known_models()
     }

@@ -36,7 +36,7 @@ pub struct Session {
     /// The models offered: the configured ones, then those the providers list (added when they
     /// arrive).
     models: Mutex<Vec<String>>,
-    /// The model the session started with (marked as the default).
+    /// The model a session answers with when none is chosen (marked as the default).
     default_model: Option<String>,
     /// Held for the length of a turn: prompts of a session run one after another.
     turns: tokio::sync::Mutex<()>,
@@ -156,9 +156,11 @@ impl Session {
         agent: Arc<dyn AgentSession>,
         shared: HostShared,
         models: Vec<String>,
+        default_model: Option<String>,
         commands: Arc<CommandBoard>,
     ) -> Arc<Self> {
-        let default_model = agent.model();
+        // A reopened session answers with its kept model; the default is still the default.
+        let default_model = default_model.or_else(|| agent.model());
         let session = Arc::new(Self {
             agent,
             shared,

@@ -114,6 +114,12 @@ pub trait SessionFactory: Send + Sync + 'static {
     /// The configured model ids, in display order (empty: the model option is not offered).
     fn models(&self) -> Vec<String>;
 
+    /// The model a session answers with when none was chosen (marked as the default in the
+    /// model option); `None` when the factory cannot say.
+    fn default_model(&self) -> Option<String> {
+        self.models().into_iter().next()
+    }
+
     /// The providers' models known without asking them (kept from an earlier answer): offered
     /// in the `session/new`, `load` and `resume` responses, where an editor applies its
     /// default settings.

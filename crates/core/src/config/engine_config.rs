@@ -57,7 +57,8 @@ pub fn engine_config(
     out.max_tokens = config.max_tokens;
     out.thinking_budget = config.thinking.budget();
     out.compact_at = f64::from(config.compact_at_percent) / 100.0;
-    out.model_titles = config.sessions.model_titles;
+    // A scripted model's answers are its script's, in order: a title request would take one.
+    out.model_titles = config.sessions.model_titles && out.provider_override.is_none();
     out.limits = config.limits.clone();
     out.manifest =
         RequirementSet::fs_read_write(&["{workspace}/**", "{session}/**"], &["{workspace}/**"])
