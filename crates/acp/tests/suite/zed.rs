@@ -159,7 +159,7 @@ async fn zed_gets_one_whole_command_list_with_the_skills_after_new_load_and_resu
     // One list, complete (the user's skill included), before the turn's updates.
     assert_eq!(
         command_lists(&harness.client, &harness.session),
-        [expected.clone()]
+        std::slice::from_ref(&expected)
     );
     let first = harness.client.updates(&harness.session);
     assert!(matches!(
@@ -199,7 +199,7 @@ async fn zed_gets_one_whole_command_list_with_the_skills_after_new_load_and_resu
             })
             .collect()
     };
-    assert_eq!(lists_after(before), [expected.clone()]);
+    assert_eq!(lists_after(before), std::slice::from_ref(&expected));
     client
         .request(CloseSessionRequest::new(harness.session.clone()))
         .await
