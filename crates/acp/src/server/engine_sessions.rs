@@ -90,6 +90,12 @@ fn open_options(engine: &Engine, spec: SessionSpec) -> SessionOptions {
 fn open_error(error: AgentError) -> EngineError {
     match error {
         AgentError::Setup(message) => EngineError::InvalidInput(message),
+        AgentError::Config(fault) => EngineError::Config {
+            data: fault
+                .data
+                .unwrap_or_else(|| serde_json::json!({ "details": fault.message })),
+            message: fault.message,
+        },
         other => turn_error(other),
     }
 }

@@ -524,7 +524,10 @@ impl Session {
         if let Err(error) = ready {
             return Err(match error {
                 EngineError::NoCredentials(message) => ServerError::NoCredentials(message),
-                EngineError::Config { message, data } => ServerError::Config { message, data },
+                EngineError::Config { message, data } => ServerError::Config {
+                    message: format!("the session could not open: {message}"),
+                    data,
+                },
                 EngineError::InvalidInput(message)
                 | EngineError::Failed(message)
                 | EngineError::NotFound(message) => {

@@ -382,6 +382,44 @@ async fn zed_reads_a_config_errors_key_file_line_and_column_in_its_data() {
 }
 
 #[tokio::test]
+async fn zed_reads_where_a_project_config_error_is_when_the_session_cannot_open() {
+    // `keel acp` starts elsewhere; the session's project has a broken file.
+    let home = KeelHome::new();
+    let project = home.home.join("project");
+    std::fs::create_dir_all(project.join(".keel")).unwrap();
+    std::fs::write(
+        project.join(".keel/config.toml"),
+        "mode = \"ask\"\n[tools.bash\n",
+    )
+    .unwrap();
+    let mock = MockModel::start().await;
+    let client = home
+        .client(&mock, ClientOptions::zed(), &[TEST_MODEL])
+        .await;
+    let session = client.new_session(&project, &[]).await.unwrap().session_id;
+    let error = client.prompt(&session, "hello").await.unwrap_err();
+    assert_eq!(i32::from(error.code), -32602, "{error:?}");
+    assert!(
+        error.message.starts_with("the session could not open:"),
+        "{error:?}"
+    );
+    let data = error.data.clone().unwrap();
+    assert!(
+        data["file"]
+            .as_str()
+            .unwrap()
+            .ends_with(".keel/config.toml"),
+        "{data}"
+    );
+    assert_eq!(data["line"], 2, "{data}");
+    assert!(data["column"].as_u64().is_some(), "{data}");
+    assert!(
+        data["details"].as_str().unwrap().contains("syntax error"),
+        "{data}"
+    );
+}
+
+#[tokio::test]
 async fn zed_reads_why_an_mcp_server_failed_and_what_the_editor_refused() {
     // An MCP server that dies at start: its last stderr lines are in the notice.
     let harness = EngineHarness::start(

@@ -55,7 +55,41 @@ pub struct IgnoredLine {
 
 /// Reads the configuration for a workspace; the flag says whether the project is trusted.
 pub type ConfigRules =
-    Arc<dyn Fn(&std::path::Path, bool) -> Result<WorkspaceConfig, String> + Send + Sync>;
+    Arc<dyn Fn(&std::path::Path, bool) -> Result<WorkspaceConfig, ConfigFault> + Send + Sync>;
+
+/// Why a workspace's configuration did not load: the message, and what a front-end can show
+/// of it (`details`, `key`, `file`, `line`, `column`: `ConfigError::data`).
+#[derive(Debug, Clone, PartialEq, thiserror::Error)]
+#[error("{message}")]
+pub struct ConfigFault {
+    pub message: String,
+    pub data: Option<serde_json::Value>,
+}
+
+impl ConfigFault {
+    /// A fault that is only a message.
+    pub fn text(message: impl Into<String>) -> Self {
+        Self {
+            message: message.into(),
+            data: None,
+        }
+    }
+}
+
+impl From<String> for ConfigFault {
+    fn from(message: String) -> Self {
+        Self::text(message)
+    }
+}
+
+impl From<&crate::config::ConfigError> for ConfigFault {
+    fn from(error: &crate::config::ConfigError) -> Self {
+        Self {
+            message: error.to_string(),
+            data: Some(error.data()),
+        }
+    }
+}
 
 /// How environment variables are looked up (injectable so tests never touch the process env).
 pub type EnvLookup = Arc<dyn Fn(&str) -> Option<String> + Send + Sync>;
@@ -526,7 +560,8 @@ impl Engine {
         let mut ignored = Vec::new();
         let mut mcp_servers = Vec::new();
         if let Some(config_rules) = &self.config.config_rules {
-            let loaded = config_rules(&workspace, trust.is_trusted()).map_err(AgentError::Setup)?;
+            let loaded =
+                config_rules(&workspace, trust.is_trusted()).map_err(AgentError::Config)?;
             layers.manifest.extend(loaded.user_rules);
             if let Some(project) = loaded.project_rules {
                 match &mut layers.project {

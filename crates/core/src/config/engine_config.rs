@@ -166,7 +166,7 @@ fn session_rules(effective: &Effective, env: EnvLookup) -> crate::agent::ConfigR
             project_trusted: trusted,
             provider_env: provider_env.clone(),
         };
-        let loaded = super::load(&options).map_err(|e| e.to_string())?;
+        let loaded = super::load(&options).map_err(|e| crate::agent::ConfigFault::from(&e))?;
         let (user_rules, project_rules) =
             super::policy_rule_sets(&loaded, workspace).map_err(|e| e.to_string())?;
         let lookup = |key: &str| env(key);
