@@ -513,6 +513,8 @@ fn handshake_error(error: &rmcp::service::ClientInitializeError) -> String {
 struct Connection {
     service: rmcp::service::RunningService<rmcp::RoleClient, ()>,
     _group: Option<crate::runtime::mcp::GroupGuard>,
+    /// The last lines of a stdio server's stderr (empty for HTTP).
+    stderr: StderrTail,
 }
 
 /// The last lines a server wrote to stderr, kept for a failure's message.
@@ -604,6 +606,7 @@ async fn connect(config: &McpServerConfig, cwd: &std::path::Path) -> Result<Conn
             Ok(Connection {
                 service,
                 _group: Some(group),
+                stderr: tail,
             })
         }
         McpTransport::Http { url, headers } => {
@@ -615,6 +618,7 @@ async fn connect(config: &McpServerConfig, cwd: &std::path::Path) -> Result<Conn
             Ok(Connection {
                 service,
                 _group: None,
+                stderr: StderrTail::default(),
             })
         }
     }
@@ -703,6 +707,7 @@ async fn run_server(hub: std::sync::Weak<Inner>, name: String) {
         prompts_changed(&inner);
         tracing::info!(server = %name, tools = listed.len(), "MCP server ready");
         drop(inner);
+        let stderr = connection.stderr.clone();
         let quit = connection.service.waiting().await;
         // `_group` went with `connection`: the server's whole process group is gone.
         let Some(inner) = hub.upgrade() else { return };
@@ -710,8 +715,12 @@ async fn run_server(hub: std::sync::Weak<Inner>, name: String) {
             return;
         }
         let why = match quit {
-            Ok(reason) => format!("{reason:?}"),
-            Err(error) => error.to_string(),
+            Ok(rmcp::service::QuitReason::Closed) => "it closed the connection".to_owned(),
+            Ok(rmcp::service::QuitReason::Cancelled) => "the connection was cancelled".to_owned(),
+            Ok(rmcp::service::QuitReason::JoinError(error)) | Err(error) => {
+                format!("its connection failed: {error}")
+            }
+            Ok(_) => "it stopped".to_owned(),
         };
         if attempt >= RESTARTS {
             let reason = format!("it stopped ({why}) and was restarted {RESTARTS} times");
@@ -733,13 +742,13 @@ async fn run_server(hub: std::sync::Weak<Inner>, name: String) {
                 reason: format!("it stopped ({why}); restarting"),
             },
         );
-        notify(
-            &inner,
-            format!(
-                "The MCP server `{name}` stopped; restarting it in {} ms (attempt {attempt} of {RESTARTS}).",
+        let said = stderr
+            .explain(format!(
+                "The MCP server `{name}` stopped ({why}); restarting it in {} ms (attempt {attempt} of {RESTARTS}).",
                 delay.as_millis()
-            ),
-        );
+            ))
+            .await;
+        notify(&inner, said);
         drop(inner);
         tokio::time::sleep(delay).await;
     }
