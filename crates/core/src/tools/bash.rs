@@ -98,6 +98,7 @@ impl BashTool {
             command: params.command.clone(),
             program: invocation.program.clone(),
             args: invocation.args.clone(),
+            env: Vec::new(),
             cwd,
             timeout,
             output_limit: ctx.session.limits.bash_bytes,
