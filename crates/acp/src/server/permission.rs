@@ -209,7 +209,11 @@ fn explanation(approval: &ApprovalRequest, title: &str, roots: &Roots) -> String
     let mut text = format!("{} {}", what_happens(approval, title, roots), approval.why);
     let detail = approval.reason.trim();
     if !detail.is_empty() {
-        let detail = detail.strip_prefix("Needs approval: ").unwrap_or(detail);
+        let detail = match detail.split_once("Needs approval: ") {
+            // A subagent's request keeps its "Subagent `name`:" lead.
+            Some((lead, rest)) => format!("{lead}{rest}"),
+            None => detail.to_owned(),
+        };
         text.push_str(&format!("\n\nRule: {detail}"));
     }
     text
