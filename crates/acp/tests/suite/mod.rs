@@ -28,3 +28,4 @@ mod trust;
 mod turn_snapshot;
 mod turns;
 mod wire_properties;
+mod zed;

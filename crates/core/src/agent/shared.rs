@@ -55,7 +55,41 @@ pub struct IgnoredLine {
 
 /// Reads the configuration for a workspace; the flag says whether the project is trusted.
 pub type ConfigRules =
-    Arc<dyn Fn(&std::path::Path, bool) -> Result<WorkspaceConfig, String> + Send + Sync>;
+    Arc<dyn Fn(&std::path::Path, bool) -> Result<WorkspaceConfig, ConfigFault> + Send + Sync>;
+
+/// Why a workspace's configuration did not load: the message, and what a front-end can show
+/// of it (`details`, `key`, `file`, `line`, `column`: `ConfigError::data`).
+#[derive(Debug, Clone, PartialEq, thiserror::Error)]
+#[error("{message}")]
+pub struct ConfigFault {
+    pub message: String,
+    pub data: Option<serde_json::Value>,
+}
+
+impl ConfigFault {
+    /// A fault that is only a message.
+    pub fn text(message: impl Into<String>) -> Self {
+        Self {
+            message: message.into(),
+            data: None,
+        }
+    }
+}
+
+impl From<String> for ConfigFault {
+    fn from(message: String) -> Self {
+        Self::text(message)
+    }
+}
+
+impl From<&crate::config::ConfigError> for ConfigFault {
+    fn from(error: &crate::config::ConfigError) -> Self {
+        Self {
+            message: error.to_string(),
+            data: Some(error.data()),
+        }
+    }
+}
 
 /// How environment variables are looked up (injectable so tests never touch the process env).
 pub type EnvLookup = Arc<dyn Fn(&str) -> Option<String> + Send + Sync>;
@@ -104,6 +138,9 @@ pub struct EngineConfig {
     pub scratch_root: PathBuf,
     /// How shell commands are confined (the `[sandbox]` table, the helper, the home directory).
     pub sandbox: SandboxSpec,
+    /// After the first turn of a kept session, the model writes its title (`[sessions]
+    /// model_titles`; on in the configuration, off here unless set).
+    pub model_titles: bool,
 }
 
 impl std::fmt::Debug for EngineConfig {
@@ -146,6 +183,7 @@ impl EngineConfig {
             cache_dir: None,
             scratch_root,
             sandbox: SandboxSpec::default(),
+            model_titles: false,
         }
     }
 }
@@ -263,6 +301,26 @@ impl Engine {
             .lock()
             .unwrap_or_else(std::sync::PoisonError::into_inner) = Some(models.clone());
         models
+    }
+
+    /// The providers' models known without asking them: the lists this engine already
+    /// discovered, else those cached on disk and still fresh. Nothing with a provider override.
+    pub fn known_models(&self) -> Vec<String> {
+        if self.config.provider_override.is_some() {
+            return Vec::new();
+        }
+        if let Some(known) = self
+            .discovered
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .clone()
+        {
+            return known;
+        }
+        let env = self.config.env.clone();
+        let providers =
+            crate::provider::usable_providers(&move |key: &str| env(key), &self.config.providers);
+        crate::provider::cached_models(&providers, self.config.cache_dir.as_deref())
     }
 
     /// The model a session answers with when none is chosen (`provider/model`), named without
@@ -419,10 +477,12 @@ impl Engine {
         // A reopened session keeps its last mode and model unless the caller names them.
         let mut last_mode = None;
         let mut last_model = None;
+        let mut last_thinking = None;
         for event in stored.unwrap_or_default() {
             match event {
                 StoredEvent::Mode { mode } => last_mode = mode.parse::<Mode>().ok(),
                 StoredEvent::Model { model } => last_model = Some(model.clone()),
+                StoredEvent::ThinkingBudget { budget } => last_thinking = Some(*budget),
                 _ => {}
             }
         }
@@ -519,7 +579,8 @@ impl Engine {
         let mut ignored = Vec::new();
         let mut mcp_servers = Vec::new();
         if let Some(config_rules) = &self.config.config_rules {
-            let loaded = config_rules(&workspace, trust.is_trusted()).map_err(AgentError::Setup)?;
+            let loaded =
+                config_rules(&workspace, trust.is_trusted()).map_err(AgentError::Config)?;
             layers.manifest.extend(loaded.user_rules);
             if let Some(project) = loaded.project_rules {
                 match &mut layers.project {
@@ -576,6 +637,9 @@ impl Engine {
             self.config.clone(),
         );
         session.mcp = mcp;
+        if let Some(budget) = last_thinking {
+            session.thinking_budget = Mutex::new(budget);
+        }
         session.project = super::session::ProjectState {
             fingerprint,
             ignored,

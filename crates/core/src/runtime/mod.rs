@@ -68,6 +68,10 @@ pub struct TerminalRequest {
     /// ([`Runtime::shell_invocation`]).
     pub program: PathBuf,
     pub args: Vec<String>,
+    /// Variables the program needs on top of the terminal's quiet environment (how the sandbox
+    /// helper finds its profile, once the profile travels out of band rather than as
+    /// arguments; empty today). The front-end passes them in `terminal/create`.
+    pub env: Vec<(String, String)>,
     pub cwd: PathBuf,
     pub timeout: Duration,
     /// Bytes of output the host keeps (the bash cap).
