@@ -185,6 +185,8 @@ async fn a_session_survives_sigkill_and_a_new_process_loads_and_continues_it() {
     )
     .unwrap();
     drop(first);
+    // The kernel releases the log's lock once the process is gone, not when the signal is sent.
+    assert!(super::support::pid_gone(pid).await, "keel outlived SIGKILL");
 
     // A write cut short: the torn last line is dropped on load.
     let log = store(&home)
