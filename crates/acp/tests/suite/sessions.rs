@@ -597,3 +597,67 @@ async fn a_long_session_compacts_before_it_would_overflow_and_keeps_its_full_his
     expected.push(huge);
     assert!(replayed == expected, "{} prompts replayed", replayed.len());
 }
+
+/// A stored session belongs to its workspace: `session/load`, `session/resume` and
+/// `session/fork` from another `cwd` are refused with an error naming both, the other project's
+/// model never sees the history, and the stored session still opens from its own workspace
+/// (also through a symlinked spelling of it: paths are compared canonical).
+#[tokio::test]
+async fn a_session_opens_only_in_its_own_workspace() {
+    let mock = MockModel::start().await;
+    let home = with_lib();
+    let other = tempfile::tempdir().unwrap();
+    let other = std::fs::canonicalize(other.path()).unwrap();
+    let store = store(&home);
+    stored_session(&store, "secret", &home.root, "the secret task");
+    let client = home
+        .client(&mock, ClientOptions::default(), &[TEST_MODEL])
+        .await;
+    let id = SessionId::new("secret");
+    let refused = [
+        client
+            .request(LoadSessionRequest::new(id.clone(), &other))
+            .await
+            .unwrap_err(),
+        client
+            .request(ResumeSessionRequest::new(id.clone(), &other))
+            .await
+            .unwrap_err(),
+        client
+            .request(ForkSessionRequest::new(id.clone(), &other))
+            .await
+            .unwrap_err(),
+    ];
+    for error in &refused {
+        assert_eq!(i32::from(error.code), -32602, "{error:?}");
+        assert!(
+            error.message.contains("belongs to the workspace")
+                && error.message.contains(&home.root.display().to_string())
+                && error.message.contains(&other.display().to_string()),
+            "{error:?}"
+        );
+    }
+    assert!(
+        !summary(&client.updates(&id))
+            .iter()
+            .any(|line| line.contains("question of secret")),
+        "the refused load replayed the history"
+    );
+    assert!(mock.requests().is_empty());
+    // Only the source exists: the refused fork made no copy.
+    let listed = client.request(ListSessionsRequest::new()).await.unwrap();
+    assert_eq!(listed.sessions.len(), 1, "{listed:?}");
+
+    // From its own workspace, spelled through a symlink, it loads and continues.
+    let link = other.join("link");
+    std::os::unix::fs::symlink(&home.root, &link).unwrap();
+    client
+        .request(LoadSessionRequest::new(id.clone(), &link))
+        .await
+        .unwrap();
+    mock.push_anthropic(Turn::text_only("Still here."));
+    client.prompt(&id, "and then?").await.unwrap();
+    let texts = user_texts(&mock.requests().last().unwrap().body);
+    assert_eq!(texts, vec!["question of secret", "and then?"]);
+    client.close().await.unwrap();
+}
