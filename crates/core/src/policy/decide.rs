@@ -215,7 +215,24 @@ impl Policy {
             .filter(|scope| scope.scope == Scope::Project)
             .flat_map(|scope| scope.rules)
             .filter(|listed| listed.ignored)
-            .map(|listed| format!("allows {}", listed.rule.summary()))
+            .map(|listed| {
+                use crate::tool::view::quoted;
+                let rule = &listed.rule;
+                let pattern = &rule.pattern;
+                let what = match pattern.kind() {
+                    super::pattern::PatternKind::Any => "everything".to_owned(),
+                    super::pattern::PatternKind::Exact | super::pattern::PatternKind::Glob => {
+                        format!("pattern {}", quoted(pattern.text()))
+                    }
+                    super::pattern::PatternKind::Prefix => {
+                        format!("prefix {}", quoted(pattern.text()))
+                    }
+                    super::pattern::PatternKind::Class => {
+                        format!("class {}", quoted(pattern.text()))
+                    }
+                };
+                format!("allows {} {what}", quoted(&rule.permission.to_string()))
+            })
             .collect()
     }
 
