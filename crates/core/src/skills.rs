@@ -104,9 +104,12 @@ fn scan(dir: &Path, project: Option<&Path>, skills: &mut Vec<Skill>, refused: &m
             }
             Err(error) => {
                 tracing::warn!("skill refused: {error}");
+                let shown = project
+                    .and_then(|root| file.strip_prefix(root).ok())
+                    .unwrap_or(&file);
                 refused.push(format!(
                     "refuses the skill file {}: {error}",
-                    file.display()
+                    shown.display()
                 ));
                 continue;
             }

@@ -169,7 +169,9 @@ pub fn toml_files(dir: &Path) -> io::Result<Vec<std::path::PathBuf>> {
     let mut files = Vec::new();
     for entry in entries {
         let path = entry?.path();
-        if path.extension().is_some_and(|ext| ext == "toml") && path.is_file() {
+        // Anything but a directory: a symlink or a device named `x.toml` is listed, and the
+        // bounded read refuses it with a reason the user sees.
+        if path.extension().is_some_and(|ext| ext == "toml") && !path.is_dir() {
             files.push(path);
         }
     }
