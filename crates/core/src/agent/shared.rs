@@ -534,6 +534,7 @@ impl Engine {
             registry.specs().map(|spec| spec.id.clone()).collect(),
             workspace.clone(),
         );
+        mcp.set_disabled(self.config.disabled_tools.clone());
         if let Some(notify) = options.notify {
             mcp.set_notify(notify);
         }
