@@ -661,9 +661,11 @@ impl Policy {
 }
 
 /// The sandbox's filtering proxy asks the session's rules which hosts confined commands may
-/// reach: the `net.fetch` rules (as for `web_fetch`), alone. Only an allow counts (a command
-/// cannot wait on a prompt); the mode does not open anything (`yolo` turns prompts into
-/// allows for calls, not for a command's connections), and in `ask` mode nothing is reached.
+/// reach: the `shell.net` rules, a permission of their own. A rule or an answer for `web_fetch`
+/// or `net.fetch` never opens it (each answer opens only the door it names). Only an allow
+/// counts (a command cannot wait on a prompt); the mode does not open anything (`yolo` turns
+/// prompts into allows for calls, not for a command's connections), and in `ask` mode nothing
+/// is reached.
 impl Policy {
     fn host_rules(&self) -> (Vec<Rule>, bool, Mode) {
         let state = self.lock();
@@ -686,7 +688,7 @@ impl Policy {
                 rule.action == Action::Allow
                     && rule
                         .permission
-                        .matches(COMMAND_HOST_TOOL, Some(Capability::NetFetch))
+                        .matches(COMMAND_HOST_TOOL, Some(Capability::ShellNet))
                     && (trusted || rule.source.scope() != Scope::Project)
             })
     }
@@ -712,22 +714,25 @@ impl Policy {
             &rules,
             trusted,
             COMMAND_HOST_TOOL,
-            Some(Capability::NetFetch),
+            Some(Capability::ShellNet),
             &CallSubject::Host(host.to_owned()),
             &watchdog,
         );
         match outcome.action {
             Action::Allow => Ok(()),
             Action::Ask => Err(format!(
-                "no rule allows {host} without asking (the net.fetch rules would ask)"
+                "no shell.net rule lets shell commands reach {host} (a web_fetch answer does \
+                 not); to allow it, a rule `permission = \"shell.net\"`, `pattern = \"{host}\"`, \
+                 `action = \"allow\"`"
             )),
-            Action::Deny => Err(format!("the net.fetch rules deny {host}")),
+            Action::Deny => Err(format!("the shell.net rules deny {host}")),
         }
     }
 }
 
-/// The tool whose rules decide a confined command's hosts.
-const COMMAND_HOST_TOOL: &str = "web_fetch";
+/// The permission whose rules decide a confined command's hosts (no tool has this id, so only
+/// `shell.net` rules and `*` match it).
+const COMMAND_HOST_TOOL: &str = "shell.net";
 
 /// [`Policy`] as the sandbox proxy's [`HostGate`](crate::runtime::sandbox::proxy::HostGate).
 #[derive(Debug, Clone)]
