@@ -4,11 +4,15 @@
 //! from its parent and can never be looser than it:
 //!
 //! - the parent's runtime (the same workspace scope, backends and sandbox);
-//! - [`Policy::child`]: the parent's rules, trust, headless flag and session answers, in the
-//!   parent's mode or a stricter one the agent definition names;
+//! - [`Policy::child`]: the parent's rules and headless flag, bound to the parent's live policy:
+//!   every decision reads the parent's mode, trust and answers as they are then (a mode change or
+//!   a "reject always" given after the child started reaches it, background children included)
+//!   and applies the stricter of the two with the agent definition's own mode;
 //! - a subset of the parent's tools (the definition's `tools`), and no `task` at
 //!   [`MAX_DEPTH`];
-//! - the parent call's cancel token, so the parent's cancel stops the child and what it runs.
+//! - the parent call's cancel token, so the parent's cancel stops the child and what it runs; a
+//!   background child is also stopped by the cancel of any later turn of the session
+//!   (`Session::run_turn`), since background work belongs to the session.
 //!
 //! The child's events reach the parent's host as [`AgentEvent::Subagent`], its approvals and
 //! questions go through the parent's host (named after the agent), so an editor shows them on

@@ -303,7 +303,24 @@ impl Session {
             }),
             None => host,
         };
-        let outcome = self.run_turn_inner(prompt, host, cancel).await;
+        // Background work belongs to the session: cancelling this turn also stops the
+        // subagents earlier turns left running in the background.
+        let watched = cancel.clone();
+        let background = self.background.clone();
+        let inner = self.run_turn_inner(prompt, host, cancel);
+        tokio::pin!(inner);
+        let outcome = tokio::select! {
+            biased;
+            outcome = &mut inner => outcome,
+            () = watched.cancelled() => {
+                background.cancel_all();
+                inner.await
+            }
+        };
+        // The turn may have ended on the cancel before the branch above saw it.
+        if watched.is_cancelled() {
+            background.cancel_all();
+        }
         if let Ok(outcome) = &outcome {
             self.record(&StoredEvent::TurnEnd { stop: outcome.stop });
         }
