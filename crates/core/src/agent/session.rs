@@ -168,6 +168,17 @@ impl Session {
     /// session had recorded: the model's view of the conversation continues from them.
     pub(super) fn with_log(mut self, log: SessionLog, events: Vec<StoredEvent>) -> Self {
         self.history = tokio::sync::Mutex::new(crate::store::model_history(&events));
+        // The calls the stored session already showed keep their ids: a new call never takes
+        // one of them (a reopened session's editor still has those calls).
+        self.call_ids = Mutex::new(
+            events
+                .iter()
+                .filter_map(|event| match event {
+                    StoredEvent::ToolCall { call_id, .. } => Some(call_id.clone()),
+                    _ => None,
+                })
+                .collect(),
+        );
         self.log = Some(Arc::new(log));
         self.loaded = Mutex::new(events);
         self
