@@ -788,8 +788,7 @@ fn last_tool_result(mock: &MockModel) -> String {
         .unwrap()
         .iter()
         .flat_map(|m| m["content"].as_array().cloned().unwrap_or_default())
-        .filter(|block| block["type"] == "tool_result")
-        .last()
+        .rfind(|block| block["type"] == "tool_result")
         .map(|block| block["content"].to_string())
         .unwrap_or_default()
 }
