@@ -413,3 +413,28 @@ async fn project_files_that_are_dev_zero_are_refused_with_a_notice_and_cost_no_m
     assert!(peak < MEMORY_BOUND_KIB, "{peak} KiB");
     client.close().await.unwrap();
 }
+
+/// The largest line Keel reads whole, a prompt of almost 8 MiB, stays under the same bound: it
+/// is parsed, kept in the session's log and refused as too large for the model's window, and
+/// the process's peak memory stays under 100 MB.
+#[tokio::test]
+async fn a_prompt_just_under_the_line_limit_stays_under_the_memory_bound() {
+    let mock = MockModel::start().await;
+    let home = KeelHome::new();
+    let client = home
+        .client(&mock, ClientOptions::default(), &[TEST_MODEL])
+        .await;
+    let pid = client.pid().unwrap();
+    let session = client
+        .new_session(&home.root, &[])
+        .await
+        .unwrap()
+        .session_id;
+    let huge = "word ".repeat(1_600_000);
+    let refused = client.prompt(&session, &huge).await.unwrap_err();
+    assert!(refused.message.contains("no longer fits"), "{refused:?}");
+    let peak = keel_testkit::measure::status_kib(pid, "VmHWM").unwrap();
+    eprintln!("keel acp peak resident set: {peak} KiB");
+    assert!(peak < MEMORY_BOUND_KIB, "{peak} KiB under an 8 MB prompt");
+    client.close().await.unwrap();
+}
