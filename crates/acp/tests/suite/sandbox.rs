@@ -834,6 +834,17 @@ async fn a_web_fetch_answer_never_lets_shell_commands_through_the_proxy() {
             .is_some_and(|t| t.contains("fetch.example.invalid")),
         "{asked:#?}"
     );
+    // The "always" answer says which door it opens.
+    let always = asked[0]
+        .options
+        .iter()
+        .find(|option| option.kind == PermissionOptionKind::AllowAlways)
+        .unwrap();
+    assert!(
+        always.name.contains("not shell commands' connections"),
+        "{}",
+        always.name
+    );
     let output = last_tool_result(&mock);
     assert!(output.contains("proxy=[]"), "{output}");
     client.close().await.unwrap();
