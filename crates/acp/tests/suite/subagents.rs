@@ -643,3 +643,66 @@ async fn a_mode_change_reaches_a_running_background_subagent() {
     assert!(refused.contains("read-only"), "{refused}");
     client.close().await.unwrap();
 }
+
+/// A "reject always" the user gives in the session after a background subagent started reaches
+/// that subagent: its same command is refused without asking again, over the real `keel acp`.
+#[tokio::test]
+async fn a_later_reject_always_reaches_a_running_background_subagent() {
+    let push = json!({"command": "git push origin main"});
+    let mock = MockModel::start().await;
+    let child = MockModel::start().await;
+    mock.push_anthropic(Turn::new().tool_call(
+        "p1",
+        "task",
+        json!({"prompt": "Push it.", "agent": "bg", "background": true}),
+    ));
+    mock.push_anthropic(Turn::text_only("Started it."));
+    mock.push_anthropic(Turn::new().tool_call("p2", "bash", push.clone()));
+    mock.push_anthropic(Turn::text_only("Not pushed."));
+    // The child waits for the test's signal (a file), then runs the command the user rejected.
+    child.push_anthropic(Turn::new().tool_call(
+        "c1",
+        "bash",
+        json!({"command": "while [ ! -e go ]; do sleep 0.05; done; echo ready"}),
+    ));
+    child.push_anthropic(Turn::new().tool_call("c2", "bash", push));
+    child.push_anthropic(Turn::text_only("Done."));
+    let home = background_home(&child, "allowlist");
+    let client = home
+        .client(
+            &mock,
+            ClientOptions::default().permissions([
+                PermissionReply::Choose(PermissionOptionKind::AllowOnce),
+                PermissionReply::Choose(PermissionOptionKind::RejectAlways),
+            ]),
+            &[super::support::TEST_MODEL, ("SUB_API_KEY", "sub-key")],
+        )
+        .await;
+    let session = client
+        .new_session(&home.root, &[])
+        .await
+        .unwrap()
+        .session_id;
+    client.prompt(&session, "start it").await.unwrap();
+    // The child's waiting command was approved (the first prompt); the session's push is
+    // rejected for good (the second).
+    eventually("the child runs its command", || child.requests().len() == 1).await;
+    client
+        .wait_for("the child's command to be approved", |events| {
+            events
+                .iter()
+                .filter(|event| matches!(event, Event::Permission { .. }))
+                .count()
+                == 1
+        })
+        .await;
+    client.prompt(&session, "push").await.unwrap();
+    assert_eq!(client.permission_requests().len(), 2);
+    std::fs::write(home.root.join("go"), "").unwrap();
+    eventually("the child finishes", || child.requests().len() == 3).await;
+    let refused = tool_result(&child.requests()[2].body, "c2");
+    assert!(refused.contains("reject always"), "{refused}");
+    // The child never asked about the push.
+    assert_eq!(client.permission_requests().len(), 2);
+    client.close().await.unwrap();
+}
