@@ -645,3 +645,82 @@ async fn the_tool_search_threshold_is_configurable() {
     assert!(!names.iter().any(|n| n.starts_with("mcp__")), "{names:?}");
     client.close().await.unwrap();
 }
+
+/// `[tools.ID] enabled = false` holds for MCP tools too: the disabled tool is never offered,
+/// a call by name finds no such tool and never reaches the server, and `/mcp` says it was left
+/// out. A disabled id that matches nothing (a typo, a server that is not configured) is
+/// reported by `keel tools` and `keel doctor`.
+#[tokio::test]
+async fn a_disabled_mcp_tool_is_never_offered_nor_run_and_a_stray_id_is_reported() {
+    let world = World::new();
+    let log = world.file("notes.log");
+    world.user_config(&format!(
+        "[mcp_servers.notes]\ncommand = {:?}\nargs = [\"--log\", {:?}]\n\n\
+         [tools.mcp__notes__echo]\nenabled = false\n\n\
+         [tools.mcp__nosuch__echo]\nenabled = false\n\n\
+         [tools.raed]\nenabled = false\n",
+        SERVER,
+        log.display().to_string()
+    ));
+    let mock = MockModel::start().await;
+    let client = world.client(&mock, Vec::new()).await;
+    let session = world.session(&client, Vec::new()).await;
+    let status = wait_mcp(&client, &session, "ready").await;
+    assert!(
+        status.contains("`echo` (disabled: `[tools.mcp__notes__echo] enabled = false`)"),
+        "{status}"
+    );
+    assert!(!status.contains("`mcp__notes__echo`"), "{status}");
+
+    mock.push_anthropic(Turn::new().tool_call("c1", "mcp__notes__echo", json!({"text": "hi"})));
+    mock.push_anthropic(Turn::text_only("Done."));
+    let answer = client.prompt(&session, "echo hi").await.unwrap();
+    assert_eq!(answer.stop_reason, StopReason::EndTurn);
+    let offered = tool_names(&mock.requests()[0].body);
+    assert!(
+        !offered.contains(&"mcp__notes__echo".to_owned()),
+        "{offered:?}"
+    );
+    assert!(
+        offered.contains(&"mcp__notes__read_note".to_owned()),
+        "{offered:?}"
+    );
+    let results = last_tool_results(&mock);
+    assert!(
+        results[0]["content"].to_string().contains("unknown tool"),
+        "{results:?}"
+    );
+    assert!(!read(&log).contains("tools/call"), "{}", read(&log));
+    client.close().await.unwrap();
+
+    // The stray ids are reported; the one that names a configured server's tool is not.
+    let tools = keel(&world, &["tools"]);
+    for stray in ["mcp__nosuch__echo", "raed"] {
+        assert!(
+            tools.contains(&format!(
+                "`[tools.{stray}] enabled = false` matches no tool"
+            )),
+            "{tools}"
+        );
+    }
+    assert!(
+        !tools.contains("[tools.mcp__notes__echo] enabled = false` matches"),
+        "{tools}"
+    );
+    let dir = |name: &str| world.home.join(name).display().to_string();
+    let doctor = assert_cmd::Command::new(env!("CARGO_BIN_EXE_keel"))
+        .arg("doctor")
+        .current_dir(&world.root)
+        .env("HOME", dir(""))
+        .env("XDG_CONFIG_HOME", dir("config"))
+        .env("XDG_STATE_HOME", dir("state"))
+        .env("XDG_DATA_HOME", dir("data"))
+        .output()
+        .unwrap();
+    let doctor = String::from_utf8(doctor.stdout).unwrap();
+    assert!(
+        doctor.contains("`[tools.raed] enabled = false` matches no tool")
+            && doctor.contains("`[tools.mcp__nosuch__echo] enabled = false` matches no tool"),
+        "{doctor}"
+    );
+}

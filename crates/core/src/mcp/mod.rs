@@ -158,6 +158,8 @@ struct Inner {
     slots: Mutex<Vec<Slot>>,
     /// Ids no server may take (the bundled, locked tools).
     locked: Vec<String>,
+    /// Ids the configuration disables (`[tools.ID] enabled = false`): never offered, never run.
+    disabled: Mutex<Vec<String>>,
     shutdown: CancellationToken,
     notify: Mutex<Option<Notify>>,
     prompts_changed: Mutex<Option<PromptsChanged>>,
@@ -213,6 +215,7 @@ impl McpHub {
             inner: Arc::new(Inner {
                 slots: Mutex::new(slots),
                 locked,
+                disabled: Mutex::new(Vec::new()),
                 shutdown: CancellationToken::new(),
                 notify: Mutex::new(None),
                 prompts_changed: Mutex::new(None),
@@ -224,6 +227,12 @@ impl McpHub {
     /// Whether the session has any server.
     pub fn is_empty(&self) -> bool {
         lock(&self.inner.slots).is_empty()
+    }
+
+    /// The tool ids the configuration disables; set before [`McpHub::start`]. A server's tool
+    /// with one of them is left out (`/mcp` says so), like a locked id.
+    pub fn set_disabled(&self, ids: Vec<String>) {
+        *lock(&self.inner.disabled) = ids;
     }
 
     /// Where failures are said from now on.
@@ -685,7 +694,13 @@ async fn run_server(hub: std::sync::Weak<Inner>, name: String) {
             match McpTool::wrap(&name, listed, peer.clone(), config.timeout) {
                 Ok(tool) => {
                     let id = tool.spec().id.clone();
-                    if inner.locked.contains(&id) || tools.iter().any(|t| t.spec().id == id) {
+                    if lock(&inner.disabled).contains(&id) {
+                        skipped.push(format!(
+                            "`{}` (disabled: `[tools.{id}] enabled = false`)",
+                            listed.name
+                        ));
+                    } else if inner.locked.contains(&id) || tools.iter().any(|t| t.spec().id == id)
+                    {
                         skipped.push(format!("`{}` (the id `{id}` is taken)", listed.name));
                     } else {
                         tools.push(tool);
