@@ -613,6 +613,7 @@ impl Engine {
             mcp_servers,
             registry.specs().map(|spec| spec.id.clone()).collect(),
             workspace.clone(),
+            scratch_dir.join("mcp"),
         );
         mcp.set_disabled(self.config.disabled_tools.clone());
         if let Some(notify) = options.notify {

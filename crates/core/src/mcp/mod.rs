@@ -164,6 +164,8 @@ struct Inner {
     notify: Mutex<Option<Notify>>,
     prompts_changed: Mutex<Option<PromptsChanged>>,
     cwd: PathBuf,
+    /// Where the other stdio servers start: an empty directory of the session's.
+    neutral: PathBuf,
 }
 
 impl Drop for Inner {
@@ -186,7 +188,12 @@ impl std::fmt::Debug for McpHub {
 
 impl Default for McpHub {
     fn default() -> Self {
-        Self::new(Vec::new(), Vec::new(), PathBuf::from("/"))
+        Self::new(
+            Vec::new(),
+            Vec::new(),
+            PathBuf::from("/"),
+            PathBuf::from("/"),
+        )
     }
 }
 
@@ -195,9 +202,15 @@ fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
 }
 
 impl McpHub {
-    /// A hub for `servers` (not started). `locked` are the ids servers may not take; stdio
-    /// servers start in `cwd` (the workspace).
-    pub fn new(servers: Vec<McpServerConfig>, locked: Vec<String>, cwd: PathBuf) -> Self {
+    /// A hub for `servers` (not started). `locked` are the ids servers may not take; a
+    /// trusted project's stdio servers start in `cwd` (the workspace), the others in `neutral`
+    /// (an empty directory of the session's, created when needed).
+    pub fn new(
+        servers: Vec<McpServerConfig>,
+        locked: Vec<String>,
+        cwd: PathBuf,
+        neutral: PathBuf,
+    ) -> Self {
         let mut slots: Vec<Slot> = Vec::new();
         for config in servers {
             // A later source of the same name replaces an earlier one (editor over config).
@@ -220,6 +233,7 @@ impl McpHub {
                 notify: Mutex::new(None),
                 prompts_changed: Mutex::new(None),
                 cwd,
+                neutral,
             }),
         }
     }
@@ -597,11 +611,20 @@ impl StderrTail {
     }
 }
 
-async fn connect(config: &McpServerConfig, cwd: &std::path::Path) -> Result<Connection, String> {
+async fn connect(
+    config: &McpServerConfig,
+    workspace: &std::path::Path,
+    neutral: &std::path::Path,
+) -> Result<Connection, String> {
     match &config.transport {
         McpTransport::Stdio { command, args, env } => {
+            // Only a trusted project's own server runs from the workspace (see
+            // `runtime::mcp`): what the user and the editor configured is not the project's
+            // to choose.
+            let project = config.source == McpSource::Project;
+            let cwd = if project { workspace } else { neutral };
             let (transport, group, stderr) =
-                crate::runtime::mcp::spawn_mcp_stdio(command, args, env, cwd)
+                crate::runtime::mcp::spawn_mcp_stdio(command, args, env, cwd, project)
                     .map_err(|e| format!("cannot start `{command}`: {e}"))?;
             let tail = stderr.map(StderrTail::follow).unwrap_or_default();
             let service = match ().serve(transport).await {
@@ -646,10 +669,11 @@ async fn run_server(hub: std::sync::Weak<Inner>, name: String) {
             return;
         };
         let cwd = inner.cwd.clone();
+        let neutral = inner.neutral.clone();
         set_state(&inner, &name, ServerState::Starting);
         drop(inner);
         let started = tokio::time::timeout(START_TIMEOUT, async {
-            let connection = connect(&config, &cwd).await?;
+            let connection = connect(&config, &cwd, &neutral).await?;
             let tools = connection
                 .service
                 .peer()
