@@ -165,6 +165,8 @@ pub fn answer(outcome: &RequestPermissionOutcome, unconfined: bool) -> ApprovalA
 pub fn preview_content(preview: &Preview) -> Vec<ToolCallContent> {
     match preview {
         Preview::Diff(diff) => super::kinds::diff_content(diff),
+        // A patch: every file's diff, in the patch's order, in the one request.
+        Preview::Diffs(diffs) => diffs.iter().flat_map(super::kinds::diff_content).collect(),
         Preview::Command { command, cwd } => vec![ToolCallContent::from(format!(
             "```sh\n{command}\n```\nin `{cwd}`"
         ))],
