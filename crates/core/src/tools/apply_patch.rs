@@ -40,24 +40,13 @@ pub const APPLY_PATCH_ID: &str = "apply_patch";
 #[derive(Debug, Clone, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct ApplyPatchParams {
-    /// The whole patch text.
     pub input: String,
 }
 
 const DESCRIPTION: &str = "\
-Applies a patch to one or more files, all or nothing. `input` is a unified diff \
-(`--- a/PATH`, `+++ b/PATH`, `@@ -l,n +l,n @@`) or:
-*** Begin Patch
-*** Update File: PATH   (then optionally *** Move to: NEW_PATH)
-@@ optional line to find first
- context
--removed
-+added
-*** Add File: PATH   (every line starts with +)
-*** Delete File: PATH
-*** End Patch
-Paths are workspace-relative. Files to update or delete must have been read in this session. \
-Use it for several hunks or files; `edit` for one replacement.";
+Edits files with one patch, applied whole or not at all: a unified diff, or `*** Begin Patch`, \
+`*** Update File: PATH` with `@@` hunks of ` `/`-`/`+` lines, `*** Add File: PATH` with `+` \
+lines, `*** Delete File: PATH`, `*** End Patch`. Read files before changing them.";
 
 /// The `apply_patch` tool.
 pub struct ApplyPatchTool {
