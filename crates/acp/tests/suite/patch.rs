@@ -128,11 +128,10 @@ fn finished(client: &TestClient, id: &str) -> Value {
         .events()
         .iter()
         .map(|event| event.to_json())
-        .filter(|event| {
+        .rfind(|event| {
             event["update"]["sessionUpdate"] == "tool_call_update"
                 && event["update"]["toolCallId"] == id
         })
-        .next_back()
         .map(|event| event["update"].clone())
         .unwrap_or_else(|| panic!("no update of {id}"))
 }

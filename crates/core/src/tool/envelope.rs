@@ -476,6 +476,35 @@ mod tests {
     }
 
     #[test]
+    fn a_deprecation_block_is_in_the_metadata_and_the_model_s_copy() {
+        let block = Deprecation {
+            this_tool: "Read".into(),
+            use_instead: "read".into(),
+            message: "Call `read`.".into(),
+        };
+        for result in [
+            Ok(ToolOutput::text("text")),
+            Err(ToolError::external("boom")),
+        ] {
+            let mut env = Envelope::from_result(result, Duration::ZERO);
+            let plain = serde_json::to_value(&env).unwrap();
+            assert!(plain["metadata"].get("_deprecation").is_none(), "{plain}");
+            env.metadata.deprecation = Some(block.clone());
+            let json = serde_json::to_value(&env).unwrap();
+            assert_eq!(json["metadata"]["_deprecation"]["use_instead"], "read");
+            let model = env.for_model();
+            assert!(
+                model.ends_with(
+                    "\n[{\"_deprecation\":{\"this_tool\":\"Read\",\"use_instead\":\"read\",\"message\":\"Call `read`.\"}}]"
+                ),
+                "{model}"
+            );
+            let back: Envelope = serde_json::from_value(json).unwrap();
+            assert_eq!(back.metadata.deprecation, Some(block.clone()));
+        }
+    }
+
+    #[test]
     fn error_envelope_shape() {
         let env = Envelope::from_result(Err(ToolError::external("boom")), Duration::ZERO);
         let json = serde_json::to_value(&env).unwrap();
