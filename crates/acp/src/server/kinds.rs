@@ -289,9 +289,9 @@ mod tests {
         read: Read /etc/hosts (1-10)
         write: Write src/new.rs
         edit: Edit src/lib.rs
-        bash: `cargo test`
-        bash: `` echo `date` ``
-        bash: `set -e …`
+        bash: cargo test
+        bash: echo `date`
+        bash: set -e …
         grep: Grep `fn main` in src/
         grep: Grep `TODO` (*.rs)
         glob: Glob `**/*.rs`

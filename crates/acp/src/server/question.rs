@@ -102,7 +102,7 @@ pub async fn ask_one(
         Ok(_) => Err("cancelled by the user".into()),
         Err(error) => Err(format!(
             "The editor could not ask the question: {}",
-            error.message
+            super::errors::client_error_text(&error)
         )),
     }
 }
@@ -193,8 +193,12 @@ pub async fn ask_form(
         reply = sent => reply,
         () = cancel.cancelled() => return Err("cancelled by the user".into()),
     };
-    let response = reply
-        .map_err(|error| format!("The editor could not ask the question: {}", error.message))?;
+    let response = reply.map_err(|error| {
+        format!(
+            "The editor could not ask the question: {}",
+            super::errors::client_error_text(&error)
+        )
+    })?;
     let wire = serde_json::to_value(&response).unwrap_or(Value::Null);
     match wire.get("action").and_then(Value::as_str) {
         Some("accept") => Ok(answers(

@@ -274,7 +274,8 @@ async fn a_server_that_crashes_mid_session_is_reported_restarted_and_the_session
     let results = last_tool_results(&mock);
     assert_eq!(results[0]["is_error"], true, "{results:?}");
     eventually("the crash is reported", || {
-        said(&client, &session).contains("The MCP server `notes` stopped; restarting it")
+        said(&client, &session)
+            .contains("The MCP server `notes` stopped (it closed the connection); restarting it")
     })
     .await;
     // Restarted: a new process answered `initialize`, and its tools work again.

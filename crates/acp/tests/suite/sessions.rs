@@ -231,7 +231,7 @@ async fn a_session_survives_sigkill_and_a_new_process_loads_and_continues_it() {
         ),
         "tool_call t1 edit Edit src/lib.rs".to_owned(),
         format!("update t1 completed diff lib.rs {lib_before:?} -> {lib_after:?}"),
-        "tool_call t2 execute `echo built-ok`".to_owned(),
+        "tool_call t2 execute echo built-ok".to_owned(),
         // Command output as text, never the terminal it ran in.
         format!("update t2 completed text {:?}", "```console\nbuilt-ok\n```"),
         "agent_message_chunk: Fixed and checked.".to_owned(),

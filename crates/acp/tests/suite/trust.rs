@@ -93,7 +93,7 @@ async fn an_untrusted_yolo_project_asks_with_its_changes_and_a_command_still_ask
     // Refused: the default mode, the command still asks (and is refused), nothing made.
     assert_eq!(
         requests[1].tool_call.fields.title.as_deref(),
-        Some("`touch made.txt`")
+        Some("touch made.txt")
     );
     assert!(!world.root.join("made.txt").exists());
     // The user is told once what stays ignored.
@@ -108,7 +108,7 @@ async fn an_untrusted_yolo_project_asks_with_its_changes_and_a_command_still_ask
     assert_eq!(requests.len(), 3);
     assert_eq!(
         requests[2].tool_call.fields.title.as_deref(),
-        Some("`touch made.txt`")
+        Some("touch made.txt")
     );
     assert_eq!(notices(&client, &session).len(), 1);
     client.close().await.unwrap();
@@ -187,7 +187,7 @@ async fn trust_always_applies_the_project_and_a_change_asks_again() {
     );
     assert_eq!(
         requests[2].tool_call.fields.title.as_deref(),
-        Some("`touch made.txt`")
+        Some("touch made.txt")
     );
     assert!(!world.root.join("made.txt").exists());
     client.close().await.unwrap();

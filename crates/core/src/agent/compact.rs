@@ -240,6 +240,16 @@ async fn summarize(
     request: ModelRequest,
     cancel: &CancellationToken,
 ) -> Result<String, AgentError> {
+    collect_text(provider, request, cancel).await
+}
+
+/// Runs a request of Keel's own (a summary, a title) and returns its text; nothing reaches the
+/// client. An empty answer is an error.
+pub(super) async fn collect_text(
+    provider: &dyn Provider,
+    request: ModelRequest,
+    cancel: &CancellationToken,
+) -> Result<String, AgentError> {
     let mut stream = tokio::select! {
         biased;
         _ = cancel.cancelled() => return Err(AgentError::Compaction("cancelled".into())),
@@ -261,7 +271,7 @@ async fn summarize(
     }
     if text.trim().is_empty() {
         return Err(AgentError::Compaction(
-            "the model returned an empty summary".into(),
+            "the model returned an empty answer".into(),
         ));
     }
     Ok(text)

@@ -153,12 +153,19 @@ impl Session {
             .unwrap_or_else(std::sync::PoisonError::into_inner)
     }
 
-    /// Sets the thinking budget of the next requests (`None`: off).
+    /// Sets the thinking budget of the next requests (`None`: off), kept with the session (a
+    /// reopened session restores it).
     pub fn set_thinking_budget(&self, budget: Option<u32>) {
-        *self
-            .thinking_budget
-            .lock()
-            .unwrap_or_else(std::sync::PoisonError::into_inner) = budget;
+        let changed = {
+            let mut current = self
+                .thinking_budget
+                .lock()
+                .unwrap_or_else(std::sync::PoisonError::into_inner);
+            std::mem::replace(&mut *current, budget) != budget
+        };
+        if changed {
+            self.record(&StoredEvent::ThinkingBudget { budget });
+        }
     }
 
     /// Keeps the session in the store: every event goes to `log`. `events` are what a reopened

@@ -460,6 +460,12 @@ impl TurnHost for SubagentHost {
         let mut request = request;
         request.call_id = self.prefix(&request.call_id);
         request.reason = format!("Subagent `{}`: {}", self.agent, request.reason);
+        if !request.why.is_empty() {
+            request.why = format!(
+                "The subagent `{}` made this call. {}",
+                self.agent, request.why
+            );
+        }
         self.parent.approve(request)
     }
 

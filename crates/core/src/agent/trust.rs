@@ -100,6 +100,7 @@ impl Session {
                  that only make Keel stricter apply either way).",
                 ignored.join("\n- ")
             ),
+            why: String::new(),
             always_scope: Some(
                 "this project while its .keel files stay as they are, remembered across sessions"
                     .to_owned(),

@@ -98,6 +98,18 @@ enum StreamEnd {
     Failed(ProviderError),
 }
 
+/// The text of a prompt (its text blocks, joined).
+fn prompt_text(prompt: &[UserContent]) -> String {
+    prompt
+        .iter()
+        .filter_map(|content| match content {
+            UserContent::Text { text } => Some(text.as_str()),
+            _ => None,
+        })
+        .collect::<Vec<_>>()
+        .join("\n")
+}
+
 fn user_parts(prompt: Vec<UserContent>) -> Vec<Part> {
     prompt
         .into_iter()
@@ -297,9 +309,31 @@ impl Session {
             }),
             None => host,
         };
-        let outcome = self.run_turn_inner(prompt, host, cancel).await;
+        let first = self
+            .log
+            .as_ref()
+            .is_some_and(|log| log.meta().title.is_none());
+        let prompt_text = prompt_text(&prompt);
+        let outcome = self.run_turn_inner(prompt, host.clone(), cancel).await;
         if let Ok(outcome) = &outcome {
             self.record(&StoredEvent::TurnEnd { stop: outcome.stop });
+            // The first turn of a kept session: its model writes the title, in the background.
+            if first
+                && self.config.model_titles
+                && self.depth == 0
+                && outcome.stop == TurnStop::EndTurn
+                && let Some(log) = &self.log
+                && let Ok((provider, model)) = self.model_slot().resolved
+            {
+                super::title::spawn(
+                    provider,
+                    model,
+                    prompt_text,
+                    outcome.final_text.clone(),
+                    log.clone(),
+                    host,
+                );
+            }
         }
         outcome
     }
@@ -734,6 +768,7 @@ impl Session {
                 view,
                 preview,
                 reason: decision.explanation.to_string(),
+                why: decision.explanation.cause.plain(),
                 always_scope: decision.always_scope.clone(),
                 unconfined: decision.unconfined,
             };
@@ -765,6 +800,14 @@ impl Session {
             // Allowed (by the user, or by an "always allow without the sandbox" answer for its
             // keys): this call's shell commands run unconfined, and only this call's.
             ctx.runtime = ctx.runtime.allowing_unconfined();
+        }
+        if decision.contained {
+            // Nobody approved it: it runs where a misclassification costs nothing.
+            ctx.runtime = ctx.runtime.contained();
+        }
+        if self.policy.mode() == crate::policy::Mode::ReadOnly {
+            // The mode now, not the mode the session opened with.
+            ctx.runtime = ctx.runtime.with_read_only_commands();
         }
         // What the files a search finds may show is decided file by file, as reads.
         ctx.runtime = ctx.runtime.with_search_gate(Arc::new(PolicySearchGate::new(

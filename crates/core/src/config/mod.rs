@@ -98,6 +98,23 @@ pub struct Config {
     pub mcp_servers: BTreeMap<String, McpServerSettings>,
     /// When MCP and extension tools are left out of requests and found through `tool_search`.
     pub tool_search: ToolSearchSettings,
+    /// How sessions are kept and shown (`[sessions]`).
+    pub sessions: SessionSettings,
+}
+
+/// `[sessions]`: how sessions are kept and shown.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(default, deny_unknown_fields)]
+pub struct SessionSettings {
+    /// After the first turn, the session's model writes a short title for it (one small
+    /// request, in the background); off: the title stays the first line of the first prompt.
+    pub model_titles: bool,
+}
+
+impl Default for SessionSettings {
+    fn default() -> Self {
+        Self { model_titles: true }
+    }
 }
 
 /// `[tool_search]`: past either limit, extension tools are left out of requests.
@@ -277,6 +294,7 @@ impl Default for Config {
             sandbox: crate::runtime::sandbox::SandboxSettings::default(),
             mcp_servers: BTreeMap::new(),
             tool_search: ToolSearchSettings::default(),
+            sessions: SessionSettings::default(),
         }
     }
 }

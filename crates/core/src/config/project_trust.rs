@@ -101,6 +101,8 @@ fn tightens(path: &[&str], value: &toml::Value, base: &toml::Table) -> bool {
             parse(value).is_some_and(|new| new.strictness() >= old.strictness())
         }
         ["tools", _, "enabled"] => value.as_bool() == Some(false),
+        // Off spares a request to the model.
+        ["sessions", "model_titles"] => value.as_bool() == Some(false),
         // No configured timeout means none beyond the tool's own: any value adds a limit.
         ["tools", _, "timeoutMs"] => lookup(base, path).is_none() || not_above(value),
         _ => false,

@@ -299,6 +299,7 @@ impl Policy {
             headless: self.headless,
             hard_links: None,
             unconfined: false,
+            contained: false,
         };
 
         // 1. The capability check.
@@ -352,6 +353,7 @@ impl Policy {
             &watchdog,
         );
         let mut action = outcome.action;
+        let classifier_only = outcome.classifier_only;
         let mut cause = outcome.cause;
         let mut notes = outcome.notes;
         decision.pending = outcome.pending;
@@ -517,6 +519,14 @@ impl Policy {
         if action == Action::Ask && !escalated {
             decision.always_scope = join_wordings(&decision.proposals);
         }
+        // Allowed without anyone's word for it: contained (a yolo allow is the user's mode,
+        // an escalated or remembered call was answered by them).
+        decision.contained = action == Action::Allow
+            && classifier_only
+            && !escalated
+            && !decision.unconfined
+            && matches!(subject, CallSubject::Command { .. })
+            && matches!(cause, Cause::Rule { .. });
         decision.action = action;
         decision.explanation = Explanation {
             action,

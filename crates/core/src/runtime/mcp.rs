@@ -3,7 +3,8 @@
 //! [`spawn_mcp_stdio`] starts `command args...` as the leader of a new process group, with an
 //! explicit environment (a short list of Keel's own variables that programs need to start, such
 //! as `PATH` and `HOME`, never a credential, then the server's configured `env`), stdin and
-//! stdout as the MCP transport and stderr discarded (stdout of Keel is the editor's protocol).
+//! stdout as the MCP transport and stderr piped back to the caller (never to Keel's stdout, which
+//! is the editor's protocol): its last lines say why a server that failed to start failed.
 //! The returned [`GroupGuard`] kills the whole group when dropped, so a server and anything it
 //! started (`npx` and its `node`) die with the session. MCP servers are not run inside the
 //! command sandbox: see `docs/decisions/0016-mcp-client.md`.
@@ -42,7 +43,8 @@ impl Drop for GroupGuard {
     }
 }
 
-/// Starts an MCP server over stdio in `cwd`. Must be called inside a tokio runtime.
+/// Starts an MCP server over stdio in `cwd`, with its stderr (to be read by the caller, or
+/// the server may block on a full pipe). Must be called inside a tokio runtime.
 #[expect(
     clippy::disallowed_methods,
     reason = "the runtime is where ambient authority lives"
@@ -52,7 +54,11 @@ pub fn spawn_mcp_stdio(
     args: &[String],
     env: &[(String, String)],
     cwd: &Path,
-) -> std::io::Result<(TokioChildProcess, GroupGuard)> {
+) -> std::io::Result<(
+    TokioChildProcess,
+    GroupGuard,
+    Option<tokio::process::ChildStderr>,
+)> {
     let mut builder = tokio::process::Command::new(command);
     builder
         .args(args)
@@ -72,15 +78,15 @@ pub fn spawn_mcp_stdio(
     for (key, value) in env {
         builder.env(key, value);
     }
-    let (process, _stderr) = TokioChildProcess::builder(builder)
-        .stderr(Stdio::null())
+    let (process, stderr) = TokioChildProcess::builder(builder)
+        .stderr(Stdio::piped())
         .spawn()?;
     let pgid = process
         .id()
         .and_then(|id| i32::try_from(id).ok())
         .map(Pid::from_raw);
     tracing::debug!(command, pgid = ?pgid, "spawned MCP server");
-    Ok((process, GroupGuard { pgid }))
+    Ok((process, GroupGuard { pgid }, stderr))
 }
 
 /// The streamable HTTP transport to an MCP server at `url`, with `headers` on every request.

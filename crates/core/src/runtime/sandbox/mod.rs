@@ -9,6 +9,7 @@
 //! - [`helper`]: the helper itself (`keel sandbox run --profile FILE -- PROGRAM ARGS...`).
 
 pub mod check;
+pub mod credentials;
 mod fallback;
 pub mod helper;
 pub mod profile;
@@ -20,9 +21,11 @@ use std::sync::Arc;
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
+pub use credentials::{Classify, CredentialIndex};
 pub use fallback::landlock_abi;
 pub use profile::{
-    DEFAULT_HOME_READABLE, DEFAULT_HOME_WRITABLE, Mechanism, Profile, SYSTEM_DIRS, Status,
+    DEFAULT_ENV_ALLOW, DEFAULT_HOME_READABLE, DEFAULT_HOME_WRITABLE, Mechanism, Profile,
+    SYSTEM_DIRS, Status,
 };
 
 /// `[sandbox] mode`.
@@ -70,6 +73,9 @@ pub struct SandboxSettings {
     pub home_writable: Option<Vec<String>>,
     /// Let commands use the network (all of it). Off by default.
     pub network: bool,
+    /// More environment variables commands keep (names, or prefixes ending in `*`), besides
+    /// [`DEFAULT_ENV_ALLOW`]; every other variable is removed.
+    pub env: Vec<String>,
 }
 
 impl Default for SandboxSettings {
@@ -82,6 +88,7 @@ impl Default for SandboxSettings {
             home_readable: None,
             home_writable: None,
             network: false,
+            env: Vec::new(),
         }
     }
 }
@@ -114,12 +121,38 @@ pub struct SandboxSpec {
     pub home: Option<PathBuf>,
     /// Read-only mode: the workspace is not writable either.
     pub read_only: bool,
+    /// What a credential file is (the policy's rules): masked in every command's view of the
+    /// home directory, and of the workspace for commands nobody approved. `None`: nothing is
+    /// masked (tests of the mechanism alone).
+    pub credentials: Option<CredentialRules>,
+    /// Credential files and directories of the home directory (absolute): each one that
+    /// exists inside a visible home path, and that [`SandboxSpec::credentials`] calls a
+    /// credential, is masked.
+    pub home_credentials: Vec<PathBuf>,
     /// Test hook of the filtering proxy: `127.0.0.1` at this one port passes its address
     /// check, so a test can stand a local server in for an allowed host. Set only by tests and
     /// by `keel sandbox check`'s self-test; no configuration key or environment variable
     /// reaches it.
     pub loopback_upstream_for_tests: Option<u16>,
 }
+
+/// The policy's definition of a credential file, as the sandbox uses it.
+#[derive(Clone)]
+pub struct CredentialRules(pub Classify);
+
+impl std::fmt::Debug for CredentialRules {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("CredentialRules")
+    }
+}
+
+impl PartialEq for CredentialRules {
+    fn eq(&self, other: &Self) -> bool {
+        Arc::ptr_eq(&self.0, &other.0)
+    }
+}
+
+impl Eq for CredentialRules {}
 
 /// The small helper binary installed next to `keel` (`crates/acp/src/bin/keel-sandbox.rs`).
 pub const HELPER_BINARY: &str = "keel-sandbox";
@@ -471,6 +504,15 @@ impl super::Runtime {
         })
     }
 
+    /// The environment variables commands keep: [`DEFAULT_ENV_ALLOW`] and `[sandbox] env`.
+    pub fn command_env_allow(&self) -> Vec<String> {
+        DEFAULT_ENV_ALLOW
+            .iter()
+            .map(|name| (*name).to_owned())
+            .chain(self.inner.sandbox.settings.env.iter().cloned())
+            .collect()
+    }
+
     /// The same runtime with another sandbox spec.
     pub fn with_sandbox(&self, sandbox: SandboxSpec) -> Self {
         self.derive(|inner| inner.sandbox = sandbox)
@@ -521,6 +563,7 @@ impl super::Runtime {
         let status_file = dir.join(format!("{nonce}.status"));
         let mut profile = self.profile(cwd, &nonce, &status_file, tmp_dir, staging_dir);
         if !spec.settings.network
+            && !self.contained
             && let Some(gate) = &self.inner.proxy.gate
             && gate.any_allowed()
         {
@@ -584,9 +627,10 @@ impl super::Runtime {
             expand_path(text, home.as_deref()).and_then(|p| std::fs::canonicalize(p).ok())
         };
         let roots = &self.inner.roots;
+        let read_only = spec.read_only || self.read_only_commands || self.contained;
         let mut writable: Vec<PathBuf> = Vec::new();
         let mut readable: Vec<PathBuf> = settings.readable.iter().filter_map(canonical).collect();
-        if spec.read_only {
+        if read_only {
             readable.extend(roots.iter().cloned());
         } else {
             writable.extend(roots.iter().cloned());
@@ -640,11 +684,13 @@ impl super::Runtime {
             }
         };
         let home_readable = home_list(&settings.home_readable, DEFAULT_HOME_READABLE);
-        let home_writable = if spec.read_only {
+        let home_writable = if read_only {
             Vec::new()
         } else {
             home_list(&settings.home_writable, DEFAULT_HOME_WRITABLE)
         };
+        let masked = self.masked(&home_readable, &home_writable);
+        let env_allow = self.command_env_allow();
         Profile {
             build: profile::HELPER_BUILD.to_owned(),
             nonce: nonce.to_owned(),
@@ -661,8 +707,43 @@ impl super::Runtime {
             home_writable,
             tmp_dir,
             staging_dir,
-            network: settings.network,
+            network: settings.network && !self.contained,
             proxy: None,
+            masked,
+            env_allow,
         }
+    }
+
+    /// What a command must not see: the home directory's credentials (inside its visible
+    /// paths), and for a command nobody approved ([`super::Runtime::contained`]) the
+    /// workspace's too, from the session's [`CredentialIndex`].
+    #[expect(
+        clippy::disallowed_methods,
+        reason = "the runtime is where ambient authority lives"
+    )]
+    fn masked(&self, home_readable: &[PathBuf], home_writable: &[PathBuf]) -> Vec<PathBuf> {
+        let spec = &self.inner.sandbox;
+        let Some(CredentialRules(classify)) = &spec.credentials else {
+            return Vec::new();
+        };
+        let visible = |path: &Path| {
+            home_readable
+                .iter()
+                .chain(home_writable)
+                .any(|entry| path.starts_with(entry))
+        };
+        let mut masked: Vec<PathBuf> = spec
+            .home_credentials
+            .iter()
+            .filter(|path| visible(path))
+            .filter(|path| std::fs::symlink_metadata(path).is_ok_and(|meta| classify(path, &meta)))
+            .cloned()
+            .collect();
+        if self.contained
+            && let Some(index) = &self.inner.credentials
+        {
+            masked.extend(index.current());
+        }
+        masked
     }
 }
