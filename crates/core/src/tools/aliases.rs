@@ -417,11 +417,18 @@ pub fn resolve(
             };
             match &own {
                 None => true,
-                Some(_) => args.as_object().is_some_and(|given| {
-                    given.keys().any(|key| {
-                        !canonical.contains(key) && alias.args.iter().any(|(arg, _)| arg == key)
-                    })
-                }),
+                // A tool of the session by that name (a Keel tool, or an extension tool that
+                // took another agent's name) keeps its calls, unless it is the alias's own Keel
+                // tool called with the alias's argument names.
+                Some(_) => {
+                    alias.tool == name
+                        && args.as_object().is_some_and(|given| {
+                            given.keys().any(|key| {
+                                !canonical.contains(key)
+                                    && alias.args.iter().any(|(arg, _)| arg == key)
+                            })
+                        })
+                }
             }
         })
         .map(|alias| Resolved {
@@ -734,6 +741,14 @@ mod tests {
             .1,
             json!({"file_path": "a", "old_string": "x", "new_string": "y"})
         );
+        // A session tool that took another agent's name keeps its calls.
+        let extension = |tool: &str| -> Option<Vec<String>> {
+            match tool {
+                "read_file" => Some(vec!["absolute_path".to_owned()]),
+                other => properties(other),
+            }
+        };
+        assert!(resolve("read_file", &json!({"absolute_path": "a"}), &extension).is_none());
         // Unknown names stay unknown; unknown arguments are passed on for the schema to refuse.
         assert!(resolve("Frobnicate", &json!({}), &properties).is_none());
         assert_eq!(
