@@ -200,6 +200,13 @@ async fn a_three_file_patch_is_approved_once_and_applied() {
             ("old.txt".to_owned(), Some(OLD.to_owned()), String::new()),
         ]
     );
+    let said = asked["content"].to_string();
+    assert!(
+        said.contains(
+            "Keel will apply this patch to 3 files: `notes.txt`, `src/lib.rs`, `old.txt`."
+        ),
+        "{said}"
+    );
     let locations: Vec<&str> = asked["locations"]
         .as_array()
         .unwrap()
