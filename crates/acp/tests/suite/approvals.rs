@@ -316,8 +316,8 @@ async fn a_cancelled_outcome_is_cancelled() {
 async fn questions_become_choices() {
     let harness = Harness::start(
         ClientOptions::default().permissions([
-            PermissionReply::Choose(PermissionOptionKind::AllowOnce),
-            PermissionReply::Choose(PermissionOptionKind::RejectOnce),
+            PermissionReply::Select("answer-0".into()),
+            PermissionReply::Select("skip".into()),
         ]),
         script(|turn| async move {
             let question = QuestionItem {
@@ -364,5 +364,13 @@ async fn questions_become_choices() {
         .iter()
         .map(|o| o.name.as_str())
         .collect();
-    assert_eq!(names, ["SQLite", "Postgres", "Skip"]);
+    assert_eq!(names, ["\"SQLite\"", "\"Postgres\"", "Skip"]);
+    // A question allows nothing: no option of an allow kind.
+    assert!(
+        requests[0]
+            .options
+            .iter()
+            .all(|o| o.kind == PermissionOptionKind::RejectOnce),
+        "{requests:#?}"
+    );
 }

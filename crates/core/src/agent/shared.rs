@@ -2,7 +2,7 @@
 //! is opened.
 
 use std::collections::HashMap;
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
@@ -435,14 +435,25 @@ impl Engine {
             },
             Persistence::Reopen => {
                 let (log, events) = store.open(id)?;
-                if roots.is_empty() {
-                    let stored = log.meta();
+                let stored = log.meta();
+                if let Some(cwd) = roots.first() {
+                    if let Err(error) = same_workspace(id, &stored.cwd, cwd) {
+                        log.close();
+                        return Err(error);
+                    }
+                } else {
                     roots.push(stored.cwd);
                     roots.extend(stored.additional_directories);
                 }
                 (log, events)
             }
-            Persistence::Fork { from } => store.fork(from, meta(roots))?,
+            Persistence::Fork { from } => {
+                let source = store.meta(from)?;
+                if let Some(cwd) = roots.first() {
+                    same_workspace(from, &source.cwd, cwd)?;
+                }
+                store.fork(from, meta(roots))?
+            }
         }))
     }
 
@@ -602,7 +613,9 @@ impl Engine {
             mcp_servers,
             registry.specs().map(|spec| spec.id.clone()).collect(),
             workspace.clone(),
+            scratch_dir.join("mcp"),
         );
+        mcp.set_disabled(self.config.disabled_tools.clone());
         if let Some(notify) = options.notify {
             mcp.set_notify(notify);
         }
@@ -647,4 +660,21 @@ impl Engine {
         };
         Ok(session)
     }
+}
+
+/// A stored session belongs to the workspace it was made in: reopening or forking it under
+/// another `cwd` would hand one project's history (approved secrets included) to another
+/// project's model. Paths are compared canonical (a symlinked spelling of the same directory
+/// is the same workspace).
+fn same_workspace(id: &str, stored: &Path, asked: &Path) -> Result<(), AgentError> {
+    let canonical = crate::runtime::probe::canonical_or_same;
+    if canonical(stored) == canonical(asked) {
+        return Ok(());
+    }
+    Err(AgentError::Setup(format!(
+        "session `{id}` belongs to the workspace {}, not to {}; open it from its own \
+         workspace, or start a new session here",
+        stored.display(),
+        asked.display()
+    )))
 }

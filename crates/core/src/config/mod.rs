@@ -304,6 +304,35 @@ impl Config {
     pub fn tool(&self, id: &str) -> ToolSettings {
         self.tools.get(id).cloned().unwrap_or_default()
     }
+
+    /// The disabled ids (`[tools.ID] enabled = false`) that match no tool: not one `known`
+    /// (the bundled tools and the tool files), and not an MCP tool of a configured server
+    /// (`mcp__SERVER__TOOL`). Usually a typo, which leaves the tool the user meant enabled.
+    pub fn disabled_tools_matching_nothing(&self, known: &dyn Fn(&str) -> bool) -> Vec<String> {
+        self.tools
+            .iter()
+            .filter(|(_, settings)| !settings.enabled)
+            .map(|(id, _)| id)
+            .filter(|id| !known(id))
+            .filter(|id| {
+                !self
+                    .mcp_servers
+                    .keys()
+                    .any(|server| id.starts_with(&format!("mcp__{server}__")))
+            })
+            .cloned()
+            .collect()
+    }
+}
+
+/// What `keel tools` and `keel doctor` say of a disabled id that matches no tool.
+pub fn disabled_matching_nothing_note(id: &str) -> String {
+    format!(
+        "`[tools.{}] enabled = false` matches no tool: no bundled tool or tool file has that id, \
+         and it is no `mcp__SERVER__TOOL` of a configured MCP server (an editor's servers are \
+         known only in a session); nothing is disabled by it",
+        crate::tool::view::escaped(id)
+    )
 }
 
 /// A model named as `provider/model`. The model part may itself contain `/`

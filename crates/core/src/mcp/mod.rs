@@ -158,10 +158,14 @@ struct Inner {
     slots: Mutex<Vec<Slot>>,
     /// Ids no server may take (the bundled, locked tools).
     locked: Vec<String>,
+    /// Ids the configuration disables (`[tools.ID] enabled = false`): never offered, never run.
+    disabled: Mutex<Vec<String>>,
     shutdown: CancellationToken,
     notify: Mutex<Option<Notify>>,
     prompts_changed: Mutex<Option<PromptsChanged>>,
     cwd: PathBuf,
+    /// Where the other stdio servers start: an empty directory of the session's.
+    neutral: PathBuf,
 }
 
 impl Drop for Inner {
@@ -184,7 +188,12 @@ impl std::fmt::Debug for McpHub {
 
 impl Default for McpHub {
     fn default() -> Self {
-        Self::new(Vec::new(), Vec::new(), PathBuf::from("/"))
+        Self::new(
+            Vec::new(),
+            Vec::new(),
+            PathBuf::from("/"),
+            PathBuf::from("/"),
+        )
     }
 }
 
@@ -193,9 +202,15 @@ fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
 }
 
 impl McpHub {
-    /// A hub for `servers` (not started). `locked` are the ids servers may not take; stdio
-    /// servers start in `cwd` (the workspace).
-    pub fn new(servers: Vec<McpServerConfig>, locked: Vec<String>, cwd: PathBuf) -> Self {
+    /// A hub for `servers` (not started). `locked` are the ids servers may not take; a
+    /// trusted project's stdio servers start in `cwd` (the workspace), the others in `neutral`
+    /// (an empty directory of the session's, created when needed).
+    pub fn new(
+        servers: Vec<McpServerConfig>,
+        locked: Vec<String>,
+        cwd: PathBuf,
+        neutral: PathBuf,
+    ) -> Self {
         let mut slots: Vec<Slot> = Vec::new();
         for config in servers {
             // A later source of the same name replaces an earlier one (editor over config).
@@ -213,10 +228,12 @@ impl McpHub {
             inner: Arc::new(Inner {
                 slots: Mutex::new(slots),
                 locked,
+                disabled: Mutex::new(Vec::new()),
                 shutdown: CancellationToken::new(),
                 notify: Mutex::new(None),
                 prompts_changed: Mutex::new(None),
                 cwd,
+                neutral,
             }),
         }
     }
@@ -224,6 +241,12 @@ impl McpHub {
     /// Whether the session has any server.
     pub fn is_empty(&self) -> bool {
         lock(&self.inner.slots).is_empty()
+    }
+
+    /// The tool ids the configuration disables; set before [`McpHub::start`]. A server's tool
+    /// with one of them is left out (`/mcp` says so), like a locked id.
+    pub fn set_disabled(&self, ids: Vec<String>) {
+        *lock(&self.inner.disabled) = ids;
     }
 
     /// Where failures are said from now on.
@@ -588,11 +611,20 @@ impl StderrTail {
     }
 }
 
-async fn connect(config: &McpServerConfig, cwd: &std::path::Path) -> Result<Connection, String> {
+async fn connect(
+    config: &McpServerConfig,
+    workspace: &std::path::Path,
+    neutral: &std::path::Path,
+) -> Result<Connection, String> {
     match &config.transport {
         McpTransport::Stdio { command, args, env } => {
+            // Only a trusted project's own server runs from the workspace (see
+            // `runtime::mcp`): what the user and the editor configured is not the project's
+            // to choose.
+            let project = config.source == McpSource::Project;
+            let cwd = if project { workspace } else { neutral };
             let (transport, group, stderr) =
-                crate::runtime::mcp::spawn_mcp_stdio(command, args, env, cwd)
+                crate::runtime::mcp::spawn_mcp_stdio(command, args, env, cwd, project)
                     .map_err(|e| format!("cannot start `{command}`: {e}"))?;
             let tail = stderr.map(StderrTail::follow).unwrap_or_default();
             let service = match ().serve(transport).await {
@@ -637,10 +669,11 @@ async fn run_server(hub: std::sync::Weak<Inner>, name: String) {
             return;
         };
         let cwd = inner.cwd.clone();
+        let neutral = inner.neutral.clone();
         set_state(&inner, &name, ServerState::Starting);
         drop(inner);
         let started = tokio::time::timeout(START_TIMEOUT, async {
-            let connection = connect(&config, &cwd).await?;
+            let connection = connect(&config, &cwd, &neutral).await?;
             let tools = connection
                 .service
                 .peer()
@@ -685,7 +718,13 @@ async fn run_server(hub: std::sync::Weak<Inner>, name: String) {
             match McpTool::wrap(&name, listed, peer.clone(), config.timeout) {
                 Ok(tool) => {
                     let id = tool.spec().id.clone();
-                    if inner.locked.contains(&id) || tools.iter().any(|t| t.spec().id == id) {
+                    if lock(&inner.disabled).contains(&id) {
+                        skipped.push(format!(
+                            "`{}` (disabled: `[tools.{id}] enabled = false`)",
+                            listed.name
+                        ));
+                    } else if inner.locked.contains(&id) || tools.iter().any(|t| t.spec().id == id)
+                    {
                         skipped.push(format!("`{}` (the id `{id}` is taken)", listed.name));
                     } else {
                         tools.push(tool);

@@ -6,8 +6,14 @@
 //! stdout as the MCP transport and stderr piped back to the caller (never to Keel's stdout, which
 //! is the editor's protocol): its last lines say why a server that failed to start failed.
 //! The returned [`GroupGuard`] kills the whole group when dropped, so a server and anything it
-//! started (`npx` and its `node`) die with the session. MCP servers are not run inside the
-//! command sandbox: see `docs/decisions/0016-mcp-client.md`.
+//! started (`npx` and its `node`) die with the session.
+//!
+//! A server the project did not configure (the user's, the editor's) starts in an empty
+//! directory of the session's, never in the workspace: the launchers resolve code from their
+//! working directory (`npx` runs `node_modules/.bin`, reads `.npmrc`; `python3 -m pkg` imports
+//! `./pkg`), so a repository could otherwise choose what a server the user configured runs. A
+//! trusted project's own servers start in the workspace (their arguments name its files).
+//! MCP servers are not run inside the command sandbox: see `docs/decisions/0016-mcp-client.md`.
 
 use std::path::Path;
 use std::process::Stdio;
@@ -54,11 +60,15 @@ pub fn spawn_mcp_stdio(
     args: &[String],
     env: &[(String, String)],
     cwd: &Path,
+    project: bool,
 ) -> std::io::Result<(
     TokioChildProcess,
     GroupGuard,
     Option<tokio::process::ChildStderr>,
 )> {
+    if !project {
+        std::fs::create_dir_all(cwd)?;
+    }
     let mut builder = tokio::process::Command::new(command);
     builder
         .args(args)
@@ -74,6 +84,11 @@ pub fn spawn_mcp_stdio(
         if let Some(value) = std::env::var_os(key) {
             builder.env(key, value);
         }
+    }
+    if !project {
+        // Python's own project-local resolution: no `sys.path[0]` from the working directory
+        // or the script's (3.11+); the directory is empty anyway.
+        builder.env("PYTHONSAFEPATH", "1");
     }
     for (key, value) in env {
         builder.env(key, value);

@@ -177,6 +177,9 @@ impl Runtime {
         for key in super::secrets::scrub_list() {
             builder.env_remove(key);
         }
+        for (key, value) in &invocation.env {
+            builder.env(key, value);
+        }
         let child = builder.spawn().map_err(|e| failed("spawn", e))?;
         // The command holds the parent's copies of the pipe's write end: close them now, or the
         // reader never sees end-of-file.

@@ -183,6 +183,15 @@ impl SessionStore {
         Ok((session, parsed.events))
     }
 
+    /// The stored metadata of session `id` (its workspace, title, ...), without its log.
+    pub fn meta(&self, id: &str) -> Result<SessionMeta, StoreError> {
+        let dir = self.dir(id)?;
+        if !store_files::is_dir(&dir) {
+            return Err(StoreError::NotFound(id.to_owned()));
+        }
+        read_meta(&dir, id)
+    }
+
     /// Reads a stored session without opening it (it may be open elsewhere).
     pub fn read(&self, id: &str) -> Result<(SessionMeta, Vec<StoredEvent>), StoreError> {
         let dir = self.dir(id)?;

@@ -98,7 +98,7 @@ impl BashTool {
             command: params.command.clone(),
             program: invocation.program.clone(),
             args: invocation.args.clone(),
-            env: Vec::new(),
+            env: invocation.env.clone(),
             cwd,
             timeout,
             output_limit: ctx.session.limits.bash_bytes,

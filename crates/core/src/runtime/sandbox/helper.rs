@@ -64,7 +64,8 @@ const FORWARDED: [Signal; 6] = [
 
 struct Parsed {
     stage: String,
-    profile: PathBuf,
+    /// `None`: the profile is in [`super::PROFILE_ENV`].
+    profile: Option<PathBuf>,
     program: Vec<OsString>,
 }
 
@@ -91,7 +92,7 @@ fn parse(args: Vec<OsString>) -> Result<Parsed, String> {
     }
     Ok(Parsed {
         stage,
-        profile: profile.ok_or("missing --profile FILE")?,
+        profile,
         program,
     })
 }
@@ -117,7 +118,7 @@ pub fn main(_prefix: &[OsString], args: Vec<OsString>) -> i32 {
             return EXIT_HELPER_FAILED;
         }
     };
-    let profile = match load(&parsed.profile) {
+    let profile = match parsed.profile.as_deref().map_or_else(load_from_env, load) {
         Ok(profile) => profile,
         Err(message) => {
             complain(&message);
@@ -131,6 +132,16 @@ pub fn main(_prefix: &[OsString], args: Vec<OsString>) -> i32 {
             EXIT_HELPER_FAILED
         }
     }
+}
+
+/// The profile from [`super::PROFILE_ENV`] (no `--profile FILE`).
+fn load_from_env() -> Result<Profile, String> {
+    let text = std::env::var(super::PROFILE_ENV)
+        .map_err(|_| format!("missing --profile FILE (or {})", super::PROFILE_ENV))?;
+    let profile: Profile = serde_json::from_str(&text)
+        .map_err(|e| format!("bad profile in {}: {e}", super::PROFILE_ENV))?;
+    check_build(&profile)?;
+    Ok(profile)
 }
 
 fn load(path: &Path) -> Result<Profile, String> {

@@ -154,6 +154,13 @@ impl PartialEq for CredentialRules {
 
 impl Eq for CredentialRules {}
 
+/// The variable that carries a command's [`Profile`] (JSON) to the helper, instead of
+/// `--profile FILE`.
+pub const PROFILE_ENV: &str = "KEEL_SANDBOX_PROFILE";
+
+/// The largest profile sent in [`PROFILE_ENV`] (the kernel takes up to 128 KiB per variable).
+const MAX_PROFILE_ENV_BYTES: usize = 96 * 1024;
+
 /// The small helper binary installed next to `keel` (`crates/acp/src/bin/keel-sandbox.rs`).
 pub const HELPER_BINARY: &str = "keel-sandbox";
 
@@ -292,7 +299,8 @@ const MAX_GUARDED_BYTES: u64 = 64 * 1024;
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct ConfinementCheck {
     pub nonce: String,
-    pub profile_file: PathBuf,
+    /// The profile's file, when it did not travel in [`PROFILE_ENV`].
+    pub profile_file: Option<PathBuf>,
     pub status_file: PathBuf,
     /// Each [`GIT_REDIRECTS`] file of the writable roots' repositories, with its content
     /// before the command (`None`: it did not exist).
@@ -307,7 +315,9 @@ impl ConfinementCheck {
     )]
     pub fn finish(&self) -> Confinement {
         let status = std::fs::read_to_string(&self.status_file);
-        let _ = std::fs::remove_file(&self.profile_file);
+        if let Some(file) = &self.profile_file {
+            let _ = std::fs::remove_file(file);
+        }
         let _ = std::fs::remove_file(&self.status_file);
         // The first line is the status; the helper may add lines after it (the program's signal).
         let status: Option<Status> = status
@@ -429,6 +439,9 @@ fn put_back(guarded: &[(PathBuf, Option<Vec<u8>>)]) -> Vec<String> {
 pub struct ShellInvocation {
     pub program: PathBuf,
     pub args: Vec<String>,
+    /// Variables the program needs besides the command's own environment (the profile, in
+    /// [`PROFILE_ENV`]); the helper removes them before the command starts.
+    pub env: Vec<(String, String)>,
     /// `Some` when the helper runs the command.
     pub check: Option<ConfinementCheck>,
     /// Why the command runs unconfined without asking the helper (`off`, no helper).
@@ -533,6 +546,7 @@ impl super::Runtime {
         let direct = |reason: &str| ShellInvocation {
             program: PathBuf::from("bash"),
             args: vec!["-c".into(), command.to_owned()],
+            env: Vec::new(),
             check: None,
             unconfined: Some(reason.to_owned()),
         };
@@ -559,7 +573,6 @@ impl super::Runtime {
             std::fs::create_dir_all(path).map_err(|e| io(path, e))?;
         }
         let nonce = uuid::Uuid::new_v4().simple().to_string();
-        let profile_file = dir.join(format!("{nonce}.json"));
         let status_file = dir.join(format!("{nonce}.status"));
         let mut profile = self.profile(cwd, &nonce, &status_file, tmp_dir, staging_dir);
         if !spec.settings.network
@@ -576,17 +589,27 @@ impl super::Runtime {
         }
         let text = serde_json::to_string(&profile)
             .map_err(|e| SandboxError::Io(format!("profile: {e}")))?;
-        std::fs::write(&profile_file, text).map_err(|e| io(&profile_file, e))?;
         let utf8 = |path: &Path| {
             path.to_str()
                 .map(str::to_owned)
                 .ok_or_else(|| SandboxError::Io(format!("{} is not UTF-8", path.display())))
         };
+        // The profile travels in the environment, so what the editor's terminal shows (and
+        // runs) reads `keel-sandbox run -- bash -c COMMAND`; one larger than a variable may
+        // hold goes through a file.
         let mut args = helper_prefix.to_vec();
+        args.push("run".to_owned());
+        let mut env = Vec::new();
+        let mut profile_file = None;
+        if text.len() <= MAX_PROFILE_ENV_BYTES {
+            env.push((PROFILE_ENV.to_owned(), text));
+        } else {
+            let file = dir.join(format!("{nonce}.json"));
+            std::fs::write(&file, text).map_err(|e| io(&file, e))?;
+            args.extend(["--profile".to_owned(), utf8(&file)?]);
+            profile_file = Some(file);
+        }
         args.extend([
-            "run".to_owned(),
-            "--profile".to_owned(),
-            utf8(&profile_file)?,
             "--".to_owned(),
             "bash".to_owned(),
             "-c".to_owned(),
@@ -595,6 +618,7 @@ impl super::Runtime {
         Ok(ShellInvocation {
             program: helper.to_path_buf(),
             args,
+            env,
             check: Some(ConfinementCheck {
                 nonce,
                 profile_file,
