@@ -507,6 +507,7 @@ async fn run_turn(args: &ExecArgs, host: Arc<ExecHost>) -> Outcome {
         | AgentError::NoModel(_)
         | AgentError::NoCredentials(_)
         | AgentError::Setup(_)
+        | AgentError::Config(_)
         | AgentError::Store(_)
         | AgentError::ContextOverflow { .. }
         | AgentError::Compaction(_) => Failure::usage(e),

@@ -1,9 +1,11 @@
 //! End-to-end tests of the ACP server through the test-kit client over in-memory pipes.
 
+mod aliases;
 mod approvals;
 mod binary;
 mod cancel;
 mod commands;
+mod contained;
 mod editor;
 mod faults;
 mod hostile;
@@ -13,6 +15,7 @@ mod mcp;
 mod model_errors;
 mod models;
 mod modes;
+mod patch;
 mod process_faults;
 mod protocol;
 mod questions;
@@ -29,3 +32,4 @@ mod turn_snapshot;
 mod turns;
 mod usage_cost;
 mod wire_properties;
+mod zed;

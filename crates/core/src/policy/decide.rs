@@ -18,7 +18,8 @@ use super::pattern::Pattern;
 use super::rule::{Action, Capability, Permission, PolicyError, Rule, RuleSet};
 use super::shell::ShellContext;
 use super::subject::{
-    ApprovalKey, CallSubject, Proposal, capability_of, join_wordings, proposals, subject_of,
+    ApprovalKey, CallSubject, Proposal, capability_of, join_wordings, path_subject, proposals,
+    subject_of,
 };
 use super::trust::Trust;
 use super::watchdog::{Verdict, Watchdog};
@@ -36,6 +37,9 @@ pub struct Policy {
     protected: Vec<PathBuf>,
     headless: bool,
     state: Mutex<State>,
+    /// A subagent's policy: the session's live policy, consulted on every decision (its mode,
+    /// trust and answers as they are now; the stricter of the two applies).
+    parent: Option<std::sync::Arc<Policy>>,
 }
 
 #[derive(Debug)]
@@ -100,6 +104,7 @@ impl Policy {
                 session: Vec::new(),
                 unconfined: Vec::new(),
             }),
+            parent: None,
         })
     }
 
@@ -119,12 +124,14 @@ impl Policy {
         )
     }
 
-    /// The policy of a subagent: the same layers, trust, headless flag and session answers, in
-    /// `mode` when that is stricter than this policy's mode (never looser). Answers given in the
-    /// child stay in the child.
-    pub fn child(&self, mode: Option<Mode>) -> Policy {
+    /// The policy of a subagent: the same layers and headless flag, bound to this (the
+    /// session's) policy for as long as the child lives: every decision reads the session's
+    /// mode, trust and answers as they are then and applies the stricter mode and trust of the
+    /// two, so a mode change or a "reject always" given after the child started reaches it
+    /// (a background child included). `mode` (an agent definition's) only makes the child
+    /// stricter. Answers given in the child stay in the child.
+    pub fn child(self: &std::sync::Arc<Self>, mode: Option<Mode>) -> Policy {
         let state = self.lock();
-        let child_mode = mode.map_or(state.mode, |mode| state.mode.strictest(mode));
         Policy {
             manifest: self.manifest.clone(),
             project: self.project.clone(),
@@ -132,11 +139,12 @@ impl Policy {
             protected: self.protected.clone(),
             headless: self.headless,
             state: Mutex::new(State {
-                mode: child_mode,
-                trust: state.trust,
-                session: state.session.clone(),
+                mode: mode.unwrap_or(Mode::Yolo),
+                trust: Trust::Trusted,
+                session: Vec::new(),
                 unconfined: state.unconfined.clone(),
             }),
+            parent: Some(self.clone()),
         }
     }
 
@@ -144,8 +152,34 @@ impl Policy {
         self.state.lock().unwrap_or_else(|e| e.into_inner())
     }
 
+    /// The mode, trust and answers that decide now: this policy's own, and for a subagent's
+    /// the stricter mode and trust of its own and its session's (live), with the session's
+    /// answers before its own.
+    fn live(&self) -> (Mode, Trust, Vec<Rule>, Vec<ApprovalKey>) {
+        let (mode, trust, session, unconfined) = {
+            let state = self.lock();
+            (
+                state.mode,
+                state.trust,
+                state.session.clone(),
+                state.unconfined.clone(),
+            )
+        };
+        let Some(parent) = &self.parent else {
+            return (mode, trust, session, unconfined);
+        };
+        let (parent_mode, parent_trust, mut rules, _) = parent.live();
+        rules.extend(session);
+        let trust = if trust.is_trusted() {
+            parent_trust
+        } else {
+            trust
+        };
+        (mode.strictest(parent_mode), trust, rules, unconfined)
+    }
+
     pub fn mode(&self) -> Mode {
-        self.lock().mode
+        self.live().0
     }
 
     pub fn set_mode(&self, mode: Mode) {
@@ -153,7 +187,7 @@ impl Policy {
     }
 
     pub fn trust(&self) -> Trust {
-        self.lock().trust
+        self.live().1
     }
 
     /// Changes the project's trust (after the user answered the trust prompt).
@@ -215,13 +249,30 @@ impl Policy {
             .filter(|scope| scope.scope == Scope::Project)
             .flat_map(|scope| scope.rules)
             .filter(|listed| listed.ignored)
-            .map(|listed| format!("allows {}", listed.rule.summary()))
+            .map(|listed| {
+                use crate::tool::view::quoted;
+                let rule = &listed.rule;
+                let pattern = &rule.pattern;
+                let what = match pattern.kind() {
+                    super::pattern::PatternKind::Any => "everything".to_owned(),
+                    super::pattern::PatternKind::Exact | super::pattern::PatternKind::Glob => {
+                        format!("pattern {}", quoted(pattern.text()))
+                    }
+                    super::pattern::PatternKind::Prefix => {
+                        format!("prefix {}", quoted(pattern.text()))
+                    }
+                    super::pattern::PatternKind::Class => {
+                        format!("class {}", quoted(pattern.text()))
+                    }
+                };
+                format!("allows {} {what}", quoted(&rule.permission.to_string()))
+            })
             .collect()
     }
 
     /// Decides one call.
     pub fn decide(&self, call: &Call<'_>) -> Decision {
-        self.decide_with(call, true, None)
+        self.decide_with(call, true, Target::Subject(None))
     }
 
     /// Decides one call whose subject path the engine already resolved (`canonical`), so the
@@ -231,32 +282,34 @@ impl Policy {
         call: &Call<'_>,
         canonical: Option<&std::path::Path>,
     ) -> Decision {
-        self.decide_with(call, true, canonical)
+        self.decide_with(call, true, Target::Subject(canonical))
+    }
+
+    /// Decides a call acting on several files ([`crate::tool::Subject::Paths`], a patch): each
+    /// file is decided as the subject of a write by this tool (`user` as written, `canonical`
+    /// as the engine resolved it), and the call gets the strictest decision: a denial of any
+    /// file denies it; otherwise a prompt for any file asks (about all of them: every file's
+    /// approval keys, "always" offered only when no file is asked about every time); otherwise
+    /// it is allowed.
+    pub fn decide_paths(&self, call: &Call<'_>, files: &[(&str, &std::path::Path)]) -> Decision {
+        let decisions: Vec<Decision> = files
+            .iter()
+            .map(|(user, canonical)| self.decide_with(call, true, Target::File { user, canonical }))
+            .collect();
+        strictest(decisions).unwrap_or_else(|| self.decide(call))
     }
 
     /// Decides one call without its approval keys and "always" scope (compiling those costs
     /// more than the decision itself): for the files a search finds, decided one by one and
     /// never remembered ([`super::PolicySearchGate`]).
     pub(crate) fn decide_uncached(&self, call: &Call<'_>) -> Decision {
-        self.decide_with(call, false, None)
+        self.decide_with(call, false, Target::Subject(None))
     }
 
-    fn decide_with(
-        &self,
-        call: &Call<'_>,
-        cacheable: bool,
-        canonical: Option<&std::path::Path>,
-    ) -> Decision {
+    fn decide_with(&self, call: &Call<'_>, cacheable: bool, target: Target<'_>) -> Decision {
         // A snapshot: resolving paths touches the file system, which is no place to hold a lock.
-        let (mode, trust, session, unconfined_keys) = {
-            let state = self.lock();
-            (
-                state.mode,
-                state.trust,
-                state.session.clone(),
-                state.unconfined.clone(),
-            )
-        };
+        // A subagent's reads its session's policy as it is now.
+        let (mode, trust, session, unconfined_keys) = self.live();
         let spec = call.spec;
         let tool = spec.id.clone();
         let capability = capability_of(spec);
@@ -289,10 +342,15 @@ impl Policy {
             headless: self.headless,
             hard_links: None,
             unconfined: false,
+            contained: false,
         };
 
         // 1. The capability check.
-        let subject = match subject_of(call, &context, canonical) {
+        let subject = match target {
+            Target::Subject(canonical) => subject_of(call, &context, canonical),
+            Target::File { user, canonical } => path_subject(call, &context, user, Some(canonical)),
+        };
+        let subject = match subject {
             Ok(subject) => subject,
             Err(reason) => {
                 decision.explanation.cause = Cause::Capability {
@@ -338,6 +396,7 @@ impl Policy {
             &watchdog,
         );
         let mut action = outcome.action;
+        let classifier_only = outcome.classifier_only;
         let mut cause = outcome.cause;
         let mut notes = outcome.notes;
         decision.pending = outcome.pending;
@@ -503,6 +562,14 @@ impl Policy {
         if action == Action::Ask && !escalated {
             decision.always_scope = join_wordings(&decision.proposals);
         }
+        // Allowed without anyone's word for it: contained (a yolo allow is the user's mode,
+        // an escalated or remembered call was answered by them).
+        decision.contained = action == Action::Allow
+            && classifier_only
+            && !escalated
+            && !decision.unconfined
+            && matches!(subject, CallSubject::Command { .. })
+            && matches!(cause, Cause::Rule { .. });
         decision.action = action;
         decision.explanation = Explanation {
             action,
@@ -643,10 +710,83 @@ impl Policy {
     }
 }
 
+/// What a decision is about: the call's subject (its path resolved by the engine, when it has
+/// one), or one file of a multi-file call.
+#[derive(Debug, Clone, Copy)]
+enum Target<'a> {
+    Subject(Option<&'a std::path::Path>),
+    File {
+        user: &'a str,
+        canonical: &'a std::path::Path,
+    },
+}
+
+/// The strictest of per-file decisions (see [`Policy::decide_paths`]); `None` for no file.
+fn strictest(decisions: Vec<Decision>) -> Option<Decision> {
+    let files = decisions.len();
+    let headline = decisions
+        .iter()
+        .position(|d| d.action == Action::Deny)
+        .or_else(|| {
+            // A file asked every time (the watchdog, hard links) says more than a plain ask.
+            decisions
+                .iter()
+                .position(|d| d.action == Action::Ask && d.always_scope.is_none())
+        })
+        .or_else(|| decisions.iter().position(|d| d.action == Action::Ask))
+        .unwrap_or(0);
+    let asked = decisions.iter().filter(|d| d.action == Action::Ask).count();
+    let every_asked_cacheable = decisions
+        .iter()
+        .filter(|d| d.action == Action::Ask)
+        .all(|d| d.always_scope.is_some());
+    let mut proposals: Vec<Proposal> = Vec::new();
+    let mut keys: Vec<ApprovalKey> = Vec::new();
+    let mut pending: Vec<String> = Vec::new();
+    let mut hard_links: Option<u64> = None;
+    for decision in &decisions {
+        for proposal in &decision.proposals {
+            if !proposals.iter().any(|p| p.key == proposal.key) {
+                proposals.push(proposal.clone());
+            }
+        }
+        for key in &decision.keys {
+            if !keys.contains(key) {
+                keys.push(key.clone());
+            }
+        }
+        pending.extend(decision.pending.iter().cloned());
+        hard_links = hard_links.max(decision.hard_links);
+    }
+    let mut decision = decisions.into_iter().nth(headline)?;
+    if files > 1 {
+        let note = match decision.action {
+            Action::Deny => format!("the call changes {files} files; this one decides it"),
+            Action::Ask if asked > 1 => {
+                format!("{asked} of the {files} files the call changes are asked about")
+            }
+            _ => format!("the call changes {files} files"),
+        };
+        decision.explanation.notes.push(note);
+    }
+    if decision.action != Action::Deny {
+        decision.always_scope = (decision.action == Action::Ask && every_asked_cacheable)
+            .then(|| join_wordings(&proposals))
+            .flatten();
+        decision.proposals = proposals;
+        decision.keys = keys;
+        decision.pending = pending;
+        decision.hard_links = hard_links;
+    }
+    Some(decision)
+}
+
 /// The sandbox's filtering proxy asks the session's rules which hosts confined commands may
-/// reach: the `net.fetch` rules (as for `web_fetch`), alone. Only an allow counts (a command
-/// cannot wait on a prompt); the mode does not open anything (`yolo` turns prompts into
-/// allows for calls, not for a command's connections), and in `ask` mode nothing is reached.
+/// reach: the `shell.net` rules, a permission of their own. A rule or an answer for `web_fetch`
+/// or `net.fetch` never opens it (each answer opens only the door it names). Only an allow
+/// counts (a command cannot wait on a prompt); the mode does not open anything (`yolo` turns
+/// prompts into allows for calls, not for a command's connections), and in `ask` mode nothing
+/// is reached.
 impl Policy {
     fn host_rules(&self) -> (Vec<Rule>, bool, Mode) {
         let state = self.lock();
@@ -669,7 +809,7 @@ impl Policy {
                 rule.action == Action::Allow
                     && rule
                         .permission
-                        .matches(COMMAND_HOST_TOOL, Some(Capability::NetFetch))
+                        .matches(COMMAND_HOST_TOOL, Some(Capability::ShellNet))
                     && (trusted || rule.source.scope() != Scope::Project)
             })
     }
@@ -695,22 +835,25 @@ impl Policy {
             &rules,
             trusted,
             COMMAND_HOST_TOOL,
-            Some(Capability::NetFetch),
+            Some(Capability::ShellNet),
             &CallSubject::Host(host.to_owned()),
             &watchdog,
         );
         match outcome.action {
             Action::Allow => Ok(()),
             Action::Ask => Err(format!(
-                "no rule allows {host} without asking (the net.fetch rules would ask)"
+                "no shell.net rule lets shell commands reach {host} (a web_fetch answer does \
+                 not); to allow it, a rule `permission = \"shell.net\"`, `pattern = \"{host}\"`, \
+                 `action = \"allow\"`"
             )),
-            Action::Deny => Err(format!("the net.fetch rules deny {host}")),
+            Action::Deny => Err(format!("the shell.net rules deny {host}")),
         }
     }
 }
 
-/// The tool whose rules decide a confined command's hosts.
-const COMMAND_HOST_TOOL: &str = "web_fetch";
+/// The permission whose rules decide a confined command's hosts (no tool has this id, so only
+/// `shell.net` rules and `*` match it).
+const COMMAND_HOST_TOOL: &str = "shell.net";
 
 /// [`Policy`] as the sandbox proxy's [`HostGate`](crate::runtime::sandbox::proxy::HostGate).
 #[derive(Debug, Clone)]

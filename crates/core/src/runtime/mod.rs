@@ -68,6 +68,10 @@ pub struct TerminalRequest {
     /// ([`Runtime::shell_invocation`]).
     pub program: PathBuf,
     pub args: Vec<String>,
+    /// Variables the program needs on top of the terminal's quiet environment (how the sandbox
+    /// helper finds its profile, once the profile travels out of band rather than as
+    /// arguments; empty today). The front-end passes them in `terminal/create`.
+    pub env: Vec<(String, String)>,
     pub cwd: PathBuf,
     pub timeout: Duration,
     /// Bytes of output the host keeps (the bash cap).
@@ -146,6 +150,8 @@ struct Inner {
     protected: protected::Protected,
     /// The sandbox's filtering proxy (started on first use; [`Runtime::with_host_gate`]).
     proxy: Arc<sandbox::proxy::ProxyState>,
+    /// The workspace's credential files, for commands nobody approved (built on first use).
+    credentials: Option<Arc<sandbox::CredentialIndex>>,
 }
 
 /// The capability-checked surface handed to every tool. Cheap to clone.
@@ -160,6 +166,11 @@ pub struct Runtime {
     /// Shell commands run without the kernel sandbox: the user approved this call's escalation
     /// ([`Runtime::allowing_unconfined`]).
     unconfined: bool,
+    /// Shell commands run with the workspace read-only (the session's mode is `read-only`
+    /// now; [`Runtime::with_read_only_commands`]).
+    read_only_commands: bool,
+    /// Shell commands run contained: nobody approved them ([`Runtime::contained`]).
+    contained: bool,
 }
 
 /// What a search tool (grep, glob) may do with a file its walk found (not the path the call
@@ -258,7 +269,6 @@ impl Runtime {
         Ok(Self {
             inner: Arc::new(Inner {
                 protected,
-                roots,
                 scope,
                 scratch_dir,
                 files: None,
@@ -266,10 +276,19 @@ impl Runtime {
                 sandbox: config.sandbox.clone(),
                 net: Arc::new(net::NetState::new(NetPolicy::default())),
                 proxy: Arc::new(sandbox::proxy::ProxyState::default()),
+                credentials: config.sandbox.credentials.as_ref().map(|rules| {
+                    Arc::new(sandbox::CredentialIndex::new(
+                        roots.clone(),
+                        rules.0.clone(),
+                    ))
+                }),
+                roots,
             }),
             linked_reads: false,
             search_gate: None,
             unconfined: false,
+            read_only_commands: false,
+            contained: false,
         })
     }
 
@@ -340,6 +359,39 @@ impl Runtime {
     /// Whether shell commands of this call run without the sandbox (an approved escalation).
     pub fn unconfined(&self) -> bool {
         self.unconfined
+    }
+
+    /// The same runtime, running shell commands with the workspace and home read-only: the
+    /// session's mode is `read-only`, whatever it was when the session opened.
+    pub fn with_read_only_commands(&self) -> Self {
+        Self {
+            read_only_commands: true,
+            ..self.clone()
+        }
+    }
+
+    /// The same runtime, running shell commands contained: the policy allowed this call by
+    /// its own classification alone (no answer, rule or mode of the user's names it). Its
+    /// commands run read-only, offline, with the workspace's credential files masked, so
+    /// whatever the classification missed costs nothing.
+    pub fn contained(&self) -> Self {
+        Self {
+            contained: true,
+            ..self.clone()
+        }
+    }
+
+    /// Whether this call's shell commands run contained ([`Runtime::contained`]).
+    pub fn is_contained(&self) -> bool {
+        self.contained
+    }
+
+    /// Starts listing the workspace's credential files now (a walk, then inotify), so the
+    /// first contained command does not wait for it. Blocking: call from a blocking thread.
+    pub fn warm_credentials(&self) {
+        if let Some(index) = &self.inner.credentials {
+            let _ = index.current();
+        }
     }
 
     /// The number of hard links of the regular file at a canonical path, reached without
@@ -637,6 +689,20 @@ impl Runtime {
         })
         .await
         .map_err(|e| ToolError::internal("writing a file (the task failed)", e))?
+    }
+
+    /// Deletes a file after the scope check (write access), on the disk: unlinked inside its
+    /// parent directory reached without following a symlink ([`fsat::remove_file`]); a
+    /// directory is refused.
+    pub async fn remove(&self, canonical: &Path) -> Result<(), ToolError> {
+        self.check(canonical, Access::Write)?;
+        let path = canonical.to_path_buf();
+        let runtime = self.clone();
+        tokio::task::spawn_blocking(move || {
+            fsat::remove_file(&path).map_err(|e| write_error(&runtime, &path, e))
+        })
+        .await
+        .map_err(|e| ToolError::internal("deleting a file (the task failed)", e))?
     }
 
     /// Writes a file under the session's scratch directory (sidecar outputs).
