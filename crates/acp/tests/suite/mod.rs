@@ -19,6 +19,7 @@ mod patch;
 mod process_faults;
 mod protocol;
 mod questions;
+mod registry;
 mod sandbox;
 mod sessions;
 mod skills;
