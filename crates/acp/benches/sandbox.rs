@@ -305,7 +305,11 @@ fn contained_cost(base: &Path, me: &Path, program_dir: &Path, helper: &str) {
         }
     }
     for i in 0..SECRETS {
-        std::fs::write(ws.join(format!("d{:04}/.env", i * (DIRS / SECRETS))), "K=v\n").unwrap();
+        std::fs::write(
+            ws.join(format!("d{:04}/.env", i * (DIRS / SECRETS))),
+            "K=v\n",
+        )
+        .unwrap();
     }
     let index = keel_core::runtime::sandbox::CredentialIndex::new(
         vec![ws.clone()],
@@ -335,14 +339,21 @@ fn contained_cost(base: &Path, me: &Path, program_dir: &Path, helper: &str) {
         let mut masked = plain.clone();
         masked.masked = first.clone();
         let mut medians = Vec::new();
-        for (name, profile) in [("read-only, no masks", plain), ("contained, 50 masks", masked)] {
+        for (name, profile) in [
+            ("read-only, no masks", plain),
+            ("contained, 50 masks", masked),
+        ] {
             let path = write_profile(base, &profile, name);
             let (_, exit, _) = time(|| {
                 let mut cmd = Command::new(helper);
                 cmd.arg("run").arg("--profile").arg(&path).arg("--").arg(me);
                 cmd
             });
-            medians.push(row(&format!("{name}, {mechanism:?}: spawn -> exit"), exit, None));
+            medians.push(row(
+                &format!("{name}, {mechanism:?}: spawn -> exit"),
+                exit,
+                None,
+            ));
         }
         println!(
             "{:<44} {:.2} ms (masks {:.2} + list {list:.3})",
