@@ -1,6 +1,7 @@
 //! End-to-end tests of the ACP server through the test-kit client over in-memory pipes.
 
 mod approvals;
+mod background;
 mod binary;
 mod cancel;
 mod commands;

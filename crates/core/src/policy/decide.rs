@@ -258,7 +258,8 @@ impl Policy {
             )
         };
         let spec = call.spec;
-        let tool = spec.id.clone();
+        // A tool decided as another (`bg_start` as `bash`) gets that tool's rules and keys.
+        let tool = spec.policy_id().to_owned();
         let capability = capability_of(spec);
         let context = ShellContext {
             roots: call.runtime.roots(),

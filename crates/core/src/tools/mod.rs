@@ -1,5 +1,7 @@
-//! The locked tools. Each file is one tool: its parameters type, its spec and its handler.
+//! The locked tools. Each file is one tool: its parameters type, its spec and its handler
+//! (`background` holds the four background-command tools, beside the locked set).
 
+pub mod background;
 pub mod bash;
 pub mod edit;
 pub mod extension;
@@ -37,6 +39,10 @@ pub fn bundled(env: &dyn Fn(&str) -> Option<String>) -> Result<Registry, String>
             web_search::SearchLimits::default(),
         )),
         Typed::wrap(skill::SkillTool),
+        Typed::wrap(background::BgStartTool),
+        Typed::wrap(background::BgReadTool),
+        Typed::wrap(background::BgWriteTool),
+        Typed::wrap(background::BgStopTool),
         // Offered only when extension tools are left out of the request (see `tool_search`).
         Typed::wrap(tool_search::ToolSearchTool),
     ];
@@ -90,6 +96,15 @@ mod tests {
                     Subject::Query("query".into())
                 ),
                 ("skill".into(), ToolKind::Read, false, Subject::None),
+                (
+                    "bg_start".into(),
+                    ToolKind::Execute,
+                    true,
+                    Subject::Command("command".into())
+                ),
+                ("bg_read".into(), ToolKind::Read, false, Subject::None),
+                ("bg_write".into(), ToolKind::Execute, true, Subject::None),
+                ("bg_stop".into(), ToolKind::Execute, false, Subject::None),
                 ("tool_search".into(), ToolKind::Search, false, Subject::None),
             ]
         );
