@@ -96,7 +96,7 @@ const COMMANDS: [CommandRow; 10] = [
     },
     CommandRow {
         name: "jobs",
-        description: "List the background commands the model started (id, command, state, runtime)",
+        description: "List the background commands (id, command, state, runtime)",
         hint: None,
         needs_models: false,
     },

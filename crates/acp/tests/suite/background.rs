@@ -9,7 +9,7 @@ use std::time::Duration;
 use agent_client_protocol::v1::schema::{
     CloseSessionRequest, PermissionOptionKind, SessionUpdate, StopReason,
 };
-use keel_testkit::acp_client::{ClientOptions, PermissionReply, TerminalRecord, TestClient};
+use keel_testkit::acp_client::{ClientOptions, Event, PermissionReply, TerminalRecord, TestClient};
 use keel_testkit::mock_model::{MockModel, Turn};
 use serde_json::{Value, json};
 
@@ -466,5 +466,137 @@ async fn in_the_terminal_pane_a_background_command_is_polled_and_killed() {
     );
     assert!(super::support::pid_gone(*pid).await, "{pid} still runs");
     assert_eq!(marked_gone(&mark).await, Vec::<u32>::new());
+    client.close().await.unwrap();
+}
+
+/// `bg_start` is decided as `bash`: "allow always" for a background command is the approval of
+/// that bash command (the same key), and the other way round.
+#[tokio::test]
+async fn a_background_start_shares_bash_approval_keys() {
+    let mark = marker("keys");
+    // Not read-only (a read-only command is not asked at all).
+    let command = format!("touch {mark}");
+    let mock = MockModel::start().await;
+    mock.push_anthropic(Turn::new().tool_call("s1", "bg_start", json!({"command": command})));
+    mock.push_anthropic(Turn::new().tool_call("b1", "bash", json!({"command": command})));
+    mock.push_anthropic(Turn::text_only("Done."));
+    let home = KeelHome::new();
+    let client = home
+        .client(
+            &mock,
+            ClientOptions::default()
+                .permissions([PermissionReply::Choose(PermissionOptionKind::AllowAlways)]),
+            &[TEST_MODEL],
+        )
+        .await;
+    let session = client
+        .new_session(&home.root, &[])
+        .await
+        .unwrap()
+        .session_id;
+    client.prompt(&session, "echo twice").await.unwrap();
+    let asked = client.permission_requests();
+    assert_eq!(asked.len(), 1, "{asked:#?}");
+    // The prompt offered what bash's prompt offers for the command: "always" for it.
+    let offered = serde_json::to_string(&asked[0]).unwrap();
+    assert!(offered.contains(&mark), "{offered}");
+    let (started, ran) = (result_of(&mock, "s1"), result_of(&mock, "b1"));
+    assert!(started.contains("Started bg-1"), "{started}");
+    assert!(ran.contains("(no output)"), "{ran}");
+    client.close().await.unwrap();
+}
+
+/// `session/cancel` ends the turn, not the background commands, and the turn says which keep
+/// running.
+#[tokio::test]
+async fn a_cancel_leaves_background_commands_running_and_says_so() {
+    use keel_testkit::mock_model::{Api, Reply};
+
+    let mark = marker("cancel");
+    let mock = MockModel::start().await;
+    mock.push_anthropic(Turn::new().tool_call(
+        "s1",
+        "bg_start",
+        json!({"command": format!("echo {mark}; while :; do sleep 1; done")}),
+    ));
+    // The model then takes its time: the user cancels meanwhile.
+    mock.push(
+        Api::Anthropic,
+        Reply::anthropic(&Turn::text_only("Too late.")).delay(Duration::from_secs(600)),
+    );
+    let home = KeelHome::new();
+    let client = home
+        .client(
+            &mock,
+            ClientOptions::default().permissions(allow(1)),
+            &[TEST_MODEL],
+        )
+        .await;
+    let session = client
+        .new_session(&home.root, &[])
+        .await
+        .unwrap()
+        .session_id;
+    let prompt = client.start_prompt(&session, "start and wait");
+    client
+        .wait_for("the start's result", |events| {
+            events.iter().any(|event| {
+                let text = serde_json::to_string(&event.to_json()).unwrap();
+                text.contains("\"status\":\"completed\"")
+            })
+        })
+        .await;
+    client.cancel(&session).unwrap();
+    let answer = prompt.await.unwrap().unwrap();
+    assert_eq!(answer.stop_reason, StopReason::Cancelled);
+    let text = said(&client, &session);
+    assert!(
+        text.contains("The background commands keep running: `bg-1`"),
+        "{text}"
+    );
+    assert!(!marked(&mark).is_empty(), "the cancel stopped the command");
+    client.close().await.unwrap();
+    assert_eq!(marked(&mark), Vec::<u32>::new());
+}
+
+/// What the four tools add to the first model request (docs/benchmarks.md): printed, and the
+/// whole request stays under the bound the other first-request tests keep.
+#[tokio::test]
+async fn the_first_request_offers_the_background_tools_compactly() {
+    let mock = MockModel::start().await;
+    mock.push_anthropic(Turn::text_only("Hi."));
+    let home = KeelHome::new();
+    let client = home
+        .client(&mock, ClientOptions::default(), &[TEST_MODEL])
+        .await;
+    let session = client
+        .new_session(&home.root, &[])
+        .await
+        .unwrap()
+        .session_id;
+    client.prompt(&session, "hello").await.unwrap();
+    let first = &mock.requests()[0];
+    let tools = first.body["tools"].as_array().unwrap();
+    let background: Vec<&Value> = tools
+        .iter()
+        .filter(|tool| tool["name"].as_str().unwrap().starts_with("bg_"))
+        .collect();
+    assert_eq!(background.len(), 4, "{tools:?}");
+    // Each definition as sent, with the comma that separates it from the next.
+    let cost: usize = background
+        .iter()
+        .map(|tool| tool.to_string().len() + 1)
+        .sum();
+    for tool in &background {
+        let size = tool.to_string().len();
+        eprintln!("{}: {size} bytes", tool["name"]);
+        assert!(size < 700, "{} is {size} bytes", tool["name"]);
+    }
+    let size = first.raw_body.len();
+    eprintln!(
+        "first request: {size} bytes, of which the background tools {cost} (without them {})",
+        size - cost
+    );
+    assert!(cost < 2_000, "the background tools cost {cost} bytes");
     client.close().await.unwrap();
 }

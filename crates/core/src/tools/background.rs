@@ -31,25 +31,23 @@ use crate::tool::{
 
 /// How long `bg_start` waits for the command's first output.
 pub const START_WAIT: Duration = Duration::from_secs(1);
-/// The longest `wait` a read may ask for.
+/// The longest wait a read waits (a longer `wait` is cut to it).
 pub const MAX_WAIT: Duration = Duration::from_secs(600);
 
 const START: &str = "\
-Starts a command in the background (a server, a watcher, a long test run) as `bash` would run \
-it, same sandbox and rules; returns its id and its first second of output. Use bg_read, \
-bg_write, bg_stop with the id. Ends when the session closes.";
-const READ: &str = "Returns a background command's output since the last read, and its state.";
-const WRITE: &str = "Writes text to a background command's stdin (add \\n to end a line).";
-const STOP: &str = "Stops a background command and everything it started.";
+Starts a command in the background (a server, a watcher, a long build) like bash, same sandbox \
+and rules; returns an id and its first output. Then bg_read, bg_write, bg_stop.";
+const READ: &str = "A background command's new output since the last read, and its state.";
+const WRITE: &str = "Writes to a background command's stdin (end lines with \\n).";
+const STOP: &str = "Stops a background command and all it started.";
 
 /// Arguments of `bg_start`.
 #[derive(Debug, Clone, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct BgStartParams {
-    /// The command line to run with `bash -c`.
+    /// Run with `bash -c`.
     #[schemars(length(min = 1))]
     pub command: String,
-    /// The directory to run in; default the workspace root.
     pub cwd: Option<String>,
     /// Keep stdin open for bg_write.
     pub stdin: Option<bool>,
@@ -61,10 +59,8 @@ pub struct BgStartParams {
 #[derive(Debug, Clone, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct BgReadParams {
-    /// The id bg_start returned.
     pub id: String,
-    /// Milliseconds to wait for output when there is none yet (default 0).
-    #[schemars(range(max = 600000))]
+    /// Milliseconds to wait for new output (default 0).
     pub wait: Option<u64>,
 }
 
@@ -72,7 +68,6 @@ pub struct BgReadParams {
 #[derive(Debug, Clone, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct BgWriteParams {
-    /// The id bg_start returned.
     pub id: String,
     pub input: String,
 }
@@ -81,7 +76,6 @@ pub struct BgWriteParams {
 #[derive(Debug, Clone, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct BgStopParams {
-    /// The id bg_start returned.
     pub id: String,
 }
 
