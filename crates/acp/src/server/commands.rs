@@ -324,6 +324,40 @@ mod tests {
     }
 
     #[test]
+    fn jobs_are_listed_with_id_command_state_and_runtime() {
+        use keel_core::runtime::jobs::JobState;
+        use std::time::Duration;
+        let jobs = [
+            JobInfo {
+                id: "bg-1".into(),
+                command: "npm run dev\nsecond line".into(),
+                state: JobState::Running,
+                runtime: Duration::from_secs(125),
+                place: Place::Local,
+                pid: Some(42),
+            },
+            JobInfo {
+                id: "bg-2".into(),
+                command: "cargo watch".into(),
+                state: JobState::Exited {
+                    code: Some(1),
+                    signal: None,
+                },
+                runtime: Duration::from_secs(3),
+                place: Place::Pane,
+                pid: None,
+            },
+        ];
+        assert_eq!(
+            render_jobs(&jobs),
+            "Background commands:\n\n\
+             - `bg-1` `npm run dev`: running for 2m 05s, pid 42\n\
+             - `bg-2` `cargo watch`: exited with code 1 for 3s, in the terminal pane\n"
+        );
+        assert_eq!(render_jobs(&[]), "No background commands.");
+    }
+
+    #[test]
     fn advertised_list() {
         let names: Vec<String> = available(false).into_iter().map(|c| c.name).collect();
         assert_eq!(
@@ -334,12 +368,13 @@ mod tests {
                 "mode",
                 "compact",
                 "mcp",
+                "jobs",
                 "help",
                 "clear",
                 "init"
             ]
         );
-        assert_eq!(available(true).len(), 9);
+        assert_eq!(available(true).len(), 10);
         let tools = vec![ToolInfo {
             id: "read".into(),
             origin: "bundled".into(),
