@@ -9,7 +9,7 @@ use std::time::Duration;
 use agent_client_protocol::v1::schema::{
     CloseSessionRequest, PermissionOptionKind, SessionUpdate, StopReason,
 };
-use keel_testkit::acp_client::{ClientOptions, Event, PermissionReply, TerminalRecord, TestClient};
+use keel_testkit::acp_client::{ClientOptions, PermissionReply, TerminalRecord, TestClient};
 use keel_testkit::mock_model::{MockModel, Turn};
 use serde_json::{Value, json};
 

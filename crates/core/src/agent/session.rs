@@ -61,6 +61,8 @@ pub struct Session {
     /// The registry's tools as the model is offered them, built at the first request (the
     /// registry does not change during a session; the schemas are shared by every request).
     pub(super) bundled_definitions: std::sync::OnceLock<Vec<crate::provider::ToolDefinition>>,
+    /// Every tool-call id this session has given out (`Session::keel_call_id`).
+    pub(super) call_ids: Mutex<std::collections::HashSet<String>>,
 }
 
 /// The project's configuration as the session opened it.
@@ -126,6 +128,7 @@ impl Session {
             thinking_budget: Mutex::new(thinking_budget),
             mcp: crate::mcp::McpHub::default(),
             bundled_definitions: std::sync::OnceLock::new(),
+            call_ids: Mutex::default(),
         }
     }
 
@@ -153,18 +156,36 @@ impl Session {
             .unwrap_or_else(std::sync::PoisonError::into_inner)
     }
 
-    /// Sets the thinking budget of the next requests (`None`: off).
+    /// Sets the thinking budget of the next requests (`None`: off), kept with the session (a
+    /// reopened session restores it).
     pub fn set_thinking_budget(&self, budget: Option<u32>) {
-        *self
-            .thinking_budget
-            .lock()
-            .unwrap_or_else(std::sync::PoisonError::into_inner) = budget;
+        let changed = {
+            let mut current = self
+                .thinking_budget
+                .lock()
+                .unwrap_or_else(std::sync::PoisonError::into_inner);
+            std::mem::replace(&mut *current, budget) != budget
+        };
+        if changed {
+            self.record(&StoredEvent::ThinkingBudget { budget });
+        }
     }
 
     /// Keeps the session in the store: every event goes to `log`. `events` are what a reopened
     /// session had recorded: the model's view of the conversation continues from them.
     pub(super) fn with_log(mut self, log: SessionLog, events: Vec<StoredEvent>) -> Self {
         self.history = tokio::sync::Mutex::new(crate::store::model_history(&events));
+        // The calls the stored session already showed keep their ids: a new call never takes
+        // one of them (a reopened session's editor still has those calls).
+        self.call_ids = Mutex::new(
+            events
+                .iter()
+                .filter_map(|event| match event {
+                    StoredEvent::ToolCall { call_id, .. } => Some(call_id.clone()),
+                    _ => None,
+                })
+                .collect(),
+        );
         self.log = Some(Arc::new(log));
         self.loaded = Mutex::new(events);
         self

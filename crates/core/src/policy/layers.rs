@@ -159,9 +159,17 @@ pub fn bundled_rules() -> Result<RuleSet, PolicyError> {
     RuleSet::parse(BUNDLED_POLICY, Source::Bundled)
 }
 
-/// Reads and validates a rule file; `None` when it does not exist.
+/// Reads and validates a rule file; `None` when it does not exist. A project's file is read
+/// only inside its project (`config_files::read_project_file`).
 pub fn load_file(path: &Path, source: Source) -> Result<Option<RuleSet>, PolicyError> {
-    let text = config_files::read_if_exists(path).map_err(|source| PolicyError::Read {
+    let read = match &source {
+        Source::Project(_) => match path.parent().and_then(Path::parent) {
+            Some(workspace) => config_files::read_project_file(workspace, path),
+            None => config_files::read_if_exists(path),
+        },
+        _ => config_files::read_if_exists(path),
+    };
+    let text = read.map_err(|source| PolicyError::Read {
         path: path.to_path_buf(),
         source,
     })?;

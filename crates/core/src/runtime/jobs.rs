@@ -365,6 +365,7 @@ impl Jobs {
                 command: request.command.clone(),
                 program: invocation.program.clone(),
                 args: invocation.args.clone(),
+                env: invocation.env.clone(),
                 cwd,
                 // A background command has no timeout: it runs until it ends or is stopped.
                 timeout: Duration::MAX,
