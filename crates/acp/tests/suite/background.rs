@@ -600,3 +600,41 @@ async fn the_first_request_offers_the_background_tools_compactly() {
     assert!(cost < 2_000, "the background tools cost {cost} bytes");
     client.close().await.unwrap();
 }
+
+/// `SIGTERM` to `keel acp` ends serving like a closed stdin: the background command is killed
+/// and checked gone before the process exits.
+#[tokio::test]
+async fn a_signal_to_keel_kills_its_background_commands() {
+    let mark = marker("signal");
+    let mock = MockModel::start().await;
+    mock.push_anthropic(Turn::new().tool_call(
+        "s1",
+        "bg_start",
+        json!({"command": format!("echo {mark}; while :; do sleep 1; done")}),
+    ));
+    mock.push_anthropic(Turn::text_only("Started."));
+    let home = KeelHome::new();
+    let client = home
+        .client(
+            &mock,
+            ClientOptions::default().permissions(allow(1)),
+            &[TEST_MODEL],
+        )
+        .await;
+    let session = client
+        .new_session(&home.root, &[])
+        .await
+        .unwrap()
+        .session_id;
+    client.prompt(&session, "start").await.unwrap();
+    assert!(!marked(&mark).is_empty(), "the command is not running");
+    let pid = client.pid().unwrap();
+    let status = std::process::Command::new("kill")
+        .args(["-TERM", &pid.to_string()])
+        .status()
+        .unwrap();
+    assert!(status.success());
+    // `close` waits for the process to exit (and checks it exited cleanly).
+    client.close().await.unwrap();
+    assert_eq!(marked(&mark), Vec::<u32>::new());
+}
