@@ -33,7 +33,7 @@ use super::process::{
     signal_name,
 };
 use super::sandbox::{Confinement, ConfinementCheck, ShellInvocation};
-use super::{Runtime, TerminalBackend, TerminalRequest};
+use super::{Runtime, TerminalBackend, TerminalExit, TerminalRequest};
 use crate::tool::ToolError;
 
 /// Running background commands a session may have at once (`[limits] backgroundJobs`).
@@ -235,6 +235,13 @@ impl Jobs {
         request: JobRequest,
         sidecar: PathBuf,
     ) -> Result<Started, ToolError> {
+        if self.limit == 0 {
+            return Err(ToolError::Unavailable(
+                "background commands are turned off in this session ([limits] backgroundJobs = \
+                 0)"
+                .into(),
+            ));
+        }
         let number = {
             let mut table = lock(&self.table);
             let running: Vec<&Arc<Job>> = table
@@ -301,6 +308,7 @@ impl Jobs {
         sidecar: PathBuf,
     ) -> Arc<Job> {
         let (changed, _) = watch::channel(0_u64);
+        let sidecar_path = sidecar.clone();
         let job = Arc::new(Job {
             number,
             id: format!("bg-{number}"),
@@ -313,6 +321,7 @@ impl Jobs {
             stop: CancellationToken::new(),
             changed,
             output: Mutex::new(Output::new(self.ring_bytes)),
+            file: tokio::sync::Mutex::new(Sidecar::new(sidecar_path)),
             stdin: tokio::sync::Mutex::new(None),
         });
         let mut live = lock(&LIVE);
@@ -451,6 +460,9 @@ pub struct Job {
     /// Bumped on every new chunk and at the end.
     changed: watch::Sender<u64>,
     output: Mutex<Output>,
+    /// The whole output's file; held while output is taken in, so a byte reaches the file before
+    /// the ring and pane snapshots are taken in one at a time.
+    file: tokio::sync::Mutex<Sidecar>,
     stdin: tokio::sync::Mutex<Option<tokio::process::ChildStdin>>,
 }
 
@@ -680,29 +692,36 @@ impl Job {
         let Some(backend) = runtime.terminals() else {
             return;
         };
-        let Some(terminal_id) = &self.terminal_id else {
-            return;
-        };
-        match backend.snapshot(terminal_id).await {
-            Ok(snapshot) => self.absorb(&snapshot.output, snapshot.truncated),
-            Err(e) => tracing::warn!(job = %self.id, error = %e, "terminal/output failed"),
-        }
+        self.take_pane_output(backend.as_ref()).await;
     }
 
-    /// Takes a pane snapshot: the part after what was seen before is new output.
-    fn absorb(&self, snapshot: &str, truncated: bool) {
+    /// Takes a pane snapshot in: the part after what was seen before is new output, written to
+    /// the sidecar, then to the ring. Returns the snapshot's exit status, if any.
+    async fn take_pane_output(&self, backend: &dyn TerminalBackend) -> Option<TerminalExit> {
+        let terminal_id = self.terminal_id.as_deref()?;
+        let mut file = self.file.lock().await;
+        let snapshot = match backend.snapshot(terminal_id).await {
+            Ok(snapshot) => snapshot,
+            Err(e) => {
+                tracing::warn!(job = %self.id, error = %e, "terminal/output failed");
+                return None;
+            }
+        };
         let new = {
             let mut output = lock(&self.output);
-            let new = new_part(&output.seen, snapshot, truncated);
+            let new = new_part(&output.seen, &snapshot.output, snapshot.truncated);
             if new.dropped {
                 output.pane_dropped = true;
             }
-            output.seen = snapshot.to_owned();
-            new.text.to_owned()
+            let text = new.text.to_owned();
+            output.seen = snapshot.output;
+            text
         };
         if !new.is_empty() {
+            file.write(self, new.as_bytes()).await;
             self.push(new.as_bytes());
         }
+        snapshot.exit
     }
 }
 
@@ -820,7 +839,7 @@ async fn peek_status(check: &ConfinementCheck) -> Option<Confinement> {
 /// Runs a local job to its end: output to the ring and the sidecar, until the command's process
 /// exits or a stop; then the group is killed (what the command left running too) and checked.
 async fn drive_local(job: Arc<Job>, mut process: ShellProcess) {
-    let mut sidecar = Sidecar::new(job.sidecar.clone());
+    let mut sidecar = job.file.lock().await;
     let mut output = process.take_output();
     let mut buffer = vec![0_u8; READ_CHUNK];
     let mut stopped = false;
@@ -834,8 +853,9 @@ async fn drive_local(job: Arc<Job>, mut process: ShellProcess) {
             read = read_chunk(&mut output, &mut buffer) => match read {
                 Ok(0) => output = None,
                 Ok(n) => {
-                    job.push(&buffer[..n]);
+                    // The sidecar first: a byte a read can see is already in the file.
                     sidecar.write(&job, &buffer[..n]).await;
+                    job.push(&buffer[..n]);
                 }
                 Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
                 Err(e) => {
@@ -865,14 +885,15 @@ async fn drive_local(job: Arc<Job>, mut process: ShellProcess) {
                 read = reader.read(&mut buffer) => match read {
                     Ok(0) | Err(_) => break,
                     Ok(n) => {
-                        job.push(&buffer[..n]);
                         sidecar.write(&job, &buffer[..n]).await;
+                        job.push(&buffer[..n]);
                     }
                 },
             }
         }
     }
     sidecar.flush(&job).await;
+    drop(sidecar);
     // Now that nothing of it runs: git's redirect files put back, the helper's files removed.
     job.restored(&process.confinement());
     let gone = process.group_gone();
@@ -927,20 +948,12 @@ async fn drive_pane(
         }
         verified = verified && exit.is_some();
     }
-    match backend.snapshot(&terminal_id).await {
-        Ok(snapshot) => {
-            job.absorb(&snapshot.output, snapshot.truncated);
-            if exit.is_none() {
-                exit = snapshot.exit;
-            }
-        }
-        Err(e) => tracing::warn!(job = %job.id, error = %e, "terminal/output failed"),
+    // What it printed last (the snapshot's exit status, if the kill's wait did not say).
+    let last_exit = job.take_pane_output(backend.as_ref()).await;
+    if exit.is_none() {
+        exit = last_exit;
     }
-    let mut sidecar = Sidecar::new(job.sidecar.clone());
-    let seen = lock(&job.output).seen.clone();
-    // The pane's buffer is all Keel has of a pane job's output: the sidecar gets it at the end.
-    sidecar.write(&job, seen.as_bytes()).await;
-    sidecar.flush(&job).await;
+    job.file.lock().await.flush(&job).await;
     backend.release(&terminal_id);
     job.restored(&invocation.confinement());
     let state = if stopped {
@@ -957,6 +970,7 @@ async fn drive_pane(
 }
 
 /// A job's sidecar file: created on the first byte, capped at [`SIDECAR_MAX_BYTES`].
+#[derive(Debug)]
 struct Sidecar {
     path: PathBuf,
     file: Option<tokio::fs::File>,
