@@ -42,6 +42,8 @@ pub const DEFAULT_JOB_LIMIT: usize = 8;
 pub const DEFAULT_RING_BYTES: usize = 64 * 1024;
 /// How long a start waits for the sandbox helper to say how it confined the command.
 const HELPER_WAIT: Duration = Duration::from_secs(5);
+/// How long a write waits for the command to take its input.
+const WRITE_WAIT: Duration = Duration::from_secs(10);
 /// How long a stop waits for the job's driver to report the group gone (the kill's own two
 /// graces, the drain, and some slack).
 const STOP_WAIT: Duration = Duration::from_secs(10);
@@ -289,8 +291,17 @@ impl Jobs {
         };
         let started = match pane {
             Some(backend) => {
-                self.start_in_pane(runtime, request, number, sidecar, backend)
-                    .await?
+                match self
+                    .start_in_pane(runtime, request.clone(), number, sidecar.clone(), backend)
+                    .await
+                {
+                    // A pane that runs no background commands: a local process then.
+                    Err(ToolError::Unavailable(why)) => {
+                        tracing::debug!(%why, "background command runs locally");
+                        self.start_local(runtime, request, number, sidecar).await?
+                    }
+                    other => other?,
+                }
             }
             None => self.start_local(runtime, request, number, sidecar).await?,
         };
@@ -644,16 +655,25 @@ impl Job {
             pipe.write_all(input.as_bytes()).await?;
             pipe.flush().await
         };
-        written.await.map_err(|e| {
-            *stdin = None;
-            ToolError::io(
-                format!(
-                    "writing to {}'s stdin failed (the command closed it): {e}",
-                    self.id
-                ),
-                e,
-            )
-        })
+        match tokio::time::timeout(WRITE_WAIT, written).await {
+            Ok(Ok(())) => Ok(()),
+            Ok(Err(e)) => {
+                *stdin = None;
+                Err(ToolError::io(
+                    format!(
+                        "writing to {}'s stdin failed (the command closed it): {e}",
+                        self.id
+                    ),
+                    e,
+                ))
+            }
+            Err(_) => Err(ToolError::external(format!(
+                "{} did not take the input within {}s (it is not reading its stdin); part of it \
+                 may have been written",
+                self.id,
+                WRITE_WAIT.as_secs()
+            ))),
+        }
     }
 
     /// Stops the job and waits until its driver reports it gone (bounded); returns its state.
@@ -871,8 +891,11 @@ async fn drive_local(job: Arc<Job>, mut process: ShellProcess) {
             }
         }
     }
-    // Closing stdin first lets a well-behaved command end on its own.
-    *job.stdin.lock().await = None;
+    // Closing stdin first lets a well-behaved command end on its own (a write stuck on a full
+    // pipe holds it: the kill ends that write).
+    if let Ok(mut stdin) = job.stdin.try_lock() {
+        *stdin = None;
+    }
     process.kill_group().await;
     if process.status().is_none() {
         let _ = tokio::time::timeout(KILL_GRACE, process.wait_leader()).await;

@@ -128,3 +128,30 @@ async fn an_unknown_id_is_named_with_the_known_ones() {
     let stopped = ws.call(stop(), json!({"id": "bg-1"})).await.unwrap();
     assert_eq!(stopped.data["verified"], json!(true), "{}", stopped.text);
 }
+
+/// A write stuck on a command that does not read its stdin does not keep a stop from killing it;
+/// the write then fails.
+#[tokio::test]
+async fn a_stop_ends_a_command_whose_stdin_is_full() {
+    let ws = Workspace::new(Limits::default());
+    ws.call(
+        start(),
+        json!({"command": "while :; do sleep 1; done", "stdin": true}),
+    )
+    .await
+    .unwrap();
+    let job = ws.ctx.session.jobs().get("bg-1").unwrap();
+    // More than a pipe holds: the write waits for a reader that never comes.
+    let input = "x".repeat(1024 * 1024);
+    let mut writer = {
+        let job = job.clone();
+        tokio::spawn(async move { job.write(&input).await })
+    };
+    // Nobody reads the pipe: the write cannot finish (it holds the stdin while it waits).
+    let pending = tokio::time::timeout(std::time::Duration::from_millis(300), &mut writer).await;
+    assert!(pending.is_err(), "the write finished: {pending:?}");
+    let stopped = ws.call(stop(), json!({"id": "bg-1"})).await.unwrap();
+    assert_eq!(stopped.data["verified"], json!(true), "{}", stopped.text);
+    let written = writer.await.unwrap();
+    assert!(written.is_err(), "{written:?}");
+}
