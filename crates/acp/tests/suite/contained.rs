@@ -286,3 +286,68 @@ async fn everyday_commands_still_run_without_a_prompt() {
     assert!(told[1].contains("# probe"), "{told:?}");
     assert!(told[3].contains("1 src/main.rs"), "{told:?}");
 }
+
+/// A mode change reaches the sandbox: after the user switches to `read-only`, a command their
+/// own rule allows runs with the workspace read-only (git's `status` refreshes `.git/index`
+/// when a file's times changed; it may not now).
+#[tokio::test]
+async fn a_switch_to_read_only_reaches_the_sandbox() {
+    use agent_client_protocol::v1::schema::SetSessionModeRequest;
+
+    let home = KeelHome::new();
+    let root = home.root.clone();
+    std::fs::write(root.join("a.txt"), "a\n").unwrap();
+    let git = |args: &[&str]| {
+        let status = std::process::Command::new("git")
+            .args(args)
+            .current_dir(&root)
+            .env("HOME", &home.home)
+            .env("GIT_AUTHOR_NAME", "t")
+            .env("GIT_AUTHOR_EMAIL", "t@example.invalid")
+            .env("GIT_COMMITTER_NAME", "t")
+            .env("GIT_COMMITTER_EMAIL", "t@example.invalid")
+            .status()
+            .unwrap();
+        assert!(status.success(), "git {args:?}");
+    };
+    git(&["init", "-q"]);
+    git(&["add", "a.txt"]);
+    git(&["commit", "-q", "-m", "a"]);
+    // Same content, other times: the index's stat data is stale, and `git status` refreshes it.
+    std::fs::File::options()
+        .write(true)
+        .open(root.join("a.txt"))
+        .unwrap()
+        .set_modified(std::time::SystemTime::now() + std::time::Duration::from_secs(10))
+        .unwrap();
+    let index = std::fs::read(root.join(".git/index")).unwrap();
+    // The user's own rule: `git status` runs without asking, in the approved profile.
+    let rules = home.home.join("config/keel");
+    std::fs::create_dir_all(&rules).unwrap();
+    std::fs::write(
+        rules.join("permissions.toml"),
+        "[[permission]]\npermission = \"shell.run\"\nprefix = \"git status\"\naction = \"allow\"\n",
+    )
+    .unwrap();
+    let mock = MockModel::start().await;
+    mock.push_anthropic(Turn::new().tool_call("t1", "bash", bash("git status --short; echo ran")));
+    mock.push_anthropic(Turn::text_only("done"));
+    let client = home
+        .client(&mock, ClientOptions::default(), &[TEST_MODEL])
+        .await;
+    let session = client.new_session(&root, &[]).await.unwrap().session_id;
+    client
+        .request(SetSessionModeRequest::new(session.clone(), "read-only"))
+        .await
+        .unwrap();
+    let answer = client.prompt(&session, "status").await.unwrap();
+    assert_eq!(answer.stop_reason, StopReason::EndTurn);
+    let told = mock.requests().last().unwrap().raw_body.clone();
+    assert!(told.contains("ran"), "{told}");
+    assert_eq!(
+        std::fs::read(root.join(".git/index")).unwrap(),
+        index,
+        "git rewrote its index in read-only mode"
+    );
+    client.close().await.unwrap();
+}

@@ -155,3 +155,81 @@ async fn a_duplicate_model_call_id_never_aliases_another_call() {
     assert_eq!(results[1]["is_error"], true, "{body}");
     client.close().await.unwrap();
 }
+
+/// Keel's own configuration is protected by what it is, however it is reached: a user
+/// configuration that is a dotfiles symlink into the workspace, and a rule file hard-linked
+/// there, stay untouched by approved workspace edits and commands (mode yolo, sandbox off).
+#[tokio::test]
+async fn keels_own_files_are_protected_by_what_they_are_not_by_path() {
+    use agent_client_protocol::v1::schema::StopReason;
+    use keel_testkit::acp_client::ClientOptions;
+    use keel_testkit::mock_model::{MockModel, Turn};
+    use serde_json::json;
+
+    let home = super::support::KeelHome::new();
+    let dotfiles = home.root.join("dotfiles");
+    std::fs::create_dir_all(&dotfiles).unwrap();
+    let config = "mode = \"yolo\"\n\n[sandbox]\nmode = \"off\"\n";
+    std::fs::write(dotfiles.join("keel.toml"), config).unwrap();
+    let rules = "[[permission]]\npermission = \"fs.read\"\naction = \"allow\"\n";
+    std::fs::write(dotfiles.join("rules.toml"), rules).unwrap();
+    let config_dir = home.home.join("config/keel");
+    std::fs::create_dir_all(&config_dir).unwrap();
+    std::os::unix::fs::symlink(dotfiles.join("keel.toml"), config_dir.join("config.toml")).unwrap();
+    std::fs::hard_link(
+        dotfiles.join("rules.toml"),
+        config_dir.join("permissions.toml"),
+    )
+    .unwrap();
+    let mock = MockModel::start().await;
+    for (id, tool, args) in [
+        ("t1", "read", json!({"file_path": "dotfiles/keel.toml"})),
+        (
+            "t2",
+            "write",
+            json!({"file_path": "dotfiles/keel.toml", "content": "mode = \"yolo\"\n"}),
+        ),
+        (
+            "t3",
+            "bash",
+            json!({"command": "echo '[providers.evil]' >> dotfiles/keel.toml"}),
+        ),
+        ("t4", "read", json!({"file_path": "dotfiles/rules.toml"})),
+        (
+            "t5",
+            "write",
+            json!({"file_path": "dotfiles/rules.toml", "content": "# gone\n"}),
+        ),
+        (
+            "t6",
+            "bash",
+            json!({"command": "echo '# gone' > dotfiles/rules.toml"}),
+        ),
+    ] {
+        mock.push_anthropic(Turn::new().tool_call(id, tool, args));
+    }
+    mock.push_anthropic(Turn::text_only("done"));
+    let client = home
+        .client(
+            &mock,
+            ClientOptions::default(),
+            &[super::support::TEST_MODEL],
+        )
+        .await;
+    let session = client
+        .new_session(&home.root, &[])
+        .await
+        .unwrap()
+        .session_id;
+    let answer = client.prompt(&session, "tidy the dotfiles").await.unwrap();
+    assert_eq!(answer.stop_reason, StopReason::EndTurn);
+    assert_eq!(
+        std::fs::read_to_string(dotfiles.join("keel.toml")).unwrap(),
+        config
+    );
+    assert_eq!(
+        std::fs::read_to_string(dotfiles.join("rules.toml")).unwrap(),
+        rules
+    );
+    client.close().await.unwrap();
+}

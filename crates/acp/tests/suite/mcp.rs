@@ -448,8 +448,7 @@ async fn five_hundred_tools_are_left_out_and_found_through_tool_search() {
     );
     let size = requests[0].raw_body.len();
     // What the 500 tools cost the first request: `tool_search`'s definition, under 1 KB. The
-    // rest is the system prompt and the bundled tools (docs/benchmarks.md; the four background
-    // tools added about 1.4 KB).
+    // rest is the system prompt and the bundled tools (docs/benchmarks.md).
     let search = requests[0].body["tools"]
         .as_array()
         .unwrap()
@@ -459,7 +458,9 @@ async fn five_hundred_tools_are_left_out_and_found_through_tool_search() {
         .to_string()
         .len();
     assert!(search < 1024, "tool_search's definition is {search} bytes");
-    assert!(size < 16_500, "the first request is {size} bytes");
+    // 17,000: the bundled tools grew by `apply_patch` (431 bytes) and the four background
+    // tools (about 1.4 KB; docs/benchmarks.md).
+    assert!(size < 17_000, "the first request is {size} bytes");
     eprintln!("first request with 500 MCP tools behind tool_search: {size} bytes");
     // The search finds the right tool first.
     let results = last_tool_results(&mock);

@@ -1,5 +1,6 @@
 //! End-to-end tests of the ACP server through the test-kit client over in-memory pipes.
 
+mod aliases;
 mod approvals;
 mod background;
 mod binary;
@@ -14,6 +15,7 @@ mod mcp;
 mod model_errors;
 mod models;
 mod modes;
+mod patch;
 mod process_faults;
 mod protocol;
 mod questions;

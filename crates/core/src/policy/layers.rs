@@ -135,6 +135,11 @@ impl PolicyLayers {
                 layers.manifest.push(set);
             }
             layers.protected.push(dir.to_path_buf());
+            // Its files by what they are: a symlinked `config.toml` is protected where it lies.
+            if !workspace.starts_with(dir) {
+                let (targets, _) = crate::runtime::protected::what_it_holds(dir);
+                layers.protected.extend(targets);
+            }
         }
         let path = workspace.join(PROJECT_DIR).join(RULE_FILE);
         layers.project = load_file(&path, Source::Project(path.clone()))?;

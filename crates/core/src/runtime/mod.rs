@@ -758,6 +758,20 @@ impl Runtime {
         .map_err(|e| ToolError::internal("writing a file (the task failed)", e))?
     }
 
+    /// Deletes a file after the scope check (write access), on the disk: unlinked inside its
+    /// parent directory reached without following a symlink ([`fsat::remove_file`]); a
+    /// directory is refused.
+    pub async fn remove(&self, canonical: &Path) -> Result<(), ToolError> {
+        self.check(canonical, Access::Write)?;
+        let path = canonical.to_path_buf();
+        let runtime = self.clone();
+        tokio::task::spawn_blocking(move || {
+            fsat::remove_file(&path).map_err(|e| write_error(&runtime, &path, e))
+        })
+        .await
+        .map_err(|e| ToolError::internal("deleting a file (the task failed)", e))?
+    }
+
     /// Writes a file under the session's scratch directory (sidecar outputs).
     #[expect(
         clippy::disallowed_methods,

@@ -492,6 +492,29 @@ impl Watchdog<'_> {
 
     /// Which protected file or directory `path` is, if any.
     pub fn protected_path(&self, path: &Path) -> Option<Finding> {
+        // Another name of one of Keel's own files (a hard link in the workspace): the same
+        // file, whatever its path. Only multiply-linked files are looked up.
+        {
+            use std::os::unix::fs::MetadataExt as _;
+            if let Ok(meta) = crate::runtime::probe::symlink_metadata(path)
+                && meta.is_file()
+                && meta.nlink() > 1
+                && self.protected.iter().any(|dir| {
+                    crate::runtime::protected::what_it_holds(dir)
+                        .1
+                        .contains(&(meta.dev(), meta.ino()))
+                })
+            {
+                return Some(Finding {
+                    category: WatchdogCategory::KeelConfig,
+                    reason: format!(
+                        "{} is another name of a file of Keel's own configuration; only the \
+                         user changes it",
+                        path.display()
+                    ),
+                });
+            }
+        }
         let text = nfc(&path.to_string_lossy()).to_lowercase();
         for root in self.context.roots {
             if let Some(relative) = below(&text, root) {
