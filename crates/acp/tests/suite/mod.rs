@@ -2,6 +2,7 @@
 
 mod aliases;
 mod approvals;
+mod background;
 mod binary;
 mod cancel;
 mod commands;

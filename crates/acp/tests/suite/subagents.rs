@@ -404,9 +404,10 @@ async fn the_depth_limit_is_reached() {
 }
 
 /// The first model request with every locked tool the session offers, as the benchmark
-/// measures it (docs/benchmarks.md): under 15,000 bytes.
+/// measures it (docs/benchmarks.md): under 16,500 bytes (15,000 before the four background
+/// tools, about 1.4 KB; issue 32 brings the whole request down).
 #[tokio::test]
-async fn the_first_model_request_stays_under_15_kb() {
+async fn the_first_model_request_stays_under_16_5_kb() {
     let harness = EngineHarness::start(
         ClientOptions::default(),
         &[("src/lib.rs", LIB)],
@@ -435,7 +436,7 @@ async fn the_first_model_request_stays_under_15_kb() {
         );
     }
     let bytes = serde_json::to_string(&first.body).unwrap().len();
-    assert!(bytes < 15_000, "the first request is {bytes} bytes");
+    assert!(bytes < 16_500, "the first request is {bytes} bytes");
 }
 
 #[tokio::test]

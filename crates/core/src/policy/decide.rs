@@ -311,7 +311,8 @@ impl Policy {
         // A subagent's reads its session's policy as it is now.
         let (mode, trust, session, unconfined_keys) = self.live();
         let spec = call.spec;
-        let tool = spec.id.clone();
+        // A tool decided as another (`bg_start` as `bash`) gets that tool's rules and keys.
+        let tool = spec.policy_id().to_owned();
         let capability = capability_of(spec);
         let context = ShellContext {
             roots: call.runtime.roots(),

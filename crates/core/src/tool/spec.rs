@@ -111,6 +111,10 @@ pub struct ToolSpec {
     /// but costs the model nothing to read.
     #[serde(skip_serializing_if = "std::ops::Not::not")]
     pub unavailable: bool,
+    /// The tool whose decisions the permission engine gives this one's calls (its rules,
+    /// approval keys and remembered answers): `bg_start` is decided as `bash`. `None`: its own.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub decided_as: Option<String>,
 }
 
 impl ToolSpec {
@@ -128,7 +132,20 @@ impl ToolSpec {
             origin: Origin::Bundled,
             prompt_hint: None,
             unavailable: false,
+            decided_as: None,
         }
+    }
+
+    /// The permission engine decides this tool's calls as calls of `tool` with the same
+    /// arguments (see [`ToolSpec::decided_as`]).
+    pub fn decided_as(mut self, tool: &str) -> Self {
+        self.decided_as = Some(tool.to_owned());
+        self
+    }
+
+    /// The tool id the permission engine decides calls under.
+    pub fn policy_id(&self) -> &str {
+        self.decided_as.as_deref().unwrap_or(&self.id)
     }
 
     /// Not offered to the model (see [`ToolSpec::unavailable`]).

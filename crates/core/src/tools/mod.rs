@@ -1,9 +1,10 @@
 //! The locked tools, and the extensions beside them. Each file is one tool: its parameters
 //! type, its spec and its handler (`patch` is `apply_patch`'s parser, `aliases` the table of
-//! other agents' tool names).
+//! other agents' tool names, `background` the four background-command tools).
 
 pub mod aliases;
 pub mod apply_patch;
+pub mod background;
 pub mod bash;
 pub mod edit;
 pub mod extension;
@@ -47,7 +48,13 @@ pub fn bundled(env: &dyn Fn(&str) -> Option<String>) -> Result<Registry, String>
     ];
     // Extensions beside the locked set (the seeds' common extensions); the locked ids keep
     // their shape.
-    let extensions = [apply_patch::ApplyPatchTool::wrap()];
+    let extensions = [
+        apply_patch::ApplyPatchTool::wrap(),
+        Typed::wrap(background::BgStartTool),
+        Typed::wrap(background::BgReadTool),
+        Typed::wrap(background::BgWriteTool),
+        Typed::wrap(background::BgStopTool),
+    ];
     let mut registry = Registry::new();
     for tool in tools.into_iter().chain(extensions) {
         let tool = tool.map_err(|e| e.to_string())?;
@@ -100,6 +107,15 @@ mod tests {
                 ("skill".into(), ToolKind::Read, false, Subject::None),
                 ("tool_search".into(), ToolKind::Search, false, Subject::None),
                 ("apply_patch".into(), ToolKind::Edit, true, Subject::Paths),
+                (
+                    "bg_start".into(),
+                    ToolKind::Execute,
+                    true,
+                    Subject::Command("command".into())
+                ),
+                ("bg_read".into(), ToolKind::Read, false, Subject::None),
+                ("bg_write".into(), ToolKind::Execute, true, Subject::None),
+                ("bg_stop".into(), ToolKind::Execute, false, Subject::None),
             ]
         );
     }

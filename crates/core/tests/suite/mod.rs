@@ -26,6 +26,7 @@ mod sandbox_proxy_rules;
 mod search_sensitive;
 mod tool_errors;
 mod tool_support;
+mod tools_background;
 mod tools_fs;
 mod tools_search;
 mod tools_shell;

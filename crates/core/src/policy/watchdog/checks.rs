@@ -645,6 +645,28 @@ fn is_setuid_mode(mode: &str) -> bool {
     })
 }
 
+/// The program-valued long option of git's that `arg` spells, as git reads it: its subcommands
+/// take any unambiguous prefix of a long option (`--upl=CMD` is `--upload-pack=CMD`), so an
+/// option is matched by identity, not by spelling. A prefix too short to be unambiguous makes
+/// git refuse the line, so denying it costs nothing.
+fn git_program_option(arg: &str) -> Option<&'static str> {
+    const PROGRAM_OPTIONS: &[(&str, usize)] = &[
+        // (option, shortest prefix taken as it)
+        ("--upload-pack", 4),
+        ("--receive-pack", 4),
+        // `git push --exec`, `git archive --exec`, `git fetch-pack --exec`.
+        ("--exec", 4),
+    ];
+    let name = arg.split('=').next().unwrap_or(arg);
+    if !name.starts_with("--") || name == "--exec-path" {
+        return None;
+    }
+    PROGRAM_OPTIONS
+        .iter()
+        .find(|(option, shortest)| name.len() >= *shortest && option.starts_with(name))
+        .map(|(option, _)| *option)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -675,26 +697,4 @@ mod tests {
             assert!(!is_setuid_mode(mode), "{mode}");
         }
     }
-}
-
-/// The program-valued long option of git's that `arg` spells, as git reads it: its subcommands
-/// take any unambiguous prefix of a long option (`--upl=CMD` is `--upload-pack=CMD`), so an
-/// option is matched by identity, not by spelling. A prefix too short to be unambiguous makes
-/// git refuse the line, so denying it costs nothing.
-fn git_program_option(arg: &str) -> Option<&'static str> {
-    const PROGRAM_OPTIONS: &[(&str, usize)] = &[
-        // (option, shortest prefix taken as it)
-        ("--upload-pack", 4),
-        ("--receive-pack", 4),
-        // `git push --exec`, `git archive --exec`, `git fetch-pack --exec`.
-        ("--exec", 4),
-    ];
-    let name = arg.split('=').next().unwrap_or(arg);
-    if !name.starts_with("--") || name == "--exec-path" {
-        return None;
-    }
-    PROGRAM_OPTIONS
-        .iter()
-        .find(|(option, shortest)| name.len() >= *shortest && option.starts_with(name))
-        .map(|(option, _)| *option)
 }
