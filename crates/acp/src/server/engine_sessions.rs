@@ -48,6 +48,10 @@ fn turn_error(error: AgentError) -> EngineError {
     match error {
         AgentError::NoCredentials(message) => EngineError::NoCredentials(message),
         AgentError::NoModel(message) => EngineError::Failed(message),
+        // The provider refused the key (401/403): the same login fixes it.
+        AgentError::Provider(error) if error.is_missing_credentials() => {
+            EngineError::NoCredentials(error.to_string())
+        }
         AgentError::Store(error) => store_error(error),
         other => EngineError::Failed(other.to_string()),
     }
