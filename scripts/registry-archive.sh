@@ -1,10 +1,10 @@
 #!/usr/bin/env bash
 # Builds Keel's linux-x86_64 release archive for the ACP Registry and fills the registry manifest
-# (registry/keel/agent.json: version, archive URL, sha256) from it, then checks that the archive,
+# (crates/acp/registry/keel/agent.json: version, archive URL, sha256) from it, then checks that the archive,
 # unpacked in a clean directory with an empty environment, starts `keel acp` and answers
 # `initialize` (scripts/registry-check.sh). docs/configuration.md, "The ACP Registry".
 #
-#   scripts/registry-archive.sh                      release build, dist/ archive, registry/keel/agent.json
+#   scripts/registry-archive.sh                      release build, dist/ archive, crates/acp/registry/keel/agent.json
 #   scripts/registry-archive.sh --binaries DIR --out DIR --manifest FILE
 #                                                    package already built binaries (the test suite
 #                                                    does this with the debug build)
@@ -16,7 +16,7 @@ cd "$(dirname "$0")/.."
 
 binaries=""
 out="dist"
-manifest="registry/keel/agent.json"
+manifest="crates/acp/registry/keel/agent.json"
 while [[ $# -gt 0 ]]; do
     case "$1" in
         --binaries) binaries="$2"; shift 2 ;;

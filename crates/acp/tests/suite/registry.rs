@@ -1,4 +1,4 @@
-//! Ready for the ACP Registry: `registry/keel/agent.json` validates against the registry's
+//! Ready for the ACP Registry: `crates/acp/registry/keel/agent.json` validates against the registry's
 //! published schema (vendored in fixtures/registry with its source and date), and the archive
 //! `scripts/registry-archive.sh` packs starts `keel acp` when unpacked in a clean directory.
 //! The release build of `just registry-archive` is too slow for the suite: here the script packs
@@ -55,7 +55,7 @@ fn check_manifest(manifest: &Value) {
 
 #[test]
 fn the_manifest_validates_against_the_registrys_published_schema() {
-    let manifest = read_json(&repo().join("registry/keel/agent.json"));
+    let manifest = read_json(&repo().join("crates/acp/registry/keel/agent.json"));
     check_manifest(&manifest);
     // The schema is strict where the registry is: a field it does not know, or a platform it
     // does not list, is refused.
@@ -68,7 +68,7 @@ fn the_manifest_validates_against_the_registrys_published_schema() {
         manifest["distribution"]["binary"]["linux-x86_64"].clone();
     assert!(!errors(&validator, &platform).is_empty());
     // The registry's icon rules: a 16x16 SVG in `currentColor`, no fixed colours.
-    let icon = std::fs::read_to_string(repo().join("registry/keel/icon.svg")).unwrap();
+    let icon = std::fs::read_to_string(repo().join("crates/acp/registry/keel/icon.svg")).unwrap();
     assert!(icon.contains("width=\"16\"") && icon.contains("height=\"16\""));
     assert!(icon.contains("currentColor"));
     assert!(
