@@ -145,18 +145,25 @@ async fn attack_answering(calls: &[Value], answer: PermissionOptionKind) -> Vec<
     let after = snapshot(&home.root);
     assert_eq!(before, after, "the workspace changed");
     // What each call told the model (the tool results of the last request).
+    let results: Vec<String> = last_tool_results(&mock)
+        .iter()
+        .map(|part| part["content"].to_string())
+        .collect();
+    assert_eq!(results.len(), calls.len(), "{results:#?}");
+    client.close().await.unwrap();
+    results
+}
+
+/// The tool results of the model's last request, in order.
+fn last_tool_results(mock: &MockModel) -> Vec<Value> {
     let last = mock.requests().last().unwrap().body.clone();
-    let results: Vec<String> = last["messages"]
+    last["messages"]
         .as_array()
         .unwrap()
         .iter()
         .flat_map(|message| message["content"].as_array().cloned().unwrap_or_default())
         .filter(|part| part["type"] == "tool_result")
-        .map(|part| part["content"].to_string())
-        .collect();
-    assert_eq!(results.len(), calls.len(), "{last:#}");
-    client.close().await.unwrap();
-    results
+        .collect()
 }
 
 fn bash(command: &str) -> Value {
@@ -472,13 +479,8 @@ async fn everyday_commands_print_what_unconfined_bash_prints() {
         .map(|request| format!("{:?}", request.tool_call.fields.title))
         .collect();
     assert!(asked.is_empty(), "asked: {asked:?}");
-    let last = mock.requests().last().unwrap().body.clone();
-    let results: Vec<String> = last["messages"]
-        .as_array()
-        .unwrap()
+    let results: Vec<String> = last_tool_results(&mock)
         .iter()
-        .flat_map(|message| message["content"].as_array().cloned().unwrap_or_default())
-        .filter(|part| part["type"] == "tool_result")
         .map(|part| {
             let text = match &part["content"] {
                 Value::String(text) => text.clone(),

@@ -286,19 +286,14 @@ impl Engine {
         if self.config.provider_override.is_some() {
             return Vec::new();
         }
-        if let Some(known) = self
-            .discovered
-            .lock()
-            .unwrap_or_else(std::sync::PoisonError::into_inner)
-            .clone()
-        {
+        if let Some(known) = self.discovered() {
             return known;
         }
-        let env = self.config.env.clone();
-        let providers =
-            crate::provider::usable_providers(&move |key: &str| env(key), &self.config.providers);
-        let models =
-            crate::provider::discover_models(providers, self.config.cache_dir.clone()).await;
+        let models = crate::provider::discover_models(
+            self.usable_providers(),
+            self.config.cache_dir.clone(),
+        )
+        .await;
         *self
             .discovered
             .lock()
@@ -312,18 +307,24 @@ impl Engine {
         if self.config.provider_override.is_some() {
             return Vec::new();
         }
-        if let Some(known) = self
-            .discovered
+        if let Some(known) = self.discovered() {
+            return known;
+        }
+        crate::provider::cached_models(&self.usable_providers(), self.config.cache_dir.as_deref())
+    }
+
+    /// The models this engine already discovered, if it did.
+    fn discovered(&self) -> Option<Vec<String>> {
+        self.discovered
             .lock()
             .unwrap_or_else(std::sync::PoisonError::into_inner)
             .clone()
-        {
-            return known;
-        }
+    }
+
+    /// The configured providers that can answer (credentials present).
+    fn usable_providers(&self) -> Vec<crate::provider::ProviderConfig> {
         let env = self.config.env.clone();
-        let providers =
-            crate::provider::usable_providers(&move |key: &str| env(key), &self.config.providers);
-        crate::provider::cached_models(&providers, self.config.cache_dir.as_deref())
+        crate::provider::usable_providers(&move |key: &str| env(key), &self.config.providers)
     }
 
     /// The model a session answers with when none is chosen (`provider/model`), named without
