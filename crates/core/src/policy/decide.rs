@@ -221,7 +221,7 @@ impl Policy {
 
     /// Decides one call.
     pub fn decide(&self, call: &Call<'_>) -> Decision {
-        self.decide_with(call, true, None)
+        self.decide_with(call, true, None, true)
     }
 
     /// Decides one call whose subject path the engine already resolved (`canonical`), so the
@@ -231,14 +231,15 @@ impl Policy {
         call: &Call<'_>,
         canonical: Option<&std::path::Path>,
     ) -> Decision {
-        self.decide_with(call, true, canonical)
+        self.decide_with(call, true, canonical, true)
     }
 
-    /// Decides one call without its approval keys and "always" scope (compiling those costs
-    /// more than the decision itself): for the files a search finds, decided one by one and
-    /// never remembered ([`super::PolicySearchGate`]).
-    pub(crate) fn decide_uncached(&self, call: &Call<'_>) -> Decision {
-        self.decide_with(call, false, None)
+    /// Decides a read of a file a search found (`canonical`, reached by the search's walk, so
+    /// not resolved again), without its approval keys and "always" scope (compiling those costs
+    /// more than the decision itself) and without counting its hard links, which the search
+    /// takes from the descriptor it reads ([`super::PolicySearchGate`]). Touches no file.
+    pub(crate) fn decide_found(&self, call: &Call<'_>, canonical: &std::path::Path) -> Decision {
+        self.decide_with(call, false, Some(canonical), false)
     }
 
     fn decide_with(
@@ -246,6 +247,7 @@ impl Policy {
         call: &Call<'_>,
         cacheable: bool,
         canonical: Option<&std::path::Path>,
+        count_links: bool,
     ) -> Decision {
         // A snapshot: resolving paths touches the file system, which is no place to hold a lock.
         let (mode, trust, session, unconfined_keys) = {
@@ -429,6 +431,7 @@ impl Policy {
         // workspace, so the path check proves nothing about its content. Asked every time (the
         // runtime refuses to read it unless the call was approved: `allowing_linked_reads`).
         if action != Action::Deny
+            && count_links
             && let CallSubject::Path(path) = &subject
             && let Some(links) = call.runtime.link_count(&path.canonical)
             && links > 1
