@@ -512,7 +512,9 @@ impl Walk<'_> {
         drop(job.from);
         let rules = self.own_rules(&dir, &job.path, &job.rules, &entries);
         let dir = Arc::new(dir);
+        // Subdirectories go to the other threads first, then this thread visits the files.
         let mut subdirs = Vec::new();
+        let mut files = Vec::new();
         for entry in &entries {
             let bytes = entry.name.to_bytes();
             let path = job.path.join(OsStr::from_bytes(bytes));
@@ -540,15 +542,7 @@ impl Walk<'_> {
                     });
                 }
                 Type::File if !skipped(self.filters, &rules, &path, bytes, false) => {
-                    let found = FoundFile {
-                        dir: dir.as_fd(),
-                        name: entry.name.as_c_str(),
-                        path: &path,
-                        is_base: false,
-                    };
-                    if visit(&found) == Flow::Quit {
-                        return Flow::Quit;
-                    }
+                    files.push((entry, path));
                 }
                 // Symlinks are never followed nor listed; FIFOs, sockets and devices never
                 // read.
@@ -559,6 +553,17 @@ impl Walk<'_> {
             // Reversed, so the stack hands them out in listing order.
             subdirs.reverse();
             self.queue.push(subdirs);
+        }
+        for (entry, path) in files {
+            let found = FoundFile {
+                dir: dir.as_fd(),
+                name: entry.name.as_c_str(),
+                path: &path,
+                is_base: false,
+            };
+            if visit(&found) == Flow::Quit {
+                return Flow::Quit;
+            }
         }
         Flow::Continue
     }
@@ -607,7 +612,9 @@ fn list(job: &Job) -> Option<(OwnedFd, Vec<Entry>)> {
         Some(name) => open_dir_at(&job.from, name)?,
     };
     // The listing reads through a second descriptor of the directory (`Dir` owns and closes
-    // it); the first stays for opening entries relative to it.
+    // it; `fdopendir` checks it with an `fstat`); the first stays for opening entries relative
+    // to it.
+    tally::count(Event::Stat);
     let mut entries = Vec::new();
     for entry in Dir::from_fd(fd.try_clone().ok()?).ok()? {
         let entry = entry.ok()?;
