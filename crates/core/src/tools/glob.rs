@@ -35,21 +35,19 @@ use crate::tool::{
 };
 
 const DESCRIPTION: &str = "\
-Finds files by name pattern in a codebase of any size; returns paths relative to the workspace, \
-sorted.
-- `pattern` matches paths relative to `path` (default the workspace root): `*` within one \
-directory, `**` across levels, `{ts,tsx}` alternatives. E.g. `**/*.rs`, `src/**/*.{ts,tsx}`.
-- Ignored (.gitignore) and hidden files are skipped; only files are listed. Search contents \
-with `grep`.";
+Finds files by glob pattern; returns workspace-relative paths, sorted.
+- `pattern` matches paths relative to `path`: `*` within a directory, `**` across directories, \
+`{ts,tsx}` alternatives, e.g. `src/**/*.{ts,tsx}`.
+- Skips ignored (.gitignore) and hidden files; lists files only.";
 
 /// Arguments of `glob`.
 #[derive(Debug, Clone, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct GlobParams {
-    /// The glob pattern, relative to `path` (e.g. `**/*.rs`).
+    /// E.g. `**/*.rs`.
     #[schemars(length(min = 1))]
     pub pattern: String,
-    /// The directory to search in (absolute or workspace-relative); default the workspace root.
+    /// The directory to search; default the workspace root.
     pub path: Option<String>,
 }
 

@@ -51,27 +51,23 @@ pub const MAX_LINE_BYTES: usize = 1000;
 pub const MAX_COLLECTED_BYTES: usize = 64 * 1024 * 1024;
 
 const DESCRIPTION: &str = "\
-Searches file contents with a regex (ripgrep syntax), respecting .gitignore. Use it instead \
-of grep or rg in bash.
-- `pattern`: e.g. `fn\\s+main`, `TODO|FIXME`; escape literal braces and parentheses \
-(`foo\\(`). Case-sensitive unless `-i`.
-- `path`: a directory or one file; default the workspace root. `glob` (`*.rs`, `!**/vendor/**`) \
-or `type` (`rust`, `py`) filter files.
-- `output_mode`: `files_with_matches` (default), `content` (path:line:text, with `-A`/`-B`/`-C` \
+Searches file contents with a regex (ripgrep syntax), respecting .gitignore.
+- `pattern`: e.g. `fn\\s+main`, `TODO|FIXME`; escape literal braces and parentheses (`foo\\(`).
+- `output_mode`: `files_with_matches` (default), `content` (path:line:text, `-A`/`-B`/`-C` \
 context) or `count`.
 - Large results are cut and saved whole to a file you can `read`. Files needing approval (.env, \
 keys) are skipped with a note; `read` one to ask.";
 
-/// What `grep` returns.
+// What `grep` returns (a plain comment: the tool's description tells the model).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Deserialize, JsonSchema)]
 #[serde(rename_all = "snake_case")]
 pub enum OutputMode {
-    /// The matching lines, `path:line:text`, with optional context.
+    // The matching lines, `path:line:text`, with optional context.
     Content,
-    /// The paths of the files that match.
+    // The paths of the files that match.
     #[default]
     FilesWithMatches,
-    /// The number of matching lines per file.
+    // The number of matching lines per file.
     Count,
 }
 
@@ -79,38 +75,37 @@ pub enum OutputMode {
 #[derive(Debug, Clone, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct GrepParams {
-    /// The regular expression to search for.
+    /// The regex to search for.
     #[schemars(length(min = 1))]
     pub pattern: String,
-    /// The file or directory to search (absolute or workspace-relative); default the workspace root.
+    /// A directory or one file; default the workspace root.
     pub path: Option<String>,
-    /// Only search files matching this glob (rg --glob), e.g. `*.rs` or `src/**/*.{ts,tsx}`.
+    /// Only files matching this glob, e.g. `*.rs`, `!**/vendor/**`.
     pub glob: Option<String>,
-    /// Only search files of this type (rg --type), e.g. `rust`, `py`, `js`.
+    /// Only files of this type, e.g. `rust`, `py`, `js`.
     #[serde(rename = "type")]
     pub file_type: Option<String>,
-    /// `files_with_matches` (default), `content` or `count`.
     pub output_mode: Option<OutputMode>,
-    /// Case-insensitive search.
+    /// Case-insensitive.
     #[serde(rename = "-i")]
     pub dash_i: Option<bool>,
-    /// Case-insensitive search (same as `-i`).
+    /// Same as `-i`.
     pub case_insensitive: Option<bool>,
-    /// Show line numbers in `content` mode (default true).
+    /// Line numbers (default true).
     #[serde(rename = "-n")]
     pub line_numbers: Option<bool>,
-    /// Lines of context after each match (`content` mode).
+    /// Lines after each match.
     #[serde(rename = "-A")]
     pub after: Option<u32>,
-    /// Lines of context before each match (`content` mode).
+    /// Lines before each match.
     #[serde(rename = "-B")]
     pub before: Option<u32>,
-    /// Lines of context before and after each match (`content` mode).
+    /// Lines before and after each match.
     #[serde(rename = "-C")]
     pub context: Option<u32>,
-    /// Let `.` match newlines and patterns span lines.
+    /// Patterns may span lines.
     pub multiline: Option<bool>,
-    /// Show only the first N lines (`content`) or entries (other modes).
+    /// Only the first N lines or entries.
     #[schemars(range(min = 1))]
     pub head_limit: Option<u64>,
 }

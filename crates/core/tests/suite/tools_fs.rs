@@ -172,7 +172,7 @@ fn specs_declare_kind_subject_requirements_and_mutability() {
             .unwrap()
             .replace('\n', " ");
         assert!(
-            description.contains("relative to the workspace root"),
+            description.contains("workspace-relative"),
             "{description}"
         );
     }
