@@ -107,7 +107,7 @@ async fn model_share(mock: &MockModel, raw: &dyn keel_core::provider::Provider) 
         let request = ModelRequest {
             model: "bench-model".into(),
             system: String::new(),
-            messages: vec![keel_core::provider::Message::user_text("go")],
+            messages: vec![keel_core::provider::Message::user_text("go")].into(),
             tools: Vec::new(),
             max_tokens: 1000,
             thinking_budget: None,

@@ -5,17 +5,19 @@
 //! from the cache (three of the four allowed breakpoints).
 
 use std::collections::HashMap;
+use std::sync::Arc;
 
 use eventsource_stream::Event;
 use futures::future::BoxFuture;
 use reqwest::header::{HeaderMap, HeaderValue};
 use serde::Serialize;
 use serde_json::Value;
+use serde_json::value::RawValue;
 
 use super::http::{Endpoint, HttpSettings, build_client, fetch_models, open_stream, secret_header};
 use super::sse::{Decoder, ToolCalls, parse_data};
 use super::{
-    Message, ModelEvent, ModelRequest, ModelStream, Part, Provider, ProviderError, Role,
+    History, Message, ModelEvent, ModelRequest, ModelStream, Part, Provider, ProviderError, Role,
     StopReason, Usage,
 };
 
@@ -132,7 +134,7 @@ struct Body<'a> {
     model: &'a str,
     max_tokens: u32,
     stream: bool,
-    messages: Vec<WireMessage<'a>>,
+    messages: Vec<WireEntry<'a>>,
     #[serde(skip_serializing_if = "Option::is_none")]
     system: Option<[SystemText<'a>; 1]>,
     #[serde(skip_serializing_if = "Vec::is_empty")]
@@ -251,38 +253,71 @@ impl Serialize for WireBlock<'_> {
     }
 }
 
-/// The `messages` array: empty messages skipped, a cache breakpoint on the last block.
-fn messages(messages: &[Message]) -> Vec<WireMessage<'_>> {
-    let mut out: Vec<WireMessage<'_>> = messages
+/// One element of the `messages` array: serialized once and kept with the history, or (the
+/// last message, which carries the cache breakpoint) serialized now.
+#[derive(Serialize)]
+#[serde(untagged)]
+enum WireEntry<'a> {
+    Kept(Arc<RawValue>),
+    Now(WireMessage<'a>),
+}
+
+/// The `messages` array: empty messages skipped, a cache breakpoint on the last block. Every
+/// message but the last is serialized once in the history's life ([`History`]).
+fn messages(history: &History) -> Vec<WireEntry<'_>> {
+    let last = history
         .iter()
-        .filter_map(|message| {
-            let content: Vec<WireBlock<'_>> = message
-                .content
-                .iter()
-                .filter(|part| sendable(part))
-                .map(|part| WireBlock {
-                    part,
-                    cached: false,
-                })
-                .collect();
-            (!content.is_empty()).then_some(WireMessage {
-                role: message.role,
-                content,
-            })
+        .rposition(|message| message.content.iter().any(sendable));
+    history
+        .iter()
+        .enumerate()
+        .filter_map(|(index, message)| {
+            if Some(index) == last {
+                return wire_message(message, true).map(WireEntry::Now);
+            }
+            let serialize = |message: &Message| {
+                let wire = wire_message(message, false)?;
+                serde_json::value::to_raw_value(&wire).ok().map(Arc::from)
+            };
+            match history.anthropic(index, serialize) {
+                Some(kept) => Some(WireEntry::Kept(kept)),
+                // Sends nothing (or could not be kept: serialized with the body).
+                None => wire_message(message, false).map(WireEntry::Now),
+            }
+        })
+        .collect()
+}
+
+/// One message as Anthropic takes it (`None` when nothing of it is sendable); `breakpoint`
+/// puts the cache breakpoint on its last block that may carry one.
+fn wire_message(message: &Message, breakpoint: bool) -> Option<WireMessage<'_>> {
+    let mut content: Vec<WireBlock<'_>> = message
+        .content
+        .iter()
+        .filter(|part| sendable(part))
+        .map(|part| WireBlock {
+            part,
+            cached: false,
         })
         .collect();
+    if content.is_empty() {
+        return None;
+    }
     // Thinking blocks cannot carry cache_control.
-    if let Some(block) = out.last_mut().and_then(|message| {
-        message.content.iter_mut().rev().find(|block| {
+    if breakpoint
+        && let Some(block) = content.iter_mut().rev().find(|block| {
             !matches!(
                 block.part,
                 Part::Thinking { .. } | Part::RedactedThinking { .. }
             )
         })
-    }) {
+    {
         block.cached = true;
     }
-    out
+    Some(WireMessage {
+        role: message.role,
+        content,
+    })
 }
 
 /// Whether Anthropic takes `part`: not an empty text, nor a thinking block without its
