@@ -36,7 +36,7 @@ use keel_core::capability::ShellRunRequirement;
 use keel_core::provider::{ModelRequest, ProviderConfig, ProviderKind};
 use keel_testkit::acp_client::{ClientOptions, PermissionReply, TestClient, isolated_env, pipe};
 use keel_testkit::measure::{load_average, status_kib};
-use keel_testkit::mock_model::{MockModel, Turn};
+use keel_testkit::mock_model::{MockModel, Reply, Turn};
 use serde_json::json;
 
 const WARMUP: usize = 3;
@@ -414,8 +414,12 @@ fn threads_cpu(pid: u32) -> Duration {
 /// first 50 turns and the last 50.
 async fn long_session() {
     let mock = MockModel::start().await;
-    // The mock keeps no request: its own work on ever larger bodies is not Keel's.
+    // The mock keeps no request: its own work on ever larger bodies is not Keel's. Every
+    // request (the turns', and the session title's) gets a short answer.
     mock.lean();
+    mock.respond_with(Arc::new(|_, _| {
+        Some(Reply::anthropic(&Turn::text_only("Noted.").usage(1000, 10)))
+    }));
     let program = PathBuf::from(env!("CARGO_BIN_EXE_keel"));
     let home = tempfile::tempdir().unwrap();
     // A window of a million tokens: the 1.2 MB conversation is never compacted, so the last
@@ -438,7 +442,6 @@ async fn long_session() {
     let mut per_turn = Vec::with_capacity(LONG_TURNS);
     let started = Instant::now();
     for turn in 0..LONG_TURNS {
-        mock.push_anthropic(Turn::text_only(format!("Noted, part {turn}.")).usage(1000, 10));
         let line =
             format!("Part {turn} of the notes: the quick brown fox jumps over the lazy dog. ");
         let prompt =

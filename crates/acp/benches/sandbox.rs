@@ -128,6 +128,11 @@ fn profile(base: &Path, mechanism: Mechanism, program_dir: &Path) -> PathBuf {
         staging_dir: scratch.join("root"),
         network: false,
         proxy: None,
+        masked: Vec::new(),
+        env_allow: keel_core::runtime::sandbox::DEFAULT_ENV_ALLOW
+            .iter()
+            .map(|name| (*name).to_owned())
+            .collect(),
     };
     let path = scratch.join("profile.json");
     std::fs::write(&path, serde_json::to_string(&profile).unwrap()).unwrap();

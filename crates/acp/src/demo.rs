@@ -249,6 +249,8 @@ pub struct Transcript {
     shown: Mutex<HashSet<String>>,
     /// The last text content of each call.
     streamed: Mutex<HashMap<String, String>>,
+    /// The todo calls: their card repeats the plan, which is drawn once, as the plan.
+    plan_calls: Mutex<HashSet<String>>,
     /// The sample project, for showing paths relative to it.
     roots: Roots,
 }
@@ -262,6 +264,7 @@ impl Transcript {
             titles: Mutex::new(Vec::new()),
             shown: Mutex::new(HashSet::new()),
             streamed: Mutex::new(HashMap::new()),
+            plan_calls: Mutex::new(HashSet::new()),
             roots: Roots(vec![workspace.to_path_buf()]),
         }
     }
@@ -309,6 +312,12 @@ impl Transcript {
                 }
             }
             SessionUpdate::ToolCall(call) => {
+                if call.name.as_deref() == Some("todo") {
+                    self.plan_calls
+                        .lock()
+                        .unwrap_or_else(|e| e.into_inner())
+                        .insert(call.tool_call_id.to_string());
+                }
                 self.titles
                     .lock()
                     .unwrap_or_else(|e| e.into_inner())
@@ -322,8 +331,14 @@ impl Transcript {
                 self.show_content(&call.tool_call_id.to_string(), &call.content);
             }
             SessionUpdate::ToolCallUpdate(update) => {
-                if let Some(content) = &update.fields.content {
-                    self.show_content(&update.tool_call_id.to_string(), content);
+                let id = update.tool_call_id.to_string();
+                let plan = self
+                    .plan_calls
+                    .lock()
+                    .unwrap_or_else(|e| e.into_inner())
+                    .contains(&id);
+                if let Some(content) = update.fields.content.as_ref().filter(|_| !plan) {
+                    self.show_content(&id, content);
                 }
                 match update.fields.status {
                     Some(ToolCallStatus::Completed) => self.line(&format!(

@@ -506,6 +506,7 @@ async fn run_turn(args: &ExecArgs, host: Arc<ExecHost>) -> Outcome {
         AgentError::Provider(_)
         | AgentError::NoModel(_)
         | AgentError::Setup(_)
+        | AgentError::Config(_)
         | AgentError::Store(_)
         | AgentError::ContextOverflow { .. }
         | AgentError::Compaction(_) => Failure::usage(e),

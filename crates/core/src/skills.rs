@@ -11,6 +11,7 @@ use crate::capability::Access;
 use crate::front_matter::front_matter;
 use crate::runtime::{Runtime, config_files};
 use crate::tool::ToolError;
+use crate::tool::view::{escaped, quoted};
 
 /// The project directories skills are read from (after trust); defined beside the trust
 /// fingerprint that covers them.
@@ -73,7 +74,9 @@ pub fn parse(dir: &Path, text: &str) -> Result<(String, String), String> {
     Ok((name, description))
 }
 
-fn scan(dir: &Path, project: bool, skills: &mut Vec<Skill>) {
+/// The skills in `dir`; `project` is the workspace root when `dir` is one of the project's
+/// (its files are then read only inside it).
+fn scan(dir: &Path, project: Option<&Path>, skills: &mut Vec<Skill>, refused: &mut Vec<String>) {
     let folders = match config_files::list_dir(dir) {
         Ok(folders) => folders,
         Err(error) => {
@@ -82,11 +85,32 @@ fn scan(dir: &Path, project: bool, skills: &mut Vec<Skill>) {
         }
     };
     for folder in folders {
-        let text = match config_files::read_if_exists(&folder.join(SKILL_FILE)) {
+        let file = folder.join(SKILL_FILE);
+        let read = match project {
+            Some(root) => config_files::read_project_file(root, &file),
+            None => config_files::read_if_exists(&file),
+        };
+        let text = match read {
             Ok(Some(text)) => text,
             Ok(None) => continue,
-            Err(error) => {
+            Err(error)
+                if matches!(
+                    error.kind(),
+                    std::io::ErrorKind::NotADirectory | std::io::ErrorKind::IsADirectory
+                ) =>
+            {
                 tracing::debug!(folder = %folder.display(), %error, "not a skill folder");
+                continue;
+            }
+            Err(error) => {
+                tracing::warn!("skill refused: {error}");
+                let shown = project
+                    .and_then(|root| file.strip_prefix(root).ok())
+                    .unwrap_or(&file);
+                refused.push(format!(
+                    "refuses the skill file {}: {error}",
+                    shown.display()
+                ));
                 continue;
             }
         };
@@ -96,7 +120,7 @@ fn scan(dir: &Path, project: bool, skills: &mut Vec<Skill>) {
                     name,
                     description,
                     dir: folder,
-                    project,
+                    project: project.is_some(),
                 });
             }
             Ok(_) => {}
@@ -110,23 +134,36 @@ fn scan(dir: &Path, project: bool, skills: &mut Vec<Skill>) {
 pub fn discover(config_dir: Option<&Path>, workspace: &Path, trusted: bool) -> Vec<Skill> {
     let mut skills = Vec::new();
     if let Some(config_dir) = config_dir {
-        scan(&user_dir(config_dir), false, &mut skills);
+        scan(&user_dir(config_dir), None, &mut skills, &mut Vec::new());
     }
     if trusted {
         for dir in PROJECT_SKILL_DIRS {
-            scan(&workspace.join(dir), true, &mut skills);
+            scan(
+                &workspace.join(dir),
+                Some(workspace),
+                &mut skills,
+                &mut Vec::new(),
+            );
         }
     }
     skills
 }
 
 /// The project's skills as the trust question lists them ("offers skill `x` (.claude/skills/x)").
+/// A skill file Keel refuses to read (outside the project, not a regular file, over 1 MiB) is
+/// listed too, with why.
 pub fn waiting_for_trust(workspace: &Path) -> Vec<String> {
     let mut skills = Vec::new();
+    let mut refused = Vec::new();
     for dir in PROJECT_SKILL_DIRS {
-        scan(&workspace.join(dir), true, &mut skills);
+        scan(
+            &workspace.join(dir),
+            Some(workspace),
+            &mut skills,
+            &mut refused,
+        );
     }
-    skills
+    let mut lines: Vec<String> = skills
         .into_iter()
         .map(|skill| {
             let relative = skill
@@ -135,9 +172,15 @@ pub fn waiting_for_trust(workspace: &Path) -> Vec<String> {
                 .unwrap_or(&skill.dir)
                 .display()
                 .to_string();
-            format!("offers skill `{}` ({relative})", skill.name)
+            format!(
+                "offers skill {} ({})",
+                quoted(&skill.name),
+                quoted(&relative)
+            )
         })
-        .collect()
+        .collect();
+    lines.extend(refused.iter().map(|line| escaped(line)));
+    lines
 }
 
 /// The system prompt's section: one line per skill.

@@ -21,15 +21,17 @@ use std::time::Duration;
 
 use agent_client_protocol::schema::ProtocolVersion;
 use agent_client_protocol::v1::schema::{
-    CancelNotification, ClientCapabilities, ContentBlock, CreateElicitationRequest,
+    AuthCapabilities, BooleanConfigOptionCapabilities, CancelNotification, ClientCapabilities,
+    ClientSessionCapabilities, CompactionCapabilities, ContentBlock, CreateElicitationRequest,
     CreateElicitationResponse, CreateTerminalRequest, ElicitationCapabilities,
-    ElicitationFormCapabilities, FileSystemCapabilities, InitializeRequest, InitializeResponse,
-    KillTerminalRequest, NewSessionRequest, NewSessionResponse, PermissionOptionKind,
-    PromptRequest, PromptResponse, ReadTextFileRequest, ReadTextFileResponse,
-    ReleaseTerminalRequest, RequestPermissionOutcome, RequestPermissionRequest,
-    RequestPermissionResponse, SelectedPermissionOutcome, SessionId, SessionNotification,
-    SessionUpdate, TerminalOutputRequest, TextContent, WaitForTerminalExitRequest,
-    WriteTextFileRequest, WriteTextFileResponse,
+    ElicitationFormCapabilities, ElicitationUrlCapabilities, FileSystemCapabilities,
+    InitializeRequest, InitializeResponse, KillTerminalRequest, NewSessionRequest,
+    NewSessionResponse, NoticeCapabilities, PermissionOptionKind, PromptRequest, PromptResponse,
+    ReadTextFileRequest, ReadTextFileResponse, ReleaseTerminalRequest, RequestPermissionOutcome,
+    RequestPermissionRequest, RequestPermissionResponse, SelectedPermissionOutcome,
+    SessionConfigOptionsCapabilities, SessionId, SessionNotification, SessionUpdate,
+    TerminalOutputRequest, TextContent, WaitForTerminalExitRequest, WriteTextFileRequest,
+    WriteTextFileResponse,
 };
 use agent_client_protocol::v1::{ConnectionTo, Responder};
 use agent_client_protocol::{
@@ -103,6 +105,13 @@ pub struct ClientOptions {
     /// (`{"action": "accept", "content": {...}}`); `null` holds the request unanswered. Past
     /// the script the client answers `cancel`.
     pub elicitations: Vec<serde_json::Value>,
+    /// Advertise what Zed advertises beyond fs and terminals (see [`ClientOptions::zed`]).
+    pub zed: bool,
+    /// Advertise `session.compaction` and `session.notices` (Zed's ACP beta flag).
+    pub beta: bool,
+    /// Refuse every `terminal/create` with this JSON-RPC error message (an editor whose user
+    /// said no, or whose sandbox refused).
+    pub refuse_terminals: Option<String>,
 }
 
 impl ClientOptions {
@@ -114,6 +123,33 @@ impl ClientOptions {
             terminals: true,
             ..Self::default()
         }
+    }
+
+    /// The client capabilities Zed sends (`client_capabilities_for_agent`, November 2026): fs
+    /// read and write, `terminal`, `auth.terminal`, `session.configOptions.boolean`, elicitation
+    /// `form` and `url`, and `_meta` `terminal_output` and `terminal-auth`. Elicitations are
+    /// answered `cancel` unless scripted.
+    pub fn zed() -> Self {
+        Self {
+            elicitation: true,
+            zed: true,
+            ..Self::editor()
+        }
+    }
+
+    /// [`ClientOptions::zed`] with Zed's ACP beta flag on: `session.compaction` and
+    /// `session.notices` too.
+    pub fn zed_beta() -> Self {
+        Self {
+            beta: true,
+            ..Self::zed()
+        }
+    }
+
+    /// Refuses every `terminal/create` with `message`.
+    pub fn refuse_terminals(mut self, message: impl Into<String>) -> Self {
+        self.refuse_terminals = Some(message.into());
+        self
     }
 
     pub fn permissions(mut self, replies: impl IntoIterator<Item = PermissionReply>) -> Self {
@@ -213,6 +249,7 @@ struct Shared {
     >,
     terminals: terminals::Terminals,
     elicitations: Mutex<VecDeque<serde_json::Value>>,
+    refuse_terminals: Option<String>,
     held_elicitations: Mutex<Vec<Responder<CreateElicitationResponse>>>,
 }
 
@@ -331,10 +368,34 @@ impl TestClient {
                 .read_text_file(options.read_files)
                 .write_text_file(options.write_files))
             .terminal(options.terminals);
-        let capabilities = if options.elicitation {
-            capabilities.elicitation(
+        let capabilities = match (options.elicitation, options.zed) {
+            (true, true) => capabilities.elicitation(
+                ElicitationCapabilities::new()
+                    .form(ElicitationFormCapabilities::new())
+                    .url(ElicitationUrlCapabilities::new()),
+            ),
+            (true, false) => capabilities.elicitation(
                 ElicitationCapabilities::new().form(ElicitationFormCapabilities::new()),
-            )
+            ),
+            (false, _) => capabilities,
+        };
+        let capabilities = if options.zed {
+            let mut session = ClientSessionCapabilities::new().config_options(
+                SessionConfigOptionsCapabilities::new()
+                    .boolean(BooleanConfigOptionCapabilities::new()),
+            );
+            if options.beta {
+                session = session
+                    .compaction(CompactionCapabilities::new())
+                    .notices(NoticeCapabilities::new());
+            }
+            let mut meta = serde_json::Map::new();
+            meta.insert("terminal_output".into(), serde_json::Value::Bool(true));
+            meta.insert("terminal-auth".into(), serde_json::Value::Bool(true));
+            capabilities
+                .auth(AuthCapabilities::new().terminal(true))
+                .session(session)
+                .meta(meta)
         } else {
             capabilities
         };
@@ -346,6 +407,7 @@ impl TestClient {
             script: Mutex::new(options.permissions.into()),
             held: Mutex::new(Vec::new()),
             terminals: terminals::Terminals::default(),
+            refuse_terminals: options.refuse_terminals,
         });
         let (connected, connection) = oneshot::channel();
         let (shutdown, closed) = oneshot::channel::<()>();
@@ -694,9 +756,17 @@ async fn run(
             {
                 let shared = terminals.clone();
                 async move |request: CreateTerminalRequest, responder, _cx| match shared
-                    .terminals
-                    .create(&request)
-                {
+                    .refuse_terminals
+                    .clone()
+                    .map_or_else(
+                        || shared.terminals.create(&request),
+                        // As Zed answers a refused request: "Internal error", the cause in
+                        // `data.details`.
+                        |message| {
+                            Err(Error::internal_error()
+                                .data(serde_json::json!({ "details": message })))
+                        },
+                    ) {
                     Ok((response, record)) => {
                         shared.recorder.push(Event::Terminal(record));
                         responder.respond(response)

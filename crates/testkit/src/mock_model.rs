@@ -265,6 +265,10 @@ struct State {
     /// See [`MockModel::lean`].
     lean: bool,
     requests: Vec<RecordedRequest>,
+    /// Session-title requests ([`TITLE_MARKER`]): answered from `titles`, kept apart from
+    /// the conversation's requests.
+    titles: VecDeque<String>,
+    title_requests: Vec<RecordedRequest>,
     disconnects: usize,
     models: Vec<String>,
     models_requests: usize,
@@ -411,6 +415,17 @@ impl MockModel {
         self.shared.lock().requests.clone()
     }
 
+    /// Scripts the answer to the next session-title request (one whose system prompt has
+    /// [`TITLE_MARKER`]); unscripted ones get a 400.
+    pub fn push_title(&self, title: impl Into<String>) {
+        self.shared.lock().titles.push_back(title.into());
+    }
+
+    /// The session-title requests received so far (not in [`MockModel::requests`]).
+    pub fn title_requests(&self) -> Vec<RecordedRequest> {
+        self.shared.lock().title_requests.clone()
+    }
+
     /// How many responses the client hung up on before they were complete.
     pub fn disconnects(&self) -> usize {
         self.shared.lock().disconnects
@@ -496,6 +511,14 @@ async fn serve_connection(stream: TcpStream, shared: Arc<Shared>) {
         if parse {
             request.body = serde_json::from_str(&request.raw_body).unwrap_or(Value::Null);
         }
+        if request.raw_body.contains(TITLE_MARKER) {
+            let reply = title_reply(&shared, &request);
+            shared.lock().title_requests.push(request);
+            match send_reply(&mut connection, reply).await {
+                Outcome::KeepAlive => continue,
+                Outcome::Close | Outcome::ClientGone => break,
+            }
+        }
         let reply = route(&shared, &request);
         // A request that is not kept has no index: its disconnect is only counted.
         let index = if keep {
@@ -519,6 +542,27 @@ async fn serve_connection(stream: TcpStream, shared: Arc<Shared>) {
 
 fn is_models_path(path: &str) -> bool {
     matches!(path.split('?').next(), Some("/v1/models" | "/models"))
+}
+
+/// What Keel's session-title request says in its system prompt (the same words as
+/// `keel_core::agent::TITLE_SYSTEM`, which a test of the ACP suite checks).
+pub const TITLE_MARKER: &str = "You write the title of a coding session";
+
+/// The answer to a session-title request: the next scripted title, else a refusal (a title
+/// is never taken from the conversation's queue).
+fn title_reply(shared: &Shared, request: &RecordedRequest) -> Reply {
+    let api = if request.path.contains("chat/completions") {
+        Api::OpenAi
+    } else {
+        Api::Anthropic
+    };
+    match shared.lock().titles.pop_front() {
+        Some(title) => Reply::sse(match api {
+            Api::Anthropic => Turn::text_only(title).anthropic_events(),
+            Api::OpenAi => Turn::text_only(title).openai_events(),
+        }),
+        None => Reply::error(api, 400, "mock: no session title scripted"),
+    }
 }
 
 fn route(shared: &Shared, request: &RecordedRequest) -> Reply {

@@ -68,6 +68,16 @@ pub async fn run(args: DoctorArgs) -> Outcome {
                     report.fix(&error, "correct the rule (`keel config show` checks again)")
                 }
             }
+            if let Ok((registry, _)) =
+                super::tools_command::workspace_registry(&effective, &workspace)
+            {
+                for id in effective
+                    .config
+                    .disabled_tools_matching_nothing(&|id| registry.get(id).is_some())
+                {
+                    report.warn(&keel_core::config::disabled_matching_nothing_note(&id));
+                }
+            }
             Some(effective)
         }
         Err(failure) => {

@@ -387,6 +387,9 @@ pub struct ConfigPathArgs {
 pub struct Failure {
     pub code: u8,
     pub message: String,
+    /// What a client can read of it (a configuration error's key, file, line and column), for
+    /// `keel acp` to put in its errors' `data`.
+    pub data: Option<serde_json::Value>,
 }
 
 impl Failure {
@@ -395,6 +398,7 @@ impl Failure {
         Self {
             code: EXIT_USAGE,
             message: message.to_string(),
+            data: None,
         }
     }
 
@@ -403,13 +407,17 @@ impl Failure {
         Self {
             code: EXIT_FAILED,
             message: message.to_string(),
+            data: None,
         }
     }
 }
 
 impl From<config::ConfigError> for Failure {
     fn from(error: config::ConfigError) -> Self {
-        Failure::usage(error)
+        Failure {
+            data: Some(error.data()),
+            ..Failure::usage(&error)
+        }
     }
 }
 
@@ -517,7 +525,10 @@ async fn acp(args: AcpArgs) -> Outcome {
                 env!("CARGO_PKG_VERSION"),
                 failure.message
             );
-            futures::future::Either::Right(crate::server::serve_stdio_broken(failure.message))
+            futures::future::Either::Right(crate::server::serve_stdio_broken(
+                failure.message,
+                failure.data,
+            ))
         }
     };
     let served = tokio::select! {

@@ -68,7 +68,7 @@ pub fn check(args: SandboxCheckArgs) -> Outcome {
         if settings.network {
             "fully allowed ([sandbox] network = true)"
         } else {
-            "off inside the sandbox, but for the hosts the net.fetch rules allow without asking, \
+            "off inside the sandbox, but for the hosts the shell.net rules allow without asking, \
              through Keel's filtering proxy"
         }
     ));

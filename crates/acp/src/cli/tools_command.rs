@@ -25,6 +25,29 @@ pub fn registry() -> Result<Registry, Failure> {
         .map_err(|e| Failure::failed(format!("cannot register the bundled tools: {e}")))
 }
 
+/// The tools a session in `workspace` has before its MCP servers start: the bundled ones and
+/// the tool files (the user's, and the project's once the project is trusted), with the notes
+/// about tool files left out.
+pub fn workspace_registry(
+    effective: &keel_core::config::Effective,
+    workspace: &Path,
+) -> Result<(Registry, Vec<String>), Failure> {
+    let mut registry = registry()?;
+    let user_dir = effective
+        .files
+        .iter()
+        .find(|f| f.layer == "user")
+        .and_then(|f| f.path.parent().map(Path::to_path_buf));
+    let trusted = keel_core::config::trusted_in_default_store(workspace);
+    let notes = keel_core::tools::extension::extend_registry(
+        &mut registry,
+        user_dir.as_deref(),
+        workspace,
+        trusted,
+    );
+    Ok((registry, notes))
+}
+
 /// Warns about `[tools.ID]` tables that name no registered tool (usually a typo).
 pub fn warn_unknown_tool_settings(config: &Config, registry: &Registry) {
     for id in config.tools.keys() {
@@ -42,20 +65,7 @@ pub fn warn_unknown_tool_settings(config: &Config, registry: &Registry) {
 pub fn list(args: ToolsArgs) -> Outcome {
     let workspace = workspace_or_cwd(args.workspace.as_ref())?;
     let effective = load_config(Some(workspace.clone()), &super::Overrides::default())?;
-    let mut registry = registry()?;
-    // Tool files: the user's, and the project's once the project is trusted.
-    let user_dir = effective
-        .files
-        .iter()
-        .find(|f| f.layer == "user")
-        .and_then(|f| f.path.parent().map(Path::to_path_buf));
-    let trusted = keel_core::config::trusted_in_default_store(&workspace);
-    let notes = keel_core::tools::extension::extend_registry(
-        &mut registry,
-        user_dir.as_deref(),
-        &workspace,
-        trusted,
-    );
+    let (registry, notes) = workspace_registry(&effective, &workspace)?;
     for note in &notes {
         tracing::warn!("{note}");
     }
@@ -116,6 +126,15 @@ pub fn list(args: ToolsArgs) -> Outcome {
     // Tool files left out, waiting for trust, or shadowing another tool.
     for note in &notes {
         out.push_str(&format!("note: {note}\n"));
+    }
+    for id in effective
+        .config
+        .disabled_tools_matching_nothing(&|id| registry.get(id).is_some())
+    {
+        out.push_str(&format!(
+            "warning: {}\n",
+            keel_core::config::disabled_matching_nothing_note(&id)
+        ));
     }
     write_stdout(&out)?;
     Ok(EXIT_OK)

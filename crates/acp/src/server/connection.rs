@@ -27,7 +27,7 @@ use super::fs::ClientFiles;
 use super::host::HostShared;
 use super::kinds::Roots;
 use super::modes;
-use super::session::Session;
+use super::session::{CommandBoard, Session};
 use super::terminal::{ClientTerminals, TerminalLedger};
 
 /// One client connection's state.
@@ -282,9 +282,14 @@ impl ConnectionState {
             }
         }
         let client = lock(&self.client).clone();
+        let notices = client
+            .session
+            .as_ref()
+            .is_some_and(|session| session.notices.is_some());
         let files = ClientFiles::for_client(&client.fs, connection.clone(), session_id.clone())
             .map(|files| Arc::new(files) as Arc<dyn FileBackend>);
         let ledger = TerminalLedger::default();
+        let board = Arc::new(CommandBoard::default());
         let terminals = client.terminal.then(|| {
             Arc::new(ClientTerminals::new(
                 connection.clone(),
@@ -299,12 +304,11 @@ impl ConnectionState {
             terminals,
             origin,
             mcp_servers,
-            notify: Some(notifier(connection.clone(), session_id.clone())),
-            prompts_changed: Some(prompt_commands(
-                connection.clone(),
-                session_id.clone(),
-                !self.factory.models().is_empty(),
-            )),
+            notify: Some(notifier(connection.clone(), session_id.clone(), notices)),
+            prompts_changed: Some({
+                let board = board.clone();
+                Arc::new(move |prompts| board.set_prompts(prompts))
+            }),
         };
         let agent = self.factory.create(spec).await?;
         // Paths the engine reports are canonical; titles strip either spelling of a root.
@@ -323,12 +327,23 @@ impl ConnectionState {
             prompts: Arc::new(tokio::sync::Mutex::new(())),
             terminals: ledger,
             backlog: self.backlog.clone(),
-            elicitation: lock(&self.client)
+            elicitation: client
                 .elicitation
                 .as_ref()
                 .is_some_and(|elicitation| elicitation.form.is_some()),
+            notices,
+            compaction: client
+                .session
+                .as_ref()
+                .is_some_and(|session| session.compaction.is_some()),
         };
-        let session = Arc::new(Session::new(agent, shared, self.factory.models()));
+        let mut models = self.factory.models();
+        for known in self.factory.known_models() {
+            if !models.contains(&known) {
+                models.push(known);
+            }
+        }
+        let session = Session::new(agent, shared, models, self.factory.default_model(), board);
         let replaced = lock(&self.sessions).insert(session_id, session.clone());
         if let Some(replaced) = replaced {
             replaced.close();
@@ -378,40 +393,20 @@ fn mcp_servers(servers: Vec<agent_client_protocol::v1::schema::McpServer>) -> Ve
     out
 }
 
-/// Says a line to the user of a session outside a turn (an agent message chunk).
-fn notifier(connection: ConnectionTo<Client>, session_id: SessionId) -> keel_core::mcp::Notify {
-    use agent_client_protocol::v1::schema::{
-        ContentBlock, ContentChunk, SessionNotification, SessionUpdate,
-    };
+/// Tells the user of a session something outside a turn (an MCP server failed): a `notice`,
+/// or a message marked as Keel's (see [`super::host::notice_update`]).
+fn notifier(
+    connection: ConnectionTo<Client>,
+    session_id: SessionId,
+    notices: bool,
+) -> keel_core::mcp::Notify {
+    use agent_client_protocol::v1::schema::SessionNotification;
     Arc::new(move |text: String| {
-        let update = SessionUpdate::AgentMessageChunk(ContentChunk::new(ContentBlock::from(
-            format!("{text}\n\n"),
-        )));
+        let update = super::host::notice_update(notices, super::host::Severity::Warning, &text);
         if let Err(error) =
             connection.send_notification(SessionNotification::new(session_id.clone(), update))
         {
             tracing::debug!(error = %error.message, "notice not sent (connection closed)");
-        }
-    })
-}
-
-/// Sends the slash commands again, with one `/server:prompt` per MCP prompt.
-fn prompt_commands(
-    connection: ConnectionTo<Client>,
-    session_id: SessionId,
-    has_models: bool,
-) -> keel_core::mcp::PromptsChanged {
-    use agent_client_protocol::v1::schema::{
-        AvailableCommandsUpdate, SessionNotification, SessionUpdate,
-    };
-    Arc::new(move |prompts: Vec<keel_core::mcp::McpPrompt>| {
-        let mut commands = super::commands::available(has_models);
-        commands.extend(prompts.iter().map(super::commands::prompt_command));
-        let update = SessionUpdate::AvailableCommandsUpdate(AvailableCommandsUpdate::new(commands));
-        if let Err(error) =
-            connection.send_notification(SessionNotification::new(session_id.clone(), update))
-        {
-            tracing::debug!(error = %error.message, "command list not sent (connection closed)");
         }
     })
 }

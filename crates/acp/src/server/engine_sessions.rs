@@ -90,6 +90,12 @@ fn open_options(engine: &Engine, spec: SessionSpec) -> SessionOptions {
 fn open_error(error: AgentError) -> EngineError {
     match error {
         AgentError::Setup(message) => EngineError::InvalidInput(message),
+        AgentError::Config(fault) => EngineError::Config {
+            data: fault
+                .data
+                .unwrap_or_else(|| serde_json::json!({ "details": fault.message })),
+            message: fault.message,
+        },
         other => turn_error(other),
     }
 }
@@ -121,6 +127,14 @@ impl SessionFactory for EngineSessions {
         self.engine.models()
     }
 
+    fn default_model(&self) -> Option<String> {
+        self.engine.default_model()
+    }
+
+    fn known_models(&self) -> Vec<String> {
+        self.engine.known_models()
+    }
+
     fn discover_models(&self) -> BoxFuture<'_, Vec<String>> {
         Box::pin(self.engine.discover_models())
     }
@@ -141,11 +155,11 @@ impl SessionFactory for EngineSessions {
                 state: Mutex::new(State::Opening {
                     mode: None,
                     model: None,
+                    thinking: None,
                     closed: false,
                 }),
                 spec: Mutex::new(Some((spec, opened))),
                 ready,
-                thinking: Mutex::new(self.engine.config().thinking_budget),
             });
             Ok(session as Arc<dyn AgentSession>)
         })
@@ -206,7 +220,6 @@ impl EngineSessions {
             state: Mutex::new(State::Open(Arc::new(session))),
             spec: Mutex::new(None),
             ready,
-            thinking: Mutex::new(self.engine.config().thinking_budget),
         });
         Ok(session as Arc<dyn AgentSession>)
     }
@@ -218,12 +231,14 @@ impl EngineSessions {
 #[derive(Debug)]
 pub struct BrokenConfig {
     message: String,
+    data: Option<serde_json::Value>,
 }
 
 impl BrokenConfig {
-    pub fn new(message: impl Into<String>) -> Self {
+    pub fn new(message: impl Into<String>, data: Option<serde_json::Value>) -> Self {
         Self {
             message: message.into(),
+            data,
         }
     }
 }
@@ -239,7 +254,11 @@ impl SessionFactory for BrokenConfig {
     ) -> BoxFuture<'_, Result<Arc<dyn AgentSession>, EngineError>> {
         let message = format!("Keel's configuration is broken: {}", self.message);
         tracing::error!("session/new refused: {message}");
-        Box::pin(async move { Err(EngineError::InvalidInput(message)) })
+        let data = self
+            .data
+            .clone()
+            .unwrap_or_else(|| serde_json::json!({ "details": self.message }));
+        Box::pin(async move { Err(EngineError::Config { message, data }) })
     }
 }
 
@@ -252,6 +271,8 @@ enum State {
     Opening {
         mode: Option<Mode>,
         model: Option<ModelSlot>,
+        /// The thinking budget chosen (`Some(None)`: off).
+        thinking: Option<Option<u32>>,
         closed: bool,
     },
     Open(Arc<Session>),
@@ -267,8 +288,6 @@ struct EngineSession {
     spec: Mutex<Option<(SessionSpec, watch::Sender<Opened>)>>,
     /// `Some` once the open finished (the error when it failed).
     ready: watch::Receiver<Opened>,
-    /// The thinking budget the client chose (applied before each turn).
-    thinking: Mutex<Option<u32>>,
 }
 
 impl EngineSession {
@@ -282,6 +301,7 @@ impl EngineSession {
         let State::Opening {
             mode,
             model,
+            thinking,
             closed,
         } = &mut *state
         else {
@@ -294,6 +314,9 @@ impl EngineSession {
                 }
                 if let Some(model) = model.take() {
                     session.set_model(model);
+                }
+                if let Some(budget) = thinking.take() {
+                    session.set_thinking_budget(budget);
                 }
                 if *closed {
                     session.close();
@@ -358,10 +381,7 @@ impl AgentSession for EngineSession {
     ) -> BoxFuture<'_, Result<TurnOutcome, EngineError>> {
         Box::pin(async move {
             self.wait_ready().await?;
-            let session = self.session()?;
-            session
-                .set_thinking_budget(*self.thinking.lock().unwrap_or_else(PoisonError::into_inner));
-            session
+            self.session()?
                 .run_turn(prompt, host, cancel)
                 .await
                 .map_err(turn_error)
@@ -419,11 +439,24 @@ impl AgentSession for EngineSession {
     }
 
     fn thinking_budget(&self) -> Option<Option<u32>> {
-        Some(*self.thinking.lock().unwrap_or_else(PoisonError::into_inner))
+        Some(match &*self.state() {
+            State::Open(session) => session.thinking_budget(),
+            State::Opening {
+                thinking: Some(budget),
+                ..
+            } => *budget,
+            _ => self.engine.config().thinking_budget,
+        })
     }
 
     fn set_thinking_budget(&self, budget: Option<u32>) -> Result<(), EngineError> {
-        *self.thinking.lock().unwrap_or_else(PoisonError::into_inner) = budget;
+        match &mut *self.state() {
+            State::Open(session) => session.set_thinking_budget(budget),
+            State::Opening {
+                thinking: pending, ..
+            } => *pending = Some(budget),
+            State::Failed(error) => return Err(error.clone()),
+        }
         Ok(())
     }
 

@@ -25,9 +25,17 @@ pub enum ServerError {
     /// clients answer `-32000` with a login screen that would have nothing to offer).
     #[error("{0}")]
     NoCredentials(String),
-    /// Anything else that went wrong inside the agent. Wire: `-32603` with the message.
+    /// Anything else that went wrong inside the agent. Wire: `-32603` with the message, and
+    /// the message again as `data.details` (what Zed shows of an internal error).
     #[error("{0}")]
     Internal(String),
+    /// Keel's configuration does not load. Wire: `-32602` with the message and `data`
+    /// (`details`, and the `key`, `file`, `line` and `column` when known).
+    #[error("{message}")]
+    Config {
+        message: String,
+        data: serde_json::Value,
+    },
 }
 
 impl ServerError {
@@ -46,6 +54,10 @@ impl ServerError {
             }
             ServerError::Internal(message) => {
                 RpcError::new(RpcError::internal_error().code, message.clone())
+                    .data(serde_json::json!({ "details": message }))
+            }
+            ServerError::Config { message, data } => {
+                RpcError::new(RpcError::invalid_params().code, message.clone()).data(data.clone())
             }
         }
     }
@@ -58,7 +70,27 @@ impl From<EngineError> for ServerError {
             EngineError::InvalidInput(message) => ServerError::InvalidParams(message),
             EngineError::Failed(message) => ServerError::Internal(message),
             EngineError::NotFound(id) => ServerError::SessionNotFound(id),
+            EngineError::Config { message, data } => ServerError::Config { message, data },
         }
+    }
+}
+
+/// What the editor said when it refused a request: its own text, which an editor often puts in
+/// `data` (Zed answers "Internal error" with the cause in `data.details`), else the message.
+pub fn client_error_text(error: &RpcError) -> String {
+    let detail = match &error.data {
+        Some(serde_json::Value::String(text)) => Some(text.as_str()),
+        Some(serde_json::Value::Object(data)) => ["details", "message", "error"]
+            .iter()
+            .find_map(|key| data.get(*key).and_then(serde_json::Value::as_str)),
+        _ => None,
+    };
+    match detail.map(str::trim).filter(|detail| !detail.is_empty()) {
+        Some(detail) if error.message.is_empty() || error.message == "Internal error" => {
+            detail.to_owned()
+        }
+        Some(detail) if detail != error.message => format!("{}: {detail}", error.message),
+        _ => error.message.clone(),
     }
 }
 

@@ -61,7 +61,7 @@ impl FileBackend for ClientFiles {
             Some(
                 result
                     .map(|response| response.content)
-                    .map_err(|error| error.message),
+                    .map_err(|error| super::errors::client_error_text(&error)),
             )
         })
     }
@@ -81,7 +81,11 @@ impl FileBackend for ClientFiles {
                 content.to_owned(),
             );
             let result = self.connection.send_request(request).block_task().await;
-            Some(result.map(|_| ()).map_err(|error| error.message))
+            Some(
+                result
+                    .map(|_| ())
+                    .map_err(|error| super::errors::client_error_text(&error)),
+            )
         })
     }
 }

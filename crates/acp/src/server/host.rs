@@ -18,10 +18,11 @@ use std::time::{Duration, Instant};
 use agent_client_protocol::Client;
 use agent_client_protocol::v1::ConnectionTo;
 use agent_client_protocol::v1::schema::{
-    ContentBlock, ContentChunk, MessageId, Plan, PlanEntry, PlanEntryPriority, PlanEntryStatus,
-    SessionId, SessionInfoUpdate, SessionNotification, SessionUpdate, Terminal, ToolCall,
-    ToolCallContent, ToolCallLocation, ToolCallStatus, ToolCallUpdate, ToolCallUpdateFields,
-    ToolKind as AcpKind, UsageUpdate,
+    CompactionStatus, CompactionUpdate, ContentBlock, ContentChunk, MessageId, Notice,
+    NoticeSeverity, Plan, PlanEntry, PlanEntryPriority, PlanEntryStatus, SessionId,
+    SessionInfoUpdate, SessionNotification, SessionUpdate, Terminal, ToolCall, ToolCallContent,
+    ToolCallLocation, ToolCallStatus, ToolCallUpdate, ToolCallUpdateFields, ToolKind as AcpKind,
+    UsageUpdate,
 };
 use futures::future::BoxFuture;
 use keel_core::agent::{
@@ -80,9 +81,75 @@ pub struct HostShared {
     /// The client renders elicitation forms (`clientCapabilities.elicitation.form`): the
     /// `question` tool asks through one.
     pub elicitation: bool,
+    /// The client shows `notice` updates (`clientCapabilities.session.notices`).
+    pub notices: bool,
+    /// The client shows `compaction_update`s (`clientCapabilities.session.compaction`).
+    pub compaction: bool,
+}
+
+/// How serious a notice of Keel's is.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Severity {
+    Info,
+    Warning,
+}
+
+/// Something Keel itself tells the user (a retry, settings left out, an MCP server that failed):
+/// a `notice` when the client shows them (`title`: the first line; the rest is the
+/// description), otherwise an agent message marked as Keel's: a quoted line that starts with
+/// "Keel:", a message id of its own (never the model's) and `_meta.keel.notice`. Never recorded,
+/// so never replayed.
+pub fn notice_update(notices: bool, severity: Severity, text: &str) -> SessionUpdate {
+    let text = text.trim();
+    let (title, rest) = text.split_once('\n').unwrap_or((text, ""));
+    let level = match severity {
+        Severity::Info => "info",
+        Severity::Warning => "warning",
+    };
+    if notices {
+        let wire = match severity {
+            Severity::Info => NoticeSeverity::Info,
+            Severity::Warning => NoticeSeverity::Warning,
+        };
+        let rest = rest.trim();
+        return SessionUpdate::Notice(
+            Notice::new(wire, title.trim())
+                .description((!rest.is_empty()).then(|| rest.to_owned())),
+        );
+    }
+    let quoted: String = text
+        .lines()
+        .enumerate()
+        .map(|(number, line)| {
+            if number == 0 {
+                format!("> **Keel:** {line}\n")
+            } else if line.is_empty() {
+                ">\n".to_owned()
+            } else {
+                format!("> {line}\n")
+            }
+        })
+        .collect();
+    let mut keel = serde_json::Map::new();
+    keel.insert("notice".into(), Value::from(level));
+    let mut meta = serde_json::Map::new();
+    meta.insert("keel".into(), Value::Object(keel));
+    SessionUpdate::AgentMessageChunk(
+        ContentChunk::new(ContentBlock::from(format!("{quoted}\n")))
+            .message_id(MessageId::new(format!(
+                "keel-notice-{}",
+                uuid::Uuid::new_v4()
+            )))
+            .meta(meta),
+    )
 }
 
 impl HostShared {
+    /// Tells the user something of Keel's own ([`notice_update`]).
+    pub fn notice(&self, severity: Severity, text: &str) {
+        self.send(notice_update(self.notices, severity, text));
+    }
+
     /// Sends one `session/update` of this session (dropped, with a debug line, once the
     /// connection is closed).
     pub fn send(&self, update: SessionUpdate) {
@@ -206,6 +273,32 @@ fn head(text: &str, limit: usize) -> &str {
     &text[..end]
 }
 
+/// A todo call's plan as a Markdown checklist (`- [x] Write the test`), from its plan artifact.
+fn plan_text(artifacts: &[Artifact]) -> Option<String> {
+    let entries = artifacts.iter().find_map(|artifact| match artifact {
+        Artifact::Plan { entries } => Some(entries),
+        _ => None,
+    })?;
+    if entries.is_empty() {
+        return Some("The plan is empty.".to_owned());
+    }
+    let mut text = String::new();
+    for entry in entries {
+        let mark = match entry.status {
+            TodoStatus::Pending => "[ ]",
+            TodoStatus::InProgress => "[~]",
+            TodoStatus::Completed => "[x]",
+        };
+        let doing = if entry.status == TodoStatus::InProgress {
+            " (in progress)"
+        } else {
+            ""
+        };
+        text.push_str(&format!("- {mark} {}{doing}\n", entry.content.trim()));
+    }
+    Some(text.trim_end().to_owned())
+}
+
 /// A plan entry of the engine as ACP's.
 fn plan_entry(entry: &keel_core::tool::PlanEntry) -> PlanEntry {
     let status = match entry.status {
@@ -300,16 +393,21 @@ impl AcpTurnHost {
     fn progress(&self, call_id: &str, progress: ToolProgress) {
         match progress {
             ToolProgress::Terminal(terminal_id) => {
-                if let Some(call) = lock(&self.calls).get_mut(call_id) {
+                let title = lock(&self.calls).get_mut(call_id).and_then(|call| {
                     call.terminal = Some(terminal_id.clone());
-                }
+                    (call.kind == AcpKind::Execute).then(|| call.title.clone())
+                });
                 let content = vec![ToolCallContent::Terminal(Terminal::new(terminal_id))];
-                self.update(
-                    call_id,
-                    ToolCallUpdateFields::new()
-                        .status(ToolCallStatus::InProgress)
-                        .content(content),
-                );
+                let mut fields = ToolCallUpdateFields::new()
+                    .status(ToolCallStatus::InProgress)
+                    .content(content);
+                // The editor labels a terminal with the program it was asked to run (the
+                // sandbox helper); the title of an execute call replaces that label in Zed
+                // (`update_command_label`), so the user reads the command itself.
+                if let Some(title) = title {
+                    fields = fields.title(title);
+                }
+                self.update(call_id, fields);
             }
             ToolProgress::Output(chunk) => {
                 let mut calls = lock(&self.calls);
@@ -390,7 +488,13 @@ impl AcpTurnHost {
         let mut shown = head(text, FINAL_OUTPUT).to_owned();
         let elided = text.len() - shown.len();
         match call.tool() {
-            ToolRef::Locked(LockedTool::Todo) => return content,
+            ToolRef::Locked(LockedTool::Todo) => {
+                // The plan as text: a card with no content shows its raw output instead.
+                if let Some(plan) = plan_text(&envelope.artifacts) {
+                    content.push(ToolCallContent::from(plan));
+                }
+                return content;
+            }
             ToolRef::Locked(
                 LockedTool::Bash | LockedTool::Read | LockedTool::Glob | LockedTool::Grep,
             ) => {
@@ -568,7 +672,7 @@ impl AcpTurnHost {
         if let Some(Preview::Command { cwd, .. }) = &mut request.preview {
             *cwd = self.shared.roots.absolute(cwd).display().to_string();
         }
-        let wire = permission::request(&self.shared.session_id, &request, view);
+        let wire = permission::request(&self.shared.session_id, &request, view, &self.shared.roots);
         let sent = self.shared.connection.send_request(wire).block_task();
         tokio::select! {
             reply = sent => match reply {
@@ -743,12 +847,19 @@ impl TurnHost for AcpTurnHost {
                 after,
                 size,
             } => {
-                self.send(SessionUpdate::AgentMessageChunk(ContentChunk::new(
-                    ContentBlock::from(format!(
-                        "*(The conversation was compacted to fit the context window: about \
-                         {before} tokens became {after}.)*\n\n"
-                    )),
-                )));
+                let text = format!(
+                    "The conversation was compacted to fit the context window: about {before} \
+                     tokens became {after}."
+                );
+                if self.shared.compaction {
+                    let id = format!("keel-compaction-{}", uuid::Uuid::new_v4());
+                    self.send(SessionUpdate::CompactionUpdate(
+                        CompactionUpdate::new(id, CompactionStatus::Completed)
+                            .summary(vec![ContentBlock::from(text)]),
+                    ));
+                } else {
+                    self.shared.notice(Severity::Info, &text);
+                }
                 self.send(SessionUpdate::UsageUpdate(UsageUpdate::new(after, size)));
             }
             AgentEvent::SessionTitle { title } => {
@@ -763,19 +874,11 @@ impl TurnHost for AcpTurnHost {
             } => self.subagent(&parent_call_id, &agent, *event),
             AgentEvent::Waiting { text } => {
                 tracing::info!(session = %self.shared.session_id, "{}", text.trim_end());
-                self.send(SessionUpdate::AgentMessageChunk(
-                    ContentChunk::new(ContentBlock::from(text)).message_id(MessageId::new(
-                        format!("keel-status-{}", uuid::Uuid::new_v4()),
-                    )),
-                ));
+                self.shared.notice(Severity::Info, &text);
             }
             AgentEvent::Notice { text } => {
                 tracing::info!(session = %self.shared.session_id, "{text}");
-                self.send(SessionUpdate::AgentMessageChunk(
-                    ContentChunk::new(ContentBlock::from(text)).message_id(MessageId::new(
-                        format!("keel-notice-{}", self.shared.session_id),
-                    )),
-                ));
+                self.shared.notice(Severity::Warning, &text);
             }
         }
     }

@@ -282,16 +282,16 @@ mod tests {
             .iter()
             .map(|(id, args)| format!("{id}: {}", title(id, args, &r)))
             .collect();
-        insta::assert_snapshot!(shown.join("\n"), @r"
+        insta::assert_snapshot!(shown.join("\n"), @r#"
         read: Read src/main.rs (1-40)
         read: Read src/lib.rs
         read: Read a.rs (from line 100)
         read: Read /etc/hosts (1-10)
         write: Write src/new.rs
         edit: Edit src/lib.rs
-        bash: `cargo test`
-        bash: `` echo `date` ``
-        bash: `set -e …`
+        bash: cargo test
+        bash: echo `date`
+        bash: set -e …
         grep: Grep `fn main` in src/
         grep: Grep `TODO` (*.rs)
         glob: Glob `**/*.rs`
@@ -300,12 +300,12 @@ mod tests {
         web_fetch: Fetch 127.0.0.1
         web_search: Search the web: ACP tool kinds
         task: Task: Find the flaky test
-        question: Ask: Which database?
+        question: The model asks: "Which database?"
         skill: Load skill `release`
         tool_search: Search tools: github issues
         todo: Update the plan
         read: Read a file
-        ");
+        "#);
     }
 
     #[test]

@@ -65,11 +65,15 @@ pub async fn serve_stdio(engine: Engine) -> anyhow::Result<()> {
 }
 
 /// Serves ACP on stdin/stdout for a configuration that did not load: `initialize` answers,
-/// `session/new` fails with `message` (the configuration error).
-pub async fn serve_stdio_broken(message: String) -> anyhow::Result<()> {
+/// `session/new` fails with `message` (the configuration error) and `data` (its key, file, line
+/// and column).
+pub async fn serve_stdio_broken(
+    message: String,
+    data: Option<serde_json::Value>,
+) -> anyhow::Result<()> {
     let (outgoing, incoming) = transport::stdio();
     serve_io(
-        Arc::new(engine_sessions::BrokenConfig::new(message)),
+        Arc::new(engine_sessions::BrokenConfig::new(message, data)),
         outgoing,
         incoming,
     )

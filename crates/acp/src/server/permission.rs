@@ -18,6 +18,8 @@ use agent_client_protocol::v1::schema::{
 use keel_core::agent::{Answer, ApprovalAnswer, ApprovalRequest, TRUST_QUESTION_ID};
 use keel_core::tool::Preview;
 
+use super::kinds::Roots;
+
 /// One permission option.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct OptionRow {
@@ -165,10 +167,56 @@ pub fn answer(outcome: &RequestPermissionOutcome, unconfined: bool) -> ApprovalA
 pub fn preview_content(preview: &Preview) -> Vec<ToolCallContent> {
     match preview {
         Preview::Diff(diff) => super::kinds::diff_content(diff),
-        Preview::Command { command, cwd } => vec![ToolCallContent::from(format!(
-            "```sh\n{command}\n```\nin `{cwd}`"
-        ))],
+        Preview::Command { command, .. } => {
+            vec![ToolCallContent::from(format!("```sh\n{command}\n```"))]
+        }
     }
+}
+
+/// What approving will do, in plain words.
+fn what_happens(approval: &ApprovalRequest, title: &str, roots: &Roots) -> String {
+    match &approval.preview {
+        Some(Preview::Command { cwd, .. }) => {
+            format!("Keel will run this command in `{cwd}`.")
+        }
+        Some(Preview::Diff(diff)) if diff.old_text.is_none() => {
+            format!(
+                "Keel will create `{}` with this text.",
+                roots.display(&diff.path)
+            )
+        }
+        Some(Preview::Diff(diff)) => format!(
+            "Keel will apply this change to `{}`.",
+            roots.display(&diff.path)
+        ),
+        None => format!("Keel will run the `{}` tool: {title}.", approval.tool_id),
+    }
+}
+
+/// The prompt's text: what approving does and why Keel asks, in plain words, then the deciding
+/// rule as a detail line.
+fn explanation(approval: &ApprovalRequest, title: &str, roots: &Roots) -> String {
+    if approval.tool_id == TRUST_QUESTION_ID {
+        return approval.reason.clone();
+    }
+    if approval.why.is_empty() {
+        let what = what_happens(approval, title, roots);
+        return match approval.reason.trim() {
+            "" => what,
+            reason => format!("{what}\n\n{reason}"),
+        };
+    }
+    let mut text = format!("{} {}", what_happens(approval, title, roots), approval.why);
+    let detail = approval.reason.trim();
+    if !detail.is_empty() {
+        let detail = match detail.split_once("Needs approval: ") {
+            // A subagent's request keeps its "Subagent `name`:" lead.
+            Some((lead, rest)) => format!("{lead}{rest}"),
+            None => detail.to_owned(),
+        };
+        text.push_str(&format!("\n\nRule: {detail}"));
+    }
+    text
 }
 
 /// What the call shows in the prompt besides its title.
@@ -184,11 +232,13 @@ pub fn request(
     session_id: &SessionId,
     approval: &ApprovalRequest,
     view: CallView,
+    roots: &Roots,
 ) -> RequestPermissionRequest {
     let mut content: Vec<ToolCallContent> =
         approval.preview.iter().flat_map(preview_content).collect();
-    if !approval.reason.is_empty() {
-        content.push(ToolCallContent::from(approval.reason.clone()));
+    let text = explanation(approval, &view.title, roots);
+    if !text.is_empty() {
+        content.push(ToolCallContent::from(text));
     }
     let mut fields = ToolCallUpdateFields::new()
         .kind(view.kind)
@@ -327,6 +377,7 @@ mod tests {
                 bounded: false,
             })),
             reason: String::new(),
+            why: String::new(),
             always_scope: None,
             unconfined: false,
         };
@@ -335,7 +386,13 @@ mod tests {
             kind: AcpKind::Edit,
             locations: vec![ToolCallLocation::new("/w/src/lib.rs")],
         };
-        let wire = serde_json::to_value(request(&SessionId::new("s1"), &approval, view)).unwrap();
+        let wire = serde_json::to_value(request(
+            &SessionId::new("s1"),
+            &approval,
+            view,
+            &Roots::default(),
+        ))
+        .unwrap();
         insta::assert_json_snapshot!(wire["toolCall"], @r#"
         {
           "toolCallId": "c1",
@@ -349,6 +406,13 @@ mod tests {
               "path": "/w/src/lib.rs",
               "oldText": "a\n",
               "newText": "b\n"
+            },
+            {
+              "type": "content",
+              "content": {
+                "type": "text",
+                "text": "Keel will apply this change to `/w/src/lib.rs`."
+              }
             }
           ],
           "locations": [
@@ -366,9 +430,33 @@ mod tests {
             cwd: "/w".into(),
         });
         let wire = serde_json::to_value(command).unwrap();
+        assert_eq!(wire[0]["content"]["text"], "```sh\ncargo test\n```");
+    }
+
+    #[test]
+    fn the_prompt_says_what_happens_and_why_then_the_rule() {
+        let approval = ApprovalRequest {
+            call_id: "c1".into(),
+            tool_id: "bash".into(),
+            kind: ToolKind::Execute,
+            args: json!({"command": "cargo test"}),
+            view: keel_core::tool::CallView {
+                title: "cargo test".into(),
+                locations: Vec::new(),
+            },
+            preview: Some(Preview::Command {
+                command: "cargo test".into(),
+                cwd: "/w".into(),
+            }),
+            reason: "Needs approval: no rule matches `cargo test`, and the default is ask.".into(),
+            why: "No permission rule allows this yet, so Keel asks first.".into(),
+            always_scope: None,
+            unconfined: false,
+        };
         assert_eq!(
-            wire[0]["content"]["text"],
-            "```sh\ncargo test\n```\nin `/w`"
+            explanation(&approval, "cargo test", &Roots::default()),
+            "Keel will run this command in `/w`. No permission rule allows this yet, so Keel \
+             asks first.\n\nRule: no rule matches `cargo test`, and the default is ask."
         );
     }
 }

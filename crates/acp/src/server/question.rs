@@ -17,6 +17,7 @@ use agent_client_protocol::v1::schema::{
     ToolCallContent, ToolCallUpdate, ToolCallUpdateFields,
 };
 use keel_core::agent::QuestionItem;
+use keel_core::tool::view::{escaped, quoted};
 use serde_json::{Value, json};
 
 use super::host::AcpTurnHost;
@@ -27,18 +28,36 @@ fn option_id(index: usize) -> String {
     format!("answer-{index}")
 }
 
-/// The prompt for one question.
-fn request(host: &AcpTurnHost, call_id: &str, item: &QuestionItem) -> RequestPermissionRequest {
-    let mut text = item.question.clone();
-    for option in &item.options {
-        if let Some(description) = &option.description {
-            text.push_str(&format!("\n- **{}**: {description}", option.label));
-        }
-    }
-    let title = match &item.header {
+/// What every question prompt starts with, so it is visibly the model's and never looks like
+/// one of Keel's own permission or trust prompts.
+pub const FROM_MODEL: &str = "The model asks";
+
+/// The prompt's title: one line, the model's words escaped and quoted after [`FROM_MODEL`].
+fn title(item: &QuestionItem) -> String {
+    let asked = match &item.header {
         Some(header) => format!("{header}: {}", item.question),
         None => item.question.clone(),
     };
+    format!("{FROM_MODEL}: {}", quoted(&asked))
+}
+
+/// The prompt for one question. Its options are the answers, all of a reject kind: a question
+/// allows nothing, and a client that answers allow options by itself must not pick one of the
+/// model's answers for the user.
+fn request(host: &AcpTurnHost, call_id: &str, item: &QuestionItem) -> RequestPermissionRequest {
+    let mut text = format!(
+        "{FROM_MODEL} (a question from the model, not a permission Keel asks for):\n\n> {}",
+        escaped(&item.question)
+    );
+    for option in &item.options {
+        if let Some(description) = &option.description {
+            text.push_str(&format!(
+                "\n- {}: {}",
+                quoted(&option.label),
+                escaped(description)
+            ));
+        }
+    }
     let mut options: Vec<PermissionOption> = item
         .options
         .iter()
@@ -46,8 +65,8 @@ fn request(host: &AcpTurnHost, call_id: &str, item: &QuestionItem) -> RequestPer
         .map(|(index, option)| {
             PermissionOption::new(
                 option_id(index),
-                option.label.clone(),
-                PermissionOptionKind::AllowOnce,
+                quoted(&option.label),
+                PermissionOptionKind::RejectOnce,
             )
         })
         .collect();
@@ -57,7 +76,7 @@ fn request(host: &AcpTurnHost, call_id: &str, item: &QuestionItem) -> RequestPer
         PermissionOptionKind::RejectOnce,
     ));
     let fields = ToolCallUpdateFields::new()
-        .title(title)
+        .title(title(item))
         .content(vec![ToolCallContent::from(text)]);
     RequestPermissionRequest::new(
         host.shared().session_id.clone(),
@@ -102,7 +121,7 @@ pub async fn ask_one(
         Ok(_) => Err("cancelled by the user".into()),
         Err(error) => Err(format!(
             "The editor could not ask the question: {}",
-            error.message
+            super::errors::client_error_text(&error)
         )),
     }
 }
@@ -145,8 +164,8 @@ fn form(
     }))
     .map_err(|e| format!("the questions do not make a form: {e}"))?;
     let message = match questions {
-        [one] => one.question.clone(),
-        _ => "The agent has some questions for you.".to_owned(),
+        [one] => title(one),
+        _ => format!("{FROM_MODEL} {} questions.", questions.len()),
     };
     Ok(CreateElicitationRequest::new(
         ElicitationFormMode::new(
@@ -193,8 +212,12 @@ pub async fn ask_form(
         reply = sent => reply,
         () = cancel.cancelled() => return Err("cancelled by the user".into()),
     };
-    let response = reply
-        .map_err(|error| format!("The editor could not ask the question: {}", error.message))?;
+    let response = reply.map_err(|error| {
+        format!(
+            "The editor could not ask the question: {}",
+            super::errors::client_error_text(&error)
+        )
+    })?;
     let wire = serde_json::to_value(&response).unwrap_or(Value::Null);
     match wire.get("action").and_then(Value::as_str) {
         Some("accept") => Ok(answers(

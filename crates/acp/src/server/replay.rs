@@ -11,7 +11,8 @@ use std::sync::Arc;
 
 use agent_client_protocol::v1::schema::{
     ContentBlock, ContentChunk, EmbeddedResource, EmbeddedResourceResource, ImageContent,
-    SessionUpdate, TextResourceContents, ToolCallStatus, ToolCallUpdate, ToolCallUpdateFields,
+    MessageId, SessionUpdate, TextResourceContents, ToolCallStatus, ToolCallUpdate,
+    ToolCallUpdateFields,
 };
 use keel_core::agent::{AgentEvent, TurnHost, UserContent};
 use keel_core::store::StoredEvent;
@@ -59,13 +60,18 @@ pub fn replay(shared: &HostShared, events: Vec<StoredEvent>) {
     // The bundled tools, built once if an old log needs them for its titles.
     let mut bundled = None;
     let mut usage = None;
+    let mut prompts = 0usize;
     for event in events {
         match event {
             StoredEvent::User { content } => {
+                // A message id per prompt (the same on every load): a client never merges two
+                // prompts with nothing between them into one.
+                prompts += 1;
+                let message_id = MessageId::new(format!("keel-user-{prompts}"));
                 for block in content {
-                    shared.send(SessionUpdate::UserMessageChunk(ContentChunk::new(
-                        user_block(block),
-                    )));
+                    shared.send(SessionUpdate::UserMessageChunk(
+                        ContentChunk::new(user_block(block)).message_id(message_id.clone()),
+                    ));
                 }
             }
             StoredEvent::Text { message_id, text } => {
@@ -119,6 +125,7 @@ pub fn replay(shared: &HostShared, events: Vec<StoredEvent>) {
             StoredEvent::Permission { .. }
             | StoredEvent::Mode { .. }
             | StoredEvent::Model { .. }
+            | StoredEvent::ThinkingBudget { .. }
             | StoredEvent::Message { .. }
             | StoredEvent::Compaction { .. }
             | StoredEvent::TurnEnd { .. } => {}

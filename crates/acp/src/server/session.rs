@@ -36,15 +36,48 @@ pub struct Session {
     /// The models offered: the configured ones, then those the providers list (added when they
     /// arrive).
     models: Mutex<Vec<String>>,
-    /// The model the session started with (marked as the default).
+    /// The model a session answers with when none is chosen (marked as the default).
     default_model: Option<String>,
     /// Held for the length of a turn: prompts of a session run one after another.
     turns: tokio::sync::Mutex<()>,
     /// The tokens of the prompts received and not answered yet, by arrival number.
     prompts: Mutex<BTreeMap<u64, CancellationToken>>,
     next_prompt: AtomicU64,
-    /// The skills last announced as slash commands.
-    skills_announced: Arc<Mutex<Vec<(String, String)>>>,
+    /// The slash commands: built in one place, sent whole.
+    commands: Arc<CommandBoard>,
+}
+
+/// What the session's slash-command list is built from besides the engine session: the MCP
+/// servers' prompts, and what was sent last. Every list is built and sent under its lock, so
+/// two updates never race (the last one sent is built from the latest state), and none is sent
+/// before the engine session is open (its skills are in the first list).
+#[derive(Debug, Default)]
+pub struct CommandBoard {
+    state: Mutex<BoardState>,
+    /// The session, once it exists (the MCP servers may report prompts before).
+    session: std::sync::OnceLock<std::sync::Weak<Session>>,
+}
+
+#[derive(Debug, Default)]
+struct BoardState {
+    /// The engine session finished opening (well or not): lists may be sent.
+    open: bool,
+    prompts: Vec<keel_core::mcp::McpPrompt>,
+    sent: Option<Vec<agent_client_protocol::v1::schema::AvailableCommand>>,
+}
+
+impl CommandBoard {
+    /// The MCP servers' prompts changed: the list is sent again (once the session is open).
+    pub fn set_prompts(&self, prompts: Vec<keel_core::mcp::McpPrompt>) {
+        lock(&self.state).prompts = prompts;
+        if let Some(session) = self.session.get().and_then(std::sync::Weak::upgrade) {
+            session.send_commands();
+        }
+    }
+}
+
+fn lock<T>(mutex: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
+    mutex.lock().unwrap_or_else(PoisonError::into_inner)
 }
 
 impl std::fmt::Debug for Session {
@@ -118,32 +151,17 @@ pub fn user_content(prompt: Vec<ContentBlock>) -> Result<Vec<UserContent>, Serve
     Ok(content)
 }
 
-/// Sends `available_commands_update` with the session's skills when they changed since the last
-/// time.
-fn announce_skills(
-    agent: &dyn AgentSession,
-    shared: &HostShared,
-    has_models: bool,
-    announced: &Mutex<Vec<(String, String)>>,
-) {
-    let skills = agent.skills();
-    let mut last = announced.lock().unwrap_or_else(PoisonError::into_inner);
-    if *last == skills {
-        return;
-    }
-    let update = SessionUpdate::AvailableCommandsUpdate(
-        agent_client_protocol::v1::schema::AvailableCommandsUpdate::new(
-            commands::available_with_skills(has_models, &skills),
-        ),
-    );
-    *last = skills;
-    shared.send(update);
-}
-
 impl Session {
-    pub fn new(agent: Arc<dyn AgentSession>, shared: HostShared, models: Vec<String>) -> Self {
-        let default_model = agent.model();
-        Self {
+    pub fn new(
+        agent: Arc<dyn AgentSession>,
+        shared: HostShared,
+        models: Vec<String>,
+        default_model: Option<String>,
+        commands: Arc<CommandBoard>,
+    ) -> Arc<Self> {
+        // A reopened session answers with its kept model; the default is still the default.
+        let default_model = default_model.or_else(|| agent.model());
+        let session = Arc::new(Self {
             agent,
             shared,
             models: Mutex::new(models),
@@ -151,8 +169,44 @@ impl Session {
             turns: tokio::sync::Mutex::new(()),
             prompts: Mutex::new(BTreeMap::new()),
             next_prompt: AtomicU64::new(0),
-            skills_announced: Arc::default(),
+            commands,
+        });
+        let _ = session.commands.session.set(Arc::downgrade(&session));
+        session
+    }
+
+    /// The whole slash-command list as it stands: Keel's commands (`/model` once there are
+    /// models), the session's skills, the MCP servers' prompts.
+    fn command_list(
+        &self,
+        prompts: &[keel_core::mcp::McpPrompt],
+    ) -> Vec<agent_client_protocol::v1::schema::AvailableCommand> {
+        let mut list = commands::available_with_skills(self.has_models(), &self.agent.skills());
+        list.extend(prompts.iter().map(commands::prompt_command));
+        list
+    }
+
+    /// Sends the slash-command list when the session is open and the list changed since it
+    /// was last sent (built and sent under the board's lock: never two lists racing).
+    pub fn send_commands(&self) {
+        let mut board = lock(&self.commands.state);
+        if !board.open {
+            return;
         }
+        let list = self.command_list(&board.prompts);
+        if board.sent.as_ref() == Some(&list) {
+            return;
+        }
+        board.sent = Some(list.clone());
+        self.send(SessionUpdate::AvailableCommandsUpdate(
+            agent_client_protocol::v1::schema::AvailableCommandsUpdate::new(list),
+        ));
+    }
+
+    /// The engine session is open (or failed to open): the first list goes out.
+    fn opened(&self) {
+        lock(&self.commands.state).open = true;
+        self.send_commands();
     }
 
     fn send(&self, update: SessionUpdate) {
@@ -233,7 +287,7 @@ impl Session {
         if added {
             self.config_changed();
             if was_empty {
-                self.announce();
+                self.send_commands();
             }
         }
     }
@@ -254,20 +308,6 @@ impl Session {
     /// Starts whatever the session does in the background (after `session/new` was answered).
     pub fn start(&self) {
         self.agent.start();
-        // Once open, the session's skills join the slash commands.
-        let (agent, shared, announced) = (
-            self.agent.clone(),
-            self.shared.clone(),
-            self.skills_announced.clone(),
-        );
-        let has_models = self.has_models();
-        if let Ok(runtime) = tokio::runtime::Handle::try_current() {
-            runtime.spawn(async move {
-                if agent.ready().await.is_ok() {
-                    announce_skills(agent.as_ref(), &shared, has_models, &announced);
-                }
-            });
-        }
     }
 
     /// `session/load`: sends the stored history as updates, then the current mode, config
@@ -287,13 +327,24 @@ impl Session {
         }
     }
 
-    /// Sends what a new session shows before its first prompt: the slash commands.
-    pub fn announce(&self) {
-        self.send(SessionUpdate::AvailableCommandsUpdate(
-            agent_client_protocol::v1::schema::AvailableCommandsUpdate::new(commands::available(
-                self.has_models(),
-            )),
-        ));
+    /// Sends the slash commands as soon as the engine session is open: at once for a session
+    /// reopened from the store (open before it is answered), when it opens for a new one.
+    pub fn announce(self: &Arc<Self>) {
+        if futures::FutureExt::now_or_never(self.agent.ready()).is_some() {
+            self.opened();
+            return;
+        }
+        let session = Arc::downgrade(self);
+        let agent = self.agent.clone();
+        if let Ok(runtime) = tokio::runtime::Handle::try_current() {
+            runtime.spawn(async move {
+                // A session that cannot open still offers Keel's own commands.
+                let _ = agent.ready().await;
+                if let Some(session) = session.upgrade() {
+                    session.opened();
+                }
+            });
+        }
     }
 
     /// Switches the security mode (validated against the mode table first).
@@ -468,9 +519,15 @@ impl Session {
             ready = self.agent.ready() => ready,
             () = cancel.cancelled() => return Ok(StopReason::Cancelled),
         };
+        // The command list precedes the turn's updates.
+        self.opened();
         if let Err(error) = ready {
             return Err(match error {
                 EngineError::NoCredentials(message) => ServerError::NoCredentials(message),
+                EngineError::Config { message, data } => ServerError::Config {
+                    message: format!("the session could not open: {message}"),
+                    data,
+                },
                 EngineError::InvalidInput(message)
                 | EngineError::Failed(message)
                 | EngineError::NotFound(message) => {
@@ -539,12 +596,7 @@ impl Session {
             self.config_changed();
         }
         // Trusting the project during the turn may have brought its skills.
-        announce_skills(
-            self.agent.as_ref(),
-            &self.shared,
-            self.has_models(),
-            &self.skills_announced,
-        );
+        self.send_commands();
         self.shared
             .terminals
             .release_all(&self.shared.connection, &self.shared.session_id);

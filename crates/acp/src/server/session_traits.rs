@@ -97,6 +97,13 @@ pub enum EngineError {
     /// The engine failed.
     #[error("{0}")]
     Failed(String),
+    /// Keel's configuration does not load; `data` says where (`details`, `key`, `file`,
+    /// `line`, `column`).
+    #[error("{message}")]
+    Config {
+        message: String,
+        data: serde_json::Value,
+    },
     /// No such stored session (its id).
     #[error("no session `{0}` in the session store")]
     NotFound(String),
@@ -106,6 +113,19 @@ pub enum EngineError {
 pub trait SessionFactory: Send + Sync + 'static {
     /// The configured model ids, in display order (empty: the model option is not offered).
     fn models(&self) -> Vec<String>;
+
+    /// The model a session answers with when none was chosen (marked as the default in the
+    /// model option); `None` when the factory cannot say.
+    fn default_model(&self) -> Option<String> {
+        self.models().into_iter().next()
+    }
+
+    /// The providers' models known without asking them (kept from an earlier answer): offered
+    /// in the `session/new`, `load` and `resume` responses, where an editor applies its
+    /// default settings.
+    fn known_models(&self) -> Vec<String> {
+        Vec::new()
+    }
 
     /// The models the providers list themselves (their models endpoints), asked for in the
     /// background after `session/new` was answered; added to the model option when they arrive.

@@ -29,15 +29,24 @@ use tokio_util::sync::CancellationToken;
 const AFTER_KILL: Duration = Duration::from_secs(2);
 
 /// The command's environment: [`QUIET_ENV`], and Keel's own model credentials blanked (ACP can
-/// set variables but not remove them), as local runs drop them.
-fn environment() -> Vec<EnvVariable> {
+/// set variables but not remove them), as local runs drop them; then what the request itself
+/// sets (`extra`, which wins over a quiet variable of the same name).
+fn environment(extra: &[(String, String)]) -> Vec<EnvVariable> {
+    let set = |name: &str| extra.iter().any(|(set, _)| set == name);
     QUIET_ENV
         .iter()
+        .filter(|(name, _)| !set(name))
         .map(|(name, value)| EnvVariable::new(*name, *value))
         .chain(
             keel_core::runtime::secrets::scrub_list()
                 .into_iter()
+                .filter(|name| !set(name))
                 .map(|name| EnvVariable::new(name, "")),
+        )
+        .chain(
+            extra
+                .iter()
+                .map(|(name, value)| EnvVariable::new(name.clone(), value.clone())),
         )
         .collect()
 }
@@ -120,7 +129,10 @@ impl ClientTerminals {
 
     fn failed(&self, what: &str, error: agent_client_protocol::Error) -> ToolError {
         ToolError::External {
-            message: format!("the editor's terminal {what} failed: {}", error.message),
+            message: format!(
+                "the editor's terminal {what} failed: {}",
+                super::errors::client_error_text(&error)
+            ),
             source: Some(std::sync::Arc::new(error)),
         }
     }
@@ -149,7 +161,7 @@ impl ClientTerminals {
         let program = request.program.to_string_lossy().into_owned();
         let create = CreateTerminalRequest::new(self.session_id.clone(), program)
             .args(request.args.clone())
-            .env(environment())
+            .env(environment(&request.env))
             .cwd(request.cwd.clone())
             .output_byte_limit(u64::try_from(request.output_limit).unwrap_or(u64::MAX));
         let created = self

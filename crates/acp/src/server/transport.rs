@@ -26,21 +26,49 @@ pub fn pipelined(
 > {
     let gate = Arc::new(InitializeGate::default());
     let reader = BufReader::new(incoming);
-    let incoming = futures::stream::unfold((reader, gate.clone()), async |(mut reader, gate)| {
-        gate.wait_open().await;
-        let line = next_line(&mut reader, MAX_LINE).await.transpose()?;
-        if let Ok(text) = &line {
-            gate.close_on_initialize(text);
-        }
-        Some((line, (reader, gate)))
-    });
+    // Both sides write to the client: the incoming side answers a request it refused as too
+    // long itself (the ACP crate never sees that request).
+    let writer = Arc::new(tokio::sync::Mutex::new(outgoing));
+    let incoming = futures::stream::unfold(
+        (reader, gate.clone(), writer.clone()),
+        async |(mut reader, gate, writer)| {
+            loop {
+                gate.wait_open().await;
+                let line = match next_line(&mut reader, MAX_LINE).await {
+                    Ok(None) => return None,
+                    Err(error) => return Some((Err(error), (reader, gate, writer))),
+                    Ok(Some(Line::Text(text))) => text,
+                    Ok(Some(Line::Oversized(refused))) => match refused.answer() {
+                        Refusal::ToClient(answer) => {
+                            let mut out = writer.lock().await;
+                            let written = async {
+                                out.write_all(answer.as_bytes()).await?;
+                                out.write_all(b"\n").await?;
+                                out.flush().await
+                            };
+                            if let Err(error) = written.await {
+                                return Some((Err(error), (reader, gate, writer.clone())));
+                            }
+                            continue;
+                        }
+                        Refusal::ToServer(line) => line,
+                    },
+                };
+                gate.close_on_initialize(&line);
+                return Some((Ok(line), (reader, gate, writer)));
+            }
+        },
+    );
     let outgoing = futures::sink::unfold(
-        (outgoing, gate, backlog),
-        async |(mut writer, gate, backlog), mut line: String| {
+        (writer, gate, backlog),
+        async |(writer, gate, backlog), mut line: String| {
             // One write a message: in blocking mode, each write goes through a thread of its own.
             line.push('\n');
-            writer.write_all(line.as_bytes()).await?;
-            writer.flush().await?;
+            {
+                let mut out = writer.lock().await;
+                out.write_all(line.as_bytes()).await?;
+                out.flush().await?;
+            }
             let line = line.strip_suffix('\n').unwrap_or(&line);
             gate.open_on_answer(line);
             backlog.written(line);
@@ -50,24 +78,209 @@ pub fn pipelined(
     Lines::new(Box::pin(outgoing), Box::pin(incoming))
 }
 
-/// The longest message read whole. A longer line is dropped and replaced by one that is not
-/// JSON, so the client gets a parse error for it and the connection goes on, instead of Keel
-/// buffering whatever a client sends without a newline.
-pub const MAX_LINE: usize = 64 * 1024 * 1024;
+/// The longest message read whole (8 MiB). A longer line is refused as it streams in, never
+/// buffered: a request whose id can be read is answered with an error (the connection goes on),
+/// an answer of the client fails the request of Keel's it answers, anything else becomes a
+/// line that is not JSON, so the client gets a parse error for it.
+pub const MAX_LINE: usize = 8 * 1024 * 1024;
+
+/// How much of the start and of the end of a refused line is kept to find its id.
+const KEPT: usize = 4096;
+
+/// One line read from the client.
+#[derive(Debug, PartialEq)]
+enum Line {
+    Text(String),
+    Oversized(Oversized),
+}
+
+/// What is kept of a line over [`MAX_LINE`]: its first and last bytes and its length.
+#[derive(Debug, PartialEq, Default)]
+struct Oversized {
+    head: Vec<u8>,
+    tail: Vec<u8>,
+    bytes: usize,
+}
+
+/// What to do with a refused line.
+#[derive(Debug, PartialEq)]
+enum Refusal {
+    /// Write this error to the client (it answers the client's request).
+    ToClient(String),
+    /// Hand this line to the server in place of the refused one.
+    ToServer(String),
+}
+
+impl Oversized {
+    fn push(&mut self, chunk: &[u8]) {
+        self.bytes += chunk.len();
+        if self.head.len() < KEPT {
+            let room = KEPT - self.head.len();
+            self.head.extend_from_slice(&chunk[..chunk.len().min(room)]);
+        }
+        self.tail
+            .extend_from_slice(&chunk[chunk.len().saturating_sub(KEPT)..]);
+        if self.tail.len() > 2 * KEPT {
+            self.tail.drain(..self.tail.len() - KEPT);
+        }
+    }
+
+    fn answer(&self) -> Refusal {
+        tracing::warn!(
+            bytes = self.bytes,
+            "a message over {MAX_LINE} bytes was refused"
+        );
+        let keys = top_level_keys(&self.head);
+        let id = keys
+            .iter()
+            .find(|(key, _)| key == "id")
+            .map(|(_, value)| value.clone())
+            .or_else(|| trailing_id(&self.tail));
+        let message = format!(
+            "message refused: {} bytes is over Keel's limit of {MAX_LINE} bytes a message",
+            self.bytes
+        );
+        let is_answer = keys
+            .iter()
+            .any(|(key, _)| key == "result" || key == "error");
+        match id {
+            Some(id) if !id.is_null() => {
+                let error = serde_json::json!({
+                    "jsonrpc": "2.0",
+                    "id": id,
+                    "error": {"code": -32600, "message": message},
+                })
+                .to_string();
+                if is_answer {
+                    Refusal::ToServer(error)
+                } else {
+                    Refusal::ToClient(error)
+                }
+            }
+            _ => Refusal::ToServer(format!("<{message}>")),
+        }
+    }
+}
+
+/// The keys of the top-level object that start in `head` (the start of a JSON text), with the
+/// value of each that is a string, a number or null (`Value::Bool(true)` for the others).
+fn top_level_keys(head: &[u8]) -> Vec<(String, Value)> {
+    let mut keys = Vec::new();
+    let text = String::from_utf8_lossy(head);
+    let mut chars = text.char_indices().peekable();
+    let mut depth = 0usize;
+    let mut expect_key = false;
+    while let Some((at, c)) = chars.next() {
+        match c {
+            '{' | '[' => {
+                depth += 1;
+                expect_key = depth == 1 && c == '{';
+            }
+            '}' | ']' => depth = depth.saturating_sub(1),
+            ',' => expect_key = depth == 1,
+            '"' => {
+                let start = at + 1;
+                let mut end = None;
+                let mut escaped = false;
+                for (i, c) in chars.by_ref() {
+                    match c {
+                        _ if escaped => escaped = false,
+                        '\\' => escaped = true,
+                        '"' => {
+                            end = Some(i);
+                            break;
+                        }
+                        _ => {}
+                    }
+                }
+                let Some(end) = end else { break };
+                if !expect_key {
+                    continue;
+                }
+                expect_key = false;
+                let key = text[start..end].to_owned();
+                let rest = text[end + 1..].trim_start();
+                let Some(rest) = rest.strip_prefix(':') else {
+                    break;
+                };
+                let value = scalar_prefix(rest.trim_start()).unwrap_or(Value::Bool(true));
+                keys.push((key, value));
+            }
+            _ => {}
+        }
+    }
+    keys
+}
+
+/// The JSON string, number or null `text` starts with, when it is whole in `text`.
+fn scalar_prefix(text: &str) -> Option<Value> {
+    let end = if text.starts_with('"') {
+        let mut escaped = false;
+        text.char_indices()
+            .skip(1)
+            .find(|(_, c)| match c {
+                _ if escaped => {
+                    escaped = false;
+                    false
+                }
+                '\\' => {
+                    escaped = true;
+                    false
+                }
+                '"' => true,
+                _ => false,
+            })
+            .map(|(i, _)| i + 1)?
+    } else {
+        text.find(|c: char| !(c.is_ascii_alphanumeric() || matches!(c, '-' | '+' | '.')))?
+    };
+    match serde_json::from_str::<Value>(&text[..end]).ok()? {
+        value @ (Value::String(_) | Value::Number(_) | Value::Null) => Some(value),
+        _ => None,
+    }
+}
+
+/// The id of a message that ends with it (`..., "id": 7}`), from the last bytes of the line.
+fn trailing_id(tail: &[u8]) -> Option<Value> {
+    let text = String::from_utf8_lossy(tail);
+    let body = text.trim_end().strip_suffix('}')?.trim_end();
+    let (value, before) = if let Some(inner) = body.strip_suffix('"') {
+        let open = inner.rfind('"')?;
+        if inner[open + 1..].contains('\\') {
+            return None;
+        }
+        (&body[open..], &inner[..open])
+    } else {
+        let start = body
+            .rfind(|c: char| !(c.is_ascii_digit() || c == '-'))
+            .map_or(0, |i| i + 1);
+        (&body[start..], &body[..start])
+    };
+    let before = before.trim_end().strip_suffix(':')?.trim_end();
+    let before = before.strip_suffix("\"id\"")?.trim_end();
+    if !(before.ends_with(',') || before.ends_with('{')) {
+        return None;
+    }
+    match serde_json::from_str::<Value>(value).ok()? {
+        value @ (Value::String(_) | Value::Number(_)) => Some(value),
+        _ => None,
+    }
+}
 
 /// The next line, without its `\n` (or `\r\n`). Bytes that are not UTF-8 are replaced (the
 /// line then fails to parse and is answered with a parse error) rather than ending the
-/// connection; a line over `max` bytes is discarded as it streams in.
+/// connection; a line over `max` bytes is discarded as it streams in, keeping only what
+/// [`Oversized`] needs to answer it.
 async fn next_line(
     reader: &mut (impl AsyncBufRead + Unpin),
     max: usize,
-) -> std::io::Result<Option<String>> {
+) -> std::io::Result<Option<Line>> {
     let mut line = Vec::new();
-    let mut oversized = false;
+    let mut oversized: Option<Oversized> = None;
     loop {
         let buffer = reader.fill_buf().await?;
         if buffer.is_empty() {
-            if line.is_empty() && !oversized {
+            if line.is_empty() && oversized.is_none() {
                 return Ok(None);
             }
             break;
@@ -76,12 +289,16 @@ async fn next_line(
             Some(at) => (&buffer[..at], Some(at + 1)),
             None => (buffer, None),
         };
-        if !oversized && line.len() + chunk.len() > max {
-            oversized = true;
-            line = Vec::new();
-        }
-        if !oversized {
-            line.extend_from_slice(chunk);
+        match &mut oversized {
+            Some(refused) => refused.push(chunk),
+            None if line.len() + chunk.len() > max => {
+                let mut refused = Oversized::default();
+                refused.push(&line);
+                refused.push(chunk);
+                line = Vec::new();
+                oversized = Some(refused);
+            }
+            None => line.extend_from_slice(chunk),
         }
         let consumed = done.unwrap_or(buffer.len());
         reader.consume(consumed);
@@ -89,17 +306,16 @@ async fn next_line(
             break;
         }
     }
-    if oversized {
-        tracing::warn!("a message over {max} bytes was dropped");
-        return Ok(Some(format!("<a message over {max} bytes>")));
+    if let Some(refused) = oversized {
+        return Ok(Some(Line::Oversized(refused)));
     }
     if line.last() == Some(&b'\r') {
         line.pop();
     }
-    Ok(Some(match String::from_utf8(line) {
+    Ok(Some(Line::Text(match String::from_utf8(line) {
         Ok(text) => text,
         Err(error) => String::from_utf8_lossy(error.as_bytes()).into_owned(),
-    }))
+    })))
 }
 
 /// The `session/update` notifications handed to the ACP crate and not yet written out.
@@ -302,7 +518,10 @@ mod tests {
         let mut reader = BufReader::with_capacity(4, input);
         let mut out = Vec::new();
         while let Some(line) = next_line(&mut reader, max).await.unwrap() {
-            out.push(line);
+            out.push(match line {
+                Line::Text(text) => text,
+                Line::Oversized(refused) => format!("<{} bytes>", refused.bytes),
+            });
         }
         out
     }
@@ -315,11 +534,47 @@ mod tests {
             vec![
                 "{\"a\":1}".to_owned(),
                 "\u{fffd}\u{fffd}{}".to_owned(),
-                "<a message over 12 bytes>".to_owned(),
+                "<16 bytes>".to_owned(),
                 String::new(),
                 "last".to_owned(),
             ]
         );
         assert!(lines(b"", 12).await.is_empty());
+    }
+
+    fn refused(line: &str) -> Refusal {
+        let mut kept = Oversized::default();
+        for chunk in line.as_bytes().chunks(7) {
+            kept.push(chunk);
+        }
+        kept.answer()
+    }
+
+    #[test]
+    fn a_refused_line_is_answered_by_its_id() {
+        let big = "x".repeat(3 * KEPT);
+        // The id first, last, as a string; an answer of the client; no id at all.
+        let first = format!(
+            r#"{{"jsonrpc":"2.0","id":7,"method":"session/prompt","params":{{"p":"{big}"}}}}"#
+        );
+        let last = format!(
+            r#"{{"jsonrpc":"2.0","method":"x","params":{{"id":1,"p":"{big}"}}, "id" : "a-1" }}"#
+        );
+        let answer = format!(r#"{{"jsonrpc":"2.0","id":3,"result":{{"content":"{big}"}}}}"#);
+        let nested = format!(r#"{{"jsonrpc":"2.0","method":"x","params":{{"id":1,"p":"{big}"}}}}"#);
+        let id_of = |refusal: Refusal| match refusal {
+            Refusal::ToClient(text) => (
+                "client",
+                serde_json::from_str::<Value>(&text).unwrap()["id"].clone(),
+            ),
+            Refusal::ToServer(text) => (
+                "server",
+                serde_json::from_str::<Value>(&text).map_or(Value::Null, |v| v["id"].clone()),
+            ),
+        };
+        assert_eq!(id_of(refused(&first)), ("client", serde_json::json!(7)));
+        assert_eq!(id_of(refused(&last)), ("client", serde_json::json!("a-1")));
+        assert_eq!(id_of(refused(&answer)), ("server", serde_json::json!(3)));
+        assert_eq!(id_of(refused(&nested)), ("server", Value::Null));
     }
 }

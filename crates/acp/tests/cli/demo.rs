@@ -23,7 +23,7 @@ fn demo_runs_offline_shows_the_session_and_leaves_nothing_behind() {
         "● Read greet.py [read]",
         "● Update the plan [think]",
         "● Edit greet.py [edit]",
-        "● `sh test.sh` [execute]",
+        "● sh test.sh [execute]",
     ] {
         assert!(transcript.contains(call), "no `{call}` in\n{transcript}");
     }
@@ -51,7 +51,7 @@ fn demo_runs_offline_shows_the_session_and_leaves_nothing_behind() {
     );
     // The command ran (after its own approval) and the tests passed on the edited file.
     assert!(
-        transcript.contains("permission: `sh test.sh` [execute]"),
+        transcript.contains("permission: sh test.sh [execute]"),
         "{transcript}"
     );
     assert!(transcript.contains("1 passed"), "{transcript}");

@@ -208,7 +208,7 @@ async fn a_project_provider_gets_nothing_until_trusted() {
     let settings = event(&all, "ignored_settings").unwrap()["settings"].to_string();
     assert!(
         settings.contains(&format!(
-            "sends CANARY_API_KEY to {} (provider `evil`)",
+            r#"sends \"CANARY_API_KEY\" to \"{}\" (provider \"evil\")"#,
             project_listener.base_url().trim_end_matches('/')
         )),
         "{settings}"
@@ -229,7 +229,9 @@ async fn a_project_provider_gets_nothing_until_trusted() {
     let granted = keel(&sandbox, &["trust", "grant"]);
     assert_eq!(granted.code, 0, "{}", granted.stderr);
     assert!(
-        granted.stdout.contains("applies: sends CANARY_API_KEY to"),
+        granted
+            .stdout
+            .contains("applies: sends \"CANARY_API_KEY\" to"),
         "{}",
         granted.stdout
     );

@@ -29,6 +29,7 @@ fn edit_request(call_id: &str, root: &str, always: Option<&str>) -> ApprovalRequ
             bounded: false,
         })),
         reason: String::new(),
+        why: String::new(),
         always_scope: always.map(str::to_owned),
         unconfined: false,
     }
@@ -46,6 +47,7 @@ fn bash_request(call_id: &str, root: &str) -> ApprovalRequest {
             cwd: root.into(),
         }),
         reason: "`bash` asks by default".into(),
+        why: String::new(),
         always_scope: Some("commands starting with `cargo test`".into()),
         unconfined: false,
     }
@@ -126,6 +128,13 @@ async fn an_edit_approval_carries_the_diff_and_scoped_options() {
               "path": "[root]/src/lib.rs",
               "oldText": "let a = 1;\n",
               "newText": "let b = 1;\n"
+            },
+            {
+              "type": "content",
+              "content": {
+                "type": "text",
+                "text": "Keel will apply this change to `src/lib.rs`."
+              }
             }
           ],
           "locations": [
@@ -178,12 +187,15 @@ async fn a_command_approval_shows_the_command_and_where_it_runs() {
     let root = harness.root().display().to_string();
     assert_eq!(
         content[0]["content"]["text"],
-        format!("```sh\ncargo test --workspace\n```\nin `{root}`")
+        "```sh\ncargo test --workspace\n```"
     );
-    assert_eq!(content[1]["content"]["text"], "`bash` asks by default");
+    assert_eq!(
+        content[1]["content"]["text"],
+        format!("Keel will run this command in `{root}`.\n\n`bash` asks by default")
+    );
     assert_eq!(
         requests[0].tool_call.fields.title.as_deref(),
-        Some("`cargo test --workspace`")
+        Some("cargo test --workspace")
     );
     // The script was empty: the client rejected.
     assert_eq!(answers(&harness, &session), "RejectOnce;");
@@ -304,8 +316,8 @@ async fn a_cancelled_outcome_is_cancelled() {
 async fn questions_become_choices() {
     let harness = Harness::start(
         ClientOptions::default().permissions([
-            PermissionReply::Choose(PermissionOptionKind::AllowOnce),
-            PermissionReply::Choose(PermissionOptionKind::RejectOnce),
+            PermissionReply::Select("answer-0".into()),
+            PermissionReply::Select("skip".into()),
         ]),
         script(|turn| async move {
             let question = QuestionItem {
@@ -352,5 +364,13 @@ async fn questions_become_choices() {
         .iter()
         .map(|o| o.name.as_str())
         .collect();
-    assert_eq!(names, ["SQLite", "Postgres", "Skip"]);
+    assert_eq!(names, ["\"SQLite\"", "\"Postgres\"", "Skip"]);
+    // A question allows nothing: no option of an allow kind.
+    assert!(
+        requests[0]
+            .options
+            .iter()
+            .all(|o| o.kind == PermissionOptionKind::RejectOnce),
+        "{requests:#?}"
+    );
 }

@@ -248,3 +248,193 @@ fn keel_acp_serves_stdio_that_is_not_a_pipe_of_its_own() {
         .unwrap_or_else(|| panic!("no answer to initialize in {lines:?}"));
     assert!(answer["result"]["protocolVersion"].is_number(), "{answer}");
 }
+
+/// The most memory one hostile input may cost `keel acp` (its peak resident set, `VmHWM`).
+const MEMORY_BOUND_KIB: u64 = 100 * 1024;
+
+/// Reads the next message with an id from `lines`.
+async fn answer_with_id(
+    lines: &mut tokio::io::Lines<tokio::io::BufReader<tokio::process::ChildStdout>>,
+) -> serde_json::Value {
+    loop {
+        let line = lines
+            .next_line()
+            .await
+            .unwrap()
+            .expect("keel acp ended early");
+        let message: serde_json::Value = serde_json::from_str(&line).unwrap();
+        if message.get("id").is_some() && message.get("method").is_none() {
+            return message;
+        }
+    }
+}
+
+/// A 48 MB JSON-RPC line is refused as it streams in: never buffered whole, answered with an
+/// error under its id (whether the id comes first or last), the connection goes on, and the
+/// process's peak memory stays under 100 MB.
+#[tokio::test]
+async fn a_48_mb_line_is_refused_as_it_streams_and_the_connection_survives() {
+    use tokio::io::{AsyncBufReadExt, AsyncWriteExt};
+
+    let raw = RawKeel::spawn();
+    let (root, mut child) = (raw.root.clone(), raw.child);
+    let pid = child.id().unwrap();
+    let mut stdin = child.stdin.take().unwrap();
+    let mut lines = tokio::io::BufReader::new(child.stdout.take().unwrap()).lines();
+    let initialize = json!({"jsonrpc": "2.0", "id": 1, "method": "initialize",
+        "params": {"protocolVersion": 1, "clientCapabilities": {}}});
+    stdin
+        .write_all(format!("{initialize}\n").as_bytes())
+        .await
+        .unwrap();
+    assert!(answer_with_id(&mut lines).await.get("result").is_some());
+
+    let chunk = "a".repeat(1024 * 1024);
+    for (id, id_first) in [(json!(5), true), (json!("late-id"), false)] {
+        let (open, close) = if id_first {
+            (
+                format!(
+                    r#"{{"jsonrpc":"2.0","id":{id},"method":"session/prompt","params":{{"sessionId":"s","prompt":[{{"type":"text","text":""#
+                ),
+                r#""}]}}"#.to_owned(),
+            )
+        } else {
+            (
+                r#"{"jsonrpc":"2.0","method":"session/prompt","params":{"sessionId":"s","prompt":[{"type":"text","text":""#.to_owned(),
+                format!(r#""}}]}},"id":{id}}}"#),
+            )
+        };
+        stdin.write_all(open.as_bytes()).await.unwrap();
+        for _ in 0..48 {
+            stdin.write_all(chunk.as_bytes()).await.unwrap();
+        }
+        stdin.write_all(close.as_bytes()).await.unwrap();
+        stdin.write_all(b"\n").await.unwrap();
+        stdin.flush().await.unwrap();
+        let refused = answer_with_id(&mut lines).await;
+        assert_eq!(refused["id"], id, "{refused}");
+        assert_eq!(refused["error"]["code"], -32600, "{refused}");
+        let message = refused["error"]["message"].as_str().unwrap();
+        assert!(
+            message.contains("over Keel's limit of 8388608 bytes"),
+            "{message}"
+        );
+    }
+
+    // The connection goes on: the next request is served.
+    let new_session = json!({"jsonrpc": "2.0", "id": 9, "method": "session/new",
+        "params": {"cwd": root, "mcpServers": []}});
+    stdin
+        .write_all(format!("{new_session}\n").as_bytes())
+        .await
+        .unwrap();
+    stdin.flush().await.unwrap();
+    let served = answer_with_id(&mut lines).await;
+    assert_eq!(served["id"], 9);
+    assert!(served["result"]["sessionId"].is_string(), "{served}");
+    let peak = keel_testkit::measure::status_kib(pid, "VmHWM").unwrap();
+    eprintln!("keel acp peak resident set: {peak} KiB");
+    assert!(
+        peak < MEMORY_BOUND_KIB,
+        "keel acp peaked at {peak} KiB under two 48 MB lines"
+    );
+    drop(stdin);
+    child.wait().await.unwrap();
+}
+
+/// A project whose skill, agent definition and tool file are symlinks to `/dev/zero` costs no
+/// memory: the files are refused (not regular files inside the project) with a notice the
+/// trust question carries, the session works, and the process's peak memory stays under
+/// 100 MB. A `.keel/config.toml` that is such a symlink makes `session/new` fail with an error
+/// saying so, instead of an endless read.
+#[tokio::test]
+async fn project_files_that_are_dev_zero_are_refused_with_a_notice_and_cost_no_memory() {
+    let mock = MockModel::start().await;
+    mock.push_anthropic(Turn::text_only("Hello."));
+    let home = KeelHome::new();
+    for (dir, file) in [
+        (".claude/skills/zero", "SKILL.md"),
+        (".keel/agents", "zero.md"),
+        (".keel/tools", "zero.toml"),
+    ] {
+        std::fs::create_dir_all(home.root.join(dir)).unwrap();
+        std::os::unix::fs::symlink("/dev/zero", home.root.join(dir).join(file)).unwrap();
+    }
+    let client = home
+        .client(
+            &mock,
+            ClientOptions::default()
+                .permissions([PermissionReply::Choose(PermissionOptionKind::RejectOnce)]),
+            &[TEST_MODEL],
+        )
+        .await;
+    let pid = client.pid().unwrap();
+    let session = client
+        .new_session(&home.root, &[])
+        .await
+        .unwrap()
+        .session_id;
+    let answer = client.prompt(&session, "hi").await.unwrap();
+    assert_eq!(answer.stop_reason, StopReason::EndTurn);
+    let requests = client.permission_requests();
+    assert_eq!(requests.len(), 1, "{requests:#?}");
+    let asked = serde_json::to_string(&requests[0]).unwrap();
+    for refused in [
+        "refuses the skill file",
+        "refuses the agent definition",
+        "refuses the tool file",
+    ] {
+        assert!(
+            asked.contains(refused) && asked.contains("leads outside the project (to /dev/zero)"),
+            "{refused}: {asked}"
+        );
+    }
+    let peak = keel_testkit::measure::status_kib(pid, "VmHWM").unwrap();
+    eprintln!("keel acp peak resident set: {peak} KiB");
+    assert!(
+        peak < MEMORY_BOUND_KIB,
+        "keel acp peaked at {peak} KiB with /dev/zero project files"
+    );
+
+    std::fs::create_dir_all(home.root.join(".keel")).unwrap();
+    std::os::unix::fs::symlink("/dev/zero", home.root.join(".keel/config.toml")).unwrap();
+    // `session/new` answers at once; the session opens behind it, and its first prompt fails
+    // with the reason.
+    let refused = match client.new_session(&home.root, &[]).await {
+        Err(error) => error,
+        Ok(opened) => client.prompt(&opened.session_id, "hi").await.unwrap_err(),
+    };
+    assert!(
+        refused.message.contains("config.toml") && refused.message.contains("outside the project"),
+        "{refused:?}"
+    );
+    let peak = keel_testkit::measure::status_kib(pid, "VmHWM").unwrap();
+    eprintln!("keel acp peak resident set: {peak} KiB");
+    assert!(peak < MEMORY_BOUND_KIB, "{peak} KiB");
+    client.close().await.unwrap();
+}
+
+/// The largest line Keel reads whole, a prompt of almost 8 MiB, stays under the same bound: it
+/// is parsed, kept in the session's log and refused as too large for the model's window, and
+/// the process's peak memory stays under 100 MB.
+#[tokio::test]
+async fn a_prompt_just_under_the_line_limit_stays_under_the_memory_bound() {
+    let mock = MockModel::start().await;
+    let home = KeelHome::new();
+    let client = home
+        .client(&mock, ClientOptions::default(), &[TEST_MODEL])
+        .await;
+    let pid = client.pid().unwrap();
+    let session = client
+        .new_session(&home.root, &[])
+        .await
+        .unwrap()
+        .session_id;
+    let huge = "word ".repeat(1_600_000);
+    let refused = client.prompt(&session, &huge).await.unwrap_err();
+    assert!(refused.message.contains("no longer fits"), "{refused:?}");
+    let peak = keel_testkit::measure::status_kib(pid, "VmHWM").unwrap();
+    eprintln!("keel acp peak resident set: {peak} KiB");
+    assert!(peak < MEMORY_BOUND_KIB, "{peak} KiB under an 8 MB prompt");
+    client.close().await.unwrap();
+}

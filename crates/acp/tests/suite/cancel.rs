@@ -67,6 +67,7 @@ async fn cancel_during_a_pending_permission_request() {
                     bounded: false,
                 })),
                 reason: String::new(),
+                why: String::new(),
                 always_scope: None,
                 unconfined: false,
             };

@@ -127,7 +127,7 @@ async fn a_command_runs_in_the_terminal_pane() {
         script(|turn| async move {
             let cwd = turn.spec.roots[0].clone();
             // One stream (stderr joined to stdout in the shell), so the order is fixed.
-            let command = "exec 2>&1; echo out; echo err >&2; echo \"pager=$PAGER key=${ANTHROPIC_API_KEY-unset}\"; exit 3";
+            let command = "exec 2>&1; echo out; echo err >&2; echo \"pager=$PAGER key=${ANTHROPIC_API_KEY-unset} mark=$KEEL_TEST_MARK\"; exit 3";
             turn.host.event(AgentEvent::ToolCall {
                 call_id: "c1".into(),
                 tool_id: "bash".into(),
@@ -170,7 +170,12 @@ async fn a_command_runs_in_the_terminal_pane() {
     assert_eq!(answer.stop_reason, StopReason::EndTurn);
     let events = harness.events_json(&session);
     let said = events.last().unwrap()["update"]["content"]["text"].clone();
-    assert_eq!(said, r#""out\nerr\npager=cat key=\n"|Some(3)|false|false"#);
+    // The request's own variables reach the command too (how the sandbox helper will find its
+    // profile once it travels out of band).
+    assert_eq!(
+        said,
+        r#""out\nerr\npager=cat key= mark=terminal-env\n"|Some(3)|false|false"#
+    );
 
     let records = harness.client.terminal_records();
     let TerminalRecord::Create {

@@ -274,7 +274,8 @@ async fn a_server_that_crashes_mid_session_is_reported_restarted_and_the_session
     let results = last_tool_results(&mock);
     assert_eq!(results[0]["is_error"], true, "{results:?}");
     eventually("the crash is reported", || {
-        said(&client, &session).contains("The MCP server `notes` stopped; restarting it")
+        said(&client, &session)
+            .contains("The MCP server `notes` stopped (it closed the connection); restarting it")
     })
     .await;
     // Restarted: a new process answered `initialize`, and its tools work again.
@@ -642,5 +643,138 @@ async fn the_tool_search_threshold_is_configurable() {
     let names = tool_names(&mock.requests()[0].body);
     assert!(names.contains(&"tool_search".to_owned()), "{names:?}");
     assert!(!names.iter().any(|n| n.starts_with("mcp__")), "{names:?}");
+    client.close().await.unwrap();
+}
+
+/// `[tools.ID] enabled = false` holds for MCP tools too: the disabled tool is never offered,
+/// a call by name finds no such tool and never reaches the server, and `/mcp` says it was left
+/// out. A disabled id that matches nothing (a typo, a server that is not configured) is
+/// reported by `keel tools` and `keel doctor`.
+#[tokio::test]
+async fn a_disabled_mcp_tool_is_never_offered_nor_run_and_a_stray_id_is_reported() {
+    let world = World::new();
+    let log = world.file("notes.log");
+    world.user_config(&format!(
+        "[mcp_servers.notes]\ncommand = {:?}\nargs = [\"--log\", {:?}]\n\n\
+         [tools.mcp__notes__echo]\nenabled = false\n\n\
+         [tools.mcp__nosuch__echo]\nenabled = false\n\n\
+         [tools.raed]\nenabled = false\n",
+        SERVER,
+        log.display().to_string()
+    ));
+    let mock = MockModel::start().await;
+    let client = world.client(&mock, Vec::new()).await;
+    let session = world.session(&client, Vec::new()).await;
+    let status = wait_mcp(&client, &session, "ready").await;
+    assert!(
+        status.contains("`echo` (disabled: `[tools.mcp__notes__echo] enabled = false`)"),
+        "{status}"
+    );
+    assert!(!status.contains("`mcp__notes__echo`"), "{status}");
+
+    mock.push_anthropic(Turn::new().tool_call("c1", "mcp__notes__echo", json!({"text": "hi"})));
+    mock.push_anthropic(Turn::text_only("Done."));
+    let answer = client.prompt(&session, "echo hi").await.unwrap();
+    assert_eq!(answer.stop_reason, StopReason::EndTurn);
+    let offered = tool_names(&mock.requests()[0].body);
+    assert!(
+        !offered.contains(&"mcp__notes__echo".to_owned()),
+        "{offered:?}"
+    );
+    assert!(
+        offered.contains(&"mcp__notes__read_note".to_owned()),
+        "{offered:?}"
+    );
+    let results = last_tool_results(&mock);
+    assert!(
+        results[0]["content"].to_string().contains("unknown tool"),
+        "{results:?}"
+    );
+    assert!(!read(&log).contains("tools/call"), "{}", read(&log));
+    client.close().await.unwrap();
+
+    // The stray ids are reported; the one that names a configured server's tool is not.
+    let tools = keel(&world, &["tools"]);
+    for stray in ["mcp__nosuch__echo", "raed"] {
+        assert!(
+            tools.contains(&format!(
+                "`[tools.{stray}] enabled = false` matches no tool"
+            )),
+            "{tools}"
+        );
+    }
+    assert!(
+        !tools.contains("[tools.mcp__notes__echo] enabled = false` matches"),
+        "{tools}"
+    );
+    let dir = |name: &str| world.home.join(name).display().to_string();
+    let doctor = assert_cmd::Command::new(env!("CARGO_BIN_EXE_keel"))
+        .arg("doctor")
+        .current_dir(&world.root)
+        .env("HOME", dir(""))
+        .env("XDG_CONFIG_HOME", dir("config"))
+        .env("XDG_STATE_HOME", dir("state"))
+        .env("XDG_DATA_HOME", dir("data"))
+        .output()
+        .unwrap();
+    let doctor = String::from_utf8(doctor.stdout).unwrap();
+    assert!(
+        doctor.contains("`[tools.raed] enabled = false` matches no tool")
+            && doctor.contains("`[tools.mcp__nosuch__echo] enabled = false` matches no tool"),
+        "{doctor}"
+    );
+}
+
+/// A server the user configured runs what the user configured, whatever the repository holds:
+/// a Python package named like the server's module, npx's `node_modules` copy of a server and
+/// an `.npmrc` choosing its registry. (Servers started in the workspace ran the repository's
+/// module: `python3 -m` puts the working directory first on `sys.path`.)
+#[tokio::test]
+async fn a_repository_cannot_choose_what_a_configured_server_runs() {
+    let world = World::new();
+    let marker = world.file("the-repository-ran");
+    // The real server, as the user installed it: a module that starts the test server.
+    let lib = world.file("pylib/keelprobe");
+    std::fs::create_dir_all(&lib).unwrap();
+    std::fs::write(
+        lib.join("__main__.py"),
+        format!("import os\nos.execv({SERVER:?}, [{SERVER:?}])\n"),
+    )
+    .unwrap();
+    // The repository's look-alikes.
+    let planted = world.root.join("keelprobe");
+    std::fs::create_dir_all(&planted).unwrap();
+    std::fs::write(
+        planted.join("__main__.py"),
+        format!(
+            "open({:?}, 'w').write('ran')\nimport os\nos.execv({SERVER:?}, [{SERVER:?}])\n",
+            marker.display().to_string()
+        ),
+    )
+    .unwrap();
+    let npm = world
+        .root
+        .join("node_modules/@modelcontextprotocol/server-github");
+    std::fs::create_dir_all(&npm).unwrap();
+    std::fs::write(
+        npm.join("package.json"),
+        r#"{"name":"@modelcontextprotocol/server-github","bin":{"mcp-server-github":"x.js"}}"#,
+    )
+    .unwrap();
+    std::fs::write(world.root.join(".npmrc"), "registry=http://127.0.0.1:9/\n").unwrap();
+    world.user_config(&format!(
+        "[mcp_servers.probe]\ncommand = \"python3\"\nargs = [\"-m\", \"keelprobe\"]\n\
+         env = {{ PYTHONPATH = {:?} }}\n",
+        world.file("pylib").display().to_string()
+    ));
+    let mock = MockModel::start().await;
+    let client = world.client(&mock, Vec::new()).await;
+    let session = world.session(&client, Vec::new()).await;
+    let status = wait_mcp(&client, &session, "ready").await;
+    assert!(status.contains("ready"), "{status}");
+    assert!(
+        !marker.exists(),
+        "the repository's module ran in place of the configured server"
+    );
     client.close().await.unwrap();
 }

@@ -85,18 +85,18 @@ async fn the_model_option_lists_the_providers_models_and_switching_routes_the_ne
     assert_eq!(option["currentValue"], "anthropic/claude-sonnet-4-5");
     assert_eq!(option["options"][0]["description"], "The default model");
     assert_eq!(harness.mock.models_requests(), 1);
-    // `/model` is advertised now that there are models to choose from.
-    assert!(
-        harness
-            .client
-            .updates(&harness.session)
-            .iter()
-            .any(|update| matches!(
-                update,
-                SessionUpdate::AvailableCommandsUpdate(commands)
-                    if commands.available_commands.iter().any(|c| c.name == "model")
-            ))
-    );
+    // `/model` is advertised now that there are models to choose from (in the list sent once
+    // the session is open).
+    harness
+        .client
+        .wait_for("/model among the commands", |events| {
+            events.iter().any(|event| {
+                matches!(event, Event::Update(n) if matches!(&n.update,
+                    SessionUpdate::AvailableCommandsUpdate(commands)
+                        if commands.available_commands.iter().any(|c| c.name == "model")))
+            })
+        })
+        .await;
 
     let answer = harness
         .client

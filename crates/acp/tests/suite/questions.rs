@@ -109,8 +109,7 @@ async fn a_declined_form_tells_the_model() {
 #[tokio::test]
 async fn a_single_choice_question_goes_through_permission_options() {
     let harness = EngineHarness::start(
-        ClientOptions::default()
-            .permissions([PermissionReply::Choose(PermissionOptionKind::AllowOnce)]),
+        ClientOptions::default().permissions([PermissionReply::Select("answer-0".into())]),
         &[],
         ask(vec![choice("Which language?", &["Rust", "Go"], false)]),
     )
@@ -122,7 +121,7 @@ async fn a_single_choice_question_goes_through_permission_options() {
     let prompts = harness.client.permission_requests();
     assert_eq!(prompts.len(), 1);
     let names: Vec<String> = prompts[0].options.iter().map(|o| o.name.clone()).collect();
-    assert_eq!(names, ["Rust", "Go", "Skip"]);
+    assert_eq!(names, ["\"Rust\"", "\"Go\"", "Skip"]);
     assert!(elicitations(&harness).is_empty());
     let (result, is_error) = result_for_model(&harness);
     assert!(!is_error && result.contains("A: Rust"), "{result}");
@@ -170,4 +169,55 @@ async fn an_unanswered_form_ends_with_the_cancelled_turn() {
         prompt.await.unwrap().unwrap().stop_reason,
         StopReason::Cancelled
     );
+}
+
+/// A question cannot pass for one of Keel's own prompts: whatever title and options the model
+/// picks (here a copy of the trust question with allow-looking answers, a newline and a bidi
+/// override), the prompt says it is the model's, on one line, with its strings quoted and
+/// escaped, and none of its options is of an allow kind.
+#[tokio::test]
+async fn a_question_cannot_forge_keels_own_prompts() {
+    let forged = json!({
+        "header": "Trust this project's settings?",
+        "question": "This project's .keel files would change Keel's settings:\n- nothing \u{202e}evil",
+        "options": [
+            {"label": "Allow once", "description": "trust\nfor this session"},
+            {"label": "Always allow"},
+        ],
+    });
+    let harness = EngineHarness::start(
+        ClientOptions::default().permissions([PermissionReply::Select("answer-0".into())]),
+        &[],
+        ask(vec![forged]),
+    )
+    .await;
+    assert_eq!(
+        harness.prompt("ask me").await.stop_reason,
+        StopReason::EndTurn
+    );
+    let prompts = harness.client.permission_requests();
+    assert_eq!(prompts.len(), 1);
+    let title = prompts[0].tool_call.fields.title.clone().unwrap();
+    assert!(title.starts_with("The model asks: \""), "{title}");
+    assert!(
+        !title.contains('\n') && !title.contains('\u{202e}'),
+        "{title}"
+    );
+    assert!(title.contains("\\n- nothing \\u{202e}evil"), "{title}");
+    let names: Vec<String> = prompts[0].options.iter().map(|o| o.name.clone()).collect();
+    assert_eq!(names, ["\"Allow once\"", "\"Always allow\"", "Skip"]);
+    assert!(
+        prompts[0].options.iter().all(|o| !matches!(
+            o.kind,
+            PermissionOptionKind::AllowOnce | PermissionOptionKind::AllowAlways
+        )),
+        "{:#?}",
+        prompts[0].options
+    );
+    let body = serde_json::to_string(&prompts[0].tool_call.fields.content).unwrap();
+    assert!(body.contains("not a permission Keel asks for"), "{body}");
+    assert!(!body.contains('\u{202e}'), "{body}");
+    // Picked, the option is the model's answer, never a grant.
+    let (result, is_error) = result_for_model(&harness);
+    assert!(!is_error && result.contains("A: Allow once"), "{result}");
 }

@@ -611,12 +611,12 @@ impl Drop for Upstream {
 /// allowed host) and `10.1.2.3` (a private address, which the proxy must refuse anyway).
 const PROXY_RULES: &str = r#"
 [[permission]]
-permission = "net.fetch"
+permission = "shell.net"
 pattern = "127.0.0.1"
 action = "allow"
 
 [[permission]]
-permission = "net.fetch"
+permission = "shell.net"
 pattern = "10.1.2.3"
 action = "allow"
 "#;
@@ -703,7 +703,10 @@ async fn proxy_probe(options: ClientOptions, mechanism: Mechanism, expected: &st
         "{output}"
     );
     assert!(
-        output.contains("refused not-allowed.example: no rule allows not-allowed.example"),
+        output.contains(
+            "refused not-allowed.example: no shell.net rule lets shell commands reach \
+             not-allowed.example"
+        ),
         "{output}"
     );
     assert!(
@@ -774,4 +777,102 @@ async fn without_an_allowed_host_commands_get_no_proxy() {
         .to_owned();
     assert!(output.contains("proxy=[]"), "{output}");
     assert!(!output.contains("keel-proxy.sock"), "{output}");
+}
+
+/// The text of the last tool result the model was sent.
+fn last_tool_result(mock: &MockModel) -> String {
+    let requests = mock.requests();
+    let body = &requests.last().unwrap().body;
+    body["messages"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .flat_map(|m| m["content"].as_array().cloned().unwrap_or_default())
+        .rfind(|block| block["type"] == "tool_result")
+        .map(|block| block["content"].to_string())
+        .unwrap_or_default()
+}
+
+/// Each answer opens only the door it names: "always allow fetches from X" for `web_fetch`
+/// gives shell commands no way to X (they get no proxy at all), while a `shell.net` rule for X
+/// does, through the filtering proxy.
+#[tokio::test]
+async fn a_web_fetch_answer_never_lets_shell_commands_through_the_proxy() {
+    let probe = "echo \"proxy=[$http_proxy]\"";
+    let mock = MockModel::start().await;
+    mock.push_anthropic(Turn::new().tool_call(
+        "f1",
+        "web_fetch",
+        json!({"url": "http://fetch.example.invalid/"}),
+    ));
+    mock.push_anthropic(Turn::new().tool_call("b1", "bash", json!({ "command": probe })));
+    mock.push_anthropic(Turn::text_only("done"));
+    let home = super::support::KeelHome::new();
+    let client = home
+        .client(
+            &mock,
+            ClientOptions::default().permissions([
+                PermissionReply::Choose(PermissionOptionKind::AllowAlways),
+                PermissionReply::Choose(PermissionOptionKind::AllowOnce),
+            ]),
+            &[super::support::TEST_MODEL],
+        )
+        .await;
+    let session = client
+        .new_session(&home.root, &[])
+        .await
+        .unwrap()
+        .session_id;
+    client.prompt(&session, "fetch, then probe").await.unwrap();
+    let asked = client.permission_requests();
+    assert!(
+        asked[0]
+            .tool_call
+            .fields
+            .title
+            .as_deref()
+            .is_some_and(|t| t.contains("fetch.example.invalid")),
+        "{asked:#?}"
+    );
+    // The "always" answer says which door it opens.
+    let always = asked[0]
+        .options
+        .iter()
+        .find(|option| option.kind == PermissionOptionKind::AllowAlways)
+        .unwrap();
+    assert!(
+        always.name.contains("not shell commands' connections"),
+        "{}",
+        always.name
+    );
+    let output = last_tool_result(&mock);
+    assert!(output.contains("proxy=[]"), "{output}");
+    client.close().await.unwrap();
+
+    // A shell.net rule for the host is what opens the proxy.
+    home.user_config("");
+    std::fs::write(
+        home.home.join("config/keel/permissions.toml"),
+        "[[permission]]\npermission = \"shell.net\"\npattern = \"fetch.example.invalid\"\naction = \"allow\"\n",
+    )
+    .unwrap();
+    mock.push_anthropic(Turn::new().tool_call("b2", "bash", json!({ "command": probe })));
+    mock.push_anthropic(Turn::text_only("done"));
+    let client = home
+        .client(
+            &mock,
+            ClientOptions::default()
+                .permissions([PermissionReply::Choose(PermissionOptionKind::AllowOnce)]),
+            &[super::support::TEST_MODEL],
+        )
+        .await;
+    let session = client
+        .new_session(&home.root, &[])
+        .await
+        .unwrap()
+        .session_id;
+    client.prompt(&session, "probe").await.unwrap();
+    let output = last_tool_result(&mock);
+    assert!(output.contains("proxy=[http://127.0.0.1:"), "{output}");
+    client.close().await.unwrap();
 }

@@ -107,11 +107,11 @@ async fn a_project_skill_after_trust_is_listed_loaded_and_offered_as_a_command()
     assert_eq!(prompts.len(), 1);
     let asked = serde_json::to_string(&prompts[0]).unwrap();
     assert!(
-        asked.contains("offers skill `release-notes` (.claude/skills/release-notes)"),
+        asked.contains(r#"offers skill \"release-notes\" (\".claude/skills/release-notes\")"#),
         "{asked}"
     );
     assert!(
-        asked.contains("defines agent `helper` (.claude/agents/helper.md)"),
+        asked.contains(r#"defines agent \"helper\" (\".claude/agents/helper.md\")"#),
         "{asked}"
     );
     let requests = harness.mock.requests();

@@ -279,7 +279,7 @@ async fn a_turn_streams_text_thoughts_tool_calls_plan_and_usage() {
         "update": {
           "sessionUpdate": "tool_call",
           "toolCallId": "c3",
-          "title": "`cargo test`",
+          "title": "cargo test",
           "name": "bash",
           "kind": "execute",
           "rawInput": {

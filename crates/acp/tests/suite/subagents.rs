@@ -493,3 +493,217 @@ async fn cancel_stops_a_background_task() {
         );
     }
 }
+
+/// A `keel acp` home whose user configuration sets `mode` and a provider `sub` (the `child`
+/// mock), with the background agent `bg` on it.
+fn background_home(child: &MockModel, mode: &str) -> super::support::KeelHome {
+    let home = super::support::KeelHome::new();
+    home.user_config(&format!(
+        "mode = \"{mode}\"\n\n[providers.sub]\nkind = \"anthropic\"\nbase_url = \"{}\"\n\
+         api_key_env = \"SUB_API_KEY\"\nmodels = [\"test-model\"]\n",
+        child.base_url()
+    ));
+    let agents = home.home.join("config/keel/agents");
+    std::fs::create_dir_all(&agents).unwrap();
+    std::fs::write(agents.join("bg.md"), BACKGROUND).unwrap();
+    home
+}
+
+/// Waits until `check` holds (a hang guard, not a timing assertion).
+async fn eventually(what: &str, check: impl Fn() -> bool) {
+    for _ in 0..1200 {
+        if check() {
+            return;
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+    }
+    panic!("never: {what}");
+}
+
+/// Background work belongs to the session: a background subagent started in one turn is
+/// stopped by the `session/cancel` of a later turn (its model request is dropped and the
+/// `task` call ends failed), over the real `keel acp`.
+#[tokio::test]
+async fn a_later_turns_cancel_stops_a_background_subagent() {
+    let mock = MockModel::start().await;
+    let child = MockModel::start().await;
+    mock.push_anthropic(Turn::new().tool_call(
+        "p1",
+        "task",
+        json!({"prompt": "Think for ever.", "agent": "bg", "background": true}),
+    ));
+    mock.push_anthropic(Turn::text_only("Started it."));
+    // The second turn's model never finishes: the user cancels it.
+    mock.push(
+        Api::Anthropic,
+        Reply::anthropic(&Turn::text_only("never")).stall_after(0),
+    );
+    child.push(
+        Api::Anthropic,
+        Reply::anthropic(&Turn::text_only("never")).stall_after(0),
+    );
+    let home = background_home(&child, "allowlist");
+    let client = home
+        .client(
+            &mock,
+            ClientOptions::default(),
+            &[super::support::TEST_MODEL, ("SUB_API_KEY", "sub-key")],
+        )
+        .await;
+    let session = client
+        .new_session(&home.root, &[])
+        .await
+        .unwrap()
+        .session_id;
+    let first = client.prompt(&session, "start it").await.unwrap();
+    assert_eq!(first.stop_reason, StopReason::EndTurn);
+    eventually("the child asks its model", || child.requests().len() == 1).await;
+    let second = client.start_prompt(&session, "something else");
+    eventually("the second turn asks the model", || {
+        mock.requests().len() == 3
+    })
+    .await;
+    client.cancel(&session).unwrap();
+    assert_eq!(
+        second.await.unwrap().unwrap().stop_reason,
+        StopReason::Cancelled
+    );
+    assert!(
+        child
+            .wait_for_disconnect(std::time::Duration::from_secs(30))
+            .await,
+        "the background child's model request was not dropped"
+    );
+    client
+        .wait_for("the task call to fail", |events| {
+            events.iter().any(|event| {
+                matches!(event, Event::Update(n) if {
+                    let update = serde_json::to_value(&n.update).unwrap();
+                    update["toolCallId"] == "p1" && update["status"] == "failed"
+                })
+            })
+        })
+        .await;
+    client.close().await.unwrap();
+}
+
+/// Every decision a background subagent makes reads the session's policy as it is now: the
+/// child was started in yolo, the user switched the session to read-only meanwhile, and the
+/// child's write is refused (nothing written), over the real `keel acp`.
+#[tokio::test]
+async fn a_mode_change_reaches_a_running_background_subagent() {
+    use agent_client_protocol::v1::schema::SetSessionModeRequest;
+
+    let mock = MockModel::start().await;
+    let child = MockModel::start().await;
+    mock.push_anthropic(Turn::new().tool_call(
+        "p1",
+        "task",
+        json!({"prompt": "Make the file.", "agent": "bg", "background": true}),
+    ));
+    mock.push_anthropic(Turn::text_only("Started it."));
+    // The child waits for the test's signal (a file), then writes.
+    child.push_anthropic(Turn::new().tool_call(
+        "c1",
+        "bash",
+        json!({"command": "while [ ! -e go ]; do sleep 0.05; done; echo ready"}),
+    ));
+    child.push_anthropic(Turn::new().tool_call(
+        "c2",
+        "write",
+        json!({"file_path": "made.txt", "content": "written by the child\n"}),
+    ));
+    child.push_anthropic(Turn::text_only("Done."));
+    let home = background_home(&child, "yolo");
+    let client = home
+        .client(
+            &mock,
+            ClientOptions::default(),
+            &[super::support::TEST_MODEL, ("SUB_API_KEY", "sub-key")],
+        )
+        .await;
+    let session = client
+        .new_session(&home.root, &[])
+        .await
+        .unwrap()
+        .session_id;
+    let first = client.prompt(&session, "start it").await.unwrap();
+    assert_eq!(first.stop_reason, StopReason::EndTurn);
+    eventually("the child runs its command", || child.requests().len() == 1).await;
+    client
+        .request(SetSessionModeRequest::new(session.clone(), "read-only"))
+        .await
+        .unwrap();
+    std::fs::write(home.root.join("go"), "").unwrap();
+    eventually("the child finishes", || child.requests().len() == 3).await;
+    assert!(
+        !home.root.join("made.txt").exists(),
+        "the child wrote in read-only mode"
+    );
+    let refused = tool_result(&child.requests()[2].body, "c2");
+    assert!(refused.contains("read-only"), "{refused}");
+    client.close().await.unwrap();
+}
+
+/// A "reject always" the user gives in the session after a background subagent started reaches
+/// that subagent: its same command is refused without asking again, over the real `keel acp`.
+#[tokio::test]
+async fn a_later_reject_always_reaches_a_running_background_subagent() {
+    let push = json!({"command": "git push origin main"});
+    let mock = MockModel::start().await;
+    let child = MockModel::start().await;
+    mock.push_anthropic(Turn::new().tool_call(
+        "p1",
+        "task",
+        json!({"prompt": "Push it.", "agent": "bg", "background": true}),
+    ));
+    mock.push_anthropic(Turn::text_only("Started it."));
+    mock.push_anthropic(Turn::new().tool_call("p2", "bash", push.clone()));
+    mock.push_anthropic(Turn::text_only("Not pushed."));
+    // The child waits for the test's signal (a file), then runs the command the user rejected.
+    child.push_anthropic(Turn::new().tool_call(
+        "c1",
+        "bash",
+        json!({"command": "while [ ! -e go ]; do sleep 0.05; done; echo ready"}),
+    ));
+    child.push_anthropic(Turn::new().tool_call("c2", "bash", push));
+    child.push_anthropic(Turn::text_only("Done."));
+    let home = background_home(&child, "allowlist");
+    let client = home
+        .client(
+            &mock,
+            ClientOptions::default().permissions([
+                PermissionReply::Choose(PermissionOptionKind::AllowOnce),
+                PermissionReply::Choose(PermissionOptionKind::RejectAlways),
+            ]),
+            &[super::support::TEST_MODEL, ("SUB_API_KEY", "sub-key")],
+        )
+        .await;
+    let session = client
+        .new_session(&home.root, &[])
+        .await
+        .unwrap()
+        .session_id;
+    client.prompt(&session, "start it").await.unwrap();
+    // The child's waiting command was approved (the first prompt); the session's push is
+    // rejected for good (the second).
+    eventually("the child runs its command", || child.requests().len() == 1).await;
+    client
+        .wait_for("the child's command to be approved", |events| {
+            events
+                .iter()
+                .filter(|event| matches!(event, Event::Permission { .. }))
+                .count()
+                == 1
+        })
+        .await;
+    client.prompt(&session, "push").await.unwrap();
+    assert_eq!(client.permission_requests().len(), 2);
+    std::fs::write(home.root.join("go"), "").unwrap();
+    eventually("the child finishes", || child.requests().len() == 3).await;
+    let refused = tool_result(&child.requests()[2].body, "c2");
+    assert!(refused.contains("reject always"), "{refused}");
+    // The child never asked about the push.
+    assert_eq!(client.permission_requests().len(), 2);
+    client.close().await.unwrap();
+}

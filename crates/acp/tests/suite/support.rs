@@ -283,6 +283,7 @@ pub async fn run_in_terminal(
         command: command.into(),
         program: "bash".into(),
         args: vec!["-c".into(), command.into()],
+        env: vec![("KEEL_TEST_MARK".into(), "terminal-env".into())],
         cwd: cwd.to_path_buf(),
         timeout,
         output_limit: 1024,

@@ -212,7 +212,7 @@ async fn read_edit_bash_with_two_approvals_on_disk_and_local_shell() {
                 "type": "content",
                 "content": {
                   "type": "text",
-                  "text": "Needs approval: the manifest rule `fs.write` * → ask (from the bundled defaults) matches `src/lib.rs` (file changes are reviewed)."
+                  "text": "Keel will apply this change to `src/lib.rs`. Keel asks before this by default: file changes are reviewed.\n\nRule: the manifest rule `fs.write` * → ask (from the bundled defaults) matches `src/lib.rs` (file changes are reviewed)."
                 }
               }
             ],
@@ -305,7 +305,7 @@ async fn read_edit_bash_with_two_approvals_on_disk_and_local_shell() {
         "update": {
           "sessionUpdate": "tool_call",
           "toolCallId": "t3",
-          "title": "`mkdir -p build && echo built`",
+          "title": "mkdir -p build && echo built",
           "name": "bash",
           "kind": "execute",
           "rawInput": {
@@ -319,21 +319,21 @@ async fn read_edit_bash_with_two_approvals_on_disk_and_local_shell() {
             "toolCallId": "t3",
             "kind": "execute",
             "status": "pending",
-            "title": "`mkdir -p build && echo built`",
+            "title": "mkdir -p build && echo built",
             "name": "bash",
             "content": [
               {
                 "type": "content",
                 "content": {
                   "type": "text",
-                  "text": "```sh\nmkdir -p build && echo built\n```\nin `[root]`"
+                  "text": "```sh\nmkdir -p build && echo built\n```"
                 }
               },
               {
                 "type": "content",
                 "content": {
                   "type": "text",
-                  "text": "Needs approval: the manifest rule `shell.run` * → ask (from the bundled defaults) matches `mkdir -p build` (commands that may change things are reviewed)."
+                  "text": "Keel will run this command in `[root]`. Keel asks before this by default: commands that may change things are reviewed.\n\nRule: the manifest rule `shell.run` * → ask (from the bundled defaults) matches `mkdir -p build` (commands that may change things are reviewed)."
                 }
               }
             ],

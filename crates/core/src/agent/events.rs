@@ -99,8 +99,11 @@ pub struct ApprovalRequest {
     pub view: CallView,
     /// The diff of an edit or write, the command and cwd of a shell run.
     pub preview: Option<Preview>,
-    /// Why the policy asks, in one sentence.
+    /// Why the policy asks, in one sentence naming the deciding rule (the detail line).
     pub reason: String,
+    /// Why the user is asked, in plain words ("No permission rule allows this yet, so Keel asks
+    /// first."); empty when the reason says it all.
+    pub why: String,
     /// What "always" would cover, in words ("commands starting with `cargo test`"); `None` when
     /// the call has no cacheable key (the host then offers once-only answers).
     pub always_scope: Option<String>,

@@ -16,6 +16,7 @@ mod record;
 mod session;
 mod shared;
 mod subagent;
+mod title;
 mod trust;
 mod turn;
 
@@ -28,10 +29,11 @@ pub use events::{
 };
 pub use session::{ModelSlot, Session};
 pub use shared::{
-    ConfigRules, Engine, EngineConfig, EnvLookup, IgnoredLine, Persistence, SESSIONS_DIR,
-    SessionOptions, TRUST_FILE, WorkspaceConfig,
+    ConfigFault, ConfigRules, Engine, EngineConfig, EnvLookup, IgnoredLine, Persistence,
+    SESSIONS_DIR, SessionOptions, TRUST_FILE, WorkspaceConfig,
 };
 pub use subagent::{AgentDef, GENERAL_AGENT, MAX_DEPTH, agents_listing, load_agents, parse_agent};
+pub use title::{TITLE_SYSTEM, clean_title};
 pub use trust::{TRUST_QUESTION_ID, files_waiting_for_trust, notice as trust_notice};
 pub(crate) use turn::civil_from_days;
 
@@ -50,6 +52,9 @@ pub enum AgentError {
     /// The session could not be set up (bad workspace root, bad rule file, ...).
     #[error("{0}")]
     Setup(String),
+    /// The workspace's configuration files do not load (a project file's typo).
+    #[error("{0}")]
+    Config(ConfigFault),
     /// The session store refused (unknown or locked session, unreadable store).
     #[error(transparent)]
     Store(#[from] crate::store::StoreError),

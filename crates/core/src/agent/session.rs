@@ -65,6 +65,8 @@ pub struct Session {
     /// project's trust changes, which decides whether the project's own count), with the
     /// trust they were read under.
     pub(super) agents: Mutex<Option<(bool, Arc<Vec<super::AgentDef>>)>>,
+    /// Every tool-call id this session has given out (`Session::keel_call_id`).
+    pub(super) call_ids: Mutex<std::collections::HashSet<String>>,
 }
 
 /// The project's configuration as the session opened it.
@@ -131,6 +133,7 @@ impl Session {
             mcp: crate::mcp::McpHub::default(),
             bundled_definitions: std::sync::OnceLock::new(),
             agents: Mutex::new(None),
+            call_ids: Mutex::default(),
         }
     }
 
@@ -158,18 +161,36 @@ impl Session {
             .unwrap_or_else(std::sync::PoisonError::into_inner)
     }
 
-    /// Sets the thinking budget of the next requests (`None`: off).
+    /// Sets the thinking budget of the next requests (`None`: off), kept with the session (a
+    /// reopened session restores it).
     pub fn set_thinking_budget(&self, budget: Option<u32>) {
-        *self
-            .thinking_budget
-            .lock()
-            .unwrap_or_else(std::sync::PoisonError::into_inner) = budget;
+        let changed = {
+            let mut current = self
+                .thinking_budget
+                .lock()
+                .unwrap_or_else(std::sync::PoisonError::into_inner);
+            std::mem::replace(&mut *current, budget) != budget
+        };
+        if changed {
+            self.record(&StoredEvent::ThinkingBudget { budget });
+        }
     }
 
     /// Keeps the session in the store: every event goes to `log`. `events` are what a reopened
     /// session had recorded: the model's view of the conversation continues from them.
     pub(super) fn with_log(mut self, log: SessionLog, events: Vec<StoredEvent>) -> Self {
         self.history = tokio::sync::Mutex::new(crate::store::model_history(&events).into());
+        // The calls the stored session already showed keep their ids: a new call never takes
+        // one of them (a reopened session's editor still has those calls).
+        self.call_ids = Mutex::new(
+            events
+                .iter()
+                .filter_map(|event| match event {
+                    StoredEvent::ToolCall { call_id, .. } => Some(call_id.clone()),
+                    _ => None,
+                })
+                .collect(),
+        );
         self.log = Some(Arc::new(log));
         self.loaded = Mutex::new(events);
         self

@@ -2,7 +2,7 @@
 //! is opened.
 
 use std::collections::HashMap;
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
@@ -55,7 +55,41 @@ pub struct IgnoredLine {
 
 /// Reads the configuration for a workspace; the flag says whether the project is trusted.
 pub type ConfigRules =
-    Arc<dyn Fn(&std::path::Path, bool) -> Result<WorkspaceConfig, String> + Send + Sync>;
+    Arc<dyn Fn(&std::path::Path, bool) -> Result<WorkspaceConfig, ConfigFault> + Send + Sync>;
+
+/// Why a workspace's configuration did not load: the message, and what a front-end can show
+/// of it (`details`, `key`, `file`, `line`, `column`: `ConfigError::data`).
+#[derive(Debug, Clone, PartialEq, thiserror::Error)]
+#[error("{message}")]
+pub struct ConfigFault {
+    pub message: String,
+    pub data: Option<serde_json::Value>,
+}
+
+impl ConfigFault {
+    /// A fault that is only a message.
+    pub fn text(message: impl Into<String>) -> Self {
+        Self {
+            message: message.into(),
+            data: None,
+        }
+    }
+}
+
+impl From<String> for ConfigFault {
+    fn from(message: String) -> Self {
+        Self::text(message)
+    }
+}
+
+impl From<&crate::config::ConfigError> for ConfigFault {
+    fn from(error: &crate::config::ConfigError) -> Self {
+        Self {
+            message: error.to_string(),
+            data: Some(error.data()),
+        }
+    }
+}
 
 /// How environment variables are looked up (injectable so tests never touch the process env).
 pub type EnvLookup = Arc<dyn Fn(&str) -> Option<String> + Send + Sync>;
@@ -104,6 +138,9 @@ pub struct EngineConfig {
     pub scratch_root: PathBuf,
     /// How shell commands are confined (the `[sandbox]` table, the helper, the home directory).
     pub sandbox: SandboxSpec,
+    /// After the first turn of a kept session, the model writes its title (`[sessions]
+    /// model_titles`; on in the configuration, off here unless set).
+    pub model_titles: bool,
 }
 
 impl std::fmt::Debug for EngineConfig {
@@ -146,6 +183,7 @@ impl EngineConfig {
             cache_dir: None,
             scratch_root,
             sandbox: SandboxSpec::default(),
+            model_titles: false,
         }
     }
 }
@@ -265,6 +303,26 @@ impl Engine {
         models
     }
 
+    /// The providers' models known without asking them: the lists this engine already
+    /// discovered, else those cached on disk and still fresh. Nothing with a provider override.
+    pub fn known_models(&self) -> Vec<String> {
+        if self.config.provider_override.is_some() {
+            return Vec::new();
+        }
+        if let Some(known) = self
+            .discovered
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .clone()
+        {
+            return known;
+        }
+        let env = self.config.env.clone();
+        let providers =
+            crate::provider::usable_providers(&move |key: &str| env(key), &self.config.providers);
+        crate::provider::cached_models(&providers, self.config.cache_dir.as_deref())
+    }
+
     /// The model a session answers with when none is chosen (`provider/model`), named without
     /// building its provider.
     pub fn default_model(&self) -> Option<String> {
@@ -377,14 +435,25 @@ impl Engine {
             },
             Persistence::Reopen => {
                 let (log, events) = store.open(id)?;
-                if roots.is_empty() {
-                    let stored = log.meta();
+                let stored = log.meta();
+                if let Some(cwd) = roots.first() {
+                    if let Err(error) = same_workspace(id, &stored.cwd, cwd) {
+                        log.close();
+                        return Err(error);
+                    }
+                } else {
                     roots.push(stored.cwd);
                     roots.extend(stored.additional_directories);
                 }
                 (log, events)
             }
-            Persistence::Fork { from } => store.fork(from, meta(roots))?,
+            Persistence::Fork { from } => {
+                let source = store.meta(from)?;
+                if let Some(cwd) = roots.first() {
+                    same_workspace(from, &source.cwd, cwd)?;
+                }
+                store.fork(from, meta(roots))?
+            }
         }))
     }
 
@@ -419,10 +488,12 @@ impl Engine {
         // A reopened session keeps its last mode and model unless the caller names them.
         let mut last_mode = None;
         let mut last_model = None;
+        let mut last_thinking = None;
         for event in stored.unwrap_or_default() {
             match event {
                 StoredEvent::Mode { mode } => last_mode = mode.parse::<Mode>().ok(),
                 StoredEvent::Model { model } => last_model = Some(model.clone()),
+                StoredEvent::ThinkingBudget { budget } => last_thinking = Some(*budget),
                 _ => {}
             }
         }
@@ -450,12 +521,31 @@ impl Engine {
             scratch_dir: scratch_dir.clone(),
             sandbox: SandboxSpec {
                 read_only: options.mode.unwrap_or(self.config.mode) == Mode::ReadOnly,
+                credentials: Some(crate::policy::watchdog::credential_rules(
+                    self.config.sandbox.home.clone(),
+                )),
+                home_credentials: self
+                    .config
+                    .sandbox
+                    .home
+                    .as_deref()
+                    .map(|home| {
+                        let home = crate::runtime::paths::resolve(home)
+                            .unwrap_or_else(|_| home.to_path_buf());
+                        crate::policy::watchdog::home_credentials(&home)
+                    })
+                    .unwrap_or_default(),
                 ..self.config.sandbox.clone()
             },
         })
         .map_err(|e| AgentError::Setup(e.to_string()))?
         .with_backends(options.files, options.terminals)
         .with_protected(self.config.global_config_dir.iter().cloned());
+        // The workspace's credential files, listed before the first command needs them.
+        if let Ok(handle) = tokio::runtime::Handle::try_current() {
+            let warm = runtime.clone();
+            drop(handle.spawn_blocking(move || warm.warm_credentials()));
+        }
         let chosen_mode = options.mode.or(last_mode);
         let mut mode = chosen_mode.unwrap_or(self.config.mode);
         let workspace = runtime.root().to_path_buf();
@@ -500,7 +590,8 @@ impl Engine {
         let mut ignored = Vec::new();
         let mut mcp_servers = Vec::new();
         if let Some(config_rules) = &self.config.config_rules {
-            let loaded = config_rules(&workspace, trust.is_trusted()).map_err(AgentError::Setup)?;
+            let loaded =
+                config_rules(&workspace, trust.is_trusted()).map_err(AgentError::Config)?;
             layers.manifest.extend(loaded.user_rules);
             if let Some(project) = loaded.project_rules {
                 match &mut layers.project {
@@ -522,7 +613,9 @@ impl Engine {
             mcp_servers,
             registry.specs().map(|spec| spec.id.clone()).collect(),
             workspace.clone(),
+            scratch_dir.join("mcp"),
         );
+        mcp.set_disabled(self.config.disabled_tools.clone());
         if let Some(notify) = options.notify {
             mcp.set_notify(notify);
         }
@@ -557,6 +650,9 @@ impl Engine {
             self.config.clone(),
         );
         session.mcp = mcp;
+        if let Some(budget) = last_thinking {
+            session.thinking_budget = Mutex::new(budget);
+        }
         session.project = super::session::ProjectState {
             fingerprint,
             ignored,
@@ -564,4 +660,21 @@ impl Engine {
         };
         Ok(session)
     }
+}
+
+/// A stored session belongs to the workspace it was made in: reopening or forking it under
+/// another `cwd` would hand one project's history (approved secrets included) to another
+/// project's model. Paths are compared canonical (a symlinked spelling of the same directory
+/// is the same workspace).
+fn same_workspace(id: &str, stored: &Path, asked: &Path) -> Result<(), AgentError> {
+    let canonical = crate::runtime::probe::canonical_or_same;
+    if canonical(stored) == canonical(asked) {
+        return Ok(());
+    }
+    Err(AgentError::Setup(format!(
+        "session `{id}` belongs to the workspace {}, not to {}; open it from its own \
+         workspace, or start a new session here",
+        stored.display(),
+        asked.display()
+    )))
 }

@@ -4,11 +4,15 @@
 //! from its parent and can never be looser than it:
 //!
 //! - the parent's runtime (the same workspace scope, backends and sandbox);
-//! - [`Policy::child`]: the parent's rules, trust, headless flag and session answers, in the
-//!   parent's mode or a stricter one the agent definition names;
+//! - [`Policy::child`]: the parent's rules and headless flag, bound to the parent's live policy:
+//!   every decision reads the parent's mode, trust and answers as they are then (a mode change or
+//!   a "reject always" given after the child started reaches it, background children included)
+//!   and applies the stricter of the two with the agent definition's own mode;
 //! - a subset of the parent's tools (the definition's `tools`), and no `task` at
 //!   [`MAX_DEPTH`];
-//! - the parent call's cancel token, so the parent's cancel stops the child and what it runs.
+//! - the parent call's cancel token, so the parent's cancel stops the child and what it runs; a
+//!   background child is also stopped by the cancel of any later turn of the session
+//!   (`Session::run_turn`), since background work belongs to the session.
 //!
 //! The child's events reach the parent's host as [`AgentEvent::Subagent`], its approvals and
 //! questions go through the parent's host (named after the agent), so an editor shows them on
@@ -28,6 +32,7 @@ use tokio_util::sync::CancellationToken;
 
 use crate::policy::{Mode, Policy};
 use crate::runtime::{Runtime, config_files};
+use crate::tool::view::{escaped, quoted};
 use crate::tool::{
     Artifact, Envelope, Registry, SessionState, SubagentRequest, Subagents, ToolContext, ToolError,
     ToolOutput, head_of,
@@ -130,15 +135,20 @@ pub fn parse_agent(path: &Path, text: &str) -> Result<AgentDef, String> {
 /// The agent definitions of a workspace: the user's (`<config>/agents`), then the project's
 /// when `trusted`. The first of a name wins; files that do not parse are logged and left out.
 pub fn load_agents(config_dir: Option<&Path>, workspace: &Path, trusted: bool) -> Vec<AgentDef> {
-    let mut dirs: Vec<PathBuf> = config_dir
-        .map(|dir| dir.join("agents"))
+    // Each directory with the project root when it is one of the project's.
+    let mut dirs: Vec<(PathBuf, Option<&Path>)> = config_dir
+        .map(|dir| (dir.join("agents"), None))
         .into_iter()
         .collect();
     if trusted {
-        dirs.extend(PROJECT_AGENT_DIRS.iter().map(|dir| workspace.join(dir)));
+        dirs.extend(
+            PROJECT_AGENT_DIRS
+                .iter()
+                .map(|dir| (workspace.join(dir), Some(workspace))),
+        );
     }
     let mut agents: Vec<AgentDef> = Vec::new();
-    for dir in dirs {
+    for (dir, project) in dirs {
         let files = match config_files::list_dir(&dir) {
             Ok(files) => files,
             Err(error) => {
@@ -150,7 +160,11 @@ pub fn load_agents(config_dir: Option<&Path>, workspace: &Path, trusted: bool) -
             if path.extension().and_then(|e| e.to_str()) != Some("md") {
                 continue;
             }
-            let text = match config_files::read_if_exists(&path) {
+            let read = match project {
+                Some(root) => config_files::read_project_file(root, &path),
+                None => config_files::read_if_exists(&path),
+            };
+            let text = match read {
                 Ok(Some(text)) => text,
                 Ok(None) => continue,
                 Err(error) => {
@@ -181,12 +195,16 @@ pub fn agents_waiting_for_trust(workspace: &Path) -> Vec<String> {
                 .unwrap_or(&path)
                 .display()
                 .to_string();
-            let name = config_files::read_if_exists(&path)
-                .ok()
-                .flatten()
-                .and_then(|text| parse_agent(&path, &text).ok())
-                .map_or_else(|| relative.clone(), |agent| agent.name);
-            lines.push(format!("defines agent `{name}` ({relative})"));
+            let line = match config_files::read_project_file(workspace, &path) {
+                Ok(text) => {
+                    let name = text
+                        .and_then(|text| parse_agent(&path, &text).ok())
+                        .map_or_else(|| relative.clone(), |agent| agent.name);
+                    format!("defines agent {} ({})", quoted(&name), quoted(&relative))
+                }
+                Err(error) => escaped(&format!("refuses the agent definition {relative}: {error}")),
+            };
+            lines.push(line);
         }
     }
     lines
@@ -460,6 +478,12 @@ impl TurnHost for SubagentHost {
         let mut request = request;
         request.call_id = self.prefix(&request.call_id);
         request.reason = format!("Subagent `{}`: {}", self.agent, request.reason);
+        if !request.why.is_empty() {
+            request.why = format!(
+                "The subagent `{}` made this call. {}",
+                self.agent, request.why
+            );
+        }
         self.parent.approve(request)
     }
 

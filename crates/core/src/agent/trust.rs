@@ -41,7 +41,7 @@ impl Session {
             .collect();
         lines.extend(self.policy.ignored_project_allows());
         lines.extend(files_waiting_for_trust(self.runtime.root()));
-        lines
+        lines.into_iter().map(|line| one_item(&line)).collect()
     }
 
     /// Asks about the project's settings if that is still open, then tells the user once what
@@ -100,6 +100,7 @@ impl Session {
                  that only make Keel stricter apply either way).",
                 ignored.join("\n- ")
             ),
+            why: String::new(),
             always_scope: Some(
                 "this project while its .keel files stay as they are, remembered across sessions"
                     .to_owned(),
@@ -194,6 +195,17 @@ impl Session {
                 tracing::warn!(%error, "the trusted project's model does not resolve");
             }
         }
+    }
+}
+
+/// A line of the trust question as exactly one item: project strings are quoted and escaped
+/// where they are put in; a line that still holds a newline, a control or a bidi character
+/// (a string that reached it unquoted) is escaped whole.
+fn one_item(line: &str) -> String {
+    if line.chars().any(crate::tool::view::is_display_control) {
+        crate::tool::view::escaped(line)
+    } else {
+        line.to_owned()
     }
 }
 

@@ -33,7 +33,12 @@ const CANCEL_GRACE: Duration = Duration::from_secs(2);
 /// A tool call the model asked for.
 #[derive(Debug, Clone)]
 struct RequestedCall {
+    /// Keel's id of the call: unique in the session ([`Session::keel_call_id`]); what every
+    /// event, prompt and log line names.
     id: String,
+    /// The id the model chose, kept only for the provider round-trip (the tool use in the
+    /// history and its result). Models repeat ids; Keel never looks a call up by it.
+    model_id: String,
     name: String,
     input: Value,
     /// Set when the arguments were not a JSON object.
@@ -78,6 +83,7 @@ impl Response {
             input: input.clone(),
         });
         self.calls.push(RequestedCall {
+            model_id: id.clone(),
             id,
             name,
             input,
@@ -96,6 +102,18 @@ impl Response {
 enum StreamEnd {
     Cancelled(Response),
     Failed(ProviderError),
+}
+
+/// The text of a prompt (its text blocks, joined).
+fn prompt_text(prompt: &[UserContent]) -> String {
+    prompt
+        .iter()
+        .filter_map(|content| match content {
+            UserContent::Text { text } => Some(text.as_str()),
+            _ => None,
+        })
+        .collect::<Vec<_>>()
+        .join("\n")
 }
 
 fn user_parts(prompt: Vec<UserContent>) -> Vec<Part> {
@@ -315,9 +333,48 @@ impl Session {
             }),
             None => host,
         };
-        let outcome = self.run_turn_inner(prompt, host, cancel).await;
+        let first = self
+            .log
+            .as_ref()
+            .is_some_and(|log| log.meta().title.is_none());
+        let prompt_text = prompt_text(&prompt);
+        // Background work belongs to the session: cancelling this turn also stops the
+        // subagents earlier turns left running in the background.
+        let watched = cancel.clone();
+        let background = self.background.clone();
+        let inner = self.run_turn_inner(prompt, host.clone(), cancel);
+        tokio::pin!(inner);
+        let outcome = tokio::select! {
+            biased;
+            outcome = &mut inner => outcome,
+            () = watched.cancelled() => {
+                background.cancel_all();
+                inner.await
+            }
+        };
+        // The turn may have ended on the cancel before the branch above saw it.
+        if watched.is_cancelled() {
+            background.cancel_all();
+        }
         if let Ok(outcome) = &outcome {
             self.record(&StoredEvent::TurnEnd { stop: outcome.stop });
+            // The first turn of a kept session: its model writes the title, in the background.
+            if first
+                && self.config.model_titles
+                && self.depth == 0
+                && outcome.stop == TurnStop::EndTurn
+                && let Some(log) = &self.log
+                && let Ok((provider, model)) = self.model_slot().resolved
+            {
+                super::title::spawn(
+                    provider,
+                    model,
+                    prompt_text,
+                    outcome.final_text.clone(),
+                    log.clone(),
+                    host,
+                );
+            }
         }
         outcome
     }
@@ -451,7 +508,7 @@ impl Session {
                 thinking_budget: self.thinking_budget(),
             };
             let message_id = uuid::Uuid::new_v4().to_string();
-            let response = match stream_response(
+            let mut response = match stream_response(
                 provider.as_ref(),
                 request,
                 &message_id,
@@ -483,6 +540,9 @@ impl Session {
                 });
             }
             self.remember(&mut history, response.message());
+            for call in &mut response.calls {
+                call.id = self.keel_call_id(&call.model_id);
+            }
             outcome.final_text = response.text.clone();
             if response.calls.is_empty() {
                 outcome.stop = match response.stop {
@@ -514,6 +574,30 @@ impl Session {
     /// Runs the calls of one response: read-only ones in parallel, mutating ones alone and in
     /// order (a fair read/write lock taken in the order the model asked). Results come back in
     /// call order, one per call.
+    /// Keel's id for a call the model named `model_id`: the model's own id when it is a plain
+    /// one (`[A-Za-z0-9_.:-]`, at most 64 bytes) this session has not used yet, else a fresh
+    /// `call-N`, so no two calls of a session share an id whatever the model sends.
+    fn keel_call_id(&self, model_id: &str) -> String {
+        let plain = !model_id.is_empty()
+            && model_id.len() <= 64
+            && model_id
+                .bytes()
+                .all(|b| b.is_ascii_alphanumeric() || matches!(b, b'_' | b'.' | b':' | b'-'));
+        let mut used = self
+            .call_ids
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        if plain && used.insert(model_id.to_owned()) {
+            return model_id.to_owned();
+        }
+        loop {
+            let id = format!("call-{}", used.len() + 1);
+            if used.insert(id.clone()) {
+                return id;
+            }
+        }
+    }
+
     async fn dispatch(
         &self,
         calls: &[RequestedCall],
@@ -531,7 +615,7 @@ impl Session {
                 Verdict::Ran => {}
             }
             parts.push(Part::ToolResult {
-                tool_use_id: call.id.clone(),
+                tool_use_id: call.model_id.clone(),
                 content: envelope.for_model(),
                 is_error: envelope.is_error(),
             });
@@ -738,6 +822,7 @@ impl Session {
                 view,
                 preview,
                 reason: decision.explanation.to_string(),
+                why: decision.explanation.cause.plain(),
                 always_scope: decision.always_scope.clone(),
                 unconfined: decision.unconfined,
             };
@@ -769,6 +854,14 @@ impl Session {
             // Allowed (by the user, or by an "always allow without the sandbox" answer for its
             // keys): this call's shell commands run unconfined, and only this call's.
             ctx.runtime = ctx.runtime.allowing_unconfined();
+        }
+        if decision.contained {
+            // Nobody approved it: it runs where a misclassification costs nothing.
+            ctx.runtime = ctx.runtime.contained();
+        }
+        if self.policy.mode() == crate::policy::Mode::ReadOnly {
+            // The mode now, not the mode the session opened with.
+            ctx.runtime = ctx.runtime.with_read_only_commands();
         }
         // What the files a search finds may show is decided file by file, as reads.
         ctx.runtime = ctx.runtime.with_search_gate(Arc::new(PolicySearchGate::new(

@@ -57,6 +57,8 @@ pub fn engine_config(
     out.max_tokens = config.max_tokens;
     out.thinking_budget = config.thinking.budget();
     out.compact_at = f64::from(config.compact_at_percent) / 100.0;
+    // A scripted model's answers are its script's, in order: a title request would take one.
+    out.model_titles = config.sessions.model_titles && out.provider_override.is_none();
     out.limits = config.limits.clone();
     out.manifest =
         RequirementSet::fs_read_write(&["{workspace}/**", "{session}/**"], &["{workspace}/**"])
@@ -164,7 +166,7 @@ fn session_rules(effective: &Effective, env: EnvLookup) -> crate::agent::ConfigR
             project_trusted: trusted,
             provider_env: provider_env.clone(),
         };
-        let loaded = super::load(&options).map_err(|e| e.to_string())?;
+        let loaded = super::load(&options).map_err(|e| crate::agent::ConfigFault::from(&e))?;
         let (user_rules, project_rules) =
             super::policy_rule_sets(&loaded, workspace).map_err(|e| e.to_string())?;
         let lookup = |key: &str| env(key);

@@ -86,6 +86,47 @@ pub struct CredentialRefusal {
 }
 
 impl ConfigError {
+    /// The dotted key the problem is about, when it is about one.
+    pub fn key(&self) -> Option<&str> {
+        match self {
+            ConfigError::UnknownKey { key, .. }
+            | ConfigError::BadValue { key, .. }
+            | ConfigError::MissingKey { key, .. } => Some(key),
+            ConfigError::CredentialHost(refusal) => Some(&refusal.provider),
+            ConfigError::Read { .. }
+            | ConfigError::Syntax { .. }
+            | ConfigError::UnknownVariable { .. } => None,
+        }
+    }
+
+    /// The error as a JSON-RPC error's `data`: `details` (the whole message), `key`, `file`,
+    /// `line` and `column` (counting from 1) when the problem has them.
+    pub fn data(&self) -> serde_json::Value {
+        let mut data = serde_json::Map::new();
+        data.insert("details".into(), self.to_string().into());
+        if let Some(key) = self.key() {
+            data.insert("key".into(), key.into());
+        }
+        let file = match self {
+            ConfigError::Read { path, .. } => Some((path.clone(), None)),
+            _ => match self.location() {
+                Some(Source::File(location)) => Some((
+                    location.path.clone(),
+                    Some((location.line, location.column)),
+                )),
+                _ => None,
+            },
+        };
+        if let Some((path, place)) = file {
+            data.insert("file".into(), path.display().to_string().into());
+            if let Some((line, column)) = place {
+                data.insert("line".into(), line.into());
+                data.insert("column".into(), column.into());
+            }
+        }
+        serde_json::Value::Object(data)
+    }
+
     /// Where the problem is, when it has a place.
     pub fn location(&self) -> Option<&Source> {
         match self {

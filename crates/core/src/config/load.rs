@@ -231,9 +231,14 @@ pub fn load(options: &LoadOptions) -> Result<Effective, ConfigError> {
     for (layer, path, required) in layers {
         let Some(path) = path else { continue };
         let shown = options.show_path(&path);
-        let read = crate::runtime::config_files::read_if_exists(&path).and_then(|text| {
-            text.ok_or_else(|| std::io::Error::from(std::io::ErrorKind::NotFound))
-        });
+        // The project's file is read only inside the project (a symlink out of it is refused).
+        let read = match (layer, &options.workspace) {
+            ("project", Some(workspace)) => {
+                crate::runtime::config_files::read_project_file(workspace, &path)
+            }
+            _ => crate::runtime::config_files::read_if_exists(&path),
+        }
+        .and_then(|text| text.ok_or_else(|| std::io::Error::from(std::io::ErrorKind::NotFound)));
         let text = match read {
             Ok(text) => text,
             Err(e) if e.kind() == std::io::ErrorKind::NotFound && !required => {

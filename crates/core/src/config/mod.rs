@@ -98,6 +98,23 @@ pub struct Config {
     pub mcp_servers: BTreeMap<String, McpServerSettings>,
     /// When MCP and extension tools are left out of requests and found through `tool_search`.
     pub tool_search: ToolSearchSettings,
+    /// How sessions are kept and shown (`[sessions]`).
+    pub sessions: SessionSettings,
+}
+
+/// `[sessions]`: how sessions are kept and shown.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(default, deny_unknown_fields)]
+pub struct SessionSettings {
+    /// After the first turn, the session's model writes a short title for it (one small
+    /// request, in the background); off: the title stays the first line of the first prompt.
+    pub model_titles: bool,
+}
+
+impl Default for SessionSettings {
+    fn default() -> Self {
+        Self { model_titles: true }
+    }
 }
 
 /// `[tool_search]`: past either limit, extension tools are left out of requests.
@@ -277,6 +294,7 @@ impl Default for Config {
             sandbox: crate::runtime::sandbox::SandboxSettings::default(),
             mcp_servers: BTreeMap::new(),
             tool_search: ToolSearchSettings::default(),
+            sessions: SessionSettings::default(),
         }
     }
 }
@@ -286,6 +304,35 @@ impl Config {
     pub fn tool(&self, id: &str) -> ToolSettings {
         self.tools.get(id).cloned().unwrap_or_default()
     }
+
+    /// The disabled ids (`[tools.ID] enabled = false`) that match no tool: not one `known`
+    /// (the bundled tools and the tool files), and not an MCP tool of a configured server
+    /// (`mcp__SERVER__TOOL`). Usually a typo, which leaves the tool the user meant enabled.
+    pub fn disabled_tools_matching_nothing(&self, known: &dyn Fn(&str) -> bool) -> Vec<String> {
+        self.tools
+            .iter()
+            .filter(|(_, settings)| !settings.enabled)
+            .map(|(id, _)| id)
+            .filter(|id| !known(id))
+            .filter(|id| {
+                !self
+                    .mcp_servers
+                    .keys()
+                    .any(|server| id.starts_with(&format!("mcp__{server}__")))
+            })
+            .cloned()
+            .collect()
+    }
+}
+
+/// What `keel tools` and `keel doctor` say of a disabled id that matches no tool.
+pub fn disabled_matching_nothing_note(id: &str) -> String {
+    format!(
+        "`[tools.{}] enabled = false` matches no tool: no bundled tool or tool file has that id, \
+         and it is no `mcp__SERVER__TOOL` of a configured MCP server (an editor's servers are \
+         known only in a session); nothing is disabled by it",
+        crate::tool::view::escaped(id)
+    )
 }
 
 /// A model named as `provider/model`. The model part may itself contain `/`

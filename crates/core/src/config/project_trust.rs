@@ -21,6 +21,7 @@ use serde::Serialize;
 
 use super::{Config, ConfigError, Mode, Provenance, ProviderConfig, Source};
 use crate::provider::{self, ANTHROPIC_BASE_URL, OPENAI_BASE_URL};
+use crate::tool::view::{escaped, quoted};
 
 /// Keel's built-in provider names (their key variables are bound to their endpoints).
 const BUILT_IN_PROVIDERS: &[&str] = &[
@@ -101,6 +102,8 @@ fn tightens(path: &[&str], value: &toml::Value, base: &toml::Table) -> bool {
             parse(value).is_some_and(|new| new.strictness() >= old.strictness())
         }
         ["tools", _, "enabled"] => value.as_bool() == Some(false),
+        // Off spares a request to the model.
+        ["sessions", "model_titles"] => value.as_bool() == Some(false),
         // No configured timeout means none beyond the tool's own: any value adds a limit.
         ["tools", _, "timeoutMs"] => lookup(base, path).is_none() || not_above(value),
         _ => false,
@@ -156,15 +159,13 @@ pub(super) fn split(
                 // A server names a program (or a host) to run with the user's rights.
                 for (name, table) in servers {
                     let key = format!("mcp_servers.{name}");
-                    let field = |k: &str| table.get(k).map(ToString::to_string);
-                    let what = match (field("command"), field("url")) {
-                        (Some(command), _) => format!("runs {command}"),
-                        (None, Some(url)) => format!("connects to {url}"),
-                        (None, None) => "declares it".to_owned(),
-                    };
                     ignored.push(IgnoredSetting {
                         source: first_source(sources, &key),
-                        change: format!("starts the MCP server `{name}` ({what})"),
+                        change: format!(
+                            "starts the MCP server {} ({})",
+                            quoted(&name),
+                            describe_server(&table)
+                        ),
                         key,
                     });
                 }
@@ -204,12 +205,31 @@ fn keep(
         return Some(value);
     }
     let key = path.join(".");
+    // Every part of the key and the value as the file spells them, escaped: a key or a value
+    // cannot add a line (or reorder one) in the question that lists it.
+    let shown_key = path
+        .iter()
+        .map(|part| {
+            if !part.is_empty()
+                && part
+                    .chars()
+                    .all(|c| c.is_ascii_alphanumeric() || c == '_' || c == '-')
+            {
+                part.clone()
+            } else {
+                quoted(part)
+            }
+        })
+        .collect::<Vec<_>>()
+        .join(".");
+    let is_integer = value.is_integer();
+    let value = escaped(&value.to_string());
     let change = match (parts.as_slice(), lookup(base, &parts)) {
         (["mode"], Some(old)) => format!("sets mode = {value} (looser than {old})"),
-        (_, Some(old)) if value.is_integer() => {
-            format!("sets {key} = {value} (higher than {old})")
+        (_, Some(old)) if is_integer => {
+            format!("sets {shown_key} = {value} (higher than {old})")
         }
-        _ => format!("sets {key} = {value}"),
+        _ => format!("sets {shown_key} = {value}"),
     };
     ignored.push(IgnoredSetting {
         source: sources.get(&key).clone(),
@@ -236,12 +256,50 @@ fn first_source(sources: &Provenance, prefix: &str) -> Source {
 fn describe_rule(rule: &toml::Value) -> String {
     let field = |name: &str| rule.get(name).and_then(toml::Value::as_str);
     let subject = match (field("pattern"), field("prefix"), field("class")) {
-        (Some(p), _, _) => format!(" pattern `{p}`"),
-        (_, Some(p), _) => format!(" prefix `{p}`"),
-        (_, _, Some(c)) => format!(" class `{c}`"),
+        (Some(p), _, _) => format!(" pattern {}", quoted(p)),
+        (_, Some(p), _) => format!(" prefix {}", quoted(p)),
+        (_, _, Some(c)) => format!(" class {}", quoted(c)),
         _ => " everything".to_owned(),
     };
-    format!("`{}`{subject}", field("permission").unwrap_or("?"))
+    format!("{}{subject}", quoted(field("permission").unwrap_or("?")))
+}
+
+/// What an MCP server table runs, in full: the program, every argument and the names of the
+/// environment variables it sets (their values may be secrets), or the URL it connects to and
+/// the names of the headers it sends; every string quoted and escaped.
+fn describe_server(table: &toml::Value) -> String {
+    let strings = |key: &str| -> Vec<String> {
+        match table.get(key) {
+            Some(toml::Value::String(one)) => vec![quoted(one)],
+            Some(toml::Value::Array(many)) => many
+                .iter()
+                .map(|v| v.as_str().map_or_else(|| escaped(&v.to_string()), quoted))
+                .collect(),
+            _ => Vec::new(),
+        }
+    };
+    let names = |key: &str| -> Vec<String> {
+        table
+            .get(key)
+            .and_then(toml::Value::as_table)
+            .map(|t| t.keys().map(|k| quoted(k)).collect())
+            .unwrap_or_default()
+    };
+    let list = |items: Vec<String>| format!("[{}]", items.join(", "));
+    if let Some(command) = strings("command").into_iter().next() {
+        format!(
+            "runs the program {command} with the arguments {} and the environment variables {}",
+            list(strings("args")),
+            list(names("env"))
+        )
+    } else if let Some(url) = strings("url").into_iter().next() {
+        format!(
+            "connects to {url} with the headers {}",
+            list(names("headers"))
+        )
+    } else {
+        "declares it".to_owned()
+    }
 }
 
 /// Where a provider sends requests: its base URL, or the official one of its API.
@@ -278,12 +336,21 @@ fn describe_provider(
 ) -> String {
     let resolved = combined(base, name, project).and_then(|c| c.to_provider_config(name, env));
     let Some(resolved) = resolved else {
-        return format!("declares the model provider `{name}`");
+        return format!("declares the model provider {}", quoted(name));
     };
     let url = endpoint(&resolved);
     let mut text = match resolved.sent_key_env() {
-        Some(var) => format!("sends {var} to {url} (provider `{name}`)"),
-        None => format!("sends the conversation to {url} (provider `{name}`, no key)"),
+        Some(var) => format!(
+            "sends {} to {} (provider {})",
+            quoted(var),
+            quoted(&url),
+            quoted(name)
+        ),
+        None => format!(
+            "sends the conversation to {} (provider {}, no key)",
+            quoted(&url),
+            quoted(name)
+        ),
     };
     if let Some(var) = resolved.sent_key_env()
         && let Some((user_url, _)) = user_binding(base, var, env)

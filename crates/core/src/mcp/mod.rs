@@ -158,10 +158,14 @@ struct Inner {
     slots: Mutex<Vec<Slot>>,
     /// Ids no server may take (the bundled, locked tools).
     locked: Vec<String>,
+    /// Ids the configuration disables (`[tools.ID] enabled = false`): never offered, never run.
+    disabled: Mutex<Vec<String>>,
     shutdown: CancellationToken,
     notify: Mutex<Option<Notify>>,
     prompts_changed: Mutex<Option<PromptsChanged>>,
     cwd: PathBuf,
+    /// Where the other stdio servers start: an empty directory of the session's.
+    neutral: PathBuf,
 }
 
 impl Drop for Inner {
@@ -184,7 +188,12 @@ impl std::fmt::Debug for McpHub {
 
 impl Default for McpHub {
     fn default() -> Self {
-        Self::new(Vec::new(), Vec::new(), PathBuf::from("/"))
+        Self::new(
+            Vec::new(),
+            Vec::new(),
+            PathBuf::from("/"),
+            PathBuf::from("/"),
+        )
     }
 }
 
@@ -193,9 +202,15 @@ fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
 }
 
 impl McpHub {
-    /// A hub for `servers` (not started). `locked` are the ids servers may not take; stdio
-    /// servers start in `cwd` (the workspace).
-    pub fn new(servers: Vec<McpServerConfig>, locked: Vec<String>, cwd: PathBuf) -> Self {
+    /// A hub for `servers` (not started). `locked` are the ids servers may not take; a
+    /// trusted project's stdio servers start in `cwd` (the workspace), the others in `neutral`
+    /// (an empty directory of the session's, created when needed).
+    pub fn new(
+        servers: Vec<McpServerConfig>,
+        locked: Vec<String>,
+        cwd: PathBuf,
+        neutral: PathBuf,
+    ) -> Self {
         let mut slots: Vec<Slot> = Vec::new();
         for config in servers {
             // A later source of the same name replaces an earlier one (editor over config).
@@ -213,10 +228,12 @@ impl McpHub {
             inner: Arc::new(Inner {
                 slots: Mutex::new(slots),
                 locked,
+                disabled: Mutex::new(Vec::new()),
                 shutdown: CancellationToken::new(),
                 notify: Mutex::new(None),
                 prompts_changed: Mutex::new(None),
                 cwd,
+                neutral,
             }),
         }
     }
@@ -224,6 +241,12 @@ impl McpHub {
     /// Whether the session has any server.
     pub fn is_empty(&self) -> bool {
         lock(&self.inner.slots).is_empty()
+    }
+
+    /// The tool ids the configuration disables; set before [`McpHub::start`]. A server's tool
+    /// with one of them is left out (`/mcp` says so), like a locked id.
+    pub fn set_disabled(&self, ids: Vec<String>) {
+        *lock(&self.inner.disabled) = ids;
     }
 
     /// Where failures are said from now on.
@@ -498,24 +521,124 @@ fn notify(inner: &Inner, text: String) {
     }
 }
 
+/// What a failed handshake means, in words (rmcp's "connection closed: initialize response"
+/// is the server exiting before it answered).
+fn handshake_error(error: &rmcp::service::ClientInitializeError) -> String {
+    let text = error.to_string();
+    if text.contains("connection closed") {
+        "the server exited (or closed its output) before it answered the MCP handshake".to_owned()
+    } else {
+        text
+    }
+}
+
 /// A connected server: the client service and, for stdio, its process group.
 struct Connection {
     service: rmcp::service::RunningService<rmcp::RoleClient, ()>,
     _group: Option<crate::runtime::mcp::GroupGuard>,
+    /// The last lines of a stdio server's stderr (empty for HTTP).
+    stderr: StderrTail,
 }
 
-async fn connect(config: &McpServerConfig, cwd: &std::path::Path) -> Result<Connection, String> {
+/// The last lines a server wrote to stderr, kept for a failure's message.
+#[derive(Debug, Default, Clone)]
+struct StderrTail {
+    lines: Arc<Mutex<std::collections::VecDeque<String>>>,
+}
+
+/// Lines of a server's stderr kept.
+const STDERR_LINES: usize = 12;
+/// Characters kept of one stderr line.
+const STDERR_LINE_CHARS: usize = 300;
+
+impl StderrTail {
+    /// Reads `stderr` to its end on a task of its own, keeping the last [`STDERR_LINES`]
+    /// lines (each cut to [`STDERR_LINE_CHARS`]): a bounded ring, whatever the server writes.
+    fn follow(stderr: tokio::process::ChildStderr) -> Self {
+        use tokio::io::{AsyncBufReadExt as _, AsyncReadExt as _};
+        let tail = Self::default();
+        let lines = tail.lines.clone();
+        tokio::spawn(async move {
+            let mut reader = tokio::io::BufReader::new(stderr);
+            let mut line = Vec::new();
+            loop {
+                line.clear();
+                // At most a few kilobytes a line are held while reading it.
+                match (&mut reader)
+                    .take(64 * 1024)
+                    .read_until(b'\n', &mut line)
+                    .await
+                {
+                    Ok(0) | Err(_) => return,
+                    Ok(_) => {}
+                }
+                let text = String::from_utf8_lossy(&line);
+                let text = text.trim_end();
+                if text.is_empty() {
+                    continue;
+                }
+                let mut kept: String = text.chars().take(STDERR_LINE_CHARS).collect();
+                if text.chars().count() > STDERR_LINE_CHARS {
+                    kept.push('…');
+                }
+                let mut lines = lock(&lines);
+                if lines.len() == STDERR_LINES {
+                    lines.pop_front();
+                }
+                lines.push_back(kept);
+            }
+        });
+        tail
+    }
+
+    /// `reason`, followed by the server's last stderr lines when it wrote any. Waits a moment
+    /// for lines still in the pipe (a server that just died has usually written them).
+    async fn explain(&self, reason: String) -> String {
+        tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+        let lines = lock(&self.lines);
+        if lines.is_empty() {
+            return reason;
+        }
+        let shown: Vec<&str> = lines.iter().map(String::as_str).collect();
+        format!(
+            "{reason}\nIts last lines on stderr:\n{}",
+            shown
+                .iter()
+                .map(|line| format!("    {line}"))
+                .collect::<Vec<_>>()
+                .join("\n")
+        )
+    }
+}
+
+async fn connect(
+    config: &McpServerConfig,
+    workspace: &std::path::Path,
+    neutral: &std::path::Path,
+) -> Result<Connection, String> {
     match &config.transport {
         McpTransport::Stdio { command, args, env } => {
-            let (transport, group) = crate::runtime::mcp::spawn_mcp_stdio(command, args, env, cwd)
-                .map_err(|e| format!("cannot start `{command}`: {e}"))?;
-            let service =
-                ().serve(transport)
-                    .await
-                    .map_err(|e| format!("the handshake failed: {e}"))?;
+            // Only a trusted project's own server runs from the workspace (see
+            // `runtime::mcp`): what the user and the editor configured is not the project's
+            // to choose.
+            let project = config.source == McpSource::Project;
+            let cwd = if project { workspace } else { neutral };
+            let (transport, group, stderr) =
+                crate::runtime::mcp::spawn_mcp_stdio(command, args, env, cwd, project)
+                    .map_err(|e| format!("cannot start `{command}`: {e}"))?;
+            let tail = stderr.map(StderrTail::follow).unwrap_or_default();
+            let service = match ().serve(transport).await {
+                Ok(service) => service,
+                Err(error) => {
+                    return Err(tail
+                        .explain(format!("the handshake failed: {}", handshake_error(&error)))
+                        .await);
+                }
+            };
             Ok(Connection {
                 service,
                 _group: Some(group),
+                stderr: tail,
             })
         }
         McpTransport::Http { url, headers } => {
@@ -527,6 +650,7 @@ async fn connect(config: &McpServerConfig, cwd: &std::path::Path) -> Result<Conn
             Ok(Connection {
                 service,
                 _group: None,
+                stderr: StderrTail::default(),
             })
         }
     }
@@ -545,10 +669,11 @@ async fn run_server(hub: std::sync::Weak<Inner>, name: String) {
             return;
         };
         let cwd = inner.cwd.clone();
+        let neutral = inner.neutral.clone();
         set_state(&inner, &name, ServerState::Starting);
         drop(inner);
         let started = tokio::time::timeout(START_TIMEOUT, async {
-            let connection = connect(&config, &cwd).await?;
+            let connection = connect(&config, &cwd, &neutral).await?;
             let tools = connection
                 .service
                 .peer()
@@ -593,7 +718,13 @@ async fn run_server(hub: std::sync::Weak<Inner>, name: String) {
             match McpTool::wrap(&name, listed, peer.clone(), config.timeout) {
                 Ok(tool) => {
                     let id = tool.spec().id.clone();
-                    if inner.locked.contains(&id) || tools.iter().any(|t| t.spec().id == id) {
+                    if lock(&inner.disabled).contains(&id) {
+                        skipped.push(format!(
+                            "`{}` (disabled: `[tools.{id}] enabled = false`)",
+                            listed.name
+                        ));
+                    } else if inner.locked.contains(&id) || tools.iter().any(|t| t.spec().id == id)
+                    {
                         skipped.push(format!("`{}` (the id `{id}` is taken)", listed.name));
                     } else {
                         tools.push(tool);
@@ -615,6 +746,7 @@ async fn run_server(hub: std::sync::Weak<Inner>, name: String) {
         prompts_changed(&inner);
         tracing::info!(server = %name, tools = listed.len(), "MCP server ready");
         drop(inner);
+        let stderr = connection.stderr.clone();
         let quit = connection.service.waiting().await;
         // `_group` went with `connection`: the server's whole process group is gone.
         let Some(inner) = hub.upgrade() else { return };
@@ -622,8 +754,12 @@ async fn run_server(hub: std::sync::Weak<Inner>, name: String) {
             return;
         }
         let why = match quit {
-            Ok(reason) => format!("{reason:?}"),
-            Err(error) => error.to_string(),
+            Ok(rmcp::service::QuitReason::Closed) => "it closed the connection".to_owned(),
+            Ok(rmcp::service::QuitReason::Cancelled) => "the connection was cancelled".to_owned(),
+            Ok(rmcp::service::QuitReason::JoinError(error)) | Err(error) => {
+                format!("its connection failed: {error}")
+            }
+            Ok(_) => "it stopped".to_owned(),
         };
         if attempt >= RESTARTS {
             let reason = format!("it stopped ({why}) and was restarted {RESTARTS} times");
@@ -645,13 +781,13 @@ async fn run_server(hub: std::sync::Weak<Inner>, name: String) {
                 reason: format!("it stopped ({why}); restarting"),
             },
         );
-        notify(
-            &inner,
-            format!(
-                "The MCP server `{name}` stopped; restarting it in {} ms (attempt {attempt} of {RESTARTS}).",
+        let said = stderr
+            .explain(format!(
+                "The MCP server `{name}` stopped ({why}); restarting it in {} ms (attempt {attempt} of {RESTARTS}).",
                 delay.as_millis()
-            ),
-        );
+            ))
+            .await;
+        notify(&inner, said);
         drop(inner);
         tokio::time::sleep(delay).await;
     }

@@ -253,6 +253,8 @@ pub fn is_secret_name(name: &str) -> bool {
         ".keystore",
         ".ppk",
         ".tfstate",
+        ".tfvars",
+        ".tfvars.json",
         ".kdbx",
     ];
     const NAMES: &[&str] = &[
@@ -276,6 +278,9 @@ pub fn is_secret_name(name: &str) -> bool {
         "secrets.yml",
         "secrets.toml",
         "terraform.tfstate.backup",
+        ".dev.vars",
+        ".secrets",
+        "secrets.env",
     ];
     // `.env`, `.env.local`, `.env-prod`, `.env_test`, `.env~`, `.envrc` (direnv), `prod.env` (not
     // a jq path such as `.scripts.env`, nor a `rev:path` word, which its path's check covers).

@@ -36,6 +36,9 @@ pub struct Policy {
     protected: Vec<PathBuf>,
     headless: bool,
     state: Mutex<State>,
+    /// A subagent's policy: the session's live policy, consulted on every decision (its mode,
+    /// trust and answers as they are now; the stricter of the two applies).
+    parent: Option<std::sync::Arc<Policy>>,
 }
 
 #[derive(Debug)]
@@ -100,6 +103,7 @@ impl Policy {
                 session: Vec::new(),
                 unconfined: Vec::new(),
             }),
+            parent: None,
         })
     }
 
@@ -119,12 +123,14 @@ impl Policy {
         )
     }
 
-    /// The policy of a subagent: the same layers, trust, headless flag and session answers, in
-    /// `mode` when that is stricter than this policy's mode (never looser). Answers given in the
-    /// child stay in the child.
-    pub fn child(&self, mode: Option<Mode>) -> Policy {
+    /// The policy of a subagent: the same layers and headless flag, bound to this (the
+    /// session's) policy for as long as the child lives: every decision reads the session's
+    /// mode, trust and answers as they are then and applies the stricter mode and trust of the
+    /// two, so a mode change or a "reject always" given after the child started reaches it
+    /// (a background child included). `mode` (an agent definition's) only makes the child
+    /// stricter. Answers given in the child stay in the child.
+    pub fn child(self: &std::sync::Arc<Self>, mode: Option<Mode>) -> Policy {
         let state = self.lock();
-        let child_mode = mode.map_or(state.mode, |mode| state.mode.strictest(mode));
         Policy {
             manifest: self.manifest.clone(),
             project: self.project.clone(),
@@ -132,11 +138,12 @@ impl Policy {
             protected: self.protected.clone(),
             headless: self.headless,
             state: Mutex::new(State {
-                mode: child_mode,
-                trust: state.trust,
-                session: state.session.clone(),
+                mode: mode.unwrap_or(Mode::Yolo),
+                trust: Trust::Trusted,
+                session: Vec::new(),
                 unconfined: state.unconfined.clone(),
             }),
+            parent: Some(self.clone()),
         }
     }
 
@@ -144,8 +151,34 @@ impl Policy {
         self.state.lock().unwrap_or_else(|e| e.into_inner())
     }
 
+    /// The mode, trust and answers that decide now: this policy's own, and for a subagent's
+    /// the stricter mode and trust of its own and its session's (live), with the session's
+    /// answers before its own.
+    fn live(&self) -> (Mode, Trust, Vec<Rule>, Vec<ApprovalKey>) {
+        let (mode, trust, session, unconfined) = {
+            let state = self.lock();
+            (
+                state.mode,
+                state.trust,
+                state.session.clone(),
+                state.unconfined.clone(),
+            )
+        };
+        let Some(parent) = &self.parent else {
+            return (mode, trust, session, unconfined);
+        };
+        let (parent_mode, parent_trust, mut rules, _) = parent.live();
+        rules.extend(session);
+        let trust = if trust.is_trusted() {
+            parent_trust
+        } else {
+            trust
+        };
+        (mode.strictest(parent_mode), trust, rules, unconfined)
+    }
+
     pub fn mode(&self) -> Mode {
-        self.lock().mode
+        self.live().0
     }
 
     pub fn set_mode(&self, mode: Mode) {
@@ -153,7 +186,7 @@ impl Policy {
     }
 
     pub fn trust(&self) -> Trust {
-        self.lock().trust
+        self.live().1
     }
 
     /// Changes the project's trust (after the user answered the trust prompt).
@@ -215,7 +248,24 @@ impl Policy {
             .filter(|scope| scope.scope == Scope::Project)
             .flat_map(|scope| scope.rules)
             .filter(|listed| listed.ignored)
-            .map(|listed| format!("allows {}", listed.rule.summary()))
+            .map(|listed| {
+                use crate::tool::view::quoted;
+                let rule = &listed.rule;
+                let pattern = &rule.pattern;
+                let what = match pattern.kind() {
+                    super::pattern::PatternKind::Any => "everything".to_owned(),
+                    super::pattern::PatternKind::Exact | super::pattern::PatternKind::Glob => {
+                        format!("pattern {}", quoted(pattern.text()))
+                    }
+                    super::pattern::PatternKind::Prefix => {
+                        format!("prefix {}", quoted(pattern.text()))
+                    }
+                    super::pattern::PatternKind::Class => {
+                        format!("class {}", quoted(pattern.text()))
+                    }
+                };
+                format!("allows {} {what}", quoted(&rule.permission.to_string()))
+            })
             .collect()
     }
 
@@ -250,15 +300,8 @@ impl Policy {
         count_links: bool,
     ) -> Decision {
         // A snapshot: resolving paths touches the file system, which is no place to hold a lock.
-        let (mode, trust, session, unconfined_keys) = {
-            let state = self.lock();
-            (
-                state.mode,
-                state.trust,
-                state.session.clone(),
-                state.unconfined.clone(),
-            )
-        };
+        // A subagent's reads its session's policy as it is now.
+        let (mode, trust, session, unconfined_keys) = self.live();
         let spec = call.spec;
         let tool = spec.id.clone();
         let capability = capability_of(spec);
@@ -291,6 +334,7 @@ impl Policy {
             headless: self.headless,
             hard_links: None,
             unconfined: false,
+            contained: false,
         };
 
         // 1. The capability check.
@@ -340,6 +384,7 @@ impl Policy {
             &watchdog,
         );
         let mut action = outcome.action;
+        let classifier_only = outcome.classifier_only;
         let mut cause = outcome.cause;
         let mut notes = outcome.notes;
         decision.pending = outcome.pending;
@@ -506,6 +551,14 @@ impl Policy {
         if action == Action::Ask && !escalated {
             decision.always_scope = join_wordings(&decision.proposals);
         }
+        // Allowed without anyone's word for it: contained (a yolo allow is the user's mode,
+        // an escalated or remembered call was answered by them).
+        decision.contained = action == Action::Allow
+            && classifier_only
+            && !escalated
+            && !decision.unconfined
+            && matches!(subject, CallSubject::Command { .. })
+            && matches!(cause, Cause::Rule { .. });
         decision.action = action;
         decision.explanation = Explanation {
             action,
@@ -647,9 +700,11 @@ impl Policy {
 }
 
 /// The sandbox's filtering proxy asks the session's rules which hosts confined commands may
-/// reach: the `net.fetch` rules (as for `web_fetch`), alone. Only an allow counts (a command
-/// cannot wait on a prompt); the mode does not open anything (`yolo` turns prompts into
-/// allows for calls, not for a command's connections), and in `ask` mode nothing is reached.
+/// reach: the `shell.net` rules, a permission of their own. A rule or an answer for `web_fetch`
+/// or `net.fetch` never opens it (each answer opens only the door it names). Only an allow
+/// counts (a command cannot wait on a prompt); the mode does not open anything (`yolo` turns
+/// prompts into allows for calls, not for a command's connections), and in `ask` mode nothing
+/// is reached.
 impl Policy {
     fn host_rules(&self) -> (Vec<Rule>, bool, Mode) {
         let state = self.lock();
@@ -672,7 +727,7 @@ impl Policy {
                 rule.action == Action::Allow
                     && rule
                         .permission
-                        .matches(COMMAND_HOST_TOOL, Some(Capability::NetFetch))
+                        .matches(COMMAND_HOST_TOOL, Some(Capability::ShellNet))
                     && (trusted || rule.source.scope() != Scope::Project)
             })
     }
@@ -698,22 +753,25 @@ impl Policy {
             &rules,
             trusted,
             COMMAND_HOST_TOOL,
-            Some(Capability::NetFetch),
+            Some(Capability::ShellNet),
             &CallSubject::Host(host.to_owned()),
             &watchdog,
         );
         match outcome.action {
             Action::Allow => Ok(()),
             Action::Ask => Err(format!(
-                "no rule allows {host} without asking (the net.fetch rules would ask)"
+                "no shell.net rule lets shell commands reach {host} (a web_fetch answer does \
+                 not); to allow it, a rule `permission = \"shell.net\"`, `pattern = \"{host}\"`, \
+                 `action = \"allow\"`"
             )),
-            Action::Deny => Err(format!("the net.fetch rules deny {host}")),
+            Action::Deny => Err(format!("the shell.net rules deny {host}")),
         }
     }
 }
 
-/// The tool whose rules decide a confined command's hosts.
-const COMMAND_HOST_TOOL: &str = "web_fetch";
+/// The permission whose rules decide a confined command's hosts (no tool has this id, so only
+/// `shell.net` rules and `*` match it).
+const COMMAND_HOST_TOOL: &str = "shell.net";
 
 /// [`Policy`] as the sandbox proxy's [`HostGate`](crate::runtime::sandbox::proxy::HostGate).
 #[derive(Debug, Clone)]

@@ -2,6 +2,8 @@
 //! the simple commands of a line; and the capability check and the read-only class it relies
 //! on.
 
+use std::path::Path;
+
 use super::Call;
 use super::explain::{Cause, RuleRef};
 use super::gitrepo::git_problem;
@@ -40,6 +42,9 @@ pub(super) struct Outcome {
     pub(super) pending: Vec<String>,
     /// Every allowing rule is a session answer (mode `ask` keeps those).
     pub(super) session_only: bool,
+    /// A shell line allowed by the bundled read-only class alone: no rule of the user's, no
+    /// answer of theirs names any of its commands ([`super::Decision::contained`]).
+    pub(super) classifier_only: bool,
 }
 
 /// What the rules say about a call (before the mode).
@@ -64,6 +69,7 @@ pub(super) fn evaluate_call(
             session_only: evaluation
                 .winner
                 .is_some_and(|r| r.source.scope() == Scope::Session),
+            classifier_only: false,
             pending: if action == Action::Allow {
                 Vec::new()
             } else {
@@ -100,6 +106,7 @@ pub(super) fn evaluate_call(
             let mut notes = Vec::new();
             let mut pending = Vec::new();
             let mut session_only = true;
+            let mut classifier_only = true;
             let mut per_command = Vec::new();
             for command in &commands {
                 let text = command.text();
@@ -118,6 +125,10 @@ pub(super) fn evaluate_call(
                     true,
                 );
                 let this = evaluation.action();
+                classifier_only &= this == Action::Allow
+                    && evaluation
+                        .winner
+                        .is_some_and(|rule| rule.source == super::Source::Bundled);
                 per_command.push(format!(
                     "`{text}`: {this} ({})",
                     evaluation
@@ -167,6 +178,7 @@ pub(super) fn evaluate_call(
                 notes,
                 pending,
                 session_only: session_only && action == Action::Allow,
+                classifier_only: classifier_only && action == Action::Allow,
             }
         }
     }
@@ -228,6 +240,7 @@ fn evaluate_opaque<'r>(
                 notes,
                 pending: Vec::new(),
                 session_only: false,
+                classifier_only: false,
             };
         }
         if let Some(rule) = evaluation.winner
@@ -248,6 +261,7 @@ fn evaluate_opaque<'r>(
         notes,
         pending: Vec::new(),
         session_only: false,
+        classifier_only: false,
     }
 }
 
@@ -412,6 +426,31 @@ pub(crate) fn is_read_only(
     option_glob(command, context).is_none() && reads_only(command, context, watchdog)
 }
 
+/// Whether every program `command` starts (its wrappers and the program itself) is one the
+/// workspace did not supply: a grammar speaks for the system's `git`, not for a `bin/git` the
+/// repository ships, nor for a `git` that a workspace directory on `PATH` puts first. A name
+/// with a `/` is resolved from the command's directory; a bare name as bash finds it on `PATH`
+/// (a builtin, or a name not on `PATH`, runs nothing of the workspace's).
+fn runs_a_program_from_outside(
+    command: &SimpleCommand,
+    directory: &Path,
+    context: &ShellContext<'_>,
+) -> bool {
+    command
+        .wrappers
+        .iter()
+        .chain(command.argv.first())
+        .all(|program| {
+            let found = if program.contains('/') {
+                let path = directory.join(program);
+                Some(crate::runtime::probe::canonical_or_same(&path))
+            } else {
+                crate::runtime::probe::find_on_path(program)
+            };
+            found.is_none_or(|found| matches!(context.classify(found), Place::Outside(_)))
+        })
+}
+
 /// The first word of `command` that the shell may expand into an option
 /// ([`glob_may_expand_to_option`]): `rg foo *` beside a file named `--pre=x`.
 fn option_glob<'c>(command: &'c SimpleCommand, context: &ShellContext<'_>) -> Option<&'c str> {
@@ -447,6 +486,9 @@ fn reads_only(
         context.classify(directory.clone()),
         Place::Inside(_) | Place::Root(_)
     ) {
+        return false;
+    }
+    if !runs_a_program_from_outside(command, directory, context) {
         return false;
     }
     for redirect in &command.redirects {

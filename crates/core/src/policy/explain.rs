@@ -101,6 +101,14 @@ pub struct Explanation {
     pub notes: Vec<String>,
 }
 
+fn upper_first(text: &str) -> String {
+    let mut chars = text.chars();
+    chars
+        .next()
+        .map(|first| first.to_uppercase().chain(chars).collect())
+        .unwrap_or_default()
+}
+
 fn verb(action: Action) -> &'static str {
     match action {
         Action::Allow => "Allowed",
@@ -110,6 +118,49 @@ fn verb(action: Action) -> &'static str {
 }
 
 impl Cause {
+    /// Why the user is asked, in plain words (the approval prompt's sentence; [`Cause::clause`]
+    /// names the rule).
+    pub fn plain(&self) -> String {
+        match self {
+            Cause::Rule { rule, .. } if rule.action == Action::Ask => {
+                let who = if rule.source == "the bundled defaults" {
+                    "Keel asks before this by default".to_owned()
+                } else {
+                    format!("Your permission rule in {} asks before this", rule.source)
+                };
+                match &rule.reason {
+                    Some(reason) => format!("{who}: {reason}."),
+                    None => format!("{who}."),
+                }
+            }
+            Cause::Rule { .. } | Cause::NoRule { .. } => {
+                "No permission rule allows this yet, so Keel asks first.".to_owned()
+            }
+            Cause::NotPlain { .. } => "The command is more than a plain list of commands, so \
+                 Keel cannot remember an answer for it and asks every time."
+                .to_owned(),
+            Cause::AskMode { .. } => "The session is in ask mode: Keel asks before each new \
+                 command, edit or fetch."
+                .to_owned(),
+            Cause::Watchdog { reason, .. } => {
+                format!("This can be risky ({reason}), so Keel asks every time.")
+            }
+            Cause::HardLinked { .. } => "The file has other names (hard links) that may lie \
+                 outside the workspace, so Keel asks every time."
+                .to_owned(),
+            Cause::Unconfined { .. } => "The command asks to run without the sandbox, which \
+                 Keel never does without asking."
+                .to_owned(),
+            Cause::Yolo { instead_of }
+            | Cause::Headless {
+                asked_because: instead_of,
+            } => instead_of.plain(),
+            Cause::Capability { .. } | Cause::ReadOnlyMode { .. } => {
+                format!("{}.", upper_first(&self.clause()))
+            }
+        }
+    }
+
     pub(crate) fn clause(&self) -> String {
         match self {
             Cause::Capability { capability, reason } => {

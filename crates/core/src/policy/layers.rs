@@ -135,6 +135,11 @@ impl PolicyLayers {
                 layers.manifest.push(set);
             }
             layers.protected.push(dir.to_path_buf());
+            // Its files by what they are: a symlinked `config.toml` is protected where it lies.
+            if !workspace.starts_with(dir) {
+                let (targets, _) = crate::runtime::protected::what_it_holds(dir);
+                layers.protected.extend(targets);
+            }
         }
         let path = workspace.join(PROJECT_DIR).join(RULE_FILE);
         layers.project = load_file(&path, Source::Project(path.clone()))?;
@@ -159,9 +164,17 @@ pub fn bundled_rules() -> Result<RuleSet, PolicyError> {
     RuleSet::parse(BUNDLED_POLICY, Source::Bundled)
 }
 
-/// Reads and validates a rule file; `None` when it does not exist.
+/// Reads and validates a rule file; `None` when it does not exist. A project's file is read
+/// only inside its project (`config_files::read_project_file`).
 pub fn load_file(path: &Path, source: Source) -> Result<Option<RuleSet>, PolicyError> {
-    let text = config_files::read_if_exists(path).map_err(|source| PolicyError::Read {
+    let read = match &source {
+        Source::Project(_) => match path.parent().and_then(Path::parent) {
+            Some(workspace) => config_files::read_project_file(workspace, path),
+            None => config_files::read_if_exists(path),
+        },
+        _ => config_files::read_if_exists(path),
+    };
+    let text = read.map_err(|source| PolicyError::Read {
         path: path.to_path_buf(),
         source,
     })?;

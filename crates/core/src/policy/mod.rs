@@ -120,6 +120,11 @@ pub struct Decision {
     /// is on: a prompt offers "Allow once without the sandbox"; an approval lets the call run
     /// unconfined ([`crate::runtime::Runtime::allowing_unconfined`]).
     pub unconfined: bool,
+    /// A shell command allowed by Keel's own read-only classification alone: no answer, rule
+    /// or mode of the user's names it. It runs contained (read-only, offline, credential files
+    /// masked: [`crate::runtime::Runtime::contained`]), so a misclassified command can do no
+    /// more than the `read` tool does without asking.
+    pub contained: bool,
 }
 
 impl Decision {

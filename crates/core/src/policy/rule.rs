@@ -73,15 +73,20 @@ pub enum Capability {
     NetFetch,
     /// Tools served by an MCP server.
     McpCall,
+    /// The hosts a confined shell command's connections may reach through the sandbox's
+    /// filtering proxy. No tool call has it: only rules naming it open the proxy, so an answer
+    /// about `web_fetch` never lets commands through.
+    ShellNet,
 }
 
 impl Capability {
-    pub const ALL: [Capability; 5] = [
+    pub const ALL: [Capability; 6] = [
         Capability::FsRead,
         Capability::FsWrite,
         Capability::ShellRun,
         Capability::NetFetch,
         Capability::McpCall,
+        Capability::ShellNet,
     ];
 
     pub fn as_str(self) -> &'static str {
@@ -91,6 +96,7 @@ impl Capability {
             Capability::ShellRun => "shell.run",
             Capability::NetFetch => "net.fetch",
             Capability::McpCall => "mcp.call",
+            Capability::ShellNet => "shell.net",
         }
     }
 
@@ -412,7 +418,7 @@ fn example_target_kind(permission: &Permission) -> &'static str {
     match permission {
         Permission::Capability(Capability::ShellRun) => "command",
         Permission::Capability(Capability::FsRead | Capability::FsWrite) => "path",
-        Permission::Capability(Capability::NetFetch) => "host",
+        Permission::Capability(Capability::NetFetch | Capability::ShellNet) => "host",
         Permission::Tool(id) => match id.as_str() {
             "bash" => "command",
             "read" | "write" | "edit" | "glob" | "grep" | "apply_patch" => "path",

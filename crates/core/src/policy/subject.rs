@@ -275,7 +275,8 @@ pub fn proposals(
         CallSubject::Host(host) => vec![Proposal {
             key: host.clone(),
             pattern: Pattern::exact(host),
-            wording: format!("fetches from `{host}`"),
+            // The answer opens `web_fetch`'s door only: the words say so.
+            wording: format!("`{tool}` fetches from `{host}` (not shell commands' connections)"),
         }],
         CallSubject::Name(name) => vec![Proposal {
             key: name.clone(),

@@ -58,8 +58,12 @@ enum TrustEntry {
     SkillFile,
 }
 
+/// One project file as trust sees it: its text, or why Keel refuses to read it (outside the
+/// project, not a regular file, over 1 MiB: the loaders refuse it too).
+type Seen = Result<String, String>;
+
 /// The files of [`project_trust_dirs`] as they are now, sorted, with their bytes.
-fn trusted_dir_files(workspace: &Path) -> Result<Vec<(PathBuf, String)>, PolicyError> {
+fn trusted_dir_files(workspace: &Path) -> Result<Vec<(PathBuf, Seen)>, PolicyError> {
     let read_err = |path: &Path, source| PolicyError::Read {
         path: path.to_path_buf(),
         source,
@@ -82,13 +86,8 @@ fn trusted_dir_files(workspace: &Path) -> Result<Vec<(PathBuf, String)>, PolicyE
                 }
                 TrustEntry::SkillFile => path.join("SKILL.md"),
             };
-            // Only regular files (a FIFO named `x.toml` would block the read; no loader
-            // takes one).
-            if !crate::runtime::probe::is_file(&file) {
-                continue;
-            }
-            match config_files::read_if_exists(&file) {
-                Ok(Some(text)) => files.push((file, text)),
+            match config_files::read_project_file(workspace, &file) {
+                Ok(Some(text)) => files.push((file, Ok(text))),
                 Ok(None) => {}
                 // A directory named like a file, or a skill folder that is a plain file.
                 Err(e)
@@ -96,11 +95,85 @@ fn trusted_dir_files(workspace: &Path) -> Result<Vec<(PathBuf, String)>, PolicyE
                         e.kind(),
                         std::io::ErrorKind::IsADirectory | std::io::ErrorKind::NotADirectory
                     ) => {}
+                // Refused (a symlink out of the project, a device, a huge file): what it is
+                // counts, its content is never read.
+                Err(e) if e.kind() == std::io::ErrorKind::InvalidData => {
+                    files.push((file, Err(e.to_string())));
+                }
                 Err(e) => return Err(read_err(&file, e)),
             }
         }
     }
     Ok(files)
+}
+
+/// The workspace files the project's programs name: every argument (and the command) of its
+/// MCP servers (`[mcp_servers.NAME]` in `.keel/config.toml`) and of its tool files' `argv`
+/// (`--flag=value` counted by its value) that is a file inside the workspace, relative to it
+/// or absolute. Sorted, each once, with its text or why it is refused.
+fn named_program_files(workspace: &Path, dir_files: &[(PathBuf, Seen)]) -> Vec<(PathBuf, Seen)> {
+    let mut words: Vec<String> = Vec::new();
+    let config = workspace.join(PROJECT_CONFIG_FILES[0]);
+    if let Ok(Some(text)) = config_files::read_project_file(workspace, &config)
+        && let Ok(table) = text.parse::<toml::Table>()
+        && let Some(servers) = table.get("mcp_servers").and_then(toml::Value::as_table)
+    {
+        for server in servers.values() {
+            words.extend(program_words(server, &["command", "args"]));
+        }
+    }
+    let tools = workspace.join(PROJECT_TOOLS_DIR);
+    for (path, seen) in dir_files {
+        if let (true, Ok(text)) = (path.starts_with(&tools), seen)
+            && let Ok(table) = text.parse::<toml::Table>()
+        {
+            words.extend(program_words(&toml::Value::Table(table), &["argv"]));
+        }
+    }
+    let mut found: Vec<(PathBuf, Seen)> = Vec::new();
+    for word in words {
+        let word = match word.split_once('=') {
+            Some((flag, value)) if flag.starts_with('-') => value.to_owned(),
+            _ => word,
+        };
+        if word.is_empty() {
+            continue;
+        }
+        let path = workspace.join(&word);
+        if found.iter().any(|(known, _)| *known == path)
+            || dir_files.iter().any(|(known, _)| *known == path)
+            || !crate::runtime::paths::resolve(&path).is_ok_and(|c| {
+                crate::runtime::paths::resolve(workspace).is_ok_and(|root| c.starts_with(root))
+            })
+        {
+            continue;
+        }
+        match config_files::read_project_file(workspace, &path) {
+            Ok(Some(text)) => found.push((path, Ok(text))),
+            Err(e) if e.kind() == std::io::ErrorKind::InvalidData => {
+                found.push((path, Err(e.to_string())));
+            }
+            // Not a file (a word that is no path, a directory): nothing to cover.
+            Ok(None) | Err(_) => {}
+        }
+    }
+    found.sort_by(|a, b| a.0.cmp(&b.0));
+    found
+}
+
+/// The strings of `table`'s `keys` (a string or an array of strings).
+fn program_words(table: &toml::Value, keys: &[&str]) -> Vec<String> {
+    keys.iter()
+        .filter_map(|key| table.get(key))
+        .flat_map(|value| match value {
+            toml::Value::String(one) => vec![one.clone()],
+            toml::Value::Array(many) => many
+                .iter()
+                .filter_map(|v| v.as_str().map(str::to_owned))
+                .collect(),
+            _ => Vec::new(),
+        })
+        .collect()
 }
 
 /// Whether the user trusts the project's own settings.
@@ -151,9 +224,11 @@ pub fn project_fingerprint(workspace: &Path) -> Result<String, PolicyError> {
     let mut context = ring::digest::Context::new(&ring::digest::SHA256);
     for name in PROJECT_CONFIG_FILES {
         let path = workspace.join(name);
-        let text = config_files::read_if_exists(&path).map_err(|source| PolicyError::Read {
-            path: path.clone(),
-            source,
+        let text = config_files::read_project_file(workspace, &path).map_err(|source| {
+            PolicyError::Read {
+                path: path.clone(),
+                source,
+            }
         })?;
         context.update(name.as_bytes());
         match text {
@@ -165,13 +240,22 @@ pub fn project_fingerprint(workspace: &Path) -> Result<String, PolicyError> {
             None => context.update(b"\0absent\0"),
         }
     }
-    // Tool files, agents and skills: each one's path and bytes (none: nothing added).
-    for (path, text) in trusted_dir_files(workspace)? {
+    // Tool files, agents and skills: each one's path and bytes (none: nothing added); then the
+    // workspace files their programs and the project's MCP servers name (a script a trusted
+    // program runs is trusted with it, so a change to it asks again).
+    let mut files = trusted_dir_files(workspace)?;
+    files.extend(named_program_files(workspace, &files));
+    for (path, seen) in files {
         let relative = path.strip_prefix(workspace).unwrap_or(&path);
         let name = relative.to_string_lossy();
         context.update(b"\0file\0");
         context.update(&(name.len() as u64).to_le_bytes());
         context.update(name.as_bytes());
+        let (tag, text): (&[u8], &str) = match &seen {
+            Ok(text) => (b"\0text\0", text),
+            Err(why) => (b"\0refused\0", why),
+        };
+        context.update(tag);
         context.update(&(text.len() as u64).to_le_bytes());
         context.update(text.as_bytes());
     }

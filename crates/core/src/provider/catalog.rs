@@ -111,6 +111,28 @@ async fn provider_models(provider: ProviderConfig, cache_dir: Option<PathBuf>) -
         .collect()
 }
 
+/// The models of the providers in `providers` whose lists are cached and fresh
+/// (`provider/model`), without asking any provider: what an editor can be offered at once.
+pub fn cached_models(providers: &[ProviderConfig], cache_dir: Option<&Path>) -> Vec<String> {
+    let Some(cache_dir) = cache_dir else {
+        return Vec::new();
+    };
+    let mut out: Vec<String> = Vec::new();
+    for provider in providers {
+        let base_url = provider.base_url.clone().unwrap_or_default();
+        let Some(models) = read_cache(&cache_file(cache_dir, provider), &base_url) else {
+            continue;
+        };
+        for model in models {
+            let model = format!("{}/{model}", provider.name);
+            if !out.contains(&model) {
+                out.push(model);
+            }
+        }
+    }
+    out
+}
+
 /// The models of every provider in `providers` (asked in parallel), `provider/model`, in the
 /// providers' order.
 pub async fn discover_models(

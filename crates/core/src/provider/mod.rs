@@ -57,7 +57,7 @@ use futures::stream::BoxStream;
 use serde::{Deserialize, Serialize};
 
 pub use anthropic::{ANTHROPIC_BASE_URL, ANTHROPIC_VERSION, AnthropicProvider};
-pub use catalog::{LIST_TIMEOUT, MODELS_MAX_AGE, cache_file, discover_models};
+pub use catalog::{LIST_TIMEOUT, MODELS_MAX_AGE, cache_file, cached_models, discover_models};
 pub use error::{ProviderError, StreamProgress};
 pub use history::History;
 pub(crate) use history::json_len;

@@ -36,6 +36,15 @@
 //!   "api", "message": "..."}}`: the stream fails there (as the first event, `stream()` itself
 //!   fails, like an HTTP provider whose retries are exhausted).
 //!
+//! A response can also branch on what the tools answered (a demo whose user may reject an
+//! edit): `{"cases": [{"when": {...}, "events": [...]}, ..., {"events": [...]}]}` replays the
+//! events of the first case whose `when` holds for the request (a case without `when` always
+//! does; no case holding is an error). `when` names a tool call and what its result in the
+//! request says: `{"result": "call_edit", "is_error": true}` (the call failed or was refused),
+//! `{"result": "call_test", "contains": "1 passed"}` (its text contains this); an array of
+//! them must all hold. Each branch
+//! takes the same place in the script: the next request replays the next response.
+//!
 //! Templating: `{name}` in any string (text, thinking, tool input values, raw input, error
 //! messages) is replaced by the value given to [`ScriptedProvider::with_var`], e.g.
 //! `{workspace}`. Unknown placeholders are left as they are.
@@ -55,7 +64,7 @@ use super::{ModelEvent, ModelRequest, ModelStream, Provider, ProviderError, Stop
 /// A provider replaying a script. See the module docs for the format.
 #[derive(Debug)]
 pub struct ScriptedProvider {
-    responses: Vec<Vec<ScriptEvent>>,
+    responses: Vec<Vec<Case>>,
     vars: BTreeMap<String, String>,
     next: Mutex<usize>,
     requests: Mutex<Vec<ModelRequest>>,
@@ -81,6 +90,46 @@ enum ScriptEvent {
         kind: String,
         message: String,
     },
+}
+
+/// One branch of a response: its events, replayed when `when` holds (always without one).
+#[derive(Debug, Clone)]
+struct Case {
+    /// Every one must hold (empty: always).
+    when: Vec<When>,
+    events: Vec<ScriptEvent>,
+}
+
+/// What a tool call's result in the request must say for a case to be replayed.
+#[derive(Debug, Clone)]
+struct When {
+    call_id: String,
+    is_error: Option<bool>,
+    contains: Option<String>,
+}
+
+impl When {
+    fn holds(&self, request: &ModelRequest) -> bool {
+        request
+            .messages
+            .iter()
+            .flat_map(|message| &message.content)
+            .any(|part| match part {
+                super::Part::ToolResult {
+                    tool_use_id,
+                    content,
+                    is_error,
+                    ..
+                } if *tool_use_id == self.call_id => {
+                    self.is_error.is_none_or(|wanted| wanted == *is_error)
+                        && self
+                            .contains
+                            .as_ref()
+                            .is_none_or(|text| content.contains(text.as_str()))
+                }
+                _ => false,
+            })
+    }
 }
 
 #[derive(Debug, Clone)]
@@ -304,12 +353,24 @@ impl Provider for ScriptedProvider {
             *next += 1;
             number
         };
-        let result = match self.responses.get(number) {
+        let request = lock(&self.requests).last().cloned();
+        let chosen = self.responses.get(number).map(|cases| {
+            cases.iter().find(|case| {
+                case.when
+                    .iter()
+                    .all(|when| request.as_ref().is_some_and(|r| when.holds(r)))
+            })
+        });
+        let result = match chosen {
             None => Err(ProviderError::ScriptExhausted {
                 responses: self.responses.len(),
             }),
-            Some(script) => {
-                let mut items = self.replay(number, script).into_iter().peekable();
+            Some(None) => Err(ProviderError::Config(format!(
+                "script response {}: no case holds for this request",
+                number + 1
+            ))),
+            Some(Some(case)) => {
+                let mut items = self.replay(number, &case.events).into_iter().peekable();
                 // An error before any event fails `stream()` itself, as with HTTP providers.
                 match items.next_if(Result::is_err) {
                     Some(Err(error)) => Err(error),
@@ -362,7 +423,59 @@ fn script_error(kind: &str, message: String, model_events: usize) -> ProviderErr
     }
 }
 
-fn parse_response(response: Value) -> Result<Vec<ScriptEvent>, String> {
+fn parse_response(response: Value) -> Result<Vec<Case>, String> {
+    let Some(cases) = response.get("cases") else {
+        return Ok(vec![Case {
+            when: Vec::new(),
+            events: parse_events(response)?,
+        }]);
+    };
+    let Value::Array(cases) = cases else {
+        return Err("`cases` is an array of {\"when\"?, \"events\"}".into());
+    };
+    cases
+        .iter()
+        .enumerate()
+        .map(|(number, case)| {
+            let when = match case.get("when") {
+                None => Ok(Vec::new()),
+                Some(Value::Array(all)) => all.iter().map(parse_when).collect(),
+                Some(one) => parse_when(one).map(|when| vec![when]),
+            };
+            let events = case
+                .get("events")
+                .cloned()
+                .ok_or_else(|| "a case needs `events`".to_owned())
+                .and_then(parse_events);
+            match (when, events) {
+                (Ok(when), Ok(events)) => Ok(Case { when, events }),
+                (Err(error), _) | (_, Err(error)) => Err(format!("case {}: {error}", number + 1)),
+            }
+        })
+        .collect()
+}
+
+fn parse_when(when: &Value) -> Result<When, String> {
+    let call_id = when
+        .get("result")
+        .and_then(Value::as_str)
+        .ok_or("`when` needs `result`: the id of a tool call")?;
+    let is_error = match when.get("is_error") {
+        None => None,
+        Some(value) => Some(value.as_bool().ok_or("`is_error` is a boolean")?),
+    };
+    let contains = match when.get("contains") {
+        None => None,
+        Some(value) => Some(value.as_str().ok_or("`contains` is a string")?.to_owned()),
+    };
+    Ok(When {
+        call_id: call_id.to_owned(),
+        is_error,
+        contains,
+    })
+}
+
+fn parse_events(response: Value) -> Result<Vec<ScriptEvent>, String> {
     let events = match response {
         Value::Array(events) => events,
         Value::Object(mut object) => match object.remove("events") {

@@ -16,17 +16,109 @@ pub fn read(path: &Path) -> io::Result<String> {
     std::fs::read_to_string(path)
 }
 
-/// The text of a file, or `None` when it does not exist.
+/// The most Keel reads of one settings file, skill, agent definition or tool file (1 MiB).
+pub const MAX_FILE: u64 = 1024 * 1024;
+
+/// The text of a settings file (Keel's own or a project's), or `None` when it does not exist.
+/// Only a regular file of at most [`MAX_FILE`] bytes is read, and never past that: a symlink to
+/// `/dev/zero`, a FIFO or a huge file is an error naming what it is, not an endless read.
+/// Symlinks are followed (a user's configuration may live in a dotfiles repository); a
+/// project's files go through [`read_project_file`].
 #[expect(
-    clippy::disallowed_methods,
+    clippy::disallowed_types,
     reason = "the runtime is where ambient authority lives"
 )]
 pub fn read_if_exists(path: &Path) -> io::Result<Option<String>> {
-    match std::fs::read_to_string(path) {
-        Ok(text) => Ok(Some(text)),
-        Err(e) if e.kind() == io::ErrorKind::NotFound => Ok(None),
-        Err(e) => Err(e),
+    use std::os::unix::fs::OpenOptionsExt as _;
+    // O_NONBLOCK: opening a FIFO must not wait for a writer.
+    let file = match std::fs::OpenOptions::new()
+        .read(true)
+        .custom_flags(libc::O_NONBLOCK | libc::O_CLOEXEC)
+        .open(path)
+    {
+        Ok(file) => file,
+        Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(None),
+        Err(e) => return Err(e),
+    };
+    let meta = file.metadata()?;
+    read_bounded(path, file, &meta).map(Some)
+}
+
+/// The text of a project file (a skill, an agent definition, a tool file, the project's
+/// settings), or `None` when it does not exist: as [`read_if_exists`], and only inside the
+/// project `root`. A symlink is followed only to a file inside the project; the file is then
+/// opened on its canonical path with no symlink allowed on the way (`fsat`), so a swap after
+/// the check fails instead of leading elsewhere.
+pub fn read_project_file(root: &Path, path: &Path) -> io::Result<Option<String>> {
+    let canonical = match super::paths::resolve(path) {
+        Ok(canonical) => canonical,
+        Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(None),
+        Err(e) => return Err(e),
+    };
+    let root = super::paths::resolve(root)?;
+    if !canonical.starts_with(&root) {
+        return Err(io::Error::new(
+            io::ErrorKind::InvalidData,
+            format!(
+                "{} leads outside the project (to {}); Keel reads a project's files only inside \
+                 it",
+                path.display(),
+                canonical.display()
+            ),
+        ));
     }
+    let (file, meta) = match super::fsat::open_read(&canonical) {
+        Ok(opened) => opened,
+        Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(None),
+        Err(e) => return Err(e),
+    };
+    read_bounded(path, file, &meta).map(Some)
+}
+
+/// Reads an opened file whose metadata is `meta`: a regular file of at most [`MAX_FILE`] bytes,
+/// read no further than that even if it grows meanwhile.
+fn read_bounded(path: &Path, file: std::fs::File, meta: &std::fs::Metadata) -> io::Result<String> {
+    use std::io::Read as _;
+    if meta.is_dir() {
+        return Err(io::Error::new(
+            io::ErrorKind::IsADirectory,
+            format!("{} is a directory", path.display()),
+        ));
+    }
+    if !meta.is_file() {
+        return Err(io::Error::new(
+            io::ErrorKind::InvalidData,
+            format!(
+                "{} is not a regular file (a device, FIFO or socket); Keel does not read it",
+                path.display()
+            ),
+        ));
+    }
+    let too_big = || {
+        io::Error::new(
+            io::ErrorKind::InvalidData,
+            format!(
+                "{} is over {} KiB; Keel reads settings, skills, agents and tool files of at \
+                 most that",
+                path.display(),
+                MAX_FILE / 1024
+            ),
+        )
+    };
+    if meta.len() > MAX_FILE {
+        return Err(too_big());
+    }
+    let mut bytes = Vec::with_capacity(usize::try_from(meta.len()).unwrap_or(0));
+    file.take(MAX_FILE + 1).read_to_end(&mut bytes)?;
+    if bytes.len() as u64 > MAX_FILE {
+        return Err(too_big());
+    }
+    String::from_utf8(bytes).map_err(|_| {
+        io::Error::new(
+            io::ErrorKind::InvalidData,
+            format!("{} is not UTF-8 text", path.display()),
+        )
+    })
 }
 
 /// The entries of a directory, sorted; empty when it does not exist.
@@ -77,7 +169,9 @@ pub fn toml_files(dir: &Path) -> io::Result<Vec<std::path::PathBuf>> {
     let mut files = Vec::new();
     for entry in entries {
         let path = entry?.path();
-        if path.extension().is_some_and(|ext| ext == "toml") && path.is_file() {
+        // Anything but a directory: a symlink or a device named `x.toml` is listed, and the
+        // bounded read refuses it with a reason the user sees.
+        if path.extension().is_some_and(|ext| ext == "toml") && !path.is_dir() {
             files.push(path);
         }
     }

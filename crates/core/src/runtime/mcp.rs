@@ -3,10 +3,17 @@
 //! [`spawn_mcp_stdio`] starts `command args...` as the leader of a new process group, with an
 //! explicit environment (a short list of Keel's own variables that programs need to start, such
 //! as `PATH` and `HOME`, never a credential, then the server's configured `env`), stdin and
-//! stdout as the MCP transport and stderr discarded (stdout of Keel is the editor's protocol).
+//! stdout as the MCP transport and stderr piped back to the caller (never to Keel's stdout, which
+//! is the editor's protocol): its last lines say why a server that failed to start failed.
 //! The returned [`GroupGuard`] kills the whole group when dropped, so a server and anything it
-//! started (`npx` and its `node`) die with the session. MCP servers are not run inside the
-//! command sandbox: see `docs/decisions/0016-mcp-client.md`.
+//! started (`npx` and its `node`) die with the session.
+//!
+//! A server the project did not configure (the user's, the editor's) starts in an empty
+//! directory of the session's, never in the workspace: the launchers resolve code from their
+//! working directory (`npx` runs `node_modules/.bin`, reads `.npmrc`; `python3 -m pkg` imports
+//! `./pkg`), so a repository could otherwise choose what a server the user configured runs. A
+//! trusted project's own servers start in the workspace (their arguments name its files).
+//! MCP servers are not run inside the command sandbox: see `docs/decisions/0016-mcp-client.md`.
 
 use std::path::Path;
 use std::process::Stdio;
@@ -42,7 +49,8 @@ impl Drop for GroupGuard {
     }
 }
 
-/// Starts an MCP server over stdio in `cwd`. Must be called inside a tokio runtime.
+/// Starts an MCP server over stdio in `cwd`, with its stderr (to be read by the caller, or
+/// the server may block on a full pipe). Must be called inside a tokio runtime.
 #[expect(
     clippy::disallowed_methods,
     reason = "the runtime is where ambient authority lives"
@@ -52,7 +60,15 @@ pub fn spawn_mcp_stdio(
     args: &[String],
     env: &[(String, String)],
     cwd: &Path,
-) -> std::io::Result<(TokioChildProcess, GroupGuard)> {
+    project: bool,
+) -> std::io::Result<(
+    TokioChildProcess,
+    GroupGuard,
+    Option<tokio::process::ChildStderr>,
+)> {
+    if !project {
+        std::fs::create_dir_all(cwd)?;
+    }
     let mut builder = tokio::process::Command::new(command);
     builder
         .args(args)
@@ -69,18 +85,23 @@ pub fn spawn_mcp_stdio(
             builder.env(key, value);
         }
     }
+    if !project {
+        // Python's own project-local resolution: no `sys.path[0]` from the working directory
+        // or the script's (3.11+); the directory is empty anyway.
+        builder.env("PYTHONSAFEPATH", "1");
+    }
     for (key, value) in env {
         builder.env(key, value);
     }
-    let (process, _stderr) = TokioChildProcess::builder(builder)
-        .stderr(Stdio::null())
+    let (process, stderr) = TokioChildProcess::builder(builder)
+        .stderr(Stdio::piped())
         .spawn()?;
     let pgid = process
         .id()
         .and_then(|id| i32::try_from(id).ok())
         .map(Pid::from_raw);
     tracing::debug!(command, pgid = ?pgid, "spawned MCP server");
-    Ok((process, GroupGuard { pgid }))
+    Ok((process, GroupGuard { pgid }, stderr))
 }
 
 /// The streamable HTTP transport to an MCP server at `url`, with `headers` on every request.

@@ -69,6 +69,10 @@ pub struct TerminalRequest {
     /// ([`Runtime::shell_invocation`]).
     pub program: PathBuf,
     pub args: Vec<String>,
+    /// Variables the program needs on top of the terminal's quiet environment (how the sandbox
+    /// helper finds its profile, once the profile travels out of band rather than as
+    /// arguments; empty today). The front-end passes them in `terminal/create`.
+    pub env: Vec<(String, String)>,
     pub cwd: PathBuf,
     pub timeout: Duration,
     /// Bytes of output the host keeps (the bash cap).
@@ -147,6 +151,8 @@ struct Inner {
     protected: protected::Protected,
     /// The sandbox's filtering proxy (started on first use; [`Runtime::with_host_gate`]).
     proxy: Arc<sandbox::proxy::ProxyState>,
+    /// The workspace's credential files, for commands nobody approved (built on first use).
+    credentials: Option<Arc<sandbox::CredentialIndex>>,
 }
 
 /// The capability-checked surface handed to every tool. Cheap to clone.
@@ -161,6 +167,11 @@ pub struct Runtime {
     /// Shell commands run without the kernel sandbox: the user approved this call's escalation
     /// ([`Runtime::allowing_unconfined`]).
     unconfined: bool,
+    /// Shell commands run with the workspace read-only (the session's mode is `read-only`
+    /// now; [`Runtime::with_read_only_commands`]).
+    read_only_commands: bool,
+    /// Shell commands run contained: nobody approved them ([`Runtime::contained`]).
+    contained: bool,
 }
 
 /// What a search tool (grep, glob) may do with a file its walk found (not the path the call
@@ -260,7 +271,6 @@ impl Runtime {
         Ok(Self {
             inner: Arc::new(Inner {
                 protected,
-                roots,
                 scope,
                 scratch_dir,
                 files: None,
@@ -268,10 +278,19 @@ impl Runtime {
                 sandbox: config.sandbox.clone(),
                 net: Arc::new(net::NetState::new(NetPolicy::default())),
                 proxy: Arc::new(sandbox::proxy::ProxyState::default()),
+                credentials: config.sandbox.credentials.as_ref().map(|rules| {
+                    Arc::new(sandbox::CredentialIndex::new(
+                        roots.clone(),
+                        rules.0.clone(),
+                    ))
+                }),
+                roots,
             }),
             linked_reads: false,
             search_gate: None,
             unconfined: false,
+            read_only_commands: false,
+            contained: false,
         })
     }
 
@@ -348,6 +367,39 @@ impl Runtime {
     /// Whether shell commands of this call run without the sandbox (an approved escalation).
     pub fn unconfined(&self) -> bool {
         self.unconfined
+    }
+
+    /// The same runtime, running shell commands with the workspace and home read-only: the
+    /// session's mode is `read-only`, whatever it was when the session opened.
+    pub fn with_read_only_commands(&self) -> Self {
+        Self {
+            read_only_commands: true,
+            ..self.clone()
+        }
+    }
+
+    /// The same runtime, running shell commands contained: the policy allowed this call by
+    /// its own classification alone (no answer, rule or mode of the user's names it). Its
+    /// commands run read-only, offline, with the workspace's credential files masked, so
+    /// whatever the classification missed costs nothing.
+    pub fn contained(&self) -> Self {
+        Self {
+            contained: true,
+            ..self.clone()
+        }
+    }
+
+    /// Whether this call's shell commands run contained ([`Runtime::contained`]).
+    pub fn is_contained(&self) -> bool {
+        self.contained
+    }
+
+    /// Starts listing the workspace's credential files now (a walk, then inotify), so the
+    /// first contained command does not wait for it. Blocking: call from a blocking thread.
+    pub fn warm_credentials(&self) {
+        if let Some(index) = &self.inner.credentials {
+            let _ = index.current();
+        }
     }
 
     /// The number of hard links of the regular file at a canonical path, reached without

@@ -61,6 +61,17 @@ pub fn is_executable_file(path: &Path) -> bool {
     metadata(path).is_ok_and(|meta| meta.is_file() && meta.permissions().mode() & 0o111 != 0)
 }
 
+/// Where bash finds the program `name` (no `/` in it) on Keel's own `PATH`, canonical: the
+/// first directory holding an executable file of that name. `None`: not on `PATH`.
+pub fn find_on_path(name: &str) -> Option<PathBuf> {
+    let path = std::env::var_os("PATH")?;
+    std::env::split_paths(&path)
+        .filter(|dir| !dir.as_os_str().is_empty())
+        .map(|dir| dir.join(name))
+        .find(|candidate| is_executable_file(candidate))
+        .map(|found| canonical_or_same(&found))
+}
+
 /// The entries of directory `dir` (unsorted, entries that cannot be read skipped); `Ok(None)`
 /// when it holds more than `limit` entries.
 #[expect(

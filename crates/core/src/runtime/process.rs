@@ -160,11 +160,25 @@ impl Runtime {
             // SIGKILL to the leader (the sandbox helper) first would set free what its reaper
             // was to end under the Landlock fallback.
             .kill_on_drop(false);
+        // An allowlist, not a scrub: `DATABASE_URL` or `MYSQL_PWD` have no secret-looking name.
+        let allow = self.command_env_allow();
+        builder.env_clear();
+        for (name, value) in std::env::vars_os() {
+            if name
+                .to_str()
+                .is_some_and(|name| super::sandbox::profile::env_allowed(&allow, name))
+            {
+                builder.env(name, value);
+            }
+        }
         for (key, value) in QUIET_ENV {
             builder.env(key, value);
         }
         for key in super::secrets::scrub_list() {
             builder.env_remove(key);
+        }
+        for (key, value) in &invocation.env {
+            builder.env(key, value);
         }
         let child = builder.spawn().map_err(|e| failed("spawn", e))?;
         // The command holds the parent's copies of the pipe's write end: close them now, or the

@@ -16,6 +16,9 @@ use crate::capability::Refusal;
 #[derive(Debug, Clone, Default)]
 pub struct Protected {
     dirs: Vec<PathBuf>,
+    /// The files inside the protected directories by `(device, inode)`: a hard link elsewhere
+    /// is the same file.
+    files: Vec<(u64, u64)>,
     /// The workspace roots: a directory that contains one is not protected (it would protect
     /// the whole workspace; only tests lay directories out that way).
     roots: Vec<PathBuf>,
@@ -33,6 +36,7 @@ impl Protected {
     pub fn for_roots(roots: &[PathBuf], user_data: Option<&Path>) -> Self {
         let mut protected = Self {
             dirs: Vec::new(),
+            files: Vec::new(),
             roots: roots.to_vec(),
         };
         protected.extend(roots.iter().map(|root| root.join(PROJECT_DIR)));
@@ -40,14 +44,27 @@ impl Protected {
         protected
     }
 
-    /// Adds directories (each also as it resolves, when it exists).
+    /// Adds directories (each also as it resolves, when it exists), and what they hold by what
+    /// it is: the targets of the symlinks inside them (a dotfiles repository's file linked in
+    /// as `config.toml` is Keel's configuration where it lies), and their files' inodes.
     pub fn extend(&mut self, dirs: impl IntoIterator<Item = PathBuf>) {
         for dir in dirs {
             if dir.as_os_str().is_empty() {
                 continue;
             }
+            // A directory holding a workspace is not protected (below), nor is what it holds.
+            let (targets, files) = if self.roots.iter().any(|root| root.starts_with(&dir)) {
+                (Vec::new(), Vec::new())
+            } else {
+                what_it_holds(&dir)
+            };
+            for file in files {
+                if !self.files.contains(&file) {
+                    self.files.push(file);
+                }
+            }
             let real = super::paths::resolve(&dir).ok();
-            for candidate in real.into_iter().chain([dir]) {
+            for candidate in real.into_iter().chain([dir]).chain(targets) {
                 let holds_a_root = self.roots.iter().any(|root| root.starts_with(&candidate));
                 if !holds_a_root && !self.dirs.contains(&candidate) {
                     self.dirs.push(candidate);
@@ -61,8 +78,25 @@ impl Protected {
         &self.dirs
     }
 
-    /// Refuses a write to a canonical path at or below a protected directory.
+    /// Refuses a write to a canonical path at or below a protected directory, or to another
+    /// name of one of their files.
     pub fn check_write(&self, canonical: &Path) -> Result<(), Refusal> {
+        use std::os::unix::fs::MetadataExt as _;
+        if !self.files.is_empty()
+            && let Ok(meta) = super::probe::symlink_metadata(canonical)
+            && meta.is_file()
+            && self.files.contains(&(meta.dev(), meta.ino()))
+        {
+            return Err(Refusal {
+                capability: "fs.write",
+                subject: canonical.display().to_string(),
+                reason: format!(
+                    "fs.write denied: {} is another name of a file of Keel's own state; only \
+                     the user changes it",
+                    canonical.display()
+                ),
+            });
+        }
         let target = lowered(canonical);
         for dir in &self.dirs {
             let dir_text = lowered(dir);
@@ -85,6 +119,45 @@ impl Protected {
         }
         Ok(())
     }
+}
+
+/// The most entries of a protected directory looked at (two levels: the configuration
+/// directory and its `skills`, `agents`, ... folders).
+const MAX_ENTRIES: usize = 512;
+
+/// What the protected directory `dir` holds that is reached by other names: the resolved
+/// targets of its symlinks (and of their symlinks one level down), and the `(device, inode)`
+/// of its regular files with more than one link. Bounded; a missing directory holds nothing.
+pub fn what_it_holds(dir: &Path) -> (Vec<PathBuf>, Vec<(u64, u64)>) {
+    use std::os::unix::fs::MetadataExt as _;
+    let mut targets = Vec::new();
+    let mut files = Vec::new();
+    let mut todo = vec![(dir.to_path_buf(), 0)];
+    let mut seen = 0;
+    while let Some((dir, depth)) = todo.pop() {
+        let Ok(Some(entries)) = super::probe::dir_entries(&dir, MAX_ENTRIES) else {
+            continue;
+        };
+        for entry in entries {
+            seen += 1;
+            if seen > MAX_ENTRIES {
+                return (targets, files);
+            }
+            let Ok(meta) = super::probe::symlink_metadata(&entry) else {
+                continue;
+            };
+            if meta.file_type().is_symlink() {
+                if let Ok(real) = super::paths::resolve(&entry) {
+                    targets.push(real);
+                }
+            } else if meta.is_dir() && depth < 1 {
+                todo.push((entry, depth + 1));
+            } else if meta.is_file() && meta.nlink() > 1 {
+                files.push((meta.dev(), meta.ino()));
+            }
+        }
+    }
+    (targets, files)
 }
 
 #[cfg(test)]

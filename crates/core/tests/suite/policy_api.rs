@@ -496,3 +496,38 @@ fn git_patches_of_a_tracked_credential_ask() {
         assert_eq!(got, Action::Allow, "{command}: {report}");
     }
 }
+
+/// A subagent's policy reads its session's as it is at each decision: a "reject always" and a
+/// mode change given after the child was made reach it, the stricter mode applies, and an
+/// agent's own stricter mode stays.
+#[test]
+fn a_child_policy_follows_its_sessions_live_answers_and_mode() {
+    let world = World::new();
+    let session = Arc::new(world.policy(Mode::Allowlist, false, Trust::Trusted));
+    let child = session.child(None);
+    let push = json!({ "command": "docker push registry/app" });
+    assert_eq!(
+        decide(&child, &world, "bash", push.clone()).action,
+        Action::Ask
+    );
+    // The user rejects the command for good in the session, after the child started.
+    let decision = decide(&session, &world, "bash", push.clone());
+    session.remember(&decision, Answer::RejectAlways);
+    let decision = decide(&child, &world, "bash", push.clone());
+    assert_eq!(decision.action, Action::Deny, "{}", render_check(&decision));
+    // A looser session mode later never loosens an agent's stricter mode; a stricter one
+    // reaches every child.
+    let read_only_agent = session.child(Some(Mode::ReadOnly));
+    session.set_mode(Mode::Yolo);
+    assert_eq!(read_only_agent.mode(), Mode::ReadOnly);
+    assert_eq!(child.mode(), Mode::Yolo);
+    session.set_mode(Mode::ReadOnly);
+    assert_eq!(child.mode(), Mode::ReadOnly);
+    let write = decide(
+        &child,
+        &world,
+        "bash",
+        json!({ "command": "touch made.txt" }),
+    );
+    assert_eq!(write.action, Action::Deny, "{}", render_check(&write));
+}

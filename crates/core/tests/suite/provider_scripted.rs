@@ -139,3 +139,65 @@ fn bad_scripts_are_config_errors_with_a_location() {
     assert!(error.to_string().contains("/nonexistent/script.json"));
     assert!(ScriptedProvider::from_json(json!({"nope": []})).is_err());
 }
+
+#[tokio::test]
+async fn a_response_branches_on_the_tool_results_in_the_request() {
+    use keel_core::provider::{Message, Part, Role};
+    let script = json!({"responses": [
+        {"cases": [
+            {"when": {"result": "call_edit", "is_error": true}, "events": [{"text": "refused"}]},
+            {"when": {"result": "call_test", "contains": "1 passed"}, "events": [{"text": "passes"}]},
+            {"events": [{"text": "otherwise"}]}
+        ]},
+        {"cases": [{"when": {"result": "call_edit", "is_error": false}, "events": [{"text": "edited"}]}]}
+    ]});
+    let with_result = |id: &str, content: &str, is_error: bool| {
+        let mut request = simple_request("go");
+        request.messages.push(Message {
+            role: Role::User,
+            content: vec![Part::ToolResult {
+                tool_use_id: id.into(),
+                content: content.into(),
+                is_error,
+            }],
+        });
+        request
+    };
+    let text = |events: Vec<ModelEvent>| -> String {
+        events
+            .into_iter()
+            .filter_map(|event| match event {
+                ModelEvent::TextDelta(text) => Some(text),
+                _ => None,
+            })
+            .collect()
+    };
+    for (request, said) in [
+        (
+            with_result("call_edit", "The user rejected", true),
+            "refused",
+        ),
+        (
+            with_result("call_test", "test_greet ... ok\n1 passed", false),
+            "passes",
+        ),
+        (with_result("call_test", "FAILED", false), "otherwise"),
+    ] {
+        let provider = ScriptedProvider::from_json(script.clone()).unwrap();
+        let (events, error) = collect(provider.stream(request).await.unwrap()).await;
+        assert!(error.is_none());
+        assert_eq!(text(events), said);
+    }
+    // Each branch takes one place; a response none of whose cases holds is an error.
+    let provider = ScriptedProvider::from_json(script).unwrap();
+    collect(provider.stream(simple_request("go")).await.unwrap()).await;
+    let error = provider
+        .stream(with_result("call_edit", "rejected", true))
+        .await
+        .err()
+        .unwrap();
+    assert!(
+        matches!(&error, ProviderError::Config(message) if message.contains("no case holds")),
+        "{error:?}"
+    );
+}

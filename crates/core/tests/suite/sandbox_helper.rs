@@ -82,6 +82,8 @@ fn a_helper_from_another_build_refuses_the_profile() {
         staging_dir: root.join("stage"),
         network: false,
         proxy: None,
+        masked: Vec::new(),
+        env_allow: vec!["PATH".into()],
     };
     let run = |profile: &Profile| {
         let file = root.join("profile.json");

@@ -375,13 +375,21 @@ async fn the_editor_terminal_runs_the_command_when_present() {
         assert_eq!(requests[0].cwd, ws.root.join("sub"));
         assert_eq!(requests[0].timeout.as_millis(), 5000);
         assert_eq!(requests[0].output_limit, Limits::default().bash_bytes);
-        // The pane runs the helper wrapping `bash -c make`.
+        // The pane runs the helper wrapping `bash -c make`, what the editor shows as the
+        // terminal's label; the profile travels in the environment.
         assert_eq!(
             requests[0].program,
             PathBuf::from(env!("CARGO_BIN_EXE_keel-core-sandbox"))
         );
-        assert_eq!(requests[0].args[0], "run");
-        assert_eq!(requests[0].args[4..], ["bash", "-c", "make"]);
+        assert_eq!(requests[0].args, ["run", "--", "bash", "-c", "make"]);
+        assert!(
+            requests[0]
+                .env
+                .iter()
+                .any(|(name, _)| name == keel_core::runtime::sandbox::PROFILE_ENV),
+            "{:?}",
+            requests[0].env
+        );
     }
     let timed_out = Arc::new(FakeTerminal {
         requests: Mutex::new(Vec::new()),

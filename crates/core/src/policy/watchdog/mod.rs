@@ -236,6 +236,9 @@ const SECRET_FILES: &[&str] = &[
     ".m2/settings.xml",
     ".gradle/gradle.properties",
     ".config/composer/auth.json",
+    ".config/git/credentials",
+    ".cache/huggingface/token",
+    ".huggingface/token",
 ];
 
 /// Whether `path` is a repository's configuration file (`.git/config`, `config.worktree`, a
@@ -255,9 +258,12 @@ fn is_git_config(path: &Path) -> bool {
 /// exists but cannot be read within bounds counts as holding one. Commands (`cat .git/config`,
 /// `grep -r`) then read a credential; an ordinary repository's configuration stays readable.
 fn git_config_holds_credential(path: &Path) -> bool {
-    if !is_git_config(path) {
-        return false;
-    }
+    is_git_config(path) && config_text_holds_credential(path)
+}
+
+/// Whether the git configuration file at `path` holds a credential (see
+/// [`git_config_holds_credential`]).
+fn config_text_holds_credential(path: &Path) -> bool {
     let Some(bytes) = crate::runtime::probe::read_bounded(path, super::gitrepo::MAX_CONFIG_BYTES)
     else {
         return crate::runtime::probe::symlink_metadata(path).is_ok();
@@ -274,6 +280,67 @@ fn git_config_holds_credential(path: &Path) -> bool {
                 .rsplit_once('@')
                 .is_some_and(|(userinfo, _)| userinfo.contains(':'))
         })
+}
+
+/// Whether `path` is the user's own git configuration (`~/.gitconfig`,
+/// `~/.config/git/config`, or a copy by that name) and holds a credential, as
+/// [`git_config_holds_credential`] reads one.
+fn user_git_config_holds_credential(path: &Path) -> bool {
+    let text = nfc(&path.to_string_lossy()).to_lowercase();
+    (text.ends_with("/.gitconfig") || text.ends_with("/.config/git/config"))
+        && config_text_holds_credential(path)
+}
+
+/// Whether the directory at `path` is a credential store as a whole (`.ssh`, `.aws`,
+/// `.gnupg`, `.config/gcloud`, ..., or `.envs`): a command that may not read credentials sees
+/// it empty.
+pub fn is_secret_dir(path: &Path) -> bool {
+    let text = nfc(&path.to_string_lossy()).to_lowercase();
+    text.ends_with("/.envs")
+        || SECRET_DIRS
+            .iter()
+            .any(|dir| text.ends_with(&format!("/{dir}")))
+}
+
+/// What the sandbox masks from a command that may not read credentials: a file the read tool
+/// would ask about ([`is_secret_path`]) or a credential directory ([`is_secret_dir`]). Symlinks
+/// are never masked themselves (what they point to is checked where it lies).
+pub fn is_credential_entry(home: Option<&Path>, path: &Path, meta: &std::fs::Metadata) -> bool {
+    if meta.is_dir() {
+        is_secret_dir(path)
+    } else if meta.is_file() {
+        is_secret_path(home, path)
+    } else {
+        false
+    }
+}
+
+/// [`is_credential_entry`] as the sandbox takes it, for the home directory `home`.
+pub fn credential_rules(home: Option<PathBuf>) -> crate::runtime::sandbox::CredentialRules {
+    crate::runtime::sandbox::CredentialRules(std::sync::Arc::new(move |path, meta| {
+        is_credential_entry(home.as_deref(), path, meta)
+    }))
+}
+
+/// The home directory's credential files and directories (from [`SECRET_DIRS`] and
+/// [`SECRET_FILES`], plus the stores other tools keep under `~/.config` and `~/.cache`, and the
+/// git configurations, which count when they hold a credential). The sandbox masks each one
+/// that a command could otherwise see.
+pub fn home_credentials(home: &Path) -> Vec<PathBuf> {
+    const MORE: &[&str] = &[
+        ".gitconfig",
+        ".config/git/config",
+        ".config/git/credentials",
+        ".cache/huggingface/token",
+        ".huggingface/token",
+        ".cache/huggingface/stored_tokens",
+    ];
+    SECRET_DIRS
+        .iter()
+        .chain(SECRET_FILES)
+        .chain(MORE)
+        .map(|relative| home.join(relative))
+        .collect()
 }
 
 /// The pre-execute check, bound to one workspace and home.
@@ -425,6 +492,29 @@ impl Watchdog<'_> {
 
     /// Which protected file or directory `path` is, if any.
     pub fn protected_path(&self, path: &Path) -> Option<Finding> {
+        // Another name of one of Keel's own files (a hard link in the workspace): the same
+        // file, whatever its path. Only multiply-linked files are looked up.
+        {
+            use std::os::unix::fs::MetadataExt as _;
+            if let Ok(meta) = crate::runtime::probe::symlink_metadata(path)
+                && meta.is_file()
+                && meta.nlink() > 1
+                && self.protected.iter().any(|dir| {
+                    crate::runtime::protected::what_it_holds(dir)
+                        .1
+                        .contains(&(meta.dev(), meta.ino()))
+                })
+            {
+                return Some(Finding {
+                    category: WatchdogCategory::KeelConfig,
+                    reason: format!(
+                        "{} is another name of a file of Keel's own configuration; only the \
+                         user changes it",
+                        path.display()
+                    ),
+                });
+            }
+        }
         let text = nfc(&path.to_string_lossy()).to_lowercase();
         for root in self.context.roots {
             if let Some(relative) = below(&text, root) {
@@ -551,11 +641,19 @@ impl Watchdog<'_> {
 
     /// Whether `path` is a credential file.
     pub fn is_secret(&self, path: &Path) -> bool {
+        is_secret_path(self.context.home, path)
+    }
+}
+
+/// Whether `path` is a credential file, with `home` the user's home directory.
+pub fn is_secret_path(home: Option<&Path>, path: &Path) -> bool {
+    {
         if path
             .file_name()
             .and_then(|n| n.to_str())
             .is_some_and(is_secret_name)
             || git_config_holds_credential(path)
+            || user_git_config_holds_credential(path)
         {
             return true;
         }
@@ -566,7 +664,7 @@ impl Watchdog<'_> {
         // The home directory's credential stores, wherever a copy of them lies: `~/.aws/x`,
         // and also `<workspace>/backup/.aws/x` or `<workspace>/.ssh/deploy` (a workspace's
         // own `.ssh`, `.gnupg`, `.docker/config.json`, ...). Every component may start one.
-        if let Some(home) = self.context.home
+        if let Some(home) = home
             && let Some(relative) = below(&text, home)
             && SECRET_DIRS
                 .iter()
@@ -578,6 +676,10 @@ impl Watchdog<'_> {
         // Elsewhere a credential directory counts for what is inside it (a directory named
         // `.ssh` is not itself read by `cd`).
         let components: Vec<&str> = text.split('/').filter(|c| !c.is_empty()).collect();
+        // `.envs/.production/.postgres` (cookiecutter-django's layout): every file below.
+        if components.iter().rev().skip(1).any(|c| *c == ".envs") {
+            return true;
+        }
         (0..components.len()).any(|start| {
             let relative = components[start..].join("/");
             SECRET_DIRS.iter().any(|s| {

@@ -213,6 +213,11 @@ fn run_probe(
         staging_dir: scratch.join("root"),
         network: false,
         proxy: proxy.clone().and_then(Result::ok),
+        masked: Vec::new(),
+        env_allow: super::DEFAULT_ENV_ALLOW
+            .iter()
+            .map(|name| (*name).to_owned())
+            .collect(),
     };
     let profile_file = scratch.join("profile.json");
     let text = serde_json::to_string(&profile).map_err(|e| e.to_string())?;

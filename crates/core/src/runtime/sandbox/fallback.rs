@@ -58,6 +58,9 @@ pub fn confine(profile: &Profile) -> Result<(Vec<String>, Option<u16>), String> 
         ]
         .map(PathBuf::from),
     );
+    // Credential files inside what may be read are left out of the rules: their directories
+    // may be listed, their other entries read, they themselves not.
+    let (listed, read) = around_masked(&read, &profile.masked);
     let mut ruleset = Ruleset::default()
         .set_compatibility(CompatLevel::BestEffort)
         .handle_access(AccessFs::from_all(ABI_WANTED))
@@ -73,6 +76,8 @@ pub fn confine(profile: &Profile) -> Result<(Vec<String>, Option<u16>), String> 
         .create()
         .map_err(|e| e.to_string())?
         .add_rules(path_beneath_rules(&read, AccessFs::from_read(ABI_WANTED)))
+        .map_err(|e| e.to_string())?
+        .add_rules(path_beneath_rules(&listed, AccessFs::ReadDir))
         .map_err(|e| e.to_string())?
         .add_rules(path_beneath_rules(&write, AccessFs::from_all(ABI_WANTED)))
         .map_err(|e| e.to_string())?;
@@ -94,6 +99,43 @@ pub fn confine(profile: &Profile) -> Result<(Vec<String>, Option<u16>), String> 
         deny_sockets(proxy_port.is_some()).map_err(|e| format!("seccomp: {e}"))?;
     }
     Ok((notes, proxy_port))
+}
+
+/// The read rules for `entries` with every `masked` path left out: an entry holding no masked
+/// path stays whole; one that holds some becomes a directory that may only be listed (the
+/// first list) and each of its entries is taken again, down to the masked paths themselves,
+/// which get no rule. Symlinks below a split entry get no rule either (Landlock would grant
+/// their target); what they point to inside the entries is reachable through its own rule.
+#[expect(
+    clippy::disallowed_methods,
+    reason = "the sandbox helper is part of the runtime, where ambient authority lives"
+)]
+fn around_masked(entries: &[PathBuf], masked: &[PathBuf]) -> (Vec<PathBuf>, Vec<PathBuf>) {
+    let mut listed = Vec::new();
+    let mut whole = Vec::new();
+    let mut todo: Vec<PathBuf> = entries.to_vec();
+    while let Some(entry) = todo.pop() {
+        let inside: Vec<&PathBuf> = masked.iter().filter(|m| m.starts_with(&entry)).collect();
+        if inside.is_empty() {
+            whole.push(entry);
+            continue;
+        }
+        if inside.iter().any(|m| **m == entry) {
+            continue;
+        }
+        let Ok(children) = std::fs::read_dir(&entry) else {
+            // Not a directory we can list: nothing below it is granted.
+            continue;
+        };
+        listed.push(entry);
+        for child in children.flatten() {
+            let is_link = child.file_type().is_ok_and(|t| t.is_symlink());
+            if !is_link {
+                todo.push(child.path());
+            }
+        }
+    }
+    (listed, whole)
 }
 
 /// `socket(domain != AF_UNIX)` and `io_uring_setup` fail with `EPERM`. With `tcp` (the proxy's

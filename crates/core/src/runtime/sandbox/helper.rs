@@ -64,7 +64,8 @@ const FORWARDED: [Signal; 6] = [
 
 struct Parsed {
     stage: String,
-    profile: PathBuf,
+    /// `None`: the profile is in [`super::PROFILE_ENV`].
+    profile: Option<PathBuf>,
     program: Vec<OsString>,
 }
 
@@ -91,7 +92,7 @@ fn parse(args: Vec<OsString>) -> Result<Parsed, String> {
     }
     Ok(Parsed {
         stage,
-        profile: profile.ok_or("missing --profile FILE")?,
+        profile,
         program,
     })
 }
@@ -117,7 +118,7 @@ pub fn main(_prefix: &[OsString], args: Vec<OsString>) -> i32 {
             return EXIT_HELPER_FAILED;
         }
     };
-    let profile = match load(&parsed.profile) {
+    let profile = match parsed.profile.as_deref().map_or_else(load_from_env, load) {
         Ok(profile) => profile,
         Err(message) => {
             complain(&message);
@@ -131,6 +132,16 @@ pub fn main(_prefix: &[OsString], args: Vec<OsString>) -> i32 {
             EXIT_HELPER_FAILED
         }
     }
+}
+
+/// The profile from [`super::PROFILE_ENV`] (no `--profile FILE`).
+fn load_from_env() -> Result<Profile, String> {
+    let text = std::env::var(super::PROFILE_ENV)
+        .map_err(|_| format!("missing --profile FILE (or {})", super::PROFILE_ENV))?;
+    let profile: Profile = serde_json::from_str(&text)
+        .map_err(|e| format!("bad profile in {}: {e}", super::PROFILE_ENV))?;
+    check_build(&profile)?;
+    Ok(profile)
 }
 
 fn load(path: &Path) -> Result<Profile, String> {
@@ -423,7 +434,61 @@ fn build_root(profile: &Profile) -> Result<(), String> {
     for path in &profile.protected {
         bind(root, path, true, &mounts)?;
     }
+    mask(profile, root, &mounts)?;
     build_dev(root, &mounts)
+}
+
+/// Covers each [`Profile::masked`] path that exists in the new root: a directory with an
+/// empty read-only tmpfs, anything else with an empty read-only file. The path is looked at
+/// without following a final symlink (Keel lists real files and directories only; a link there
+/// now is left alone, its target being checked on its own).
+fn mask(profile: &Profile, root: &Path, mounts: &Mounts) -> Result<(), String> {
+    let mut empty: Option<PathBuf> = None;
+    for path in &profile.masked {
+        let target = in_root(root, path);
+        let Ok(meta) = std::fs::symlink_metadata(&target) else {
+            continue;
+        };
+        if meta.is_dir() {
+            mount(
+                Some("tmpfs"),
+                &target,
+                Some("tmpfs"),
+                MsFlags::MS_NOSUID | MsFlags::MS_NODEV | MsFlags::MS_NOEXEC | MsFlags::MS_RDONLY,
+                Some("mode=0555,size=4k"),
+            )
+            .map_err(|e| format!("masking {}: {e}", path.display()))?;
+        } else if !meta.file_type().is_symlink() {
+            let source = match &empty {
+                Some(source) => source.clone(),
+                None => {
+                    let source = profile.staging_dir.with_extension("empty");
+                    std::fs::write(&source, b"")
+                        .map_err(|e| format!("{}: {e}", source.display()))?;
+                    empty.insert(source).clone()
+                }
+            };
+            bind_at(&source, &target, true, mounts)
+                .map_err(|e| format!("masking {}: {e}", path.display()))?;
+        }
+    }
+    Ok(())
+}
+
+/// The program's command: `program` with only the profile's allowed environment
+/// ([`Profile::env_allow`]) of what the helper was given.
+fn program_command(profile: &Profile, first: &OsString, rest: &[OsString]) -> Command {
+    let mut command = Command::new(first);
+    command.args(rest).env_clear();
+    for (name, value) in std::env::vars_os() {
+        if name
+            .to_str()
+            .is_some_and(|name| super::profile::env_allowed(&profile.env_allow, name))
+        {
+            command.env(name, value);
+        }
+    }
+    command
 }
 
 fn bind(root: &Path, path: &Path, read_only: bool, mounts: &Mounts) -> Result<(), String> {
@@ -760,9 +825,8 @@ fn fallback_exec(
     };
     write_status(status, profile, mechanism, notes)?;
     let (first, rest) = program.split_first().ok_or("no program")?;
-    let mut command = Command::new(first);
+    let mut command = program_command(profile, first, rest);
     command
-        .args(rest)
         .env("TMPDIR", &profile.tmp_dir)
         .current_dir(&profile.cwd);
     if let Some(port) = proxy_port {
@@ -803,8 +867,8 @@ fn init(
     let Some((first, rest)) = program.split_first() else {
         return EXIT_HELPER_FAILED;
     };
-    let mut command = Command::new(first);
-    command.args(rest).env("TMPDIR", "/tmp");
+    let mut command = program_command(profile, first, rest);
+    command.env("TMPDIR", "/tmp");
     if let Some(port) = forwarder {
         proxy_env(&mut command, port);
     }
@@ -1013,11 +1077,8 @@ fn spawn_and_reap(
     let Some((first, rest)) = program.split_first() else {
         return EXIT_HELPER_FAILED;
     };
-    let mut command = Command::new(first);
-    command
-        .args(rest)
-        .env("TMPDIR", tmp)
-        .current_dir(&profile.cwd);
+    let mut command = program_command(profile, first, rest);
+    command.env("TMPDIR", tmp).current_dir(&profile.cwd);
     if let Some(port) = proxy_port {
         proxy_env(&mut command, port);
     }

@@ -9,6 +9,7 @@
 //! - [`helper`]: the helper itself (`keel sandbox run --profile FILE -- PROGRAM ARGS...`).
 
 pub mod check;
+pub mod credentials;
 mod fallback;
 pub mod helper;
 pub mod profile;
@@ -20,9 +21,11 @@ use std::sync::Arc;
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
+pub use credentials::{Classify, CredentialIndex};
 pub use fallback::landlock_abi;
 pub use profile::{
-    DEFAULT_HOME_READABLE, DEFAULT_HOME_WRITABLE, Mechanism, Profile, SYSTEM_DIRS, Status,
+    DEFAULT_ENV_ALLOW, DEFAULT_HOME_READABLE, DEFAULT_HOME_WRITABLE, Mechanism, Profile,
+    SYSTEM_DIRS, Status,
 };
 
 /// `[sandbox] mode`.
@@ -70,6 +73,9 @@ pub struct SandboxSettings {
     pub home_writable: Option<Vec<String>>,
     /// Let commands use the network (all of it). Off by default.
     pub network: bool,
+    /// More environment variables commands keep (names, or prefixes ending in `*`), besides
+    /// [`DEFAULT_ENV_ALLOW`]; every other variable is removed.
+    pub env: Vec<String>,
 }
 
 impl Default for SandboxSettings {
@@ -82,6 +88,7 @@ impl Default for SandboxSettings {
             home_readable: None,
             home_writable: None,
             network: false,
+            env: Vec::new(),
         }
     }
 }
@@ -114,12 +121,45 @@ pub struct SandboxSpec {
     pub home: Option<PathBuf>,
     /// Read-only mode: the workspace is not writable either.
     pub read_only: bool,
+    /// What a credential file is (the policy's rules): masked in every command's view of the
+    /// home directory, and of the workspace for commands nobody approved. `None`: nothing is
+    /// masked (tests of the mechanism alone).
+    pub credentials: Option<CredentialRules>,
+    /// Credential files and directories of the home directory (absolute): each one that
+    /// exists inside a visible home path, and that [`SandboxSpec::credentials`] calls a
+    /// credential, is masked.
+    pub home_credentials: Vec<PathBuf>,
     /// Test hook of the filtering proxy: `127.0.0.1` at this one port passes its address
     /// check, so a test can stand a local server in for an allowed host. Set only by tests and
     /// by `keel sandbox check`'s self-test; no configuration key or environment variable
     /// reaches it.
     pub loopback_upstream_for_tests: Option<u16>,
 }
+
+/// The policy's definition of a credential file, as the sandbox uses it.
+#[derive(Clone)]
+pub struct CredentialRules(pub Classify);
+
+impl std::fmt::Debug for CredentialRules {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("CredentialRules")
+    }
+}
+
+impl PartialEq for CredentialRules {
+    fn eq(&self, other: &Self) -> bool {
+        Arc::ptr_eq(&self.0, &other.0)
+    }
+}
+
+impl Eq for CredentialRules {}
+
+/// The variable that carries a command's [`Profile`] (JSON) to the helper, instead of
+/// `--profile FILE`.
+pub const PROFILE_ENV: &str = "KEEL_SANDBOX_PROFILE";
+
+/// The largest profile sent in [`PROFILE_ENV`] (the kernel takes up to 128 KiB per variable).
+const MAX_PROFILE_ENV_BYTES: usize = 96 * 1024;
 
 /// The small helper binary installed next to `keel` (`crates/acp/src/bin/keel-sandbox.rs`).
 pub const HELPER_BINARY: &str = "keel-sandbox";
@@ -259,7 +299,8 @@ const MAX_GUARDED_BYTES: u64 = 64 * 1024;
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct ConfinementCheck {
     pub nonce: String,
-    pub profile_file: PathBuf,
+    /// The profile's file, when it did not travel in [`PROFILE_ENV`].
+    pub profile_file: Option<PathBuf>,
     pub status_file: PathBuf,
     /// Each [`GIT_REDIRECTS`] file of the writable roots' repositories, with its content
     /// before the command (`None`: it did not exist).
@@ -274,7 +315,9 @@ impl ConfinementCheck {
     )]
     pub fn finish(&self) -> Confinement {
         let status = std::fs::read_to_string(&self.status_file);
-        let _ = std::fs::remove_file(&self.profile_file);
+        if let Some(file) = &self.profile_file {
+            let _ = std::fs::remove_file(file);
+        }
         let _ = std::fs::remove_file(&self.status_file);
         // The first line is the status; the helper may add lines after it (the program's signal).
         let status: Option<Status> = status
@@ -396,6 +439,9 @@ fn put_back(guarded: &[(PathBuf, Option<Vec<u8>>)]) -> Vec<String> {
 pub struct ShellInvocation {
     pub program: PathBuf,
     pub args: Vec<String>,
+    /// Variables the program needs besides the command's own environment (the profile, in
+    /// [`PROFILE_ENV`]); the helper removes them before the command starts.
+    pub env: Vec<(String, String)>,
     /// `Some` when the helper runs the command.
     pub check: Option<ConfinementCheck>,
     /// Why the command runs unconfined without asking the helper (`off`, no helper).
@@ -471,6 +517,15 @@ impl super::Runtime {
         })
     }
 
+    /// The environment variables commands keep: [`DEFAULT_ENV_ALLOW`] and `[sandbox] env`.
+    pub fn command_env_allow(&self) -> Vec<String> {
+        DEFAULT_ENV_ALLOW
+            .iter()
+            .map(|name| (*name).to_owned())
+            .chain(self.inner.sandbox.settings.env.iter().cloned())
+            .collect()
+    }
+
     /// The same runtime with another sandbox spec.
     pub fn with_sandbox(&self, sandbox: SandboxSpec) -> Self {
         self.derive(|inner| inner.sandbox = sandbox)
@@ -491,6 +546,7 @@ impl super::Runtime {
         let direct = |reason: &str| ShellInvocation {
             program: PathBuf::from("bash"),
             args: vec!["-c".into(), command.to_owned()],
+            env: Vec::new(),
             check: None,
             unconfined: Some(reason.to_owned()),
         };
@@ -517,10 +573,10 @@ impl super::Runtime {
             std::fs::create_dir_all(path).map_err(|e| io(path, e))?;
         }
         let nonce = uuid::Uuid::new_v4().simple().to_string();
-        let profile_file = dir.join(format!("{nonce}.json"));
         let status_file = dir.join(format!("{nonce}.status"));
         let mut profile = self.profile(cwd, &nonce, &status_file, tmp_dir, staging_dir);
         if !spec.settings.network
+            && !self.contained
             && let Some(gate) = &self.inner.proxy.gate
             && gate.any_allowed()
         {
@@ -533,17 +589,27 @@ impl super::Runtime {
         }
         let text = serde_json::to_string(&profile)
             .map_err(|e| SandboxError::Io(format!("profile: {e}")))?;
-        std::fs::write(&profile_file, text).map_err(|e| io(&profile_file, e))?;
         let utf8 = |path: &Path| {
             path.to_str()
                 .map(str::to_owned)
                 .ok_or_else(|| SandboxError::Io(format!("{} is not UTF-8", path.display())))
         };
+        // The profile travels in the environment, so what the editor's terminal shows (and
+        // runs) reads `keel-sandbox run -- bash -c COMMAND`; one larger than a variable may
+        // hold goes through a file.
         let mut args = helper_prefix.to_vec();
+        args.push("run".to_owned());
+        let mut env = Vec::new();
+        let mut profile_file = None;
+        if text.len() <= MAX_PROFILE_ENV_BYTES {
+            env.push((PROFILE_ENV.to_owned(), text));
+        } else {
+            let file = dir.join(format!("{nonce}.json"));
+            std::fs::write(&file, text).map_err(|e| io(&file, e))?;
+            args.extend(["--profile".to_owned(), utf8(&file)?]);
+            profile_file = Some(file);
+        }
         args.extend([
-            "run".to_owned(),
-            "--profile".to_owned(),
-            utf8(&profile_file)?,
             "--".to_owned(),
             "bash".to_owned(),
             "-c".to_owned(),
@@ -552,6 +618,7 @@ impl super::Runtime {
         Ok(ShellInvocation {
             program: helper.to_path_buf(),
             args,
+            env,
             check: Some(ConfinementCheck {
                 nonce,
                 profile_file,
@@ -584,9 +651,10 @@ impl super::Runtime {
             expand_path(text, home.as_deref()).and_then(|p| std::fs::canonicalize(p).ok())
         };
         let roots = &self.inner.roots;
+        let read_only = spec.read_only || self.read_only_commands || self.contained;
         let mut writable: Vec<PathBuf> = Vec::new();
         let mut readable: Vec<PathBuf> = settings.readable.iter().filter_map(canonical).collect();
-        if spec.read_only {
+        if read_only {
             readable.extend(roots.iter().cloned());
         } else {
             writable.extend(roots.iter().cloned());
@@ -640,11 +708,13 @@ impl super::Runtime {
             }
         };
         let home_readable = home_list(&settings.home_readable, DEFAULT_HOME_READABLE);
-        let home_writable = if spec.read_only {
+        let home_writable = if read_only {
             Vec::new()
         } else {
             home_list(&settings.home_writable, DEFAULT_HOME_WRITABLE)
         };
+        let masked = self.masked(&home_readable, &home_writable);
+        let env_allow = self.command_env_allow();
         Profile {
             build: profile::HELPER_BUILD.to_owned(),
             nonce: nonce.to_owned(),
@@ -661,8 +731,43 @@ impl super::Runtime {
             home_writable,
             tmp_dir,
             staging_dir,
-            network: settings.network,
+            network: settings.network && !self.contained,
             proxy: None,
+            masked,
+            env_allow,
         }
+    }
+
+    /// What a command must not see: the home directory's credentials (inside its visible
+    /// paths), and for a command nobody approved ([`super::Runtime::contained`]) the
+    /// workspace's too, from the session's [`CredentialIndex`].
+    #[expect(
+        clippy::disallowed_methods,
+        reason = "the runtime is where ambient authority lives"
+    )]
+    fn masked(&self, home_readable: &[PathBuf], home_writable: &[PathBuf]) -> Vec<PathBuf> {
+        let spec = &self.inner.sandbox;
+        let Some(CredentialRules(classify)) = &spec.credentials else {
+            return Vec::new();
+        };
+        let visible = |path: &Path| {
+            home_readable
+                .iter()
+                .chain(home_writable)
+                .any(|entry| path.starts_with(entry))
+        };
+        let mut masked: Vec<PathBuf> = spec
+            .home_credentials
+            .iter()
+            .filter(|path| visible(path))
+            .filter(|path| std::fs::symlink_metadata(path).is_ok_and(|meta| classify(path, &meta)))
+            .cloned()
+            .collect();
+        if self.contained
+            && let Some(index) = &self.inner.credentials
+        {
+            masked.extend(index.current());
+        }
+        masked
     }
 }

@@ -67,6 +67,23 @@ pub struct Profile {
     /// session's rules allow). `None`: no network at all.
     #[serde(default)]
     pub proxy: Option<super::proxy::ProxyEndpoint>,
+    /// Credential files and directories inside what the program sees: each one that exists
+    /// when the command starts looks empty and cannot be changed (a file: empty; a directory:
+    /// an empty directory). Under the Landlock fallback they are left out of the read rules.
+    #[serde(default)]
+    pub masked: Vec<PathBuf>,
+    /// The environment variables the program keeps, by name (`LC_*`: a prefix); every other
+    /// one is removed before the program starts, whoever started the helper.
+    #[serde(default)]
+    pub env_allow: Vec<String>,
+}
+
+/// Whether the variable `name` is kept under `allow` ([`Profile::env_allow`]).
+pub fn env_allowed(allow: &[String], name: &str) -> bool {
+    allow.iter().any(|entry| match entry.strip_suffix('*') {
+        Some(prefix) => name.starts_with(prefix),
+        None => entry == name,
+    })
 }
 
 /// What the helper reports through the status file.
@@ -98,3 +115,58 @@ pub const DEFAULT_HOME_READABLE: &[&str] = &[
 
 /// Home paths writable by default (package caches), relative to `$HOME`.
 pub const DEFAULT_HOME_WRITABLE: &[&str] = &[".cargo/registry", ".cargo/git", ".npm/_cacache"];
+
+/// The environment every command keeps ([`Profile::env_allow`]); `[sandbox] env` adds to it.
+/// Everything else (tokens, database URLs, cloud keys, whatever their names) stays with Keel.
+pub const DEFAULT_ENV_ALLOW: &[&str] = &[
+    "PATH",
+    "HOME",
+    "USER",
+    "LOGNAME",
+    "SHELL",
+    "LANG",
+    "LANGUAGE",
+    "LC_*",
+    "TERM",
+    "COLORTERM",
+    "NO_COLOR",
+    "FORCE_COLOR",
+    "CLICOLOR",
+    "TZ",
+    "TMPDIR",
+    "PWD",
+    "HOSTNAME",
+    "EDITOR",
+    "VISUAL",
+    "PAGER",
+    "GIT_PAGER",
+    "GIT_TERMINAL_PROMPT",
+    "LESS",
+    "MANPAGER",
+    "CI",
+    "CARGO_HOME",
+    "CARGO_TARGET_DIR",
+    "CARGO_TERM_COLOR",
+    "RUSTUP_HOME",
+    "RUSTUP_TOOLCHAIN",
+    "RUST_BACKTRACE",
+    "RUST_LOG",
+    "GOPATH",
+    "GOROOT",
+    "GOFLAGS",
+    "GOCACHE",
+    "GOMODCACHE",
+    "JAVA_HOME",
+    "NVM_DIR",
+    "NODE_ENV",
+    "PYENV_ROOT",
+    "PYTHONPATH",
+    "VIRTUAL_ENV",
+    "CONDA_PREFIX",
+    "XDG_CACHE_HOME",
+    "XDG_CONFIG_HOME",
+    "XDG_DATA_HOME",
+    "XDG_RUNTIME_DIR",
+    "SSL_CERT_FILE",
+    "SSL_CERT_DIR",
+];

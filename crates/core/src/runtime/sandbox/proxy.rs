@@ -13,7 +13,7 @@
 //! (`GET http://host/path`, sent on in origin form). For each it:
 //!
 //! 1. checks the host against the capability scope and the session's rules
-//!    ([`HostGate`], the same `net.fetch` rules as `web_fetch`, without asking: a command cannot
+//!    ([`HostGate`]: the `shell.net` rules, a permission of their own, without asking: a command cannot
 //!    wait on a prompt);
 //! 2. resolves the name itself, once, and refuses the whole answer when any address is
 //!    loopback, private, link-local, CGNAT or multicast ([`super::super::net::forbidden_kind`],
@@ -228,9 +228,10 @@ impl Refused {
         };
         let body = match &self.host {
             Some(host) => format!(
-                "keel sandbox: the network proxy refused {host}: {}. Commands reach only the \
-                 hosts the user's net.fetch rules allow without asking; ask the user to allow \
-                 {host} (or use web_fetch, which asks).\n",
+                "keel sandbox: the network proxy refused {host}: {}. Shell commands reach only \
+                 the hosts the user's shell.net rules allow (a web_fetch answer does not open \
+                 them); ask the user to add a shell.net rule for {host} (or use web_fetch, \
+                 which asks).\n",
                 self.reason
             ),
             None => format!(
