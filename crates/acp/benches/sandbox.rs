@@ -102,6 +102,14 @@ fn time(mut command: impl FnMut() -> Command) -> (Vec<f64>, Vec<f64>, f64) {
 }
 
 fn profile(base: &Path, mechanism: Mechanism, program_dir: &Path) -> PathBuf {
+    let profile = profile_value(base, mechanism, program_dir);
+    let scratch = base.join(format!("scratch-{mechanism:?}"));
+    let path = scratch.join("profile.json");
+    std::fs::write(&path, serde_json::to_string(&profile).unwrap()).unwrap();
+    path
+}
+
+fn profile_value(base: &Path, mechanism: Mechanism, program_dir: &Path) -> Profile {
     let ws = base.join("ws");
     let home = base.join("home");
     let scratch = base.join(format!("scratch-{mechanism:?}"));
@@ -109,7 +117,7 @@ fn profile(base: &Path, mechanism: Mechanism, program_dir: &Path) -> PathBuf {
         std::fs::create_dir_all(dir).unwrap();
     }
     std::fs::create_dir_all(ws.join(".git/hooks")).unwrap();
-    let profile = Profile {
+    Profile {
         build: keel_core::runtime::sandbox::profile::HELPER_BUILD.to_owned(),
         nonce: "bench".into(),
         status_file: scratch.join("status"),
@@ -133,10 +141,7 @@ fn profile(base: &Path, mechanism: Mechanism, program_dir: &Path) -> PathBuf {
             .iter()
             .map(|name| (*name).to_owned())
             .collect(),
-    };
-    let path = scratch.join("profile.json");
-    std::fs::write(&path, serde_json::to_string(&profile).unwrap()).unwrap();
-    path
+    }
 }
 
 fn row(name: &str, samples: Vec<f64>, baseline: Option<f64>) -> f64 {
@@ -277,8 +282,90 @@ fn main() {
             );
         }
     }
+    contained_cost(&base, &me, &program_dir, small);
     tokio::runtime::Runtime::new()
         .unwrap()
         .block_on(cancel(Path::new(keel)));
     println!("load after: {}", load_average());
+}
+
+/// The contained profile's cost over the approved one, in a workspace of 100,000 files holding
+/// 50 credential files: the credential list per command (the index, warm: one inotify drain)
+/// and the helper with 50 masks against the same helper without them.
+fn contained_cost(base: &Path, me: &Path, program_dir: &Path, helper: &str) {
+    const DIRS: usize = 1000;
+    const FILES: usize = 100;
+    const SECRETS: usize = 50;
+    let ws = base.join("big");
+    for d in 0..DIRS {
+        let dir = ws.join(format!("d{d:04}"));
+        std::fs::create_dir_all(&dir).unwrap();
+        for f in 0..FILES {
+            std::fs::File::create(dir.join(format!("f{f:03}.txt"))).unwrap();
+        }
+    }
+    for i in 0..SECRETS {
+        std::fs::write(
+            ws.join(format!("d{:04}/.env", i * (DIRS / SECRETS))),
+            "K=v\n",
+        )
+        .unwrap();
+    }
+    let index = keel_core::runtime::sandbox::CredentialIndex::new(
+        vec![ws.clone()],
+        keel_core::policy::watchdog::credential_rules(None).0,
+    );
+    let t0 = Instant::now();
+    let first = index.current();
+    let walk = t0.elapsed().as_secs_f64() * 1000.0;
+    assert_eq!(first.len(), SECRETS);
+    let mut lists = Vec::new();
+    for _ in 0..RUNS {
+        let t = Instant::now();
+        let found = index.current();
+        lists.push(t.elapsed().as_secs_f64() * 1000.0);
+        assert_eq!(found.len(), SECRETS);
+    }
+    println!(
+        "contained profile, {} files, {SECRETS} credential files (first walk {walk:.1} ms)",
+        DIRS * FILES + SECRETS
+    );
+    let list = row("credential list per command (warm index)", lists, None);
+    for mechanism in [Mechanism::Namespaces, Mechanism::Landlock] {
+        let mut plain = profile_value(base, mechanism, program_dir);
+        plain.cwd = ws.clone();
+        plain.writable = Vec::new();
+        plain.readable.push(ws.clone());
+        let mut masked = plain.clone();
+        masked.masked = first.clone();
+        let mut medians = Vec::new();
+        for (name, profile) in [
+            ("read-only, no masks", plain),
+            ("contained, 50 masks", masked),
+        ] {
+            let path = write_profile(base, &profile, name);
+            let (_, exit, _) = time(|| {
+                let mut cmd = Command::new(helper);
+                cmd.arg("run").arg("--profile").arg(&path).arg("--").arg(me);
+                cmd
+            });
+            medians.push(row(
+                &format!("{name}, {mechanism:?}: spawn -> exit"),
+                exit,
+                None,
+            ));
+        }
+        println!(
+            "{:<44} {:.2} ms (masks {:.2} + list {list:.3})",
+            format!("contained cost, {mechanism:?}"),
+            medians[1] - medians[0] + list,
+            medians[1] - medians[0],
+        );
+    }
+}
+
+fn write_profile(base: &Path, profile: &Profile, name: &str) -> PathBuf {
+    let path = base.join(format!("{}.json", name.replace([' ', ','], "-")));
+    std::fs::write(&path, serde_json::to_string(profile).unwrap()).unwrap();
+    path
 }

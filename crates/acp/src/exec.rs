@@ -502,6 +502,8 @@ async fn run_turn(args: &ExecArgs, host: Arc<ExecHost>) -> Outcome {
         .await;
     interrupt.abort();
     session.close();
+    // A background command the model started ends with the run, checked gone.
+    keel_core::runtime::jobs::stop_everywhere().await;
     let outcome = result.map_err(|e| match e {
         AgentError::Provider(_)
         | AgentError::NoModel(_)

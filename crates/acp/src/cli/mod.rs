@@ -538,6 +538,10 @@ async fn acp(args: AcpArgs) -> Outcome {
             Ok(())
         }
     };
+    // Background commands end with Keel (EOF or a signal), each checked gone.
+    for (job, state) in keel_core::runtime::jobs::stop_everywhere().await {
+        tracing::info!(job, %state, "background command stopped at exit");
+    }
     if let Err(e) = scratch.close() {
         tracing::warn!("cannot remove the scratch directory: {e}");
     }

@@ -9,6 +9,8 @@ use agent_client_protocol::v1::schema::{
     AvailableCommand, AvailableCommandInput, ContentBlock, UnstructuredCommandInput,
 };
 
+use keel_core::runtime::jobs::{JobInfo, Place};
+
 use super::session_traits::ToolInfo;
 
 /// A recognised command.
@@ -33,6 +35,8 @@ pub enum SlashCommand {
     Init(Option<String>),
     /// `/mcp`: each MCP server's state.
     Mcp,
+    /// `/jobs`: the session's background commands.
+    Jobs,
     /// `/server:prompt [arguments]`: an MCP server's prompt, sent to the model.
     McpPrompt { command: String, arguments: String },
 }
@@ -53,7 +57,7 @@ struct CommandRow {
     needs_models: bool,
 }
 
-const COMMANDS: [CommandRow; 9] = [
+const COMMANDS: [CommandRow; 10] = [
     CommandRow {
         name: "tools",
         description: "List the loaded tools and where each comes from",
@@ -87,6 +91,12 @@ const COMMANDS: [CommandRow; 9] = [
     CommandRow {
         name: "mcp",
         description: "Show each MCP server's state and tools",
+        hint: None,
+        needs_models: false,
+    },
+    CommandRow {
+        name: "jobs",
+        description: "List the background commands (id, command, state, runtime)",
         hint: None,
         needs_models: false,
     },
@@ -164,6 +174,7 @@ impl SlashCommand {
             "clear" => Some(SlashCommand::Clear),
             "init" => Some(SlashCommand::Init(argument)),
             "mcp" => Some(SlashCommand::Mcp),
+            "jobs" => Some(SlashCommand::Jobs),
             name if is_prompt_command(name) => Some(SlashCommand::McpPrompt {
                 command: name.to_owned(),
                 arguments: rest.to_owned(),
@@ -223,6 +234,41 @@ pub fn render_tools(tools: &[ToolInfo]) -> String {
     out
 }
 
+/// The `/jobs` answer: one line per background command.
+pub fn render_jobs(jobs: &[JobInfo]) -> String {
+    if jobs.is_empty() {
+        return "No background commands.".into();
+    }
+    let mut out = String::from("Background commands:\n\n");
+    for job in jobs {
+        let place = match job.place {
+            Place::Local => job
+                .pid
+                .map(|pid| format!(", pid {pid}"))
+                .unwrap_or_default(),
+            Place::Pane => ", in the terminal pane".to_owned(),
+        };
+        out.push_str(&format!(
+            "- `{}` `{}`: {} for {}{place}\n",
+            job.id,
+            job.command.lines().next().unwrap_or_default(),
+            job.state,
+            runtime(job.runtime),
+        ));
+    }
+    out
+}
+
+/// A duration as `4s`, `2m 05s`, `1h 02m`.
+fn runtime(duration: std::time::Duration) -> String {
+    let secs = duration.as_secs();
+    match secs {
+        0..60 => format!("{secs}s"),
+        60..3600 => format!("{}m {:02}s", secs / 60, secs % 60),
+        _ => format!("{}h {:02}m", secs / 3600, secs % 3600 / 60),
+    }
+}
+
 /// The `/help` answer.
 pub fn render_help(has_models: bool) -> String {
     let mut out = String::from("Commands Keel answers itself:\n\n");
@@ -278,6 +324,40 @@ mod tests {
     }
 
     #[test]
+    fn jobs_are_listed_with_id_command_state_and_runtime() {
+        use keel_core::runtime::jobs::JobState;
+        use std::time::Duration;
+        let jobs = [
+            JobInfo {
+                id: "bg-1".into(),
+                command: "npm run dev\nsecond line".into(),
+                state: JobState::Running,
+                runtime: Duration::from_secs(125),
+                place: Place::Local,
+                pid: Some(42),
+            },
+            JobInfo {
+                id: "bg-2".into(),
+                command: "cargo watch".into(),
+                state: JobState::Exited {
+                    code: Some(1),
+                    signal: None,
+                },
+                runtime: Duration::from_secs(3),
+                place: Place::Pane,
+                pid: None,
+            },
+        ];
+        assert_eq!(
+            render_jobs(&jobs),
+            "Background commands:\n\n\
+             - `bg-1` `npm run dev`: running for 2m 05s, pid 42\n\
+             - `bg-2` `cargo watch`: exited with code 1 for 3s, in the terminal pane\n"
+        );
+        assert_eq!(render_jobs(&[]), "No background commands.");
+    }
+
+    #[test]
     fn advertised_list() {
         let names: Vec<String> = available(false).into_iter().map(|c| c.name).collect();
         assert_eq!(
@@ -288,12 +368,13 @@ mod tests {
                 "mode",
                 "compact",
                 "mcp",
+                "jobs",
                 "help",
                 "clear",
                 "init"
             ]
         );
-        assert_eq!(available(true).len(), 9);
+        assert_eq!(available(true).len(), 10);
         let tools = vec![ToolInfo {
             id: "read".into(),
             origin: "bundled".into(),

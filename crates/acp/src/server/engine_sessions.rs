@@ -509,6 +509,12 @@ impl AgentSession for EngineSession {
         }
     }
 
+    fn jobs(&self) -> Vec<keel_core::runtime::jobs::JobInfo> {
+        self.session()
+            .map(|session| session.state().jobs().list())
+            .unwrap_or_default()
+    }
+
     fn permissions(&self) -> String {
         match self.session() {
             Ok(session) => render_rules(session.policy()),

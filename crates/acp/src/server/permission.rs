@@ -167,6 +167,8 @@ pub fn answer(outcome: &RequestPermissionOutcome, unconfined: bool) -> ApprovalA
 pub fn preview_content(preview: &Preview) -> Vec<ToolCallContent> {
     match preview {
         Preview::Diff(diff) => super::kinds::diff_content(diff),
+        // A patch: every file's diff, in the patch's order, in the one request.
+        Preview::Diffs(diffs) => diffs.iter().flat_map(super::kinds::diff_content).collect(),
         Preview::Command { command, .. } => {
             vec![ToolCallContent::from(format!("```sh\n{command}\n```"))]
         }
@@ -189,6 +191,18 @@ fn what_happens(approval: &ApprovalRequest, title: &str, roots: &Roots) -> Strin
             "Keel will apply this change to `{}`.",
             roots.display(&diff.path)
         ),
+        Some(Preview::Diffs(diffs)) => {
+            let files: Vec<String> = diffs
+                .iter()
+                .map(|diff| format!("`{}`", roots.display(&diff.path)))
+                .collect();
+            format!(
+                "Keel will apply this patch to {} file{}: {}.",
+                files.len(),
+                if files.len() == 1 { "" } else { "s" },
+                files.join(", ")
+            )
+        }
         None => format!("Keel will run the `{}` tool: {title}.", approval.tool_id),
     }
 }

@@ -416,6 +416,30 @@ impl Session {
         }
     }
 
+    /// A cancel stops the turn, not the background commands: says which keep running.
+    fn say_jobs_survive(&self) {
+        let running: Vec<String> = self
+            .agent
+            .jobs()
+            .into_iter()
+            .filter(|job| job.state.is_running())
+            .map(|job| {
+                format!(
+                    "`{}` (`{}`)",
+                    job.id,
+                    job.command.lines().next().unwrap_or_default()
+                )
+            })
+            .collect();
+        if !running.is_empty() {
+            self.say(format!(
+                "Cancelled. The background commands keep running: {}. `/jobs` lists them; they \
+                 stop when the session closes.",
+                running.join(", ")
+            ));
+        }
+    }
+
     fn say(&self, text: String) {
         self.send(SessionUpdate::AgentMessageChunk(ContentChunk::new(
             ContentBlock::from(text),
@@ -428,6 +452,7 @@ impl Session {
             SlashCommand::Tools => commands::render_tools(&self.agent.tools()),
             SlashCommand::Permissions => self.agent.permissions(),
             SlashCommand::Mcp => self.agent.mcp_status(),
+            SlashCommand::Jobs => commands::render_jobs(&self.agent.jobs()),
             SlashCommand::Help => commands::render_help(self.has_models()),
             // Answered in `run` (they call the model or wait for the turn).
             SlashCommand::Compact(_)
@@ -606,7 +631,10 @@ impl Session {
             )))
         });
         match result {
-            _ if cancel.is_cancelled() => Ok(StopReason::Cancelled),
+            _ if cancel.is_cancelled() => {
+                self.say_jobs_survive();
+                Ok(StopReason::Cancelled)
+            }
             Ok(outcome) => Ok(stop_reason(outcome.stop)),
             Err(error) => {
                 tracing::warn!(session = %self.shared.session_id, %error, "turn failed");

@@ -211,6 +211,11 @@ pub trait AgentSession: Send + Sync + 'static {
         "No MCP servers are configured for this session.".into()
     }
 
+    /// The session's background commands (`/jobs`), oldest first.
+    fn jobs(&self) -> Vec<keel_core::runtime::jobs::JobInfo> {
+        Vec::new()
+    }
+
     /// The text of the MCP prompt `/server:prompt` with the user's arguments.
     fn mcp_prompt(
         &self,

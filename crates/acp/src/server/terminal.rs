@@ -21,7 +21,9 @@ use agent_client_protocol::v1::schema::{
 };
 use futures::future::BoxFuture;
 use keel_core::runtime::process::QUIET_ENV;
-use keel_core::runtime::{TerminalBackend, TerminalOutcome, TerminalRequest};
+use keel_core::runtime::{
+    TerminalBackend, TerminalExit, TerminalOutcome, TerminalRequest, TerminalSnapshot,
+};
 use keel_core::tool::{ProgressSink, ToolError, ToolProgress};
 use tokio_util::sync::CancellationToken;
 
@@ -137,7 +139,7 @@ impl ClientTerminals {
         }
     }
 
-    async fn kill(&self, terminal_id: &str) {
+    async fn kill_and_wait(&self, terminal_id: &str) {
         let kill = KillTerminalRequest::new(self.session_id.clone(), terminal_id.to_owned());
         if let Err(error) = self.connection.send_request(kill).block_task().await {
             tracing::warn!(terminal_id, error = %error.message, "terminal/kill failed");
@@ -147,17 +149,10 @@ impl ClientTerminals {
         let _ = tokio::time::timeout(AFTER_KILL, waited).await;
     }
 
-    async fn run_inner(
-        &self,
-        request: TerminalRequest,
-        progress: ProgressSink,
-        cancel: CancellationToken,
-    ) -> Result<TerminalOutcome, ToolError> {
-        if cancel.is_cancelled() {
-            return Err(ToolError::Cancelled);
-        }
-        // The sandbox helper wrapping `bash -c COMMAND` (or bash itself when the sandbox is off):
-        // the pane shows the real output and the kernel still confines the command.
+    /// Creates the terminal a command runs in: the sandbox helper wrapping `bash -c COMMAND`
+    /// (or bash itself when the sandbox is off), so the pane shows the real output and the
+    /// kernel still confines the command.
+    async fn create(&self, request: &TerminalRequest) -> Result<String, ToolError> {
         let program = request.program.to_string_lossy().into_owned();
         let create = CreateTerminalRequest::new(self.session_id.clone(), program)
             .args(request.args.clone())
@@ -170,7 +165,60 @@ impl ClientTerminals {
             .block_task()
             .await
             .map_err(|error| self.failed("create", error))?;
-        let terminal_id = created.terminal_id.to_string();
+        Ok(created.terminal_id.to_string())
+    }
+
+    async fn output(&self, terminal_id: &str) -> Result<TerminalSnapshot, ToolError> {
+        let output = TerminalOutputRequest::new(self.session_id.clone(), terminal_id.to_owned());
+        let output = self
+            .connection
+            .send_request(output)
+            .block_task()
+            .await
+            .map_err(|error| self.failed("output", error))?;
+        Ok(TerminalSnapshot {
+            output: output.output,
+            truncated: output.truncated,
+            exit: output.exit_status.map(exit),
+        })
+    }
+
+    async fn wait(&self, terminal_id: &str) -> Result<TerminalExit, ToolError> {
+        let wait = WaitForTerminalExitRequest::new(self.session_id.clone(), terminal_id.to_owned());
+        let waited = self
+            .connection
+            .send_request(wait)
+            .block_task()
+            .await
+            .map_err(|error| self.failed("wait", error))?;
+        Ok(exit(waited.exit_status))
+    }
+
+    /// `terminal/kill`, then the exit the editor reports (bounded by [`AFTER_KILL`]).
+    async fn kill_checked(&self, terminal_id: &str) -> Result<Option<TerminalExit>, ToolError> {
+        let kill = KillTerminalRequest::new(self.session_id.clone(), terminal_id.to_owned());
+        self.connection
+            .send_request(kill)
+            .block_task()
+            .await
+            .map_err(|error| self.failed("kill", error))?;
+        match tokio::time::timeout(AFTER_KILL, self.wait(terminal_id)).await {
+            Ok(Ok(status)) => Ok(Some(status)),
+            Ok(Err(error)) => Err(error),
+            Err(_) => Ok(None),
+        }
+    }
+
+    async fn run_inner(
+        &self,
+        request: TerminalRequest,
+        progress: ProgressSink,
+        cancel: CancellationToken,
+    ) -> Result<TerminalOutcome, ToolError> {
+        if cancel.is_cancelled() {
+            return Err(ToolError::Cancelled);
+        }
+        let terminal_id = self.create(&request).await?;
         self.ledger.open(&terminal_id);
         progress.send(ToolProgress::Terminal(terminal_id.clone()));
 
@@ -185,7 +233,7 @@ impl ClientTerminals {
             },
             () = tokio::time::sleep(request.timeout) => {
                 timed_out = true;
-                self.kill(&terminal_id).await;
+                self.kill_and_wait(&terminal_id).await;
             }
             () = cancel.cancelled() => {
                 // Answer the cancel at once: the kill is queued (the helper's PID namespace takes
@@ -218,6 +266,15 @@ impl ClientTerminals {
     }
 }
 
+fn exit(status: TerminalExitStatus) -> TerminalExit {
+    TerminalExit {
+        code: status
+            .exit_code
+            .map(|code| i32::try_from(code).unwrap_or(i32::MAX)),
+        signal: status.signal,
+    }
+}
+
 impl TerminalBackend for ClientTerminals {
     fn run<'a>(
         &'a self,
@@ -226,5 +283,41 @@ impl TerminalBackend for ClientTerminals {
         cancel: CancellationToken,
     ) -> BoxFuture<'a, Result<TerminalOutcome, ToolError>> {
         Box::pin(self.run_inner(request, progress, cancel))
+    }
+
+    /// A background command's terminal: not in the ledger (a turn's end does not release it);
+    /// the job releases it when it ends.
+    fn start<'a>(&'a self, request: TerminalRequest) -> BoxFuture<'a, Result<String, ToolError>> {
+        Box::pin(async move { self.create(&request).await })
+    }
+
+    fn snapshot<'a>(
+        &'a self,
+        terminal_id: &'a str,
+    ) -> BoxFuture<'a, Result<TerminalSnapshot, ToolError>> {
+        Box::pin(self.output(terminal_id))
+    }
+
+    fn wait_exit<'a>(
+        &'a self,
+        terminal_id: &'a str,
+    ) -> BoxFuture<'a, Result<TerminalExit, ToolError>> {
+        Box::pin(self.wait(terminal_id))
+    }
+
+    fn kill<'a>(
+        &'a self,
+        terminal_id: &'a str,
+    ) -> BoxFuture<'a, Result<Option<TerminalExit>, ToolError>> {
+        Box::pin(self.kill_checked(terminal_id))
+    }
+
+    fn release(&self, terminal_id: &str) {
+        self.connection
+            .send_request(ReleaseTerminalRequest::new(
+                self.session_id.clone(),
+                terminal_id.to_owned(),
+            ))
+            .detach();
     }
 }

@@ -245,3 +245,52 @@ async fn with_the_mode_allowing_it_the_edit_runs_and_its_diff_is_on_stderr() {
         "no colour when stderr is not a terminal"
     );
 }
+
+/// Headless, a patch touching a workflow file is denied as a write to it is, even in `yolo`,
+/// and none of its files is written; the same patch without it runs.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_patch_touching_a_workflow_is_denied_headless_and_writes_nothing() {
+    let sandbox = sandbox_with_project();
+    let mock = MockModel::start().await;
+    let patch = "*** Begin Patch\n*** Add File: notes.txt\n+note\n*** Add File: .github/workflows/ci.yml\n+on: push\n*** End Patch\n";
+    mock.push_anthropic(Turn::new().tool_call("p1", "apply_patch", json!({ "input": patch })));
+    mock.push_anthropic(Turn::new().tool_call(
+        "p2",
+        "apply_patch",
+        json!({ "input": "*** Begin Patch\n*** Add File: notes.txt\n+note\n*** End Patch\n" }),
+    ));
+    mock.push_anthropic(Turn::text_only("Wrote the notes only."));
+    let out = exec(
+        &sandbox,
+        &mock,
+        &["exec", "--json", "--mode", "yolo", "add the files"],
+    )
+    .await;
+    assert_eq!(
+        out.code, 1,
+        "a denied call makes exit code 1\n{}",
+        out.stderr
+    );
+    assert!(!sandbox.workspace.join(".github/workflows/ci.yml").exists());
+    let events = events(&out.stdout);
+    let denied = events
+        .iter()
+        .find(|e| e["type"] == "tool_result" && e["call_id"] == "p1")
+        .unwrap_or_else(|| panic!("no result of p1: {events:?}"));
+    assert!(
+        denied.to_string().contains("no user is present"),
+        "{denied}"
+    );
+    assert_eq!(denied["status"], "failed");
+    // The second patch, without the workflow, was allowed by the mode, and found no
+    // `notes.txt` from the first (an add of an existing file fails).
+    let allowed = events
+        .iter()
+        .find(|e| e["type"] == "tool_result" && e["call_id"] == "p2")
+        .unwrap_or_else(|| panic!("no result of p2: {events:?}"));
+    assert_eq!(allowed["status"], "completed", "{allowed}");
+    assert_eq!(
+        std::fs::read_to_string(sandbox.workspace.join("notes.txt")).unwrap(),
+        "note\n"
+    );
+}

@@ -53,6 +53,7 @@ async fn commands_are_advertised_after_session_new() {
             "model",
             "compact",
             "mcp",
+            "jobs",
             "help",
             "clear",
             "init"

@@ -286,3 +286,231 @@ async fn everyday_commands_still_run_without_a_prompt() {
     assert!(told[1].contains("# probe"), "{told:?}");
     assert!(told[3].contains("1 src/main.rs"), "{told:?}");
 }
+
+/// A mode change reaches the sandbox: after the user switches to `read-only`, a command their
+/// own rule allows runs with the workspace read-only (git's `status` refreshes `.git/index`
+/// when a file's times changed; it may not now).
+#[tokio::test]
+async fn a_switch_to_read_only_reaches_the_sandbox() {
+    use agent_client_protocol::v1::schema::SetSessionModeRequest;
+
+    let home = KeelHome::new();
+    let root = home.root.clone();
+    std::fs::write(root.join("a.txt"), "a\n").unwrap();
+    let git = |args: &[&str]| {
+        let status = std::process::Command::new("git")
+            .args(args)
+            .current_dir(&root)
+            .env("HOME", &home.home)
+            .env("GIT_AUTHOR_NAME", "t")
+            .env("GIT_AUTHOR_EMAIL", "t@example.invalid")
+            .env("GIT_COMMITTER_NAME", "t")
+            .env("GIT_COMMITTER_EMAIL", "t@example.invalid")
+            .status()
+            .unwrap();
+        assert!(status.success(), "git {args:?}");
+    };
+    git(&["init", "-q"]);
+    git(&["add", "a.txt"]);
+    git(&["commit", "-q", "-m", "a"]);
+    // Same content, other times: the index's stat data is stale, and `git status` refreshes it.
+    std::fs::File::options()
+        .write(true)
+        .open(root.join("a.txt"))
+        .unwrap()
+        .set_modified(std::time::SystemTime::now() + std::time::Duration::from_secs(10))
+        .unwrap();
+    let index = std::fs::read(root.join(".git/index")).unwrap();
+    // The user's own rule: `git status` runs without asking, in the approved profile.
+    let rules = home.home.join("config/keel");
+    std::fs::create_dir_all(&rules).unwrap();
+    std::fs::write(
+        rules.join("permissions.toml"),
+        "[[permission]]\npermission = \"shell.run\"\nprefix = \"git status\"\naction = \"allow\"\n",
+    )
+    .unwrap();
+    let mock = MockModel::start().await;
+    mock.push_anthropic(Turn::new().tool_call("t1", "bash", bash("git status --short; echo ran")));
+    mock.push_anthropic(Turn::text_only("done"));
+    let client = home
+        .client(&mock, ClientOptions::default(), &[TEST_MODEL])
+        .await;
+    let session = client.new_session(&root, &[]).await.unwrap().session_id;
+    client
+        .request(SetSessionModeRequest::new(session.clone(), "read-only"))
+        .await
+        .unwrap();
+    let answer = client.prompt(&session, "status").await.unwrap();
+    assert_eq!(answer.stop_reason, StopReason::EndTurn);
+    let told = mock.requests().last().unwrap().raw_body.clone();
+    assert!(told.contains("ran"), "{told}");
+    assert_eq!(
+        std::fs::read(root.join(".git/index")).unwrap(),
+        index,
+        "git rewrote its index in read-only mode"
+    );
+    client.close().await.unwrap();
+}
+
+/// Everyday read-only commands, auto-allowed and contained, print what unconfined bash prints
+/// in the same project (none of them reads a credential file).
+const EVERYDAY: &[&str] = &[
+    "ls",
+    "ls src",
+    "ls -1 src",
+    "ls -d src",
+    "cat README.md",
+    "cat src/main.rs README.md",
+    "head -n 1 README.md",
+    "head -c 5 README.md",
+    "tail -n 1 README.md",
+    "wc -l src/main.rs",
+    "wc -c README.md",
+    "wc -w README.md src/main.rs",
+    "grep -n main src/main.rs",
+    "grep -c fn src/main.rs",
+    "grep -rn fn src",
+    "grep -l probe README.md src/main.rs",
+    "find . -name '*.rs'",
+    "find src -type f",
+    "find src -maxdepth 1",
+    "git status --short",
+    "git status",
+    "git log --oneline",
+    "git log -1 --format=%s",
+    "git show --stat HEAD",
+    "git diff",
+    "git diff HEAD",
+    "git diff --stat",
+    "git branch",
+    "git rev-parse HEAD",
+    "git ls-files",
+    "git log --stat -1",
+    "git blame README.md",
+    "echo hello",
+    "pwd",
+    "which git",
+    "sort README.md",
+    "uniq README.md",
+    "cut -c1-3 README.md",
+    "head -n 2 src/main.rs",
+    "nl README.md",
+    "md5sum README.md",
+    "sha256sum README.md",
+    "basename src/main.rs",
+    "dirname src/main.rs",
+    "diff README.md README.md",
+    "cmp README.md README.md",
+    "du -s src",
+    "cat src/main.rs | wc -l",
+    "ls src | sort",
+    "true",
+];
+
+#[tokio::test]
+async fn everyday_commands_print_what_unconfined_bash_prints() {
+    let mock = MockModel::start().await;
+    // Ten calls a turn (a turn has a limit of model requests).
+    for (chunk, commands) in EVERYDAY.chunks(10).enumerate() {
+        let mut turn = Turn::new();
+        for (i, command) in commands.iter().enumerate() {
+            turn = turn.tool_call(format!("t{chunk}-{i}"), "bash", bash(command));
+        }
+        mock.push_anthropic(turn);
+    }
+    mock.push_anthropic(Turn::text_only("done"));
+    let home = KeelHome::new();
+    seed(&home);
+    let add = std::process::Command::new("git")
+        .args(["add", "README.md", "src/main.rs"])
+        .current_dir(&home.root)
+        .status()
+        .unwrap();
+    assert!(add.success());
+    let commit = std::process::Command::new("git")
+        .args(["-c", "user.name=t", "-c", "user.email=t@example.invalid"])
+        .args(["commit", "-q", "-m", "probe"])
+        .current_dir(&home.root)
+        .env("HOME", &home.home)
+        .env("GIT_AUTHOR_DATE", "2026-01-01T00:00:00Z")
+        .env("GIT_COMMITTER_DATE", "2026-01-01T00:00:00Z")
+        .status()
+        .unwrap();
+    assert!(commit.success());
+    // What unconfined bash prints, in the same project and with the same HOME.
+    let expected: Vec<String> = EVERYDAY
+        .iter()
+        .map(|command| {
+            let output = std::process::Command::new("bash")
+                .args(["-c", command])
+                .current_dir(&home.root)
+                .env("HOME", &home.home)
+                .env("TERM", "dumb")
+                .env("NO_COLOR", "1")
+                .env("GIT_PAGER", "cat")
+                .env("PAGER", "cat")
+                .output()
+                .unwrap();
+            let mut text = String::from_utf8_lossy(&output.stdout).into_owned();
+            text.push_str(&String::from_utf8_lossy(&output.stderr));
+            text
+        })
+        .collect();
+    let client = home
+        .client(&mock, ClientOptions::default(), &[TEST_MODEL])
+        .await;
+    let session = client
+        .new_session(&home.root, &[])
+        .await
+        .unwrap()
+        .session_id;
+    let answer = client.prompt(&session, "look around").await.unwrap();
+    assert_eq!(answer.stop_reason, StopReason::EndTurn);
+    let asked: Vec<String> = client
+        .permission_requests()
+        .iter()
+        .map(|request| format!("{:?}", request.tool_call.fields.title))
+        .collect();
+    assert!(asked.is_empty(), "asked: {asked:?}");
+    let last = mock.requests().last().unwrap().body.clone();
+    let results: Vec<String> = last["messages"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .flat_map(|message| message["content"].as_array().cloned().unwrap_or_default())
+        .filter(|part| part["type"] == "tool_result")
+        .map(|part| {
+            let text = match &part["content"] {
+                Value::String(text) => text.clone(),
+                other => other[0]["text"].as_str().unwrap_or_default().to_owned(),
+            };
+            // The result's own trailer (`[exit_code: 0, sandbox: namespaces]`) is Keel's.
+            let body = text
+                .rsplit_once("\n[exit_code")
+                .map_or(text.as_str(), |(body, _)| body);
+            let body = body.strip_prefix("[exit_code").map_or(body, |_| "");
+            let body = if body == "(no output)" { "" } else { body };
+            format!("{}\n", body.trim_end_matches('\n'))
+        })
+        .collect();
+    assert_eq!(results.len(), EVERYDAY.len());
+    // The one expected difference: a masked credential directory is empty, so git has no
+    // untracked file to show in it (`.envs/`, and `deploy/`, which holds only `.ssh`).
+    let unmasked = |text: &str| -> String {
+        text.lines()
+            .filter(|line| !line.contains(".envs/") && !line.contains("deploy/"))
+            .map(|line| format!("{line}\n"))
+            .collect()
+    };
+    let mut differ = Vec::new();
+    for ((command, want), got) in EVERYDAY.iter().zip(&expected).zip(&results) {
+        let want = unmasked(&format!("{}\n", want.trim_end_matches('\n')));
+        let got = &unmasked(got);
+        if *got != want && !(want.trim().is_empty() && got.trim().is_empty()) {
+            differ.push(format!("`{command}`:\n  bash: {want:?}\n  keel: {got:?}"));
+        }
+    }
+    assert!(differ.is_empty(), "{}", differ.join("\n"));
+    assert!(EVERYDAY.len() >= 40);
+    client.close().await.unwrap();
+}

@@ -458,7 +458,9 @@ async fn five_hundred_tools_are_left_out_and_found_through_tool_search() {
         .to_string()
         .len();
     assert!(search < 1024, "tool_search's definition is {search} bytes");
-    assert!(size < 15_000, "the first request is {size} bytes");
+    // 17,000: the bundled tools grew by `apply_patch` (431 bytes) and the four background
+    // tools (about 1.4 KB; docs/benchmarks.md).
+    assert!(size < 17_000, "the first request is {size} bytes");
     eprintln!("first request with 500 MCP tools behind tool_search: {size} bytes");
     // The search finds the right tool first.
     let results = last_tool_results(&mock);

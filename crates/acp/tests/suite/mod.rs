@@ -1,6 +1,8 @@
 //! End-to-end tests of the ACP server through the test-kit client over in-memory pipes.
 
+mod aliases;
 mod approvals;
+mod background;
 mod binary;
 mod cancel;
 mod commands;
@@ -13,6 +15,7 @@ mod mcp;
 mod model_errors;
 mod models;
 mod modes;
+mod patch;
 mod process_faults;
 mod protocol;
 mod questions;

@@ -47,7 +47,7 @@ async fn every_advertised_command_answers_without_the_model() {
             _ => None,
         })
         .unwrap();
-    let cases: [(&str, &str); 11] = [
+    let cases: [(&str, &str); 12] = [
         ("/tools", "tools loaded:"),
         ("/permissions", "manifest"),
         ("/mode", "The mode is `allowlist`."),
@@ -59,6 +59,7 @@ async fn every_advertised_command_answers_without_the_model() {
         ),
         ("/compact", "There is nothing to compact yet."),
         ("/mcp", "No MCP servers"),
+        ("/jobs", "No background commands."),
         ("/help", "- `/clear`: Start a new conversation"),
         ("/clear", "Started a new conversation"),
         // `/init` is tested below: it is a model turn by design.

@@ -65,6 +65,10 @@ async fn read_edit_bash_with_two_approvals_on_disk_and_local_shell() {
               "description": "Show each MCP server's state and tools"
             },
             {
+              "name": "jobs",
+              "description": "List the background commands (id, command, state, runtime)"
+            },
+            {
               "name": "help",
               "description": "Explain Keel's commands"
             },

@@ -149,6 +149,7 @@ async fn zed_gets_one_whole_command_list_with_the_skills_after_new_load_and_resu
         "model",
         "compact",
         "mcp",
+        "jobs",
         "help",
         "clear",
         "init",

@@ -291,6 +291,8 @@ impl Session {
     /// (sidecar files).
     pub fn close(&self) {
         self.background.cancel_all();
+        // Each job's driver kills its process group (or its pane terminal) and checks it gone.
+        self.state.jobs().stop_all_now();
         self.mcp.shutdown();
         if let Some(log) = &self.log {
             log.close();

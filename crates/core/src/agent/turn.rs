@@ -630,6 +630,10 @@ impl Session {
         cancel: &CancellationToken,
     ) -> (Envelope, Verdict) {
         let started = Instant::now();
+        // Another agent's name for a tool (`Read`, `shell`, opencode's `read {filePath}`): the
+        // call runs as the canonical tool's, whose name and arguments everything below sees.
+        let alias = self.alias_of(call);
+        let call = alias.as_ref().map_or(call, |(aliased, _)| aliased);
         let tool = self.tool(&call.name);
         let spec = tool.as_ref().map(|t| t.spec());
         // The arguments are validated and deserialized once, here: the call's title and
@@ -681,7 +685,10 @@ impl Session {
             }
         };
         let failed = result.is_err();
-        let envelope = Envelope::from_result(result, started.elapsed());
+        let mut envelope = Envelope::from_result(result, started.elapsed());
+        if let Some((_, deprecation)) = &alias {
+            envelope.metadata.deprecation = Some(deprecation.clone());
+        }
         if let Some(report) = envelope.internal_error() {
             // A failure of Keel itself (the call failed, or its output could not be kept whole):
             // the log and the user get the whole chain (the user through the envelope's
@@ -767,14 +774,22 @@ impl Session {
             cancel: cancel.child_token(),
             progress: ProgressSink::bounded(progress_tx, progress_budget.clone()),
         };
-        let decision = self.policy.decide_resolved(
-            &Call {
-                spec,
-                args: &call.input,
-                runtime: &self.runtime,
-            },
-            parsed.subject.as_deref(),
-        );
+        let policy_call = Call {
+            spec,
+            args: &call.input,
+            runtime: &self.runtime,
+        };
+        let decision = if spec.subject == Subject::Paths {
+            let files: Vec<(&str, &std::path::Path)> = parsed
+                .paths
+                .iter()
+                .filter_map(|p| Some((p.user.as_str(), p.canonical.as_deref()?)))
+                .collect();
+            self.policy.decide_paths(&policy_call, &files)
+        } else {
+            self.policy
+                .decide_resolved(&policy_call, parsed.subject.as_deref())
+        };
         let asked = match decision.action {
             Action::Allow => false,
             Action::Deny => {
@@ -944,8 +959,58 @@ impl Session {
                 }
                 Ok(())
             }
+            Subject::Paths => {
+                for path in &mut parsed.paths {
+                    let canonical = self.runtime.resolve(&path.user)?;
+                    self.runtime.check(&canonical, Access::Write)?;
+                    path.canonical = Some(canonical);
+                }
+                Ok(())
+            }
             Subject::Path(None) | Subject::None | Subject::Query(_) => Ok(()),
         }
+    }
+
+    /// The call as the canonical tool's when it names another agent's tool (or uses another
+    /// agent's argument names), with the `_deprecation` block its result carries.
+    fn alias_of(&self, call: &RequestedCall) -> Option<(RequestedCall, crate::tool::Deprecation)> {
+        if call.invalid.is_some() {
+            return None;
+        }
+        let properties = |id: &str| -> Option<Vec<String>> {
+            let tool = self.tool(id)?;
+            Some(
+                tool.spec()
+                    .parameters
+                    .get("properties")
+                    .and_then(Value::as_object)
+                    .map(|p| p.keys().cloned().collect())
+                    .unwrap_or_default(),
+            )
+        };
+        let resolved = crate::tools::aliases::resolve(&call.name, &call.input, &properties)?;
+        let deprecation = resolved.deprecation();
+        tracing::warn!(
+            call_id = %call.id,
+            alias = %call.name,
+            tool = %resolved.alias.tool,
+            agent = resolved.alias.agent.name(),
+            "the model called another agent's tool name; ran the canonical tool"
+        );
+        let (input, invalid) = match resolved.input {
+            Ok(input) => (input, None),
+            Err(why) => (call.input.clone(), Some(why)),
+        };
+        Some((
+            RequestedCall {
+                id: call.id.clone(),
+                model_id: call.model_id.clone(),
+                name: resolved.alias.tool.to_owned(),
+                input,
+                invalid,
+            },
+            deprecation,
+        ))
     }
 
     fn tool_names(&self) -> String {

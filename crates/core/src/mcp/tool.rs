@@ -134,6 +134,7 @@ impl McpTool {
             origin: Origin::Mcp(sanitize(server)),
             prompt_hint: None,
             unavailable: false,
+            decided_as: None,
         };
         Ok(Arc::new(Self {
             spec,

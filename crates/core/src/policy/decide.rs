@@ -18,7 +18,8 @@ use super::pattern::Pattern;
 use super::rule::{Action, Capability, Permission, PolicyError, Rule, RuleSet};
 use super::shell::ShellContext;
 use super::subject::{
-    ApprovalKey, CallSubject, Proposal, capability_of, join_wordings, proposals, subject_of,
+    ApprovalKey, CallSubject, Proposal, capability_of, join_wordings, path_subject, proposals,
+    subject_of,
 };
 use super::trust::Trust;
 use super::watchdog::{Verdict, Watchdog};
@@ -271,7 +272,7 @@ impl Policy {
 
     /// Decides one call.
     pub fn decide(&self, call: &Call<'_>) -> Decision {
-        self.decide_with(call, true, None, true)
+        self.decide_with(call, true, Target::Subject(None), true)
     }
 
     /// Decides one call whose subject path the engine already resolved (`canonical`), so the
@@ -281,7 +282,23 @@ impl Policy {
         call: &Call<'_>,
         canonical: Option<&std::path::Path>,
     ) -> Decision {
-        self.decide_with(call, true, canonical, true)
+        self.decide_with(call, true, Target::Subject(canonical), true)
+    }
+
+    /// Decides a call acting on several files ([`crate::tool::Subject::Paths`], a patch): each
+    /// file is decided as the subject of a write by this tool (`user` as written, `canonical`
+    /// as the engine resolved it), and the call gets the strictest decision: a denial of any
+    /// file denies it; otherwise a prompt for any file asks (about all of them: every file's
+    /// approval keys, "always" offered only when no file is asked about every time); otherwise
+    /// it is allowed.
+    pub fn decide_paths(&self, call: &Call<'_>, files: &[(&str, &std::path::Path)]) -> Decision {
+        let decisions: Vec<Decision> = files
+            .iter()
+            .map(|(user, canonical)| {
+                self.decide_with(call, true, Target::File { user, canonical }, true)
+            })
+            .collect();
+        strictest(decisions).unwrap_or_else(|| self.decide(call))
     }
 
     /// Decides a read of a file a search found (`canonical`, reached by the search's walk, so
@@ -289,21 +306,22 @@ impl Policy {
     /// more than the decision itself) and without counting its hard links, which the search
     /// takes from the descriptor it reads ([`super::PolicySearchGate`]). Touches no file.
     pub(crate) fn decide_found(&self, call: &Call<'_>, canonical: &std::path::Path) -> Decision {
-        self.decide_with(call, false, Some(canonical), false)
+        self.decide_with(call, false, Target::Subject(Some(canonical)), false)
     }
 
     fn decide_with(
         &self,
         call: &Call<'_>,
         cacheable: bool,
-        canonical: Option<&std::path::Path>,
+        target: Target<'_>,
         count_links: bool,
     ) -> Decision {
         // A snapshot: resolving paths touches the file system, which is no place to hold a lock.
         // A subagent's reads its session's policy as it is now.
         let (mode, trust, session, unconfined_keys) = self.live();
         let spec = call.spec;
-        let tool = spec.id.clone();
+        // A tool decided as another (`bg_start` as `bash`) gets that tool's rules and keys.
+        let tool = spec.policy_id().to_owned();
         let capability = capability_of(spec);
         let context = ShellContext {
             roots: call.runtime.roots(),
@@ -338,7 +356,11 @@ impl Policy {
         };
 
         // 1. The capability check.
-        let subject = match subject_of(call, &context, canonical) {
+        let subject = match target {
+            Target::Subject(canonical) => subject_of(call, &context, canonical),
+            Target::File { user, canonical } => path_subject(call, &context, user, Some(canonical)),
+        };
+        let subject = match subject {
             Ok(subject) => subject,
             Err(reason) => {
                 decision.explanation.cause = Cause::Capability {
@@ -697,6 +719,77 @@ impl Policy {
         })?;
         Ok(path)
     }
+}
+
+/// What a decision is about: the call's subject (its path resolved by the engine, when it has
+/// one), or one file of a multi-file call.
+#[derive(Debug, Clone, Copy)]
+enum Target<'a> {
+    Subject(Option<&'a std::path::Path>),
+    File {
+        user: &'a str,
+        canonical: &'a std::path::Path,
+    },
+}
+
+/// The strictest of per-file decisions (see [`Policy::decide_paths`]); `None` for no file.
+fn strictest(decisions: Vec<Decision>) -> Option<Decision> {
+    let files = decisions.len();
+    let headline = decisions
+        .iter()
+        .position(|d| d.action == Action::Deny)
+        .or_else(|| {
+            // A file asked every time (the watchdog, hard links) says more than a plain ask.
+            decisions
+                .iter()
+                .position(|d| d.action == Action::Ask && d.always_scope.is_none())
+        })
+        .or_else(|| decisions.iter().position(|d| d.action == Action::Ask))
+        .unwrap_or(0);
+    let asked = decisions.iter().filter(|d| d.action == Action::Ask).count();
+    let every_asked_cacheable = decisions
+        .iter()
+        .filter(|d| d.action == Action::Ask)
+        .all(|d| d.always_scope.is_some());
+    let mut proposals: Vec<Proposal> = Vec::new();
+    let mut keys: Vec<ApprovalKey> = Vec::new();
+    let mut pending: Vec<String> = Vec::new();
+    let mut hard_links: Option<u64> = None;
+    for decision in &decisions {
+        for proposal in &decision.proposals {
+            if !proposals.iter().any(|p| p.key == proposal.key) {
+                proposals.push(proposal.clone());
+            }
+        }
+        for key in &decision.keys {
+            if !keys.contains(key) {
+                keys.push(key.clone());
+            }
+        }
+        pending.extend(decision.pending.iter().cloned());
+        hard_links = hard_links.max(decision.hard_links);
+    }
+    let mut decision = decisions.into_iter().nth(headline)?;
+    if files > 1 {
+        let note = match decision.action {
+            Action::Deny => format!("the call changes {files} files; this one decides it"),
+            Action::Ask if asked > 1 => {
+                format!("{asked} of the {files} files the call changes are asked about")
+            }
+            _ => format!("the call changes {files} files"),
+        };
+        decision.explanation.notes.push(note);
+    }
+    if decision.action != Action::Deny {
+        decision.always_scope = (decision.action == Action::Ask && every_asked_cacheable)
+            .then(|| join_wordings(&proposals))
+            .flatten();
+        decision.proposals = proposals;
+        decision.keys = keys;
+        decision.pending = pending;
+        decision.hard_links = hard_links;
+    }
+    Some(decision)
 }
 
 /// The sandbox's filtering proxy asks the session's rules which hosts confined commands may

@@ -41,6 +41,7 @@ pub fn capability_of(spec: &ToolSpec) -> Option<Capability> {
         Subject::Command(_) => Some(Capability::ShellRun),
         Subject::Url(_) | Subject::Query(_) => Some(Capability::NetFetch),
         Subject::Path(_) if spec.mutating => Some(Capability::FsWrite),
+        Subject::Paths => Some(Capability::FsWrite),
         Subject::Path(_) => Some(Capability::FsRead),
         Subject::None => match spec.kind {
             ToolKind::Read | ToolKind::Search if !spec.mutating => Some(Capability::FsRead),
@@ -113,42 +114,12 @@ pub fn subject_of(
                 Some(field) => string_arg(call.args, field)?.unwrap_or("."),
                 None => ".",
             };
-            let user = if user.is_empty() { "." } else { user };
-            let canonical = match canonical {
-                Some(canonical) => canonical.to_path_buf(),
-                None => call.runtime.resolve(user).map_err(|e| e.to_string())?,
-            };
-            let relative = call
-                .runtime
-                .roots()
-                .iter()
-                .find(|r| canonical.starts_with(r))
-                .map(|_| call.runtime.display_path(&canonical));
-            let home = context.home.and_then(|h| {
-                canonical
-                    .strip_prefix(h)
-                    .ok()
-                    .map(|rest| format!("~/{}", rest.display()))
-            });
-            let session = canonical
-                .strip_prefix(call.runtime.scratch_dir())
-                .ok()
-                .map(|rest| {
-                    if rest.as_os_str().is_empty() {
-                        SESSION.to_owned()
-                    } else {
-                        format!("{SESSION}/{}", rest.display())
-                    }
-                });
-            Ok(CallSubject::Path(PathSubject {
-                user: user.to_owned(),
-                absolute: canonical.display().to_string(),
-                canonical,
-                relative,
-                home,
-                session,
-            }))
+            path_subject(call, context, user, canonical)
         }
+        Subject::Paths => Err(format!(
+            "the files of a `{}` call are decided one by one (Policy::decide_paths)",
+            spec.id
+        )),
         Subject::Command(field) => {
             let raw = string_arg(call.args, field)?
                 .ok_or_else(|| format!("the call has no `{field}` argument"))?;
@@ -170,6 +141,51 @@ pub fn subject_of(
             }
         }
     }
+}
+
+/// The subject of a call acting on the file `user` (`canonical`: already resolved by the
+/// engine, not resolved again).
+pub fn path_subject(
+    call: &Call<'_>,
+    context: &ShellContext<'_>,
+    user: &str,
+    canonical: Option<&Path>,
+) -> Result<CallSubject, String> {
+    let user = if user.is_empty() { "." } else { user };
+    let canonical = match canonical {
+        Some(canonical) => canonical.to_path_buf(),
+        None => call.runtime.resolve(user).map_err(|e| e.to_string())?,
+    };
+    let relative = call
+        .runtime
+        .roots()
+        .iter()
+        .find(|r| canonical.starts_with(r))
+        .map(|_| call.runtime.display_path(&canonical));
+    let home = context.home.and_then(|h| {
+        canonical
+            .strip_prefix(h)
+            .ok()
+            .map(|rest| format!("~/{}", rest.display()))
+    });
+    let session = canonical
+        .strip_prefix(call.runtime.scratch_dir())
+        .ok()
+        .map(|rest| {
+            if rest.as_os_str().is_empty() {
+                SESSION.to_owned()
+            } else {
+                format!("{SESSION}/{}", rest.display())
+            }
+        });
+    Ok(CallSubject::Path(PathSubject {
+        user: user.to_owned(),
+        absolute: canonical.display().to_string(),
+        canonical,
+        relative,
+        home,
+        session,
+    }))
 }
 
 /// `server/tool` for an MCP tool (a `server__` / `mcp__server__` prefix on the id is dropped).

@@ -255,6 +255,32 @@ pub fn open_dir_creating(
     )?)
 }
 
+/// Removes the file (or symlink) at `canonical`, unlinked inside its parent directory reached
+/// without following a symlink; a directory is refused.
+pub fn remove_file(canonical: &Path) -> io::Result<()> {
+    let (Some(parent), Some(name)) = (canonical.parent(), canonical.file_name()) else {
+        return Err(io::Error::new(
+            io::ErrorKind::InvalidInput,
+            "not a file path",
+        ));
+    };
+    let dir = open(parent, OFlag::O_RDONLY | OFlag::O_DIRECTORY)?;
+    let target = openat(
+        &dir,
+        name,
+        OFlag::O_PATH | OFlag::O_NOFOLLOW | OFlag::O_CLOEXEC,
+        Mode::empty(),
+    )?;
+    if stat(&target)?.is_dir() {
+        return Err(io::Error::new(
+            io::ErrorKind::IsADirectory,
+            "is a directory",
+        ));
+    }
+    unlinkat(&dir, name, UnlinkatFlags::NoRemoveDir)?;
+    Ok(())
+}
+
 /// Replaces the file `name` inside the open directory `dir` with `bytes`, atomically: a
 /// temporary file created in `dir`, written, given the old file's mode (and owner when the
 /// process may), fsynced and renamed over `name` within `dir` (the rename is durable with the

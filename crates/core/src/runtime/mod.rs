@@ -23,6 +23,7 @@
 
 pub mod config_files;
 pub mod fsat;
+pub mod jobs;
 pub mod mcp;
 pub mod net;
 pub mod paths;
@@ -91,6 +92,31 @@ pub struct TerminalOutcome {
     pub timed_out: bool,
 }
 
+/// What the editor's terminal holds now (`terminal/output`).
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct TerminalSnapshot {
+    pub output: String,
+    /// The editor dropped output from the start to stay under the limit.
+    pub truncated: bool,
+    /// Set once the command has exited.
+    pub exit: Option<TerminalExit>,
+}
+
+/// How a terminal's command ended.
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct TerminalExit {
+    pub code: Option<i32>,
+    pub signal: Option<String>,
+}
+
+fn no_background<T>() -> BoxFuture<'static, Result<T, ToolError>> {
+    Box::pin(async {
+        Err(ToolError::Unavailable(
+            "this terminal pane runs no background commands".into(),
+        ))
+    })
+}
+
 /// The editor's terminal pane. The backend creates the terminal, reports its id through
 /// `progress` ([`crate::tool::ToolProgress::Terminal`]), waits with the timeout, kills on timeout
 /// or cancel, and returns the output. Releasing the terminal is the front-end's job, after its
@@ -102,6 +128,47 @@ pub trait TerminalBackend: Send + Sync + Debug {
         progress: ProgressSink,
         cancel: CancellationToken,
     ) -> BoxFuture<'a, Result<TerminalOutcome, ToolError>>;
+
+    /// Creates a terminal for a background command and returns its id at once
+    /// ([`jobs`]); the request's timeout is ignored. The front-end does not release it: the
+    /// job does ([`TerminalBackend::release`]).
+    fn start<'a>(&'a self, request: TerminalRequest) -> BoxFuture<'a, Result<String, ToolError>> {
+        let _ = request;
+        no_background()
+    }
+
+    /// The terminal's output now, and its exit status once it exited.
+    fn snapshot<'a>(
+        &'a self,
+        terminal_id: &'a str,
+    ) -> BoxFuture<'a, Result<TerminalSnapshot, ToolError>> {
+        let _ = terminal_id;
+        no_background()
+    }
+
+    /// Waits until the terminal's command exits.
+    fn wait_exit<'a>(
+        &'a self,
+        terminal_id: &'a str,
+    ) -> BoxFuture<'a, Result<TerminalExit, ToolError>> {
+        let _ = terminal_id;
+        no_background()
+    }
+
+    /// Kills the terminal's command and waits (bounded) for the editor to report its exit:
+    /// `Some` once it did.
+    fn kill<'a>(
+        &'a self,
+        terminal_id: &'a str,
+    ) -> BoxFuture<'a, Result<Option<TerminalExit>, ToolError>> {
+        let _ = terminal_id;
+        no_background()
+    }
+
+    /// Releases a terminal [`TerminalBackend::start`] created.
+    fn release(&self, terminal_id: &str) {
+        let _ = terminal_id;
+    }
 }
 
 /// How to build a [`Runtime`].
@@ -697,6 +764,20 @@ impl Runtime {
         })
         .await
         .map_err(|e| ToolError::internal("writing a file (the task failed)", e))?
+    }
+
+    /// Deletes a file after the scope check (write access), on the disk: unlinked inside its
+    /// parent directory reached without following a symlink ([`fsat::remove_file`]); a
+    /// directory is refused.
+    pub async fn remove(&self, canonical: &Path) -> Result<(), ToolError> {
+        self.check(canonical, Access::Write)?;
+        let path = canonical.to_path_buf();
+        let runtime = self.clone();
+        tokio::task::spawn_blocking(move || {
+            fsat::remove_file(&path).map_err(|e| write_error(&runtime, &path, e))
+        })
+        .await
+        .map_err(|e| ToolError::internal("deleting a file (the task failed)", e))?
     }
 
     /// Writes a file under the session's scratch directory (sidecar outputs).

@@ -39,10 +39,10 @@ use crate::tool::{InternalError, ProgressSink, ToolError, ToolProgress};
 pub const KILL_GRACE: Duration = Duration::from_secs(2);
 /// How long output is still read once the group is gone (a process that escaped the group may
 /// hold the pipe open).
-const DRAIN_GRACE: Duration = Duration::from_secs(2);
+pub(super) const DRAIN_GRACE: Duration = Duration::from_secs(2);
 /// The sidecar file stops growing here; the model cannot read more than this anyway.
 pub const SIDECAR_MAX_BYTES: u64 = 64 * 1024 * 1024;
-const READ_CHUNK: usize = 64 * 1024;
+pub(super) const READ_CHUNK: usize = 64 * 1024;
 /// Room left in the cap for the `[... N bytes omitted ...]` line.
 const MARKER_RESERVE: usize = 64;
 const POLL: Duration = Duration::from_millis(20);
@@ -130,11 +130,30 @@ impl Runtime {
 
     /// Starts `bash -c command` in `cwd` after [`Runtime::check_shell`]: a new process group,
     /// stdin null, stdout and stderr on one pipe. Must be called inside a tokio runtime.
+    pub fn spawn_shell(&self, command: &str, cwd: &Path) -> Result<ShellProcess, ToolError> {
+        self.spawn_shell_with(command, cwd, false)
+    }
+
+    /// [`Runtime::spawn_shell`] with stdin a pipe Keel holds ([`ShellProcess::take_stdin`]): a
+    /// background command the model writes to.
+    pub fn spawn_shell_with_stdin(
+        &self,
+        command: &str,
+        cwd: &Path,
+    ) -> Result<ShellProcess, ToolError> {
+        self.spawn_shell_with(command, cwd, true)
+    }
+
     #[expect(
         clippy::disallowed_methods,
         reason = "the runtime is where ambient authority lives"
     )]
-    pub fn spawn_shell(&self, command: &str, cwd: &Path) -> Result<ShellProcess, ToolError> {
+    fn spawn_shell_with(
+        &self,
+        command: &str,
+        cwd: &Path,
+        stdin: bool,
+    ) -> Result<ShellProcess, ToolError> {
         let cwd = self.check_shell(command, cwd)?;
         if !cwd.is_dir() {
             return Err(ToolError::BadArgument(format!(
@@ -152,7 +171,7 @@ impl Runtime {
         builder
             .args(&invocation.args)
             .current_dir(&cwd)
-            .stdin(Stdio::null())
+            .stdin(if stdin { Stdio::piped() } else { Stdio::null() })
             .stdout(writer)
             .stderr(writer_for_stderr)
             .process_group(0)
@@ -180,7 +199,8 @@ impl Runtime {
         for (key, value) in &invocation.env {
             builder.env(key, value);
         }
-        let child = builder.spawn().map_err(|e| failed("spawn", e))?;
+        let mut child = builder.spawn().map_err(|e| failed("spawn", e))?;
+        let stdin = child.stdin.take();
         // The command holds the parent's copies of the pipe's write end: close them now, or the
         // reader never sees end-of-file.
         drop(builder);
@@ -197,6 +217,7 @@ impl Runtime {
             child,
             pgid: Pid::from_raw(pid),
             output: Some(output),
+            stdin,
             scratch_dir: self.scratch_dir().to_path_buf(),
             status: None,
             finished: false,
@@ -211,6 +232,8 @@ pub struct ShellProcess {
     child: tokio::process::Child,
     pgid: Pid,
     output: Option<pipe::Receiver>,
+    /// The write end of stdin ([`Runtime::spawn_shell_with_stdin`] only).
+    stdin: Option<tokio::process::ChildStdin>,
     scratch_dir: PathBuf,
     status: Option<ExitStatus>,
     finished: bool,
@@ -221,6 +244,61 @@ impl ShellProcess {
     /// The process group id (equal to the leader's pid).
     pub fn process_group(&self) -> i32 {
         self.pgid.as_raw()
+    }
+
+    /// The pipe the command's stdout and stderr go to (once; `None` after).
+    pub(super) fn take_output(&mut self) -> Option<pipe::Receiver> {
+        self.output.take()
+    }
+
+    /// The write end of the command's stdin (once; `None` after, or when stdin is null).
+    pub(super) fn take_stdin(&mut self) -> Option<tokio::process::ChildStdin> {
+        self.stdin.take()
+    }
+
+    /// Waits for the group's leader to exit and keeps its status.
+    pub(super) async fn wait_leader(&mut self) -> std::io::Result<ExitStatus> {
+        if let Some(status) = self.status {
+            return Ok(status);
+        }
+        let status = self.child.wait().await?;
+        self.status = Some(status);
+        Ok(status)
+    }
+
+    /// The leader's exit status, once known.
+    pub(super) fn status(&self) -> Option<ExitStatus> {
+        self.status
+    }
+
+    /// The group is gone (killed and checked): dropping the handle need not kill it again.
+    pub(super) fn mark_finished(&mut self) {
+        self.finished = true;
+    }
+
+    /// How the command was started (the helper's files, for [`super::jobs`]).
+    pub(super) fn invocation(&self) -> &ShellInvocation {
+        &self.invocation
+    }
+
+    /// Whether the group's leader has exited (its status is then kept).
+    pub(super) fn leader_exited(&mut self) -> bool {
+        if self.status.is_none()
+            && let Ok(Some(status)) = self.child.try_wait()
+        {
+            self.status = Some(status);
+        }
+        self.status.is_some()
+    }
+
+    /// Whether no live process is left in the group (checked in `/proc`).
+    pub(super) fn group_gone(&self) -> bool {
+        !group_alive(self.pgid)
+    }
+
+    /// Whether the kernel sandbox confined the command.
+    pub fn confinement(&self) -> Confinement {
+        self.invocation.confinement()
     }
 
     /// Streams the output to `progress` as it arrives, until the command exits, `timeout`
@@ -310,10 +388,7 @@ impl ShellProcess {
             sidecar_note,
             fault,
             exit_code: status.and_then(|s| s.code()),
-            signal: status.and_then(|s| s.signal()).map(|n| {
-                Signal::try_from(n)
-                    .map_or_else(|_| format!("signal {n}"), |s| s.as_str().to_owned())
-            }),
+            signal: status.and_then(|s| s.signal()).map(signal_name),
             ending,
             confinement: self.invocation.confinement(),
         })
@@ -397,6 +472,11 @@ impl Drop for ShellProcess {
     }
 }
 
+/// A signal's name (`SIGKILL`), or `signal N` for one without a name.
+pub(super) fn signal_name(number: i32) -> String {
+    Signal::try_from(number).map_or_else(|_| format!("signal {number}"), |s| s.as_str().to_owned())
+}
+
 fn send(pgid: Pid, signal: Signal) {
     match killpg(pgid, signal) {
         Ok(()) | Err(Errno::ESRCH) => {}
@@ -449,7 +529,7 @@ fn group_members(pgid: Pid) -> Option<Vec<Pid>> {
 }
 
 /// Reads a chunk from the pipe; pends forever once the pipe is closed.
-async fn read_chunk(
+pub(super) async fn read_chunk(
     output: &mut Option<pipe::Receiver>,
     buffer: &mut [u8],
 ) -> std::io::Result<usize> {
@@ -611,7 +691,7 @@ impl Collector {
     clippy::disallowed_types,
     reason = "the runtime is where ambient authority lives"
 )]
-async fn open_sidecar(path: &Path) -> std::io::Result<tokio::fs::File> {
+pub(super) async fn open_sidecar(path: &Path) -> std::io::Result<tokio::fs::File> {
     tokio::fs::OpenOptions::new()
         .write(true)
         .create(true)

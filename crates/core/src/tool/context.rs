@@ -30,6 +30,10 @@ pub struct Limits {
     pub bash_bytes: usize,
     /// `web_fetch`: bytes of extracted text returned.
     pub web_fetch_bytes: usize,
+    /// Background commands (`bg_start`) a session may have running at once.
+    pub background_jobs: usize,
+    /// Bytes of a background command's output kept in memory (the sidecar file has all).
+    pub background_bytes: usize,
 }
 
 impl Default for Limits {
@@ -40,6 +44,8 @@ impl Default for Limits {
             grep_matches: 200,
             bash_bytes: 200 * 1024,
             web_fetch_bytes: 200 * 1024,
+            background_jobs: crate::runtime::jobs::DEFAULT_JOB_LIMIT,
+            background_bytes: crate::runtime::jobs::DEFAULT_RING_BYTES,
         }
     }
 }
@@ -137,6 +143,8 @@ pub struct SessionState {
     tool_index: Mutex<Option<Arc<crate::tools::tool_search::ToolIndex>>>,
     /// Ids `tool_search` returned: wired into the following requests.
     selected_tools: Mutex<Vec<String>>,
+    /// Background commands (`bg_*` tools); all stopped when the session closes or is dropped.
+    jobs: Arc<crate::runtime::jobs::Jobs>,
 }
 
 fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
@@ -151,6 +159,7 @@ impl SessionState {
         limits: Limits,
         interactive: bool,
     ) -> Self {
+        let jobs = crate::runtime::jobs::Jobs::new(limits.background_jobs, limits.background_bytes);
         Self {
             id: id.into(),
             scratch_dir,
@@ -164,7 +173,13 @@ impl SessionState {
             skills: Mutex::new(Vec::new()),
             tool_index: Mutex::new(None),
             selected_tools: Mutex::new(Vec::new()),
+            jobs,
         }
+    }
+
+    /// The session's background commands.
+    pub fn jobs(&self) -> &Arc<crate::runtime::jobs::Jobs> {
+        &self.jobs
     }
 
     /// The index `tool_search` searches, when tools are left out of requests.

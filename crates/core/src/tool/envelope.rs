@@ -284,6 +284,25 @@ pub struct Metadata {
     pub truncated: Option<bool>,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub output_path: Option<String>,
+    /// Set when the model called the tool by another agent's name or argument names (an
+    /// alias, `tools::aliases`): which name ran and which to use.
+    #[serde(
+        rename = "_deprecation",
+        default,
+        skip_serializing_if = "Option::is_none"
+    )]
+    pub deprecation: Option<Deprecation>,
+}
+
+/// The `_deprecation` block of a result reached through an alias.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Deprecation {
+    /// The name the model called.
+    pub this_tool: String,
+    /// The tool that ran, the one to call.
+    pub use_instead: String,
+    /// One sentence for the model: what ran and how to call it next time.
+    pub message: String,
 }
 
 /// The uniform tool result: `{type, data | error_text, metadata}`.
@@ -319,6 +338,7 @@ impl Envelope {
                         duration_ms,
                         truncated: truncated.then_some(true),
                         output_path: output.output_path.map(|p| p.display().to_string()),
+                        deprecation: None,
                     },
                     artifacts: output.artifacts,
                 }
@@ -376,7 +396,9 @@ impl Envelope {
     /// (Anthropic's `is_error`, an `Error: ` prefix for OpenAI).
     pub fn for_model(&self) -> String {
         if let Some(text) = &self.error_text {
-            return text.clone();
+            let mut out = text.clone();
+            self.push_deprecation(&mut out);
+            return out;
         }
         let mut out = self.text().to_owned();
         if let Some(Value::Object(data)) = &self.data {
@@ -403,7 +425,20 @@ impl Envelope {
                 "[output truncated: the whole output is in {path}; read it with the `read` tool (offset/limit) if you need more]"
             ));
         }
+        self.push_deprecation(&mut out);
         out
+    }
+
+    /// The `_deprecation` block on a line of its own, as the metadata holds it.
+    fn push_deprecation(&self, out: &mut String) {
+        let Some(block) = &self.metadata.deprecation else {
+            return;
+        };
+        if !out.is_empty() && !out.ends_with('\n') {
+            out.push('\n');
+        }
+        let json = serde_json::json!({ "_deprecation": block });
+        out.push_str(&format!("[{json}]"));
     }
 }
 
@@ -438,6 +473,35 @@ mod tests {
         assert_eq!(json["metadata"]["truncated"], true);
         assert_eq!(json["metadata"]["output_path"], "/s/x.txt");
         assert!(env.for_model().contains("/s/x.txt"));
+    }
+
+    #[test]
+    fn a_deprecation_block_is_in_the_metadata_and_the_model_s_copy() {
+        let block = Deprecation {
+            this_tool: "Read".into(),
+            use_instead: "read".into(),
+            message: "Call `read`.".into(),
+        };
+        for result in [
+            Ok(ToolOutput::text("text")),
+            Err(ToolError::external("boom")),
+        ] {
+            let mut env = Envelope::from_result(result, Duration::ZERO);
+            let plain = serde_json::to_value(&env).unwrap();
+            assert!(plain["metadata"].get("_deprecation").is_none(), "{plain}");
+            env.metadata.deprecation = Some(block.clone());
+            let json = serde_json::to_value(&env).unwrap();
+            assert_eq!(json["metadata"]["_deprecation"]["use_instead"], "read");
+            let model = env.for_model();
+            assert!(
+                model.ends_with(
+                    "\n[{\"_deprecation\":{\"this_tool\":\"Read\",\"use_instead\":\"read\",\"message\":\"Call `read`.\"}}]"
+                ),
+                "{model}"
+            );
+            let back: Envelope = serde_json::from_value(json).unwrap();
+            assert_eq!(back.metadata.deprecation, Some(block.clone()));
+        }
     }
 
     #[test]

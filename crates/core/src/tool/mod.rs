@@ -26,12 +26,12 @@ pub use context::{
     Subagents, ToolContext, ToolProgress, head_of,
 };
 pub use envelope::{
-    Artifact, Envelope, EnvelopeKind, ErrorSource, InternalError, Metadata, PlanEntry,
+    Artifact, Deprecation, Envelope, EnvelopeKind, ErrorSource, InternalError, Metadata, PlanEntry,
     TodoPriority, TodoStatus, ToolError, ToolOutput,
 };
 pub use question::{QuestionItem, QuestionOption};
 pub use registry::{Registry, RegistryError};
 pub use spec::{
-    CallView, Describe, DynTool, JsonTool, Location, Origin, ParsedCall, Prepared, Preview,
-    Subject, Tool, ToolKind, ToolSpec, Typed, subject_arg, validate_with,
+    CallPath, CallView, Describe, DynTool, JsonTool, Location, Origin, ParsedCall, Prepared,
+    Preview, Subject, Tool, ToolKind, ToolSpec, Typed, subject_arg, validate_with,
 };

@@ -60,6 +60,10 @@ pub enum Subject {
     Url(String),
     /// A free-text query (web_search); the subject is the configured search host.
     Query(String),
+    /// Files named inside the arguments (a patch's files): the tool lists them when it parses a
+    /// call ([`ParsedCall::paths`]); each is checked and decided like the subject of a write,
+    /// and the call's decision is the strictest of theirs.
+    Paths,
 }
 
 /// Where a tool comes from (reported by `/tools` and `keel tools`).
@@ -107,6 +111,10 @@ pub struct ToolSpec {
     /// but costs the model nothing to read.
     #[serde(skip_serializing_if = "std::ops::Not::not")]
     pub unavailable: bool,
+    /// The tool whose decisions the permission engine gives this one's calls (its rules,
+    /// approval keys and remembered answers): `bg_start` is decided as `bash`. `None`: its own.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub decided_as: Option<String>,
 }
 
 impl ToolSpec {
@@ -124,7 +132,20 @@ impl ToolSpec {
             origin: Origin::Bundled,
             prompt_hint: None,
             unavailable: false,
+            decided_as: None,
         }
+    }
+
+    /// The permission engine decides this tool's calls as calls of `tool` with the same
+    /// arguments (see [`ToolSpec::decided_as`]).
+    pub fn decided_as(mut self, tool: &str) -> Self {
+        self.decided_as = Some(tool.to_owned());
+        self
+    }
+
+    /// The tool id the permission engine decides calls under.
+    pub fn policy_id(&self) -> &str {
+        self.decided_as.as_deref().unwrap_or(&self.id)
     }
 
     /// Not offered to the model (see [`ToolSpec::unavailable`]).
@@ -296,6 +317,8 @@ pub enum Preview {
     /// The change an edit or write would make, computed once before anything is written, in
     /// the diff crate's bounded ACP form (the whole texts up to 1 MiB, only the hunks past it).
     Diff(keel_diff::AcpDiff),
+    /// The diffs of a change to several files (a patch), one per file, in the patch's order.
+    Diffs(Vec<keel_diff::AcpDiff>),
     /// The command a shell call would run, and where.
     Command { command: String, cwd: String },
 }
@@ -447,7 +470,19 @@ pub struct ParsedCall {
     pub view: CallView,
     /// What `prepare` made, once it ran.
     pub prepared: Option<Prepared>,
+    /// The files a [`Subject::Paths`] call acts on (resolved by the engine before the
+    /// capability check); empty for other tools.
+    pub paths: Vec<CallPath>,
     params: Box<dyn std::any::Any + Send + Sync>,
+}
+
+/// A file a [`Subject::Paths`] call acts on.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct CallPath {
+    /// As the arguments wrote it.
+    pub user: String,
+    /// Resolved once, by the engine (or [`DynTool::parse_checked`]).
+    pub canonical: Option<std::path::PathBuf>,
 }
 
 impl std::fmt::Debug for ParsedCall {
@@ -473,8 +508,40 @@ impl ParsedCall {
                 locations: Vec::new(),
             },
             prepared: None,
+            paths: Vec::new(),
             params: Box::new(args.clone()),
         }
+    }
+
+    /// A call whose arguments a tool parsed itself (a [`DynTool`] implemented directly), acting
+    /// on the files `paths` ([`Subject::Paths`]).
+    pub fn with_params<P: Send + Sync + 'static>(
+        params: P,
+        view: CallView,
+        paths: Vec<String>,
+    ) -> Self {
+        crate::runtime::tally::count(crate::runtime::tally::Event::Parse);
+        Self {
+            subject_arg: None,
+            subject: None,
+            view,
+            prepared: None,
+            paths: paths
+                .into_iter()
+                .map(|user| CallPath {
+                    user,
+                    canonical: None,
+                })
+                .collect(),
+            params: Box::new(params),
+        }
+    }
+
+    /// The arguments of a call made by [`ParsedCall::with_params`].
+    pub fn params<P: 'static>(&self) -> Result<&P, ToolError> {
+        self.params.downcast_ref::<P>().ok_or_else(|| {
+            ToolError::invariant("running a tool call", "a parsed call reached another tool")
+        })
     }
 
     /// The arguments of a call made by [`ParsedCall::json`], borrowed.
@@ -552,6 +619,12 @@ pub trait DynTool: Send + Sync {
                 crate::capability::Access::Read
             };
             call.subject = Some(ctx.runtime.resolve_checked(path, access)?);
+        }
+        for path in &mut call.paths {
+            path.canonical = Some(
+                ctx.runtime
+                    .resolve_checked(&path.user, crate::capability::Access::Write)?,
+            );
         }
         Ok(call)
     }
@@ -721,6 +794,7 @@ impl<T: Tool> DynTool for Typed<T> {
             subject: None,
             view,
             prepared: None,
+            paths: Vec::new(),
             params: Box::new(params),
         })
     }

@@ -72,15 +72,24 @@ pub struct BashParams {
 #[derive(Debug, Clone, Copy, Default)]
 pub struct BashTool;
 
+/// Where a command runs: `cwd` resolved and checked, else the workspace root (shared with the
+/// background tools).
+pub(crate) fn working_directory(
+    cwd: Option<&str>,
+    ctx: &ToolContext,
+) -> Result<PathBuf, ToolError> {
+    match cwd {
+        Some(cwd) => ctx.runtime.resolve_checked(cwd, Access::Read),
+        None if ctx.runtime.roots().is_empty() => Err(ToolError::BadArgument(
+            "no workspace is open; pass an absolute `cwd`".into(),
+        )),
+        None => Ok(ctx.runtime.root().to_path_buf()),
+    }
+}
+
 impl BashTool {
     fn working_directory(params: &BashParams, ctx: &ToolContext) -> Result<PathBuf, ToolError> {
-        match params.cwd.as_deref() {
-            Some(cwd) => ctx.runtime.resolve_checked(cwd, Access::Read),
-            None if ctx.runtime.roots().is_empty() => Err(ToolError::BadArgument(
-                "no workspace is open; pass an absolute `cwd`".into(),
-            )),
-            None => Ok(ctx.runtime.root().to_path_buf()),
-        }
+        working_directory(params.cwd.as_deref(), ctx)
     }
 
     async fn run_in_terminal(
@@ -235,7 +244,7 @@ const DENIAL_MARKERS: &[&str] = &[
 
 /// Adds the confinement to the output: `sandbox` in the data, a plain line when the command ran
 /// unconfined, and a hint when a confined command failed on something the sandbox denies.
-fn report_confinement(
+pub(crate) fn report_confinement(
     mut output: ToolOutput,
     confinement: &Confinement,
     exit_code: Option<i32>,

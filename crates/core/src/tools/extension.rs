@@ -108,6 +108,7 @@ impl ExtensionTool {
             origin,
             prompt_hint: None,
             unavailable: false,
+            decided_as: None,
         };
         spec.unavailable = !file.enabled;
         Ok(Self {

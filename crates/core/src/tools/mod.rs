@@ -1,10 +1,16 @@
-//! The locked tools. Each file is one tool: its parameters type, its spec and its handler.
+//! The locked tools, and the extensions beside them. Each file is one tool: its parameters
+//! type, its spec and its handler (`patch` is `apply_patch`'s parser, `aliases` the table of
+//! other agents' tool names, `background` the four background-command tools).
 
+pub mod aliases;
+pub mod apply_patch;
+pub mod background;
 pub mod bash;
 pub mod edit;
 pub mod extension;
 pub mod glob;
 pub mod grep;
+pub mod patch;
 pub mod question;
 pub mod read;
 pub mod skill;
@@ -40,8 +46,17 @@ pub fn bundled(env: &dyn Fn(&str) -> Option<String>) -> Result<Registry, String>
         // Offered only when extension tools are left out of the request (see `tool_search`).
         Typed::wrap(tool_search::ToolSearchTool),
     ];
+    // Extensions beside the locked set (the seeds' common extensions); the locked ids keep
+    // their shape.
+    let extensions = [
+        apply_patch::ApplyPatchTool::wrap(),
+        Typed::wrap(background::BgStartTool),
+        Typed::wrap(background::BgReadTool),
+        Typed::wrap(background::BgWriteTool),
+        Typed::wrap(background::BgStopTool),
+    ];
     let mut registry = Registry::new();
-    for tool in tools {
+    for tool in tools.into_iter().chain(extensions) {
         let tool = tool.map_err(|e| e.to_string())?;
         registry.register(tool).map_err(|e| e.to_string())?;
     }
@@ -53,7 +68,7 @@ mod tests {
     use crate::tool::{Subject, ToolKind};
 
     #[test]
-    fn bundled_tools_are_the_locked_set_with_their_shapes() {
+    fn bundled_tools_are_the_locked_set_then_the_extensions_with_their_shapes() {
         let registry = super::bundled(&|_| None).unwrap();
         let shapes: Vec<(String, ToolKind, bool, Subject)> = registry
             .specs()
@@ -91,6 +106,16 @@ mod tests {
                 ),
                 ("skill".into(), ToolKind::Read, false, Subject::None),
                 ("tool_search".into(), ToolKind::Search, false, Subject::None),
+                ("apply_patch".into(), ToolKind::Edit, true, Subject::Paths),
+                (
+                    "bg_start".into(),
+                    ToolKind::Execute,
+                    true,
+                    Subject::Command("command".into())
+                ),
+                ("bg_read".into(), ToolKind::Read, false, Subject::None),
+                ("bg_write".into(), ToolKind::Execute, true, Subject::None),
+                ("bg_stop".into(), ToolKind::Execute, false, Subject::None),
             ]
         );
     }

@@ -388,11 +388,13 @@ fn show_annotates_every_value_with_its_source() {
     thinking = "off"            # default
 
     [limits]
-    bashBytes = 204800      # default
-    globEntries = 1000      # default
-    grepMatches = 200       # default
-    readBytes = 204800      # default
-    webFetchBytes = 204800  # default
+    backgroundBytes = 65536  # default
+    backgroundJobs = 8       # default
+    bashBytes = 204800       # default
+    globEntries = 1000       # default
+    grepMatches = 200        # default
+    readBytes = 204800       # default
+    webFetchBytes = 204800   # default
 
     [tools.bash]
     enabled = true    # default

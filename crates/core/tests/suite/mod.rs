@@ -1,6 +1,7 @@
 //! Test modules, one per area.
 
 mod agent;
+mod apply_patch;
 mod config;
 mod config_support;
 mod config_trust;
@@ -24,6 +25,7 @@ mod sandbox_proxy_rules;
 mod search_sensitive;
 mod tool_errors;
 mod tool_support;
+mod tools_background;
 mod tools_fs;
 mod tools_search;
 mod tools_shell;

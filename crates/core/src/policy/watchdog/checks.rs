@@ -543,16 +543,28 @@ impl Watchdog<'_> {
                     "`git --exec-path` makes git run programs from another directory".to_owned(),
                 );
             }
-            if arg.starts_with("--upload-pack") || arg.starts_with("--receive-pack") {
+            if let Some(option) = git_program_option(arg) {
                 deny(
                     findings,
                     Category::GitConfigExecution,
-                    format!("`{arg}` makes git run a program of the caller's choice"),
+                    format!("`{arg}` ({option}) makes git run a program of the caller's choice"),
                 );
             }
             i += 1;
         }
         let ops = operands(argv);
+        // The short spellings of the same options: `git ls-remote -u PROGRAM`, `git clone -u`.
+        if matches!(ops.first().copied(), Some("ls-remote" | "clone"))
+            && argv
+                .iter()
+                .any(|a| a == "-u" || (a.starts_with("-u") && !a.starts_with("--")))
+        {
+            deny(
+                findings,
+                Category::GitConfigExecution,
+                "`-u` (--upload-pack) makes git run a program of the caller's choice".to_owned(),
+            );
+        }
         match ops.first().copied() {
             Some("clone") if argv.iter().any(|a| a == "-u") => deny(
                 findings,
@@ -631,6 +643,28 @@ fn is_setuid_mode(mode: &str) -> bool {
             .split_once(['+', '='])
             .is_some_and(|(_, perms)| perms.contains('s'))
     })
+}
+
+/// The program-valued long option of git's that `arg` spells, as git reads it: its subcommands
+/// take any unambiguous prefix of a long option (`--upl=CMD` is `--upload-pack=CMD`), so an
+/// option is matched by identity, not by spelling. A prefix too short to be unambiguous makes
+/// git refuse the line, so denying it costs nothing.
+fn git_program_option(arg: &str) -> Option<&'static str> {
+    const PROGRAM_OPTIONS: &[(&str, usize)] = &[
+        // (option, shortest prefix taken as it)
+        ("--upload-pack", 4),
+        ("--receive-pack", 4),
+        // `git push --exec`, `git archive --exec`, `git fetch-pack --exec`.
+        ("--exec", 4),
+    ];
+    let name = arg.split('=').next().unwrap_or(arg);
+    if !name.starts_with("--") || name == "--exec-path" {
+        return None;
+    }
+    PROGRAM_OPTIONS
+        .iter()
+        .find(|(option, shortest)| name.len() >= *shortest && option.starts_with(name))
+        .map(|(option, _)| *option)
 }
 
 #[cfg(test)]

@@ -226,6 +226,13 @@ fn git_configuration_that_executes() {
         "git -c alias.st='!rm -rf ~' st",
         "git --config-env=core.pager=EVIL log",
         "git fetch --upload-pack='touch /tmp/x' origin",
+        "git fetch --upl='touch /tmp/x' origin",
+        "git fetch --upload-p 'touch /tmp/x' origin",
+        "git ls-remote --uplo='touch /tmp/x' origin",
+        "git ls-remote -u 'touch /tmp/x' origin",
+        "git push --rec='touch /tmp/x' origin",
+        "git push --exe='touch /tmp/x' origin",
+        "git archive --remote=origin --exec='touch /tmp/x' HEAD",
         "git clone -u 'sh -c id' https://x.example/r",
         "git config core.pager 'sh -c id'",
         "git config --global alias.x '!sh'",
@@ -237,6 +244,8 @@ fn git_configuration_that_executes() {
     }
     passes("git config user.name");
     passes("git log --oneline");
+    passes("git fetch --update-shallow origin");
+    passes("git push --recurse-submodules=check origin");
 }
 
 #[test]
