@@ -45,6 +45,12 @@ link-order:
 fuzz runs="1000000":
     cd crates/acp/fuzz && RUSTC_BOOTSTRAP=1 cargo fuzz run wire --sanitizer none -- -runs={{runs}}
 
+# The ACP Registry release: builds the linux-x86_64 release archive into dist/, fills
+# crates/acp/registry/keel/agent.json (version, archive URL, sha256) from it and checks that the archive,
+# unpacked in a clean directory, starts `keel acp` (docs/configuration.md, "The ACP Registry").
+registry-archive:
+    scripts/registry-archive.sh
+
 # What CI runs.
 ci:
     .ci/run

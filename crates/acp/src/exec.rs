@@ -374,7 +374,7 @@ impl TurnHost for ExecHost {
                 self.progress(&format!("{}\n{lines}", self.style.bold("plan:")));
                 self.emit(&ExecEvent::Plan { entries });
             }
-            AgentEvent::Usage { used, size } => {
+            AgentEvent::Usage { used, size, .. } => {
                 tracing::debug!(used, size, "context usage");
                 self.emit(&ExecEvent::Usage { used, size });
             }
@@ -444,7 +444,7 @@ async fn run_turn(args: &ExecArgs, host: Arc<ExecHost>) -> Outcome {
     let effective = load_config(Some(workspace.clone()), &args.overrides)?;
     let scratch = keel_core::runtime::scratch::temp_dir("keel-exec-")
         .map_err(|e| Failure::failed(format!("cannot create a scratch directory: {e}")))?;
-    let env: EnvLookup = Arc::new(|name: &str| std::env::var(name).ok().filter(|v| !v.is_empty()));
+    let env: EnvLookup = keel_core::config::credentials::lookup();
     let engine_config = config::engine_config(
         &effective,
         env,
@@ -507,6 +507,7 @@ async fn run_turn(args: &ExecArgs, host: Arc<ExecHost>) -> Outcome {
     let outcome = result.map_err(|e| match e {
         AgentError::Provider(_)
         | AgentError::NoModel(_)
+        | AgentError::NoCredentials(_)
         | AgentError::Setup(_)
         | AgentError::Config(_)
         | AgentError::Store(_)

@@ -19,6 +19,7 @@
 //! `500 mock: no scripted response left`; an unknown path `404`. The server closes its
 //! connections and stops when dropped.
 
+pub mod limits;
 mod turn;
 
 use std::collections::VecDeque;
@@ -264,6 +265,8 @@ struct State {
     responder: Option<Responder>,
     /// See [`MockModel::lean`].
     lean: bool,
+    /// See [`MockModel::check_limits`].
+    check_limits: bool,
     requests: Vec<RecordedRequest>,
     /// Session-title requests ([`TITLE_MARKER`]): answered from `titles`, kept apart from
     /// the conversation's requests.
@@ -375,6 +378,13 @@ impl MockModel {
         let mut state = self.shared.lock();
         state.lean = true;
         state.requests.clear();
+    }
+
+    /// Checks every request body against the provider's documented limits ([`limits`]) before
+    /// answering: a body that breaks one gets the `400 invalid_request_error` the real API would
+    /// send, naming the rules broken (the request is still recorded).
+    pub fn check_limits(&self) {
+        self.shared.lock().check_limits = true;
     }
 
     /// Answers every request that finds its queue empty with `responder`.
@@ -506,7 +516,10 @@ async fn serve_connection(stream: TcpStream, shared: Arc<Shared>) {
         }
         let (keep, parse) = {
             let state = shared.lock();
-            (!state.lean, !state.lean || state.responder.is_some())
+            (
+                !state.lean,
+                !state.lean || state.responder.is_some() || state.check_limits,
+            )
         };
         if parse {
             request.body = serde_json::from_str(&request.raw_body).unwrap_or(Value::Null);
@@ -578,6 +591,15 @@ fn route(shared: &Shared, request: &RecordedRequest) -> Reply {
         }
     };
     let mut state = shared.lock();
+    if state.check_limits {
+        let errors = match api {
+            Api::Anthropic => limits::anthropic(&request.body),
+            Api::OpenAi => limits::openai(&request.body),
+        };
+        if !errors.is_empty() {
+            return Reply::error(api, 400, &errors.join("; "));
+        }
+    }
     let next = match api {
         Api::Anthropic => state.anthropic.pop_front(),
         Api::OpenAi => state.openai.pop_front(),

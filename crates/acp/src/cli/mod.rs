@@ -11,6 +11,7 @@
 mod config_command;
 mod doctor_command;
 mod logging;
+mod login_command;
 mod models_command;
 mod permissions_command;
 mod sessions_command;
@@ -46,6 +47,7 @@ Examples:
   keel sessions list                         the stored sessions, most recent first
   keel exec --resume ID \"and now the tests\"  continue a stored session headless
   keel trust grant                           let this project's .keel settings loosen Keel
+  keel login                                 store a provider's API key (asks which, hides it)
 
 Exit codes:
   0  success
@@ -99,6 +101,8 @@ pub enum Command {
     Sandbox(SandboxCommand),
     /// The model that will answer and why, and the models the providers offer.
     Models(ModelsArgs),
+    /// Store a model provider's API key where Keel reads credentials (asks on a terminal).
+    Login(LoginArgs),
     /// Check the configuration, the model and its providers, the sandbox, project trust and the
     /// log location; print the Zed settings for this binary. Exit 1 when something must be fixed.
     Doctor(DoctorArgs),
@@ -243,6 +247,31 @@ pub struct Overrides {
 pub struct AcpArgs {
     #[command(flatten)]
     pub overrides: Overrides,
+    /// `keel acp login`: what an editor runs for the `terminal` auth method when it appends the
+    /// method's arguments to the agent's own (the same as `keel login`).
+    #[command(subcommand)]
+    pub action: Option<AcpAction>,
+}
+
+/// `keel acp …`.
+#[derive(Debug, Subcommand)]
+pub enum AcpAction {
+    /// Store a provider's API key (the same as `keel login`).
+    Login(LoginArgs),
+}
+
+/// `keel login`.
+#[derive(Debug, Args)]
+#[command(after_help = "\
+The key goes to credentials.toml beside the user configuration (~/.config/keel/), readable only
+by you; Keel reads it when the provider's variable (ANTHROPIC_API_KEY, ...) is not set.")]
+pub struct LoginArgs {
+    /// The provider: anthropic, openai, openrouter or deepseek (asked on a terminal).
+    #[arg(long, value_name = "NAME")]
+    pub provider: Option<String>,
+    /// Read the key from stdin instead of asking (scripts; the provider defaults to anthropic).
+    #[arg(long)]
+    pub key_stdin: bool,
 }
 
 /// `keel exec`.
@@ -456,6 +485,11 @@ fn report(failure: Failure) -> ExitCode {
 /// Runs a parsed command.
 pub async fn run(cli: Cli) -> Outcome {
     match cli.command {
+        Command::Acp(AcpArgs {
+            action: Some(AcpAction::Login(args)),
+            ..
+        })
+        | Command::Login(args) => login_command::run(args),
         Command::Acp(args) => acp(args).await,
         Command::Exec(args) => crate::exec::run(args).await,
         Command::Demo(args) => crate::demo::run(args).await,
@@ -488,8 +522,9 @@ async fn acp(args: AcpArgs) -> Outcome {
     let cwd = std::env::current_dir().ok();
     let scratch = keel_core::runtime::scratch::temp_dir("keel-acp-")
         .map_err(|e| Failure::failed(format!("cannot create a scratch directory: {e}")))?;
-    let env: keel_core::agent::EnvLookup =
-        std::sync::Arc::new(|name: &str| std::env::var(name).ok().filter(|v| !v.is_empty()));
+    // The process environment, then the keys `keel login` stored (read at each lookup: a login
+    // in the editor's terminal serves the next prompt).
+    let env = keel_core::config::credentials::lookup();
     // A broken configuration must not keep the editor from talking to Keel: the server still
     // answers `initialize`, and `session/new` fails with the error (which is also logged).
     let engine_config = load_config(cwd.clone(), &args.overrides).and_then(|effective| {

@@ -6,9 +6,9 @@ use keel_core::provider::{LIST_TIMEOUT, usable_providers};
 
 use super::{EXIT_FAILED, EXIT_OK, ModelsArgs, Outcome, load_config, write_stdout};
 
-/// The process environment, empty values as unset.
+/// The process environment, empty values as unset, then the keys `keel login` stored.
 pub fn process_env(name: &str) -> Option<String> {
-    std::env::var(name).ok().filter(|v| !v.is_empty())
+    keel_core::config::credentials::lookup()(name)
 }
 
 /// "The model that answers: X (why)" or what to set.

@@ -20,8 +20,8 @@ use super::{
 
 /// The tools a session offers: the bundled ones (web search configured from the environment).
 pub fn registry() -> Result<Registry, Failure> {
-    let env = |name: &str| std::env::var(name).ok().filter(|v| !v.is_empty());
-    keel_core::tools::bundled(&env)
+    let env = keel_core::config::credentials::lookup();
+    keel_core::tools::bundled(&|name: &str| env(name))
         .map_err(|e| Failure::failed(format!("cannot register the bundled tools: {e}")))
 }
 

@@ -99,11 +99,20 @@ impl ConnectionState {
         if let Some(info) = &request.client_info {
             tracing::info!(client = %info.name, version = %info.version, "client connected");
         }
+        let auth_methods = super::auth::methods(&request.client_capabilities);
         *lock(&self.client) = request.client_capabilities;
         InitializeResponse::new(version)
             .agent_capabilities(agent_capabilities())
-            .auth_methods(Vec::new())
+            .auth_methods(auth_methods)
             .agent_info(Implementation::new("keel", env!("CARGO_PKG_VERSION")).title("Keel"))
+    }
+
+    /// `authenticate` (see `server::auth`).
+    pub fn authenticate(
+        &self,
+        request: &agent_client_protocol::v1::schema::AuthenticateRequest,
+    ) -> Result<agent_client_protocol::v1::schema::AuthenticateResponse, ServerError> {
+        super::auth::authenticate(self.factory.as_ref(), request)
     }
 
     pub fn session(&self, id: &SessionId) -> Result<Arc<Session>, ServerError> {

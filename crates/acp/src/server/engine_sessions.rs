@@ -46,7 +46,12 @@ impl EngineSessions {
 
 fn turn_error(error: AgentError) -> EngineError {
     match error {
-        AgentError::NoModel(message) => EngineError::NoCredentials(message),
+        AgentError::NoCredentials(message) => EngineError::NoCredentials(message),
+        AgentError::NoModel(message) => EngineError::Failed(message),
+        // The provider refused the key (401/403): the same login fixes it.
+        AgentError::Provider(error) if error.is_missing_credentials() => {
+            EngineError::NoCredentials(error.to_string())
+        }
         AgentError::Store(error) => store_error(error),
         other => EngineError::Failed(other.to_string()),
     }
@@ -199,6 +204,14 @@ impl SessionFactory for EngineSessions {
             return Err(EngineError::NotFound(id.to_owned()));
         };
         store.delete(id).map_err(store_error)
+    }
+
+    fn missing_credentials(&self) -> Option<String> {
+        let slot = self.engine.resolve_model(None);
+        match slot.resolved {
+            Err(message) if slot.missing_credentials => Some(message),
+            _ => None,
+        }
     }
 }
 

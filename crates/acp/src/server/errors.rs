@@ -20,9 +20,10 @@ pub enum ServerError {
     /// unknown mode, unsupported content). Wire: `-32602` with the reason as the message.
     #[error("{0}")]
     InvalidParams(String),
-    /// No model credentials are configured; the message names exactly what to set.
-    /// Wire: `-32603` carrying that message (not `-32000`: we advertise no auth methods, and
-    /// clients answer `-32000` with a login screen that would have nothing to offer).
+    /// The model that would answer has no credential; the message names exactly what to set.
+    /// Wire: `-32000` (auth required) carrying that message and `data.reason =
+    /// "no_credentials"`: Zed answers it with its login screen, which offers the `keel login`
+    /// terminal method `initialize` advertised.
     #[error("{0}")]
     NoCredentials(String),
     /// Anything else that went wrong inside the agent. Wire: `-32603` with the message, and
@@ -49,7 +50,7 @@ impl ServerError {
                 RpcError::new(RpcError::invalid_params().code, message.clone())
             }
             ServerError::NoCredentials(message) => {
-                RpcError::new(RpcError::internal_error().code, message.clone())
+                RpcError::new(RpcError::auth_required().code, message.clone())
                     .data(serde_json::json!({ "reason": "no_credentials" }))
             }
             ServerError::Internal(message) => {
@@ -118,7 +119,7 @@ mod tests {
         let credentials: ServerError =
             EngineError::NoCredentials("set ANTHROPIC_API_KEY".into()).into();
         let wire = credentials.to_rpc();
-        assert_eq!(i32::from(wire.code), -32603);
+        assert_eq!(i32::from(wire.code), -32000);
         assert_eq!(wire.message, "set ANTHROPIC_API_KEY");
     }
 }

@@ -18,7 +18,7 @@ use std::time::{Duration, Instant};
 use agent_client_protocol::Client;
 use agent_client_protocol::v1::ConnectionTo;
 use agent_client_protocol::v1::schema::{
-    CompactionStatus, CompactionUpdate, ContentBlock, ContentChunk, MessageId, Notice,
+    CompactionStatus, CompactionUpdate, ContentBlock, ContentChunk, Cost, MessageId, Notice,
     NoticeSeverity, Plan, PlanEntry, PlanEntryPriority, PlanEntryStatus, SessionId,
     SessionInfoUpdate, SessionNotification, SessionUpdate, Terminal, ToolCall, ToolCallContent,
     ToolCallLocation, ToolCallStatus, ToolCallUpdate, ToolCallUpdateFields, ToolKind as AcpKind,
@@ -839,8 +839,11 @@ impl TurnHost for AcpTurnHost {
                     entries.iter().map(plan_entry).collect(),
                 )));
             }
-            AgentEvent::Usage { used, size } => {
-                self.send(SessionUpdate::UsageUpdate(UsageUpdate::new(used, size)));
+            AgentEvent::Usage { used, size, cost } => {
+                // No cost field when a price is unknown (`pricing`), rather than a wrong one.
+                let update =
+                    UsageUpdate::new(used, size).cost(cost.map(|usd| Cost::new(usd, "USD")));
+                self.send(SessionUpdate::UsageUpdate(update));
             }
             AgentEvent::Compacted {
                 before,

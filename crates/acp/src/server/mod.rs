@@ -16,6 +16,7 @@
 //! so the connection's dispatch loop keeps reading (a `session/cancel` must get through while a
 //! turn runs).
 
+mod auth;
 mod commands;
 mod connection;
 mod engine_sessions;
@@ -35,12 +36,12 @@ mod transport;
 use std::sync::Arc;
 
 use agent_client_protocol::v1::schema::{
-    CancelNotification, CloseSessionRequest, CloseSessionResponse, DeleteSessionRequest,
-    DeleteSessionResponse, ForkSessionRequest, ForkSessionResponse, InitializeRequest,
-    ListSessionsRequest, LoadSessionRequest, LoadSessionResponse, NewSessionRequest, PromptRequest,
-    ResumeSessionRequest, ResumeSessionResponse, SessionConfigOptionValue,
-    SetSessionConfigOptionRequest, SetSessionConfigOptionResponse, SetSessionModeRequest,
-    SetSessionModeResponse,
+    AuthenticateRequest, CancelNotification, CloseSessionRequest, CloseSessionResponse,
+    DeleteSessionRequest, DeleteSessionResponse, ForkSessionRequest, ForkSessionResponse,
+    InitializeRequest, ListSessionsRequest, LoadSessionRequest, LoadSessionResponse,
+    NewSessionRequest, PromptRequest, ResumeSessionRequest, ResumeSessionResponse,
+    SessionConfigOptionValue, SetSessionConfigOptionRequest, SetSessionConfigOptionResponse,
+    SetSessionModeRequest, SetSessionModeResponse,
 };
 use agent_client_protocol::v1::{ConnectionTo, Responder};
 use agent_client_protocol::{Agent, Client, ConnectTo, JsonRpcResponse};
@@ -167,6 +168,18 @@ async fn connect(
                 let state = state.clone();
                 async move |request: InitializeRequest, responder, _cx| {
                     responder.respond(state.initialize(request))
+                }
+            },
+            agent_client_protocol::on_receive_request!(),
+        )
+        .on_receive_request(
+            {
+                let state = state.clone();
+                async move |request: AuthenticateRequest, responder, _cx| match state
+                    .authenticate(&request)
+                {
+                    Ok(response) => responder.respond(response),
+                    Err(error) => responder.respond_with_error(error.to_rpc()),
                 }
             },
             agent_client_protocol::on_receive_request!(),

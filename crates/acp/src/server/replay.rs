@@ -121,7 +121,7 @@ pub fn replay(shared: &HostShared, events: Vec<StoredEvent>) {
                 });
             }
             StoredEvent::Plan { entries } => host.event(AgentEvent::Plan { entries }),
-            StoredEvent::Usage { used, size } => usage = Some((used, size)),
+            StoredEvent::Usage { used, size, cost } => usage = Some((used, size, cost)),
             StoredEvent::Permission { .. }
             | StoredEvent::Mode { .. }
             | StoredEvent::Model { .. }
@@ -137,7 +137,7 @@ pub fn replay(shared: &HostShared, events: Vec<StoredEvent>) {
             ToolCallUpdateFields::new().status(ToolCallStatus::Failed),
         )));
     }
-    if let Some((used, size)) = usage {
-        host.event(AgentEvent::Usage { used, size });
+    if let Some((used, size, cost)) = usage {
+        host.event(AgentEvent::Usage { used, size, cost });
     }
 }

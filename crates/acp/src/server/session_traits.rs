@@ -158,6 +158,12 @@ pub trait SessionFactory: Send + Sync + 'static {
     fn delete(&self, id: &str) -> Result<(), EngineError> {
         Err(EngineError::NotFound(id.to_owned()))
     }
+
+    /// What to set when the model that would answer a new session has no credential (`None`:
+    /// it has one, or needs none). `authenticate` answers with it.
+    fn missing_credentials(&self) -> Option<String> {
+        None
+    }
 }
 
 /// One conversation.

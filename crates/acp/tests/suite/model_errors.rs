@@ -159,3 +159,27 @@ async fn acp_rate_limit_shows_a_status_update_then_answers() {
     assert!(status < answer, "{chunks:?}");
     assert_eq!(harness.mock.requests().len(), 2);
 }
+
+#[tokio::test]
+async fn acp_a_refused_key_is_auth_required_with_the_variable_to_set() {
+    let mock = MockModel::start().await;
+    mock.push(
+        Api::Anthropic,
+        Reply::error(Api::Anthropic, 401, "invalid x-api-key"),
+    );
+    let base = mock.base_url();
+    let harness = EngineHarness::with_config(
+        ClientOptions::default(),
+        &[],
+        mock,
+        config_at(&base, "anthropic/m"),
+    )
+    .await;
+    let error = harness
+        .client
+        .prompt(&harness.session, "say hi")
+        .await
+        .unwrap_err();
+    assert_eq!(i32::from(error.code), -32000, "{error:?}");
+    assert!(error.message.contains("ANTHROPIC_API_KEY"), "{error:?}");
+}

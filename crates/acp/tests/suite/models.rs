@@ -163,10 +163,13 @@ async fn the_thinking_option_sets_the_budget_of_the_next_request_and_thoughts_st
     let requests = harness.mock.requests();
     assert_eq!(requests.len(), 2);
     assert_eq!(requests[0].body.get("thinking"), None);
+    // The answer keeps its 16000 tokens and thinking comes on top, within the 32000 Keel
+    // assumes for an Anthropic model it does not know: 16384 shrinks to 16000.
     assert_eq!(
         requests[1].body["thinking"],
-        serde_json::json!({"type": "enabled", "budget_tokens": 15_999})
+        serde_json::json!({"type": "enabled", "budget_tokens": 16_000})
     );
+    assert_eq!(requests[1].body["max_tokens"], 32_000);
     let thoughts: String = harness
         .client
         .updates(&harness.session)

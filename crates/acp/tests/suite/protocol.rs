@@ -60,7 +60,13 @@ async fn initialize_answers_min_of_requested_and_v1_and_advertises_what_is_imple
         },
         "auth": {}
       },
-      "authMethods": [],
+      "authMethods": [
+        {
+          "id": "keel-login",
+          "name": "Log in with an API key",
+          "description": "Runs `keel login`: choose a model provider (Anthropic, OpenAI, OpenRouter, DeepSeek) and paste its API key; Keel keeps it for every session."
+        }
+      ],
       "agentInfo": {
         "name": "keel",
         "title": "Keel",
@@ -199,7 +205,7 @@ impl SessionFactory for NoSessions {
 }
 
 #[tokio::test]
-async fn a_failing_engine_is_an_internal_error_with_its_message() {
+async fn missing_credentials_are_auth_required_with_what_to_set() {
     let harness = Harness::with_factory(
         ClientOptions::default(),
         Arc::new(ScriptedFactory::new(script(|_turn| async {
@@ -212,7 +218,7 @@ async fn a_failing_engine_is_an_internal_error_with_its_message() {
     // initialize (in the harness) and session/new work without credentials.
     let session = harness.session().await;
     let error = harness.client.prompt(&session, "hello").await.unwrap_err();
-    assert_eq!(i32::from(error.code), -32603);
+    assert_eq!(i32::from(error.code), -32000);
     assert_eq!(
         error.message,
         "no credentials for provider `anthropic`: set ANTHROPIC_API_KEY"

@@ -40,6 +40,7 @@ async fn a_turn_streams_text_thoughts_tool_calls_plan_and_usage() {
             host.event(AgentEvent::Usage {
                 used: 1200,
                 size: 200_000,
+                cost: None,
             });
             host.event(AgentEvent::ToolCall {
                 call_id: "c1".into(),
@@ -124,6 +125,7 @@ async fn a_turn_streams_text_thoughts_tool_calls_plan_and_usage() {
             host.event(AgentEvent::Usage {
                 used: 5300,
                 size: 200_000,
+                cost: None,
             });
             Ok(outcome(TurnStop::EndTurn))
         }),

@@ -52,6 +52,20 @@ fn tool_names(request: &Value) -> Vec<String> {
 }
 
 /// The `tool_result` blocks of a recorded Anthropic request, by tool use id.
+fn has_tool_result(request: &Value, id: &str) -> bool {
+    request["messages"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .any(|message| {
+            message["content"]
+                .as_array()
+                .into_iter()
+                .flatten()
+                .any(|block| block["type"] == "tool_result" && block["tool_use_id"] == id)
+        })
+}
+
 fn tool_result(request: &Value, id: &str) -> String {
     for message in request["messages"].as_array().unwrap() {
         for block in message["content"].as_array().into_iter().flatten() {
@@ -653,12 +667,20 @@ async fn a_mode_change_reaches_a_running_background_subagent() {
         .await
         .unwrap();
     std::fs::write(home.root.join("go"), "").unwrap();
-    eventually("the child finishes", || child.requests().len() == 3).await;
+    // The request that carries c2's result (whatever else the child's model was asked).
+    let answered = || {
+        child
+            .requests()
+            .iter()
+            .find(|request| has_tool_result(&request.body, "c2"))
+            .map(|request| request.body.clone())
+    };
+    eventually("the child finishes", || answered().is_some()).await;
     assert!(
         !home.root.join("made.txt").exists(),
         "the child wrote in read-only mode"
     );
-    let refused = tool_result(&child.requests()[2].body, "c2");
+    let refused = tool_result(&answered().unwrap(), "c2");
     assert!(refused.contains("read-only"), "{refused}");
     client.close().await.unwrap();
 }
@@ -718,8 +740,16 @@ async fn a_later_reject_always_reaches_a_running_background_subagent() {
     client.prompt(&session, "push").await.unwrap();
     assert_eq!(client.permission_requests().len(), 2);
     std::fs::write(home.root.join("go"), "").unwrap();
-    eventually("the child finishes", || child.requests().len() == 3).await;
-    let refused = tool_result(&child.requests()[2].body, "c2");
+    // The request that carries c2's result (whatever else the child's model was asked).
+    let answered = || {
+        child
+            .requests()
+            .iter()
+            .find(|request| has_tool_result(&request.body, "c2"))
+            .map(|request| request.body.clone())
+    };
+    eventually("the child finishes", || answered().is_some()).await;
+    let refused = tool_result(&answered().unwrap(), "c2");
     assert!(refused.contains("reject always"), "{refused}");
     // The child never asked about the push.
     assert_eq!(client.permission_requests().len(), 2);

@@ -362,8 +362,10 @@ async fn without_credentials_sessions_open_and_prompts_name_what_to_set() {
         .prompt(&harness.session, "hello")
         .await
         .unwrap_err();
-    assert_eq!(i32::from(error.code), -32603);
+    // Auth required: Zed shows its login screen, with the `keel login` terminal method.
+    assert_eq!(i32::from(error.code), -32000);
     assert!(error.message.contains("ANTHROPIC_API_KEY"), "{error:?}");
+    assert!(error.message.contains("keel login"), "{error:?}");
 }
 
 #[tokio::test]

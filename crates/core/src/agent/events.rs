@@ -67,7 +67,13 @@ pub enum AgentEvent {
     /// The todo list changed.
     Plan { entries: Vec<PlanEntry> },
     /// Context used by the latest model request versus the model's window (not a running total).
-    Usage { used: u64, size: u64 },
+    Usage {
+        used: u64,
+        size: u64,
+        /// The session's cost so far in USD, when the price of every response is known
+        /// ([`crate::provider::pricing`]).
+        cost: Option<f64>,
+    },
     /// The session got its title (from its first prompt).
     SessionTitle { title: String },
     /// Older turns were summarized: estimated input tokens before and after, and the window.

@@ -46,6 +46,10 @@ pub enum AgentError {
     /// No model could be resolved; the message names exactly what to set. Not retried.
     #[error("{0}")]
     NoModel(String),
+    /// The model that would answer has no credential (none found, or refused); the message
+    /// names the variable to set (or `keel login`). Not retried.
+    #[error("{0}")]
+    NoCredentials(String),
     /// The model's service failed after the provider's own retries. The front-end reports it.
     #[error("model error: {0}")]
     Provider(#[from] ProviderError),

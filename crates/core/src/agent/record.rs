@@ -54,9 +54,10 @@ fn stored(event: &AgentEvent) -> Option<StoredEvent> {
         AgentEvent::Plan { entries } => StoredEvent::Plan {
             entries: entries.clone(),
         },
-        AgentEvent::Usage { used, size } => StoredEvent::Usage {
+        AgentEvent::Usage { used, size, cost } => StoredEvent::Usage {
             used: *used,
             size: *size,
+            cost: *cost,
         },
         AgentEvent::ToolStatus { .. }
         | AgentEvent::ToolProgress { .. }

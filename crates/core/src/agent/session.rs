@@ -18,6 +18,33 @@ use super::shared::EngineConfig;
 pub struct ModelSlot {
     pub name: String,
     pub resolved: Result<(Arc<dyn Provider>, String), String>,
+    /// The model could not be resolved for want of a credential
+    /// ([`crate::provider::ProviderError::is_missing_credentials`]): the turn tries again (a
+    /// `keel login` may have stored one since) and otherwise fails with
+    /// [`super::AgentError::NoCredentials`].
+    pub missing_credentials: bool,
+}
+
+impl ModelSlot {
+    /// A resolved model.
+    pub fn ready(name: String, provider: Arc<dyn Provider>, model: String) -> Self {
+        Self {
+            name,
+            resolved: Ok((provider, model)),
+            missing_credentials: false,
+        }
+    }
+
+    /// The provider and model, or why the turn cannot run.
+    pub(super) fn provider(self) -> Result<(Arc<dyn Provider>, String), super::AgentError> {
+        match self.resolved {
+            Ok(resolved) => Ok(resolved),
+            Err(message) if self.missing_credentials => {
+                Err(super::AgentError::NoCredentials(message))
+            }
+            Err(message) => Err(super::AgentError::NoModel(message)),
+        }
+    }
 }
 
 /// A conversation. Turns are serialized (the history lock is held for a whole turn).
@@ -65,6 +92,8 @@ pub struct Session {
     /// project's trust changes, which decides whether the project's own count), with the
     /// trust they were read under.
     pub(super) agents: Mutex<Option<(bool, Arc<Vec<super::AgentDef>>)>>,
+    /// What the session's model responses cost so far.
+    pub(super) spent: Mutex<crate::provider::pricing::RunningCost>,
     /// Every tool-call id this session has given out (`Session::keel_call_id`).
     pub(super) call_ids: Mutex<std::collections::HashSet<String>>,
 }
@@ -133,6 +162,7 @@ impl Session {
             mcp: crate::mcp::McpHub::default(),
             bundled_definitions: std::sync::OnceLock::new(),
             agents: Mutex::new(None),
+            spent: Mutex::default(),
             call_ids: Mutex::default(),
         }
     }
@@ -278,8 +308,26 @@ impl Session {
         *lock(&self.model) = slot;
     }
 
+    /// The session's model. One that lacked a credential is resolved again first: the user
+    /// may have run `keel login` (or set the variable in Keel's credentials file) since.
     pub(super) fn model_slot(&self) -> ModelSlot {
-        lock(&self.model).clone()
+        let slot = lock(&self.model).clone();
+        if !slot.missing_credentials {
+            return slot;
+        }
+        let env = self.config.env.clone();
+        let lookup = move |key: &str| env(key);
+        let name = (slot.name != super::shared::NO_MODEL_NAME).then_some(slot.name.as_str());
+        match crate::provider::resolve_model(name, &lookup, &self.config.providers) {
+            Ok((provider, model)) => {
+                let display =
+                    name.map_or_else(|| format!("{}/{model}", provider.label()), str::to_owned);
+                let ready = ModelSlot::ready(display, provider, model);
+                *lock(&self.model) = ready.clone();
+                ready
+            }
+            Err(_) => slot,
+        }
     }
 
     /// A copy of the conversation so far (waits for a running turn to finish).

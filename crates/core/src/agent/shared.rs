@@ -17,6 +17,9 @@ use super::AgentError;
 use super::session::{ModelSlot, Session};
 use crate::store::{SessionLog, SessionMeta, SessionStore, StoreError, StoredEvent};
 
+/// The name of the model slot when no model is named and none resolves.
+pub(super) const NO_MODEL_NAME: &str = "(none)";
+
 /// The session store's directory under the user data directory.
 pub const SESSIONS_DIR: &str = "sessions";
 
@@ -354,10 +357,7 @@ impl Engine {
         if let Some((provider, model)) = &self.config.provider_override {
             let display = format!("{}/{model}", provider.label());
             if name.is_none() || name == Some(display.as_str()) {
-                return ModelSlot {
-                    name: display,
-                    resolved: Ok((provider.clone(), model.clone())),
-                };
+                return ModelSlot::ready(display, provider.clone(), model.clone());
             }
         }
         let env = self.config.env.clone();
@@ -375,16 +375,14 @@ impl Engine {
             Ok((provider, model)) => {
                 let display = format!("{}/{model}", provider.label());
                 let display = name.map(str::to_owned).unwrap_or(display);
-                let slot = ModelSlot {
-                    name: display,
-                    resolved: Ok((provider, model)),
-                };
+                let slot = ModelSlot::ready(display, provider, model);
                 resolved.insert(key, slot.clone());
                 slot
             }
             Err(error) => ModelSlot {
-                name: name.unwrap_or("(none)").to_owned(),
+                name: name.unwrap_or(NO_MODEL_NAME).to_owned(),
                 resolved: Err(error.to_string()),
+                missing_credentials: error.is_missing_credentials(),
             },
         }
     }
@@ -488,11 +486,13 @@ impl Engine {
         // A reopened session keeps its last mode and model unless the caller names them.
         let mut last_mode = None;
         let mut last_model = None;
+        let mut last_cost = None;
         let mut last_thinking = None;
         for event in stored.unwrap_or_default() {
             match event {
                 StoredEvent::Mode { mode } => last_mode = mode.parse::<Mode>().ok(),
                 StoredEvent::Model { model } => last_model = Some(model.clone()),
+                StoredEvent::Usage { cost, .. } => last_cost = *cost,
                 StoredEvent::ThinkingBudget { budget } => last_thinking = Some(*budget),
                 _ => {}
             }
@@ -650,6 +650,7 @@ impl Engine {
             self.config.clone(),
         );
         session.mcp = mcp;
+        session.spent = Mutex::new(crate::provider::pricing::RunningCost::resumed(last_cost));
         if let Some(budget) = last_thinking {
             session.thinking_budget = Mutex::new(budget);
         }

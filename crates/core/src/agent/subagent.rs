@@ -556,10 +556,7 @@ impl Runner {
                                 "the agent's model `{name}` is not available: {e}"
                             ))
                         })?;
-                ModelSlot {
-                    name: name.to_owned(),
-                    resolved: Ok((provider, model)),
-                }
+                ModelSlot::ready(name.to_owned(), provider, model)
             }
         };
         let number = self.children.fetch_add(1, Ordering::SeqCst) + 1;

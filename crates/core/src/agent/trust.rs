@@ -186,10 +186,7 @@ impl Session {
                     .clone()
                     .unwrap_or_else(|| format!("{}/{model}", provider.id()));
                 tracing::info!(model = %name, "the trusted project's model applies to this session");
-                self.replace_model(super::ModelSlot {
-                    name,
-                    resolved: Ok((provider, model)),
-                });
+                self.replace_model(super::ModelSlot::ready(name, provider, model));
             }
             Err(error) => {
                 tracing::warn!(%error, "the trusted project's model does not resolve");

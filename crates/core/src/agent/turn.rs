@@ -300,7 +300,7 @@ impl Session {
         cancel: CancellationToken,
     ) -> Result<Option<super::Compaction>, AgentError> {
         let slot = self.model_slot();
-        let (provider, model) = slot.resolved.map_err(AgentError::NoModel)?;
+        let (provider, model) = slot.provider()?;
         let mut history = self.history.lock().await;
         let (system, tools) = self.request_frame(provider.context_window(&model)).await;
         self.compact_history(
@@ -386,7 +386,7 @@ impl Session {
         cancel: CancellationToken,
     ) -> Result<TurnOutcome, AgentError> {
         let slot = self.model_slot();
-        let (provider, _) = slot.resolved.map_err(AgentError::NoModel)?;
+        let (provider, _) = slot.provider()?;
         let mut history = self.history.lock().await;
         self.state
             .set_asker(Some(Arc::new(HostAsker(host.clone()))));
@@ -400,7 +400,7 @@ impl Session {
         }
         // Trusting the project may have switched the model to the project's.
         drop(provider);
-        let (provider, model) = self.model_slot().resolved.map_err(AgentError::NoModel)?;
+        let (provider, model) = self.model_slot().provider()?;
         self.state
             .set_subagents(Some(Arc::new(super::subagent::Runner {
                 session_id: self.id.clone(),
@@ -534,9 +534,16 @@ impl Session {
                     .lock()
                     .unwrap_or_else(std::sync::PoisonError::into_inner) =
                     (usage.input_tokens as f64 / sent as f64).clamp(1.0, 4.0);
+                let cost = crate::provider::pricing::cost(provider.id(), &model, &usage);
+                let cost = self
+                    .spent
+                    .lock()
+                    .unwrap_or_else(std::sync::PoisonError::into_inner)
+                    .add(cost);
                 host.event(AgentEvent::Usage {
                     used: usage.input_tokens + usage.output_tokens,
                     size: provider.context_window(&model),
+                    cost,
                 });
             }
             self.remember(&mut history, response.message());

@@ -17,6 +17,7 @@
 //!   (`keel config show`); [`json_schema`]: the JSON Schema of a config file (`keel config
 //!   schema`).
 
+pub mod credentials;
 mod engine_config;
 mod error;
 mod load;

@@ -2,8 +2,12 @@
 //!
 //! Prompt caching: `cache_control: ephemeral` marks the system prompt, the last tool definition
 //! and the last content block of the last message, so each turn reads the previous turn's prefix
-//! from the cache (three of the four allowed breakpoints).
+//! from the cache (three of the four allowed breakpoints, [`limits::MAX_CACHE_BREAKPOINTS`]).
+//!
+//! Thinking and output limits are planned by [`limits::plan_output`] from the model's row of the
+//! table in [`limits`]; tool names are sent as [`WireNames`] maps them.
 
+use std::borrow::Cow;
 use std::collections::HashMap;
 use std::sync::Arc;
 
@@ -15,7 +19,9 @@ use serde_json::Value;
 use serde_json::value::RawValue;
 
 use super::http::{Endpoint, HttpSettings, build_client, fetch_models, open_stream, secret_header};
+use super::limits::{self, ThinkingStyle};
 use super::sse::{Decoder, ToolCalls, parse_data};
+use super::tool_names::WireNames;
 use super::{
     History, Message, ModelEvent, ModelRequest, ModelStream, Part, Provider, ProviderError, Role,
     StopReason, Usage,
@@ -25,8 +31,6 @@ use super::{
 pub const ANTHROPIC_BASE_URL: &str = "https://api.anthropic.com";
 /// The `anthropic-version` header sent.
 pub const ANTHROPIC_VERSION: &str = "2023-06-01";
-/// Anthropic's minimum thinking budget.
-const MIN_THINKING_BUDGET: u32 = 1024;
 
 /// A client of the Anthropic Messages API.
 #[derive(Debug, Clone)]
@@ -91,19 +95,41 @@ impl AnthropicProvider {
     /// The JSON body sent for `request`, serialized straight from the conversation: no JSON
     /// tree is built and nothing is copied, so a long history costs one pass.
     pub fn request_body(request: &ModelRequest) -> Result<Vec<u8>, ProviderError> {
-        let thinking = request
-            .thinking_budget
-            .filter(|_| request.max_tokens > MIN_THINKING_BUDGET)
-            .map(|budget| Thinking {
-                kind: "enabled",
-                budget_tokens: budget.clamp(MIN_THINKING_BUDGET, request.max_tokens - 1),
-            });
+        Self::encode(request).map(|(body, _)| body)
+    }
+
+    /// The body and the tool names it sent (to map the model's calls back).
+    fn encode(request: &ModelRequest) -> Result<(Vec<u8>, Arc<WireNames>), ProviderError> {
+        let names = Arc::new(WireNames::new(
+            request.tools.iter().map(|tool| tool.name.as_str()),
+        ));
+        let limits = limits::anthropic_model(&request.model);
+        let plan = limits::plan_output(request.max_tokens, request.thinking_budget, limits);
+        let (thinking, output_config) = match (plan.budget, limits.thinking) {
+            (Some(budget), ThinkingStyle::Budget) => (
+                Some(Thinking {
+                    kind: "enabled",
+                    budget_tokens: Some(budget),
+                }),
+                None,
+            ),
+            (Some(budget), ThinkingStyle::Adaptive) => (
+                Some(Thinking {
+                    kind: "adaptive",
+                    budget_tokens: None,
+                }),
+                Some(OutputConfig {
+                    effort: limits::effort(budget),
+                }),
+            ),
+            _ => (None, None),
+        };
         let last_tool = request.tools.len().saturating_sub(1);
         let body = Body {
             model: &request.model,
-            max_tokens: request.max_tokens,
+            max_tokens: plan.max_tokens,
             stream: true,
-            messages: messages(&request.messages),
+            messages: messages(&request.messages, &names),
             system: (!request.system.is_empty()).then(|| {
                 [SystemText {
                     kind: "text",
@@ -116,15 +142,19 @@ impl AnthropicProvider {
                 .iter()
                 .enumerate()
                 .map(|(index, tool)| WireTool {
-                    name: &tool.name,
+                    name: names.wire(&tool.name),
                     description: &tool.description,
                     input_schema: &tool.input_schema,
                     cache_control: (index == last_tool).then_some(EPHEMERAL),
                 })
                 .collect(),
             thinking,
+            output_config,
         };
-        serde_json::to_vec(&body).map_err(|error| ProviderError::Config(error.to_string()))
+        let bytes =
+            serde_json::to_vec(&body).map_err(|error| ProviderError::Config(error.to_string()))?;
+        drop(body);
+        Ok((bytes, names))
     }
 }
 
@@ -141,6 +171,14 @@ struct Body<'a> {
     tools: Vec<WireTool<'a>>,
     #[serde(skip_serializing_if = "Option::is_none")]
     thinking: Option<Thinking>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    output_config: Option<OutputConfig>,
+}
+
+/// `{"effort": "low" | "medium" | "high"}`: how much an adaptive model thinks.
+#[derive(Serialize)]
+struct OutputConfig {
+    effort: &'static str,
 }
 
 /// `{"type": "ephemeral"}`: a prompt-cache breakpoint.
@@ -162,7 +200,7 @@ struct SystemText<'a> {
 
 #[derive(Serialize)]
 struct WireTool<'a> {
-    name: &'a str,
+    name: Cow<'a, str>,
     description: &'a str,
     input_schema: &'a Value,
     #[serde(skip_serializing_if = "Option::is_none")]
@@ -173,7 +211,8 @@ struct WireTool<'a> {
 struct Thinking {
     #[serde(rename = "type")]
     kind: &'static str,
-    budget_tokens: u32,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    budget_tokens: Option<u32>,
 }
 
 #[derive(Serialize)]
@@ -186,6 +225,7 @@ struct WireMessage<'a> {
 struct WireBlock<'a> {
     part: &'a Part,
     cached: bool,
+    names: &'a WireNames,
 }
 
 #[derive(Serialize)]
@@ -226,7 +266,7 @@ impl Serialize for WireBlock<'_> {
             Part::ToolUse { id, name, input } => {
                 map.serialize_entry("type", "tool_use")?;
                 map.serialize_entry("id", id)?;
-                map.serialize_entry("name", name)?;
+                map.serialize_entry("name", &self.names.wire(name))?;
                 map.serialize_entry("input", input)?;
             }
             Part::ToolResult {
@@ -263,8 +303,9 @@ enum WireEntry<'a> {
 }
 
 /// The `messages` array: empty messages skipped, a cache breakpoint on the last block. Every
-/// message but the last is serialized once in the history's life ([`History`]).
-fn messages(history: &History) -> Vec<WireEntry<'_>> {
+/// message but the last is serialized once in the history's life ([`History`]), unless it
+/// calls a tool whose name is sent mapped (the mapping belongs to the request's tool list).
+fn messages<'a>(history: &'a History, names: &'a WireNames) -> Vec<WireEntry<'a>> {
     let last = history
         .iter()
         .rposition(|message| message.content.iter().any(sendable));
@@ -272,25 +313,38 @@ fn messages(history: &History) -> Vec<WireEntry<'_>> {
         .iter()
         .enumerate()
         .filter_map(|(index, message)| {
-            if Some(index) == last {
-                return wire_message(message, true).map(WireEntry::Now);
+            if Some(index) == last || !names_as_they_are(message) {
+                return wire_message(message, Some(index) == last, names).map(WireEntry::Now);
             }
             let serialize = |message: &Message| {
-                let wire = wire_message(message, false)?;
+                let wire = wire_message(message, false, names)?;
                 serde_json::value::to_raw_value(&wire).ok().map(Arc::from)
             };
             match history.anthropic(index, serialize) {
                 Some(kept) => Some(WireEntry::Kept(kept)),
                 // Sends nothing (or could not be kept: serialized with the body).
-                None => wire_message(message, false).map(WireEntry::Now),
+                None => wire_message(message, false, names).map(WireEntry::Now),
             }
         })
         .collect()
 }
 
+/// Whether every tool call of `message` is sent under its own name, so its serialized form
+/// does not depend on the request.
+fn names_as_they_are(message: &Message) -> bool {
+    message.content.iter().all(|part| match part {
+        Part::ToolUse { name, .. } => super::limits::valid_tool_name(name),
+        _ => true,
+    })
+}
+
 /// One message as Anthropic takes it (`None` when nothing of it is sendable); `breakpoint`
 /// puts the cache breakpoint on its last block that may carry one.
-fn wire_message(message: &Message, breakpoint: bool) -> Option<WireMessage<'_>> {
+fn wire_message<'a>(
+    message: &'a Message,
+    breakpoint: bool,
+    names: &'a WireNames,
+) -> Option<WireMessage<'a>> {
     let mut content: Vec<WireBlock<'_>> = message
         .content
         .iter()
@@ -298,6 +352,7 @@ fn wire_message(message: &Message, breakpoint: bool) -> Option<WireMessage<'_>> 
         .map(|part| WireBlock {
             part,
             cached: false,
+            names,
         })
         .collect();
     if content.is_empty() {
@@ -337,14 +392,17 @@ impl Provider for AnthropicProvider {
 
     fn stream(&self, request: ModelRequest) -> BoxFuture<'_, Result<ModelStream, ProviderError>> {
         Box::pin(async move {
-            let body = Self::request_body(&request)?;
+            let (body, names) = Self::encode(&request)?;
             open_stream(
                 &self.client,
                 &self.endpoint,
                 body,
                 &request.model,
                 &self.settings,
-                AnthropicDecoder::default,
+                || AnthropicDecoder {
+                    tools: ToolCalls::new(names.clone()),
+                    ..AnthropicDecoder::default()
+                },
             )
             .await
         })

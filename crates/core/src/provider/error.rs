@@ -143,6 +143,10 @@ pub enum ProviderError {
     /// Invalid configuration or model name. Not retried.
     #[error("{0}")]
     Config(String),
+    /// No model is named and no provider has credentials: the message names what to set.
+    /// Not retried.
+    #[error("{0}")]
+    NoProvider(String),
     /// The provider's server could not be reached at all (connection refused, no such host).
     /// Retried (a local server may be starting).
     #[error(
@@ -237,8 +241,15 @@ impl ProviderError {
             | Self::NotAnApi { .. }
             | Self::UnknownModel { .. }
             | Self::Config(_)
+            | Self::NoProvider(_)
             | Self::ScriptExhausted { .. } => false,
         }
+    }
+
+    /// Whether the model cannot answer for want of a credential (none found, or the one sent
+    /// was refused): what `keel login` or setting the named variable fixes.
+    pub fn is_missing_credentials(&self) -> bool {
+        matches!(self, Self::Auth { .. } | Self::NoProvider(_))
     }
 
     /// Whether the provider rejected the request because the prompt exceeds the model's

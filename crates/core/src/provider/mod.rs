@@ -44,11 +44,14 @@ mod catalog;
 mod error;
 mod history;
 mod http;
+pub mod limits;
 mod openai;
+pub mod pricing;
 mod resolve;
 mod retry;
 mod scripted;
 mod sse;
+mod tool_names;
 
 use std::fmt;
 
@@ -69,6 +72,7 @@ pub use resolve::{
 };
 pub use retry::{RetryNotice, RetryPolicy, observe_retries, parse_retry_after};
 pub use scripted::ScriptedProvider;
+pub use tool_names::WireNames;
 
 /// Who authored a message.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
@@ -187,11 +191,13 @@ pub struct ModelRequest {
     pub messages: History,
     /// Tools offered to the model; order is kept (and is part of the cached prefix).
     pub tools: Vec<ToolDefinition>,
-    /// Output token limit.
+    /// The answer's own output allowance (the configured `max_tokens`). With thinking on, the
+    /// request's limit is this plus the thinking budget, within the model's output limit
+    /// ([`limits::plan_output`]).
     pub max_tokens: u32,
-    /// Extended-thinking budget. Anthropic: `budget_tokens`, raised to the API minimum of 1024,
-    /// lowered below `max_tokens`, thinking disabled when `max_tokens <= 1024`. OpenAI: mapped to
-    /// `reasoning_effort` (`low` ≤ 4096 < `medium` ≤ 16384 < `high`).
+    /// Thinking budget (`None`: off). Anthropic budget models: `budget_tokens` (at least 1024,
+    /// below the request's `max_tokens`); Anthropic adaptive models and OpenAI reasoning models:
+    /// an effort level ([`limits::effort`]); models that cannot think: nothing.
     pub thinking_budget: Option<u32>,
 }
 

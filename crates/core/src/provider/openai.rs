@@ -9,6 +9,8 @@
 
 use std::borrow::Cow;
 use std::collections::HashMap;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
 
 use eventsource_stream::Event;
 use futures::future::BoxFuture;
@@ -17,7 +19,9 @@ use serde::Serialize;
 use serde_json::Value;
 
 use super::http::{Endpoint, HttpSettings, build_client, fetch_models, open_stream, secret_header};
+use super::limits::{self, ThinkingStyle};
 use super::sse::{Decoder, ToolCalls, parse_data};
+use super::tool_names::WireNames;
 use super::{
     Message, ModelEvent, ModelRequest, ModelStream, Part, Provider, ProviderError, Role,
     StopReason, Usage,
@@ -43,6 +47,8 @@ pub struct OpenAiProvider {
     settings: HttpSettings,
     max_tokens_param: MaxTokensParam,
     context_window: Option<u64>,
+    /// Whether the cut of an over-long tool list was logged.
+    warned_tools: Arc<AtomicBool>,
 }
 
 impl OpenAiProvider {
@@ -83,6 +89,7 @@ impl OpenAiProvider {
             settings,
             max_tokens_param,
             context_window: None,
+            warned_tools: Arc::default(),
         })
     }
 
@@ -114,6 +121,29 @@ impl OpenAiProvider {
     /// The JSON body sent for `request`, serialized straight from the conversation: no JSON
     /// tree is built, so a long history costs one pass.
     pub fn request_body(&self, request: &ModelRequest) -> Result<Vec<u8>, ProviderError> {
+        self.encode(request).map(|(body, _)| body)
+    }
+
+    /// The body and the tool names it sent (to map the model's calls back).
+    ///
+    /// Limits (see [`limits`]): at most [`limits::OPENAI_MAX_TOOLS`] tools (the rest are left
+    /// out, in order, and logged once per provider); a model OpenAI publishes gets
+    /// `reasoning_effort` only when it reasons, with `max_completion_tokens` raised by the
+    /// thinking budget within its output limit; any other server's model gets what was asked.
+    fn encode(&self, request: &ModelRequest) -> Result<(Vec<u8>, Arc<WireNames>), ProviderError> {
+        let offered = &request.tools[..request.tools.len().min(limits::OPENAI_MAX_TOOLS)];
+        if offered.len() < request.tools.len() && !self.warned_tools.swap(true, Ordering::Relaxed) {
+            tracing::warn!(
+                provider = %self.endpoint.provider,
+                tools = request.tools.len(),
+                "the Chat Completions API takes at most {} tools; the last {} are not offered",
+                limits::OPENAI_MAX_TOOLS,
+                request.tools.len() - offered.len()
+            );
+        }
+        let names = Arc::new(WireNames::new(
+            offered.iter().map(|tool| tool.name.as_str()),
+        ));
         let mut messages = Vec::with_capacity(request.messages.len() + 1);
         if !request.system.is_empty() {
             messages.push(ChatMessage::System {
@@ -121,11 +151,25 @@ impl OpenAiProvider {
             });
         }
         for message in &request.messages {
-            push_message(message, &mut messages);
+            push_message(message, &names, &mut messages);
         }
+        let (output, reasoning_effort) = match limits::openai_model(&request.model) {
+            Some(model) => {
+                let plan = limits::plan_output(request.max_tokens, request.thinking_budget, model);
+                let effort = match model.thinking {
+                    ThinkingStyle::Effort => plan.budget.map(limits::effort),
+                    _ => None,
+                };
+                (plan.max_tokens, effort)
+            }
+            None => (
+                request.max_tokens,
+                request.thinking_budget.map(limits::effort),
+            ),
+        };
         let (max_completion_tokens, max_tokens) = match self.max_tokens_param {
-            MaxTokensParam::MaxCompletionTokens => (Some(request.max_tokens), None),
-            MaxTokensParam::MaxTokens => (None, Some(request.max_tokens)),
+            MaxTokensParam::MaxCompletionTokens => (Some(output), None),
+            MaxTokensParam::MaxTokens => (None, Some(output)),
         };
         let body = ChatBody {
             model: &request.model,
@@ -136,25 +180,23 @@ impl OpenAiProvider {
             },
             max_completion_tokens,
             max_tokens,
-            tools: request
-                .tools
+            tools: offered
                 .iter()
                 .map(|tool| FunctionTool {
                     kind: "function",
                     function: FunctionDefinition {
-                        name: &tool.name,
+                        name: names.wire(&tool.name),
                         description: &tool.description,
                         parameters: &tool.input_schema,
                     },
                 })
                 .collect(),
-            reasoning_effort: request.thinking_budget.map(|budget| match budget {
-                0..=4096 => "low",
-                4097..=16384 => "medium",
-                _ => "high",
-            }),
+            reasoning_effort,
         };
-        serde_json::to_vec(&body).map_err(|error| ProviderError::Config(error.to_string()))
+        let bytes =
+            serde_json::to_vec(&body).map_err(|error| ProviderError::Config(error.to_string()))?;
+        drop(body);
+        Ok((bytes, names))
     }
 }
 
@@ -189,7 +231,7 @@ struct FunctionTool<'a> {
 
 #[derive(Serialize)]
 struct FunctionDefinition<'a> {
-    name: &'a str,
+    name: Cow<'a, str>,
     description: &'a str,
     parameters: &'a Value,
 }
@@ -246,13 +288,13 @@ struct ToolCall<'a> {
 
 #[derive(Serialize)]
 struct FunctionCall<'a> {
-    name: &'a str,
+    name: Cow<'a, str>,
     /// The arguments as a JSON string.
     arguments: String,
 }
 
 /// Appends the Chat Completions messages for `message`.
-fn push_message<'a>(message: &'a Message, out: &mut Vec<ChatMessage<'a>>) {
+fn push_message<'a>(message: &'a Message, names: &'a WireNames, out: &mut Vec<ChatMessage<'a>>) {
     match message.role {
         Role::User => {
             // Tool results first: they must directly follow the assistant's tool calls.
@@ -306,7 +348,7 @@ fn push_message<'a>(message: &'a Message, out: &mut Vec<ChatMessage<'a>>) {
                         id,
                         kind: "function",
                         function: FunctionCall {
-                            name,
+                            name: names.wire(name),
                             arguments: input.to_string(),
                         },
                     }),
@@ -331,14 +373,17 @@ impl Provider for OpenAiProvider {
 
     fn stream(&self, request: ModelRequest) -> BoxFuture<'_, Result<ModelStream, ProviderError>> {
         Box::pin(async move {
-            let body = self.request_body(&request)?;
+            let (body, names) = self.encode(&request)?;
             open_stream(
                 &self.client,
                 &self.endpoint,
                 body,
                 &request.model,
                 &self.settings,
-                OpenAiDecoder::default,
+                || OpenAiDecoder {
+                    tools: ToolCalls::new(names.clone()),
+                    ..OpenAiDecoder::default()
+                },
             )
             .await
         })

@@ -203,7 +203,7 @@ impl ProviderConfig {
             return Err(ProviderError::Auth {
                 provider: self.name.clone(),
                 env_var: self.key_env().to_owned(),
-                message: "no API key found".to_owned(),
+                message: "no API key found (`keel login` stores one)".to_owned(),
             });
         }
         let base = self.base_url.as_deref();
@@ -237,7 +237,7 @@ impl ProviderConfig {
 ///   `o1`/`o3`/`o4*` → openai).
 /// - `None`: the first configured provider with a `default_model` and credentials, then
 ///   Anthropic with `ANTHROPIC_API_KEY` ([`DEFAULT_ANTHROPIC_MODEL`]), then OpenAI with
-///   `OPENAI_API_KEY` ([`DEFAULT_OPENAI_MODEL`]); with none, a [`ProviderError::Config`] naming
+///   `OPENAI_API_KEY` ([`DEFAULT_OPENAI_MODEL`]); with none, a [`ProviderError::NoProvider`] naming
 ///   what to set.
 ///
 /// Keys missing from a configuration are read from `env` (never from the process environment
@@ -347,9 +347,10 @@ fn resolve_default(
             let model = config.default_model.clone().unwrap_or_default();
             Ok((config.build()?, model))
         }
-        None => Err(ProviderError::Config(
-            "no model provider configured: set ANTHROPIC_API_KEY or OPENAI_API_KEY, or set \
-             `model = \"provider/model\"` in the config (e.g. `model = \"ollama/qwen3\"`)"
+        None => Err(ProviderError::NoProvider(
+            "no model provider configured: run `keel login`, or set ANTHROPIC_API_KEY or \
+             OPENAI_API_KEY, or set `model = \"provider/model\"` in the config (e.g. \
+             `model = \"ollama/qwen3\"`)"
                 .to_owned(),
         )),
     }

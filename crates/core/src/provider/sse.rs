@@ -10,6 +10,7 @@ use eventsource_stream::{Event, EventStream, EventStreamError, Eventsource};
 use futures::stream::{BoxStream, StreamExt};
 
 use super::error::chain;
+use super::tool_names::WireNames;
 use super::{ModelEvent, ModelStream, ProviderError, StreamProgress};
 
 /// One API's translation of server-sent events into model events.
@@ -226,10 +227,12 @@ pub(crate) fn parse_data(
     })
 }
 
-/// The tool calls of one response, reassembled from argument fragments.
+/// The tool calls of one response, reassembled from argument fragments. Names are mapped back
+/// from the names the request sent ([`WireNames`]).
 #[derive(Debug, Default)]
 pub(crate) struct ToolCalls {
     calls: Vec<ToolCall>,
+    names: std::sync::Arc<WireNames>,
 }
 
 #[derive(Debug)]
@@ -243,6 +246,14 @@ struct ToolCall {
 }
 
 impl ToolCalls {
+    /// No calls yet; names the model calls are mapped back through `names`.
+    pub fn new(names: std::sync::Arc<WireNames>) -> Self {
+        Self {
+            calls: Vec::new(),
+            names,
+        }
+    }
+
     /// Starts a call; returns its ordinal.
     pub fn start(
         &mut self,
@@ -251,6 +262,7 @@ impl ToolCalls {
         initial: Option<serde_json::Value>,
         out: &mut Vec<ModelEvent>,
     ) -> usize {
+        let name = self.names.original(&name).to_owned();
         let index = self.calls.len();
         out.push(ModelEvent::ToolCallStart {
             index,
@@ -295,7 +307,7 @@ impl ToolCalls {
         if let Some(call) = self.calls.get_mut(index)
             && call.name.is_empty()
         {
-            call.name = name.to_owned();
+            call.name = self.names.original(name).to_owned();
         }
     }
 

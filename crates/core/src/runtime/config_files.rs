@@ -155,6 +155,32 @@ pub fn write_atomically(path: &Path, text: &str) -> io::Result<()> {
     super::atomic_write(path, text.as_bytes())
 }
 
+/// Replaces a file only its owner may read (mode 600, whatever the file's mode was)
+/// atomically: the temporary file is created with that mode, written, synced and renamed over
+/// the file, so no reader ever sees a partial or world-readable key. Creates missing parent
+/// directories.
+#[expect(
+    clippy::disallowed_methods,
+    reason = "the runtime is where ambient authority lives"
+)]
+pub fn write_private(path: &Path, text: &str) -> io::Result<()> {
+    use std::io::Write as _;
+    use std::os::unix::fs::OpenOptionsExt as _;
+
+    use atomic_write_file::unix::OpenOptionsExt as _;
+    if let Some(parent) = path.parent()
+        && !parent.as_os_str().is_empty()
+    {
+        std::fs::create_dir_all(parent)?;
+    }
+    let mut file = atomic_write_file::AtomicWriteFile::options()
+        .mode(0o600)
+        .preserve_mode(false)
+        .open(path)?;
+    file.write_all(text.as_bytes())?;
+    file.commit()
+}
+
 /// The `*.toml` files directly in `dir`, sorted by name (none when `dir` does not exist).
 #[expect(
     clippy::disallowed_methods,

@@ -53,7 +53,13 @@ pub enum StoredEvent {
         entries: Vec<crate::tool::PlanEntry>,
     },
     /// Context used by the latest request versus the model's window.
-    Usage { used: u64, size: u64 },
+    Usage {
+        used: u64,
+        size: u64,
+        /// The session's cost so far in USD, when known.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        cost: Option<f64>,
+    },
     /// The security mode changed (its name, as `Mode::as_str`).
     Mode { mode: String },
     /// The model changed (`provider/model`).

@@ -12,6 +12,7 @@ mod policy_support;
 mod policy_table;
 mod provider_anthropic;
 mod provider_faults;
+mod provider_limits;
 mod provider_models;
 mod provider_openai;
 mod provider_resolve;

@@ -113,7 +113,8 @@ async fn request_body_has_history_cache_breakpoints_and_thinking() {
         request.body,
         json!({
             "model": "mock-model",
-            "max_tokens": 8192,
+            // The answer keeps its 8192; the thinking budget comes on top.
+            "max_tokens": 8192 + 2048,
             "stream": true,
             "thinking": {"type": "enabled", "budget_tokens": 2048},
             "system": [{"type": "text", "text": "You are Keel.", "cache_control": ephemeral}],
@@ -232,18 +233,24 @@ async fn stop_reasons_are_mapped() {
 }
 
 #[tokio::test]
-async fn thinking_budget_is_clamped_below_max_tokens() {
+async fn thinking_budget_fits_within_the_models_output_limit() {
     let mut request = simple_request("hi");
-    request.max_tokens = 4000;
+    // Claude Opus 4.1 answers at most 32000 tokens: the answer keeps its 30000, thinking
+    // gets what is left.
+    request.model = "claude-opus-4-1-20250805".into();
+    request.max_tokens = 30_000;
     request.thinking_budget = Some(10_000);
     let body: serde_json::Value = serde_json::from_slice(
         &keel_core::provider::AnthropicProvider::request_body(&request).unwrap(),
     )
     .unwrap();
+    assert_eq!(body["max_tokens"], 32_000);
     assert_eq!(
         body["thinking"],
-        json!({"type": "enabled", "budget_tokens": 3999})
+        json!({"type": "enabled", "budget_tokens": 2000})
     );
+    // A model that cannot think gets no thinking, and its own output limit.
+    request.model = "claude-3-5-haiku-latest".into();
     request.max_tokens = 1000;
     let body: serde_json::Value = serde_json::from_slice(
         &keel_core::provider::AnthropicProvider::request_body(&request).unwrap(),

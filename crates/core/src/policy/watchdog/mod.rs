@@ -239,6 +239,8 @@ const SECRET_FILES: &[&str] = &[
     ".config/git/credentials",
     ".cache/huggingface/token",
     ".huggingface/token",
+    // Keel's own, written by `keel login` (`config::credentials`).
+    ".config/keel/credentials.toml",
 ];
 
 /// Whether `path` is a repository's configuration file (`.git/config`, `config.worktree`, a

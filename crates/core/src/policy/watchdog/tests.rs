@@ -140,6 +140,11 @@ fn exfiltration() {
     passes("curl -d 'q=1' https://api.example.com");
     passes("rsync -a src/ backup/");
     escalated("cat ~/.aws/credentials", WatchdogCategory::SecretRead);
+    // The keys `keel login` stored.
+    escalated(
+        "cat ~/.config/keel/credentials.toml",
+        WatchdogCategory::SecretRead,
+    );
 }
 
 #[test]
