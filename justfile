@@ -8,10 +8,11 @@ demo:
 test:
     cargo test --workspace --locked
 
-# Installs `keel` into ~/.cargo/bin from this clone; then `keel doctor` checks the setup and
-# prints the Zed settings for the installed binary.
+# Installs `keel` into ~/.cargo/bin from this clone (profile `dist`: the release build without
+# debug sections); then `keel doctor` checks the setup and prints the Zed settings for the
+# installed binary.
 install:
-    cargo install --locked --path crates/acp
+    cargo install --locked --profile dist --path crates/acp
 
 # Lints as CI runs them.
 lint:

@@ -9,6 +9,11 @@
 //!    the same turn, and the process's peak RSS (`VmHWM`) after it. Skipped when the binary
 //!    does not serve ACP.
 //!
+//! 3. A long session on one `keel acp` process: 300 text turns of 4 KB prompts, and the
+//!    process's CPU time (all its threads, from `/proc/PID/task/*/schedstat`, in ns) per turn
+//!    over the first 50 turns and over the last 50: how Keel's own work grows with the
+//!    conversation (`KEEL_BENCH_ONLY=long` runs it alone).
+//!
 //! `session/new` answers before the engine session has opened; a `/help` prompt (answered
 //! locally, once the session is open) measures when it is, and keeps the timed turn from
 //! paying for the open.
@@ -31,7 +36,7 @@ use keel_core::capability::ShellRunRequirement;
 use keel_core::provider::{ModelRequest, ProviderConfig, ProviderKind};
 use keel_testkit::acp_client::{ClientOptions, PermissionReply, TestClient, isolated_env, pipe};
 use keel_testkit::measure::{load_average, status_kib};
-use keel_testkit::mock_model::{MockModel, Turn};
+use keel_testkit::mock_model::{MockModel, Reply, Turn};
 use serde_json::json;
 
 const WARMUP: usize = 3;
@@ -107,7 +112,7 @@ async fn model_share(mock: &MockModel, raw: &dyn keel_core::provider::Provider) 
         let request = ModelRequest {
             model: "bench-model".into(),
             system: String::new(),
-            messages: vec![keel_core::provider::Message::user_text("go")],
+            messages: vec![keel_core::provider::Message::user_text("go")].into(),
             tools: Vec::new(),
             max_tokens: 1000,
             thinking_budget: None,
@@ -383,17 +388,120 @@ async fn mcp_servers(mock: &MockModel) {
     report("five stdio MCP servers (started in the background)", five);
 }
 
+/// Turns of the long session, the prompt of each, and the turns compared at each end.
+const LONG_TURNS: usize = 300;
+const LONG_PROMPT_BYTES: usize = 4096;
+const LONG_WINDOW: usize = 50;
+
+/// CPU time of every live thread of `pid` so far (`/proc/PID/task/*/schedstat`, first field).
+fn threads_cpu(pid: u32) -> Duration {
+    let mut total = 0u64;
+    if let Ok(tasks) = std::fs::read_dir(format!("/proc/{pid}/task")) {
+        for task in tasks.flatten() {
+            if let Ok(text) = std::fs::read_to_string(task.path().join("schedstat")) {
+                total += text
+                    .split_whitespace()
+                    .next()
+                    .and_then(|ns| ns.parse::<u64>().ok())
+                    .unwrap_or(0);
+            }
+        }
+    }
+    Duration::from_nanos(total)
+}
+
+/// A 300-turn session of 4 KB prompts on one `keel acp` process: Keel's CPU per turn over the
+/// first 50 turns and the last 50.
+async fn long_session() {
+    let mock = MockModel::start().await;
+    // The mock keeps no request: its own work on ever larger bodies is not Keel's. Every
+    // request (the turns', and the session title's) gets a short answer.
+    mock.lean();
+    mock.respond_with(Arc::new(|_, _| {
+        Some(Reply::anthropic(&Turn::text_only("Noted.").usage(1000, 10)))
+    }));
+    let program = PathBuf::from(env!("CARGO_BIN_EXE_keel"));
+    let home = tempfile::tempdir().unwrap();
+    // A window of a million tokens: the 1.2 MB conversation is never compacted, so the last
+    // turns carry all of it.
+    std::fs::create_dir_all(home.path().join("config/keel")).unwrap();
+    std::fs::write(
+        home.path().join("config/keel/config.toml"),
+        "[providers.anthropic]\ncontext_window = 1000000\n",
+    )
+    .unwrap();
+    let env = isolated_env(home.path(), &mock.base_url(), &[BENCH_MODEL]);
+    let (_dir, root) = workspace();
+    let client = TestClient::spawn(ClientOptions::default(), &program, &["acp"], &root, &env)
+        .await
+        .unwrap();
+    client.initialize().await.unwrap();
+    let session = client.new_session(&root, &[]).await.unwrap().session_id;
+    client.prompt(&session, "/help").await.unwrap();
+    let pid = client.pid().unwrap();
+    let mut per_turn = Vec::with_capacity(LONG_TURNS);
+    let started = Instant::now();
+    for turn in 0..LONG_TURNS {
+        let line =
+            format!("Part {turn} of the notes: the quick brown fox jumps over the lazy dog. ");
+        let prompt =
+            line.repeat(LONG_PROMPT_BYTES / line.len() + 1)[..LONG_PROMPT_BYTES].to_owned();
+        let before = threads_cpu(pid);
+        let answer = client.prompt(&session, &prompt).await.unwrap();
+        per_turn.push(threads_cpu(pid).saturating_sub(before));
+        assert_eq!(answer.stop_reason, StopReason::EndTurn);
+    }
+    let elapsed = started.elapsed();
+    let peak = status_kib(pid, "VmHWM");
+    client.close().await.unwrap();
+    let mean = |turns: &[Duration]| turns.iter().sum::<Duration>() / turns.len() as u32;
+    // The first turns after the warm-up `/help`: turn 1 pays for first-use work.
+    let first = mean(&per_turn[..LONG_WINDOW]);
+    let last = mean(&per_turn[LONG_TURNS - LONG_WINDOW..]);
+    println!(
+        "a long session on one `keel acp` process: {LONG_TURNS} text turns of {LONG_PROMPT_BYTES}-byte prompts ({:.1} s)",
+        elapsed.as_secs_f64()
+    );
+    println!(
+        "  Keel's CPU per turn: first {LONG_WINDOW} turns {first:.2?}, last {LONG_WINDOW} {last:.2?}: {:.2}x (target <= 1.2x)",
+        last.as_secs_f64() / first.as_secs_f64()
+    );
+    let mut sorted = per_turn[LONG_TURNS - LONG_WINDOW..].to_vec();
+    sorted.sort();
+    let mut early = per_turn[..LONG_WINDOW].to_vec();
+    early.sort();
+    println!(
+        "  medians: first {LONG_WINDOW} {:.2?}, last {LONG_WINDOW} {:.2?}",
+        early[LONG_WINDOW / 2],
+        sorted[LONG_WINDOW / 2]
+    );
+    if let Some(peak) = peak {
+        println!(
+            "  peak RSS (VmHWM) after the session: {:.1} MiB",
+            peak as f64 / 1024.0
+        );
+    }
+}
+
 #[tokio::main]
 async fn main() {
     println!("load average before: {}", load_average());
-    let mock = MockModel::start().await;
-    if std::env::var("KEEL_BENCH_ONLY").as_deref() == Ok("mcp") {
-        mcp_servers(&mock).await;
-        return;
+    match std::env::var("KEEL_BENCH_ONLY").as_deref() {
+        Ok("mcp") => {
+            mcp_servers(&MockModel::start().await).await;
+            return;
+        }
+        Ok("long") => {
+            long_session().await;
+            return;
+        }
+        _ => {}
     }
+    let mock = MockModel::start().await;
     let scratch = tempfile::tempdir().unwrap();
     in_process(&mock, scratch.path()).await;
     binary(&mock).await;
     mcp_servers(&mock).await;
+    long_session().await;
     println!("load average after: {}", load_average());
 }

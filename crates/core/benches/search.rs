@@ -8,6 +8,14 @@
 //! medians are reported with their ratio, the ratio of the fastest runs, and the CPU time
 //! (user + system) per run of each side, which the machine's load disturbs less than wall time.
 //! The result counts are compared, so both sides are known to do the same work.
+//!
+//! The last case searches the Rust toolchains (`~/.rustup/toolchains`, about 117,000 files, or
+//! `KEEL_BENCH_TOOLCHAINS=<dir>`) with `grep` in `count` mode against `rg -c` on the same
+//! pattern, with the permission policy's search gate installed as the engine installs it (every
+//! file decided as a read of it would be), and counts the opens and stats of one `grep` call
+//! with the runtime's tally: per file searched, ripgrep's cost is one open and no stat.
+//! `KEEL_BENCH_TOOLCHAIN_RUNS` (default 5) rounds, `KEEL_BENCH_PATTERN` (default `unsafe fn`). Without `rg` on the PATH the case says so
+//! and is skipped (`apt-get install ripgrep`).
 #![expect(
     clippy::disallowed_methods,
     clippy::print_stdout,
@@ -158,6 +166,20 @@ fn cpu_seconds() -> (f64, f64) {
 }
 
 fn main() {
+    let filter = std::env::args().skip(1).find(|a| !a.starts_with('-'));
+    if filter.as_deref() == Some("toolchain") {
+        let tokio = tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+            .unwrap();
+        println!("load average before: {}", load_average());
+        toolchain(
+            &tokio,
+            std::thread::available_parallelism().map_or(1, |n| n.get()),
+        );
+        println!("load average after: {}", load_average());
+        return;
+    }
     let corpus = corpus();
     let Ok(corpus) = std::fs::canonicalize(&corpus) else {
         println!(
@@ -170,7 +192,6 @@ fn main() {
         .ok()
         .and_then(|r| r.parse().ok())
         .unwrap_or(15);
-    let filter = std::env::args().skip(1).find(|a| !a.starts_with('-'));
     let scratch = corpus.join("../scratch");
     let runtime = Runtime::new(RuntimeConfig {
         roots: vec![corpus.clone()],
@@ -256,6 +277,126 @@ fn main() {
             same
         );
     }
+    if filter.as_deref().is_none_or(|f| "toolchain".contains(f)) {
+        toolchain(&tokio, threads);
+    }
     println!("load average after: {}", load_average());
+    let _ = std::fs::remove_dir_all(&scratch);
+}
+
+/// `grep` over the toolchain tree against `rg -c`, gated as in a session, and its opens and
+/// stats per file.
+fn toolchain(tokio: &tokio::runtime::Runtime, threads: usize) {
+    use keel_core::policy::{Mode, Policy, PolicyLayers, PolicySearchGate, Trust};
+    use keel_core::runtime::tally::{self, Tally};
+    use keel_core::tool::Tool as _;
+
+    let pattern = std::env::var("KEEL_BENCH_PATTERN").unwrap_or_else(|_| "unsafe fn".to_owned());
+    let pattern = pattern.as_str();
+    let root = std::env::var("KEEL_BENCH_TOOLCHAINS").map_or_else(
+        |_| PathBuf::from(std::env::var("HOME").unwrap_or_default()).join(".rustup/toolchains"),
+        PathBuf::from,
+    );
+    let Ok(root) = std::fs::canonicalize(&root) else {
+        println!("toolchain case: no tree at {}; skipped", root.display());
+        return;
+    };
+    let reference = [
+        "rg".to_owned(),
+        format!("-j{threads}"),
+        "-c".to_owned(),
+        pattern.to_owned(),
+    ];
+    let reference: Vec<&str> = reference.iter().map(String::as_str).collect();
+    if Command::new("rg").arg("--version").output().is_err() {
+        println!(
+            "toolchain case: ripgrep (rg) is not installed, so there is nothing to compare \
+             with; skipped (apt-get install ripgrep)"
+        );
+        return;
+    }
+    let runs: usize = std::env::var("KEEL_BENCH_TOOLCHAIN_RUNS")
+        .ok()
+        .and_then(|r| r.parse().ok())
+        .unwrap_or(5);
+    let scratch = std::env::temp_dir().join(format!("keel-bench-toolchain-{}", std::process::id()));
+    let runtime = Runtime::new(RuntimeConfig {
+        roots: vec![root.clone()],
+        requirements: RequirementSet::fs_read(&["{workspace}/**", "{session}/**"]),
+        scratch_dir: scratch.clone(),
+        ..RuntimeConfig::default()
+    })
+    .unwrap();
+    let layers = PolicyLayers::load(&root, None, Trust::Trusted)
+        .unwrap()
+        .with_home(std::env::var("HOME").ok().map(PathBuf::from));
+    let policy = Arc::new(Policy::new(layers, Mode::default(), false).unwrap());
+    let gate = Arc::new(PolicySearchGate::new(policy, GrepTool.spec()));
+    let ctx = ToolContext {
+        runtime: runtime.with_search_gate(gate),
+        session: Arc::new(SessionState::new(
+            "bench",
+            scratch.clone(),
+            Limits::default(),
+            false,
+        )),
+        call_id: "bench".into(),
+        cancel: CancellationToken::new(),
+        progress: ProgressSink::default(),
+    };
+    let grep = Typed::wrap(GrepTool).unwrap();
+    let args = json!({"pattern": pattern, "output_mode": "count"});
+    let searched = count_entries(&reference_run(&root, &["rg", "--files"]).1);
+    // Warm-up, result counts, and the tally of one call.
+    let tally = Tally::new();
+    let output = tokio.block_on(tally::scope(tally.clone(), tool_run(&grep, &args, &ctx)));
+    let ours = tool_entries(&output.1);
+    let theirs = count_entries(&reference_run(&root, &reference).1);
+    let counts = tally.counts();
+    let mut keel = Vec::with_capacity(runs);
+    let mut rg = Vec::with_capacity(runs);
+    let (self_before, children_before) = cpu_seconds();
+    for _ in 0..runs {
+        keel.push(tokio.block_on(tool_run(&grep, &args, &ctx)).0);
+        rg.push(reference_run(&root, &reference).0);
+    }
+    let (self_after, children_after) = cpu_seconds();
+    let keel_cpu = (self_after - self_before) * 1e3 / runs as f64;
+    let rg_cpu = (children_after - children_before) * 1e3 / runs as f64;
+    let each = |runs: &[Duration]| {
+        runs.iter()
+            .map(|d| format!("{:.0}", d.as_secs_f64() * 1e3))
+            .collect::<Vec<_>>()
+            .join(" ")
+    };
+    println!("  runs (ms): grep {} | rg {}", each(&keel), each(&rg));
+    let ((keel, keel_min), (rg, rg_min)) = (summary(keel), summary(rg));
+    println!();
+    println!(
+        "toolchain tree {} ({searched} files rg searches), pattern `{pattern}`, {runs} runs, \
+         search gate installed",
+        root.display()
+    );
+    println!(
+        "  grep count vs `{}`: median {keel:.0} ms vs {rg:.0} ms ({:.2}x), fastest {:.2}x, \
+         cpu {keel_cpu:.0} ms vs {rg_cpu:.0} ms ({:.2}x), files with matches {}",
+        reference.join(" "),
+        keel / rg,
+        keel_min / rg_min,
+        keel_cpu / rg_cpu,
+        if ours == theirs {
+            format!("{ours}")
+        } else {
+            format!("{ours}≠{theirs}")
+        }
+    );
+    println!(
+        "  one grep call: {} opens, {} stats for {searched} files ({:.3} opens and {:.3} stats \
+         per file)",
+        counts.open,
+        counts.stat,
+        counts.open as f64 / searched as f64,
+        counts.stat as f64 / searched as f64
+    );
     let _ = std::fs::remove_dir_all(&scratch);
 }

@@ -85,7 +85,7 @@ async fn main() {
             let request = ModelRequest {
                 model: "bench-model".into(),
                 system: String::new(),
-                messages: vec![keel_core::provider::Message::user_text("go")],
+                messages: vec![keel_core::provider::Message::user_text("go")].into(),
                 tools: Vec::new(),
                 max_tokens: 1000,
                 thinking_budget: None,

@@ -17,7 +17,9 @@ use std::sync::Arc;
 use futures::StreamExt as _;
 use tokio_util::sync::CancellationToken;
 
-use crate::provider::{Message, ModelEvent, ModelRequest, Part, Provider, Role, ToolDefinition};
+use crate::provider::{
+    History, Message, ModelEvent, ModelRequest, Part, Provider, Role, ToolDefinition,
+};
 use crate::store::StoredEvent;
 
 use super::session::Session;
@@ -45,21 +47,18 @@ pub(super) fn estimate_tokens(system: &str, messages: &[Message], tools: &[ToolD
 
 /// The length of `value` as JSON, counted without building the text.
 pub(super) fn json_len<T: serde::Serialize + ?Sized>(value: &T) -> usize {
-    struct Count(usize);
-    impl std::io::Write for Count {
-        fn write(&mut self, bytes: &[u8]) -> std::io::Result<usize> {
-            self.0 += bytes.len();
-            Ok(bytes.len())
-        }
-        fn flush(&mut self) -> std::io::Result<()> {
-            Ok(())
-        }
-    }
-    let mut count = Count(0);
-    match serde_json::to_writer(&mut count, value) {
-        Ok(()) => count.0,
-        Err(_) => 0,
-    }
+    crate::provider::json_len(value)
+}
+
+/// [`estimate_tokens`] of a history whose messages' lengths are counted once
+/// ([`History::json_len`]).
+pub(super) fn estimate_history_tokens(
+    system: &str,
+    history: &History,
+    tools: &[ToolDefinition],
+) -> u64 {
+    let bytes = system.len() + history.json_len() + json_len(tools);
+    (bytes as u64).div_ceil(4)
 }
 
 /// Whether `message` opens a turn (a user message with more than tool results).
@@ -291,7 +290,7 @@ impl Session {
         let request = ModelRequest {
             model: model.to_owned(),
             system: SUMMARY_SYSTEM.to_owned(),
-            messages: vec![Message::user_text(ask)],
+            messages: vec![Message::user_text(ask)].into(),
             tools: Vec::new(),
             max_tokens: self.config.max_tokens.min(8_192),
             thinking_budget: None,

@@ -56,7 +56,7 @@ pub struct Session {
     pub(super) policy: Arc<Policy>,
     pub(super) model: Mutex<ModelSlot>,
     pub(super) config: EngineConfig,
-    pub(super) history: tokio::sync::Mutex<Vec<Message>>,
+    pub(super) history: tokio::sync::Mutex<crate::provider::History>,
     /// Read-only calls share it; mutating calls take it alone, in the order the model asked.
     pub(super) tool_lock: RwLock<()>,
     /// Where a "trust always" answer is recorded.
@@ -88,6 +88,10 @@ pub struct Session {
     /// The registry's tools as the model is offered them, built at the first request (the
     /// registry does not change during a session; the schemas are shared by every request).
     pub(super) bundled_definitions: std::sync::OnceLock<Vec<crate::provider::ToolDefinition>>,
+    /// The agent definitions `task` may name, read once per session (again only when the
+    /// project's trust changes, which decides whether the project's own count), with the
+    /// trust they were read under.
+    pub(super) agents: Mutex<Option<(bool, Arc<Vec<super::AgentDef>>)>>,
     /// What the session's model responses cost so far.
     pub(super) spent: Mutex<crate::provider::pricing::RunningCost>,
     /// Every tool-call id this session has given out (`Session::keel_call_id`).
@@ -142,7 +146,7 @@ impl Session {
             policy,
             model,
             config,
-            history: tokio::sync::Mutex::new(Vec::new()),
+            history: tokio::sync::Mutex::new(crate::provider::History::default()),
             tool_lock: RwLock::new(()),
             trust_store,
             trust_settled: std::sync::atomic::AtomicBool::new(false),
@@ -157,6 +161,7 @@ impl Session {
             thinking_budget: Mutex::new(thinking_budget),
             mcp: crate::mcp::McpHub::default(),
             bundled_definitions: std::sync::OnceLock::new(),
+            agents: Mutex::new(None),
             spent: Mutex::default(),
             call_ids: Mutex::default(),
         }
@@ -204,7 +209,7 @@ impl Session {
     /// Keeps the session in the store: every event goes to `log`. `events` are what a reopened
     /// session had recorded: the model's view of the conversation continues from them.
     pub(super) fn with_log(mut self, log: SessionLog, events: Vec<StoredEvent>) -> Self {
-        self.history = tokio::sync::Mutex::new(crate::store::model_history(&events));
+        self.history = tokio::sync::Mutex::new(crate::store::model_history(&events).into());
         // The calls the stored session already showed keep their ids: a new call never takes
         // one of them (a reopened session's editor still has those calls).
         self.call_ids = Mutex::new(
@@ -327,7 +332,7 @@ impl Session {
 
     /// A copy of the conversation so far (waits for a running turn to finish).
     pub async fn history(&self) -> Vec<Message> {
-        self.history.lock().await.clone()
+        self.history.lock().await.to_vec()
     }
 
     /// Ends the session: releases its log in the store and removes its scratch directory

@@ -74,7 +74,8 @@ pub(super) fn spawn(
                 "The user asked:\n{}\n\nThe assistant answered:\n{}",
                 cut(&prompt),
                 cut(&answer)
-            ))],
+            ))]
+            .into(),
             tools: Vec::new(),
             max_tokens: 60,
             thinking_budget: None,

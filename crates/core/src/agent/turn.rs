@@ -10,7 +10,7 @@ use tokio_util::sync::CancellationToken;
 use crate::capability::Access;
 use crate::policy::{Action, Answer, Call, PolicySearchGate};
 use crate::provider::{
-    Message, ModelEvent, ModelRequest, Part, Provider, ProviderError, RetryNotice, Role,
+    History, Message, ModelEvent, ModelRequest, Part, Provider, ProviderError, RetryNotice, Role,
     StopReason, ToolDefinition, Usage, observe_retries,
 };
 use crate::tool::{
@@ -18,14 +18,14 @@ use crate::tool::{
     ToolContext, ToolError, ToolKind,
 };
 
-use super::compact::estimate_tokens;
+use super::compact::estimate_history_tokens;
 use super::record::RecordingHost;
 use super::session::Session;
 use super::{
     AgentError, AgentEvent, ApprovalAnswer, ApprovalRequest, CallStatus, TurnHost, TurnOutcome,
     TurnStop, UserContent,
 };
-use crate::store::{StoredEvent, push_merged};
+use crate::store::StoredEvent;
 
 /// How long a cancelled tool gets to wind down (kill its processes, answer) before it is dropped.
 const CANCEL_GRACE: Duration = Duration::from_secs(2);
@@ -132,11 +132,11 @@ fn user_parts(prompt: Vec<UserContent>) -> Vec<Part> {
 impl Session {
     /// Adds a message to the model's view of the conversation (and to the store), merging a
     /// user message into a trailing one (after an interrupted turn) so roles keep alternating.
-    fn remember(&self, history: &mut Vec<Message>, message: Message) {
+    fn remember(&self, history: &mut History, message: Message) {
         self.record(&StoredEvent::Message {
             message: message.clone(),
         });
-        push_merged(history, message);
+        history.push_merged(message);
     }
 
     /// The skills this session may use: the user's, and the project's once it is trusted.
@@ -197,16 +197,34 @@ impl Session {
         system
     }
 
+    /// The agent definitions, read once per session and again only when the project's trust
+    /// changed (it decides whether the project's definitions count).
+    fn agents(&self) -> Arc<Vec<super::AgentDef>> {
+        let trusted = self.policy.trust().is_trusted();
+        let mut slot = self
+            .agents
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        match &*slot {
+            Some((read_trusted, agents)) if *read_trusted == trusted => agents.clone(),
+            _ => {
+                let agents = Arc::new(super::load_agents(
+                    self.config.global_config_dir.as_deref(),
+                    self.runtime.root(),
+                    trusted,
+                ));
+                *slot = Some((trusted, agents.clone()));
+                agents
+            }
+        }
+    }
+
     /// The tools a request offers. The bundled ones always; the extension (MCP) tools too while
     /// they fit their budget (at most `tool_search_max_tools`, and at most `tool_search_budget`
     /// of the window at 4 bytes a token). Past it they are indexed for `tool_search`, which is
     /// offered instead, and only the ones it found so far are sent.
     pub(super) fn request_tools(&self, window: u64) -> Vec<ToolDefinition> {
-        let agents = super::load_agents(
-            self.config.global_config_dir.as_deref(),
-            self.runtime.root(),
-            self.policy.trust().is_trusted(),
-        );
+        let agents = self.agents();
         let mut tools = self
             .bundled_definitions
             .get_or_init(|| {
@@ -444,7 +462,7 @@ impl Session {
             // Tools `tool_search` found (or servers that became ready) join the next request.
             let tools = self.request_tools(window);
             // What the request weighs, estimated once (one counting pass over the history).
-            let mut estimate = estimate_tokens(&system, &history, &tools);
+            let mut estimate = estimate_history_tokens(&system, &history, &tools);
             let ratio = *self
                 .token_ratio
                 .lock()
@@ -483,7 +501,8 @@ impl Session {
             let request = ModelRequest {
                 model: model.clone(),
                 system: system.clone(),
-                messages: history.clone(),
+                // The session's history, shared: the request holds it until its body is built.
+                messages: History::clone(&history),
                 tools,
                 max_tokens: self.config.max_tokens,
                 thinking_budget: self.thinking_budget(),
@@ -1217,11 +1236,11 @@ mod tests {
     #[test]
     fn user_content_merges_after_an_interrupted_turn() {
         let mut history = vec![Message::user_text("a")];
-        push_merged(&mut history, Message::user_text("b"));
+        crate::store::push_merged(&mut history, Message::user_text("b"));
         assert_eq!(history.len(), 1);
         assert_eq!(history[0].content.len(), 2);
         history.push(Message::assistant_text("x"));
-        push_merged(&mut history, Message::user_text("c"));
+        crate::store::push_merged(&mut history, Message::user_text("c"));
         assert_eq!(history.len(), 3);
     }
 

@@ -272,7 +272,7 @@ impl Policy {
 
     /// Decides one call.
     pub fn decide(&self, call: &Call<'_>) -> Decision {
-        self.decide_with(call, true, Target::Subject(None))
+        self.decide_with(call, true, Target::Subject(None), true)
     }
 
     /// Decides one call whose subject path the engine already resolved (`canonical`), so the
@@ -282,7 +282,7 @@ impl Policy {
         call: &Call<'_>,
         canonical: Option<&std::path::Path>,
     ) -> Decision {
-        self.decide_with(call, true, Target::Subject(canonical))
+        self.decide_with(call, true, Target::Subject(canonical), true)
     }
 
     /// Decides a call acting on several files ([`crate::tool::Subject::Paths`], a patch): each
@@ -294,19 +294,28 @@ impl Policy {
     pub fn decide_paths(&self, call: &Call<'_>, files: &[(&str, &std::path::Path)]) -> Decision {
         let decisions: Vec<Decision> = files
             .iter()
-            .map(|(user, canonical)| self.decide_with(call, true, Target::File { user, canonical }))
+            .map(|(user, canonical)| {
+                self.decide_with(call, true, Target::File { user, canonical }, true)
+            })
             .collect();
         strictest(decisions).unwrap_or_else(|| self.decide(call))
     }
 
-    /// Decides one call without its approval keys and "always" scope (compiling those costs
-    /// more than the decision itself): for the files a search finds, decided one by one and
-    /// never remembered ([`super::PolicySearchGate`]).
-    pub(crate) fn decide_uncached(&self, call: &Call<'_>) -> Decision {
-        self.decide_with(call, false, Target::Subject(None))
+    /// Decides a read of a file a search found (`canonical`, reached by the search's walk, so
+    /// not resolved again), without its approval keys and "always" scope (compiling those costs
+    /// more than the decision itself) and without counting its hard links, which the search
+    /// takes from the descriptor it reads ([`super::PolicySearchGate`]). Touches no file.
+    pub(crate) fn decide_found(&self, call: &Call<'_>, canonical: &std::path::Path) -> Decision {
+        self.decide_with(call, false, Target::Subject(Some(canonical)), false)
     }
 
-    fn decide_with(&self, call: &Call<'_>, cacheable: bool, target: Target<'_>) -> Decision {
+    fn decide_with(
+        &self,
+        call: &Call<'_>,
+        cacheable: bool,
+        target: Target<'_>,
+        count_links: bool,
+    ) -> Decision {
         // A snapshot: resolving paths touches the file system, which is no place to hold a lock.
         // A subagent's reads its session's policy as it is now.
         let (mode, trust, session, unconfined_keys) = self.live();
@@ -489,6 +498,7 @@ impl Policy {
         // workspace, so the path check proves nothing about its content. Asked every time (the
         // runtime refuses to read it unless the call was approved: `allowing_linked_reads`).
         if action != Action::Deny
+            && count_links
             && let CallSubject::Path(path) = &subject
             && let Some(links) = call.runtime.link_count(&path.canonical)
             && links > 1

@@ -7,6 +7,11 @@
 //! shown by name only, one whose read is denied is left out. Whatever the call's glob or type
 //! filters re-include, a search therefore never shows content the read tool would have asked
 //! for.
+//!
+//! The gate decides on the name alone and touches no file: the path is the one the search's
+//! walk reached (not resolved again), and a hard-linked file, which a read would ask for, is
+//! told apart by the search itself from the descriptor it reads (`grep` names it instead of
+//! searching it; `glob` lists names, which links do not hide).
 
 use std::path::Path;
 use std::sync::Arc;
@@ -44,11 +49,14 @@ impl SearchGate for PolicySearchGate {
         let mut args = Map::new();
         args.insert(field.clone(), Value::String(path.to_owned()));
         let args = Value::Object(args);
-        let decision = self.policy.decide_uncached(&Call {
-            spec: &self.spec,
-            args: &args,
-            runtime,
-        });
+        let decision = self.policy.decide_found(
+            &Call {
+                spec: &self.spec,
+                args: &args,
+                runtime,
+            },
+            canonical,
+        );
         match decision.action {
             Action::Allow => SearchAccess::Read,
             Action::Ask => SearchAccess::NameOnly,

@@ -16,13 +16,14 @@ use futures::future::BoxFuture;
 use reqwest::header::{HeaderMap, HeaderValue};
 use serde::Serialize;
 use serde_json::Value;
+use serde_json::value::RawValue;
 
 use super::http::{Endpoint, HttpSettings, build_client, fetch_models, open_stream, secret_header};
 use super::limits::{self, ThinkingStyle};
 use super::sse::{Decoder, ToolCalls, parse_data};
 use super::tool_names::WireNames;
 use super::{
-    Message, ModelEvent, ModelRequest, ModelStream, Part, Provider, ProviderError, Role,
+    History, Message, ModelEvent, ModelRequest, ModelStream, Part, Provider, ProviderError, Role,
     StopReason, Usage,
 };
 
@@ -163,7 +164,7 @@ struct Body<'a> {
     model: &'a str,
     max_tokens: u32,
     stream: bool,
-    messages: Vec<WireMessage<'a>>,
+    messages: Vec<WireEntry<'a>>,
     #[serde(skip_serializing_if = "Option::is_none")]
     system: Option<[SystemText<'a>; 1]>,
     #[serde(skip_serializing_if = "Vec::is_empty")]
@@ -292,39 +293,86 @@ impl Serialize for WireBlock<'_> {
     }
 }
 
-/// The `messages` array: empty messages skipped, a cache breakpoint on the last block.
-fn messages<'a>(messages: &'a [Message], names: &'a WireNames) -> Vec<WireMessage<'a>> {
-    let mut out: Vec<WireMessage<'_>> = messages
+/// One element of the `messages` array: serialized once and kept with the history, or (the
+/// last message, which carries the cache breakpoint) serialized now.
+#[derive(Serialize)]
+#[serde(untagged)]
+enum WireEntry<'a> {
+    Kept(Arc<RawValue>),
+    Now(WireMessage<'a>),
+}
+
+/// The `messages` array: empty messages skipped, a cache breakpoint on the last block. Every
+/// message but the last is serialized once in the history's life ([`History`]), unless it
+/// calls a tool whose name is sent mapped (the mapping belongs to the request's tool list).
+fn messages<'a>(history: &'a History, names: &'a WireNames) -> Vec<WireEntry<'a>> {
+    let last = history
         .iter()
-        .filter_map(|message| {
-            let content: Vec<WireBlock<'_>> = message
-                .content
-                .iter()
-                .filter(|part| sendable(part))
-                .map(|part| WireBlock {
-                    part,
-                    cached: false,
-                    names,
-                })
-                .collect();
-            (!content.is_empty()).then_some(WireMessage {
-                role: message.role,
-                content,
-            })
+        .rposition(|message| message.content.iter().any(sendable));
+    history
+        .iter()
+        .enumerate()
+        .filter_map(|(index, message)| {
+            if Some(index) == last || !names_as_they_are(message) {
+                return wire_message(message, Some(index) == last, names).map(WireEntry::Now);
+            }
+            let serialize = |message: &Message| {
+                let wire = wire_message(message, false, names)?;
+                serde_json::value::to_raw_value(&wire).ok().map(Arc::from)
+            };
+            match history.anthropic(index, serialize) {
+                Some(kept) => Some(WireEntry::Kept(kept)),
+                // Sends nothing (or could not be kept: serialized with the body).
+                None => wire_message(message, false, names).map(WireEntry::Now),
+            }
+        })
+        .collect()
+}
+
+/// Whether every tool call of `message` is sent under its own name, so its serialized form
+/// does not depend on the request.
+fn names_as_they_are(message: &Message) -> bool {
+    message.content.iter().all(|part| match part {
+        Part::ToolUse { name, .. } => super::limits::valid_tool_name(name),
+        _ => true,
+    })
+}
+
+/// One message as Anthropic takes it (`None` when nothing of it is sendable); `breakpoint`
+/// puts the cache breakpoint on its last block that may carry one.
+fn wire_message<'a>(
+    message: &'a Message,
+    breakpoint: bool,
+    names: &'a WireNames,
+) -> Option<WireMessage<'a>> {
+    let mut content: Vec<WireBlock<'_>> = message
+        .content
+        .iter()
+        .filter(|part| sendable(part))
+        .map(|part| WireBlock {
+            part,
+            cached: false,
+            names,
         })
         .collect();
+    if content.is_empty() {
+        return None;
+    }
     // Thinking blocks cannot carry cache_control.
-    if let Some(block) = out.last_mut().and_then(|message| {
-        message.content.iter_mut().rev().find(|block| {
+    if breakpoint
+        && let Some(block) = content.iter_mut().rev().find(|block| {
             !matches!(
                 block.part,
                 Part::Thinking { .. } | Part::RedactedThinking { .. }
             )
         })
-    }) {
+    {
         block.cached = true;
     }
-    out
+    Some(WireMessage {
+        role: message.role,
+        content,
+    })
 }
 
 /// Whether Anthropic takes `part`: not an empty text, nor a thinking block without its

@@ -42,6 +42,7 @@
 mod anthropic;
 mod catalog;
 mod error;
+mod history;
 mod http;
 pub mod limits;
 mod openai;
@@ -61,6 +62,8 @@ use serde::{Deserialize, Serialize};
 pub use anthropic::{ANTHROPIC_BASE_URL, ANTHROPIC_VERSION, AnthropicProvider};
 pub use catalog::{LIST_TIMEOUT, MODELS_MAX_AGE, cache_file, cached_models, discover_models};
 pub use error::{ProviderError, StreamProgress};
+pub use history::History;
+pub(crate) use history::json_len;
 pub use http::HttpSettings;
 pub use openai::{MaxTokensParam, OPENAI_BASE_URL, OpenAiProvider};
 pub use resolve::{
@@ -184,8 +187,8 @@ pub struct ModelRequest {
     pub model: String,
     /// The system prompt; empty means none.
     pub system: String,
-    /// The conversation, oldest first.
-    pub messages: Vec<Message>,
+    /// The conversation, oldest first: the session's own, shared, not copied ([`History`]).
+    pub messages: History,
     /// Tools offered to the model; order is kept (and is part of the cached prefix).
     pub tools: Vec<ToolDefinition>,
     /// The answer's own output allowance (the configured `max_tokens`). With thinking on, the

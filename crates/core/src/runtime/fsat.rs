@@ -74,6 +74,7 @@ fn components(canonical: &Path) -> io::Result<Vec<&OsStr>> {
 }
 
 fn root() -> io::Result<OwnedFd> {
+    super::tally::count(super::tally::Event::Open);
     Ok(nix::fcntl::open(
         "/",
         OFlag::O_PATH | OFlag::O_DIRECTORY | OFlag::O_CLOEXEC,
@@ -83,6 +84,7 @@ fn root() -> io::Result<OwnedFd> {
 
 /// The `fstat` of a descriptor, as std's metadata.
 fn stat(fd: &OwnedFd) -> io::Result<Metadata> {
+    super::tally::count(super::tally::Event::Stat);
     let file = File::from(fd.try_clone()?);
     file.metadata()
 }
@@ -111,6 +113,7 @@ pub fn open(canonical: &Path, flags: OFlag) -> io::Result<OwnedFd> {
                 | ResolveFlag::RESOLVE_NO_SYMLINKS
                 | ResolveFlag::RESOLVE_NO_MAGICLINKS,
         );
+        super::tally::count(super::tally::Event::Open);
         match openat2(&root, relative.as_os_str(), how) {
             Ok(fd) => return Ok(fd),
             Err(Errno::ENOSYS | Errno::EPERM) => {
@@ -131,6 +134,7 @@ pub fn open(canonical: &Path, flags: OFlag) -> io::Result<OwnedFd> {
 /// verified to be a directory, the last component opened with `flags` (which hold
 /// `O_NOFOLLOW`).
 fn walk(root: OwnedFd, parts: &[&OsStr], flags: OFlag) -> io::Result<OwnedFd> {
+    super::tally::count(super::tally::Event::Open);
     let Some((last, dirs)) = parts.split_last() else {
         return Ok(openat(&root, ".", flags, Mode::empty())?);
     };
@@ -151,6 +155,7 @@ fn walk(root: OwnedFd, parts: &[&OsStr], flags: OFlag) -> io::Result<OwnedFd> {
 }
 
 fn open_subdir(dir: &OwnedFd, name: &OsStr) -> io::Result<OwnedFd> {
+    super::tally::count(super::tally::Event::Open);
     let fd = match openat(
         dir,
         name,
@@ -172,6 +177,7 @@ fn open_subdir(dir: &OwnedFd, name: &OsStr) -> io::Result<OwnedFd> {
 /// `O_DIRECTORY | O_NOFOLLOW` answers `ENOTDIR` for it) or has become a directory again (it
 /// changed under the walk).
 fn not_a_directory(dir: &OwnedFd, name: &OsStr) -> io::Error {
+    super::tally::count(super::tally::Event::Open);
     let changed = openat(
         dir,
         name,
@@ -200,6 +206,7 @@ pub fn metadata(canonical: &Path) -> io::Result<Metadata> {
 pub fn open_read(canonical: &Path) -> io::Result<(File, Metadata)> {
     let fd = open(canonical, OFlag::O_RDONLY | OFlag::O_NONBLOCK)?;
     let file = File::from(fd);
+    super::tally::count(super::tally::Event::Stat);
     let meta = file.metadata()?;
     if meta.is_file() {
         // Regular files ignore O_NONBLOCK, but clear it so the descriptor behaves normally.

@@ -35,6 +35,7 @@ pub mod scratch;
 pub mod secrets;
 pub mod store_files;
 pub mod tally;
+pub mod walk;
 
 pub use net::{FetchOptions, FetchResponse, NetPolicy};
 
@@ -253,8 +254,9 @@ pub enum SearchAccess {
 }
 
 /// Decides [`SearchAccess`] for a canonical path, as the permission policy would decide a read
-/// of it by the same tool. The engine installs one per call; without one every file in the
-/// scope is readable.
+/// of it by the same tool, on the name alone: hard links are the search's to check, on the
+/// descriptor it reads. The engine installs one per call; without one every file in the scope
+/// is readable.
 pub trait SearchGate: Send + Sync + Debug {
     fn access(&self, runtime: &Runtime, canonical: &Path) -> SearchAccess;
 }
@@ -421,6 +423,12 @@ impl Runtime {
             unconfined: true,
             ..self.clone()
         }
+    }
+
+    /// Whether this runtime reads regular files with several hard links
+    /// ([`Runtime::allowing_linked_reads`]).
+    pub fn reads_linked_files(&self) -> bool {
+        self.linked_reads
     }
 
     /// Whether shell commands of this call run without the sandbox (an approved escalation).
@@ -799,6 +807,24 @@ impl Runtime {
         .await
         .map_err(|e| ToolError::internal("writing a sidecar file (the task failed)", e))?
         .map_err(|e| ToolError::internal("writing a sidecar file", e))
+    }
+
+    /// Walks a canonical, in-scope directory (or one file) for a search, calling a visitor
+    /// (one per thread, built by `visitor`) for each regular file the ignore rules and
+    /// `filters` keep ([`walk`]: directory descriptors all the way down, no symlink followed,
+    /// one open and one stat per file the visitor opens). Blocking.
+    pub fn walk_files<F, V>(
+        &self,
+        base: &Path,
+        filters: &walk::Filters,
+        visitor: F,
+    ) -> Result<walk::WalkErrors, ToolError>
+    where
+        F: Fn() -> V + Sync,
+        V: FnMut(&walk::FoundFile<'_>) -> walk::Flow,
+    {
+        self.check(base, Access::Read)?;
+        walk::walk(base, filters, visitor).map_err(|e| io_error(self, base, e))
     }
 
     /// A directory walker rooted at a canonical, in-scope directory. It honours .gitignore,

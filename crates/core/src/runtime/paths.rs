@@ -40,6 +40,7 @@ pub fn resolve(path: &Path) -> io::Result<PathBuf> {
             resolved = candidate;
             continue;
         }
+        super::tally::count(super::tally::Event::Stat);
         match std::fs::symlink_metadata(&candidate) {
             Ok(meta) if meta.file_type().is_symlink() => {
                 followed += 1;

@@ -1,6 +1,8 @@
 //! A test hook that counts the work one tool call costs: path resolutions, argument parses,
-//! file reads and diffs. Installed for a future with [`scope`] (a task-local, so tests running
-//! side by side never see each other's counts); without one, counting is a no-op.
+//! file reads and diffs, and the opens and stats the runtime makes for it. Installed for a
+//! future with [`scope`] (a task-local, so tests running side by side never see each other's
+//! counts); without one, counting is a no-op. Work a call hands to other threads (a search's
+//! walk) is counted there through [`current`] and [`within`].
 //!
 //! The engine's promise it checks: a call is prepared once. Its arguments are validated and
 //! deserialized once, its subject path resolved once, the file read once and diffed once,
@@ -23,6 +25,10 @@ pub enum Event {
     Read,
     /// A file change diffed.
     Diff,
+    /// A file or directory opened by the runtime (`open`/`openat`, failed attempts included).
+    Open,
+    /// A `stat` of any kind (`fstat`, `fstatat`, `statx`, `lstat`) made by the runtime.
+    Stat,
 }
 
 /// The counts of one [`scope`].
@@ -32,6 +38,8 @@ pub struct Tally {
     parse: AtomicUsize,
     read: AtomicUsize,
     diff: AtomicUsize,
+    open: AtomicUsize,
+    stat: AtomicUsize,
 }
 
 /// A snapshot of a [`Tally`].
@@ -41,6 +49,8 @@ pub struct Counts {
     pub parse: usize,
     pub read: usize,
     pub diff: usize,
+    pub open: usize,
+    pub stat: usize,
 }
 
 impl Tally {
@@ -54,6 +64,8 @@ impl Tally {
             Event::Parse => &self.parse,
             Event::Read => &self.read,
             Event::Diff => &self.diff,
+            Event::Open => &self.open,
+            Event::Stat => &self.stat,
         }
     }
 
@@ -63,6 +75,8 @@ impl Tally {
             parse: self.parse.load(Ordering::Relaxed),
             read: self.read.load(Ordering::Relaxed),
             diff: self.diff.load(Ordering::Relaxed),
+            open: self.open.load(Ordering::Relaxed),
+            stat: self.stat.load(Ordering::Relaxed),
         }
     }
 }
@@ -71,13 +85,46 @@ tokio::task_local! {
     static TALLY: Arc<Tally>;
 }
 
+std::thread_local! {
+    /// The tally of the call this thread works for ([`within`]).
+    static THREAD_TALLY: std::cell::RefCell<Option<Arc<Tally>>> =
+        const { std::cell::RefCell::new(None) };
+}
+
 /// Runs `future` with `probe` counting what it does (on its own task; work it spawns onto
 /// other tasks is counted where it is started, before the spawn).
 pub async fn scope<F: Future>(probe: Arc<Tally>, future: F) -> F::Output {
     TALLY.scope(probe, future).await
 }
 
+/// The tally counting here (the task's scope, else the thread's [`within`]), to hand to
+/// threads that work for the same call.
+pub fn current() -> Option<Arc<Tally>> {
+    TALLY
+        .try_with(Arc::clone)
+        .ok()
+        .or_else(|| THREAD_TALLY.with(|slot| slot.borrow().clone()))
+}
+
+/// Runs `work` on this thread with `probe` counting what it does (a blocking task or a worker
+/// thread of the call that took `probe` from [`current`]).
+pub fn within<R>(probe: Option<Arc<Tally>>, work: impl FnOnce() -> R) -> R {
+    let previous = THREAD_TALLY.with(|slot| slot.replace(probe));
+    let result = work();
+    THREAD_TALLY.with(|slot| *slot.borrow_mut() = previous);
+    result
+}
+
 /// Counts one `event` in the current scope, if any.
 pub fn count(event: Event) {
-    let _ = TALLY.try_with(|probe| probe.counter(event).fetch_add(1, Ordering::Relaxed));
+    if TALLY
+        .try_with(|probe| probe.counter(event).fetch_add(1, Ordering::Relaxed))
+        .is_err()
+    {
+        THREAD_TALLY.with(|slot| {
+            if let Some(probe) = slot.borrow().as_ref() {
+                probe.counter(event).fetch_add(1, Ordering::Relaxed);
+            }
+        });
+    }
 }

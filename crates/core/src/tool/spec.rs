@@ -287,10 +287,20 @@ fn strip_noise(value: &mut Value) {
         Value::Object(map) => {
             map.remove("title");
             map.remove("$schema");
+            // `#[serde(default)]` on an optional field: a null default says only "optional".
+            if map.get("default") == Some(&Value::Null) {
+                map.remove("default");
+            }
             if let Some(Value::String(format)) = map.get("format")
                 && SCHEMARS_FORMATS.contains(&format.as_str())
             {
                 map.remove("format");
+            }
+            // The items of a described array: "one of them" is all their description can add.
+            if map.contains_key("description")
+                && let Some(Value::Object(items)) = map.get_mut("items")
+            {
+                items.remove("description");
             }
             for v in map.values_mut() {
                 strip_noise(v);

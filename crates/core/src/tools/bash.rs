@@ -39,32 +39,32 @@ pub const MAX_TIMEOUT: Duration = Duration::from_secs(600);
 
 const DESCRIPTION: &str = "\
 Runs one command with `bash -c`; returns stdout and stderr combined, the exit code and signal.
-- Runs in the workspace root (or `cwd`). Each call is a fresh shell: `cd` and variables do not \
+- Runs in the workspace root (or `cwd`), a fresh shell each call: `cd` and variables do not \
 carry over; background processes stop when it exits. stdin is closed; no pager, no colour.
-- `timeout` in ms: default 120000, at most 600000; on timeout everything it started is killed.
-- Long output is cut; the whole output is saved to a file you can `read`.
-- Prefer `read`, `glob`, `grep`, `edit`, `write` over cat, find, grep, sed; use bash for builds, \
-tests, git and other programs. Quote paths with spaces; chain steps with `&&`.
-- Commands run in a kernel sandbox (little visible or writable outside the workspace, no \
-network). Only when one failed because the sandbox denied a path or host it really needs, run \
-it again with `unsandboxed: true`: the user is asked separately.";
+- On timeout everything it started is killed. Long output is cut and saved whole to a file you \
+can `read`.
+- Prefer `read`, `glob`, `grep`, `edit`, `write` over cat, find, grep, sed. Quote paths with \
+spaces; chain steps with `&&`.
+- Runs in a kernel sandbox (little visible or writable outside the workspace, no network). Only \
+when a command failed because the sandbox denied a path or host it needs, run it again with \
+`unsandboxed: true`: the user is asked.";
 
 /// Arguments of `bash`.
 #[derive(Debug, Clone, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct BashParams {
-    /// The command line to run with `bash -c`.
+    /// The command line.
     #[schemars(length(min = 1))]
     pub command: String,
-    /// Timeout in milliseconds (default 120000, at most 600000).
+    /// In milliseconds (default 120000).
     #[schemars(range(min = 1, max = 600000))]
     pub timeout: Option<u64>,
-    /// What the command does, in 5-10 words, for the user.
+    /// What it does, in 5-10 words, for the user.
     pub description: Option<String>,
-    /// The directory to run in (absolute or workspace-relative); default the workspace root.
+    /// Default the workspace root.
     pub cwd: Option<String>,
-    /// Run without the kernel sandbox. Only after a sandboxed run failed on a path or host the
-    /// sandbox denies; the user is asked every time (unless they said "always" for it).
+    /// Run outside the sandbox (the user is asked); only after a sandboxed run failed on a
+    /// denied path or host.
     pub unsandboxed: Option<bool>,
 }
 

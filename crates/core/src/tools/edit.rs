@@ -34,15 +34,13 @@ const LISTED_LINES: usize = 20;
 #[derive(Debug, Clone, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct EditParams {
-    /// The file to change: an absolute path, or a path relative to the workspace root.
+    /// Absolute or workspace-relative path.
     pub file_path: String,
-    /// The exact text to replace. It must match the file character for character, whitespace
-    /// and indentation included, without the line-number prefix `read` shows, and occur exactly
-    /// once unless `replace_all` is true. Empty only to create a new file.
+    /// The exact text to replace.
     pub old_string: String,
-    /// The text to put in its place. Must differ from `old_string`.
+    /// The replacement (different from `old_string`).
     pub new_string: String,
-    /// Replace every occurrence of `old_string` instead of requiring exactly one.
+    /// Replace every occurrence.
     #[serde(default)]
     pub replace_all: bool,
 }
@@ -52,17 +50,13 @@ pub struct EditParams {
 pub struct EditTool;
 
 const DESCRIPTION: &str = "\
-Replaces an exact piece of text in a file (`file_path` absolute or workspace-relative).
+Replaces exact text in a file.
 - `old_string` must match the current text exactly (whitespace included, without the \
 line-number prefix `read` shows) and occur once: add surrounding lines to make it unique, or \
 set `replace_all`.
 - The file must have been read in this session and unchanged since. An empty `old_string` \
 creates a new file.
-- Line endings, byte-order mark and permissions are kept. Returns the diff.";
-
-const HINT: &str = "Before changing a file with `edit` or `write`, `read` it in this session; \
-both refuse files you have not read or that changed since. Prefer `edit` (small exact \
-replacements) over rewriting a whole file with `write`.";
+- Keeps line endings, byte-order mark and permissions. Returns the diff.";
 
 impl Tool for EditTool {
     type Params = EditParams;
@@ -76,7 +70,6 @@ impl Tool for EditTool {
                 &["{workspace}/**"],
                 &["{workspace}/**"],
             ))
-            .hint(HINT)
     }
 
     fn describe(&self, params: &EditParams, how: Describe<'_>) -> CallView {

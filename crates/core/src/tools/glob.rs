@@ -4,7 +4,7 @@
 //!   component, `**` crosses directories, `{a,b}` alternates, `[abc]` classes) matched against
 //!   each file's path relative to `path` (default: the workspace root).
 //!
-//! The walk is [`Runtime::walker`](crate::runtime::Runtime::walker)'s, run in parallel: it honours
+//! The walk is [`Runtime::walk_files`](crate::runtime::Runtime::walk_files)'s, run in parallel: it honours
 //! `.gitignore`/`.ignore` (with or without a `.git`), skips hidden files and never follows or
 //! lists symlinks. Results are shown workspace-relative, sorted by that path (byte order, as
 //! `LC_ALL=C sort` does), and capped at `limits.glob_entries`; past the cap the whole list goes
@@ -22,34 +22,32 @@ use std::path::Path;
 use std::sync::Mutex;
 
 use globset::{GlobBuilder, GlobMatcher};
-use ignore::{DirEntry, ParallelVisitor, ParallelVisitorBuilder, WalkState};
 use schemars::JsonSchema;
 use serde::Deserialize;
 use tokio_util::sync::CancellationToken;
 
 use crate::capability::{Access, RequirementSet};
-use crate::runtime::{Runtime, SearchAccess};
+use crate::runtime::walk::{Filters, Flow, FoundFile};
+use crate::runtime::{Runtime, SearchAccess, tally};
 use crate::tool::view::{code, given};
 use crate::tool::{
     CallView, Describe, Subject, Tool, ToolContext, ToolError, ToolKind, ToolOutput, ToolSpec,
 };
 
 const DESCRIPTION: &str = "\
-Finds files by name pattern in a codebase of any size; returns paths relative to the workspace, \
-sorted.
-- `pattern` matches paths relative to `path` (default the workspace root): `*` within one \
-directory, `**` across levels, `{ts,tsx}` alternatives. E.g. `**/*.rs`, `src/**/*.{ts,tsx}`.
-- Ignored (.gitignore) and hidden files are skipped; only files are listed. Search contents \
-with `grep`.";
+Finds files by glob pattern; returns workspace-relative paths, sorted.
+- `pattern` matches paths relative to `path`: `*` within a directory, `**` across directories, \
+`{ts,tsx}` alternatives, e.g. `src/**/*.{ts,tsx}`.
+- Skips ignored (.gitignore) and hidden files; lists files only.";
 
 /// Arguments of `glob`.
 #[derive(Debug, Clone, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct GlobParams {
-    /// The glob pattern, relative to `path` (e.g. `**/*.rs`).
+    /// E.g. `**/*.rs`.
     #[schemars(length(min = 1))]
     pub pattern: String,
-    /// The directory to search in (absolute or workspace-relative); default the workspace root.
+    /// The directory to search; default the workspace root.
     pub path: Option<String>,
 }
 
@@ -109,8 +107,11 @@ impl Tool for GlobTool {
         let runtime = ctx.runtime.clone();
         let cancel = ctx.cancel.clone();
         let walk_base = base.clone();
+        let probe = tally::current();
         let mut entries = tokio::task::spawn_blocking(move || {
-            find_files(&runtime, &walk_base, &matcher, &cancel)
+            tally::within(probe, || {
+                find_files(&runtime, &walk_base, &matcher, &cancel)
+            })
         })
         .await
         .map_err(|e| ToolError::internal("listing files (the task failed)", e))??;
@@ -166,7 +167,8 @@ fn relative_pattern<'a>(pattern: &'a str, base: &Path) -> Result<&'a str, ToolEr
 }
 
 /// Walks `base` in parallel and returns the files whose base-relative path matches, as the
-/// user reads them (workspace-relative), unsorted.
+/// user reads them (workspace-relative), unsorted. No file is opened or stat'ed: the listing
+/// says what is a file, and the rules decide on the name.
 fn find_files(
     runtime: &Runtime,
     base: &Path,
@@ -181,44 +183,24 @@ fn find_files(
         shown if shown.ends_with('/') => shown.to_owned(),
         shown => format!("{shown}/"),
     };
-    let mut builder = Collect {
-        runtime,
-        base,
-        prefix: &prefix,
-        matcher,
-        cancel,
-        found: &found,
-    };
-    runtime.walker(base)?.build_parallel().visit(&mut builder);
+    runtime.walk_files(base, &Filters::default(), || {
+        let mut visitor = Visitor {
+            runtime,
+            base,
+            prefix: &prefix,
+            matcher,
+            cancel,
+            found: &found,
+            local: Vec::new(),
+        };
+        move |file: &FoundFile<'_>| visitor.visit(file)
+    })?;
     Ok(found
         .into_inner()
         .unwrap_or_else(std::sync::PoisonError::into_inner))
 }
 
-/// Builds one visitor per walker thread; each keeps its own list and hands it over when done.
-struct Collect<'a> {
-    runtime: &'a Runtime,
-    base: &'a Path,
-    prefix: &'a str,
-    matcher: &'a GlobMatcher,
-    cancel: &'a CancellationToken,
-    found: &'a Mutex<Vec<String>>,
-}
-
-impl<'s> ParallelVisitorBuilder<'s> for Collect<'s> {
-    fn build(&mut self) -> Box<dyn ParallelVisitor + 's> {
-        Box::new(Visitor {
-            runtime: self.runtime,
-            base: self.base,
-            prefix: self.prefix,
-            matcher: self.matcher,
-            cancel: self.cancel,
-            found: self.found,
-            local: Vec::new(),
-        })
-    }
-}
-
+/// One walk thread's matches; handed over when the thread is done.
 struct Visitor<'a> {
     runtime: &'a Runtime,
     base: &'a Path,
@@ -229,26 +211,19 @@ struct Visitor<'a> {
     local: Vec<String>,
 }
 
-impl ParallelVisitor for Visitor<'_> {
-    fn visit(&mut self, entry: Result<DirEntry, ignore::Error>) -> WalkState {
+impl Visitor<'_> {
+    fn visit(&mut self, file: &FoundFile<'_>) -> Flow {
         if self.cancel.is_cancelled() {
-            return WalkState::Quit;
+            return Flow::Quit;
         }
-        let Ok(entry) = entry else {
-            return WalkState::Continue;
-        };
-        // Symlinks have their own file type here (the walker does not follow them).
-        if !entry.file_type().is_some_and(|t| t.is_file()) {
-            return WalkState::Continue;
-        }
-        let Ok(relative) = entry.path().strip_prefix(self.base) else {
-            return WalkState::Continue;
+        let Ok(relative) = file.path().strip_prefix(self.base) else {
+            return Flow::Continue;
         };
         // Names of files whose read would be asked (`.env`) are listed: a name is not the
         // content. Files whose read is denied are left out.
         if self.matcher.is_match(relative)
-            && self.runtime.check(entry.path(), Access::Read).is_ok()
-            && self.runtime.search_access(entry.path()) != SearchAccess::Hidden
+            && self.runtime.check(file.path(), Access::Read).is_ok()
+            && self.runtime.search_access(file.path()) != SearchAccess::Hidden
         {
             let relative = relative.to_string_lossy();
             let mut shown = String::with_capacity(self.prefix.len() + relative.len());
@@ -256,7 +231,7 @@ impl ParallelVisitor for Visitor<'_> {
             shown.push_str(&relative);
             self.local.push(shown);
         }
-        WalkState::Continue
+        Flow::Continue
     }
 }
 

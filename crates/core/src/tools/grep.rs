@@ -5,8 +5,9 @@
 //!   ([`OutputMode`]: `files_with_matches` (default), `content`, `count`), `-i`, `-n`, `-A`/`-B`/`-C`
 //!   context, `multiline`, `head_limit`: the parameters of Claude Code's Grep.
 //!
-//! The walk is [`Runtime::walker`](crate::runtime::Runtime::walker)'s (gitignore-aware, no
-//! symlinks), run in parallel with one [`Searcher`] per thread; binary files (a NUL byte) are
+//! The walk is [`Runtime::walk_files`](crate::runtime::Runtime::walk_files)'s (gitignore-aware,
+//! no symlinks, directory descriptors all the way down), run in parallel with one [`Searcher`]
+//! per thread; binary files (a NUL byte) are
 //! skipped. Per-thread results are collected, then sorted by path (byte order), so the output
 //! is deterministic. `limits.grep_matches` caps the result entries (matching lines in `content`
 //! mode, files otherwise); past it the whole output goes to a sidecar file.
@@ -18,8 +19,9 @@
 //! ([`Runtime::search_access`](crate::runtime::Runtime::search_access)): searched when that
 //! read would be allowed, named in a note when it would be asked (`.env`, keys, hard links),
 //! left out when denied; so a glob that re-includes hidden files cannot show a secret's
-//! content. Files are opened through [`Runtime::open_read`](crate::runtime::Runtime::open_read)
-//! (no symlink followed on the checked path).
+//! content. Each file is opened once, relative to its directory's descriptor (no symlink
+//! followed), and its type and link count are taken from that descriptor: one open and one
+//! stat per file searched.
 
 use std::path::{Path, PathBuf};
 use std::sync::Mutex;
@@ -31,13 +33,13 @@ use grep_searcher::{
 };
 use ignore::overrides::OverrideBuilder;
 use ignore::types::TypesBuilder;
-use ignore::{DirEntry, WalkState};
 use schemars::JsonSchema;
 use serde::Deserialize;
 use tokio_util::sync::CancellationToken;
 
 use crate::capability::{Access, RequirementSet};
-use crate::runtime::{FileError, Runtime, SearchAccess};
+use crate::runtime::walk::{Filters, Flow, FoundFile};
+use crate::runtime::{Runtime, SearchAccess, tally};
 use crate::tool::view::{code, given, one_line};
 use crate::tool::{
     CallView, Describe, Subject, Tool, ToolContext, ToolError, ToolKind, ToolOutput, ToolSpec,
@@ -49,27 +51,23 @@ pub const MAX_LINE_BYTES: usize = 1000;
 pub const MAX_COLLECTED_BYTES: usize = 64 * 1024 * 1024;
 
 const DESCRIPTION: &str = "\
-Searches file contents with a regex (ripgrep syntax), respecting .gitignore. Use it instead \
-of grep or rg in bash.
-- `pattern`: e.g. `fn\\s+main`, `TODO|FIXME`; escape literal braces and parentheses \
-(`foo\\(`). Case-sensitive unless `-i`.
-- `path`: a directory or one file; default the workspace root. `glob` (`*.rs`, `!**/vendor/**`) \
-or `type` (`rust`, `py`) filter files.
-- `output_mode`: `files_with_matches` (default), `content` (path:line:text, with `-A`/`-B`/`-C` \
+Searches file contents with a regex (ripgrep syntax), respecting .gitignore.
+- `pattern`: e.g. `fn\\s+main`, `TODO|FIXME`; escape literal braces and parentheses (`foo\\(`).
+- `output_mode`: `files_with_matches` (default), `content` (path:line:text, `-A`/`-B`/`-C` \
 context) or `count`.
 - Large results are cut and saved whole to a file you can `read`. Files needing approval (.env, \
 keys) are skipped with a note; `read` one to ask.";
 
-/// What `grep` returns.
+// What `grep` returns (a plain comment: the tool's description tells the model).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Deserialize, JsonSchema)]
 #[serde(rename_all = "snake_case")]
 pub enum OutputMode {
-    /// The matching lines, `path:line:text`, with optional context.
+    // The matching lines, `path:line:text`, with optional context.
     Content,
-    /// The paths of the files that match.
+    // The paths of the files that match.
     #[default]
     FilesWithMatches,
-    /// The number of matching lines per file.
+    // The number of matching lines per file.
     Count,
 }
 
@@ -77,38 +75,37 @@ pub enum OutputMode {
 #[derive(Debug, Clone, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct GrepParams {
-    /// The regular expression to search for.
+    /// The regex to search for.
     #[schemars(length(min = 1))]
     pub pattern: String,
-    /// The file or directory to search (absolute or workspace-relative); default the workspace root.
+    /// A directory or one file; default the workspace root.
     pub path: Option<String>,
-    /// Only search files matching this glob (rg --glob), e.g. `*.rs` or `src/**/*.{ts,tsx}`.
+    /// Only files matching this glob, e.g. `*.rs`, `!**/vendor/**`.
     pub glob: Option<String>,
-    /// Only search files of this type (rg --type), e.g. `rust`, `py`, `js`.
+    /// Only files of this type, e.g. `rust`, `py`, `js`.
     #[serde(rename = "type")]
     pub file_type: Option<String>,
-    /// `files_with_matches` (default), `content` or `count`.
     pub output_mode: Option<OutputMode>,
-    /// Case-insensitive search.
+    /// Case-insensitive.
     #[serde(rename = "-i")]
     pub dash_i: Option<bool>,
-    /// Case-insensitive search (same as `-i`).
+    /// Same as `-i`.
     pub case_insensitive: Option<bool>,
-    /// Show line numbers in `content` mode (default true).
+    /// Line numbers (default true).
     #[serde(rename = "-n")]
     pub line_numbers: Option<bool>,
-    /// Lines of context after each match (`content` mode).
+    /// Lines after each match.
     #[serde(rename = "-A")]
     pub after: Option<u32>,
-    /// Lines of context before each match (`content` mode).
+    /// Lines before each match.
     #[serde(rename = "-B")]
     pub before: Option<u32>,
-    /// Lines of context before and after each match (`content` mode).
+    /// Lines before and after each match.
     #[serde(rename = "-C")]
     pub context: Option<u32>,
-    /// Let `.` match newlines and patterns span lines.
+    /// Patterns may span lines.
     pub multiline: Option<bool>,
-    /// Show only the first N lines (`content`) or entries (other modes).
+    /// Only the first N lines or entries.
     #[schemars(range(min = 1))]
     pub head_limit: Option<u64>,
 }
@@ -149,9 +146,12 @@ impl Tool for GrepTool {
         let search = Search::new(&params, &base, is_dir)?;
         let runtime = ctx.runtime.clone();
         let cancel = ctx.cancel.clone();
-        let found = tokio::task::spawn_blocking(move || search.run(&runtime, &base, &cancel))
-            .await
-            .map_err(|e| ToolError::internal("searching files (the task failed)", e))??;
+        let probe = tally::current();
+        let found = tokio::task::spawn_blocking(move || {
+            tally::within(probe, || search.run(&runtime, &base, &cancel))
+        })
+        .await
+        .map_err(|e| ToolError::internal("searching files (the task failed)", e))??;
         if ctx.cancel.is_cancelled() {
             return Err(ToolError::Cancelled);
         }
@@ -244,47 +244,41 @@ impl Search {
         cancel: &CancellationToken,
     ) -> Result<Found, ToolError> {
         let shared = Shared::default();
-        let mut walker = runtime.walker(base)?;
-        if let Some(overrides) = &self.overrides {
-            walker.overrides(overrides.clone());
-        }
-        if let Some(types) = &self.types {
-            walker.types(types.clone());
-        }
-        walker.build_parallel().run(|| {
+        let filters = Filters {
+            overrides: self.overrides.clone(),
+            types: self.types.clone(),
+        };
+        let errors = runtime.walk_files(base, &filters, || {
             let mut searcher = self.searcher.build();
             let shared = &shared;
-            Box::new(move |entry: Result<DirEntry, ignore::Error>| {
+            move |found: &FoundFile<'_>| {
                 if cancel.is_cancelled() || shared.full.load(Ordering::Relaxed) {
-                    return WalkState::Quit;
+                    return Flow::Quit;
                 }
-                let Ok(entry) = entry else {
-                    shared.unreadable.fetch_add(1, Ordering::Relaxed);
-                    return WalkState::Continue;
-                };
-                // Symlinks have their own file type here (the walker does not follow them).
-                if !entry.file_type().is_some_and(|t| t.is_file())
-                    || runtime.check(entry.path(), Access::Read).is_err()
-                {
-                    return WalkState::Continue;
+                if runtime.check(found.path(), Access::Read).is_err() {
+                    return Flow::Continue;
                 }
                 // The path the call named was decided with the call; what the walk finds is
-                // decided file by file, as a read of it would be.
-                let access = if entry.path() == base {
+                // decided file by file, as a read of it would be (its links are counted on
+                // the descriptor the search reads).
+                let access = if found.is_base() {
                     SearchAccess::Read
                 } else {
-                    runtime.search_access(entry.path())
+                    runtime.search_access(found.path())
                 };
                 match access {
                     SearchAccess::Read => {
-                        self.search_file(&mut searcher, runtime, entry.into_path(), shared, cancel);
+                        self.search_file(&mut searcher, runtime, found, shared, cancel);
                     }
-                    SearchAccess::NameOnly => shared.withheld(entry.into_path()),
+                    SearchAccess::NameOnly => shared.withheld(found.path().to_path_buf()),
                     SearchAccess::Hidden => {}
                 }
-                WalkState::Continue
-            })
-        });
+                Flow::Continue
+            }
+        })?;
+        shared
+            .unreadable
+            .fetch_add(errors.unreadable_dirs, Ordering::Relaxed);
         let mut files = shared
             .files
             .into_inner()
@@ -309,7 +303,7 @@ impl Search {
         &self,
         searcher: &mut Searcher,
         runtime: &Runtime,
-        path: PathBuf,
+        found: &FoundFile<'_>,
         shared: &Shared,
         cancel: &CancellationToken,
     ) {
@@ -321,15 +315,18 @@ impl Search {
             binary: false,
             cancel,
         };
-        // Opened by the runtime: no symlink followed on the checked path, and a hard-linked
-        // file only when the call was approved for it.
-        let file = match runtime.open_read(&path) {
-            Ok(file) => file,
-            Err(FileError::HardLinked { .. }) => {
-                shared.withheld(path);
-                return;
+        // Opened relative to its directory, no symlink followed; a file swapped for something
+        // else than a regular file is not read, and a hard-linked one only when the call was
+        // approved for it.
+        let file = match found.open() {
+            Ok(opened) if opened.regular => {
+                if opened.links > 1 && !runtime.reads_linked_files() {
+                    shared.withheld(found.path().to_path_buf());
+                    return;
+                }
+                opened.file
             }
-            Err(_) => {
+            Ok(_) | Err(_) => {
                 shared.unreadable.fetch_add(1, Ordering::Relaxed);
                 return;
             }
@@ -347,7 +344,7 @@ impl Search {
                     shared.full.store(true, Ordering::Relaxed);
                 }
                 let hits = FileHits {
-                    path,
+                    path: found.path().to_path_buf(),
                     matches: sink.matches,
                     lines: sink.lines,
                 };

@@ -20,16 +20,16 @@ use crate::tool::{
 pub const HEADLESS_MESSAGE: &str = "The question tool is not available: no user is present \
 (headless run). Make your best judgement and say what you assumed.";
 
-const DESCRIPTION: &str = "Ask the user questions and wait for the answers, when a decision \
-is genuinely theirs (a preference, an ambiguous requirement, a trade-off), not for what you can \
-find out. Offer options when the likely answers are known. Returns one answer list per \
-question. Headless runs fail the call: then decide and state your assumption.";
+const DESCRIPTION: &str = "Asks the user and waits for the answers, when a decision is theirs \
+(a preference, an ambiguous requirement, a trade-off), not for what you can find out. Offer \
+options when the likely answers are known. Returns one answer list per question. Headless runs \
+fail the call: then decide and state your assumption.";
 
 /// Arguments of `question`.
 #[derive(Debug, Clone, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct QuestionParams {
-    /// The questions, asked together.
+    /// Asked together.
     #[schemars(length(min = 1, max = 8))]
     pub questions: Vec<QuestionEntry>,
 }
@@ -38,16 +38,16 @@ pub struct QuestionParams {
 #[derive(Debug, Clone, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct QuestionEntry {
-    /// The question, as a full sentence.
+    /// A full sentence.
     #[schemars(length(min = 1))]
     pub question: String,
-    /// A very short label shown above the question (a few words).
+    /// A few words.
     #[serde(default)]
     pub header: Option<String>,
-    /// Choices to offer. Omit for a free-text answer.
+    /// Omit for a free-text answer.
     #[serde(default)]
     pub options: Vec<ChoiceEntry>,
-    /// Whether the user may pick several options (default false).
+    /// The user may pick several.
     #[serde(default)]
     pub multi_select: bool,
 }
@@ -56,10 +56,10 @@ pub struct QuestionEntry {
 #[derive(Debug, Clone, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct ChoiceEntry {
-    /// The choice as shown (and as returned when picked).
+    /// Shown, and returned when picked.
     #[schemars(length(min = 1))]
     pub label: String,
-    /// What picking it means.
+    /// What it means.
     #[serde(default)]
     pub description: Option<String>,
 }

@@ -38,12 +38,12 @@ const MAX_LINE_BYTES: usize = MAX_LINE_CHARS * 4 + 8;
 #[derive(Debug, Clone, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct ReadParams {
-    /// The file to read: an absolute path, or a path relative to the workspace root.
+    /// Absolute or workspace-relative path.
     pub file_path: String,
-    /// The line number to start reading from (1-based). Defaults to the first line.
+    /// The first line to read (1-based).
     #[schemars(range(min = 1))]
     pub offset: Option<u64>,
-    /// How many lines to read. Defaults to 2000.
+    /// Lines to read (default 2000).
     #[schemars(range(min = 1))]
     pub limit: Option<u64>,
 }
@@ -53,16 +53,10 @@ pub struct ReadParams {
 pub struct ReadTool;
 
 const DESCRIPTION: &str = "\
-Reads a text file; lines come numbered like `cat -n` (number, tab, line). `file_path` is \
-absolute or relative to the workspace root.
-- Up to 2000 lines by default; for a large file pass `offset` (1-based) and `limit`. Long lines \
-and outputs over about 200 KB are cut, with the `offset` to continue from.
-- Binary files are refused; list a directory with `glob`. Also reads the files where truncated \
-outputs were saved.
-- `write` and `edit` need the file read first.";
-
-const HINT: &str = "Use `read` to look at files (not `cat`, `head` or `tail` through bash). \
-Lines come numbered; never copy the number-and-tab prefix into `edit`'s `old_string`.";
+Reads a text file; lines come numbered like `cat -n` (number, tab, line).
+- Up to 2000 lines; for more pass `offset` (1-based) and `limit`. Long lines and outputs over \
+about 200 KB are cut, with the `offset` to continue from.
+- Binary files are refused; list a directory with `glob`. Also reads saved truncated outputs.";
 
 impl Tool for ReadTool {
     type Params = ReadParams;
@@ -74,7 +68,6 @@ impl Tool for ReadTool {
             .read_only()
             .subject(Subject::Path(Some("file_path".into())))
             .requires(RequirementSet::fs_read(&["{workspace}/**", "{session}/**"]))
-            .hint(HINT)
     }
 
     fn describe(&self, params: &ReadParams, how: Describe<'_>) -> CallView {

@@ -23,32 +23,32 @@ pub const TASK_TOOL_ID: &str = "task";
 /// The model's copy of a child's answer is cut here (the whole answer goes to a sidecar file).
 pub const TASK_RESULT_BYTES: usize = 64 * 1024;
 
-const DESCRIPTION: &str = "Delegate a self-contained job to a subagent: a fresh conversation \
-with your tools (or the named agent's), bounded by your permissions. It returns only its final \
-answer, so say in `prompt` everything it needs and what to report. Use it for broad searches \
-or independent work; several calls in one response run in parallel. `background: true` returns \
-a handle at once and the answer arrives in a later message; `wait` or `cancel` takes a handle.";
+const DESCRIPTION: &str = "Delegates a self-contained job to a subagent: a fresh conversation \
+with your tools (or the named agent's) and permissions, which returns only its final answer; \
+say in `prompt` all it needs and what to report. For broad searches or independent work; \
+calls in one response run in parallel. `background: true` returns a handle at once (the answer \
+comes in a later message) for `wait` or `cancel`.";
 
 /// Arguments of `task`: `prompt` starts a subagent; `wait` or `cancel` acts on a handle.
 #[derive(Debug, Clone, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct TaskParams {
-    /// The whole task for the subagent.
+    /// The whole task.
     #[serde(default)]
     pub prompt: Option<String>,
     /// 3-6 words shown to the user.
     #[serde(default)]
     pub description: Option<String>,
-    /// An agent named below; omit for a general-purpose one.
+    /// An agent named below; default a general-purpose one.
     #[serde(default)]
     pub agent: Option<String>,
-    /// Return a handle at once instead of waiting.
+    /// Return a handle at once.
     #[serde(default)]
     pub background: bool,
-    /// A background handle: wait for its answer.
+    /// A handle: wait for its answer.
     #[serde(default)]
     pub wait: Option<String>,
-    /// A background handle: stop it.
+    /// A handle: stop it.
     #[serde(default)]
     pub cancel: Option<String>,
 }

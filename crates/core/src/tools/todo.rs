@@ -16,9 +16,9 @@ use crate::tool::{
 };
 
 const DESCRIPTION: &str = "\
-Writes the session's todo list, replacing it whole. Use it for work of several steps: mark \
-one item `in_progress` before starting it and `completed` when done; add and drop steps as \
-you go. Send the full list each time (empty clears it). Skip it for one trivial step.";
+Writes the session's todo list, replacing it whole (empty clears it). For work of several \
+steps: mark one item `in_progress` before starting it and `completed` when done; add and drop \
+steps as you go.";
 
 pub use crate::tool::{TodoPriority, TodoStatus};
 
@@ -26,16 +26,16 @@ pub use crate::tool::{TodoPriority, TodoStatus};
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct TodoItem {
-    /// What to do, in the imperative ("Run the tests").
+    /// In the imperative ("Run the tests").
     #[schemars(length(min = 1))]
     pub content: String,
     pub status: TodoStatus,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub priority: Option<TodoPriority>,
-    /// A stable identifier for the item, if you keep one.
+    /// A stable id, if you keep one.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub id: Option<String>,
-    /// The item in the present continuous ("Running the tests"), shown while it is in progress.
+    /// Shown while in progress ("Running the tests").
     #[serde(
         rename = "activeForm",
         default,
@@ -48,7 +48,7 @@ pub struct TodoItem {
 #[derive(Debug, Clone, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct TodoParams {
-    /// The whole list, in order.
+    /// The whole list.
     pub todos: Vec<TodoItem>,
 }
 

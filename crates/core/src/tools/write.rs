@@ -29,10 +29,9 @@ const MAX_DIFF_BYTES: u64 = 64 * 1024 * 1024;
 #[derive(Debug, Clone, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct WriteParams {
-    /// The file to create or overwrite: an absolute path, or a path relative to the workspace
-    /// root. Missing parent directories are created.
+    /// Absolute or workspace-relative path.
     pub file_path: String,
-    /// The complete new content of the file.
+    /// The whole new content.
     pub content: String,
 }
 
@@ -41,12 +40,10 @@ pub struct WriteParams {
 pub struct WriteTool;
 
 const DESCRIPTION: &str = "\
-Creates a file or replaces its whole content (`file_path` absolute or workspace-relative; parent \
-directories are created).
-- An existing file must have been read in this session and unchanged since; prefer `edit` to \
-change part of it.
-- CRLF line endings and a byte-order mark are kept. Returns a summary and, for an existing \
-file, the diff.";
+Creates a file or replaces all its content; missing parent directories are created.
+- An existing file must have been read in this session and unchanged since; to change part of \
+it, use `edit`.
+- CRLF line endings and a byte-order mark are kept. Returns the diff of an existing file.";
 
 impl Tool for WriteTool {
     type Params = WriteParams;

@@ -336,3 +336,39 @@ async fn prompt_too_long_is_recognisable() {
     );
     assert_eq!(mock.requests().len(), 1);
 }
+
+/// A request's history keeps each message's serialized form: the next request of a growing
+/// conversation reuses them, and its body is byte for byte the body of the same conversation
+/// serialized from nothing, whether the history grew by a new message or by a user message
+/// merged into the last one (whose breakpoint moves with it), and after any other change.
+#[test]
+fn kept_serializations_give_the_body_of_a_fresh_history() {
+    use keel_core::provider::{AnthropicProvider, History, Message, Part, Role};
+    let body = |history: &History| {
+        let mut request = history_request();
+        request.messages = history.clone();
+        String::from_utf8(AnthropicProvider::request_body(&request).unwrap()).unwrap()
+    };
+    let fresh = |history: &History| body(&History::new(history.to_vec()));
+    let mut history = history_request().messages;
+    assert_eq!(body(&history), fresh(&history));
+    history.push_merged(Message::assistant_text("Found it."));
+    assert_eq!(body(&history), fresh(&history));
+    history.push_merged(Message::user_text("Now fix it."));
+    assert_eq!(body(&history), fresh(&history));
+    // Merged into the trailing user message: its serialized form is not reused.
+    history.push_merged(Message::user_text("And test it."));
+    let merged = body(&history);
+    assert!(merged.contains("And test it."), "{merged}");
+    assert_eq!(merged, fresh(&history));
+    // A message with nothing sendable, then a change of an earlier message.
+    history.push_merged(Message {
+        role: Role::Assistant,
+        content: vec![Part::Text(String::new())],
+    });
+    assert_eq!(body(&history), fresh(&history));
+    history[0] = Message::user_text("Where is the entry point?");
+    let changed = body(&history);
+    assert!(changed.contains("entry point"), "{changed}");
+    assert_eq!(changed, fresh(&history));
+}

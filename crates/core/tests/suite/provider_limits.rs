@@ -68,7 +68,8 @@ fn request(model: &str, tools: Vec<ToolDefinition>, thinking: Thinking) -> Model
                     Part::Text("go on".into()),
                 ],
             },
-        ],
+        ]
+        .into(),
         tools,
         // The configured default.
         max_tokens: 8192,

@@ -82,7 +82,7 @@ async fn an_openai_style_model_not_found_lists_the_servers_models() {
     let request = ModelRequest {
         model: "qwen9".into(),
         system: String::new(),
-        messages: vec![Message::user_text("hi")],
+        messages: vec![Message::user_text("hi")].into(),
         tools: Vec::new(),
         max_tokens: 100,
         thinking_budget: None,

@@ -57,7 +57,7 @@ pub fn simple_request(text: &str) -> ModelRequest {
     ModelRequest {
         model: "mock-model".into(),
         system: String::new(),
-        messages: vec![Message::user_text(text)],
+        messages: vec![Message::user_text(text)].into(),
         tools: Vec::new(),
         max_tokens: 1024,
         thinking_budget: None,
@@ -123,7 +123,8 @@ pub fn history_request() -> ModelRequest {
                     },
                 ],
             },
-        ],
+        ]
+        .into(),
         tools: tools(),
         max_tokens: 8192,
         thinking_budget: Some(2048),

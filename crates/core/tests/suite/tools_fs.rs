@@ -171,10 +171,7 @@ fn specs_declare_kind_subject_requirements_and_mutability() {
             .as_str()
             .unwrap()
             .replace('\n', " ");
-        assert!(
-            description.contains("relative to the workspace root"),
-            "{description}"
-        );
+        assert!(description.contains("workspace-relative"), "{description}");
     }
     let read = ReadTool.spec();
     assert_eq!(read.parameters["properties"]["limit"]["minimum"], json!(1));
