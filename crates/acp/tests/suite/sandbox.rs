@@ -369,8 +369,8 @@ fn sandbox_check_proves_both_mechanisms() {
             String::from_utf8_lossy(&output.stderr)
         );
         assert!(stdout.contains(available), "{stdout}");
-        // Four claims for each mechanism, and five more of the filtering proxy.
-        assert_eq!(stdout.matches("\n  ok   ").count(), 18, "{stdout}");
+        // Seven claims for each mechanism, and five more of the filtering proxy.
+        assert_eq!(stdout.matches("\n  ok   ").count(), 24, "{stdout}");
         assert_eq!(
             stdout
                 .matches("an allowed host is reached through the filtering proxy")

@@ -161,7 +161,13 @@ fn run_probe(
     let home = base.join("home");
     let outside = base.join("outside");
     let scratch = base.join("scratch");
-    for dir in [&ws, &home.join(".ssh"), &outside, &scratch.join("tmp")] {
+    for dir in [
+        &ws,
+        &home.join(".ssh"),
+        &home.join(".cargo"),
+        &outside,
+        &scratch.join("tmp"),
+    ] {
         std::fs::create_dir_all(dir).map_err(io)?;
     }
     let base = std::fs::canonicalize(base).map_err(io)?;
@@ -172,6 +178,14 @@ fn run_probe(
         base.join("scratch"),
     );
     std::fs::write(home.join(".ssh/secret"), SECRET).map_err(io)?;
+    // Credential files inside what commands see: masked.
+    let home_credential = home.join(".cargo/credentials.toml");
+    // As a contained command sees the workspace: read-only.
+    let read_only_root = base.join("read-only");
+    std::fs::create_dir_all(&read_only_root).map_err(io)?;
+    let workspace_credential = read_only_root.join(".env");
+    std::fs::write(&home_credential, SECRET).map_err(io)?;
+    std::fs::write(&workspace_credential, SECRET).map_err(io)?;
     let listener = TcpListener::bind("127.0.0.1:0").map_err(io)?;
     listener.set_nonblocking(true).map_err(io)?;
     let port = listener.local_addr().map_err(io)?.port();
@@ -203,7 +217,7 @@ fn run_probe(
         mechanism,
         cwd: ws.clone(),
         writable: vec![ws.clone()],
-        readable: Vec::new(),
+        readable: vec![read_only_root.clone()],
         protected: Vec::new(),
         pinned: Vec::new(),
         home: Some(home.clone()),
@@ -213,7 +227,7 @@ fn run_probe(
         staging_dir: scratch.join("root"),
         network: false,
         proxy: proxy.clone().and_then(Result::ok),
-        masked: Vec::new(),
+        masked: vec![home_credential.clone(), workspace_credential.clone()],
         env_allow: super::DEFAULT_ENV_ALLOW
             .iter()
             .map(|name| (*name).to_owned())
@@ -224,6 +238,9 @@ fn run_probe(
     std::fs::write(&profile_file, text).map_err(io)?;
     let script = format!(
         "cat {secret} 2>/dev/null && echo READ-SECRET\n\
+         grep -q {SECRET} {home_credential} 2>/dev/null && echo READ-HOME-CREDENTIAL\n\
+         grep -q {SECRET} {workspace_credential} 2>/dev/null && echo READ-WORKSPACE-CREDENTIAL\n\
+         [ -n \"$KEEL_CHECK_TOKEN\" ] && echo ENV-PASSED\n\
          echo x 2>/dev/null > {outside}/escaped && echo WROTE-OUTSIDE\n\
          (exec 3<>/dev/tcp/127.0.0.1/{port}) 2>/dev/null && echo CONNECTED\n\
          (setsid sleep {marker} > /dev/null 2>&1 &)\n\
@@ -238,6 +255,8 @@ fn run_probe(
          (exec 3<>/dev/tcp/127.0.0.1/{up}) 2>/dev/null && echo DIRECT-CONNECTED\n\
          echo probe-done",
         secret = home.join(".ssh/secret").display(),
+        home_credential = home_credential.display(),
+        workspace_credential = workspace_credential.display(),
         outside = outside.display(),
         up = upstream.port,
     );
@@ -247,6 +266,8 @@ fn run_probe(
         .arg("--profile")
         .arg(&profile_file)
         .args(["--", "bash", "-c", &script])
+        // A variable outside the allowlist: it must not reach the command.
+        .env("KEEL_CHECK_TOKEN", SECRET)
         .stdin(Stdio::null())
         .output()
         .map_err(|e| format!("cannot run the helper {}: {e}", helper.display()))?;
@@ -280,6 +301,18 @@ fn run_probe(
         Claim {
             what: "a hidden home file cannot be read",
             held: ran && !stdout.contains("READ-SECRET") && !stdout.contains(SECRET),
+        },
+        Claim {
+            what: "a credential file inside a visible home directory cannot be read",
+            held: ran && !stdout.contains("READ-HOME-CREDENTIAL"),
+        },
+        Claim {
+            what: "a masked workspace credential file cannot be read",
+            held: ran && !stdout.contains("READ-WORKSPACE-CREDENTIAL"),
+        },
+        Claim {
+            what: "a variable outside the environment allowlist does not reach the command",
+            held: ran && !stdout.contains("ENV-PASSED"),
         },
         Claim {
             what: "a file outside the workspace cannot be written",
