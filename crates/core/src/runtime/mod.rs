@@ -456,11 +456,6 @@ impl Runtime {
         }
     }
 
-    /// Whether this call's shell commands run contained ([`Runtime::contained`]).
-    pub fn is_contained(&self) -> bool {
-        self.contained
-    }
-
     /// Starts listing the workspace's credential files now (a walk, then inotify), so the
     /// first contained command does not wait for it. Blocking: call from a blocking thread.
     pub fn warm_credentials(&self) {

@@ -180,16 +180,11 @@ impl Runtime {
             // was to end under the Landlock fallback.
             .kill_on_drop(false);
         // An allowlist, not a scrub: `DATABASE_URL` or `MYSQL_PWD` have no secret-looking name.
-        let allow = self.command_env_allow();
-        builder.env_clear();
-        for (name, value) in std::env::vars_os() {
-            if name
-                .to_str()
-                .is_some_and(|name| super::sandbox::profile::env_allowed(&allow, name))
-            {
-                builder.env(name, value);
-            }
-        }
+        builder
+            .env_clear()
+            .envs(super::sandbox::profile::allowed_environment(
+                &self.command_env_allow(),
+            ));
         for (key, value) in QUIET_ENV {
             builder.env(key, value);
         }

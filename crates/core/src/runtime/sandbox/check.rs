@@ -228,10 +228,7 @@ fn run_probe(
         network: false,
         proxy: proxy.clone().and_then(Result::ok),
         masked: vec![home_credential.clone(), workspace_credential.clone()],
-        env_allow: super::DEFAULT_ENV_ALLOW
-            .iter()
-            .map(|name| (*name).to_owned())
-            .collect(),
+        env_allow: super::profile::default_env_allow(),
     };
     let profile_file = scratch.join("profile.json");
     let text = serde_json::to_string(&profile).map_err(|e| e.to_string())?;

@@ -479,15 +479,10 @@ fn mask(profile: &Profile, root: &Path, mounts: &Mounts) -> Result<(), String> {
 /// ([`Profile::env_allow`]) of what the helper was given.
 fn program_command(profile: &Profile, first: &OsString, rest: &[OsString]) -> Command {
     let mut command = Command::new(first);
-    command.args(rest).env_clear();
-    for (name, value) in std::env::vars_os() {
-        if name
-            .to_str()
-            .is_some_and(|name| super::profile::env_allowed(&profile.env_allow, name))
-        {
-            command.env(name, value);
-        }
-    }
+    command
+        .args(rest)
+        .env_clear()
+        .envs(super::profile::allowed_environment(&profile.env_allow));
     command
 }
 

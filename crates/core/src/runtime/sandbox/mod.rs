@@ -4,9 +4,10 @@
 //! - [`SandboxSpec`]: what a [`super::Runtime`] needs to confine commands: the settings, the
 //!   helper executable (Keel's own binary), the home directory, read-only mode.
 //! - [`Runtime::shell_invocation`](super::Runtime::shell_invocation): turns `bash -c COMMAND`
-//!   into the helper wrapping it, with a fresh [`Profile`] written to the session's scratch
-//!   directory, and a [`ConfinementCheck`] that later reads the helper's status back.
-//! - [`helper`]: the helper itself (`keel sandbox run --profile FILE -- PROGRAM ARGS...`).
+//!   into the helper wrapping it, with a fresh [`Profile`] in [`PROFILE_ENV`] (a file in the
+//!   session's scratch directory past 96 KiB), and a [`ConfinementCheck`] that later reads the
+//!   helper's status back.
+//! - [`helper`]: the helper itself (`keel sandbox run [--profile FILE] -- PROGRAM ARGS...`).
 
 pub mod check;
 pub mod credentials;
@@ -519,11 +520,9 @@ impl super::Runtime {
 
     /// The environment variables commands keep: [`DEFAULT_ENV_ALLOW`] and `[sandbox] env`.
     pub fn command_env_allow(&self) -> Vec<String> {
-        DEFAULT_ENV_ALLOW
-            .iter()
-            .map(|name| (*name).to_owned())
-            .chain(self.inner.sandbox.settings.env.iter().cloned())
-            .collect()
+        let mut allow = profile::default_env_allow();
+        allow.extend(self.inner.sandbox.settings.env.iter().cloned());
+        allow
     }
 
     /// The same runtime with another sandbox spec.

@@ -78,6 +78,21 @@ pub struct Profile {
     pub env_allow: Vec<String>,
 }
 
+/// [`DEFAULT_ENV_ALLOW`] as a profile holds it.
+pub fn default_env_allow() -> Vec<String> {
+    DEFAULT_ENV_ALLOW
+        .iter()
+        .map(|name| (*name).to_owned())
+        .collect()
+}
+
+/// The variables of this process's environment that `allow` keeps: what a command gets.
+pub fn allowed_environment(allow: &[String]) -> Vec<(std::ffi::OsString, std::ffi::OsString)> {
+    std::env::vars_os()
+        .filter(|(name, _)| name.to_str().is_some_and(|name| env_allowed(allow, name)))
+        .collect()
+}
+
 /// Whether the variable `name` is kept under `allow` ([`Profile::env_allow`]).
 pub fn env_allowed(allow: &[String], name: &str) -> bool {
     allow.iter().any(|entry| match entry.strip_suffix('*') {
