@@ -52,6 +52,16 @@ fn tool_names(request: &Value) -> Vec<String> {
 }
 
 /// The `tool_result` blocks of a recorded Anthropic request, by tool use id.
+/// The first request to `model` that carries the result of call `id` (whatever else the model
+/// was asked before it).
+fn request_with_result(model: &MockModel, id: &str) -> Option<Value> {
+    model
+        .requests()
+        .into_iter()
+        .find(|request| has_tool_result(&request.body, id))
+        .map(|request| request.body)
+}
+
 fn has_tool_result(request: &Value, id: &str) -> bool {
     request["messages"]
         .as_array()
@@ -667,14 +677,7 @@ async fn a_mode_change_reaches_a_running_background_subagent() {
         .await
         .unwrap();
     std::fs::write(home.root.join("go"), "").unwrap();
-    // The request that carries c2's result (whatever else the child's model was asked).
-    let answered = || {
-        child
-            .requests()
-            .iter()
-            .find(|request| has_tool_result(&request.body, "c2"))
-            .map(|request| request.body.clone())
-    };
+    let answered = || request_with_result(&child, "c2");
     eventually("the child finishes", || answered().is_some()).await;
     assert!(
         !home.root.join("made.txt").exists(),
@@ -740,14 +743,7 @@ async fn a_later_reject_always_reaches_a_running_background_subagent() {
     client.prompt(&session, "push").await.unwrap();
     assert_eq!(client.permission_requests().len(), 2);
     std::fs::write(home.root.join("go"), "").unwrap();
-    // The request that carries c2's result (whatever else the child's model was asked).
-    let answered = || {
-        child
-            .requests()
-            .iter()
-            .find(|request| has_tool_result(&request.body, "c2"))
-            .map(|request| request.body.clone())
-    };
+    let answered = || request_with_result(&child, "c2");
     eventually("the child finishes", || answered().is_some()).await;
     let refused = tool_result(&answered().unwrap(), "c2");
     assert!(refused.contains("reject always"), "{refused}");

@@ -299,9 +299,10 @@ fn user_git_config_holds_credential(path: &Path) -> bool {
 pub fn is_secret_dir(path: &Path) -> bool {
     let text = nfc(&path.to_string_lossy()).to_lowercase();
     text.ends_with("/.envs")
-        || SECRET_DIRS
-            .iter()
-            .any(|dir| text.ends_with(&format!("/{dir}")))
+        || SECRET_DIRS.iter().any(|dir| {
+            text.strip_suffix(dir)
+                .is_some_and(|parent| parent.ends_with('/'))
+        })
 }
 
 /// What the sandbox masks from a command that may not read credentials: a file the read tool
