@@ -38,6 +38,25 @@ impl World {
         self.home.join(name)
     }
 
+    /// `name` in a directory of logs the servers write: MCP servers run in the sandbox, where
+    /// the home directory is hidden, so the test lets them write this one directory.
+    fn log(&self, name: &str) -> PathBuf {
+        let dir = self.home.join("logs");
+        std::fs::create_dir_all(&dir).unwrap();
+        dir.join(name)
+    }
+
+    /// The configuration's table that lets the editor's server `server` write the logs
+    /// directory ([`World::log`]).
+    fn logs_writable(&self, server: &str) -> String {
+        let dir = self.home.join("logs");
+        std::fs::create_dir_all(&dir).unwrap();
+        format!(
+            "[mcp_servers.{server}]\nwritable = [{:?}]\n",
+            dir.display().to_string()
+        )
+    }
+
     async fn client(&self, mock: &MockModel, replies: Vec<PermissionReply>) -> TestClient {
         self.0
             .client(
@@ -139,7 +158,8 @@ async fn an_mcp_tool_over_stdio_asks_and_runs_once_approved() {
             vec![PermissionReply::Choose(PermissionOptionKind::AllowOnce)],
         )
         .await;
-    let log = world.file("notes.log");
+    let log = world.log("notes.log");
+    world.user_config(&world.logs_writable("notes"));
     let session = world
         .session(&client, vec![stdio("notes", &args(&[("--log", &log)]))])
         .await;
@@ -262,7 +282,8 @@ async fn a_server_that_crashes_mid_session_is_reported_restarted_and_the_session
             vec![PermissionReply::Choose(PermissionOptionKind::AllowOnce); 2],
         )
         .await;
-    let log = world.file("crash.log");
+    let log = world.log("crash.log");
+    world.user_config(&world.logs_writable("notes"));
     let session = world
         .session(&client, vec![stdio("notes", &args(&[("--log", &log)]))])
         .await;
@@ -335,7 +356,8 @@ async fn cancelling_a_slow_mcp_call_cancels_it_at_the_server() {
             vec![PermissionReply::Choose(PermissionOptionKind::AllowOnce)],
         )
         .await;
-    let log = world.file("slow.log");
+    let log = world.log("slow.log");
+    world.user_config(&world.logs_writable("notes"));
     let session = world
         .session(&client, vec![stdio("notes", &args(&[("--log", &log)]))])
         .await;
@@ -380,14 +402,38 @@ async fn no_server_process_outlives_its_session_or_keel() {
         .await;
     wait_mcp(&client, &one, "ready").await;
     wait_mcp(&client, &two, "ready").await;
-    let pid = |path: &Path| read(path).trim().parse::<i32>().unwrap();
-    let (pid_one, pid_two) = (pid(&first), pid(&second));
+    // The pid a server writes is its pid in the sandbox's PID namespace: find the process by
+    // its arguments instead.
+    let (pid_one, pid_two) = (server_pid(&first), server_pid(&second));
     assert!(alive(pid_one) && alive(pid_two));
     client.request(CloseSessionRequest::new(one)).await.unwrap();
     eventually("the closed session's server is gone", || !alive(pid_one)).await;
     assert!(alive(pid_two));
     client.close().await.unwrap();
     eventually("Keel's exit ends the other one", || !alive(pid_two)).await;
+}
+
+/// The host pid of the test server started with `marker` among its arguments (not the sandbox
+/// helper wrapping it, whose arguments hold the same words).
+fn server_pid(marker: &Path) -> i32 {
+    let marker = marker.display().to_string();
+    let found: Vec<i32> = std::fs::read_dir("/proc")
+        .unwrap()
+        .flatten()
+        .filter_map(|entry| entry.file_name().to_str()?.parse::<i32>().ok())
+        .filter(|pid| {
+            let Ok(cmdline) = std::fs::read(format!("/proc/{pid}/cmdline")) else {
+                return false;
+            };
+            let words: Vec<String> = cmdline
+                .split(|b| *b == 0)
+                .map(|w| String::from_utf8_lossy(w).into_owned())
+                .collect();
+            words.first().is_some_and(|first| first == SERVER) && words.contains(&marker)
+        })
+        .collect();
+    assert_eq!(found.len(), 1, "test servers with {marker}: {found:?}");
+    found[0]
 }
 
 fn tool_names(body: &Value) -> Vec<String> {
@@ -655,19 +701,21 @@ async fn the_tool_search_threshold_is_configurable() {
 #[tokio::test]
 async fn a_disabled_mcp_tool_is_never_offered_nor_run_and_a_stray_id_is_reported() {
     let world = World::new();
-    let log = world.file("notes.log");
+    let log = world.log("notes.log");
     world.user_config(&format!(
-        "[mcp_servers.notes]\ncommand = {:?}\nargs = [\"--log\", {:?}]\n\n\
+        "[mcp_servers.notes]\ncommand = {:?}\nargs = [\"--log\", {:?}]\nwritable = [{:?}]\n\n\
          [tools.mcp__notes__echo]\nenabled = false\n\n\
          [tools.mcp__nosuch__echo]\nenabled = false\n\n\
          [tools.raed]\nenabled = false\n",
         SERVER,
-        log.display().to_string()
+        log.display().to_string(),
+        log.parent().unwrap().display().to_string()
     ));
     let mock = MockModel::start().await;
     let client = world.client(&mock, Vec::new()).await;
     let session = world.session(&client, Vec::new()).await;
     let status = wait_mcp(&client, &session, "ready").await;
+    assert!(read(&log).contains("tools/list"), "{}", read(&log));
     assert!(
         status.contains("`echo` (disabled: `[tools.mcp__notes__echo] enabled = false`)"),
         "{status}"
@@ -730,30 +778,28 @@ async fn a_disabled_mcp_tool_is_never_offered_nor_run_and_a_stray_id_is_reported
 /// A server the user configured runs what the user configured, whatever the repository holds:
 /// a Python package named like the server's module, npx's `node_modules` copy of a server and
 /// an `.npmrc` choosing its registry. (Servers started in the workspace ran the repository's
-/// module: `python3 -m` puts the working directory first on `sys.path`.)
+/// module: `python3 -m` puts the working directory first on `sys.path`.) And the server, which
+/// runs in the sandbox, cannot rewrite those look-alikes for the next session either.
 #[tokio::test]
 async fn a_repository_cannot_choose_what_a_configured_server_runs() {
     let world = World::new();
-    let marker = world.file("the-repository-ran");
+    let marker = world.log("the-repository-ran");
     // The real server, as the user installed it: a module that starts the test server.
     let lib = world.file("pylib/keelprobe");
     std::fs::create_dir_all(&lib).unwrap();
     std::fs::write(
         lib.join("__main__.py"),
-        format!("import os\nos.execv({SERVER:?}, [{SERVER:?}])\n"),
+        format!("import os\nos.execv({SERVER:?}, [{SERVER:?}, '--probe'])\n"),
     )
     .unwrap();
-    // The repository's look-alikes.
-    let planted = world.root.join("keelprobe");
-    std::fs::create_dir_all(&planted).unwrap();
-    std::fs::write(
-        planted.join("__main__.py"),
-        format!(
-            "open({:?}, 'w').write('ran')\nimport os\nos.execv({SERVER:?}, [{SERVER:?}])\n",
-            marker.display().to_string()
-        ),
-    )
-    .unwrap();
+    // The repository's look-alikes (the module would leave a mark and serve nothing).
+    let planted = world.root.join("keelprobe/__main__.py");
+    std::fs::create_dir_all(planted.parent().unwrap()).unwrap();
+    let planted_text = format!(
+        "open({:?}, 'w').write('ran')\n",
+        marker.display().to_string()
+    );
+    std::fs::write(&planted, &planted_text).unwrap();
     let npm = world
         .root
         .join("node_modules/@modelcontextprotocol/server-github");
@@ -764,19 +810,39 @@ async fn a_repository_cannot_choose_what_a_configured_server_runs() {
     )
     .unwrap();
     std::fs::write(world.root.join(".npmrc"), "registry=http://127.0.0.1:9/\n").unwrap();
+    let quoted = |path: &Path| format!("{:?}", path.display().to_string());
     world.user_config(&format!(
         "[mcp_servers.probe]\ncommand = \"python3\"\nargs = [\"-m\", \"keelprobe\"]\n\
-         env = {{ PYTHONPATH = {:?} }}\n",
-        world.file("pylib").display().to_string()
+         env = {{ PYTHONPATH = {pylib} }}\nread = [{pylib}, {server:?}]\nwritable = [{logs}]\n\n\
+         [[permission]]\npermission = \"mcp.call\"\nprefix = \"probe\"\naction = \"allow\"\n",
+        pylib = quoted(&world.file("pylib")),
+        server = SERVER,
+        logs = quoted(marker.parent().unwrap()),
     ));
     let mock = MockModel::start().await;
     let client = world.client(&mock, Vec::new()).await;
     let session = world.session(&client, Vec::new()).await;
     let status = wait_mcp(&client, &session, "ready").await;
-    assert!(status.contains("ready"), "{status}");
+    assert!(
+        status.contains("`probe` (user config): ready, 9 tools"),
+        "{status}"
+    );
     assert!(
         !marker.exists(),
         "the repository's module ran in place of the configured server"
     );
+    mock.push_anthropic(Turn::new().tool_call(
+        "w1",
+        "mcp__probe__try_write",
+        json!({"path": planted.display().to_string()}),
+    ));
+    mock.push_anthropic(Turn::text_only("Done."));
+    client.prompt(&session, "plant it").await.unwrap();
+    let results = last_tool_results(&mock);
+    assert!(
+        results[0]["content"].to_string().contains("cannot write"),
+        "{results:?}"
+    );
+    assert_eq!(std::fs::read_to_string(&planted).unwrap(), planted_text);
     client.close().await.unwrap();
 }

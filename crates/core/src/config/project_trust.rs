@@ -286,9 +286,20 @@ fn describe_server(table: &toml::Value) -> String {
             .unwrap_or_default()
     };
     let list = |items: Vec<String>| format!("[{}]", items.join(", "));
+    // What it may reach in the sandbox beyond a server's defaults.
+    let mut access = String::new();
+    for (key, what) in [("writable", "may write"), ("read", "may read")] {
+        let paths = strings(key);
+        if !paths.is_empty() {
+            access.push_str(&format!(", {what} {}", list(paths)));
+        }
+    }
+    if table.get("network").and_then(toml::Value::as_bool) == Some(false) {
+        access.push_str(", without the network");
+    }
     if let Some(command) = strings("command").into_iter().next() {
         format!(
-            "runs the program {command} with the arguments {} and the environment variables {}",
+            "runs the program {command} with the arguments {} and the environment variables {}{access}",
             list(strings("args")),
             list(names("env"))
         )
@@ -296,6 +307,11 @@ fn describe_server(table: &toml::Value) -> String {
         format!(
             "connects to {url} with the headers {}",
             list(names("headers"))
+        )
+    } else if !access.is_empty() {
+        format!(
+            "lets the editor's server of that name{}",
+            access.replacen(',', "", 1)
         )
     } else {
         "declares it".to_owned()

@@ -7,6 +7,7 @@
 //!   into the helper wrapping it, with a fresh [`Profile`] in [`PROFILE_ENV`] (a file in the
 //!   session's scratch directory past 96 KiB), and a [`ConfinementCheck`] that later reads the
 //!   helper's status back.
+//! - [`server`]: the same helper around an MCP stdio server, with a profile for servers.
 //! - [`helper`]: the helper itself (`keel sandbox run [--profile FILE] -- PROGRAM ARGS...`).
 
 pub mod check;
@@ -15,6 +16,7 @@ mod fallback;
 pub mod helper;
 pub mod profile;
 pub mod proxy;
+pub mod server;
 
 use std::path::{Component, Path, PathBuf};
 use std::sync::Arc;
@@ -504,6 +506,46 @@ pub fn home_entry(home: &Path, relative: &str) -> Option<PathBuf> {
     clean.then(|| home.join(rel))
 }
 
+/// What stays read-only inside the `writable` paths (`.git/hooks`, `.git/config`, `.keel` of
+/// each), and the directories between a writable path and a protected one, pinned
+/// ([`Profile::pinned`]), outermost first.
+#[expect(
+    clippy::disallowed_methods,
+    reason = "the runtime is where ambient authority lives"
+)]
+fn protected_inside(writable: &[PathBuf]) -> (Vec<PathBuf>, Vec<PathBuf>) {
+    let mut protected: Vec<PathBuf> = Vec::new();
+    let mut pinned: Vec<PathBuf> = Vec::new();
+    for root in writable {
+        for rel in [".git/hooks", ".git/config", ".keel"] {
+            let Ok(path) = std::fs::canonicalize(root.join(rel)) else {
+                continue;
+            };
+            let Some(owner) = writable.iter().find(|w| path.starts_with(w)) else {
+                continue;
+            };
+            if protected.contains(&path) {
+                continue;
+            }
+            // Every directory between the writable root and the protected path.
+            let mut parent = path.parent();
+            while let Some(dir) = parent {
+                if dir == owner.as_path() || !dir.starts_with(owner) {
+                    break;
+                }
+                if !pinned.iter().any(|p| p == dir) {
+                    pinned.push(dir.to_path_buf());
+                }
+                parent = dir.parent();
+            }
+            protected.push(path);
+        }
+    }
+    // Outermost first, so an inner pin is not hidden by an outer one.
+    pinned.sort_by_key(|p| p.components().count());
+    (protected, pinned)
+}
+
 impl super::Runtime {
     /// How shell commands are confined in this session.
     pub fn sandbox(&self) -> &SandboxSpec {
@@ -668,35 +710,7 @@ impl super::Runtime {
         if !visible(cwd) {
             readable.push(cwd.to_path_buf());
         }
-        let mut protected: Vec<PathBuf> = Vec::new();
-        let mut pinned: Vec<PathBuf> = Vec::new();
-        for root in &writable {
-            for rel in [".git/hooks", ".git/config", ".keel"] {
-                let Ok(path) = std::fs::canonicalize(root.join(rel)) else {
-                    continue;
-                };
-                let Some(owner) = writable.iter().find(|w| path.starts_with(w)) else {
-                    continue;
-                };
-                if protected.contains(&path) {
-                    continue;
-                }
-                // Every directory between the writable root and the protected path.
-                let mut parent = path.parent();
-                while let Some(dir) = parent {
-                    if dir == owner.as_path() || !dir.starts_with(owner) {
-                        break;
-                    }
-                    if !pinned.iter().any(|p| p == dir) {
-                        pinned.push(dir.to_path_buf());
-                    }
-                    parent = dir.parent();
-                }
-                protected.push(path);
-            }
-        }
-        // Outermost first, so an inner pin is not hidden by an outer one.
-        pinned.sort_by_key(|p| p.components().count());
+        let (protected, pinned) = protected_inside(&writable);
         let home_list = |list: &Option<Vec<String>>, default: &[&str]| -> Vec<PathBuf> {
             let Some(home) = &home else {
                 return Vec::new();
