@@ -846,3 +846,251 @@ async fn a_repository_cannot_choose_what_a_configured_server_runs() {
     assert_eq!(std::fs::read_to_string(&planted).unwrap(), planted_text);
     client.close().await.unwrap();
 }
+
+/// `keel-mcp-test-server --probe` tool calls, one response, and what each answered (in order).
+async fn probe_calls(
+    mock: &MockModel,
+    client: &TestClient,
+    session: &SessionId,
+    calls: &[(&str, &str, Value)],
+) -> Vec<String> {
+    let mut turn = Turn::new();
+    for (n, (server, tool, input)) in calls.iter().enumerate() {
+        turn = turn.tool_call(
+            format!("p{n}"),
+            format!("mcp__{server}__{tool}"),
+            input.clone(),
+        );
+    }
+    mock.push_anthropic(turn);
+    mock.push_anthropic(Turn::text_only("Probed."));
+    let answer = client.prompt(session, "probe").await.unwrap();
+    assert_eq!(answer.stop_reason, StopReason::EndTurn);
+    tool_result_texts(mock)
+}
+
+/// The tool results of the model's last request, as text.
+fn tool_result_texts(mock: &MockModel) -> Vec<String> {
+    last_tool_results(mock)
+        .iter()
+        .map(|result| match &result["content"] {
+            Value::String(text) => text.clone(),
+            other => other.to_string(),
+        })
+        .collect()
+}
+
+/// A home with a cloud credential and a workspace with a directory the server may write.
+fn credentials_and_workspace(world: &World) -> PathBuf {
+    let aws = world.file(".aws/credentials");
+    std::fs::create_dir_all(aws.parent().unwrap()).unwrap();
+    std::fs::write(
+        &aws,
+        "[default]\naws_secret_access_key = CANARY-AWS-SECRET\n",
+    )
+    .unwrap();
+    std::fs::write(world.root.join("README.md"), "hello from the workspace\n").unwrap();
+    std::fs::create_dir_all(world.root.join("out")).unwrap();
+    aws
+}
+
+/// A stdio server runs like a command: in the sandbox (`/mcp` says which mechanism), from a
+/// directory that is not the workspace, with the workspace readable but not writable (but for
+/// the paths its table lists), the home's credentials hidden, and its configured environment.
+/// A credential its own table names reaches it. (Servers ran unconfined: they wrote the
+/// workspace and read `~/.aws/credentials`.)
+async fn a_server_is_confined(sandbox: &str) {
+    let world = World::new();
+    let aws = credentials_and_workspace(&world);
+    world.user_config(&format!(
+        "{sandbox}\
+         [mcp_servers.probe]\ncommand = {SERVER:?}\nargs = [\"--probe\"]\n\
+         env = {{ PROBE_TOKEN = \"given-by-the-config\" }}\nwritable = [\"out\"]\n\n\
+         [mcp_servers.aws]\ncommand = {SERVER:?}\nargs = [\"--probe\"]\nread = [\"~/.aws\"]\n\n\
+         [[permission]]\npermission = \"mcp.call\"\nprefix = \"probe\"\naction = \"allow\"\n\n\
+         [[permission]]\npermission = \"mcp.call\"\nprefix = \"aws\"\naction = \"allow\"\n"
+    ));
+    let mock = MockModel::start().await;
+    let client = world.client(&mock, Vec::new()).await;
+    let session = world.session(&client, Vec::new()).await;
+    wait_mcp(&client, &session, "`aws` (user config): ready").await;
+    let status = wait_mcp(&client, &session, "`probe` (user config): ready").await;
+    assert!(
+        status.contains("(sandbox: namespaces)") || status.contains("(sandbox: landlock)"),
+        "{status}"
+    );
+    if sandbox.contains("landlock") {
+        assert!(status.contains("(sandbox: landlock)"), "{status}");
+    }
+    let at = |path: &Path| json!({"path": path.display().to_string()});
+    let answers = probe_calls(
+        &mock,
+        &client,
+        &session,
+        &[
+            ("probe", "whereami", json!({})),
+            ("probe", "try_write", at(&world.root.join("pwned"))),
+            ("probe", "try_write", at(&world.root.join("out/ok"))),
+            ("probe", "try_read", at(&aws)),
+            ("probe", "getenv", json!({"name": "PROBE_TOKEN"})),
+            ("probe", "try_read", at(&world.root.join("README.md"))),
+            ("aws", "try_read", at(&aws)),
+        ],
+    )
+    .await;
+    assert!(
+        !Path::new(&answers[0]).starts_with(&world.root),
+        "the server started in the workspace: {answers:?}"
+    );
+    assert!(answers[1].starts_with("cannot write"), "{answers:?}");
+    assert!(!world.root.join("pwned").exists());
+    assert_eq!(answers[2], "wrote", "{answers:?}");
+    assert!(world.root.join("out/ok").exists());
+    assert!(!answers[3].contains("CANARY"), "{answers:?}");
+    assert_eq!(answers[4], "given-by-the-config", "{answers:?}");
+    assert!(
+        answers[5].contains("hello from the workspace"),
+        "{answers:?}"
+    );
+    assert!(answers[6].contains("CANARY-AWS-SECRET"), "{answers:?}");
+    client.close().await.unwrap();
+}
+
+#[tokio::test]
+async fn a_server_runs_in_the_sandbox_and_sees_only_what_its_table_names() {
+    a_server_is_confined("").await;
+}
+
+#[tokio::test]
+async fn a_server_is_confined_under_the_landlock_fallback_too() {
+    a_server_is_confined("[sandbox]\nmechanism = \"landlock\"\n\n").await;
+}
+
+/// `keel exec` starts its servers through the same sandbox (and waits for them before the
+/// model's first request, which offers their tools).
+#[tokio::test]
+async fn a_server_under_keel_exec_is_confined_the_same_way() {
+    let world = World::new();
+    let aws = credentials_and_workspace(&world);
+    world.user_config(&format!(
+        "[mcp_servers.probe]\ncommand = {SERVER:?}\nargs = [\"--probe\"]\n\n\
+         [[permission]]\npermission = \"mcp.call\"\nprefix = \"probe\"\naction = \"allow\"\n"
+    ));
+    let mock = MockModel::start().await;
+    let at = |path: &Path| json!({"path": path.display().to_string()});
+    mock.push_anthropic(
+        Turn::new()
+            .tool_call("e1", "mcp__probe__whereami", json!({}))
+            .tool_call("e2", "mcp__probe__try_write", at(&world.root.join("pwned")))
+            .tool_call("e3", "mcp__probe__try_read", at(&aws)),
+    );
+    mock.push_anthropic(Turn::text_only("Probed."));
+    let env = world.env(&mock, &[TEST_MODEL]);
+    let root = world.root.clone();
+    let output = tokio::task::spawn_blocking(move || {
+        #[expect(clippy::disallowed_methods, reason = "the test runs keel exec")]
+        std::process::Command::new(env!("CARGO_BIN_EXE_keel"))
+            .args(["exec", "probe the server"])
+            .current_dir(&root)
+            .env_clear()
+            .env("PATH", std::env::var("PATH").unwrap_or_default())
+            .envs(env)
+            .stdin(std::process::Stdio::null())
+            .output()
+            .unwrap()
+    })
+    .await
+    .unwrap();
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(output.status.success(), "{stderr}");
+    // The first request offered the server's tools.
+    let offered = tool_names(&mock.requests()[0].body);
+    assert!(
+        offered.contains(&"mcp__probe__try_write".to_owned()),
+        "{offered:?}"
+    );
+    let answers = tool_result_texts(&mock);
+    assert!(
+        !Path::new(&answers[0]).starts_with(&world.root),
+        "{answers:?}"
+    );
+    assert!(answers[1].starts_with("cannot write"), "{answers:?}");
+    assert!(!world.root.join("pwned").exists());
+    assert!(!answers[2].contains("CANARY"), "{answers:?}");
+}
+
+/// A trusted project's own server starts in the workspace (its arguments name the project's
+/// files) but inside the same layers: it cannot write the workspace or read the home's
+/// credentials. (It ran unconfined, with the user's rights.)
+#[tokio::test]
+async fn a_project_server_is_inside_the_same_layers() {
+    let world = World::new();
+    let aws = credentials_and_workspace(&world);
+    std::fs::create_dir_all(world.root.join(".keel")).unwrap();
+    std::fs::write(
+        world.root.join(".keel/config.toml"),
+        format!("[mcp_servers.proj]\ncommand = {SERVER:?}\nargs = [\"--probe\"]\n"),
+    )
+    .unwrap();
+    world.user_config(
+        "[[permission]]\npermission = \"mcp.call\"\nprefix = \"proj\"\naction = \"allow\"\n",
+    );
+    keel(&world, &["trust", "grant"]);
+    let mock = MockModel::start().await;
+    let client = world.client(&mock, Vec::new()).await;
+    let session = world.session(&client, Vec::new()).await;
+    let status = wait_mcp(&client, &session, "`proj` (project config): ready").await;
+    assert!(!status.contains("unconfined"), "{status}");
+    let at = |path: &Path| json!({"path": path.display().to_string()});
+    let answers = probe_calls(
+        &mock,
+        &client,
+        &session,
+        &[
+            ("proj", "whereami", json!({})),
+            ("proj", "try_write", at(&world.root.join("pwned"))),
+            ("proj", "try_read", at(&aws)),
+            ("proj", "try_read", at(&world.root.join("README.md"))),
+        ],
+    )
+    .await;
+    assert_eq!(Path::new(&answers[0]), world.root, "{answers:?}");
+    assert!(answers[1].starts_with("cannot write"), "{answers:?}");
+    assert!(!world.root.join("pwned").exists());
+    assert!(!answers[2].contains("CANARY"), "{answers:?}");
+    assert!(
+        answers[3].contains("hello from the workspace"),
+        "{answers:?}"
+    );
+    client.close().await.unwrap();
+}
+
+/// A server that fails to start is reported with the last lines of its own stderr, and, when it
+/// ran in the sandbox, with what the sandbox withheld and how its table widens it. (The server
+/// wrote the workspace and started.)
+#[tokio::test]
+async fn a_server_that_fails_to_start_in_the_sandbox_shows_its_stderr() {
+    let world = World::new();
+    let target = world.root.join("started");
+    world.user_config(&format!(
+        "[mcp_servers.boot]\ncommand = {SERVER:?}\nargs = [\"--write-at-start\", {:?}]\n",
+        target.display().to_string()
+    ));
+    let mock = MockModel::start().await;
+    let client = world.client(&mock, Vec::new()).await;
+    let session = world.session(&client, Vec::new()).await;
+    let status = wait_mcp(&client, &session, "`boot` (user config): failed").await;
+    assert!(!target.exists());
+    let told = said(&client, &session);
+    for text in [&status, &told] {
+        assert!(text.contains("Its last lines on stderr:"), "{text}");
+        assert!(text.contains("keel-mcp-test-server: starting up"), "{text}");
+        assert!(
+            text.contains(&format!("cannot write {}", target.display())),
+            "{text}"
+        );
+        assert!(text.contains("It ran in the sandbox ("), "{text}");
+        assert!(text.contains("`[mcp_servers.boot]`"), "{text}");
+    }
+    client.close().await.unwrap();
+}
