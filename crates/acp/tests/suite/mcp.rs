@@ -1094,3 +1094,87 @@ async fn a_server_that_fails_to_start_in_the_sandbox_shows_its_stderr() {
     }
     client.close().await.unwrap();
 }
+
+/// `[sandbox] mode = "off"` is the user's way out: servers run as before, unconfined, and `/mcp`
+/// says so.
+#[tokio::test]
+async fn with_the_sandbox_off_a_server_runs_unconfined_and_says_so() {
+    let world = World::new();
+    world.user_config(&format!(
+        "[sandbox]\nmode = \"off\"\n\n\
+         [mcp_servers.probe]\ncommand = {SERVER:?}\nargs = [\"--probe\"]\n\n\
+         [[permission]]\npermission = \"mcp.call\"\nprefix = \"probe\"\naction = \"allow\"\n"
+    ));
+    let mock = MockModel::start().await;
+    let client = world.client(&mock, Vec::new()).await;
+    let session = world.session(&client, Vec::new()).await;
+    let status = wait_mcp(&client, &session, "`probe` (user config): ready").await;
+    assert!(
+        status.contains("(sandbox: unconfined, the sandbox is off ([sandbox] mode = \"off\"))"),
+        "{status}"
+    );
+    let target = world.root.join("written");
+    let answers = probe_calls(
+        &mock,
+        &client,
+        &session,
+        &[(
+            "probe",
+            "try_write",
+            json!({"path": target.display().to_string()}),
+        )],
+    )
+    .await;
+    assert_eq!(answers[0], "wrote", "{answers:?}");
+    client.close().await.unwrap();
+}
+
+/// `[sandbox] mode = "required"` with no helper: the server is not started, and the failure
+/// says why.
+#[tokio::test]
+async fn a_required_sandbox_without_a_helper_does_not_start_a_server() {
+    use keel_core::mcp::{McpServerConfig, McpSource, McpTransport};
+    use keel_core::runtime::sandbox::{SandboxMode, SandboxSpec};
+    let mock = MockModel::start().await;
+    let scratch = tempfile::tempdir().unwrap();
+    let mut config = super::support::engine_config(Some(&mock), scratch.path());
+    config.sandbox = SandboxSpec::default();
+    config.sandbox.settings.mode = SandboxMode::Required;
+    config.config_rules = Some(std::sync::Arc::new(|_: &Path, _: bool| {
+        Ok(keel_core::agent::WorkspaceConfig {
+            mcp_servers: vec![McpServerConfig {
+                name: "probe".into(),
+                transport: McpTransport::Stdio {
+                    command: SERVER.into(),
+                    args: vec!["--probe".into()],
+                    env: Vec::new(),
+                },
+                source: McpSource::User,
+                timeout: keel_core::mcp::CALL_TIMEOUT,
+                access: Default::default(),
+            }],
+            ..Default::default()
+        })
+    }));
+    let harness =
+        super::support::EngineHarness::with_config(ClientOptions::default(), &[], mock, config)
+            .await;
+    let status = wait_mcp(&harness.client, &harness.session, "`probe`").await;
+    let status = if status.contains("starting") {
+        wait_mcp(
+            &harness.client,
+            &harness.session,
+            "`probe` (user config): failed",
+        )
+        .await
+    } else {
+        status
+    };
+    assert!(
+        status.contains(
+            "failed: [sandbox] mode = \"required\", but no sandbox helper is configured; the \
+             server was not started"
+        ),
+        "{status}"
+    );
+}
