@@ -902,6 +902,8 @@ fn credentials_and_workspace(world: &World) -> PathBuf {
 async fn a_server_is_confined(sandbox: &str) {
     let world = World::new();
     let aws = credentials_and_workspace(&world);
+    let npx = world.file(".npm/_npx");
+    std::fs::create_dir_all(&npx).unwrap();
     world.user_config(&format!(
         "{sandbox}\
          [mcp_servers.probe]\ncommand = {SERVER:?}\nargs = [\"--probe\"]\n\
@@ -935,6 +937,9 @@ async fn a_server_is_confined(sandbox: &str) {
             ("probe", "getenv", json!({"name": "PROBE_TOKEN"})),
             ("probe", "try_read", at(&world.root.join("README.md"))),
             ("aws", "try_read", at(&aws)),
+            ("aws", "whereami", json!({})),
+            ("probe", "getenv", json!({"name": "npm_config_cache"})),
+            ("probe", "try_write", at(&npx.join("planted"))),
         ],
     )
     .await;
@@ -942,6 +947,13 @@ async fn a_server_is_confined(sandbox: &str) {
         !Path::new(&answers[0]).starts_with(&world.root),
         "the server started in the workspace: {answers:?}"
     );
+    // Each server has a directory of its own: one cannot plant files for another's launcher.
+    assert!(answers[0].ends_with("/mcp/probe"), "{answers:?}");
+    assert!(answers[7].ends_with("/mcp/aws"), "{answers:?}");
+    // Its packages go to a cache of its own, never into one the user's npx runs from.
+    assert!(answers[8].ends_with("/mcp/probe/npm"), "{answers:?}");
+    assert!(answers[9].starts_with("cannot write"), "{answers:?}");
+    assert!(!npx.join("planted").exists());
     assert!(answers[1].starts_with("cannot write"), "{answers:?}");
     assert!(!world.root.join("pwned").exists());
     assert_eq!(answers[2], "wrote", "{answers:?}");

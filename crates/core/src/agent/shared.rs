@@ -628,6 +628,7 @@ impl Engine {
             scratch_dir.join("mcp"),
         );
         mcp.set_runtime(runtime.clone());
+        mcp.set_package_caches(self.config.cache_dir.as_ref().map(|dir| dir.join("mcp")));
         mcp.set_disabled(self.config.disabled_tools.clone());
         if let Some(notify) = options.notify {
             mcp.set_notify(notify);

@@ -175,6 +175,9 @@ struct Inner {
     /// The session's runtime: stdio servers start through its sandbox
     /// ([`crate::runtime::Runtime::server_invocation`]). Without one they are not started.
     runtime: Mutex<Option<crate::runtime::Runtime>>,
+    /// Where each stdio server's own package caches are kept across sessions (Keel's cache
+    /// directory); `None`: the session's scratch directory.
+    caches: Mutex<Option<PathBuf>>,
     /// Woken whenever a server's state changes ([`McpHub::settled`]).
     changed: tokio::sync::Notify,
 }
@@ -236,6 +239,7 @@ impl McpHub {
                 prompts_changed: Mutex::new(None),
                 neutral,
                 runtime: Mutex::new(None),
+                caches: Mutex::new(None),
                 changed: tokio::sync::Notify::new(),
             }),
         }
@@ -256,6 +260,12 @@ impl McpHub {
     /// [`McpHub::start`].
     pub fn set_runtime(&self, runtime: crate::runtime::Runtime) {
         *lock(&self.inner.runtime) = Some(runtime);
+    }
+
+    /// Where stdio servers keep their own package caches (`npm_config_cache`, `UV_CACHE_DIR`),
+    /// across sessions; set before [`McpHub::start`].
+    pub fn set_package_caches(&self, dir: Option<PathBuf>) {
+        *lock(&self.inner.caches) = dir;
     }
 
     /// Where failures are said from now on.
@@ -649,6 +659,7 @@ impl StderrTail {
 async fn connect(
     config: &McpServerConfig,
     neutral: &std::path::Path,
+    caches: Option<&std::path::Path>,
     runtime: Option<&crate::runtime::Runtime>,
 ) -> Result<Connection, String> {
     match &config.transport {
@@ -660,12 +671,14 @@ async fn connect(
             // Like a command: through the sandbox helper, from an empty directory of the
             // session's unless a trusted project configured it (`runtime::sandbox::server`).
             let launch = ServerLaunch {
+                name: &config.name,
                 command,
                 args,
                 env,
                 project: config.source == McpSource::Project,
                 access: &config.access,
                 neutral,
+                caches,
             };
             let invocation = runtime
                 .server_invocation(&launch)
@@ -746,10 +759,12 @@ async fn run_server(hub: std::sync::Weak<Inner>, name: String) {
         };
         let neutral = inner.neutral.clone();
         let runtime = lock(&inner.runtime).clone();
+        let caches = lock(&inner.caches).clone();
         set_state(&inner, &name, ServerState::Starting);
         drop(inner);
         let started = tokio::time::timeout(START_TIMEOUT, async {
-            let connection = connect(&config, &neutral, runtime.as_ref()).await?;
+            let connection =
+                connect(&config, &neutral, caches.as_deref(), runtime.as_ref()).await?;
             let tools = match connection.service.peer().list_all_tools().await {
                 Ok(tools) => tools,
                 Err(error) => {

@@ -11,10 +11,13 @@
 //! - **workspace**: readable, never writable unless its table names paths in `writable`
 //!   (`.git/hooks`, `.git/config`, `.keel` stay read-only inside them, as for commands).
 //! - **home**: hidden, but for the commands' allowlist plus the launchers' homes
-//!   ([`SERVER_HOME_READABLE`]), with the package caches npx and uvx install into writable
-//!   ([`SERVER_HOME_WRITABLE`]). Every home credential inside what it sees is masked, unless its
-//!   table names that credential (`read = ["~/.aws"]`); the values of its own `env` reach it.
-//! - **working directory**: an empty directory of the session's (`<scratch>/mcp`, writable), so
+//!   ([`SERVER_HOME_READABLE`]), all read-only: a server never writes a cache the user's own
+//!   `npx` or another server would run from (`~/.npm/_npx` holds installed packages that npx
+//!   runs without checking them again). Its packages go to caches of its own
+//!   ([`ServerLaunch::caches`]: `npm_config_cache`, `UV_CACHE_DIR`), writable, kept across
+//!   sessions. Every home credential inside what it sees is masked, unless its table names that
+//!   credential (`read = ["~/.aws"]`); the values of its own `env` reach it.
+//! - **working directory**: an empty directory of its own (`<scratch>/mcp/NAME`, writable), so
 //!   the launchers' project-local resolution (`node_modules/.bin`, `.npmrc`, `./pkg`,
 //!   `uv.toml`) finds nothing of the repository; under namespaces its parents are empty too. A
 //!   trusted project's own server starts in the workspace (its arguments name the project's
@@ -34,17 +37,17 @@ use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
 use super::{
-    ConfinementCheck, DEFAULT_HOME_READABLE, DEFAULT_HOME_WRITABLE, MAX_PROFILE_ENV_BYTES,
-    PROFILE_ENV, SYSTEM_DIRS, SandboxMode, home_entry, profile,
+    ConfinementCheck, DEFAULT_HOME_READABLE, MAX_PROFILE_ENV_BYTES, PROFILE_ENV, SYSTEM_DIRS,
+    SandboxMode, home_entry, profile,
 };
 
 /// Home paths a server sees besides the commands' allowlist (read-only), relative to `$HOME`:
 /// where uv keeps the Pythons it installs and nvm the Node versions.
 pub const SERVER_HOME_READABLE: &[&str] = &[".local/share/uv", ".nvm"];
 
-/// Home paths a server may write, relative to `$HOME`: the caches `npx -y` and `uvx` install
-/// the server's package into (`~/.npm/_npx`, `~/.cache/uv`).
-pub const SERVER_HOME_WRITABLE: &[&str] = &[".npm", ".cache"];
+/// The package caches a server gets of its own (variable, subdirectory of
+/// [`ServerLaunch::caches`]): where `npx -y` and `uvx` install the server's package.
+pub const SERVER_CACHES: &[(&str, &str)] = &[("npm_config_cache", "npm"), ("UV_CACHE_DIR", "uv")];
 
 /// What one server may reach besides its profile's defaults: `read`, `writable` and `network`
 /// of its `[mcp_servers.NAME]` table.
@@ -71,6 +74,8 @@ impl Default for ServerAccess {
 /// One server to start.
 #[derive(Debug, Clone, Copy)]
 pub struct ServerLaunch<'a> {
+    /// Its name (its working directory is named after it).
+    pub name: &'a str,
     pub command: &'a str,
     pub args: &'a [String],
     /// Its configured environment (applied last).
@@ -79,8 +84,39 @@ pub struct ServerLaunch<'a> {
     /// resolution as the project left it.
     pub project: bool,
     pub access: &'a ServerAccess,
-    /// The empty directory of the session's that other servers start in.
+    /// The session's directory of servers' working directories: a server the project did not
+    /// configure starts in an empty one of its own below it ([`server_dir`]).
     pub neutral: &'a Path,
+    /// Where its own package caches go in the sandbox ([`SERVER_CACHES`], below
+    /// [`server_dir`]`(caches, name)`): Keel's cache directory, kept across sessions; `None`:
+    /// the session's scratch directory.
+    pub caches: Option<&'a Path>,
+}
+
+/// The working directory of the server `name` below `neutral`: one per server, so a server
+/// cannot leave a `node_modules` or `.npmrc` where another one's launcher would find it.
+/// Characters outside `[A-Za-z0-9_-]` become `_`, and the name's bytes in hex are added then,
+/// so two names never share a directory.
+pub fn server_dir(neutral: &Path, name: &str) -> PathBuf {
+    let plain = !name.is_empty()
+        && name
+            .chars()
+            .all(|c| c.is_ascii_alphanumeric() || c == '_' || c == '-');
+    if plain {
+        return neutral.join(name);
+    }
+    let safe: String = name
+        .chars()
+        .map(|c| {
+            if c.is_ascii_alphanumeric() || c == '_' || c == '-' {
+                c
+            } else {
+                '_'
+            }
+        })
+        .collect();
+    let hex: String = name.bytes().map(|b| format!("{b:02x}")).collect();
+    neutral.join(format!("{safe}-{hex}"))
 }
 
 /// A server ready to start: the program (the helper, or the server itself), its arguments, its
@@ -184,8 +220,9 @@ impl crate::runtime::Runtime {
         let cwd = if launch.project {
             workspace.clone()
         } else {
-            std::fs::create_dir_all(launch.neutral).map_err(|e| io(launch.neutral, e))?;
-            crate::runtime::probe::canonical_or_same(launch.neutral)
+            let dir = server_dir(launch.neutral, launch.name);
+            std::fs::create_dir_all(&dir).map_err(|e| io(&dir, e))?;
+            crate::runtime::probe::canonical_or_same(&dir)
         };
         let env = Self::server_env(launch);
         let path = env
@@ -228,13 +265,32 @@ impl crate::runtime::Runtime {
         }
         let nonce = uuid::Uuid::new_v4().simple().to_string();
         let status_file = dir.join(format!("{nonce}.status"));
+        // Its own package caches, unless its `env` names others.
+        let caches = server_dir(
+            &launch.caches.map_or_else(
+                || self.inner.scratch_dir.join("mcp-cache"),
+                Path::to_path_buf,
+            ),
+            launch.name,
+        );
+        let mut env = env;
+        let mut own_caches = Vec::new();
+        for (key, sub) in SERVER_CACHES {
+            if launch.env.iter().any(|(k, _)| k == key) {
+                continue;
+            }
+            let dir = caches.join(sub);
+            std::fs::create_dir_all(&dir).map_err(|e| io(&dir, e))?;
+            let dir = crate::runtime::probe::canonical_or_same(&dir);
+            env.push(((*key).to_owned(), dir.display().to_string()));
+            own_caches.push(dir);
+        }
         let mut profile = self.profile(&cwd, &nonce, &status_file, tmp_dir, staging_dir);
-        self.server_profile(&mut profile, launch, &program, &env);
+        self.server_profile(&mut profile, launch, &program, &env, own_caches);
         let text = serde_json::to_string(&profile)
             .map_err(|e| ServerLaunchError::Io(format!("profile: {e}")))?;
         let mut args = helper_prefix.to_vec();
         args.push("run".to_owned());
-        let mut env = env;
         let mut profile_file = None;
         if text.len() <= MAX_PROFILE_ENV_BYTES {
             env.push((PROFILE_ENV.to_owned(), text));
@@ -273,6 +329,7 @@ impl crate::runtime::Runtime {
         launch: &ServerLaunch<'_>,
         program: &Path,
         env: &[(String, String)],
+        own_caches: Vec<PathBuf>,
     ) {
         let spec = &self.inner.sandbox;
         let settings = &spec.settings;
@@ -295,29 +352,28 @@ impl crate::runtime::Runtime {
         if !launch.project {
             writable.push(profile.cwd.clone());
         }
-        let home_list = |list: &Option<Vec<String>>, default: &[&str], more: &[&str]| {
-            let Some(home) = &home else {
-                return Vec::new();
+        writable.extend(own_caches);
+        let home_list =
+            |list: &Option<Vec<String>>, default: &[&str], more: &[&str]| -> Vec<PathBuf> {
+                let Some(home) = &home else {
+                    return Vec::new();
+                };
+                let base: Vec<&str> = match list {
+                    Some(list) => list.iter().map(String::as_str).collect(),
+                    None => default.to_vec(),
+                };
+                base.into_iter()
+                    .chain(more.iter().copied())
+                    .filter_map(|r| home_entry(home, r))
+                    .collect::<Vec<PathBuf>>()
             };
-            let base: Vec<&str> = match list {
-                Some(list) => list.iter().map(String::as_str).collect(),
-                None => default.to_vec(),
-            };
-            base.into_iter()
-                .chain(more.iter().copied())
-                .filter_map(|r| home_entry(home, r))
-                .collect::<Vec<PathBuf>>()
-        };
         let home_readable = home_list(
             &settings.home_readable,
             DEFAULT_HOME_READABLE,
             SERVER_HOME_READABLE,
         );
-        let home_writable = home_list(
-            &settings.home_writable,
-            DEFAULT_HOME_WRITABLE,
-            SERVER_HOME_WRITABLE,
-        );
+        // Nothing of the home is writable: no cache another program runs from.
+        let home_writable: Vec<PathBuf> = Vec::new();
         // The program itself, when named by a path outside what the server sees (a program
         // found on `PATH` is found again inside, among what it sees).
         let visible = |path: &Path| {
@@ -396,6 +452,16 @@ mod tests {
             expand("/no/such/path/at/all", Some(&home), &workspace),
             None
         );
+    }
+
+    #[test]
+    fn each_server_has_a_directory_of_its_own() {
+        let neutral = Path::new("/s/mcp");
+        assert_eq!(server_dir(neutral, "github"), neutral.join("github"));
+        assert_eq!(server_dir(neutral, "a.b"), neutral.join("a_b-612e62"));
+        assert_eq!(server_dir(neutral, "../x"), neutral.join("___x-2e2e2f78"));
+        assert_ne!(server_dir(neutral, "a_b"), server_dir(neutral, "a.b"));
+        assert_eq!(server_dir(neutral, ""), neutral.join("-"));
     }
 
     #[test]
