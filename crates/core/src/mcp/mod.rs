@@ -599,10 +599,9 @@ const STDERR_LINE_CHARS: usize = 300;
 impl StderrTail {
     /// Reads `stderr` to its end on a task of its own, keeping the last [`STDERR_LINES`]
     /// lines (each cut to [`STDERR_LINE_CHARS`]): a bounded ring, whatever the server writes.
-    fn follow(stderr: tokio::process::ChildStderr) -> Self {
+    fn follow(&self, stderr: tokio::process::ChildStderr) {
         use tokio::io::{AsyncBufReadExt as _, AsyncReadExt as _};
-        let tail = Self::default();
-        let lines = tail.lines.clone();
+        let lines = self.lines.clone();
         tokio::spawn(async move {
             let mut reader = tokio::io::BufReader::new(stderr);
             let mut line = Vec::new();
@@ -633,7 +632,6 @@ impl StderrTail {
                 lines.push_back(kept);
             }
         });
-        tail
     }
 
     /// `reason`, followed by the server's last stderr lines when it wrote any. Waits a moment
@@ -656,8 +654,11 @@ impl StderrTail {
     }
 }
 
+/// `tail` receives a stdio server's stderr as soon as it runs (so a start that times out can
+/// still show it).
 async fn connect(
     config: &McpServerConfig,
+    tail: &StderrTail,
     neutral: &std::path::Path,
     caches: Option<&std::path::Path>,
     runtime: Option<&crate::runtime::Runtime>,
@@ -688,7 +689,9 @@ async fn connect(
                 })?;
             let (transport, group, stderr) = crate::runtime::mcp::spawn_mcp_stdio(&invocation)
                 .map_err(|e| format!("cannot start `{command}`: {e}"))?;
-            let tail = stderr.map(StderrTail::follow).unwrap_or_default();
+            if let Some(stderr) = stderr {
+                tail.follow(stderr);
+            }
             let served = ().serve(transport).await;
             // The helper said how it confined the server before starting it.
             let confinement = invocation.check.as_ref().map_or_else(
@@ -725,7 +728,7 @@ async fn connect(
             Ok(Connection {
                 service,
                 _group: Some(group),
-                stderr: tail,
+                stderr: tail.clone(),
                 sandbox: Some(sandbox),
             })
         }
@@ -762,9 +765,16 @@ async fn run_server(hub: std::sync::Weak<Inner>, name: String) {
         let caches = lock(&inner.caches).clone();
         set_state(&inner, &name, ServerState::Starting);
         drop(inner);
+        let tail = StderrTail::default();
         let started = tokio::time::timeout(START_TIMEOUT, async {
-            let connection =
-                connect(&config, &neutral, caches.as_deref(), runtime.as_ref()).await?;
+            let connection = connect(
+                &config,
+                &tail,
+                &neutral,
+                caches.as_deref(),
+                runtime.as_ref(),
+            )
+            .await?;
             let tools = match connection.service.peer().list_all_tools().await {
                 Ok(tools) => tools,
                 Err(error) => {
@@ -776,13 +786,17 @@ async fn run_server(hub: std::sync::Weak<Inner>, name: String) {
             };
             Ok::<_, String>((connection, tools))
         })
-        .await
-        .unwrap_or_else(|_| {
-            Err(format!(
-                "it did not start within {}s",
-                START_TIMEOUT.as_secs()
-            ))
-        });
+        .await;
+        let started = match started {
+            Ok(started) => started,
+            // A server still busy (downloading, waiting on something) may have said why.
+            Err(_) => Err(tail
+                .explain(format!(
+                    "it did not start within {}s",
+                    START_TIMEOUT.as_secs()
+                ))
+                .await),
+        };
         let Some(inner) = hub.upgrade() else { return };
         let (connection, listed) = match started {
             Ok(started) => started,
