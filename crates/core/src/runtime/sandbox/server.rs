@@ -241,7 +241,12 @@ impl crate::runtime::Runtime {
             )));
         };
         let direct = |reason: &str| ServerInvocation {
-            program: PathBuf::from(launch.command),
+            // A path is the one found against the server's working directory.
+            program: if launch.command.contains('/') {
+                program.clone()
+            } else {
+                PathBuf::from(launch.command)
+            },
             args: launch.args.to_vec(),
             env: env.clone(),
             cwd: cwd.clone(),
