@@ -301,6 +301,24 @@ impl From<FileError> for ToolError {
     }
 }
 
+/// The session's index of the workspace's credential files and guarded entries, when the
+/// sandbox has rules for either.
+fn credential_index(
+    spec: &sandbox::SandboxSpec,
+    roots: &[PathBuf],
+) -> Option<Arc<sandbox::CredentialIndex>> {
+    if spec.credentials.is_none() && spec.guards.is_none() {
+        return None;
+    }
+    let classify: sandbox::Classify = match &spec.credentials {
+        Some(rules) => rules.0.clone(),
+        None => Arc::new(|_: &Path, _: &std::fs::Metadata| false),
+    };
+    Some(Arc::new(
+        sandbox::CredentialIndex::new(roots.to_vec(), classify).with_guard(spec.guards.clone()),
+    ))
+}
+
 impl Runtime {
     /// Canonicalises the roots, creates the scratch directory and compiles the scope.
     #[expect(
@@ -345,12 +363,7 @@ impl Runtime {
                 sandbox: config.sandbox.clone(),
                 net: Arc::new(net::NetState::new(NetPolicy::default())),
                 proxy: Arc::new(sandbox::proxy::ProxyState::default()),
-                credentials: config.sandbox.credentials.as_ref().map(|rules| {
-                    Arc::new(sandbox::CredentialIndex::new(
-                        roots.clone(),
-                        rules.0.clone(),
-                    ))
-                }),
+                credentials: credential_index(&config.sandbox, &roots),
                 roots,
             }),
             linked_reads: false,
