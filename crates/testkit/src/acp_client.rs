@@ -44,6 +44,20 @@ use tokio_util::compat::{TokioAsyncReadCompatExt as _, TokioAsyncWriteCompatExt 
 
 pub use terminals::TerminalRecord;
 
+/// A file read from the disk as an editor does (following symlinks), after replacing it with a
+/// symlink to `swap` (a process racing the editor) when one is given.
+#[expect(
+    clippy::disallowed_methods,
+    reason = "the test client plays the editor, which reads the disk"
+)]
+fn disk_read(path: &Path, swap: Option<&Path>) -> Option<String> {
+    if let Some(target) = swap {
+        let _ = std::fs::remove_file(path);
+        let _ = std::os::unix::fs::symlink(target, path);
+    }
+    std::fs::read_to_string(path).ok()
+}
+
 #[expect(
     clippy::disallowed_methods,
     reason = "the test client plays the editor, which starts the agent"
@@ -732,11 +746,8 @@ async fn run(
                 });
                 let mut text = lock(&on_read.files).get(&request.path).cloned();
                 if text.is_none() && on_read.disk_reads {
-                    if let Some(target) = lock(&on_read.swap_on_read).take() {
-                        let _ = std::fs::remove_file(&request.path);
-                        let _ = std::os::unix::fs::symlink(&target, &request.path);
-                    }
-                    text = std::fs::read_to_string(&request.path).ok();
+                    let swap = lock(&on_read.swap_on_read).take();
+                    text = disk_read(&request.path, swap.as_deref());
                 }
                 match text {
                     Some(text) => {

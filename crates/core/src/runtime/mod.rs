@@ -310,8 +310,11 @@ impl From<FileError> for ToolError {
 struct HandedOver {
     file: Option<(u64, u64)>,
     /// `None`: the directory does not exist (yet: a write creates it).
-    dirs: Vec<Option<(u64, u64, i64, i64, i64, i64)>>,
+    dirs: Vec<Option<DirStamp>>,
 }
+
+/// A directory's device, inode, modification and change times (seconds, nanoseconds).
+type DirStamp = (u64, u64, i64, i64, i64, i64);
 
 impl HandedOver {
     /// `canonical` now; an error when a symlink stands on its path, or it is not a regular file.

@@ -149,11 +149,14 @@ impl CredentialIndex {
     }
 }
 
+/// [`GuardRules::classify`] as the walk calls it.
+type GuardFn = dyn Fn(&Path) -> Option<Guarded> + Send + Sync;
+
 /// What the walk looks for.
 struct Rules<'a> {
     roots: &'a [PathBuf],
     classify: &'a (dyn Fn(&Path, &std::fs::Metadata) -> bool + Send + Sync),
-    guard: Option<&'a (dyn Fn(&Path) -> Option<Guarded> + Send + Sync)>,
+    guard: Option<&'a GuardFn>,
 }
 
 impl State {

@@ -148,11 +148,14 @@ enum Before {
     },
 }
 
+/// A kept copy of a file, and the version it is of.
+type Kept = (Stamp, Arc<Vec<u8>>);
+
 /// The session's copies of guarded files, by path, valid while the file's [`Stamp`] holds: a
 /// file is read once per version, not once per command.
 #[derive(Debug, Default)]
 pub struct GuardCache {
-    files: Mutex<HashMap<PathBuf, (Stamp, Arc<Vec<u8>>)>>,
+    files: Mutex<HashMap<PathBuf, Kept>>,
 }
 
 impl GuardCache {
@@ -558,16 +561,18 @@ fn put_back(path: &Path, before: &Before) -> std::io::Result<Outcome> {
                 stamp,
             },
             Ok(meta),
-        ) if meta.is_file() && meta.mode() == stamp.mode => {
+        ) if meta.is_file()
+            && meta.mode() == stamp.mode
+            && read_no_follow(path).is_some_and(|now| now == **bytes) =>
+        {
             // Touched, or rewritten with the same bytes: nothing to put back.
-            if read_no_follow(path).is_some_and(|now| now == **bytes) {
-                return Ok(Outcome::Same);
-            }
+            return Ok(Outcome::Same);
         }
-        (Before::Symlink { target, .. }, Ok(meta)) if meta.file_type().is_symlink() => {
-            if std::fs::read_link(path).is_ok_and(|now| now == *target) {
-                return Ok(Outcome::Same);
-            }
+        (Before::Symlink { target, .. }, Ok(meta))
+            if meta.file_type().is_symlink()
+                && std::fs::read_link(path).is_ok_and(|now| now == *target) =>
+        {
+            return Ok(Outcome::Same);
         }
         (Before::Other { stamp }, Ok(meta)) if Stamp::of(meta) == *stamp => {
             return Ok(Outcome::Same);
