@@ -184,3 +184,57 @@ async fn a_symlink_swapped_in_before_the_editors_read_reaches_nothing() {
     }
     assert!(!update.to_string().contains(DIARY), "{update:#}");
 }
+
+/// While a background command runs, a process exists that could swap a symlink onto a path
+/// between Keel's check and the editor's `fs/write_text_file` (whose damage nothing could undo):
+/// Keel writes the file on the disk itself then, and through the editor again once it is gone.
+#[tokio::test]
+async fn while_a_background_command_runs_keel_writes_the_disk_itself() {
+    let outside = Outside::new();
+    let harness = harness(
+        ClientOptions::editor().permissions(allow(8)),
+        Mechanism::Auto,
+        &outside,
+        vec![
+            Turn::new().tool_call("s1", "bg_start", json!({ "command": "sleep 600" })),
+            Turn::new().tool_call(
+                "w1",
+                "write",
+                json!({ "file_path": "during.txt", "content": "written during\n" }),
+            ),
+            Turn::new().tool_call("x1", "bg_stop", json!({ "id": "bg-1" })),
+            Turn::new().tool_call(
+                "w2",
+                "write",
+                json!({ "file_path": "after.txt", "content": "written after\n" }),
+            ),
+            Turn::text_only("done"),
+        ],
+    )
+    .await;
+    assert_eq!(
+        harness.prompt("write around a job").await.stop_reason,
+        StopReason::EndTurn
+    );
+    for call in ["s1", "w1", "x1", "w2"] {
+        assert_eq!(
+            finished(&harness, call)["status"],
+            json!("completed"),
+            "{call}"
+        );
+    }
+    let editor_writes: Vec<std::path::PathBuf> = harness
+        .client
+        .events()
+        .into_iter()
+        .filter_map(|event| match event {
+            keel_testkit::acp_client::Event::WriteFile { path, .. } => Some(path),
+            _ => None,
+        })
+        .collect();
+    assert_eq!(editor_writes, [harness.root.join("after.txt")]);
+    assert_eq!(
+        std::fs::read_to_string(harness.root.join("during.txt")).unwrap(),
+        "written during\n"
+    );
+}

@@ -845,10 +845,13 @@ impl Runtime {
             let target = tokio::task::spawn_blocking(move || fsat::metadata(&path))
                 .await
                 .map_err(|e| ToolError::internal("writing a file (the task failed)", e))?;
+            // The editor resolves the path again and follows symlinks; while a background
+            // command runs, a process exists that could swap one in between the check and the
+            // editor's write (which nothing could undo), so Keel writes the disk itself.
             let editor_may_write = match &target {
                 Ok(meta) => meta.is_file() && meta.nlink() == 1,
                 Err(e) => e.kind() == std::io::ErrorKind::NotFound,
-            };
+            } && !jobs::any_running_in(&self.inner.roots);
             let before = self.handed_over(canonical, false).await;
             if editor_may_write && let Some(result) = files.write_text(canonical, text).await {
                 // The editor may replace the file (a new inode): its directories must be the
