@@ -124,6 +124,19 @@ impl CredentialIndex {
         })
     }
 
+    /// [`Self::guarded`], but `None` instead of a walk when inotify cannot cover the roots (a
+    /// walk per command is what the guard must not cost; it then looks at less).
+    pub fn guarded_if_watched(&self) -> Option<Vec<(PathBuf, Guarded)>> {
+        {
+            let lock = self.state.lock().unwrap_or_else(PoisonError::into_inner);
+            if lock.as_ref().is_some_and(|state| state.inotify.is_none()) {
+                return None;
+            }
+        }
+        let listed = self.with_state(|state| state.inotify.is_some());
+        listed.then(|| self.guarded())
+    }
+
     /// `read` of the state brought up to date: the queued events applied, or a new walk.
     fn with_state<R>(&self, read: impl FnOnce(&State) -> R) -> R {
         let mut lock = self.state.lock().unwrap_or_else(PoisonError::into_inner);

@@ -516,11 +516,16 @@ impl GuardSnapshot {
 fn list(source: &Source, roots: &[PathBuf]) -> (Vec<(PathBuf, Guarded)>, bool) {
     let mut listed: Vec<(PathBuf, Guarded)> = match source {
         Source::Nothing => Vec::new(),
-        Source::Index(index) => index
-            .guarded()
-            .into_iter()
-            .filter(|(path, _)| roots.iter().any(|root| path.starts_with(root)))
-            .collect(),
+        Source::Index(index) => match index.guarded_if_watched() {
+            Some(listed) => listed
+                .into_iter()
+                .filter(|(path, _)| roots.iter().any(|root| path.starts_with(root)))
+                .collect(),
+            None => index
+                .guard_rules()
+                .map(|rules| shallow(roots, rules))
+                .unwrap_or_default(),
+        },
         Source::Fixed => roots
             .iter()
             .flat_map(|root| FIXED.iter().map(|(rel, class)| (root.join(rel), *class)))
@@ -529,6 +534,41 @@ fn list(source: &Source, roots: &[PathBuf]) -> (Vec<(PathBuf, Guarded)>, bool) {
     let clipped = listed.len() > MAX_GUARDED;
     listed.truncate(MAX_GUARDED);
     (listed, clipped)
+}
+
+/// The guarded entries near the top of each root, without the index (inotify cannot cover the
+/// workspace): the root's own entries and one level below the guarded directories among them
+/// (`.keel/`, `.vscode/`, `.git/`'s config, redirects and hooks), and `.github/workflows/`.
+fn shallow(roots: &[PathBuf], rules: &GuardRules) -> Vec<(PathBuf, Guarded)> {
+    const MAX_ENTRIES: usize = 1024;
+    let mut listed = Vec::new();
+    let mut todo: Vec<(PathBuf, usize)> = roots.iter().map(|root| (root.clone(), 0)).collect();
+    for root in roots {
+        todo.push((root.join(".github/workflows"), 1));
+    }
+    while let Some((dir, depth)) = todo.pop() {
+        let Ok(entries) = std::fs::read_dir(&dir) else {
+            continue;
+        };
+        for entry in entries.flatten().take(MAX_ENTRIES) {
+            let path = entry.path();
+            let Some(relative) = roots.iter().find_map(|root| path.strip_prefix(root).ok()) else {
+                continue;
+            };
+            let class = (rules.classify)(relative);
+            let is_dir = entry.file_type().is_ok_and(|kind| kind.is_dir());
+            if let Some(class) = class {
+                listed.push((path.clone(), class));
+            }
+            let git = relative.as_os_str().eq_ignore_ascii_case(".git")
+                || relative.starts_with(".git/hooks");
+            if is_dir && depth < 2 && (class.is_some_and(|c| c != Guarded::GitDir) || git) {
+                todo.push((path, depth + 1));
+            }
+        }
+    }
+    listed.sort();
+    listed
 }
 
 /// The first hook of `dir` that is not a `.sample`.
