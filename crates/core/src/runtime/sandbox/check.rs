@@ -208,9 +208,10 @@ fn run_probe(
         )
         .with_guard(Some(crate::policy::watchdog::guard_rules())),
     );
-    let guarded = super::GuardSnapshot::take(std::slice::from_ref(&ws), Some(&index));
+    let mut guarded = super::GuardSnapshot::take(std::slice::from_ref(&ws), Some(&index));
     let (protected, pinned) =
         super::protected_paths(std::slice::from_ref(&ws), &guarded.top_level());
+    guarded.set_bound(&protected);
     let listener = TcpListener::bind("127.0.0.1:0").map_err(io)?;
     listener.set_nonblocking(true).map_err(io)?;
     let port = listener.local_addr().map_err(io)?.port();
@@ -325,7 +326,9 @@ fn run_probe(
         let _ = nix::sys::signal::kill(nix::unistd::Pid::from_raw(pid), nix::sys::signal::SIGKILL);
     }
     let ran = stdout.contains("probe-done");
-    let restored = guarded.restore().join("\n");
+    let restored = guarded
+        .restore(available.is_ok() && wanted == "namespaces")
+        .join("\n");
     let kept = |path: &Path| std::fs::read_to_string(path).is_ok_and(|text| text == KEPT);
     let mut claims = vec![
         Claim {

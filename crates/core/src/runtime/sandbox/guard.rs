@@ -238,6 +238,10 @@ pub struct GuardSnapshot {
     config_runs_code: Option<ConfigJudge>,
     /// More entries than [`MAX_GUARDED`]: the rest are not guarded.
     clipped: bool,
+    /// The paths bound read-only under namespaces ([`super::Profile::protected`]): what is at
+    /// or below them is not compared after a command the kernel confined that way, so a change
+    /// the user's own editor made meanwhile is not taken back.
+    bound: Vec<PathBuf>,
 }
 
 impl Default for GuardSnapshot {
@@ -248,6 +252,7 @@ impl Default for GuardSnapshot {
             before: BTreeMap::new(),
             config_runs_code: None,
             clipped: false,
+            bound: Vec::new(),
         }
     }
 }
@@ -270,6 +275,7 @@ impl PartialEq for GuardSnapshot {
             && self.roots == other.roots
             && self.before == other.before
             && self.clipped == other.clipped
+            && self.bound == other.bound
     }
 }
 
@@ -327,6 +333,7 @@ impl GuardSnapshot {
             before,
             config_runs_code: judge,
             clipped,
+            bound: Vec::new(),
         }
     }
 
@@ -346,12 +353,19 @@ impl GuardSnapshot {
             .collect()
     }
 
+    /// Records the paths the command's profile binds read-only (under namespaces).
+    pub fn set_bound(&mut self, protected: &[PathBuf]) {
+        self.bound = protected.to_vec();
+    }
+
     /// Puts every guarded entry back as it was before the command and removes the ones it
-    /// created; one line for the model per change.
-    pub fn restore(&self) -> Vec<String> {
+    /// created; one line for the model per change. `bound_held`: the command ran under
+    /// namespaces, so what [`Self::set_bound`] named could not change through it.
+    pub fn restore(&self, bound_held: bool) -> Vec<String> {
         if self.source == Source::Nothing {
             return Vec::new();
         }
+        let held = |path: &Path| bound_held && self.bound.iter().any(|b| path.starts_with(b));
         let mut lines = Vec::new();
         if self.clipped {
             lines.push(format!(
@@ -368,7 +382,7 @@ impl GuardSnapshot {
         // Changed or removed, parents first (a path sorts before what is below it).
         let mut gone: Vec<PathBuf> = Vec::new();
         for (path, (class, before)) in &self.before {
-            if gone.iter().any(|g| path.starts_with(g)) {
+            if held(path) || gone.iter().any(|g| path.starts_with(g)) {
                 continue;
             }
             match put_back(path, before) {
@@ -406,7 +420,7 @@ impl GuardSnapshot {
             .collect();
         created.sort();
         for (path, class) in created {
-            if kept.iter().chain(&removed).any(|k| path.starts_with(k)) {
+            if held(&path) || kept.iter().chain(&removed).any(|k| path.starts_with(k)) {
                 continue;
             }
             let Ok(meta) = std::fs::symlink_metadata(&path) else {
@@ -733,7 +747,7 @@ mod tests {
             .unwrap_or_else(|e| panic!("{e}"));
         std::fs::create_dir_all(root.join(".keel/sub")).unwrap_or_else(|e| panic!("{e}"));
         std::fs::write(root.join(".keel/sub/config.toml"), "x").unwrap_or_else(|e| panic!("{e}"));
-        let lines = snapshot.restore();
+        let lines = snapshot.restore(false);
         assert_eq!(lines.len(), 3, "{lines:?}");
         assert_eq!(
             std::fs::read_to_string(root.join(".git/config.worktree")).unwrap_or_default(),
@@ -743,6 +757,30 @@ mod tests {
         assert!(!root.join(".keel").exists());
         // Nothing changed: nothing to say.
         let again = GuardSnapshot::take(std::slice::from_ref(&root), None);
-        assert!(again.restore().is_empty());
+        assert!(again.restore(false).is_empty());
+    }
+
+    #[test]
+    #[expect(clippy::disallowed_methods, reason = "the test lays files out on disk")]
+    fn what_a_bind_kept_read_only_is_not_compared() {
+        let dir = tempfile::tempdir().unwrap_or_else(|e| panic!("{e}"));
+        let root = std::fs::canonicalize(dir.path()).unwrap_or_else(|e| panic!("{e}"));
+        std::fs::create_dir_all(root.join(".git")).unwrap_or_else(|e| panic!("{e}"));
+        std::fs::write(root.join(".git/commondir"), "a\n").unwrap_or_else(|e| panic!("{e}"));
+        let mut snapshot = GuardSnapshot::take(std::slice::from_ref(&root), None);
+        snapshot.set_bound(&[root.join(".git/commondir")]);
+        // Changed by someone else while the command ran (the command could not: it was bound).
+        std::fs::write(root.join(".git/commondir"), "b\n").unwrap_or_else(|e| panic!("{e}"));
+        assert!(snapshot.restore(true).is_empty());
+        assert_eq!(
+            std::fs::read_to_string(root.join(".git/commondir")).unwrap_or_default(),
+            "b\n"
+        );
+        // Under the fallback the bind did not exist: put back.
+        assert_eq!(snapshot.restore(false).len(), 1);
+        assert_eq!(
+            std::fs::read_to_string(root.join(".git/commondir")).unwrap_or_default(),
+            "a\n"
+        );
     }
 }

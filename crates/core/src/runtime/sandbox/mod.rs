@@ -322,9 +322,9 @@ impl ConfinementCheck {
         match status {
             Some(status) if status.nonce == self.nonce && status.mechanism != "none" => {
                 Confinement::Confined {
+                    restored: self.guarded.restore(status.mechanism == "namespaces"),
                     mechanism: status.mechanism,
                     notes: status.notes,
-                    restored: self.guarded.restore(),
                 }
             }
             Some(status) if status.nonce == self.nonce => Confinement::Unconfined {
@@ -631,6 +631,8 @@ impl super::Runtime {
             .collect();
         let guarded = GuardSnapshot::take(&guarded_roots, self.inner.credentials.as_ref());
         let (protected, pinned) = protected_paths(&writable, &guarded.top_level());
+        let mut guarded = guarded;
+        guarded.set_bound(&protected);
         let home_list = |list: &Option<Vec<String>>, default: &[&str]| -> Vec<PathBuf> {
             let Some(home) = &home else {
                 return Vec::new();
