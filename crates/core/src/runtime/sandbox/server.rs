@@ -290,8 +290,8 @@ impl crate::runtime::Runtime {
             env.push(((*key).to_owned(), dir.display().to_string()));
             own_caches.push(dir);
         }
-        let mut profile = self.profile(&cwd, &nonce, &status_file, tmp_dir, staging_dir);
-        self.server_profile(&mut profile, launch, &program, &env, own_caches);
+        let (mut profile, guarded) = self.profile(&cwd, &nonce, &status_file, tmp_dir, staging_dir);
+        self.server_profile(&mut profile, launch, &program, &env, own_caches, &guarded);
         let text = serde_json::to_string(&profile)
             .map_err(|e| ServerLaunchError::Io(format!("profile: {e}")))?;
         let mut args = helper_prefix.to_vec();
@@ -320,7 +320,9 @@ impl crate::runtime::Runtime {
                 nonce,
                 profile_file,
                 status_file,
-                guarded: Vec::new(),
+                // Nothing is put back: the server outlives the point where the status is read.
+                // What the guard lists at the top of a writable path is bound read-only.
+                guarded: super::GuardSnapshot::default(),
             }),
             unconfined: None,
         })
@@ -335,6 +337,7 @@ impl crate::runtime::Runtime {
         program: &Path,
         env: &[(String, String)],
         own_caches: Vec<PathBuf>,
+        guarded: &super::GuardSnapshot,
     ) {
         let spec = &self.inner.sandbox;
         let settings = &spec.settings;
@@ -420,7 +423,7 @@ impl crate::runtime::Runtime {
             .into_iter()
             .filter(|credential| !passed.iter().any(|path| path.starts_with(credential)))
             .collect();
-        let (protected, pinned) = super::protected_inside(&writable);
+        let (protected, pinned) = super::protected_paths(&writable, &guarded.top_level());
         profile.writable = writable;
         profile.readable = readable;
         profile.protected = protected;
