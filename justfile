@@ -41,7 +41,7 @@ link-order:
     scripts/link-order.sh
 
 # The coverage-guided fuzz target of `keel acp`'s wire (needs `cargo install cargo-fuzz`);
-# docs/reliability.md records the runs.
+# docs/reliability.md records the runs. CI only compiles it (`cargo build -p keel-acp-fuzz`).
 fuzz runs="1000000":
     cd crates/acp/fuzz && RUSTC_BOOTSTRAP=1 cargo fuzz run wire --sanitizer none -- -runs={{runs}}
 
@@ -55,6 +55,11 @@ registry-archive:
 ci:
     .ci/run
 
-# Rustdoc with warnings as errors.
+# Rustdoc with warnings as errors (as CI runs it).
 doc:
-    RUSTDOCFLAGS="-D warnings" cargo doc --workspace --no-deps
+    RUSTDOCFLAGS="-D warnings" cargo doc --workspace --no-deps --locked
+
+# The libraries and binaries at the `rust-version` Cargo.toml declares (as CI checks them).
+msrv:
+    rustup toolchain install "$(sed -n 's/^rust-version = "\(.*\)"$/\1/p' Cargo.toml)" --profile minimal --no-self-update
+    cargo +"$(sed -n 's/^rust-version = "\(.*\)"$/\1/p' Cargo.toml)" check --workspace --exclude keel-acp-fuzz --locked
