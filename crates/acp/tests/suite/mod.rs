@@ -11,6 +11,7 @@ mod editor;
 mod faults;
 mod hostile;
 mod instructions;
+mod kill;
 mod login;
 mod mcp;
 mod model_errors;

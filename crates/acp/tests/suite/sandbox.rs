@@ -20,14 +20,14 @@ const CANARY: &str = "canary-7d41c0e9-secret";
 
 /// A home directory with a secret and an allowlisted tool directory, and a directory outside
 /// the workspace; both outside every path the sandbox shows.
-struct Outside {
+pub(super) struct Outside {
     _dir: tempfile::TempDir,
     home: PathBuf,
     elsewhere: PathBuf,
 }
 
 impl Outside {
-    fn new() -> Outside {
+    pub(super) fn new() -> Outside {
         // Not under /tmp, so hiding is the sandbox's doing, not an accident of the private /tmp.
         let base = std::env::var_os("CARGO_TARGET_TMPDIR")
             .map(PathBuf::from)
@@ -74,7 +74,7 @@ fn git_init(root: &Path) {
     assert!(status.success());
 }
 
-async fn harness(
+pub(super) async fn harness(
     options: ClientOptions,
     mechanism: Mechanism,
     outside: &Outside,
@@ -101,7 +101,7 @@ async fn harness(
 }
 
 /// The final update of a call (raw, not redacted).
-fn finished(harness: &EngineHarness, call_id: &str) -> Value {
+pub(super) fn finished(harness: &EngineHarness, call_id: &str) -> Value {
     harness
         .client
         .events()
@@ -369,8 +369,18 @@ fn sandbox_check_proves_both_mechanisms() {
             String::from_utf8_lossy(&output.stderr)
         );
         assert!(stdout.contains(available), "{stdout}");
-        // Seven claims for each mechanism, and five more of the filtering proxy.
-        assert_eq!(stdout.matches("\n  ok   ").count(), 24, "{stdout}");
+        // Thirteen claims for each mechanism, and five more of the filtering proxy.
+        assert_eq!(stdout.matches("\n  ok   ").count(), 36, "{stdout}");
+        for claim in [
+            "`kill -9 0` from the command stays inside it",
+            "another process's /proc (its command line) cannot be read",
+            "a raw device cannot be read",
+            "the sandbox's PID 1 cannot be traced or read",
+            "the command has no capability",
+            "a daemon dies when the helper is killed with SIGKILL",
+        ] {
+            assert_eq!(stdout.matches(claim).count(), 2, "{claim}: {stdout}");
+        }
         assert_eq!(
             stdout
                 .matches("an allowed host is reached through the filtering proxy")
