@@ -13,8 +13,10 @@
 //!   `terminal/kill`; the pane takes no input from Keel).
 //! - Stopping is verified: locally the whole process group is killed (`SIGTERM`, a grace,
 //!   `SIGKILL`) and `/proc` is checked until none of it is left; in the pane the editor must
-//!   report the exit. [`stop_everywhere`] stops the jobs of every session of the process (`keel`
-//!   exiting).
+//!   report the exit. Either way the sandbox helper's guard must then say that nothing the
+//!   command started is left (`ConfinementCheck::wait_gone`: the namespace's init has exited, or
+//!   the fallback's reaper found its tree empty). [`stop_everywhere`] stops the jobs of every
+//!   session of the process (`keel` exiting).
 //!
 //! The permission decision is not made here: a job is started by a tool call the policy decided
 //! exactly as it decides `bash` with the same command.
