@@ -20,10 +20,13 @@ use super::support::{gone_with, pid_gone, running_with};
 use super::turns::allow;
 
 /// Tries `ptrace(PTRACE_ATTACH)` on the sandbox's PID 1 (the namespace's init; the host's init
-/// under the fallback, outside the command's tree either way).
-const TRACE_INIT: &str = "/usr/bin/python3 -c 'import ctypes; \
+/// under the fallback) and on the command's parent (the init again; the fallback's reaper):
+/// outside the command's tree either way.
+const TRACE_INIT: &str = "/usr/bin/python3 -c 'import ctypes, sys; \
     libc = ctypes.CDLL(None, use_errno=True); \
-    print(\"TRACED-INIT\" if libc.ptrace(16, 1, 0, 0) == 0 else \"ptrace-refused\")'";
+    print(\"TRACED-INIT\" if libc.ptrace(16, 1, 0, 0) == 0 else \"ptrace-refused\"); \
+    print(\"TRACED-PARENT\" if libc.ptrace(16, int(sys.argv[1]), 0, 0) == 0 \
+    else \"parent-ptrace-refused\")' $PPID";
 
 /// Whether a live process has `text` anywhere in its command line: the helper (`keel-sandbox
 /// run -- bash -c COMMAND`), its forks (the namespace's init, the fallback's reaper) and the
@@ -137,7 +140,9 @@ async fn escape_is_gone(options: ClientOptions, mechanism: Mechanism, end: End, 
                 text.contains("ptrace-refused"),
                 "the ptrace of PID 1 was not tried (is /usr/bin/python3 there?): {update:#}"
             );
+            assert!(text.contains("parent-ptrace-refused"), "{update:#}");
             assert!(!text.contains("TRACED-INIT"), "{update:#}");
+            assert!(!text.contains("TRACED-PARENT"), "{update:#}");
         }
     }
     for marker in &markers {
