@@ -22,7 +22,7 @@ const CANARY: &str = "canary-7d41c0e9-secret";
 /// the workspace; both outside every path the sandbox shows.
 pub(super) struct Outside {
     _dir: tempfile::TempDir,
-    home: PathBuf,
+    pub(super) home: PathBuf,
     elsewhere: PathBuf,
 }
 
@@ -65,7 +65,7 @@ fn toolchain_dirs() -> Vec<String> {
     ]
 }
 
-fn git_init(root: &Path) {
+pub(super) fn git_init(root: &Path) {
     let status = std::process::Command::new("git")
         .args(["init", "-q"])
         .current_dir(root)
@@ -210,8 +210,15 @@ async fn probe(options: ClientOptions, mechanism: Mechanism, expected: &str) {
         assert!(output.contains(ok), "{ok} missing from {output}");
     }
     if mechanism == Mechanism::Landlock {
-        // Documented gap of the fallback: .git/hooks inside the workspace stays writable.
-        let _ = std::fs::remove_file(harness.root.join(".git/hooks/pre-commit"));
+        // The fallback cannot keep .git/hooks read-only: Keel removes the planted hook after
+        // the command, and says so.
+        assert!(!harness.root.join(".git/hooks/pre-commit").exists());
+        assert!(
+            update
+                .to_string()
+                .contains("the command created .git/hooks/pre-commit (a hook, which git runs)"),
+            "{update:#}"
+        );
     } else {
         assert!(!output.contains("hook-exit=0"), "{output}");
         assert!(!harness.root.join(".git/hooks/pre-commit").exists());
@@ -221,7 +228,8 @@ async fn probe(options: ClientOptions, mechanism: Mechanism, expected: &str) {
     assert!(!harness.root.join(".git/commondir").exists(), "{output}");
     assert!(
         update.to_string().contains(
-            ".git/commondir (it tells git where to read its configuration); Keel put it back"
+            "the command created .git/commondir (it tells git where to read its configuration); \
+             Keel removed it"
         ),
         "{update:#}"
     );
@@ -369,8 +377,9 @@ fn sandbox_check_proves_both_mechanisms() {
             String::from_utf8_lossy(&output.stderr)
         );
         assert!(stdout.contains(available), "{stdout}");
-        // Thirteen claims for each mechanism, and five more of the filtering proxy.
-        assert_eq!(stdout.matches("\n  ok   ").count(), 36, "{stdout}");
+        // Thirteen claims for each mechanism, four of the guard, and five of the filtering
+        // proxy.
+        assert_eq!(stdout.matches("\n  ok   ").count(), 44, "{stdout}");
         for claim in [
             "`kill -9 0` from the command stays inside it",
             "another process's /proc (its command line) cannot be read",
@@ -378,6 +387,7 @@ fn sandbox_check_proves_both_mechanisms() {
             "the sandbox's PID 1 cannot be traced or read",
             "the command has no capability",
             "a daemon dies when the helper is killed with SIGKILL",
+            "a nested repository whose configuration runs a program",
         ] {
             assert_eq!(stdout.matches(claim).count(), 2, "{claim}: {stdout}");
         }

@@ -525,6 +525,7 @@ impl Engine {
                 credentials: Some(crate::policy::watchdog::credential_rules(
                     self.config.sandbox.home.clone(),
                 )),
+                guards: Some(crate::policy::watchdog::guard_rules()),
                 home_credentials: self
                     .config
                     .sandbox

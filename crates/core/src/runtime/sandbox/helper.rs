@@ -1165,9 +1165,10 @@ fn reaper(
     if let Some(confinement) = &confinement {
         notes.extend(confinement.notes.iter().cloned());
         notes.push(
-            "Landlock fallback: .git/hooks, .git/config and .keel inside the workspace stay \
-             writable; Unix sockets by path are reachable; no process's /proc (the command's \
-             own included)"
+            "Landlock fallback: .git/hooks, .git/config, .keel and the other files other \
+             programs run are writable while the command runs (Keel puts them back after it); \
+             Unix sockets by path are reachable; no process's /proc (the command's own \
+             included)"
                 .into(),
         );
     }
