@@ -871,7 +871,7 @@ fn init(
         let _ = kill(Pid::from_raw(-1), signal);
     });
     if let Ending::Signal(signal) = ending {
-        let _ = write!(status_file, "\nsignal {}\n", signal as i32);
+        let _ = status_file.write_all(format!("\nsignal {}\n", signal as i32).as_bytes());
     }
     ending.code()
 }
@@ -1077,7 +1077,9 @@ fn own_session(command: &mut Command, confinement: Option<fallback::Prepared>) {
 /// left (the namespace's init; under the fallback the reaper, which also writes `empty` once it
 /// checked). Keel reads it back to verify a kill ([`super::ConfinementCheck::wait_gone`]).
 fn write_guard(status: &mut std::fs::File, guard: Pid) {
-    let _ = write!(status, "\nguard {guard}\n");
+    // One `write` (`write!` would make one per piece): init writes its status line to the same
+    // file at the same time, and must not land in the middle of this one.
+    let _ = status.write_all(format!("\nguard {guard}\n").as_bytes());
 }
 
 /// Stage 1 under the fallback (or with no confinement at all): forks the reaper, which runs the
@@ -1207,10 +1209,10 @@ fn reaper(
         }
     });
     if kill_descendants() {
-        let _ = write!(status_file, "\nempty\n");
+        let _ = status_file.write_all(b"\nempty\n");
     }
     if let Ending::Signal(signal) = ending {
-        let _ = write!(status_file, "\nsignal {}\n", signal as i32);
+        let _ = status_file.write_all(format!("\nsignal {}\n", signal as i32).as_bytes());
     }
     ending.code()
 }
