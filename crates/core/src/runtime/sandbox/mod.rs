@@ -7,6 +7,7 @@
 //!   into the helper wrapping it, with a fresh [`Profile`] in [`PROFILE_ENV`] (a file in the
 //!   session's scratch directory past 96 KiB), and a [`ConfinementCheck`] that later reads the
 //!   helper's status back.
+//! - [`server`]: the same helper around an MCP stdio server, with a profile for servers.
 //! - [`helper`]: the helper itself (`keel sandbox run [--profile FILE] -- PROGRAM ARGS...`).
 
 pub mod check;
@@ -16,6 +17,7 @@ pub mod guard;
 pub mod helper;
 pub mod profile;
 pub mod proxy;
+pub mod server;
 
 use std::path::{Component, Path, PathBuf};
 use std::sync::Arc;
