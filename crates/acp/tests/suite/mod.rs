@@ -12,6 +12,7 @@ mod faults;
 mod guards;
 mod hostile;
 mod instructions;
+mod kill;
 mod login;
 mod mcp;
 mod model_errors;

@@ -377,15 +377,20 @@ fn sandbox_check_proves_both_mechanisms() {
             String::from_utf8_lossy(&output.stderr)
         );
         assert!(stdout.contains(available), "{stdout}");
-        // Seven claims for each mechanism, four of the guard, and five of the filtering proxy.
-        assert_eq!(stdout.matches("\n  ok   ").count(), 32, "{stdout}");
-        assert_eq!(
-            stdout
-                .matches("a nested repository whose configuration runs a program")
-                .count(),
-            2,
-            "{stdout}"
-        );
+        // Thirteen claims for each mechanism, four of the guard, and five of the filtering
+        // proxy.
+        assert_eq!(stdout.matches("\n  ok   ").count(), 44, "{stdout}");
+        for claim in [
+            "`kill -9 0` from the command stays inside it",
+            "another process's /proc (its command line) cannot be read",
+            "a raw device cannot be read",
+            "the sandbox's PID 1 cannot be traced or read",
+            "the command has no capability",
+            "a daemon dies when the helper is killed with SIGKILL",
+            "a nested repository whose configuration runs a program",
+        ] {
+            assert_eq!(stdout.matches(claim).count(), 2, "{claim}: {stdout}");
+        }
         assert_eq!(
             stdout
                 .matches("an allowed host is reached through the filtering proxy")

@@ -13,8 +13,10 @@
 //!   `terminal/kill`; the pane takes no input from Keel).
 //! - Stopping is verified: locally the whole process group is killed (`SIGTERM`, a grace,
 //!   `SIGKILL`) and `/proc` is checked until none of it is left; in the pane the editor must
-//!   report the exit. [`stop_everywhere`] stops the jobs of every session of the process (`keel`
-//!   exiting).
+//!   report the exit. Either way the sandbox helper's guard must then say that nothing the
+//!   command started is left (`ConfinementCheck::wait_gone`: the namespace's init has exited, or
+//!   the fallback's reaper found its tree empty). [`stop_everywhere`] stops the jobs of every
+//!   session of the process (`keel` exiting).
 //!
 //! The permission decision is not made here: a job is started by a tool call the policy decided
 //! exactly as it decides `bash` with the same command.
@@ -840,7 +842,8 @@ async fn started_confinement(
 )]
 async fn peek_status(check: &ConfinementCheck) -> Option<Confinement> {
     let text = tokio::fs::read_to_string(&check.status_file).await.ok()?;
-    let status: serde_json::Value = serde_json::from_str(text.lines().next()?).ok()?;
+    let status: serde_json::Value =
+        serde_json::from_str(super::sandbox::status_line(&text)?).ok()?;
     if status.get("nonce").and_then(serde_json::Value::as_str) != Some(check.nonce.as_str()) {
         return Some(Confinement::Unconfined {
             reason: "the sandbox helper did not confirm that it confined the command".into(),
@@ -934,13 +937,17 @@ async fn drive_local(job: Arc<Job>, mut process: ShellProcess) {
     }
     sidecar.flush(&job).await;
     drop(sidecar);
+    // Verified before the helper's files go.
+    let gone = process.tree_gone().await;
     // Now that nothing of it runs: git's redirect files put back, the helper's files removed.
     job.restored(&process.confinement());
-    let gone = process.group_gone();
-    if gone {
+    if process.group_gone() {
         process.mark_finished();
     } else {
         tracing::warn!(job = %job.id, "a background command's process group outlived SIGKILL");
+    }
+    if !gone {
+        tracing::warn!(job = %job.id, "Keel could not confirm that a background command's processes are gone");
     }
     let state = if stopped {
         JobState::Stopped { verified: gone }
@@ -986,7 +993,12 @@ async fn drive_pane(
                 verified = false;
             }
         }
-        verified = verified && exit.is_some();
+        verified = verified
+            && exit.is_some()
+            && match &invocation.check {
+                Some(check) => check.wait_gone(KILL_GRACE).await,
+                None => false,
+            };
     }
     // What it printed last (the snapshot's exit status, if the kill's wait did not say).
     let last_exit = job.take_pane_output(backend.as_ref()).await;

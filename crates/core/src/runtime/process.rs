@@ -99,6 +99,9 @@ pub struct ShellOutput {
     pub ending: ShellEnding,
     /// Whether the kernel sandbox confined the command (confirmed by the helper's nonce).
     pub confinement: Confinement,
+    /// After a timeout or a cancel: whether Keel verified that every process the command
+    /// started is gone ([`ShellProcess::tree_gone`]). `false` otherwise.
+    pub gone_verified: bool,
     /// Keel could not save the whole output (its scratch directory failed): for the user and
     /// the log; the model reads only the neutral `sidecar_note`.
     pub fault: Option<InternalError>,
@@ -374,6 +377,7 @@ impl ShellProcess {
             }
         }
         self.finished = true;
+        let gone_verified = ending != ShellEnding::Exited && self.tree_gone().await;
         let status = self.status;
         let (text, total_bytes, output_path, sidecar_note, fault) = collector.finish().await;
         Ok(ShellOutput {
@@ -386,7 +390,23 @@ impl ShellProcess {
             signal: status.and_then(|s| s.signal()).map(signal_name),
             ending,
             confinement: self.invocation.confinement(),
+            gone_verified,
         })
+    }
+
+    /// Whether every process the command started is gone, verified: its group, and what the
+    /// sandbox helper guards (the namespace, or under the fallback the reaper's tree: processes
+    /// that left the group and the session). Waits up to [`KILL_GRACE`] for the helper's guard
+    /// to end. `false` for a command run without the helper: processes that left its group
+    /// cannot be tracked.
+    pub(super) async fn tree_gone(&self) -> bool {
+        if group_alive(self.pgid) {
+            return false;
+        }
+        match &self.invocation.check {
+            Some(check) => check.wait_gone(KILL_GRACE).await,
+            None => false,
+        }
     }
 
     /// Ends every process of the group: `SIGTERM`, up to [`KILL_GRACE`] for them to go, then

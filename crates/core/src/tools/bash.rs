@@ -24,7 +24,7 @@ use serde::Deserialize;
 
 use crate::capability::{Access, RequirementSet, ShellRunRequirement};
 use crate::runtime::TerminalRequest;
-use crate::runtime::process::{OutputCapture, ShellEnding, ShellOutput};
+use crate::runtime::process::{KILL_GRACE, OutputCapture, ShellEnding, ShellOutput};
 use crate::runtime::sandbox::Confinement;
 use crate::tool::view::{given, one_line};
 use crate::tool::{
@@ -114,6 +114,13 @@ impl BashTool {
         let outcome = terminals
             .run(request, ctx.progress.clone(), ctx.cancel.clone())
             .await?;
+        // The editor reported the kill of a timed-out command; whether the namespace (or the
+        // reaper's tree) is empty is the helper's to say (read before its files go).
+        let gone = outcome.timed_out
+            && match &invocation.check {
+                Some(check) => check.wait_gone(KILL_GRACE).await,
+                None => false,
+            };
         let confinement = invocation.confinement();
         if ctx.cancel.is_cancelled() {
             return Err(ToolError::Cancelled);
@@ -124,7 +131,7 @@ impl BashTool {
         }
         text.push_str(&outcome.output);
         if outcome.timed_out {
-            return Err(timeout_error(timeout, &text, None));
+            return Err(timeout_error(timeout, &text, None, gone));
         }
         let mut output = finish(text, outcome.exit_code, outcome.signal, None, None);
         output = report_confinement(output, &confinement, outcome.exit_code);
@@ -187,6 +194,7 @@ impl Tool for BashTool {
             ending,
             confinement,
             fault,
+            gone_verified,
             ..
         } = shell;
         if let (Some(fault), false) = (&fault, ending == ShellEnding::Exited) {
@@ -195,7 +203,12 @@ impl Tool for BashTool {
         }
         match ending {
             ShellEnding::Cancelled => Err(ToolError::Cancelled),
-            ShellEnding::TimedOut => Err(timeout_error(timeout, &text, output_path.as_deref())),
+            ShellEnding::TimedOut => Err(timeout_error(
+                timeout,
+                &text,
+                output_path.as_deref(),
+                gone_verified,
+            )),
             ShellEnding::Exited => {
                 let mut output = report_confinement(
                     finish(text, exit_code, signal, output_path, sidecar_note),
@@ -320,10 +333,20 @@ fn finish(
     output
 }
 
-fn timeout_error(timeout: Duration, text: &str, output_path: Option<&Path>) -> ToolError {
+fn timeout_error(
+    timeout: Duration,
+    text: &str,
+    output_path: Option<&Path>,
+    gone: bool,
+) -> ToolError {
     let mut message = format!(
-        "the command did not finish within {}s and was killed (with every process it started)",
-        timeout.as_secs_f64()
+        "the command did not finish within {}s and was killed ({})",
+        timeout.as_secs_f64(),
+        if gone {
+            "with every process it started: checked, none is left"
+        } else {
+            "Keel could not confirm that every process it started is gone"
+        }
     );
     if text.is_empty() {
         message.push_str("; it printed nothing");

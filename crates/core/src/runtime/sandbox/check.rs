@@ -12,6 +12,7 @@
 
 use std::io::{ErrorKind, Read as _, Write as _};
 use std::net::TcpListener;
+use std::os::unix::process::CommandExt as _;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 use std::sync::Arc;
@@ -216,6 +217,26 @@ fn run_probe(
     listener.set_nonblocking(true).map_err(io)?;
     let port = listener.local_addr().map_err(io)?.port();
     let marker = format!("86399.{}", std::process::id());
+    let caps_marker = format!("86398.{}", std::process::id());
+    // A process outside the command (its command line must stay unreadable), and one in the
+    // helper's process group (a `kill -9 0` from the command must not reach it).
+    let outsider_marker = format!("86397.{}", std::process::id());
+    let mut outsider = Spawned(
+        Command::new("sleep")
+            .arg(&outsider_marker)
+            .stdin(Stdio::null())
+            .spawn()
+            .map_err(io)?,
+    );
+    let mut sentinel = Spawned(
+        Command::new("sleep")
+            .arg("86396")
+            .stdin(Stdio::null())
+            .process_group(0)
+            .spawn()
+            .map_err(io)?,
+    );
+    let device = raw_device();
     let nonce = uuid::Uuid::new_v4().simple().to_string();
     // The filtering proxy, when this thread is in a tokio runtime that can serve it.
     let upstream = Upstream::start().map_err(io)?;
@@ -281,38 +302,48 @@ fn run_probe(
          echo planted 2>/dev/null > .envrc\n\
          mkdir -p sub/.git 2>/dev/null; printf '[core]\\n\\tfsmonitor = ./payload\\n' 2>/dev/null > sub/.git/config\n\
          echo planted 2>/dev/null >> {cache_file}\n\
-         echo probe-done",
+         grep -q {outsider} /proc/{outsider_pid}/cmdline 2>/dev/null && echo READ-OTHER-PROC\n\
+         head -c 1 {device} > /dev/null 2>&1 && echo READ-RAW-DEVICE\n\
+         cat /proc/1/environ > /dev/null 2>&1 && echo READ-INIT\n\
+         {trace_init}\n\
+         sleep {caps_marker} &\n\
+         echo caps-ready\n\
+         read -r _\n\
+         kill $! 2>/dev/null\n\
+         echo probe-done\n\
+         kill -9 0",
+        outsider = outsider_marker,
+        trace_init = TRACE_INIT,
         secret = home.join(".ssh/secret").display(),
         home_credential = home_credential.display(),
         workspace_credential = workspace_credential.display(),
         outside = outside.display(),
         up = upstream.port,
+        outsider_pid = outsider.id(),
+        device = device.display(),
         cache_file = cache_file.display(),
     );
-    let output = Command::new(helper)
-        .args(prefix)
-        .arg("run")
-        .arg("--profile")
-        .arg(&profile_file)
-        .args(["--", "bash", "-c", &script])
-        // A variable outside the allowlist: it must not reach the command.
-        .env("KEEL_CHECK_TOKEN", SECRET)
-        .stdin(Stdio::null())
-        .output()
-        .map_err(|e| format!("cannot run the helper {}: {e}", helper.display()))?;
-    let stdout = String::from_utf8_lossy(&output.stdout);
+    let run = run_helper(
+        helper,
+        prefix,
+        &profile_file,
+        &script,
+        sentinel.id(),
+        &caps_marker,
+    )?;
+    let outsider_seen = running(&mut outsider);
+    let sentinel_alive = running(&mut sentinel);
+    let stdout = run.stdout;
     let status_text = std::fs::read_to_string(&profile.status_file).unwrap_or_default();
-    let status: Option<Status> = status_text
-        .lines()
-        .next()
-        .and_then(|line| serde_json::from_str(line).ok());
+    let status: Option<Status> =
+        super::status_line(&status_text).and_then(|line| serde_json::from_str(line).ok());
     let wanted = match mechanism {
         Mechanism::Landlock => "landlock",
         _ => "namespaces",
     };
     let available = match status {
         Some(status) if status.nonce == nonce && status.mechanism == wanted => Ok(status.notes),
-        _ => Err(String::from_utf8_lossy(&output.stderr).trim().to_owned()),
+        _ => Err(run.stderr.trim().to_owned()),
     };
     let daemon_gone = (0..100).any(|_| {
         let gone = pids_with_arg(&marker).is_empty();
@@ -362,6 +393,29 @@ fn run_probe(
             held: ran && daemon_gone,
         },
         Claim {
+            what: "`kill -9 0` from the command stays inside it (a session and process group of \
+                   its own)",
+            held: ran && sentinel_alive,
+        },
+        Claim {
+            what: "another process's /proc (its command line) cannot be read",
+            held: ran && outsider_seen && !stdout.contains("READ-OTHER-PROC"),
+        },
+        Claim {
+            what: "a raw device cannot be read",
+            held: ran && !stdout.contains("READ-RAW-DEVICE"),
+        },
+        Claim {
+            what: "the sandbox's PID 1 cannot be traced or read (not dumpable; the host's init \
+                   under the fallback)",
+            held: ran && !stdout.contains("READ-INIT") && !stdout.contains("TRACED-INIT"),
+        },
+        Claim {
+            what: "the command has no capability (effective, permitted, ambient; the bounding \
+                   set too when run as root) and cannot gain one (no_new_privs)",
+            held: ran && run.capabilities_dropped,
+        },
+        Claim {
             what: "Keel's project configuration (.keel/) cannot be created: it is removed, and \
                    the result says so",
             held: ran && !ws.join(".keel").exists() && restored.contains(".keel"),
@@ -383,6 +437,12 @@ fn run_probe(
             held: ran && kept(&cache_file),
         },
     ];
+    let killed = kill_probe(helper, prefix, &profile_file, &profile.status_file, &nonce);
+    claims.push(Claim {
+        what: "a daemon dies when the helper is killed with SIGKILL (as an editor's kill \
+               does), and Keel can verify that nothing is left",
+        held: killed.is_ok_and(|verified| verified),
+    });
     let proxy_status = match &proxy {
         None => Err("not tested: no multi-threaded tokio runtime".to_owned()),
         Some(Err(e)) => Err(format!("cannot start: {e}")),
@@ -449,4 +509,208 @@ fn pids_with_arg(arg: &str) -> Vec<i32> {
         }
     }
     found
+}
+
+/// Tries to `ptrace(PTRACE_ATTACH)` PID 1 where a Python is there to ask (the probe's shell
+/// cannot); prints `TRACED-INIT` when it could.
+const TRACE_INIT: &str = "command -v python3 > /dev/null && python3 -c 'import ctypes; \
+    libc = ctypes.CDLL(None, use_errno=True); \
+    print(\"TRACED-INIT\" if libc.ptrace(16, 1, 0, 0) == 0 else \"ptrace refused\")' 2>/dev/null";
+
+/// A child process killed and reaped when dropped.
+struct Spawned(std::process::Child);
+
+impl Drop for Spawned {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
+impl Spawned {
+    fn id(&self) -> u32 {
+        self.0.id()
+    }
+}
+
+/// Whether `child` is still running.
+fn running(child: &mut Spawned) -> bool {
+    matches!(child.0.try_wait(), Ok(None))
+}
+
+/// A raw block device of this machine (the first in `/sys/block`), else `/dev/mem`.
+fn raw_device() -> PathBuf {
+    use std::os::unix::fs::FileTypeExt as _;
+    std::fs::read_dir("/sys/block")
+        .into_iter()
+        .flatten()
+        .flatten()
+        .map(|entry| Path::new("/dev").join(entry.file_name()))
+        .find(|path| std::fs::metadata(path).is_ok_and(|meta| meta.file_type().is_block_device()))
+        .unwrap_or_else(|| PathBuf::from("/dev/mem"))
+}
+
+/// What one run of the probe printed, and what was seen of it from outside.
+struct ProbeRun {
+    stdout: String,
+    stderr: String,
+    /// The program's capabilities, read from outside while it waited: none, and no way to gain
+    /// one.
+    capabilities_dropped: bool,
+}
+
+/// Runs the probe through the helper in the sentinel's process group; while the probe waits
+/// (`caps-ready`) reads its capabilities from outside, then lets it finish.
+fn run_helper(
+    helper: &Path,
+    prefix: &[String],
+    profile_file: &Path,
+    script: &str,
+    sentinel: u32,
+    caps_marker: &str,
+) -> Result<ProbeRun, String> {
+    use std::io::BufRead as _;
+    let mut child = Command::new(helper)
+        .args(prefix)
+        .arg("run")
+        .arg("--profile")
+        .arg(profile_file)
+        .args(["--", "bash", "-c", script])
+        // A variable outside the allowlist: it must not reach the command.
+        .env("KEEL_CHECK_TOKEN", SECRET)
+        .process_group(i32::try_from(sentinel).map_err(|e| e.to_string())?)
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .map_err(|e| format!("cannot run the helper {}: {e}", helper.display()))?;
+    let mut stderr_pipe = child.stderr.take();
+    let stderr = std::thread::spawn(move || {
+        let mut text = String::new();
+        if let Some(pipe) = stderr_pipe.as_mut() {
+            let _ = pipe.read_to_string(&mut text);
+        }
+        text
+    });
+    let mut stdout = String::new();
+    let mut capabilities_dropped = false;
+    if let Some(pipe) = child.stdout.take() {
+        let mut reader = std::io::BufReader::new(pipe);
+        loop {
+            let mut line = String::new();
+            match reader.read_line(&mut line) {
+                Ok(0) | Err(_) => break,
+                Ok(_) => {}
+            }
+            stdout.push_str(&line);
+            if line.trim_end() == "caps-ready" {
+                // `sleep` is started in the background: it may not have been executed yet.
+                let pid = (0..500).find_map(|_| {
+                    let pid = pids_with_arg(caps_marker).first().copied();
+                    if pid.is_none() {
+                        std::thread::sleep(Duration::from_millis(10));
+                    }
+                    pid
+                });
+                capabilities_dropped = pid.is_some_and(no_capabilities);
+                if let Some(mut stdin) = child.stdin.take() {
+                    let _ = stdin.write_all(b"go\n");
+                }
+            }
+        }
+    }
+    drop(child.stdin.take());
+    let _ = child.wait();
+    Ok(ProbeRun {
+        stdout,
+        stderr: stderr.join().unwrap_or_default(),
+        capabilities_dropped,
+    })
+}
+
+/// Whether process `pid` has no capability and `no_new_privs` (its `/proc/PID/status`); the
+/// bounding set must be empty too when it runs as root.
+fn no_capabilities(pid: i32) -> bool {
+    let Ok(status) = std::fs::read_to_string(format!("/proc/{pid}/status")) else {
+        return false;
+    };
+    let field = |name: &str| {
+        status
+            .lines()
+            .find_map(|line| line.strip_prefix(name))
+            .map(str::trim)
+            .map(str::to_owned)
+    };
+    let zero = |name: &str| {
+        field(name)
+            .and_then(|hex| u64::from_str_radix(&hex, 16).ok())
+            .is_some_and(|caps| caps == 0)
+    };
+    let root = field("Uid:").is_some_and(|uids| uids.split_whitespace().any(|uid| uid == "0"));
+    zero("CapEff:")
+        && zero("CapPrm:")
+        && zero("CapAmb:")
+        && zero("CapInh:")
+        && (!root || zero("CapBnd:"))
+        && field("NoNewPrivs:").as_deref() == Some("1")
+}
+
+/// Runs a command that leaves a daemon (its own session) through the helper, kills the helper
+/// with `SIGKILL` once the daemon runs, and returns whether the helper's status lets Keel verify
+/// that nothing is left, and nothing is.
+fn kill_probe(
+    helper: &Path,
+    prefix: &[String],
+    profile_file: &Path,
+    status_file: &Path,
+    nonce: &str,
+) -> Result<bool, String> {
+    use std::io::BufRead as _;
+    let daemon = format!("86395.{}", std::process::id());
+    let main = format!("86394.{}", std::process::id());
+    let script =
+        format!("(setsid sleep {daemon} > /dev/null 2>&1 &); echo ready; exec sleep {main}");
+    let mut child = Spawned(
+        Command::new(helper)
+            .args(prefix)
+            .arg("run")
+            .arg("--profile")
+            .arg(profile_file)
+            .args(["--", "bash", "-c", &script])
+            .stdin(Stdio::null())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::null())
+            .spawn()
+            .map_err(|e| format!("cannot run the helper {}: {e}", helper.display()))?,
+    );
+    if let Some(pipe) = child.0.stdout.take() {
+        let mut line = String::new();
+        let _ = std::io::BufReader::new(pipe).read_line(&mut line);
+    }
+    let started = (0..500).any(|_| {
+        let up = !pids_with_arg(&daemon).is_empty() && !pids_with_arg(&main).is_empty();
+        if !up {
+            std::thread::sleep(Duration::from_millis(10));
+        }
+        up
+    });
+    let _ = child.0.kill();
+    let _ = child.0.wait();
+    let verified = (0..500).any(|_| {
+        let text = std::fs::read_to_string(status_file).unwrap_or_default();
+        let done = super::guard_state(&text, nonce)
+            .is_some_and(|state| !super::alive(state.guard) && (state.namespace || state.empty));
+        if !done {
+            std::thread::sleep(Duration::from_millis(10));
+        }
+        done
+    });
+    let gone = pids_with_arg(&daemon).is_empty() && pids_with_arg(&main).is_empty();
+    for pid in pids_with_arg(&daemon)
+        .into_iter()
+        .chain(pids_with_arg(&main))
+    {
+        let _ = nix::sys::signal::kill(nix::unistd::Pid::from_raw(pid), nix::sys::signal::SIGKILL);
+    }
+    Ok(started && verified && gone)
 }

@@ -1,13 +1,15 @@
 //! The fallback mechanism, for machines without unprivileged user namespaces: Landlock for the
-//! file system and seccomp for sockets, applied to the helper itself (and so inherited by the
-//! program). `PR_SET_NO_NEW_PRIVS` first: both need it, and setuid programs lose their power.
+//! file system (and `/proc` without any process's directory, `/dev` without raw devices) and
+//! seccomp for sockets, with every capability dropped. Built by the helper, applied in the
+//! program's process before it runs ([`Prepared::apply`]). `PR_SET_NO_NEW_PRIVS` first: both
+//! need it, and setuid programs lose their power.
 
 use std::collections::BTreeMap;
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 
 use landlock::{
     ABI, Access, AccessFs, AccessNet, CompatLevel, Compatible as _, NetPort, Ruleset,
-    RulesetAttr as _, RulesetCreatedAttr as _, RulesetStatus, Scope, path_beneath_rules,
+    RulesetAttr as _, RulesetCreated, RulesetCreatedAttr as _, Scope, path_beneath_rules,
 };
 use seccompiler::{
     BpfProgram, SeccompAction, SeccompCmpArgLen, SeccompCmpOp, SeccompCondition, SeccompFilter,
@@ -19,14 +21,74 @@ use super::profile::{Profile, SYSTEM_DIRS};
 /// The newest Landlock ABI Keel asks for; older kernels get what they support.
 const ABI_WANTED: ABI = ABI::V6;
 
-/// Confines this process. Returns notes on what is not enforced, and the filtering proxy's port
-/// when the program may use it (the network is off, the profile has a proxy, and Landlock can
-/// restrict TCP connections to that one port: ABI 4 or later); an error when nothing could be
-/// confined.
-pub fn confine(profile: &Profile) -> Result<(Vec<String>, Option<u16>), String> {
+/// What `/proc` shows a command under the fallback: the system's own entries, never a process's
+/// directory. Landlock cannot tell one pid from another, so no `/proc/PID` is granted, the
+/// command's own included (`/proc/self` is one of them); `ps` and `/proc/self/status` fail.
+const PROC_ENTRIES: [&str; 22] = [
+    "buddyinfo",
+    "cgroups",
+    "cpuinfo",
+    "crypto",
+    "devices",
+    "diskstats",
+    "filesystems",
+    "interrupts",
+    "loadavg",
+    "meminfo",
+    "misc",
+    "partitions",
+    "pressure",
+    "schedstat",
+    "softirqs",
+    "stat",
+    "swaps",
+    "sys",
+    "uptime",
+    "version",
+    "vmstat",
+    "zoneinfo",
+];
+
+/// The device nodes a command may read and write under the fallback (no raw disk, memory or
+/// kernel log; `/dev/fd`, `/dev/stdin`, ... are links to the command's own descriptors, whose
+/// targets are checked on their own).
+const DEV_READ_WRITE: [&str; 5] = [
+    "/dev/null",
+    "/dev/zero",
+    "/dev/full",
+    "/dev/tty",
+    "/dev/ptmx",
+];
+/// The device nodes a command may only read.
+const DEV_READ: [&str; 2] = ["/dev/random", "/dev/urandom"];
+
+/// The fallback's confinement, built by the helper before the program starts and applied in the
+/// program's own process between `fork` and `exec` ([`Prepared::apply`]): the helper that
+/// supervises the program stays outside it, so the program can neither signal nor trace it
+/// (Landlock confines both to the program's own domain), and the helper can still read `/proc`
+/// to find what the program left behind.
+pub struct Prepared {
+    ruleset: Option<RulesetCreated>,
+    seccomp: Option<BpfProgram>,
+    /// What is not enforced.
+    pub notes: Vec<String>,
+    /// The filtering proxy's port, when the program may use it (the network is off, the profile
+    /// has a proxy, and Landlock can restrict TCP connections to that one port: ABI 4 or later).
+    pub proxy_port: Option<u16>,
+}
+
+/// Builds the confinement (nothing is applied yet); an error when Landlock is not available.
+pub fn prepare(profile: &Profile) -> Result<Prepared, String> {
     let mut notes = Vec::new();
+    let abi = landlock_abi().ok_or("Landlock is not supported")?;
+    if abi < 6 {
+        notes.push(format!(
+            "Landlock is only partly supported by this kernel (ABI {abi} < 6: a command may \
+             signal processes outside the sandbox)"
+        ));
+    }
     let proxy_port = match (&profile.proxy, profile.network) {
-        (Some(endpoint), false) if landlock_abi().is_some_and(|abi| abi >= 4) => {
+        (Some(endpoint), false) if abi >= 4 => {
             notes.push("network: only the hosts the rules allow, through Keel's proxy".into());
             Some(endpoint.port)
         }
@@ -40,27 +102,24 @@ pub fn confine(profile: &Profile) -> Result<(Vec<String>, Option<u16>), String> 
         }
         _ => None,
     };
-    nix::sys::prctl::set_no_new_privs().map_err(|e| format!("no_new_privs: {e}"))?;
     let mut read: Vec<PathBuf> = SYSTEM_DIRS.iter().map(PathBuf::from).collect();
-    read.extend(["/proc", "/dev"].map(PathBuf::from));
+    read.extend(
+        PROC_ENTRIES
+            .iter()
+            .map(|entry| Path::new("/proc").join(entry)),
+    );
+    read.extend(DEV_READ.map(PathBuf::from));
     read.extend(profile.home_readable.iter().cloned());
     read.extend(profile.readable.iter().cloned());
     let mut write: Vec<PathBuf> = profile.writable.clone();
     write.extend(profile.home_writable.iter().cloned());
     write.push(profile.tmp_dir.clone());
-    write.extend(
-        [
-            "/dev/null",
-            "/dev/zero",
-            "/dev/full",
-            "/dev/tty",
-            "/dev/pts",
-        ]
-        .map(PathBuf::from),
-    );
+    write.extend(DEV_READ_WRITE.map(PathBuf::from));
+    write.push(PathBuf::from("/dev/pts"));
     // Credential files inside what may be read are left out of the rules: their directories
     // may be listed, their other entries read, they themselves not.
-    let (listed, read) = around_masked(&read, &profile.masked);
+    let (mut listed, read) = around_masked(&read, &profile.masked);
+    listed.push(PathBuf::from("/dev"));
     let mut ruleset = Ruleset::default()
         .set_compatibility(CompatLevel::BestEffort)
         .handle_access(AccessFs::from_all(ABI_WANTED))
@@ -87,18 +146,112 @@ pub fn confine(profile: &Profile) -> Result<(Vec<String>, Option<u16>), String> 
             .add_rule(NetPort::new(port, AccessNet::ConnectTcp))
             .map_err(|e| e.to_string())?;
     }
-    let status = created.restrict_self().map_err(|e| e.to_string())?;
-    match status.ruleset {
-        RulesetStatus::FullyEnforced => {}
-        RulesetStatus::PartiallyEnforced => {
-            notes.push("Landlock is only partly supported by this kernel".into());
+    let seccomp = if profile.network {
+        None
+    } else {
+        Some(socket_filter(proxy_port.is_some()).map_err(|e| format!("seccomp: {e}"))?)
+    };
+    Ok(Prepared {
+        ruleset: Some(created),
+        seccomp,
+        notes,
+        proxy_port,
+    })
+}
+
+impl Prepared {
+    /// Confines this process: no new privileges, every capability dropped
+    /// ([`drop_capabilities`]), Landlock, then the seccomp filter. Only system calls: it runs
+    /// between `fork` and `exec`.
+    pub fn apply(&mut self) -> std::io::Result<()> {
+        nix::sys::prctl::set_no_new_privs()?;
+        drop_capabilities()?;
+        if let Some(ruleset) = self.ruleset.take() {
+            ruleset.restrict_self().map_err(std::io::Error::other)?;
         }
-        RulesetStatus::NotEnforced => return Err("Landlock is not supported".into()),
+        if let Some(program) = &self.seccomp {
+            seccompiler::apply_filter(program).map_err(std::io::Error::other)?;
+        }
+        Ok(())
     }
-    if !profile.network {
-        deny_sockets(proxy_port.is_some()).map_err(|e| format!("seccomp: {e}"))?;
+}
+
+/// Confines this very process ([`prepare`], then [`Prepared::apply`]). Returns notes on what is
+/// not enforced and the filtering proxy's port (see [`Prepared::proxy_port`]).
+pub fn confine(profile: &Profile) -> Result<(Vec<String>, Option<u16>), String> {
+    let mut prepared = prepare(profile)?;
+    prepared.apply().map_err(|e| e.to_string())?;
+    Ok((std::mem::take(&mut prepared.notes), prepared.proxy_port))
+}
+
+/// `struct __user_cap_header_struct` of `capset(2)`.
+#[repr(C)]
+struct CapHeader {
+    version: u32,
+    pid: i32,
+}
+
+/// `struct __user_cap_data_struct` of `capset(2)`.
+#[repr(C)]
+#[derive(Clone, Copy)]
+struct CapData {
+    effective: u32,
+    permitted: u32,
+    inheritable: u32,
+}
+
+/// Drops every capability of this process and of what it executes, also when it runs as root:
+/// the ambient set cleared; where the process may (`CAP_SETPCAP`), the bounding set emptied and
+/// the securebits set and locked so that uid 0 gains nothing at `exec`; then the effective,
+/// permitted and inheritable sets emptied. Without `CAP_SETPCAP` (an ordinary user) the
+/// bounding set stays as it is: `PR_SET_NO_NEW_PRIVS` already makes setuid and file
+/// capabilities grant nothing. Only system calls (it runs between `fork` and `exec`).
+#[expect(
+    unsafe_code,
+    reason = "prctl and capset have no wrapper in nix for these operations (see SAFETY)"
+)]
+pub fn drop_capabilities() -> std::io::Result<()> {
+    const LINUX_CAPABILITY_VERSION_3: u32 = 0x2008_0522;
+    // NOROOT, NO_SETUID_FIXUP and NO_CAP_AMBIENT_RAISE, each locked; KEEP_CAPS locked off.
+    const SECUREBITS: libc::c_ulong = 0xEF;
+    // SAFETY: prctl with integer arguments only; the kernel reads no memory of ours.
+    unsafe {
+        let _ = libc::prctl(
+            libc::PR_CAP_AMBIENT,
+            libc::PR_CAP_AMBIENT_CLEAR_ALL as libc::c_ulong,
+            0 as libc::c_ulong,
+            0 as libc::c_ulong,
+            0 as libc::c_ulong,
+        );
+        // Capability 0 first: without CAP_SETPCAP every drop fails the same way.
+        if libc::prctl(libc::PR_CAPBSET_DROP, 0 as libc::c_ulong, 0, 0, 0) == 0 {
+            let mut cap: libc::c_ulong = 1;
+            // EINVAL past the last capability this kernel knows.
+            while libc::prctl(libc::PR_CAPBSET_DROP, cap, 0, 0, 0) == 0 {
+                cap += 1;
+            }
+            if libc::prctl(libc::PR_SET_SECUREBITS, SECUREBITS, 0, 0, 0) != 0 {
+                return Err(std::io::Error::last_os_error());
+            }
+        }
     }
-    Ok((notes, proxy_port))
+    let header = CapHeader {
+        version: LINUX_CAPABILITY_VERSION_3,
+        pid: 0,
+    };
+    let data = [CapData {
+        effective: 0,
+        permitted: 0,
+        inheritable: 0,
+    }; 2];
+    // SAFETY: `header` and `data` are live values of the layout `capset` expects (version 3:
+    // two data structs); the kernel only reads them during the call.
+    let result = unsafe { libc::syscall(libc::SYS_capset, &raw const header, data.as_ptr()) };
+    if result == 0 {
+        Ok(())
+    } else {
+        Err(std::io::Error::last_os_error())
+    }
 }
 
 /// The read rules for `entries` with every `masked` path left out: an entry holding no masked
@@ -138,11 +291,12 @@ fn around_masked(entries: &[PathBuf], masked: &[PathBuf]) -> (Vec<PathBuf>, Vec<
     (listed, whole)
 }
 
-/// `socket(domain != AF_UNIX)` and `io_uring_setup` fail with `EPERM`. With `tcp` (the proxy's
+/// The seccomp filter under which `socket(domain != AF_UNIX)` and `io_uring_setup` fail with
+/// `EPERM`. With `tcp` (the proxy's
 /// way out), plain TCP sockets are allowed too (Landlock decides where they may connect): only
 /// `SOCK_STREAM` with protocol 0 or TCP, so no UDP, raw or SCTP socket escapes Landlock's TCP
 /// rules; and TCP Fast Open, which connects from `sendto`/`sendmsg`, is refused.
-fn deny_sockets(tcp: bool) -> Result<(), String> {
+fn socket_filter(tcp: bool) -> Result<BpfProgram, String> {
     let condition = |arg: u8, op: SeccompCmpOp, value: u64| {
         SeccompCondition::new(arg, SeccompCmpArgLen::Dword, op, value).map_err(|e| e.to_string())
     };
@@ -220,10 +374,9 @@ fn deny_sockets(tcp: bool) -> Result<(), String> {
         arch,
     )
     .map_err(|e| e.to_string())?;
-    let program: BpfProgram = filter
+    filter
         .try_into()
-        .map_err(|e: seccompiler::BackendError| e.to_string())?;
-    seccompiler::apply_filter(&program).map_err(|e| e.to_string())
+        .map_err(|e: seccompiler::BackendError| e.to_string())
 }
 
 /// The newest Landlock ABI (up to the one Keel uses) this kernel supports, by probing.

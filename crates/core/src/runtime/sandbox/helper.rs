@@ -218,7 +218,7 @@ fn run(profile: &Profile, program: &[OsString]) -> i32 {
     }
     let mut notes = Vec::new();
     let ids = (getuid().as_raw(), getgid().as_raw());
-    let mut status = match open_status(profile) {
+    let status = match open_status(profile) {
         Ok(file) => file,
         Err(message) => {
             complain(&message);
@@ -232,21 +232,8 @@ fn run(profile: &Profile, program: &[OsString]) -> i32 {
         }
     }
     if profile.mechanism != Mechanism::Namespaces {
-        match fallback::confine(profile) {
-            Ok((more, proxy_port)) => {
-                notes.extend(more);
-                notes.push(
-                    "Landlock fallback: .git/hooks, .git/config, .keel and the other files \
-                     other programs run are writable while the command runs (Keel puts them \
-                     back after it); Unix sockets by path are reachable"
-                        .into(),
-                );
-                if let Err(e) = write_status(&mut status, profile, "landlock", notes) {
-                    complain(&e);
-                    return EXIT_HELPER_FAILED;
-                }
-                return spawn_and_reap(profile, program, &profile.tmp_dir, proxy_port);
-            }
+        match fallback::prepare(profile) {
+            Ok(prepared) => return start_reaper(profile, program, status, Some(prepared), notes),
             Err(e) => notes.push(format!("Landlock/seccomp unavailable: {e}")),
         }
     }
@@ -257,12 +244,7 @@ fn run(profile: &Profile, program: &[OsString]) -> i32 {
         ));
         return EXIT_HELPER_FAILED;
     }
-    let _ = nix::sys::prctl::set_no_new_privs();
-    if let Err(e) = write_status(&mut status, profile, "none", notes) {
-        complain(&e);
-        return EXIT_HELPER_FAILED;
-    }
-    spawn_and_reap(profile, program, &profile.tmp_dir, None)
+    start_reaper(profile, program, status, None, notes)
 }
 
 fn write_file(path: &str, text: &str) -> Result<(), String> {
@@ -757,6 +739,9 @@ fn start_init(
         Ok(ForkResult::Parent { child }) => child,
         Err(e) => return fail(format!("starting the namespace init: {e}")),
     };
+    // Keel's proof that the namespace is empty: init has exited (the kernel lets init finish
+    // only once every other process of its namespace is gone).
+    write_guard(&mut status_file, init_pid);
     let signals = block_signals();
     let ending = supervise(init_pid, &signals, |signal| {
         let _ = kill(init_pid, signal);
@@ -868,6 +853,7 @@ fn init(
     if let Some(port) = forwarder {
         proxy_env(&mut command, port);
     }
+    own_session(&mut command, None);
     let child = command.spawn();
     let child = match child {
         Ok(child) => child,
@@ -885,7 +871,7 @@ fn init(
         let _ = kill(Pid::from_raw(-1), signal);
     });
     if let Ending::Signal(signal) = ending {
-        let _ = write!(status_file, "\nsignal {}\n", signal as i32);
+        let _ = status_file.write_all(format!("\nsignal {}\n", signal as i32).as_bytes());
     }
     ending.code()
 }
@@ -990,6 +976,10 @@ fn confine_init(profile: &Profile, uid: u32, gid: u32) -> Result<Vec<String>, St
     nix::unistd::setresuid(Uid::from_raw(uid), Uid::from_raw(uid), Uid::from_raw(uid))
         .map_err(|e| format!("setresuid: {e}"))?;
     nix::sys::prctl::set_no_new_privs().map_err(|e| format!("no_new_privs: {e}"))?;
+    // Not dumpable: the program (same uid, root of its own user namespace) cannot ptrace init
+    // or read its memory and descriptors (that takes CAP_SYS_PTRACE where init was executed,
+    // outside). The forwarder, a fork of init, inherits it.
+    nix::sys::prctl::set_dumpable(false).map_err(|e| format!("dumpable: {e}"))?;
     chdir(&profile.cwd).map_err(|e| format!("chdir {}: {e}", profile.cwd.display()))?;
     Ok(notes)
 }
@@ -1056,71 +1046,197 @@ fn supervise(main: Pid, signals: &SigSet, forward: impl Fn(Signal)) -> Ending {
     }
 }
 
-/// Fallback supervision (no PID namespace): the helper is a child subreaper, so everything the
-/// program leaves behind becomes its child and is killed once the program exits.
-fn spawn_and_reap(
+/// Runs `command` in a session and process group of its own (so `kill 0`, `kill -9 0` from the
+/// command reach only the command's own group, never its helper, Keel or the editor), with every
+/// capability dropped ([`fallback::drop_capabilities`]; under the fallback `confinement` does that
+/// with the rest), applied between `fork` and `exec`.
+fn own_session(command: &mut Command, confinement: Option<fallback::Prepared>) {
+    let mut confinement = confinement;
+    // SAFETY: the closure runs in the child between `fork` and `exec` and makes system calls
+    // only (setsid, prctl, capset, landlock_restrict_self, seccomp); the helper is
+    // single-threaded, so no lock can be held in the child.
+    #[expect(
+        unsafe_code,
+        reason = "pre_exec with async-signal-safe system calls only (see SAFETY)"
+    )]
+    unsafe {
+        command.pre_exec(move || {
+            nix::unistd::setsid()?;
+            match confinement.as_mut() {
+                Some(confinement) => confinement.apply(),
+                None => {
+                    nix::sys::prctl::set_no_new_privs()?;
+                    fallback::drop_capabilities()
+                }
+            }
+        });
+    }
+}
+
+/// Records the guard in the status file: the process whose end means nothing of the command is
+/// left (the namespace's init; under the fallback the reaper, which also writes `empty` once it
+/// checked). Keel reads it back to verify a kill ([`super::ConfinementCheck::wait_gone`]).
+fn write_guard(status: &mut std::fs::File, guard: Pid) {
+    // One `write` (`write!` would make one per piece): init writes its status line to the same
+    // file at the same time, and must not land in the middle of this one.
+    let _ = status.write_all(format!("\nguard {guard}\n").as_bytes());
+}
+
+/// Stage 1 under the fallback (or with no confinement at all): forks the reaper, which runs the
+/// program, and forwards signals to it, as stage 1 does to the namespace's init.
+fn start_reaper(
     profile: &Profile,
     program: &[OsString],
-    tmp: &Path,
-    proxy_port: Option<u16>,
+    mut status_file: std::fs::File,
+    confinement: Option<fallback::Prepared>,
+    notes: Vec<String>,
 ) -> i32 {
+    let helper = getpid();
+    // SAFETY: `fork` is sound in a single-threaded process, and the helper is one: its `main`
+    // runs before any thread is started (see `main`), and nothing here starts one.
+    #[expect(unsafe_code, reason = "fork in a single-threaded process (see SAFETY)")]
+    let forked = unsafe { nix::unistd::fork() };
+    let reaper_pid = match forked {
+        Ok(ForkResult::Child) => std::process::exit(reaper(
+            profile,
+            program,
+            &mut status_file,
+            confinement,
+            notes,
+            helper,
+        )),
+        Ok(ForkResult::Parent { child }) => child,
+        Err(e) => {
+            complain(&format!("starting the reaper: {e}"));
+            return EXIT_HELPER_FAILED;
+        }
+    };
+    write_guard(&mut status_file, reaper_pid);
+    let _ = nix::sys::prctl::set_dumpable(false);
+    let signals = block_signals();
+    let ending = supervise(reaper_pid, &signals, |signal| {
+        let _ = kill(reaper_pid, signal);
+    });
+    let mut status = String::new();
+    let _ = std::io::Seek::rewind(&mut status_file);
+    let _ = std::io::Read::read_to_string(&mut status_file, &mut status);
+    let signalled = status
+        .lines()
+        .find_map(|line| line.strip_prefix("signal "))
+        .and_then(|n| n.trim().parse::<i32>().ok())
+        .and_then(|n| Signal::try_from(n).ok());
+    match signalled {
+        Some(signal) => finish_like(Ending::Signal(signal)),
+        None => ending.code(),
+    }
+}
+
+/// The reaper (no PID namespace): in a session of its own (the group kills Keel and the editor
+/// send to the helper do not reach it; the helper forwards them), not dumpable and outside the
+/// program's Landlock domain (the program can neither trace nor, from Landlock ABI 6, signal
+/// it), a child subreaper (everything the program leaves behind, daemons that left its session
+/// included, becomes its child). It runs the program confined, forwards signals to the
+/// program's group, kills the program when the helper goes (a `SIGKILL` from the editor's
+/// `terminal/kill` included: its parent-death signal), and once the program has exited kills
+/// every descendant until none is left, then writes `empty`.
+fn reaper(
+    profile: &Profile,
+    program: &[OsString],
+    status_file: &mut std::fs::File,
+    confinement: Option<fallback::Prepared>,
+    mut notes: Vec<String>,
+    helper: Pid,
+) -> i32 {
+    let _ = nix::unistd::setsid();
     let _ = nix::sys::prctl::set_child_subreaper(true);
-    // Without a PID namespace the helper must end the tree itself when its parent goes: the
-    // kernel says so with SIGTERM, which kills the program outright (then every descendant,
-    // below) rather than being forwarded to a program that may ignore it.
-    let parent = nix::unistd::getppid();
     let _ = nix::sys::prctl::set_pdeathsig(Signal::SIGTERM);
+    let _ = nix::sys::prctl::set_dumpable(false);
+    if nix::unistd::getppid() != helper {
+        // The helper is already gone: run nothing.
+        return EXIT_HELPER_FAILED;
+    }
     let Some((first, rest)) = program.split_first() else {
         return EXIT_HELPER_FAILED;
     };
+    let mechanism = if confinement.is_some() {
+        "landlock"
+    } else {
+        "none"
+    };
+    let proxy_port = confinement.as_ref().and_then(|c| c.proxy_port);
+    if let Some(confinement) = &confinement {
+        notes.extend(confinement.notes.iter().cloned());
+        notes.push(
+            "Landlock fallback: .git/hooks, .git/config, .keel and the other files other \
+             programs run are writable while the command runs (Keel puts them back after it); \
+             Unix sockets by path are reachable; no process's /proc (the command's own \
+             included)"
+                .into(),
+        );
+    }
     let mut command = program_command(profile, first, rest);
-    command.env("TMPDIR", tmp).current_dir(&profile.cwd);
+    command
+        .env("TMPDIR", &profile.tmp_dir)
+        .current_dir(&profile.cwd);
     if let Some(port) = proxy_port {
         proxy_env(&mut command, port);
     }
-    let child = command.spawn();
-    let child = match child {
+    own_session(&mut command, confinement);
+    let child = match command.spawn() {
         Ok(child) => child,
         Err(e) => {
             complain(&format!("cannot run {}: {e}", first.to_string_lossy()));
             return 127;
         }
     };
+    // Confined (the confinement is applied before `exec`, so a started program is a confined
+    // one): only now say so.
+    if let Err(e) = write_status(status_file, profile, mechanism, notes) {
+        complain(&e);
+    }
     let Ok(pid) = i32::try_from(child.id()) else {
         return EXIT_HELPER_FAILED;
     };
     let main = Pid::from_raw(pid);
     let signals = block_signals();
     let ending = supervise(main, &signals, |signal| {
-        let orphaned = nix::unistd::getppid() != parent;
-        let _ = kill(main, if orphaned { Signal::SIGKILL } else { signal });
+        // The helper gone (the parent-death signal, or any signal after it): end the program
+        // now; the sweep below ends the rest.
+        let orphaned = nix::unistd::getppid() != helper;
+        let _ = nix::sys::signal::killpg(main, if orphaned { Signal::SIGKILL } else { signal });
+        if orphaned {
+            let _ = kill(main, Signal::SIGKILL);
+        }
     });
-    kill_descendants();
-    finish_like(ending)
+    if kill_descendants() {
+        let _ = status_file.write_all(b"\nempty\n");
+    }
+    if let Ending::Signal(signal) = ending {
+        let _ = status_file.write_all(format!("\nsignal {}\n", signal as i32).as_bytes());
+    }
+    ending.code()
 }
 
 /// Kills every child of this process (orphans included, this being a subreaper) until none is
-/// left.
-fn kill_descendants() {
+/// left; returns whether none is (`waitpid` says so).
+fn kill_descendants() -> bool {
     let me = getpid().as_raw();
     for _ in 0..1000 {
         loop {
             match waitpid(Pid::from_raw(-1), Some(WaitPidFlag::WNOHANG)) {
                 // No child at all (the usual case): nothing to look for.
-                Err(Errno::ECHILD) => return,
+                Err(Errno::ECHILD) => return true,
                 Ok(WaitStatus::StillAlive) | Err(_) => break,
                 Ok(_) => {}
             }
         }
         let children = children_of(me);
-        if children.is_empty() {
-            return;
-        }
         for child in children {
             let _ = kill(Pid::from_raw(child), Signal::SIGKILL);
         }
         std::thread::sleep(std::time::Duration::from_millis(2));
     }
+    false
 }
 
 /// The children of this single-threaded process (called only while it has some):
