@@ -27,7 +27,7 @@ use super::policy_support::{World, spec};
 /// How many lines are generated and decided.
 const LINES: usize = 10_000;
 /// The generator's seed.
-const SEED: u64 = 0x6b65_656c_2d32_36;
+const SEED: u64 = 0x006b_6565_6c2d_3236;
 
 /// SplitMix64: small, deterministic, enough for a generator.
 struct Rng(u64);
