@@ -265,7 +265,7 @@ fn record(items: &[(PathBuf, String)], home: &Path, scratch: &Path, name: &str) 
            local record=\"$PWD\" word\n\
            for word in \"$@\"; do record+=$'\\x1f'\"$word\"; done\n\
            builtin printf '%s\\x1e' \"$record\" >> \"$KEEL_LOG\"\n\
-           return 0\n\
+           [[ $1 != grep ]]\n\
          }\n",
     );
     for (i, (start, script)) in items.iter().enumerate() {
@@ -319,10 +319,11 @@ fn record(items: &[(PathBuf, String)], home: &Path, scratch: &Path, name: &str) 
     out
 }
 
-/// What the analysis says runs when every command succeeds: each pipeline not behind `||`,
-/// `cd` left out (a builtin, not recorded), until a `cd` into something that is not a
-/// directory, which ends the rendered line (and then `true`: bash would run the rest of the
-/// line as written).
+/// What the analysis says runs, every recorded command succeeding but `grep` (which the
+/// handler fails): bash's and-or lists over the analysed pipelines (a pipeline's status is its
+/// last stage's), `cd` left out (a builtin, not recorded). A rendered `cd` that is skipped or
+/// cannot enter its directory ends the line (then `true`: bash would go on with the line as
+/// written).
 fn expected_runs(
     line: &str,
     context: &ShellContext<'_>,
@@ -332,12 +333,19 @@ fn expected_runs(
     let mut all = Vec::new();
     let mut run = Vec::new();
     let mut running = true;
+    let mut status = 0;
     for pipeline in &analysis.pipelines {
+        let skipped = match pipeline.joiner.as_str() {
+            "&&" => status != 0,
+            "||" => status == 0,
+            _ => false,
+        };
         if let [only] = pipeline.stages.as_slice()
             && only.program() == "cd"
         {
             let entered = only.directory.as_ref().is_some_and(|d| d.is_dir());
-            running &= entered;
+            running &= entered && !skipped;
+            status = 0;
             continue;
         }
         for command in &pipeline.stages {
@@ -345,10 +353,14 @@ fn expected_runs(
                 panic!("a contained command without a known directory: {line:?}");
             };
             let entry = (dir.clone(), command.original.clone());
-            if running && pipeline.joiner != "||" {
+            if running && !skipped {
                 run.push(entry.clone());
             }
             all.push(entry);
+        }
+        if !skipped {
+            let last = pipeline.stages.last().map(|c| c.program());
+            status = i32::from(last == Some("grep"));
         }
     }
     (all, run, !running)
@@ -445,8 +457,7 @@ fn contained_lines_run_exactly_what_keel_analysed() {
                 )),
             }
         }
-        // And, every command succeeding, exactly the ones the analysis says run (a `cd` that
-        // fails ends the line).
+        // And exactly the ones the analysis says run (a `cd` that fails ends the line).
         if sorted(got.clone()) != sorted(run.clone()) {
             failures.push(format!(
                 "{:?} (cwd {:?}) ran {got:?}, the analysis says {run:?}\n  rendered: {script:?}",
