@@ -13,6 +13,9 @@
 //!    process's CPU time (all its threads, from `/proc/PID/task/*/schedstat`, in ns) per turn
 //!    over the first 50 turns and over the last 50: how Keel's own work grows with the
 //!    conversation (`KEEL_BENCH_ONLY=long` runs it alone).
+//! 4. A command's own cost: ten `true` commands in one turn on `keel acp`, each call's
+//!    `in_progress` → `completed` as the client receives them, under namespaces and under the
+//!    Landlock fallback (`KEEL_BENCH_ONLY=commands` runs it alone).
 //!
 //! `session/new` answers before the engine session has opened; a `/help` prompt (answered
 //! locally, once the session is open) measures when it is, and keeps the timed turn from
@@ -28,13 +31,17 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use agent_client_protocol::v1::schema::{PermissionOptionKind, StopReason};
+use agent_client_protocol::v1::schema::{
+    PermissionOptionKind, SessionUpdate, StopReason, ToolCallStatus,
+};
 use futures::StreamExt as _;
 use keel_acp::server::{EngineSessions, SessionFactory};
 use keel_core::agent::{Engine, EngineConfig, SessionOptions};
 use keel_core::capability::ShellRunRequirement;
 use keel_core::provider::{ModelRequest, ProviderConfig, ProviderKind};
-use keel_testkit::acp_client::{ClientOptions, PermissionReply, TestClient, isolated_env, pipe};
+use keel_testkit::acp_client::{
+    ClientOptions, Event, PermissionReply, TestClient, isolated_env, pipe,
+};
 use keel_testkit::measure::{load_average, status_kib};
 use keel_testkit::mock_model::{MockModel, Reply, Turn};
 use serde_json::json;
@@ -342,6 +349,96 @@ async fn binary(mock: &MockModel) {
     }
 }
 
+/// Commands per turn in [`commands`], and sessions per mechanism (the first is a warm-up).
+const COMMANDS: usize = 10;
+const COMMAND_SESSIONS: usize = 4;
+
+/// A command's own cost as the editor sees it: `keel acp` (stdio, the mock model over HTTP)
+/// runs ten `true` commands in one turn, one per model reply; each call's time from its
+/// `in_progress` update to its `completed` update, as the client receives them. `true` is
+/// read-only, so each runs in the contained profile without a prompt. Once under namespaces and
+/// once under the Landlock fallback (`[sandbox] mechanism`, `mode = "required"`, so a host
+/// without the mechanism fails the run instead of measuring an unconfined command).
+async fn commands() {
+    let program = PathBuf::from(env!("CARGO_BIN_EXE_keel"));
+    println!(
+        "a command's own cost: {COMMANDS} `true` commands in one turn, in_progress -> completed"
+    );
+    for mechanism in ["namespaces", "landlock"] {
+        let mock = MockModel::start().await;
+        let home = tempfile::tempdir().unwrap();
+        std::fs::create_dir_all(home.path().join("config/keel")).unwrap();
+        std::fs::write(
+            home.path().join("config/keel/config.toml"),
+            format!("[sandbox]\nmode = \"required\"\nmechanism = \"{mechanism}\"\n"),
+        )
+        .unwrap();
+        let env = isolated_env(home.path(), &mock.base_url(), &[BENCH_MODEL]);
+        let mut samples = Vec::new();
+        for run in 0..COMMAND_SESSIONS {
+            let (_dir, root) = workspace();
+            let client =
+                TestClient::spawn(ClientOptions::default(), &program, &["acp"], &root, &env)
+                    .await
+                    .unwrap();
+            client.initialize().await.unwrap();
+            let session = client.new_session(&root, &[]).await.unwrap().session_id;
+            client.prompt(&session, "/help").await.unwrap();
+            for call in 0..COMMANDS {
+                mock.push_anthropic(Turn::new().tool_call(
+                    format!("c{call}"),
+                    "bash",
+                    json!({"command": "true"}),
+                ));
+            }
+            mock.push_anthropic(Turn::text_only("Ran them."));
+            let answer = client.prompt(&session, "run true ten times").await.unwrap();
+            assert_eq!(answer.stop_reason, StopReason::EndTurn);
+            let mut started = std::collections::HashMap::new();
+            let mut costs = Vec::new();
+            for (at, event) in client.timed_events() {
+                let Event::Update(notification) = event else {
+                    continue;
+                };
+                let (id, status) = match notification.update {
+                    SessionUpdate::ToolCall(call) => (call.tool_call_id, Some(call.status)),
+                    SessionUpdate::ToolCallUpdate(update) => {
+                        (update.tool_call_id, update.fields.status)
+                    }
+                    _ => continue,
+                };
+                match status {
+                    Some(ToolCallStatus::InProgress) => {
+                        started.entry(id).or_insert(at);
+                    }
+                    Some(ToolCallStatus::Completed) => {
+                        if let Some(start) = started.get(&id) {
+                            costs.push(at.duration_since(*start));
+                        }
+                    }
+                    Some(ToolCallStatus::Failed) => {
+                        panic!("a `true` command failed under {mechanism}")
+                    }
+                    _ => {}
+                }
+            }
+            assert_eq!(
+                costs.len(),
+                COMMANDS,
+                "every call completed under {mechanism}"
+            );
+            client.close().await.unwrap();
+            if run > 0 {
+                samples.extend(costs);
+            }
+        }
+        report(
+            &format!("  {mechanism} ({} commands)", samples.len()),
+            samples,
+        );
+    }
+}
+
 /// `session/new` on one `keel acp` process, with no MCP server and with five stdio servers
 /// (`keel-mcp-test-server`): they start in the background, so the answer does not wait.
 async fn mcp_servers(mock: &MockModel) {
@@ -495,6 +592,10 @@ async fn main() {
             long_session().await;
             return;
         }
+        Ok("commands") => {
+            commands().await;
+            return;
+        }
         _ => {}
     }
     let mock = MockModel::start().await;
@@ -502,6 +603,7 @@ async fn main() {
     in_process(&mock, scratch.path()).await;
     binary(&mock).await;
     mcp_servers(&mock).await;
+    commands().await;
     long_session().await;
     println!("load average after: {}", load_average());
 }

@@ -17,7 +17,7 @@ mod terminals;
 use std::collections::{BTreeMap, VecDeque};
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use agent_client_protocol::schema::ProtocolVersion;
 use agent_client_protocol::v1::schema::{
@@ -227,12 +227,17 @@ impl Event {
 #[derive(Default)]
 struct Recorder {
     events: Mutex<Vec<Event>>,
+    /// When each event arrived, in the same order (benchmarks time updates by them).
+    arrived: Mutex<Vec<Instant>>,
     changed: Notify,
 }
 
 impl Recorder {
     fn push(&self, event: Event) {
-        lock(&self.events).push(event);
+        let mut events = lock(&self.events);
+        lock(&self.arrived).push(Instant::now());
+        events.push(event);
+        drop(events);
         self.changed.notify_waiters();
     }
 }
@@ -555,6 +560,17 @@ impl TestClient {
     /// Every event so far.
     pub fn events(&self) -> Vec<Event> {
         lock(&self.shared.recorder.events).clone()
+    }
+
+    /// Every event so far, with the instant it reached the client.
+    pub fn timed_events(&self) -> Vec<(Instant, Event)> {
+        let events = lock(&self.shared.recorder.events);
+        let arrived = lock(&self.shared.recorder.arrived);
+        arrived
+            .iter()
+            .copied()
+            .zip(events.iter().cloned())
+            .collect()
     }
 
     /// The session updates so far, for one session.

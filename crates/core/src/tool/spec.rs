@@ -190,16 +190,19 @@ impl ToolSpec {
         self
     }
 
-    /// The parameters as the model is sent them: the same constraints with less to read. The
-    /// schema's own "Arguments of `x`" line goes (the tool's description says it), and an
-    /// optional property's `null` alternative is dropped (leaving it out means the same).
-    /// Arguments are still validated against [`ToolSpec::parameters`] itself.
+    /// The parameters as the model is sent them: what a model needs to write a valid call, with
+    /// less to read. The schema's own "Arguments of `x`" line goes (the tool's description says
+    /// it); an optional property's `null` alternative is dropped (leaving it out means the same);
+    /// `additionalProperties: false` goes (a model writes the properties it is shown, and an
+    /// unknown one is still refused). Arguments are validated against [`ToolSpec::parameters`]
+    /// itself, so nothing dropped here is accepted.
     pub fn model_schema(&self) -> Value {
         let mut schema = self.parameters.clone();
         if let Value::Object(map) = &mut schema {
             map.remove("description");
         }
         drop_optional_nulls(&mut schema);
+        drop_closed_objects(&mut schema);
         schema
     }
 }
@@ -247,10 +250,27 @@ fn drop_optional_nulls(schema: &mut Value) {
     }
 }
 
+/// Removes every `"additionalProperties": false`, at any depth.
+fn drop_closed_objects(schema: &mut Value) {
+    match schema {
+        Value::Object(map) => {
+            if map.get("additionalProperties") == Some(&Value::Bool(false)) {
+                map.remove("additionalProperties");
+            }
+            map.values_mut().for_each(drop_closed_objects);
+        }
+        Value::Array(items) => items.iter_mut().for_each(drop_closed_objects),
+        _ => {}
+    }
+}
+
 fn drop_null_alternative(property: &mut Value) {
     let Value::Object(map) = property else {
         return;
     };
+    if let Some(Value::Array(values)) = map.get_mut("enum") {
+        values.retain(|value| !value.is_null());
+    }
     if let Some(Value::Array(types)) = map.get_mut("type") {
         types.retain(|t| t != "null");
         if let [only] = types.as_slice() {
@@ -839,6 +859,7 @@ mod tests {
     /// Arguments with optional fields of each shape schemars gives them.
     #[derive(serde::Deserialize, JsonSchema)]
     #[expect(dead_code, reason = "only the schema is used")]
+    #[serde(deny_unknown_fields)]
     struct Args {
         /// Always there.
         name: String,
@@ -889,5 +910,11 @@ mod tests {
         }
         assert!(!strict.is_valid(&serde_json::json!({"name": "x", "limit": -1})));
         assert!(lenient.is_valid(&serde_json::json!({"name": "x", "limit": null})));
+        // An unknown argument: the model is not told objects are closed, the validator still is.
+        assert!(
+            !model.to_string().contains("additionalProperties"),
+            "{model}"
+        );
+        assert!(!lenient.is_valid(&serde_json::json!({"name": "x", "other": 1})));
     }
 }

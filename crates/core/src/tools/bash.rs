@@ -63,8 +63,7 @@ pub struct BashParams {
     pub description: Option<String>,
     /// Default the workspace root.
     pub cwd: Option<String>,
-    /// Run outside the sandbox (the user is asked); only after a sandboxed run failed on a
-    /// denied path or host.
+    /// Run outside the sandbox (the user is asked).
     pub unsandboxed: Option<bool>,
 }
 
