@@ -20,7 +20,7 @@ mod render;
 use std::path::PathBuf;
 
 pub use context::{Place, ShellContext, confusable_char, is_harmless_device, normalize};
-pub use render::render;
+pub use render::{quote, render};
 
 use super::grammar::Fit;
 use super::pattern::base_name;
@@ -100,6 +100,8 @@ pub struct SimpleCommand {
     /// For `cd`: the directory it moves to, as bash's logical `cd` names it (absolute,
     /// symlinks kept, `..` applied to the text); `None` when unknown or for other commands.
     pub directory: Option<PathBuf>,
+    /// For a nested shell (`sh -c SCRIPT`): Keel's rendering of the script it runs.
+    pub nested_script: Option<String>,
 }
 
 impl SimpleCommand {
@@ -122,6 +124,8 @@ pub struct Pipeline {
     /// The list operator before this pipeline (`&&`, `||`, `;`, a newline); empty for the
     /// first.
     pub joiner: String,
+    /// How deeply the script it belongs to is nested (`sh -c '...'`: 1); 0 for the line.
+    pub depth: usize,
 }
 
 /// A command line, analysed.

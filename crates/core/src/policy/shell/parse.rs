@@ -5,6 +5,7 @@ use std::path::{Component, Path, PathBuf};
 use tree_sitter::{Node, Parser};
 
 use super::glob::{self, Char};
+use super::render::render_pipelines;
 use super::{
     Cwd, MAX_LINE_WORDS, MAX_NESTING, MAX_OPAQUE_SCAN_BYTES, MAX_SCRIPT_BYTES, MAX_SYNTAX_DEPTH,
     Pipeline, Place, Redirect, ShellAnalysis, ShellContext, SimpleCommand, clip, confusable_char,
@@ -12,6 +13,7 @@ use super::{
 };
 use crate::policy::commands::approval_key;
 use crate::policy::grammar::{Fit, fit};
+use crate::policy::pattern::base_name;
 use crate::policy::wrappers::{is_dangerous_variable, peel};
 
 pub(super) fn run(script: &str, context: &ShellContext<'_>, start: Cwd) -> ShellAnalysis {
@@ -23,6 +25,8 @@ pub(super) fn run(script: &str, context: &ShellContext<'_>, start: Cwd) -> Shell
         level: 0,
         words: 0,
         joiner: None,
+        depth: 0,
+        posix: false,
     };
     analyzer.script(script, 0);
     analyzer.out
@@ -37,6 +41,10 @@ struct Analyzer<'c, 'a> {
     logical: Cwd,
     /// The list operator before the next pipeline (`&&`, `||`, `;`).
     joiner: Option<String>,
+    /// How deeply the script being walked is nested.
+    depth: usize,
+    /// The script being walked runs under `sh` (dash), whose globs are not bash's.
+    posix: bool,
     out: ShellAnalysis,
     /// Recursion depth of the walk (bounded by [`MAX_SYNTAX_DEPTH`]).
     level: usize,
@@ -86,6 +94,7 @@ impl Analyzer<'_, '_> {
             stages,
             pipes,
             joiner,
+            depth: self.depth,
         });
     }
 
@@ -96,6 +105,7 @@ impl Analyzer<'_, '_> {
     }
 
     fn script(&mut self, text: &str, depth: usize) {
+        self.depth = depth;
         if depth > MAX_NESTING {
             self.not_plain("shell scripts nested too deeply");
             self.opaque(clip(text, MAX_SCRIPT_BYTES));
@@ -436,8 +446,30 @@ impl Analyzer<'_, '_> {
         assignments.extend(peeled.assignments.iter().cloned());
         let container = !peeled.nested.is_empty();
         let (saved, saved_logical) = (self.cwd.clone(), self.logical.clone());
+        let mut nested_script = None;
         for script in &peeled.nested {
+            // The nested script's pipelines are its own: the joiner before this command is
+            // not theirs.
+            let joiner = self.joiner.take();
+            let first = self.out.pipelines.len();
+            // `sh` is not bash: its script may not use bash's own operators, and its
+            // patterns are not expanded as bash's.
+            let posix = peeled
+                .wrappers
+                .last()
+                .is_none_or(|shell| base_name(shell) != "bash");
+            let outer = std::mem::replace(&mut self.posix, posix);
             self.script(script, depth + 1);
+            self.posix = outer;
+            self.depth = depth;
+            self.joiner = joiner;
+            let inner = self.out.pipelines[first..]
+                .iter()
+                .filter(|p| p.depth == depth + 1);
+            match render_pipelines(inner, posix) {
+                Ok(rendered) => nested_script = Some(rendered),
+                Err(reason) => self.unrenderable(format!("in a nested shell: {reason}")),
+            }
         }
         // A nested shell's `cd` does not move this one.
         self.cwd = saved;
@@ -467,6 +499,7 @@ impl Analyzer<'_, '_> {
             key,
             fit,
             directory: None,
+            nested_script,
         };
         command.directory = self.track_directory(&command);
         command
@@ -491,6 +524,7 @@ impl Analyzer<'_, '_> {
             key: None,
             fit: Fit::Ungoverned,
             directory: None,
+            nested_script: None,
         }
     }
 
@@ -520,7 +554,11 @@ impl Analyzer<'_, '_> {
             self.unrenderable("a `~` after `=` or `:` in an argument shaped like an assignment");
         }
         let text: String = chars.iter().map(|&(c, _)| c).collect();
-        if glob::is_pattern(&chars) {
+        if glob::is_pattern(&chars) && self.posix {
+            // dash's dialect differs (`[^x]`, `.*` matching `..`): left to the checks that
+            // read a pattern under both.
+            self.unrenderable(format!("a pattern in a script for `sh` (`{text}`)"));
+        } else if glob::is_pattern(&chars) {
             match &self.cwd {
                 Cwd::Known(dir) => match glob::expand(&chars, dir) {
                     Ok(Some(found)) => return found,

@@ -16,7 +16,7 @@
 //! after `||`, a pattern Keel does not expand, ...) is not: the line is then asked about, and
 //! an approved line runs as the user wrote it.
 
-use super::{Cwd, Redirect, ShellAnalysis, SimpleCommand, is_harmless_device};
+use super::{Cwd, Pipeline, Redirect, ShellAnalysis, SimpleCommand, is_harmless_device};
 
 /// Builtins that change the state of the shell that runs the later commands (which program a
 /// name runs, how words are expanded, what the environment holds, where output goes): the
@@ -65,11 +65,19 @@ pub fn render(analysis: &ShellAnalysis) -> Result<String, String> {
     if let Some(reason) = analysis.unrenderable.first() {
         return Err(reason.clone());
     }
-    if analysis.pipelines.is_empty() {
-        return Err("the line runs no command".to_owned());
-    }
+    render_pipelines(analysis.pipelines.iter().filter(|p| p.depth == 0), false)
+}
+
+/// The pipelines of one script, rendered; `posix`: for `sh`, without bash's own operators
+/// (`|&`, `&>`).
+pub(super) fn render_pipelines<'p>(
+    pipelines: impl Iterator<Item = &'p Pipeline>,
+    posix: bool,
+) -> Result<String, String> {
     let mut out = String::new();
-    for (index, pipeline) in analysis.pipelines.iter().enumerate() {
+    let mut empty = true;
+    for (index, pipeline) in pipelines.enumerate() {
+        empty = false;
         let joiner = pipeline.joiner.as_str();
         if index > 0 {
             out.push_str(match joiner {
@@ -92,12 +100,19 @@ pub fn render(analysis: &ShellAnalysis) -> Result<String, String> {
         }
         for (stage, command) in pipeline.stages.iter().enumerate() {
             if stage > 0 {
+                let pipe = &pipeline.pipes[stage - 1];
+                if posix && pipe != "|" {
+                    return Err(format!("`{pipe}` in a script for `sh`"));
+                }
                 out.push(' ');
-                out.push_str(&pipeline.pipes[stage - 1]);
+                out.push_str(pipe);
                 out.push(' ');
             }
-            out.push_str(&simple_command(command)?);
+            out.push_str(&simple_command(command, posix)?);
         }
+    }
+    if empty {
+        return Err("the line runs no command".to_owned());
     }
     Ok(out)
 }
@@ -107,7 +122,10 @@ pub fn quote(word: &str) -> String {
     format!("'{}'", word.replace('\'', r"'\''"))
 }
 
-fn simple_command(command: &SimpleCommand) -> Result<String, String> {
+fn simple_command(command: &SimpleCommand, posix: bool) -> Result<String, String> {
+    if command.container {
+        return nested_shell(command, posix);
+    }
     checked(command)?;
     let program = command.program();
     if program == "cd" {
@@ -123,15 +141,33 @@ fn simple_command(command: &SimpleCommand) -> Result<String, String> {
     }
     let mut parts: Vec<String> = command.original.iter().map(|w| quote(w)).collect();
     for redirect in &command.redirects {
-        parts.push(redirection(redirect)?);
+        parts.push(redirection(redirect, posix)?);
+    }
+    Ok(parts.join(" "))
+}
+
+/// `sh -c SCRIPT` or `bash -c SCRIPT`, exactly, with the script as Keel rendered it.
+fn nested_shell(command: &SimpleCommand, posix: bool) -> Result<String, String> {
+    let script = command
+        .nested_script
+        .as_deref()
+        .ok_or_else(|| "a nested shell script Keel did not render".to_owned())?;
+    let words: Vec<&str> = command.original.iter().map(String::as_str).collect();
+    let shell = match words.as_slice() {
+        [shell, "-c", _] if command.wrappers.len() == 1 => super::base_name(shell),
+        _ => return Err("a nested shell with options, arguments or a wrapper".to_owned()),
+    };
+    if !matches!(shell, "sh" | "bash") || !command.assignments.is_empty() || command.dynamic {
+        return Err(format!("the nested shell `{shell}`"));
+    }
+    let mut parts = vec![quote(words[0]), quote("-c"), quote(script)];
+    for redirect in &command.redirects {
+        parts.push(redirection(redirect, posix)?);
     }
     Ok(parts.join(" "))
 }
 
 fn checked(command: &SimpleCommand) -> Result<(), String> {
-    if command.container {
-        return Err("a nested shell script (`sh -c`)".to_owned());
-    }
     if command.dynamic {
         return Err("an expansion".to_owned());
     }
@@ -170,7 +206,7 @@ fn change_directory(command: &SimpleCommand) -> Result<String, String> {
     Ok(format!("cd -- {} || exit", quote(directory)))
 }
 
-fn redirection(redirect: &Redirect) -> Result<String, String> {
+fn redirection(redirect: &Redirect, posix: bool) -> Result<String, String> {
     if redirect.dynamic {
         return Err("a redirection to an expansion".to_owned());
     }
@@ -191,7 +227,7 @@ fn redirection(redirect: &Redirect) -> Result<String, String> {
         ">" | ">>" | ">|" if is_harmless_device(&redirect.target) => {
             Ok(format!("{fd}{operator}{}", quote(&redirect.target)))
         }
-        "&>" | "&>>" | ">&" if fd.is_empty() && is_harmless_device(&redirect.target) => {
+        "&>" | "&>>" | ">&" if !posix && fd.is_empty() && is_harmless_device(&redirect.target) => {
             Ok(format!("{operator}{}", quote(&redirect.target)))
         }
         _ => Err(format!(
@@ -239,6 +275,12 @@ mod tests {
             "cd -- '/w/src' || exit && 'cat' 'main.rs'"
         );
         assert_eq!(rendered("cd").unwrap(), "cd -- '/home/u' || exit");
+        assert_eq!(
+            rendered("ls && sh -c 'cat a.rs; echo x\\\n#; id' && bash -c \"sh -c 'ls'\" | wc")
+                .unwrap(),
+            "'ls' && 'sh' '-c' ''\\''cat'\\'' '\\''a.rs'\\''; '\\''echo'\\'' '\\''x'\\''' && \
+             'bash' '-c' ''\\''sh'\\'' '\\''-c'\\'' '\\'''\\''\\'\\'''\\''ls'\\''\\'\\'''\\'''\\''' | 'wc'"
+        );
     }
 
     #[test]
@@ -252,7 +294,10 @@ mod tests {
             ("ls ~root", "~user"),
             ("echo a=~/x", "assignment"),
             ("hash -p /bin/sh ls", "hash"),
-            ("sh -c 'ls'", "nested"),
+            ("sh -c 'ls' x", "nested shell with options"),
+            ("sh -c 'ls |& cat'", "`|&` in a script for `sh`"),
+            ("bash -c 'ls $HOME'", "not plain"),
+            ("sh -c 'ls *.rs'", "a pattern in a script for `sh`"),
             ("ls > out.txt", "redirection"),
             ("ls $HOME", "not plain"),
         ] {

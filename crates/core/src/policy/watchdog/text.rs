@@ -229,6 +229,7 @@ pub fn pseudo_pipelines(text: &str, context: &ShellContext<'_>) -> Vec<Pipeline>
             key: None,
             fit: crate::policy::grammar::Fit::Ungoverned,
             directory: None,
+            nested_script: None,
         });
     };
     for token in tokens(text) {
