@@ -193,9 +193,15 @@ async fn the_contained_path_runs_what_keel_analysed() {
         bash("echo ok \r#; echo ran-unseen"),
         bash("head -n 1 README.m[[:alpha:]]"),
         bash("cat .e[[:alpha:]]v"),
+        bash("sh -c 'head -n 1 README.md; echo ok\\\n#; echo ran-unseen'"),
     ])
     .await;
-    for (i, text) in told.iter().enumerate().take(3) {
+    for (i, text) in told
+        .iter()
+        .enumerate()
+        .take(3)
+        .chain(told.iter().enumerate().skip(5))
+    {
         assert!(text.contains("ok"), "call {i}: {text}");
         assert!(!text.contains("ran-unseen"), "call {i}: {text}");
         assert!(!text.contains("rejected"), "call {i} was asked: {text}");
@@ -204,6 +210,8 @@ async fn the_contained_path_runs_what_keel_analysed() {
     assert!(told[3].contains("# probe"), "{told:?}");
     // `.e[[:alpha:]]v` is `.env`: a credential read, asked (and rejected here).
     assert!(told[4].contains("rejected"), "{told:?}");
+    // A nested shell runs Keel's rendering of its script too.
+    assert!(told[5].contains("# probe"), "{told:?}");
 }
 
 #[tokio::test]
