@@ -600,11 +600,11 @@ impl Analyzer<'_, '_> {
                         }
                     }
                 };
-                let physical = logical.as_ref().and_then(|dir| {
-                    self.context
-                        .place(&dir.to_string_lossy(), &Cwd::Unknown)
-                        .path()
-                        .map(Path::to_path_buf)
+                // The directory itself, symlinks resolved (not `place`, which reads a `[` or
+                // `*` in a name as a pattern).
+                let physical = logical.as_ref().and_then(|dir| match self.context.runtime {
+                    Some(runtime) => dir.to_str().and_then(|text| runtime.resolve(text).ok()),
+                    None => Some(super::normalize(dir)),
                 });
                 match (logical, physical) {
                     (Some(logical), Some(physical)) => {

@@ -276,6 +276,22 @@ mod tests {
         );
         assert_eq!(rendered("cd").unwrap(), "cd -- '/home/u' || exit");
         assert_eq!(
+            rendered("cd 'a[1]' && ls").unwrap(),
+            "cd -- '/w/a[1]' || exit && 'ls'"
+        );
+        let roots = [PathBuf::from("/w")];
+        let context = ShellContext {
+            roots: &roots,
+            home: None,
+            runtime: None,
+            scratch: None,
+        };
+        let analysis = analyze("cd 'a[1]' && ls", &context);
+        assert_eq!(
+            analysis.commands().nth(1).map(|c| c.cwd.clone()),
+            Some(Cwd::Known(PathBuf::from("/w/a[1]")))
+        );
+        assert_eq!(
             rendered("ls && sh -c 'cat a.rs; echo x\\\n#; id' && bash -c \"sh -c 'ls'\" | wc")
                 .unwrap(),
             "'ls' && 'sh' '-c' ''\\''cat'\\'' '\\''a.rs'\\''; '\\''echo'\\'' '\\''x'\\''' && \
