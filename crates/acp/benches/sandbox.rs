@@ -286,6 +286,7 @@ fn main() {
         }
     }
     contained_cost(&base, &me, &program_dir, small);
+    guard_cost(&base, &me, &program_dir, small);
     tokio::runtime::Runtime::new()
         .unwrap()
         .block_on(cancel(Path::new(keel)));
@@ -365,6 +366,93 @@ fn contained_cost(base: &Path, me: &Path, program_dir: &Path, helper: &str) {
             medians[1] - medians[0],
         );
     }
+}
+
+/// The guard's cost per command that may write the workspace (docs/sandbox.md, "Files other
+/// programs run"), in the 100,000-file workspace of [`contained_cost`] with a repository's
+/// hooks and configuration, an editor's and CI's files, and `.envrc` files: the snapshot before
+/// and the comparison after (the warm index: two inotify drains, one `lstat` per guarded entry,
+/// nothing changed), and the helper with the top-level ones bound read-only against the same
+/// helper without them. Target: at most 0.5 ms (median).
+fn guard_cost(base: &Path, me: &Path, program_dir: &Path, helper: &str) {
+    use keel_core::runtime::sandbox::{CredentialIndex, GuardSnapshot, protected_paths};
+    let ws = base.join("big");
+    let hooks = ws.join(".git/hooks");
+    std::fs::create_dir_all(&hooks).unwrap();
+    for hook in [
+        "pre-commit",
+        "pre-push",
+        "commit-msg",
+        "post-checkout",
+        "pre-rebase",
+    ] {
+        std::fs::write(hooks.join(format!("{hook}.sample")), "#!/bin/sh\n").unwrap();
+    }
+    std::fs::write(ws.join(".git/config"), "[core]\n\tbare = false\n").unwrap();
+    std::fs::create_dir_all(ws.join(".vscode")).unwrap();
+    std::fs::write(ws.join(".vscode/settings.json"), "{}\n").unwrap();
+    std::fs::create_dir_all(ws.join(".github/workflows")).unwrap();
+    std::fs::write(ws.join(".github/workflows/ci.yml"), "on: push\n").unwrap();
+    std::fs::write(ws.join(".envrc"), "use flake\n").unwrap();
+    for d in [1, 10, 100] {
+        std::fs::write(ws.join(format!("d{d:04}/.envrc")), "export A=1\n").unwrap();
+    }
+    let index = std::sync::Arc::new(
+        CredentialIndex::new(
+            vec![ws.clone()],
+            keel_core::policy::watchdog::credential_rules(None).0,
+        )
+        .with_guard(Some(keel_core::policy::watchdog::guard_rules())),
+    );
+    let t0 = Instant::now();
+    let listed = index.guarded();
+    let walk = t0.elapsed().as_secs_f64() * 1000.0;
+    let roots = [ws.clone()];
+    let mut rounds = Vec::new();
+    let mut top_level = Vec::new();
+    for _ in 0..RUNS {
+        let t = Instant::now();
+        let snapshot = GuardSnapshot::take(&roots, Some(&index));
+        let said = snapshot.restore(false);
+        rounds.push(t.elapsed().as_secs_f64() * 1000.0);
+        assert!(said.is_empty(), "{said:?}");
+        top_level = snapshot.top_level();
+    }
+    println!(
+        "guarded files, {} entries in the same workspace (first walk {walk:.1} ms)",
+        listed.len()
+    );
+    let round = row("guard: snapshot before + compare after", rounds, None);
+    let mut plain = profile_value(base, Mechanism::Namespaces, program_dir);
+    plain.cwd = ws.clone();
+    plain.writable = vec![ws.clone()];
+    let mut bound = plain.clone();
+    let (protected, pinned) = protected_paths(&bound.writable, &top_level);
+    bound.protected = protected;
+    bound.pinned = pinned;
+    let mut medians = Vec::new();
+    for (name, profile) in [
+        ("writable, no binds", plain),
+        ("writable, guard binds", bound),
+    ] {
+        let path = write_profile(base, &profile, name);
+        let (_, exit, _) = time(|| {
+            let mut cmd = Command::new(helper);
+            cmd.arg("run").arg("--profile").arg(&path).arg("--").arg(me);
+            cmd
+        });
+        medians.push(row(
+            &format!("{name}, Namespaces: spawn -> exit"),
+            exit,
+            None,
+        ));
+    }
+    println!(
+        "{:<44} {:.2} ms (binds {:.2} + snapshot and compare {round:.3}; target 0.5)",
+        "guard cost per command",
+        medians[1] - medians[0] + round,
+        medians[1] - medians[0],
+    );
 }
 
 fn write_profile(base: &Path, profile: &Profile, name: &str) -> PathBuf {

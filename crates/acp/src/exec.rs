@@ -470,6 +470,13 @@ async fn run_turn(args: &ExecArgs, host: Arc<ExecHost>) -> Outcome {
         })
         .map_err(Failure::usage)?;
     host.set_workspace(session.runtime().root());
+    // The MCP servers start in the background; a headless run has one turn, whose first
+    // request should offer their tools: wait until each is ready or has failed.
+    let _ = tokio::time::timeout(
+        keel_core::mcp::START_TIMEOUT + std::time::Duration::from_secs(1),
+        session.mcp().settled(),
+    )
+    .await;
     let ignored = session.ignored_project_settings();
     if !ignored.is_empty() {
         host.progress(&keel_core::agent::trust_notice(

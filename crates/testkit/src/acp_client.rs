@@ -44,6 +44,20 @@ use tokio_util::compat::{TokioAsyncReadCompatExt as _, TokioAsyncWriteCompatExt 
 
 pub use terminals::TerminalRecord;
 
+/// A file read from the disk as an editor does (following symlinks), after replacing it with a
+/// symlink to `swap` (a process racing the editor) when one is given.
+#[expect(
+    clippy::disallowed_methods,
+    reason = "the test client plays the editor, which reads the disk"
+)]
+fn disk_read(path: &Path, swap: Option<&Path>) -> Option<String> {
+    if let Some(target) = swap {
+        let _ = std::fs::remove_file(path);
+        let _ = std::os::unix::fs::symlink(target, path);
+    }
+    std::fs::read_to_string(path).ok()
+}
+
 #[expect(
     clippy::disallowed_methods,
     reason = "the test client plays the editor, which starts the agent"
@@ -112,6 +126,12 @@ pub struct ClientOptions {
     /// Refuse every `terminal/create` with this JSON-RPC error message (an editor whose user
     /// said no, or whose sandbox refused).
     pub refuse_terminals: Option<String>,
+    /// Serve a read of a file it holds no buffer of from the disk, following symlinks, as an
+    /// editor does for a file it has not opened.
+    pub disk_reads: bool,
+    /// A process racing the editor: before serving the first disk read, replace the file
+    /// asked for with a symlink to this path (then read through it).
+    pub swap_on_read: Option<PathBuf>,
 }
 
 impl ClientOptions {
@@ -255,6 +275,8 @@ struct Shared {
     terminals: terminals::Terminals,
     elicitations: Mutex<VecDeque<serde_json::Value>>,
     refuse_terminals: Option<String>,
+    disk_reads: bool,
+    swap_on_read: Mutex<Option<PathBuf>>,
     held_elicitations: Mutex<Vec<Responder<CreateElicitationResponse>>>,
 }
 
@@ -413,6 +435,8 @@ impl TestClient {
             held: Mutex::new(Vec::new()),
             terminals: terminals::Terminals::default(),
             refuse_terminals: options.refuse_terminals,
+            disk_reads: options.disk_reads,
+            swap_on_read: Mutex::new(options.swap_on_read),
         });
         let (connected, connection) = oneshot::channel();
         let (shutdown, closed) = oneshot::channel::<()>();
@@ -736,7 +760,11 @@ async fn run(
                 on_read.recorder.push(Event::ReadFile {
                     path: request.path.clone(),
                 });
-                let text = lock(&on_read.files).get(&request.path).cloned();
+                let mut text = lock(&on_read.files).get(&request.path).cloned();
+                if text.is_none() && on_read.disk_reads {
+                    let swap = lock(&on_read.swap_on_read).take();
+                    text = disk_read(&request.path, swap.as_deref());
+                }
                 match text {
                     Some(text) => {
                         let start = request.line.map_or(0, |line| line.saturating_sub(1)) as usize;

@@ -397,6 +397,8 @@ fn mcp_servers(servers: Vec<agent_client_protocol::v1::schema::McpServer>) -> Ve
             transport,
             source: McpSource::Client,
             timeout: keel_core::mcp::CALL_TIMEOUT,
+            // The configuration's `[mcp_servers.NAME]` of the same name may widen it.
+            access: Default::default(),
         });
     }
     out

@@ -9,6 +9,7 @@ mod commands;
 mod contained;
 mod editor;
 mod faults;
+mod guards;
 mod hostile;
 mod instructions;
 mod login;

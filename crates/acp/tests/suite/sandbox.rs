@@ -20,14 +20,14 @@ const CANARY: &str = "canary-7d41c0e9-secret";
 
 /// A home directory with a secret and an allowlisted tool directory, and a directory outside
 /// the workspace; both outside every path the sandbox shows.
-struct Outside {
+pub(super) struct Outside {
     _dir: tempfile::TempDir,
-    home: PathBuf,
+    pub(super) home: PathBuf,
     elsewhere: PathBuf,
 }
 
 impl Outside {
-    fn new() -> Outside {
+    pub(super) fn new() -> Outside {
         // Not under /tmp, so hiding is the sandbox's doing, not an accident of the private /tmp.
         let base = std::env::var_os("CARGO_TARGET_TMPDIR")
             .map(PathBuf::from)
@@ -65,7 +65,7 @@ fn toolchain_dirs() -> Vec<String> {
     ]
 }
 
-fn git_init(root: &Path) {
+pub(super) fn git_init(root: &Path) {
     let status = std::process::Command::new("git")
         .args(["init", "-q"])
         .current_dir(root)
@@ -74,7 +74,7 @@ fn git_init(root: &Path) {
     assert!(status.success());
 }
 
-async fn harness(
+pub(super) async fn harness(
     options: ClientOptions,
     mechanism: Mechanism,
     outside: &Outside,
@@ -101,7 +101,7 @@ async fn harness(
 }
 
 /// The final update of a call (raw, not redacted).
-fn finished(harness: &EngineHarness, call_id: &str) -> Value {
+pub(super) fn finished(harness: &EngineHarness, call_id: &str) -> Value {
     harness
         .client
         .events()
@@ -210,8 +210,15 @@ async fn probe(options: ClientOptions, mechanism: Mechanism, expected: &str) {
         assert!(output.contains(ok), "{ok} missing from {output}");
     }
     if mechanism == Mechanism::Landlock {
-        // Documented gap of the fallback: .git/hooks inside the workspace stays writable.
-        let _ = std::fs::remove_file(harness.root.join(".git/hooks/pre-commit"));
+        // The fallback cannot keep .git/hooks read-only: Keel removes the planted hook after
+        // the command, and says so.
+        assert!(!harness.root.join(".git/hooks/pre-commit").exists());
+        assert!(
+            update
+                .to_string()
+                .contains("the command created .git/hooks/pre-commit (a hook, which git runs)"),
+            "{update:#}"
+        );
     } else {
         assert!(!output.contains("hook-exit=0"), "{output}");
         assert!(!harness.root.join(".git/hooks/pre-commit").exists());
@@ -221,7 +228,8 @@ async fn probe(options: ClientOptions, mechanism: Mechanism, expected: &str) {
     assert!(!harness.root.join(".git/commondir").exists(), "{output}");
     assert!(
         update.to_string().contains(
-            ".git/commondir (it tells git where to read its configuration); Keel put it back"
+            "the command created .git/commondir (it tells git where to read its configuration); \
+             Keel removed it"
         ),
         "{update:#}"
     );
@@ -369,8 +377,15 @@ fn sandbox_check_proves_both_mechanisms() {
             String::from_utf8_lossy(&output.stderr)
         );
         assert!(stdout.contains(available), "{stdout}");
-        // Seven claims for each mechanism, and five more of the filtering proxy.
-        assert_eq!(stdout.matches("\n  ok   ").count(), 24, "{stdout}");
+        // Seven claims for each mechanism, four of the guard, and five of the filtering proxy.
+        assert_eq!(stdout.matches("\n  ok   ").count(), 32, "{stdout}");
+        assert_eq!(
+            stdout
+                .matches("a nested repository whose configuration runs a program")
+                .count(),
+            2,
+            "{stdout}"
+        );
         assert_eq!(
             stdout
                 .matches("an allowed host is reached through the filtering proxy")

@@ -8,6 +8,11 @@
 //! adds N generated tools `tool_NNNN`. `--hang` reads its input and never answers (a server
 //! that never starts). `--log FILE` appends every method received (and `cancelled ID` for a
 //! cancellation); `--pid-file FILE` records the process id. Prompt: `review {file, focus?}`.
+//! `--probe` adds three tools that report what the server's process can do: `whereami {}`
+//! (its working directory), `try_read {path}` (`read N bytes: TEXT` or `cannot read: ERROR`),
+//! `try_write {path}` (`wrote` or `cannot write: ERROR`) and `getenv {name}`.
+//! `--write-at-start FILE` writes FILE before anything else and, when it cannot, says why on
+//! stderr and exits 3 (a server that fails to start).
 
 #![expect(
     clippy::disallowed_methods,
@@ -32,6 +37,8 @@ struct Options {
     pid_file: Option<String>,
     hang: bool,
     tools: usize,
+    probe: bool,
+    write_at_start: Option<String>,
 }
 
 fn options() -> Options {
@@ -43,6 +50,8 @@ fn options() -> Options {
             "--log" => out.log = args.next(),
             "--pid-file" => out.pid_file = args.next(),
             "--hang" => out.hang = true,
+            "--probe" => out.probe = true,
+            "--write-at-start" => out.write_at_start = args.next(),
             "--tools" => out.tools = args.next().and_then(|n| n.parse().ok()).unwrap_or(0),
             _ => {}
         }
@@ -61,7 +70,7 @@ fn log(options: &Options, line: &str) {
     }
 }
 
-fn tools(count: usize) -> Vec<Value> {
+fn tools(count: usize, probe: bool) -> Vec<Value> {
     let mut tools = vec![
         json!({"name": "echo", "description": "Echo the text back.",
                "inputSchema": {"$schema": "http://json-schema.org/draft-07/schema#", "type": "object",
@@ -79,6 +88,23 @@ fn tools(count: usize) -> Vec<Value> {
         json!({"name": "crash", "description": "Exit before answering.",
                "inputSchema": {"type": "object", "properties": {}}}),
     ];
+    if probe {
+        let path = json!({"type": "object", "properties": {"path": {"type": "string"}},
+            "required": ["path"]});
+        tools.push(
+            json!({"name": "whereami", "description": "The working directory.",
+            "inputSchema": {"type": "object", "properties": {}}}),
+        );
+        tools.push(json!({"name": "try_read", "description": "Read a file.",
+            "inputSchema": path.clone()}));
+        tools.push(json!({"name": "try_write", "description": "Write a file.",
+            "inputSchema": path}));
+        tools.push(
+            json!({"name": "getenv", "description": "An environment variable.",
+            "inputSchema": {"type": "object", "properties": {"name": {"type": "string"}},
+                "required": ["name"]}}),
+        );
+    }
     for n in 0..count {
         tools.push(json!({
             "name": format!("tool_{n:04}"),
@@ -120,7 +146,7 @@ fn handle(options: &Options, message: &Value) -> Reply {
             })))
         }
         "ping" => Reply::Now(ok(json!({}))),
-        "tools/list" => Reply::Now(ok(json!({"tools": tools(options.tools)}))),
+        "tools/list" => Reply::Now(ok(json!({"tools": tools(options.tools, options.probe)}))),
         "prompts/list" => Reply::Now(ok(json!({"prompts": [{
             "name": "review",
             "description": "Review a file.",
@@ -152,6 +178,30 @@ fn handle(options: &Options, message: &Value) -> Reply {
                 "wipe" => Reply::Now(text("wiped".into())),
                 "slow" => Reply::Later(text("slow done".into()), Duration::from_secs(600)),
                 "crash" => std::process::exit(3),
+                "whereami" => Reply::Now(text(
+                    std::env::current_dir()
+                        .map(|dir| dir.display().to_string())
+                        .unwrap_or_else(|e| format!("no working directory: {e}")),
+                )),
+                "try_read" => Reply::Now(text(
+                    match std::fs::read_to_string(args["path"].as_str().unwrap_or("")) {
+                        Ok(content) => format!("read {} bytes: {content}", content.len()),
+                        Err(e) => format!("cannot read: {e}"),
+                    },
+                )),
+                "try_write" => Reply::Now(text(
+                    match std::fs::write(
+                        args["path"].as_str().unwrap_or(""),
+                        "written by the server\n",
+                    ) {
+                        Ok(()) => "wrote".to_owned(),
+                        Err(e) => format!("cannot write: {e}"),
+                    },
+                )),
+                "getenv" => Reply::Now(text(
+                    std::env::var(args["name"].as_str().unwrap_or(""))
+                        .unwrap_or_else(|_| "(unset)".to_owned()),
+                )),
                 other if other.starts_with("tool_") => Reply::Now(text(format!(
                     "{other}: sunny in {}",
                     args["city"].as_str().unwrap_or("?")
@@ -267,6 +317,14 @@ fn http(options: Arc<Options>, port_file: &str) -> std::io::Result<()> {
 
 fn main() {
     let options = Arc::new(options());
+    if let Some(path) = &options.write_at_start
+        && let Err(e) = std::fs::write(path, "started\n")
+    {
+        let mut stderr = std::io::stderr();
+        let _ = writeln!(stderr, "keel-mcp-test-server: starting up");
+        let _ = writeln!(stderr, "cannot write {path}: {e}");
+        std::process::exit(3);
+    }
     if let Some(path) = &options.pid_file {
         let _ = std::fs::write(path, std::process::id().to_string());
     }

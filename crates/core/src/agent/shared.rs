@@ -45,6 +45,10 @@ pub struct WorkspaceConfig {
     pub ignored: Vec<IgnoredLine>,
     /// MCP servers of the user file (and of the project file once trusted).
     pub mcp_servers: Vec<crate::mcp::McpServerConfig>,
+    /// What each `[mcp_servers.NAME]` table lets its server reach in the sandbox, by name,
+    /// tables without `command` or `url` included: an editor's server of that name gets it.
+    pub mcp_access:
+        std::collections::BTreeMap<String, crate::runtime::sandbox::server::ServerAccess>,
 }
 
 /// One project setting that waits for trust, as the user reads it.
@@ -525,6 +529,7 @@ impl Engine {
                 credentials: Some(crate::policy::watchdog::credential_rules(
                     self.config.sandbox.home.clone(),
                 )),
+                guards: Some(crate::policy::watchdog::guard_rules()),
                 home_credentials: self
                     .config
                     .sandbox
@@ -590,6 +595,7 @@ impl Engine {
         }
         let mut ignored = Vec::new();
         let mut mcp_servers = Vec::new();
+        let mut mcp_access = std::collections::BTreeMap::new();
         if let Some(config_rules) = &self.config.config_rules {
             let loaded =
                 config_rules(&workspace, trust.is_trusted()).map_err(AgentError::Config)?;
@@ -607,15 +613,23 @@ impl Engine {
             }
             ignored = loaded.ignored;
             mcp_servers = loaded.mcp_servers;
+            mcp_access = loaded.mcp_access;
         }
-        mcp_servers.extend(options.mcp_servers);
+        // An editor's server gets what the configuration's table of its name lets it reach.
+        mcp_servers.extend(options.mcp_servers.into_iter().map(|mut server| {
+            if let Some(access) = mcp_access.get(&server.name) {
+                server.access = access.clone();
+            }
+            server
+        }));
         // Started now, in the background: a slow or broken server never holds the session up.
         let mcp = crate::mcp::McpHub::new(
             mcp_servers,
             registry.specs().map(|spec| spec.id.clone()).collect(),
-            workspace.clone(),
             scratch_dir.join("mcp"),
         );
+        mcp.set_runtime(runtime.clone());
+        mcp.set_package_caches(self.config.cache_dir.as_ref().map(|dir| dir.join("mcp")));
         mcp.set_disabled(self.config.disabled_tools.clone());
         if let Some(notify) = options.notify {
             mcp.set_notify(notify);

@@ -171,8 +171,15 @@ fn session_rules(effective: &Effective, env: EnvLookup) -> crate::agent::ConfigR
             super::policy_rule_sets(&loaded, workspace).map_err(|e| e.to_string())?;
         let lookup = |key: &str| env(key);
         let mcp_servers = mcp_servers(&loaded)?;
+        let mcp_access = loaded
+            .config
+            .mcp_servers
+            .iter()
+            .map(|(name, settings)| (name.clone(), settings.access()))
+            .collect();
         Ok(crate::agent::WorkspaceConfig {
             mcp_servers,
+            mcp_access,
             user_rules,
             project_rules,
             mode: Some(loaded.config.mode),
@@ -207,7 +214,8 @@ fn mcp_servers(loaded: &Effective) -> Result<Vec<crate::mcp::McpServerConfig>, S
         .map(|f| f.path.clone());
     let mut out = Vec::new();
     for (name, settings) in &loaded.config.mcp_servers {
-        if !settings.enabled {
+        // Disabled, or only what the editor's server of that name may reach.
+        if !settings.enabled || settings.is_access_only() {
             continue;
         }
         let prefix = format!("mcp_servers.{name}.");

@@ -166,6 +166,18 @@ pub struct McpServerSettings {
     #[serde(rename = "timeoutMs", default, skip_serializing_if = "Option::is_none")]
     #[schemars(range(min = 1))]
     pub timeout_ms: Option<u64>,
+    /// More paths a stdio server may read in the sandbox (absolute, `~/...`, or relative to
+    /// the workspace). A home credential is visible to it only when named here (or in
+    /// `writable`).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub read: Vec<String>,
+    /// Paths a stdio server may write in the sandbox (the same forms; `"."` is the
+    /// workspace, read-only to servers otherwise).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub writable: Vec<String>,
+    /// Whether a stdio server has the network in the sandbox (default `true`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub network: Option<bool>,
 }
 
 fn enabled() -> bool {
@@ -177,6 +189,25 @@ fn is_true(value: &bool) -> bool {
 }
 
 impl McpServerSettings {
+    /// What the table lets its server reach in the sandbox.
+    pub fn access(&self) -> crate::runtime::sandbox::server::ServerAccess {
+        crate::runtime::sandbox::server::ServerAccess {
+            read: self.read.clone(),
+            writable: self.writable.clone(),
+            network: self.network.unwrap_or(true),
+        }
+    }
+
+    /// A table with neither `command` nor `url` (nor what only they use): it holds only what
+    /// the editor's server of its name may reach (`read`, `writable`, `network`).
+    pub fn is_access_only(&self) -> bool {
+        self.command.is_none()
+            && self.url.is_none()
+            && self.args.is_empty()
+            && self.env.is_empty()
+            && self.headers.is_empty()
+    }
+
     /// The engine's view of the server, or why the table is unusable.
     pub fn to_server(
         &self,
@@ -208,6 +239,7 @@ impl McpServerSettings {
             timeout: self
                 .timeout_ms
                 .map_or(CALL_TIMEOUT, std::time::Duration::from_millis),
+            access: self.access(),
         })
     }
 }

@@ -286,9 +286,21 @@ fn describe_server(table: &toml::Value) -> String {
             .unwrap_or_default()
     };
     let list = |items: Vec<String>| format!("[{}]", items.join(", "));
+    // What it may reach in the sandbox beyond a server's defaults.
+    let mut access: Vec<String> = Vec::new();
+    for (key, what) in [("writable", "may write"), ("read", "may read")] {
+        let paths = strings(key);
+        if !paths.is_empty() {
+            access.push(format!("{what} {}", list(paths)));
+        }
+    }
+    if table.get("network").and_then(toml::Value::as_bool) == Some(false) {
+        access.push("has no network".to_owned());
+    }
+    let more: String = access.iter().map(|a| format!(", {a}")).collect();
     if let Some(command) = strings("command").into_iter().next() {
         format!(
-            "runs the program {command} with the arguments {} and the environment variables {}",
+            "runs the program {command} with the arguments {} and the environment variables {}{more}",
             list(strings("args")),
             list(names("env"))
         )
@@ -296,6 +308,11 @@ fn describe_server(table: &toml::Value) -> String {
         format!(
             "connects to {url} with the headers {}",
             list(names("headers"))
+        )
+    } else if !access.is_empty() {
+        format!(
+            "widens the sandbox of the editor's server of that name: it {}",
+            access.join(", ")
         )
     } else {
         "declares it".to_owned()

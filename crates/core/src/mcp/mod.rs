@@ -83,6 +83,9 @@ pub struct McpServerConfig {
     pub source: McpSource,
     /// A call's time limit.
     pub timeout: Duration,
+    /// What a stdio server may reach in the sandbox besides its profile's defaults (its
+    /// table's `read`, `writable`, `network`; an editor's server gets the table of its name).
+    pub access: crate::runtime::sandbox::server::ServerAccess,
 }
 
 /// Where a server stands.
@@ -116,6 +119,9 @@ pub struct ServerStatus {
     pub tools: Vec<String>,
     /// Ids of its tools left out because a bundled tool holds them, or that failed to load.
     pub skipped: Vec<String>,
+    /// How its process is confined (`namespaces`, `landlock`, `unconfined: why`), once it
+    /// started; `None` for an HTTP server or one not started yet.
+    pub sandbox: Option<String>,
 }
 
 /// Says something to the user outside a turn (a server failed).
@@ -152,6 +158,7 @@ struct Slot {
     skipped: Vec<String>,
     prompts: Vec<McpPrompt>,
     peer: Option<rmcp::service::Peer<rmcp::RoleClient>>,
+    sandbox: Option<String>,
 }
 
 struct Inner {
@@ -163,9 +170,16 @@ struct Inner {
     shutdown: CancellationToken,
     notify: Mutex<Option<Notify>>,
     prompts_changed: Mutex<Option<PromptsChanged>>,
-    cwd: PathBuf,
-    /// Where the other stdio servers start: an empty directory of the session's.
+    /// Where the stdio servers a trusted project did not configure start: an empty directory of the session's.
     neutral: PathBuf,
+    /// The session's runtime: stdio servers start through its sandbox
+    /// ([`crate::runtime::Runtime::server_invocation`]). Without one they are not started.
+    runtime: Mutex<Option<crate::runtime::Runtime>>,
+    /// Where each stdio server's own package caches are kept across sessions (Keel's cache
+    /// directory); `None`: the session's scratch directory.
+    caches: Mutex<Option<PathBuf>>,
+    /// Woken whenever a server's state changes ([`McpHub::settled`]).
+    changed: tokio::sync::Notify,
 }
 
 impl Drop for Inner {
@@ -188,12 +202,7 @@ impl std::fmt::Debug for McpHub {
 
 impl Default for McpHub {
     fn default() -> Self {
-        Self::new(
-            Vec::new(),
-            Vec::new(),
-            PathBuf::from("/"),
-            PathBuf::from("/"),
-        )
+        Self::new(Vec::new(), Vec::new(), PathBuf::from("/"))
     }
 }
 
@@ -203,14 +212,9 @@ fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
 
 impl McpHub {
     /// A hub for `servers` (not started). `locked` are the ids servers may not take; a
-    /// trusted project's stdio servers start in `cwd` (the workspace), the others in `neutral`
-    /// (an empty directory of the session's, created when needed).
-    pub fn new(
-        servers: Vec<McpServerConfig>,
-        locked: Vec<String>,
-        cwd: PathBuf,
-        neutral: PathBuf,
-    ) -> Self {
+    /// trusted project's stdio servers start in the workspace, the others in `neutral` (an
+    /// empty directory of the session's, created when needed).
+    pub fn new(servers: Vec<McpServerConfig>, locked: Vec<String>, neutral: PathBuf) -> Self {
         let mut slots: Vec<Slot> = Vec::new();
         for config in servers {
             // A later source of the same name replaces an earlier one (editor over config).
@@ -222,6 +226,7 @@ impl McpHub {
                 skipped: Vec::new(),
                 prompts: Vec::new(),
                 peer: None,
+                sandbox: None,
             });
         }
         Self {
@@ -232,8 +237,10 @@ impl McpHub {
                 shutdown: CancellationToken::new(),
                 notify: Mutex::new(None),
                 prompts_changed: Mutex::new(None),
-                cwd,
                 neutral,
+                runtime: Mutex::new(None),
+                caches: Mutex::new(None),
+                changed: tokio::sync::Notify::new(),
             }),
         }
     }
@@ -247,6 +254,18 @@ impl McpHub {
     /// with one of them is left out (`/mcp` says so), like a locked id.
     pub fn set_disabled(&self, ids: Vec<String>) {
         *lock(&self.inner.disabled) = ids;
+    }
+
+    /// The session's runtime, whose sandbox stdio servers start in; set before
+    /// [`McpHub::start`].
+    pub fn set_runtime(&self, runtime: crate::runtime::Runtime) {
+        *lock(&self.inner.runtime) = Some(runtime);
+    }
+
+    /// Where stdio servers keep their own package caches (`npm_config_cache`, `UV_CACHE_DIR`),
+    /// across sessions; set before [`McpHub::start`].
+    pub fn set_package_caches(&self, dir: Option<PathBuf>) {
+        *lock(&self.inner.caches) = dir;
     }
 
     /// Where failures are said from now on.
@@ -373,6 +392,24 @@ impl McpHub {
         }
     }
 
+    /// Waits until no server is starting any more (each is ready or failed; a start takes at
+    /// most [`START_TIMEOUT`]). A headless run waits for this before its first request, so the
+    /// model is offered the servers' tools.
+    pub async fn settled(&self) {
+        loop {
+            let changed = self.inner.changed.notified();
+            tokio::pin!(changed);
+            changed.as_mut().enable();
+            let starting = lock(&self.inner.slots)
+                .iter()
+                .any(|slot| slot.state == ServerState::Starting);
+            if !starting {
+                return;
+            }
+            changed.await;
+        }
+    }
+
     /// Ends every connection and kills every server.
     pub fn shutdown(&self) {
         self.inner.shutdown.cancel();
@@ -409,6 +446,7 @@ impl McpHub {
                 state: slot.state.clone(),
                 tools: slot.tools.iter().map(|t| t.spec().id.clone()).collect(),
                 skipped: slot.skipped.clone(),
+                sandbox: slot.sandbox.clone(),
             })
             .collect()
     }
@@ -421,8 +459,12 @@ impl McpHub {
         }
         let mut out = String::from("MCP servers:\n\n");
         for server in status {
+            let sandbox = match (&server.state, &server.sandbox) {
+                (ServerState::Ready { .. }, Some(sandbox)) => format!(" (sandbox: {sandbox})"),
+                _ => String::new(),
+            };
             out.push_str(&format!(
-                "- `{}` ({}): {}\n",
+                "- `{}` ({}): {}{sandbox}\n",
                 server.name,
                 server.source.as_str(),
                 server.state
@@ -456,6 +498,7 @@ fn set_state(inner: &Inner, name: &str, state: ServerState) {
         }
         slot.state = state;
     }
+    inner.changed.notify_waiters();
     if had_prompts {
         prompts_changed(inner);
     }
@@ -538,6 +581,8 @@ struct Connection {
     _group: Option<crate::runtime::mcp::GroupGuard>,
     /// The last lines of a stdio server's stderr (empty for HTTP).
     stderr: StderrTail,
+    /// How a stdio server is confined (`/mcp` shows it).
+    sandbox: Option<String>,
 }
 
 /// The last lines a server wrote to stderr, kept for a failure's message.
@@ -554,10 +599,9 @@ const STDERR_LINE_CHARS: usize = 300;
 impl StderrTail {
     /// Reads `stderr` to its end on a task of its own, keeping the last [`STDERR_LINES`]
     /// lines (each cut to [`STDERR_LINE_CHARS`]): a bounded ring, whatever the server writes.
-    fn follow(stderr: tokio::process::ChildStderr) -> Self {
+    fn follow(&self, stderr: tokio::process::ChildStderr) {
         use tokio::io::{AsyncBufReadExt as _, AsyncReadExt as _};
-        let tail = Self::default();
-        let lines = tail.lines.clone();
+        let lines = self.lines.clone();
         tokio::spawn(async move {
             let mut reader = tokio::io::BufReader::new(stderr);
             let mut line = Vec::new();
@@ -588,7 +632,6 @@ impl StderrTail {
                 lines.push_back(kept);
             }
         });
-        tail
     }
 
     /// `reason`, followed by the server's last stderr lines when it wrote any. Waits a moment
@@ -611,34 +654,82 @@ impl StderrTail {
     }
 }
 
+/// `tail` receives a stdio server's stderr as soon as it runs (so a start that times out can
+/// still show it).
 async fn connect(
     config: &McpServerConfig,
-    workspace: &std::path::Path,
+    tail: &StderrTail,
     neutral: &std::path::Path,
+    caches: Option<&std::path::Path>,
+    runtime: Option<&crate::runtime::Runtime>,
 ) -> Result<Connection, String> {
     match &config.transport {
         McpTransport::Stdio { command, args, env } => {
-            // Only a trusted project's own server runs from the workspace (see
-            // `runtime::mcp`): what the user and the editor configured is not the project's
-            // to choose.
-            let project = config.source == McpSource::Project;
-            let cwd = if project { workspace } else { neutral };
-            let (transport, group, stderr) =
-                crate::runtime::mcp::spawn_mcp_stdio(command, args, env, cwd, project)
-                    .map_err(|e| format!("cannot start `{command}`: {e}"))?;
-            let tail = stderr.map(StderrTail::follow).unwrap_or_default();
-            let service = match ().serve(transport).await {
+            use crate::runtime::sandbox::server::{ServerLaunch, ServerLaunchError};
+            let Some(runtime) = runtime else {
+                return Err("the session has no runtime to start it in".to_owned());
+            };
+            // Like a command: through the sandbox helper, from an empty directory of the
+            // session's unless a trusted project configured it (`runtime::sandbox::server`).
+            let launch = ServerLaunch {
+                name: &config.name,
+                command,
+                args,
+                env,
+                project: config.source == McpSource::Project,
+                access: &config.access,
+                neutral,
+                caches,
+            };
+            let invocation = runtime
+                .server_invocation(&launch)
+                .map_err(|error| match error {
+                    ServerLaunchError::NotFound(text) => text,
+                    other => other.to_string(),
+                })?;
+            let (transport, group, stderr) = crate::runtime::mcp::spawn_mcp_stdio(&invocation)
+                .map_err(|e| format!("cannot start `{command}`: {e}"))?;
+            if let Some(stderr) = stderr {
+                tail.follow(stderr);
+            }
+            let served = ().serve(transport).await;
+            // The helper said how it confined the server before starting it.
+            let confinement = invocation.check.as_ref().map_or_else(
+                || crate::runtime::sandbox::Confinement::Unconfined {
+                    reason: invocation.unconfined.clone().unwrap_or_default(),
+                },
+                crate::runtime::sandbox::ConfinementCheck::finish,
+            );
+            let service = match served {
                 Ok(service) => service,
                 Err(error) => {
-                    return Err(tail
-                        .explain(format!("the handshake failed: {}", handshake_error(&error)))
-                        .await);
+                    let mut reason = format!("the handshake failed: {}", handshake_error(&error));
+                    if let crate::runtime::sandbox::Confinement::Confined { mechanism, .. } =
+                        &confinement
+                    {
+                        reason.push_str(&format!(
+                            ". It ran in the sandbox ({mechanism}), which shows a server the \
+                             workspace read-only and hides the home directory but for a few \
+                             caches; `read` and `writable` in its `[mcp_servers.{}]` table \
+                             widen that (docs/sandbox.md, \"MCP servers\")",
+                            config.name
+                        ));
+                    }
+                    return Err(tail.explain(reason).await);
+                }
+            };
+            let sandbox = match confinement {
+                crate::runtime::sandbox::Confinement::Confined { mechanism, .. } => mechanism,
+                crate::runtime::sandbox::Confinement::Unconfined { reason } => {
+                    tracing::warn!(server = %config.name, %reason, "MCP server runs unconfined");
+                    format!("unconfined, {reason}")
                 }
             };
             Ok(Connection {
                 service,
                 _group: Some(group),
-                stderr: tail,
+                stderr: tail.clone(),
+                sandbox: Some(sandbox),
             })
         }
         McpTransport::Http { url, headers } => {
@@ -651,6 +742,7 @@ async fn connect(
                 service,
                 _group: None,
                 stderr: StderrTail::default(),
+                sandbox: None,
             })
         }
     }
@@ -668,27 +760,43 @@ async fn run_server(hub: std::sync::Weak<Inner>, name: String) {
         else {
             return;
         };
-        let cwd = inner.cwd.clone();
         let neutral = inner.neutral.clone();
+        let runtime = lock(&inner.runtime).clone();
+        let caches = lock(&inner.caches).clone();
         set_state(&inner, &name, ServerState::Starting);
         drop(inner);
+        let tail = StderrTail::default();
         let started = tokio::time::timeout(START_TIMEOUT, async {
-            let connection = connect(&config, &cwd, &neutral).await?;
-            let tools = connection
-                .service
-                .peer()
-                .list_all_tools()
-                .await
-                .map_err(|e| format!("listing its tools failed: {e}"))?;
+            let connection = connect(
+                &config,
+                &tail,
+                &neutral,
+                caches.as_deref(),
+                runtime.as_ref(),
+            )
+            .await?;
+            let tools = match connection.service.peer().list_all_tools().await {
+                Ok(tools) => tools,
+                Err(error) => {
+                    return Err(connection
+                        .stderr
+                        .explain(format!("listing its tools failed: {error}"))
+                        .await);
+                }
+            };
             Ok::<_, String>((connection, tools))
         })
-        .await
-        .unwrap_or_else(|_| {
-            Err(format!(
-                "it did not start within {}s",
-                START_TIMEOUT.as_secs()
-            ))
-        });
+        .await;
+        let started = match started {
+            Ok(started) => started,
+            // A server still busy (downloading, waiting on something) may have said why.
+            Err(_) => Err(tail
+                .explain(format!(
+                    "it did not start within {}s",
+                    START_TIMEOUT.as_secs()
+                ))
+                .await),
+        };
         let Some(inner) = hub.upgrade() else { return };
         let (connection, listed) = match started {
             Ok(started) => started,
@@ -742,7 +850,9 @@ async fn run_server(hub: std::sync::Weak<Inner>, name: String) {
             slot.skipped = skipped;
             slot.prompts = prompts;
             slot.peer = Some(peer.clone());
+            slot.sandbox = connection.sandbox.clone();
         }
+        inner.changed.notify_waiters();
         prompts_changed(&inner);
         tracing::info!(server = %name, tools = listed.len(), "MCP server ready");
         drop(inner);

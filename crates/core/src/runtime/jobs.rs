@@ -316,7 +316,7 @@ impl Jobs {
         place: Place,
         pid: Option<i32>,
         terminal_id: Option<String>,
-        sidecar: PathBuf,
+        (sidecar, roots): (PathBuf, &[PathBuf]),
     ) -> Arc<Job> {
         let (changed, _) = watch::channel(0_u64);
         let sidecar_path = sidecar.clone();
@@ -329,6 +329,7 @@ impl Jobs {
             pid,
             terminal_id,
             sidecar,
+            roots: roots.to_vec(),
             stop: CancellationToken::new(),
             changed,
             output: Mutex::new(Output::new(self.ring_bytes)),
@@ -356,7 +357,7 @@ impl Jobs {
             Place::Local,
             Some(pid),
             None,
-            sidecar,
+            (sidecar, runtime.roots()),
         );
         *job.stdin.lock().await = process.take_stdin();
         let invocation = process.invocation().clone();
@@ -398,7 +399,7 @@ impl Jobs {
             Place::Pane,
             None,
             Some(terminal_id.clone()),
-            sidecar,
+            (sidecar, runtime.roots()),
         );
         tracing::debug!(job = %job.id, terminal_id, "started a background command in the pane");
         let confinement = started_confinement(&invocation, || false).await;
@@ -454,6 +455,20 @@ pub async fn stop_everywhere() -> Vec<(String, JobState)> {
     futures::future::join_all(stops).await
 }
 
+/// Whether a background command of this process runs in a workspace that shares a root with
+/// `roots`: a process that could swap a symlink onto a path between Keel's check and the
+/// editor's write ([`super::Runtime::write`] then writes on the disk itself).
+pub fn any_running_in(roots: &[PathBuf]) -> bool {
+    lock(&LIVE).iter().filter_map(Weak::upgrade).any(|job| {
+        job.state().is_running()
+            && job.roots.iter().any(|root| {
+                roots
+                    .iter()
+                    .any(|r| r.starts_with(root) || root.starts_with(r))
+            })
+    })
+}
+
 /// One background command.
 #[derive(Debug)]
 pub struct Job {
@@ -466,6 +481,8 @@ pub struct Job {
     /// The editor's terminal of a pane job.
     terminal_id: Option<String>,
     sidecar: PathBuf,
+    /// The workspace roots of the session that started it.
+    roots: Vec<PathBuf>,
     /// Fires to make the driver kill the command.
     stop: CancellationToken,
     /// Bumped on every new chunk and at the end.

@@ -1,21 +1,13 @@
 //! MCP stdio servers: the one place a configured MCP server becomes an OS process.
 //!
-//! [`spawn_mcp_stdio`] starts `command args...` as the leader of a new process group, with an
-//! explicit environment (a short list of Keel's own variables that programs need to start, such
-//! as `PATH` and `HOME`, never a credential, then the server's configured `env`), stdin and
-//! stdout as the MCP transport and stderr piped back to the caller (never to Keel's stdout, which
-//! is the editor's protocol): its last lines say why a server that failed to start failed.
-//! The returned [`GroupGuard`] kills the whole group when dropped, so a server and anything it
-//! started (`npx` and its `node`) die with the session.
-//!
-//! A server the project did not configure (the user's, the editor's) starts in an empty
-//! directory of the session's, never in the workspace: the launchers resolve code from their
-//! working directory (`npx` runs `node_modules/.bin`, reads `.npmrc`; `python3 -m pkg` imports
-//! `./pkg`), so a repository could otherwise choose what a server the user configured runs. A
-//! trusted project's own servers start in the workspace (their arguments name its files).
-//! MCP servers are not run inside the command sandbox: see `docs/decisions/0016-mcp-client.md`.
+//! [`spawn_mcp_stdio`] starts what [`super::Runtime::server_invocation`] prepared (the sandbox
+//! helper wrapping `command args...` with the profile for servers, see
+//! [`super::sandbox::server`]) as the leader of a new process group, with exactly the
+//! environment it lists, stdin and stdout as the MCP transport and stderr piped back to the
+//! caller (never to Keel's stdout, which is the editor's protocol): its last lines say why a
+//! server that failed to start failed. The returned [`GroupGuard`] kills the whole group when
+//! dropped, so a server and anything it started (`npx` and its `node`) die with the session.
 
-use std::path::Path;
 use std::process::Stdio;
 
 use nix::sys::signal::{Signal, killpg};
@@ -49,50 +41,28 @@ impl Drop for GroupGuard {
     }
 }
 
-/// Starts an MCP server over stdio in `cwd`, with its stderr (to be read by the caller, or
-/// the server may block on a full pipe). Must be called inside a tokio runtime.
+/// Starts an MCP server over stdio as `invocation` says (the sandbox helper wrapping it, or
+/// the server itself: [`super::Runtime::server_invocation`]), with its stderr (to be read by
+/// the caller, or the server may block on a full pipe). Must be called inside a tokio runtime.
 #[expect(
     clippy::disallowed_methods,
     reason = "the runtime is where ambient authority lives"
 )]
 pub fn spawn_mcp_stdio(
-    command: &str,
-    args: &[String],
-    env: &[(String, String)],
-    cwd: &Path,
-    project: bool,
+    invocation: &super::sandbox::server::ServerInvocation,
 ) -> std::io::Result<(
     TokioChildProcess,
     GroupGuard,
     Option<tokio::process::ChildStderr>,
 )> {
-    if !project {
-        std::fs::create_dir_all(cwd)?;
-    }
-    let mut builder = tokio::process::Command::new(command);
+    let mut builder = tokio::process::Command::new(&invocation.program);
     builder
-        .args(args)
-        .current_dir(cwd)
+        .args(&invocation.args)
+        .current_dir(&invocation.cwd)
         .env_clear()
+        .envs(invocation.env.iter().map(|(k, v)| (k, v)))
         .process_group(0)
         .kill_on_drop(true);
-    let secrets = super::secrets::scrub_list();
-    for key in INHERITED_ENV {
-        if secrets.iter().any(|s| s == key) {
-            continue;
-        }
-        if let Some(value) = std::env::var_os(key) {
-            builder.env(key, value);
-        }
-    }
-    if !project {
-        // Python's own project-local resolution: no `sys.path[0]` from the working directory
-        // or the script's (3.11+); the directory is empty anyway.
-        builder.env("PYTHONSAFEPATH", "1");
-    }
-    for (key, value) in env {
-        builder.env(key, value);
-    }
     let (process, stderr) = TokioChildProcess::builder(builder)
         .stderr(Stdio::piped())
         .spawn()?;
@@ -100,7 +70,7 @@ pub fn spawn_mcp_stdio(
         .id()
         .and_then(|id| i32::try_from(id).ok())
         .map(Pid::from_raw);
-    tracing::debug!(command, pgid = ?pgid, "spawned MCP server");
+    tracing::debug!(program = %invocation.program.display(), pgid = ?pgid, "spawned MCP server");
     Ok((process, GroupGuard { pgid }, stderr))
 }
 

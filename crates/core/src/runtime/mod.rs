@@ -303,7 +303,134 @@ impl From<FileError> for ToolError {
     }
 }
 
+/// What Keel checked of a path it hands to the editor (`fs/read_text_file`,
+/// `fs/write_text_file`): the file's `(device, inode)` when it exists, and each directory's from
+/// the workspace root down to its parent (with their modification and change times for a
+/// read: a symlink swapped in and back again moves them), all reached without following a
+/// symlink.
+#[derive(Debug, PartialEq, Eq)]
+struct HandedOver {
+    file: Option<(u64, u64)>,
+    /// `None`: the directory does not exist (yet: a write creates it).
+    dirs: Vec<Option<DirStamp>>,
+}
+
+/// A directory's device, inode, modification and change times (seconds, nanoseconds).
+type DirStamp = (u64, u64, i64, i64, i64, i64);
+
+impl HandedOver {
+    /// `canonical` now; an error when a symlink stands on its path, or it is not a regular file.
+    fn of(canonical: &Path, roots: &[PathBuf], times: bool) -> std::io::Result<HandedOver> {
+        use std::os::unix::fs::MetadataExt as _;
+        let file = match fsat::metadata(canonical) {
+            Ok(meta) if meta.is_file() => Some((meta.dev(), meta.ino())),
+            Ok(_) => return Err(nix::errno::Errno::ELOOP.into()),
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => None,
+            Err(e) => return Err(e),
+        };
+        let mut dirs = Vec::new();
+        if let Some(root) = roots.iter().find(|root| canonical.starts_with(root)) {
+            let mut dir = canonical.parent();
+            while let Some(path) = dir.filter(|path| path.starts_with(root)) {
+                let meta = match fsat::metadata(path) {
+                    Ok(meta) => meta,
+                    Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
+                        dirs.push(None);
+                        dir = path.parent();
+                        continue;
+                    }
+                    Err(e) => return Err(e),
+                };
+                let (mtime, mtime_ns, ctime, ctime_ns) = if times {
+                    (
+                        meta.mtime(),
+                        meta.mtime_nsec(),
+                        meta.ctime(),
+                        meta.ctime_nsec(),
+                    )
+                } else {
+                    (0, 0, 0, 0)
+                };
+                dirs.push(Some((
+                    meta.dev(),
+                    meta.ino(),
+                    mtime,
+                    mtime_ns,
+                    ctime,
+                    ctime_ns,
+                )));
+                dir = path.parent();
+            }
+        }
+        Ok(HandedOver { file, dirs })
+    }
+}
+
+/// A failed editor call when the path the editor was handed changed around its `read` or
+/// write (`wrote`): what it returned is not used.
+fn same_handed_over(
+    runtime: &Runtime,
+    canonical: &Path,
+    before: std::io::Result<HandedOver>,
+    after: std::io::Result<HandedOver>,
+    verb: &str,
+) -> Result<(), ToolError> {
+    let unchanged = match (&before, &after) {
+        (Ok(before), Ok(after)) if verb == "read" => before == after,
+        // A write may create the file and its directories: those that existed must not change.
+        (Ok(before), Ok(after)) => {
+            before.dirs.len() == after.dirs.len()
+                && before
+                    .dirs
+                    .iter()
+                    .zip(&after.dirs)
+                    .all(|(before, after)| before.is_none() || before == after)
+        }
+        _ => false,
+    };
+    if unchanged {
+        return Ok(());
+    }
+    tracing::warn!(path = %canonical.display(), ?before, ?after, "a path changed around an editor's {verb}");
+    Err(ToolError::Stale(format!(
+        "{} changed on the disk while the editor {verb} it (another file or a symlink put in          its place, or a directory on its path changed), so Keel cannot prove the editor {verb}          the file it checked; {}",
+        runtime.display_path(canonical),
+        if verb == "read" {
+            "what the editor returned was not used. Read it again"
+        } else {
+            "check that nothing outside the workspace changed before writing again"
+        }
+    )))
+}
+
+/// The session's index of the workspace's credential files and guarded entries, when the
+/// sandbox has rules for either.
+fn credential_index(
+    spec: &sandbox::SandboxSpec,
+    roots: &[PathBuf],
+) -> Option<Arc<sandbox::CredentialIndex>> {
+    if spec.credentials.is_none() && spec.guards.is_none() {
+        return None;
+    }
+    let classify: sandbox::Classify = match &spec.credentials {
+        Some(rules) => rules.0.clone(),
+        None => Arc::new(|_: &Path, _: &std::fs::Metadata| false),
+    };
+    Some(Arc::new(
+        sandbox::CredentialIndex::new(roots.to_vec(), classify).with_guard(spec.guards.clone()),
+    ))
+}
+
 impl Runtime {
+    /// [`HandedOver`] of `canonical` now (on a blocking thread).
+    async fn handed_over(&self, canonical: &Path, times: bool) -> std::io::Result<HandedOver> {
+        let path = canonical.to_path_buf();
+        let roots = self.inner.roots.clone();
+        tokio::task::spawn_blocking(move || HandedOver::of(&path, &roots, times))
+            .await
+            .map_err(std::io::Error::other)?
+    }
+
     /// Canonicalises the roots, creates the scratch directory and compiles the scope.
     #[expect(
         clippy::disallowed_methods,
@@ -347,12 +474,7 @@ impl Runtime {
                 sandbox: config.sandbox.clone(),
                 net: Arc::new(net::NetState::new(NetPolicy::default())),
                 proxy: Arc::new(sandbox::proxy::ProxyState::default()),
-                credentials: config.sandbox.credentials.as_ref().map(|rules| {
-                    Arc::new(sandbox::CredentialIndex::new(
-                        roots.clone(),
-                        rules.0.clone(),
-                    ))
-                }),
+                credentials: credential_index(&config.sandbox, &roots),
                 roots,
             }),
             linked_reads: false,
@@ -691,7 +813,15 @@ impl Runtime {
                 )));
             }
         }
+        // What the editor is handed is what was checked: the same file (device, inode) and the
+        // same directories, reached without a symlink, before and after its read. Otherwise a
+        // process swapping a symlink in between could have the editor read any file.
+        let before = self.handed_over(canonical, true).await;
         let text = files.read_text(canonical).await;
+        let after = self.handed_over(canonical, true).await;
+        if let Err(error) = same_handed_over(self, canonical, before, after, "read") {
+            return Some(Err(error));
+        }
         if matches!(text, Some(Ok(_))) {
             tally::count(tally::Event::Read);
         }
@@ -721,11 +851,19 @@ impl Runtime {
             let target = tokio::task::spawn_blocking(move || fsat::metadata(&path))
                 .await
                 .map_err(|e| ToolError::internal("writing a file (the task failed)", e))?;
+            // The editor resolves the path again and follows symlinks; while a background
+            // command runs, a process exists that could swap one in between the check and the
+            // editor's write (which nothing could undo), so Keel writes the disk itself.
             let editor_may_write = match &target {
                 Ok(meta) => meta.is_file() && meta.nlink() == 1,
                 Err(e) => e.kind() == std::io::ErrorKind::NotFound,
-            };
+            } && !jobs::any_running_in(&self.inner.roots);
+            let before = self.handed_over(canonical, false).await;
             if editor_may_write && let Some(result) = files.write_text(canonical, text).await {
+                // The editor may replace the file (a new inode): its directories must be the
+                // ones checked, and no symlink may stand on the path now.
+                let after = self.handed_over(canonical, false).await;
+                same_handed_over(self, canonical, before, after, "wrote")?;
                 return result.map_err(|e| ToolError::External {
                     message: format!(
                         "the editor could not write {}: {e}",

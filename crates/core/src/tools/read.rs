@@ -123,7 +123,7 @@ impl Tool for ReadTool {
         let limit = params.limit.unwrap_or(DEFAULT_LIMIT).max(1);
         let cap = ctx.session.limits.read_bytes;
         let mut window = Window::new(first, limit, cap);
-        let eof = match editor_text(ctx, &canonical).await {
+        let eof = match editor_text(ctx, &canonical).await? {
             Some(editor) => {
                 window.feed(editor.as_bytes());
                 true
@@ -158,13 +158,15 @@ impl Tool for ReadTool {
 }
 
 /// The editor's text of the file, when the editor serves files. An editor error falls back to
-/// the disk.
-async fn editor_text(ctx: &ToolContext, canonical: &Path) -> Option<String> {
-    match ctx.runtime.read_editor_text(canonical).await? {
-        Ok(text) => Some(text),
-        Err(error) => {
+/// the disk; a path that changed around the editor's read fails the call.
+async fn editor_text(ctx: &ToolContext, canonical: &Path) -> Result<Option<String>, ToolError> {
+    match ctx.runtime.read_editor_text(canonical).await {
+        None => Ok(None),
+        Some(Ok(text)) => Ok(Some(text)),
+        Some(Err(error @ ToolError::Stale(_))) => Err(error),
+        Some(Err(error)) => {
             tracing::warn!(%error, "the editor could not serve the file; reading the disk");
-            None
+            Ok(None)
         }
     }
 }

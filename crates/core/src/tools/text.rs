@@ -351,6 +351,8 @@ pub async fn current_bytes(
 ) -> Result<(Vec<u8>, Source), ToolError> {
     match ctx.runtime.read_editor_text(canonical).await {
         Some(Ok(text)) => return Ok((text.into_bytes(), Source::Editor)),
+        // The path changed around the editor's read: the call fails, nothing is used.
+        Some(Err(error @ ToolError::Stale(_))) => return Err(error),
         Some(Err(error)) => {
             tracing::warn!(%error, "the editor could not serve the file; reading the disk");
         }

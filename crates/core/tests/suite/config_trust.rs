@@ -335,3 +335,37 @@ fn a_projects_mcp_servers_wait_for_trust_and_the_users_start_at_once() {
         .unwrap_err();
     assert!(error.contains("[mcp_servers.both]"), "{error}");
 }
+
+/// What a project's server would reach in the sandbox is part of what the trust question lists,
+/// and a table with only `read`/`writable` (the editor's server of that name) waits too.
+#[test]
+fn a_projects_server_lists_the_paths_it_would_reach_and_waits_for_trust() {
+    let dirs = Dirs::new();
+    dirs.write_project(
+        "[mcp_servers.db]\ncommand = \"npx\"\nargs = [\"db-server\"]\nwritable = [\"data\"]\n\
+         read = [\"~/.aws\"]\n\n[mcp_servers.filesystem]\nwritable = [\".\"]\nnetwork = false\n",
+    );
+    let effective = config::load(&dirs.options(false)).unwrap();
+    assert!(effective.config.mcp_servers.is_empty());
+    let changes: Vec<&str> = effective
+        .ignored
+        .iter()
+        .map(|i| i.change.as_str())
+        .collect();
+    assert_eq!(
+        changes,
+        [
+            "starts the MCP server \"db\" (runs the program \"npx\" with the arguments \
+             [\"db-server\"] and the environment variables [], may write [\"data\"], may read \
+             [\"~/.aws\"])",
+            "starts the MCP server \"filesystem\" (widens the sandbox of the editor's server of \
+             that name: it may write [\".\"], has no network)",
+        ]
+    );
+    // Trusted, the access-only table starts nothing of its own.
+    let trusted = config::load(&dirs.options(true)).unwrap();
+    let table = &trusted.config.mcp_servers["filesystem"];
+    assert!(table.is_access_only());
+    assert_eq!(table.access().writable, ["."]);
+    assert!(!table.access().network);
+}

@@ -624,12 +624,7 @@ impl Watchdog<'_> {
             .iter()
             .find_map(|root| below(&text, root))?;
         let parts: Vec<&str> = relative.split('/').filter(|p| !p.is_empty()).collect();
-        let name = parts.last()?.trim_end_matches(['.', ' ']);
-        let in_dir = (0..parts.len()).any(|start| {
-            let rest = parts[start..].join("/");
-            AUTO_RUN_DIRS.iter().any(|dir| at_or_below(&rest, dir))
-        });
-        if !in_dir && !AUTO_RUN_NAMES.contains(&name) {
+        if !runs_on_its_own(&parts) {
             return None;
         }
         Some(Finding {
@@ -645,6 +640,69 @@ impl Watchdog<'_> {
     /// Whether `path` is a credential file.
     pub fn is_secret(&self, path: &Path) -> bool {
         is_secret_path(self.context.home, path)
+    }
+}
+
+/// Whether the workspace path made of `parts` (relative to a root, lower case) is, or is inside,
+/// a file another program runs or loads on its own ([`AUTO_RUN_DIRS`], [`AUTO_RUN_NAMES`]).
+fn runs_on_its_own(parts: &[&str]) -> bool {
+    let Some(name) = parts.last().map(|name| name.trim_end_matches(['.', ' '])) else {
+        return false;
+    };
+    AUTO_RUN_NAMES.contains(&name)
+        || (0..parts.len()).any(|start| {
+            let rest = parts[start..].join("/");
+            AUTO_RUN_DIRS.iter().any(|dir| at_or_below(&rest, dir))
+        })
+}
+
+/// What the sandbox guards of a writable workspace root ([`crate::runtime::sandbox::guard`]):
+/// `relative` is a path below the root. Keel's project configuration (`.keel/`), a `.git`
+/// entry anywhere (a nested repository or a gitlink's pointer), the files of a repository's
+/// own directory that make git run programs (`config`, `config.worktree`, `commondir`,
+/// `hooks/`, the same under `modules/`), and the files other programs run on their own (the
+/// list [`Watchdog::auto_run_path`] asks about). Called for every entry of the workspace's
+/// walk: most names are passed over without a string being built.
+pub fn guarded_entry(relative: &Path) -> Option<crate::runtime::sandbox::Guarded> {
+    use crate::runtime::sandbox::Guarded;
+    let parts: Vec<&[u8]> = relative
+        .components()
+        .map(|part| part.as_os_str().as_encoded_bytes())
+        .collect();
+    let is = |part: &[u8], name: &str| part.eq_ignore_ascii_case(name.as_bytes());
+    if parts.first().is_some_and(|first| is(first, ".keel")) {
+        return Some(Guarded::KeelConfig);
+    }
+    if let Some(at) = parts.iter().position(|part| is(part, ".git")) {
+        let tail = &parts[at + 1..];
+        let Some(last) = tail.last() else {
+            return Some(Guarded::GitDir);
+        };
+        let redirect = |part: &[u8]| {
+            is(part, "config") || is(part, "config.worktree") || is(part, "commondir")
+        };
+        let git_code = (tail.len() == 1 && redirect(last))
+            || is(tail[0], "hooks")
+            || (is(tail[0], "modules")
+                && (redirect(last) || tail.iter().any(|part| is(part, "hooks"))));
+        return git_code.then_some(Guarded::GitCode);
+    }
+    let worth_a_look = parts.iter().any(|part| {
+        part.first() == Some(&b'.') || is(part, "mise.toml") || is(part, "lefthook.yml")
+    });
+    if !worth_a_look {
+        return None;
+    }
+    let text = nfc(&relative.to_string_lossy()).to_lowercase();
+    let parts: Vec<&str> = text.split('/').filter(|p| !p.is_empty()).collect();
+    runs_on_its_own(&parts).then_some(Guarded::AutoRun)
+}
+
+/// [`guarded_entry`] and [`super::gitrepo::config_problem`] as the sandbox takes them.
+pub fn guard_rules() -> crate::runtime::sandbox::GuardRules {
+    crate::runtime::sandbox::GuardRules {
+        classify: std::sync::Arc::new(guarded_entry),
+        config_runs_code: std::sync::Arc::new(super::gitrepo::config_problem),
     }
 }
 

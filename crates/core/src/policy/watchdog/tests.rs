@@ -294,3 +294,38 @@ fn confusable_characters() {
         Verdict::Pass
     );
 }
+
+#[test]
+fn the_sandbox_guards_what_other_programs_run() {
+    use crate::runtime::sandbox::Guarded;
+    for (path, expected) in [
+        (".keel", Some(Guarded::KeelConfig)),
+        (".keel/config.toml", Some(Guarded::KeelConfig)),
+        (".git", Some(Guarded::GitDir)),
+        ("vendor/lib/.git", Some(Guarded::GitDir)),
+        (".git/config", Some(Guarded::GitCode)),
+        (".GIT/Config", Some(Guarded::GitCode)),
+        (".git/commondir", Some(Guarded::GitCode)),
+        (".git/hooks/pre-commit", Some(Guarded::GitCode)),
+        (".git/modules/sub/config", Some(Guarded::GitCode)),
+        (
+            ".git/modules/sub/hooks/post-checkout",
+            Some(Guarded::GitCode),
+        ),
+        ("sub/.git/config", Some(Guarded::GitCode)),
+        (".vscode/tasks.json", Some(Guarded::AutoRun)),
+        ("a/b/.envrc", Some(Guarded::AutoRun)),
+        (".github/workflows/ci.yml", Some(Guarded::AutoRun)),
+        (".pre-commit-config.yaml", Some(Guarded::AutoRun)),
+        (".husky/pre-push", Some(Guarded::AutoRun)),
+        // Not code git runs, nor a file other programs run.
+        (".git/objects/ab/cdef", None),
+        (".git/refs/heads/hooks", None),
+        (".git/index", None),
+        ("src/main.rs", None),
+        (".github/README.md", None),
+        ("src/.keel", None),
+    ] {
+        assert_eq!(super::guarded_entry(Path::new(path)), expected, "{path}");
+    }
+}

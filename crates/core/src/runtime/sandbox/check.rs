@@ -20,7 +20,7 @@ use std::time::Duration;
 
 use tokio_util::sync::CancellationToken;
 
-use super::profile::{DEFAULT_HOME_READABLE, Mechanism, Profile, Status};
+use super::profile::{DEFAULT_HOME_READABLE, DEFAULT_HOME_WRITABLE, Mechanism, Profile, Status};
 use super::proxy::{self, Filter, HostGate};
 
 const SECRET: &str = "keel-sandbox-check-secret";
@@ -186,6 +186,32 @@ fn run_probe(
     let workspace_credential = read_only_root.join(".env");
     std::fs::write(&home_credential, SECRET).map_err(io)?;
     std::fs::write(&workspace_credential, SECRET).map_err(io)?;
+    // Files other programs run: a repository's, an editor's, and a package cache's.
+    const KEPT: &str = "keel-sandbox-check-original\n";
+    let cache_file = home.join(".cargo/registry/src/probe-1.0.0/build.rs");
+    let editor_file = ws.join(".vscode/settings.json");
+    for file in [&cache_file, &editor_file, &ws.join(".git/hooks/README")] {
+        if let Some(parent) = file.parent() {
+            std::fs::create_dir_all(parent).map_err(io)?;
+        }
+        std::fs::write(file, KEPT).map_err(io)?;
+    }
+    std::fs::write(
+        ws.join(".git/config"),
+        "[core]\n\trepositoryformatversion = 0\n",
+    )
+    .map_err(io)?;
+    let index = Arc::new(
+        super::CredentialIndex::new(
+            vec![ws.clone()],
+            Arc::new(|_: &Path, _: &std::fs::Metadata| false),
+        )
+        .with_guard(Some(crate::policy::watchdog::guard_rules())),
+    );
+    let mut guarded = super::GuardSnapshot::take(std::slice::from_ref(&ws), Some(&index));
+    let (protected, pinned) =
+        super::protected_paths(std::slice::from_ref(&ws), &guarded.top_level());
+    guarded.set_bound(&protected);
     let listener = TcpListener::bind("127.0.0.1:0").map_err(io)?;
     listener.set_nonblocking(true).map_err(io)?;
     let port = listener.local_addr().map_err(io)?.port();
@@ -218,11 +244,11 @@ fn run_probe(
         cwd: ws.clone(),
         writable: vec![ws.clone()],
         readable: vec![read_only_root.clone()],
-        protected: Vec::new(),
-        pinned: Vec::new(),
+        protected,
+        pinned,
         home: Some(home.clone()),
         home_readable: DEFAULT_HOME_READABLE.iter().map(|r| home.join(r)).collect(),
-        home_writable: Vec::new(),
+        home_writable: DEFAULT_HOME_WRITABLE.iter().map(|r| home.join(r)).collect(),
         tmp_dir: scratch.join("tmp"),
         staging_dir: scratch.join("root"),
         network: false,
@@ -250,12 +276,18 @@ fn run_probe(
          ask 'CONNECT not-allowed.invalid:443 HTTP/1.1\\r\\n\\r\\n' | grep -q 'refused not-allowed.invalid' && echo PROXY-HOST-REFUSED\n\
          fi\n\
          (exec 3<>/dev/tcp/127.0.0.1/{up}) 2>/dev/null && echo DIRECT-CONNECTED\n\
+         mkdir -p .keel 2>/dev/null; echo planted 2>/dev/null > .keel/config.toml\n\
+         echo planted 2>/dev/null > .vscode/settings.json\n\
+         echo planted 2>/dev/null > .envrc\n\
+         mkdir -p sub/.git 2>/dev/null; printf '[core]\\n\\tfsmonitor = ./payload\\n' 2>/dev/null > sub/.git/config\n\
+         echo planted 2>/dev/null >> {cache_file}\n\
          echo probe-done",
         secret = home.join(".ssh/secret").display(),
         home_credential = home_credential.display(),
         workspace_credential = workspace_credential.display(),
         outside = outside.display(),
         up = upstream.port,
+        cache_file = cache_file.display(),
     );
     let output = Command::new(helper)
         .args(prefix)
@@ -294,6 +326,10 @@ fn run_probe(
         let _ = nix::sys::signal::kill(nix::unistd::Pid::from_raw(pid), nix::sys::signal::SIGKILL);
     }
     let ran = stdout.contains("probe-done");
+    let restored = guarded
+        .restore(available.is_ok() && wanted == "namespaces")
+        .join("\n");
+    let kept = |path: &Path| std::fs::read_to_string(path).is_ok_and(|text| text == KEPT);
     let mut claims = vec![
         Claim {
             what: "a hidden home file cannot be read",
@@ -324,6 +360,27 @@ fn run_probe(
         Claim {
             what: "a double-forked daemon dies with the command",
             held: ran && daemon_gone,
+        },
+        Claim {
+            what: "Keel's project configuration (.keel/) cannot be created: it is removed, and \
+                   the result says so",
+            held: ran && !ws.join(".keel").exists() && restored.contains(".keel"),
+        },
+        Claim {
+            what: "an editor's file (.vscode/) cannot be changed, and a new .envrc is removed",
+            held: ran
+                && kept(&editor_file)
+                && !ws.join(".envrc").exists()
+                && restored.contains(".envrc"),
+        },
+        Claim {
+            what: "a nested repository whose configuration runs a program (core.fsmonitor) is \
+                   removed",
+            held: ran && !ws.join("sub/.git").exists() && restored.contains("sub/.git"),
+        },
+        Claim {
+            what: "a package cache (~/.cargo/registry) cannot be changed",
+            held: ran && kept(&cache_file),
         },
     ];
     let proxy_status = match &proxy {

@@ -17,12 +17,14 @@
 //! behind the workspace's name is the workspace's.) When inotify cannot cover the workspace (the watch limit, a queue overflow), the
 //! index walks again: slower, never stale.
 
-use std::collections::{BTreeSet, HashMap};
+use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex, PoisonError};
 
 use nix::errno::Errno;
 use nix::sys::inotify::{AddWatchFlags, InitFlags, Inotify, WatchDescriptor};
+
+use super::guard::{GuardCache, GuardRules, Guarded};
 
 /// Whether the entry at `path` (not followed: its own metadata) is a credential: masked as a
 /// whole when it is a directory.
@@ -31,11 +33,15 @@ pub type Classify = Arc<dyn Fn(&Path, &std::fs::Metadata) -> bool + Send + Sync>
 /// The most directories the index watches; a larger workspace is walked per request instead.
 const MAX_WATCHED_DIRS: usize = 200_000;
 
-/// The credential files and directories below a set of roots.
+/// The credential files and directories below a set of roots, and the entries the sandbox's
+/// guard watches ([`super::guard`]): one walk, one set of inotify watches, for both.
 pub struct CredentialIndex {
     roots: Vec<PathBuf>,
     classify: Classify,
+    guard: Option<GuardRules>,
     state: Mutex<Option<State>>,
+    /// The copies of guarded files the guard keeps for the session.
+    pub guard_cache: GuardCache,
 }
 
 impl std::fmt::Debug for CredentialIndex {
@@ -51,6 +57,8 @@ struct State {
     inotify: Option<Inotify>,
     dirs: HashMap<WatchDescriptor, PathBuf>,
     found: BTreeSet<PathBuf>,
+    /// The entries [`GuardRules::classify`] names.
+    guarded: BTreeMap<PathBuf, Guarded>,
     /// Regular files with several links, by `(device, inode)`: the link count last seen and
     /// the names found inside the roots.
     linked: HashMap<(u64, u64), (u64, BTreeSet<PathBuf>)>,
@@ -72,37 +80,100 @@ impl CredentialIndex {
         Self {
             roots,
             classify,
+            guard: None,
             state: Mutex::new(None),
+            guard_cache: GuardCache::default(),
         }
+    }
+
+    /// The same index, also listing the entries `rules` guard.
+    pub fn with_guard(mut self, rules: Option<GuardRules>) -> Self {
+        self.guard = rules;
+        self
+    }
+
+    /// The guard's rules, when the index lists guarded entries.
+    pub fn guard_rules(&self) -> Option<&GuardRules> {
+        self.guard.as_ref()
     }
 
     /// The credential files and directories now, sorted.
     pub fn current(&self) -> Vec<PathBuf> {
-        let mut guard = self.state.lock().unwrap_or_else(PoisonError::into_inner);
-        let state = match guard.take() {
-            // Watched: only what changed since the last request.
-            Some(mut state) if state.inotify.is_some() => {
-                if state.drain(&*self.classify) {
-                    state
-                } else {
-                    State::build(&self.roots, &*self.classify)
+        self.with_state(|state| {
+            let mut found = state.found.clone();
+            for (links, names) in state.linked.values() {
+                if (names.len() as u64) < *links {
+                    found.extend(names.iter().cloned());
                 }
             }
-            _ => State::build(&self.roots, &*self.classify),
-        };
-        let mut found = state.found.clone();
-        for (links, names) in state.linked.values() {
-            if (names.len() as u64) < *links {
-                found.extend(names.iter().cloned());
+            found.into_iter().collect()
+        })
+    }
+
+    /// The guarded entries now, sorted by path (empty without guard rules).
+    pub fn guarded(&self) -> Vec<(PathBuf, Guarded)> {
+        if self.guard.is_none() {
+            return Vec::new();
+        }
+        self.with_state(|state| {
+            state
+                .guarded
+                .iter()
+                .map(|(path, class)| (path.clone(), *class))
+                .collect()
+        })
+    }
+
+    /// [`Self::guarded`], but `None` instead of a walk when inotify cannot cover the roots (a
+    /// walk per command is what the guard must not cost; it then looks at less).
+    pub fn guarded_if_watched(&self) -> Option<Vec<(PathBuf, Guarded)>> {
+        {
+            let lock = self.state.lock().unwrap_or_else(PoisonError::into_inner);
+            if lock.as_ref().is_some_and(|state| state.inotify.is_none()) {
+                return None;
             }
         }
-        *guard = Some(state);
-        found.into_iter().collect()
+        let listed = self.with_state(|state| state.inotify.is_some());
+        listed.then(|| self.guarded())
+    }
+
+    /// `read` of the state brought up to date: the queued events applied, or a new walk.
+    fn with_state<R>(&self, read: impl FnOnce(&State) -> R) -> R {
+        let mut lock = self.state.lock().unwrap_or_else(PoisonError::into_inner);
+        let rules = Rules {
+            roots: &self.roots,
+            classify: &*self.classify,
+            guard: self.guard.as_ref().map(|rules| &*rules.classify),
+        };
+        let state = match lock.take() {
+            // Watched: only what changed since the last request.
+            Some(mut state) if state.inotify.is_some() => {
+                if state.drain(&rules) {
+                    state
+                } else {
+                    State::build(&rules)
+                }
+            }
+            _ => State::build(&rules),
+        };
+        let result = read(&state);
+        *lock = Some(state);
+        result
     }
 }
 
+/// [`GuardRules::classify`] as the walk calls it.
+type GuardFn = dyn Fn(&Path) -> Option<Guarded> + Send + Sync;
+
+/// What the walk looks for.
+struct Rules<'a> {
+    roots: &'a [PathBuf],
+    classify: &'a (dyn Fn(&Path, &std::fs::Metadata) -> bool + Send + Sync),
+    guard: Option<&'a GuardFn>,
+}
+
 impl State {
-    fn build(roots: &[PathBuf], classify: &dyn Fn(&Path, &std::fs::Metadata) -> bool) -> Self {
+    fn build(rules: &Rules<'_>) -> Self {
         let inotify = Inotify::init(InitFlags::IN_NONBLOCK | InitFlags::IN_CLOEXEC)
             .inspect_err(|error| tracing::warn!(%error, "inotify unavailable; credential files are found by a walk per command"))
             .ok();
@@ -110,10 +181,11 @@ impl State {
             inotify,
             dirs: HashMap::new(),
             found: BTreeSet::new(),
+            guarded: BTreeMap::new(),
             linked: HashMap::new(),
         };
-        for root in roots {
-            state.walk(root, classify);
+        for root in rules.roots {
+            state.walk(root, rules);
         }
         state
     }
@@ -123,13 +195,23 @@ impl State {
         clippy::disallowed_methods,
         reason = "the runtime is where ambient authority lives"
     )]
-    fn walk(&mut self, path: &Path, classify: &dyn Fn(&Path, &std::fs::Metadata) -> bool) {
+    fn walk(&mut self, path: &Path, rules: &Rules<'_>) {
         let mut todo = vec![path.to_path_buf()];
         while let Some(path) = todo.pop() {
             let Ok(meta) = std::fs::symlink_metadata(&path) else {
                 continue;
             };
-            if classify(&path, &meta) {
+            if let Some(guard) = rules.guard
+                && let Some(relative) = rules
+                    .roots
+                    .iter()
+                    .find_map(|root| path.strip_prefix(root).ok())
+                && !relative.as_os_str().is_empty()
+                && let Some(class) = guard(relative)
+            {
+                self.guarded.insert(path.clone(), class);
+            }
+            if (rules.classify)(&path, &meta) {
                 self.found.insert(path);
                 continue;
             }
@@ -179,7 +261,7 @@ impl State {
     }
 
     /// Applies the queued events. `false`: the queue overflowed, so the index must be rebuilt.
-    fn drain(&mut self, classify: &dyn Fn(&Path, &std::fs::Metadata) -> bool) -> bool {
+    fn drain(&mut self, rules: &Rules<'_>) -> bool {
         loop {
             let Some(inotify) = &self.inotify else {
                 return true;
@@ -210,7 +292,7 @@ impl State {
             changed.dedup();
             for path in changed {
                 self.forget(&path);
-                self.walk(&path, classify);
+                self.walk(&path, rules);
             }
         }
     }
@@ -218,6 +300,7 @@ impl State {
     /// Drops what is known at and below `path` (it changed, moved or went away).
     fn forget(&mut self, path: &Path) {
         self.found.retain(|found| !found.starts_with(path));
+        self.guarded.retain(|guarded, _| !guarded.starts_with(path));
         self.linked.retain(|_, (_, names)| {
             names.retain(|name| !name.starts_with(path));
             !names.is_empty()

@@ -236,8 +236,9 @@ fn run(profile: &Profile, program: &[OsString]) -> i32 {
             Ok((more, proxy_port)) => {
                 notes.extend(more);
                 notes.push(
-                    "Landlock fallback: .git/hooks, .git/config and .keel inside the workspace \
-                     stay writable; Unix sockets by path are reachable"
+                    "Landlock fallback: .git/hooks, .git/config, .keel and the other files \
+                     other programs run are writable while the command runs (Keel puts them \
+                     back after it); Unix sockets by path are reachable"
                         .into(),
                 );
                 if let Err(e) = write_status(&mut status, profile, "landlock", notes) {

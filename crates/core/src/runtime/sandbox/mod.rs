@@ -7,14 +7,17 @@
 //!   into the helper wrapping it, with a fresh [`Profile`] in [`PROFILE_ENV`] (a file in the
 //!   session's scratch directory past 96 KiB), and a [`ConfinementCheck`] that later reads the
 //!   helper's status back.
+//! - [`server`]: the same helper around an MCP stdio server, with a profile for servers.
 //! - [`helper`]: the helper itself (`keel sandbox run [--profile FILE] -- PROGRAM ARGS...`).
 
 pub mod check;
 pub mod credentials;
 mod fallback;
+pub mod guard;
 pub mod helper;
 pub mod profile;
 pub mod proxy;
+pub mod server;
 
 use std::path::{Component, Path, PathBuf};
 use std::sync::Arc;
@@ -24,6 +27,7 @@ use serde::{Deserialize, Serialize};
 
 pub use credentials::{Classify, CredentialIndex};
 pub use fallback::landlock_abi;
+pub use guard::{GuardRules, GuardSnapshot, Guarded};
 pub use profile::{
     DEFAULT_ENV_ALLOW, DEFAULT_HOME_READABLE, DEFAULT_HOME_WRITABLE, Mechanism, Profile,
     SYSTEM_DIRS, Status,
@@ -69,8 +73,8 @@ pub struct SandboxSettings {
     /// Home paths that stay visible, read-only (relative to the home directory). Default:
     /// `.cargo`, `.rustup`, `.npm`, `.cache`, `.gitconfig`, `.config/git`, `.local/bin`.
     pub home_readable: Option<Vec<String>>,
-    /// Home paths that stay writable (package caches). Default: `.cargo/registry`,
-    /// `.cargo/git`, `.npm/_cacache`.
+    /// Home paths that stay writable. Default: none (package caches and toolchains are
+    /// read-only: code in them runs later, outside the sandbox).
     pub home_writable: Option<Vec<String>>,
     /// Let commands use the network (all of it). Off by default.
     pub network: bool,
@@ -130,6 +134,10 @@ pub struct SandboxSpec {
     /// exists inside a visible home path, and that [`SandboxSpec::credentials`] calls a
     /// credential, is masked.
     pub home_credentials: Vec<PathBuf>,
+    /// What the guard keeps commands from creating or changing in a writable workspace (files
+    /// other programs run: [`guard`]). `None`: only `.keel` and git's redirect files (tests of
+    /// the mechanism alone).
+    pub guards: Option<GuardRules>,
     /// Test hook of the filtering proxy: `127.0.0.1` at this one port passes its address
     /// check, so a test can stand a local server in for an allowed host. Set only by tests and
     /// by `keel sandbox check`'s self-test; no configuration key or environment variable
@@ -264,7 +272,7 @@ pub enum Confinement {
     Confined {
         mechanism: String,
         notes: Vec<String>,
-        /// Files of git's that the command changed and Keel put back ([`GIT_REDIRECTS`]).
+        /// Guarded files the command created or changed, and what Keel did ([`guard`]).
         restored: Vec<String>,
     },
     /// Not confined, or not confirmed.
@@ -285,17 +293,6 @@ impl Confinement {
     }
 }
 
-/// Files of a repository that tell git where to read its configuration from
-/// (`.git/commondir`: another directory's `config`, with its `core.fsmonitor` or
-/// `core.pager`) or what to add to it (`.git/config.worktree`). The sandbox makes `.git/config`
-/// and `.git/hooks` read-only, but a bind mount needs a file that exists: a confined command
-/// could create these, and the user's next `git status` outside Keel would run what they name.
-/// So Keel reads them before each confined command and puts them back after it.
-pub const GIT_REDIRECTS: [&str; 2] = [".git/commondir", ".git/config.worktree"];
-
-/// The largest [`GIT_REDIRECTS`] file Keel keeps a copy of; a larger one is not guarded.
-const MAX_GUARDED_BYTES: u64 = 64 * 1024;
-
 /// The files of one confined command; [`ConfinementCheck::finish`] reads the status back.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct ConfinementCheck {
@@ -303,9 +300,9 @@ pub struct ConfinementCheck {
     /// The profile's file, when it did not travel in [`PROFILE_ENV`].
     pub profile_file: Option<PathBuf>,
     pub status_file: PathBuf,
-    /// Each [`GIT_REDIRECTS`] file of the writable roots' repositories, with its content
-    /// before the command (`None`: it did not exist).
-    pub guarded: Vec<(PathBuf, Option<Vec<u8>>)>,
+    /// The files other programs run, as they were before the command ([`guard`]): what it
+    /// created or changed is put back once it is gone.
+    pub guarded: GuardSnapshot,
 }
 
 impl ConfinementCheck {
@@ -327,9 +324,9 @@ impl ConfinementCheck {
         match status {
             Some(status) if status.nonce == self.nonce && status.mechanism != "none" => {
                 Confinement::Confined {
+                    restored: self.guarded.restore(status.mechanism == "namespaces"),
                     mechanism: status.mechanism,
                     notes: status.notes,
-                    restored: put_back(&self.guarded),
                 }
             }
             Some(status) if status.nonce == self.nonce => Confinement::Unconfined {
@@ -343,96 +340,6 @@ impl ConfinementCheck {
             },
         }
     }
-}
-
-/// The [`GIT_REDIRECTS`] files of the repositories at `roots` (each root's own `.git`
-/// directory) and what they hold now.
-#[expect(
-    clippy::disallowed_methods,
-    reason = "the runtime is where ambient authority lives"
-)]
-fn guard_git_redirects(roots: &[PathBuf]) -> Vec<(PathBuf, Option<Vec<u8>>)> {
-    let mut guarded = Vec::new();
-    for root in roots {
-        if !std::fs::symlink_metadata(root.join(".git")).is_ok_and(|meta| meta.is_dir()) {
-            continue;
-        }
-        for rel in GIT_REDIRECTS {
-            let path = root.join(rel);
-            match std::fs::symlink_metadata(&path) {
-                Err(e) if e.kind() == std::io::ErrorKind::NotFound => guarded.push((path, None)),
-                Ok(meta) if meta.is_file() => {
-                    if let Some(bytes) = super::probe::read_bounded(&path, MAX_GUARDED_BYTES) {
-                        guarded.push((path, Some(bytes)));
-                    }
-                }
-                // A directory, a symlink, a large file: git's own problem, left alone (the
-                // policy asks before any git command in such a repository).
-                _ => {}
-            }
-        }
-    }
-    guarded
-}
-
-/// Puts each guarded file back as it was (removes it when it did not exist); what it changed,
-/// one line each.
-#[expect(
-    clippy::disallowed_methods,
-    clippy::disallowed_types,
-    reason = "the runtime is where ambient authority lives"
-)]
-fn put_back(guarded: &[(PathBuf, Option<Vec<u8>>)]) -> Vec<String> {
-    use std::io::Write as _;
-    let mut restored = Vec::new();
-    for (path, before) in guarded {
-        let now = std::fs::symlink_metadata(path);
-        let unchanged = match (&now, before) {
-            (Err(e), None) => e.kind() == std::io::ErrorKind::NotFound,
-            (Ok(meta), Some(bytes)) if meta.is_file() => {
-                std::fs::read(path).is_ok_and(|now| now == *bytes)
-            }
-            _ => false,
-        };
-        if unchanged {
-            continue;
-        }
-        // Never through what the command left there: the entry is removed, not followed.
-        let removed = match &now {
-            Ok(meta) if meta.is_dir() => std::fs::remove_dir_all(path),
-            Ok(_) => std::fs::remove_file(path),
-            Err(_) => Ok(()),
-        };
-        let put = removed.and_then(|()| match before {
-            None => Ok(()),
-            Some(bytes) => std::fs::OpenOptions::new()
-                .write(true)
-                .create_new(true)
-                .open(path)
-                .and_then(|mut file| file.write_all(bytes)),
-        });
-        let what = if before.is_some() {
-            "changed"
-        } else {
-            "created"
-        };
-        match put {
-            Ok(()) => restored.push(format!(
-                "the command {what} {} (it tells git where to read its configuration); Keel \
-                 put it back",
-                path.display()
-            )),
-            Err(error) => {
-                tracing::error!(path = %path.display(), %error, "cannot put a git file back");
-                restored.push(format!(
-                    "the command {what} {} (it tells git where to read its configuration) and \
-                     Keel could not put it back: {error}; check it before running git",
-                    path.display()
-                ));
-            }
-        }
-    }
-    restored
 }
 
 /// A shell command ready to start: the program, its arguments, and how to check confinement.
@@ -490,6 +397,55 @@ impl From<SandboxError> for crate::tool::ToolError {
             }
         }
     }
+}
+
+/// What a command gets read-only again inside its `writable` paths (`.git/hooks`,
+/// `.git/config`, `.keel`, and `top_level`: the guarded entries at a root's top,
+/// [`GuardSnapshot::top_level`]), each that exists, canonical; and the directories between a
+/// writable path and a protected one ([`Profile::pinned`], outermost first).
+#[expect(
+    clippy::disallowed_methods,
+    reason = "the runtime is where ambient authority lives"
+)]
+pub fn protected_paths(
+    writable: &[PathBuf],
+    top_level: &[PathBuf],
+) -> (Vec<PathBuf>, Vec<PathBuf>) {
+    let mut protected: Vec<PathBuf> = Vec::new();
+    let mut pinned: Vec<PathBuf> = Vec::new();
+    for root in writable {
+        let fixed = [".git/hooks", ".git/config", ".keel"].map(|rel| root.join(rel));
+        let more = top_level
+            .iter()
+            .filter(|path| path.starts_with(root))
+            .cloned();
+        for candidate in fixed.into_iter().chain(more) {
+            let Ok(path) = std::fs::canonicalize(&candidate) else {
+                continue;
+            };
+            let Some(owner) = writable.iter().find(|w| path.starts_with(w)) else {
+                continue;
+            };
+            if protected.contains(&path) {
+                continue;
+            }
+            // Every directory between the writable root and the protected path.
+            let mut parent = path.parent();
+            while let Some(dir) = parent {
+                if dir == owner.as_path() || !dir.starts_with(owner) {
+                    break;
+                }
+                if !pinned.iter().any(|p| p == dir) {
+                    pinned.push(dir.to_path_buf());
+                }
+                parent = dir.parent();
+            }
+            protected.push(path);
+        }
+    }
+    // Outermost first, so an inner pin is not hidden by an outer one.
+    pinned.sort_by_key(|p| p.components().count());
+    (protected, pinned)
 }
 
 /// `~/x` against the home directory; relative paths (and `..`) are refused.
@@ -590,7 +546,7 @@ impl super::Runtime {
         }
         let nonce = uuid::Uuid::new_v4().simple().to_string();
         let status_file = dir.join(format!("{nonce}.status"));
-        let mut profile = self.profile(cwd, &nonce, &status_file, tmp_dir, staging_dir);
+        let (mut profile, guarded) = self.profile(cwd, &nonce, &status_file, tmp_dir, staging_dir);
         if !spec.settings.network
             && !self.contained
             && let Some(gate) = &self.inner.proxy.gate
@@ -639,7 +595,7 @@ impl super::Runtime {
                 nonce,
                 profile_file,
                 status_file,
-                guarded: guard_git_redirects(&profile.writable),
+                guarded,
             }),
             unconfined: None,
         })
@@ -656,7 +612,7 @@ impl super::Runtime {
         status_file: &Path,
         tmp_dir: PathBuf,
         staging_dir: PathBuf,
-    ) -> Profile {
+    ) -> (Profile, GuardSnapshot) {
         let spec = &self.inner.sandbox;
         let settings = &spec.settings;
         let home = spec
@@ -685,35 +641,17 @@ impl super::Runtime {
         if !visible(cwd) {
             readable.push(cwd.to_path_buf());
         }
-        let mut protected: Vec<PathBuf> = Vec::new();
-        let mut pinned: Vec<PathBuf> = Vec::new();
-        for root in &writable {
-            for rel in [".git/hooks", ".git/config", ".keel"] {
-                let Ok(path) = std::fs::canonicalize(root.join(rel)) else {
-                    continue;
-                };
-                let Some(owner) = writable.iter().find(|w| path.starts_with(w)) else {
-                    continue;
-                };
-                if protected.contains(&path) {
-                    continue;
-                }
-                // Every directory between the writable root and the protected path.
-                let mut parent = path.parent();
-                while let Some(dir) = parent {
-                    if dir == owner.as_path() || !dir.starts_with(owner) {
-                        break;
-                    }
-                    if !pinned.iter().any(|p| p == dir) {
-                        pinned.push(dir.to_path_buf());
-                    }
-                    parent = dir.parent();
-                }
-                protected.push(path);
-            }
-        }
-        // Outermost first, so an inner pin is not hidden by an outer one.
-        pinned.sort_by_key(|p| p.components().count());
+        // The files other programs run, as they are now: put back after the command; the ones
+        // at the top of a root are bound read-only too (under namespaces).
+        let guarded_roots: Vec<PathBuf> = roots
+            .iter()
+            .filter(|root| writable.contains(root))
+            .cloned()
+            .collect();
+        let guarded = GuardSnapshot::take(&guarded_roots, self.inner.credentials.as_ref());
+        let (protected, pinned) = protected_paths(&writable, &guarded.top_level());
+        let mut guarded = guarded;
+        guarded.set_bound(&protected);
         let home_list = |list: &Option<Vec<String>>, default: &[&str]| -> Vec<PathBuf> {
             let Some(home) = &home else {
                 return Vec::new();
@@ -731,7 +669,7 @@ impl super::Runtime {
         };
         let masked = self.masked(&home_readable, &home_writable);
         let env_allow = self.command_env_allow();
-        Profile {
+        let profile = Profile {
             build: profile::HELPER_BUILD.to_owned(),
             nonce: nonce.to_owned(),
             status_file: status_file.to_path_buf(),
@@ -751,7 +689,8 @@ impl super::Runtime {
             proxy: None,
             masked,
             env_allow,
-        }
+        };
+        (profile, guarded)
     }
 
     /// What a command must not see: the home directory's credentials (inside its visible

@@ -128,8 +128,12 @@ pub const DEFAULT_HOME_READABLE: &[&str] = &[
     ".local/bin",
 ];
 
-/// Home paths writable by default (package caches), relative to `$HOME`.
-pub const DEFAULT_HOME_WRITABLE: &[&str] = &[".cargo/registry", ".cargo/git", ".npm/_cacache"];
+/// Home paths writable by default, relative to `$HOME`: none. Package caches and toolchains
+/// (`~/.cargo/registry`, `~/.cargo/git`, `~/.rustup`, `~/.npm`, `~/.cache/pip`) stay read-only:
+/// a crate's `build.rs` rewritten in `~/.cargo/registry/src` would run in the user's next
+/// `cargo build` of any project, outside the sandbox. `[sandbox] home_writable` (the user's
+/// file only) opens one.
+pub const DEFAULT_HOME_WRITABLE: &[&str] = &[];
 
 /// The environment every command keeps ([`Profile::env_allow`]); `[sandbox] env` adds to it.
 /// Everything else (tokens, database URLs, cloud keys, whatever their names) stays with Keel.
