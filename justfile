@@ -41,9 +41,11 @@ link-order:
     scripts/link-order.sh
 
 # The coverage-guided fuzz target of `keel acp`'s wire (needs `cargo install cargo-fuzz`);
-# docs/reliability.md records the runs.
+# docs/reliability.md records the runs. CI only compiles it (`cargo build -p keel-acp-fuzz`).
+# The fuzz crate is a workspace member: the profile overrides keep the workspace's fat-LTO,
+# one-unit release profile away from the instrumented build, which needs neither.
 fuzz runs="1000000":
-    cd crates/acp/fuzz && RUSTC_BOOTSTRAP=1 cargo fuzz run wire --sanitizer none -- -runs={{runs}}
+    cd crates/acp/fuzz && RUSTC_BOOTSTRAP=1 CARGO_PROFILE_RELEASE_LTO=false CARGO_PROFILE_RELEASE_CODEGEN_UNITS=16 cargo fuzz run wire --sanitizer none -- -runs={{runs}}
 
 # The ACP Registry release: builds the linux-x86_64 release archive into dist/, fills
 # crates/acp/registry/keel/agent.json (version, archive URL, sha256) from it and checks that the archive,
@@ -55,6 +57,11 @@ registry-archive:
 ci:
     .ci/run
 
-# Rustdoc with warnings as errors.
+# Rustdoc with warnings as errors (as CI runs it).
 doc:
-    RUSTDOCFLAGS="-D warnings" cargo doc --workspace --no-deps
+    RUSTDOCFLAGS="-D warnings" cargo doc --workspace --no-deps --locked
+
+# The libraries and binaries at the `rust-version` Cargo.toml declares (as CI checks them).
+msrv:
+    rustup toolchain install "$(sed -n 's/^rust-version = "\(.*\)"$/\1/p' Cargo.toml)" --profile minimal --no-self-update
+    cargo +"$(sed -n 's/^rust-version = "\(.*\)"$/\1/p' Cargo.toml)" check --workspace --exclude keel-acp-fuzz --locked

@@ -4,6 +4,12 @@
 //! when its input closes). An input starting with a zero byte seeds the structured generator
 //! (the property test's soups) with its next 8 bytes and appends the rest as raw lines.
 #![no_main]
+#![expect(
+    clippy::unwrap_used,
+    clippy::disallowed_methods,
+    reason = "a test harness: the world sets up its own fixtures, and `fuzz_target!` opens \
+              libfuzzer-sys's debug output file"
+)]
 
 use std::sync::OnceLock;
 

@@ -83,7 +83,7 @@ pub async fn serve_stdio_broken(
 
 /// Serves ACP over a byte stream exactly as `keel acp` serves stdin/stdout: newline-delimited
 /// JSON-RPC, requests pipelined behind `initialize` held until it is answered, and turns held
-/// while the client is not reading (see [`transport::Backlog`]).
+/// while the client is not reading (see `transport::Backlog`).
 pub async fn serve_io(
     factory: Arc<dyn SessionFactory>,
     outgoing: impl tokio::io::AsyncWrite + Send + Unpin + 'static,

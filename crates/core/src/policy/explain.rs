@@ -121,7 +121,7 @@ fn verb(action: Action) -> &'static str {
 }
 
 impl Cause {
-    /// Why the user is asked, in plain words (the approval prompt's sentence; [`Cause::clause`]
+    /// Why the user is asked, in plain words (the approval prompt's sentence; `Cause::clause`
     /// names the rule).
     pub fn plain(&self) -> String {
         match self {

@@ -219,7 +219,7 @@ pub enum TrustStatus {
 
 /// The SHA-256 (hex) of the project's configuration files ([`PROJECT_CONFIG_FILES`]): each
 /// file's name, whether it exists, and its bytes; then, when there are any, the project's tool
-/// files, agent definitions and skills ([`project_trust_dirs`]), each by path and bytes.
+/// files, agent definitions and skills (`project_trust_dirs`), each by path and bytes.
 pub fn project_fingerprint(workspace: &Path) -> Result<String, PolicyError> {
     let mut context = ring::digest::Context::new(&ring::digest::SHA256);
     for name in PROJECT_CONFIG_FILES {

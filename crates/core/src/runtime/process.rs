@@ -134,7 +134,7 @@ impl Runtime {
         self.spawn_shell_with(command, cwd, false)
     }
 
-    /// [`Runtime::spawn_shell`] with stdin a pipe Keel holds ([`ShellProcess::take_stdin`]): a
+    /// [`Runtime::spawn_shell`] with stdin a pipe Keel holds (`ShellProcess::take_stdin`): a
     /// background command the model writes to.
     pub fn spawn_shell_with_stdin(
         &self,

@@ -1,7 +1,7 @@
 //! The search walk of `grep` and `glob`: directory descriptors all the way down.
 //!
 //! [`Runtime::walk_files`](super::Runtime::walk_files) opens the search's base once (through
-//! [`fsat`](super::fsat): no symlink on the checked path), then every directory below it with
+//! [`fsat`]: no symlink on the checked path), then every directory below it with
 //! `openat(parent, name, O_DIRECTORY | O_NOFOLLOW)` and every file with `openat(parent, name,
 //! O_NOFOLLOW)`: never a path resolved again from the root, so a symlink swapped in anywhere
 //! below the base makes that open fail (`ELOOP`/`ENOTDIR`); it is never followed. The type of

@@ -325,8 +325,8 @@ pub fn credential_rules(home: Option<PathBuf>) -> crate::runtime::sandbox::Crede
     }))
 }
 
-/// The home directory's credential files and directories (from [`SECRET_DIRS`] and
-/// [`SECRET_FILES`], plus the stores other tools keep under `~/.config` and `~/.cache`, and the
+/// The home directory's credential files and directories (from `SECRET_DIRS` and
+/// `SECRET_FILES`, plus the stores other tools keep under `~/.config` and `~/.cache`, and the
 /// git configurations, which count when they hold a credential). The sandbox masks each one
 /// that a command could otherwise see.
 pub fn home_credentials(home: &Path) -> Vec<PathBuf> {
@@ -614,7 +614,7 @@ impl Watchdog<'_> {
     }
 
     /// Whether a write to `path` (canonical) lands on a file another program runs or loads on
-    /// its own ([`AUTO_RUN_DIRS`], [`AUTO_RUN_NAMES`]) inside a workspace root: asked every
+    /// its own (`AUTO_RUN_DIRS`, `AUTO_RUN_NAMES`) inside a workspace root: asked every
     /// time, in every mode.
     pub fn auto_run_path(&self, path: &Path) -> Option<Finding> {
         let text = nfc(&path.to_string_lossy()).to_lowercase();

@@ -151,7 +151,7 @@ enum Before {
 /// A kept copy of a file, and the version it is of.
 type Kept = (Stamp, Arc<Vec<u8>>);
 
-/// The session's copies of guarded files, by path, valid while the file's [`Stamp`] holds: a
+/// The session's copies of guarded files, by path, valid while the file's `Stamp` holds: a
 /// file is read once per version, not once per command.
 #[derive(Debug, Default)]
 pub struct GuardCache {
