@@ -182,6 +182,38 @@ async fn a_parser_disagreement_runs_nothing_unseen_that_can_read_a_secret() {
     .await;
 }
 
+/// The contained path runs Keel's rendering of what it analysed, not the line as written:
+/// where Keel's parser and bash read a line apart, the part Keel did not see does not run, and
+/// a glob runs as Keel expanded it (with bash's classes), credential names asked about.
+#[tokio::test]
+async fn the_contained_path_runs_what_keel_analysed() {
+    let told = attack(&[
+        bash("echo ok\\\n#; echo ran-unseen"),
+        bash("echo ok\\\t#; echo ran-unseen"),
+        bash("echo ok \r#; echo ran-unseen"),
+        bash("head -n 1 README.m[[:alpha:]]"),
+        bash("cat .e[[:alpha:]]v"),
+        bash("sh -c 'head -n 1 README.md; echo ok\\\n#; echo ran-unseen'"),
+    ])
+    .await;
+    for (i, text) in told
+        .iter()
+        .enumerate()
+        .take(3)
+        .chain(told.iter().enumerate().skip(5))
+    {
+        assert!(text.contains("ok"), "call {i}: {text}");
+        assert!(!text.contains("ran-unseen"), "call {i}: {text}");
+        assert!(!text.contains("rejected"), "call {i} was asked: {text}");
+    }
+    // `README.m[[:alpha:]]` is `README.md` to Keel as to bash: it runs without a prompt.
+    assert!(told[3].contains("# probe"), "{told:?}");
+    // `.e[[:alpha:]]v` is `.env`: a credential read, asked (and rejected here).
+    assert!(told[4].contains("rejected"), "{told:?}");
+    // A nested shell runs Keel's rendering of its script too.
+    assert!(told[5].contains("# probe"), "{told:?}");
+}
+
 #[tokio::test]
 async fn glob_dialects_reach_no_secret() {
     attack(&[

@@ -878,8 +878,12 @@ impl Session {
             ctx.runtime = ctx.runtime.allowing_unconfined();
         }
         if decision.contained {
-            // Nobody approved it: it runs where a misclassification costs nothing.
-            ctx.runtime = ctx.runtime.contained();
+            // Nobody approved it: it runs where a misclassification costs nothing, from Keel's
+            // rendering of what it analysed.
+            let command = decision.raw_command.clone().unwrap_or_default();
+            let script = decision.rendered.clone().unwrap_or_default();
+            tracing::info!(%command, %script, "runs contained, as Keel rendered it");
+            ctx.runtime = ctx.runtime.contained(&command, &script);
         }
         if self.policy.mode() == crate::policy::Mode::ReadOnly {
             // The mode now, not the mode the session opened with.

@@ -353,6 +353,7 @@ impl Policy {
             hard_links: None,
             unconfined: false,
             contained: false,
+            rendered: None,
         };
 
         // 1. The capability check.
@@ -406,10 +407,33 @@ impl Policy {
             &watchdog,
         );
         let mut action = outcome.action;
-        let classifier_only = outcome.classifier_only;
+        let mut classifier_only = outcome.classifier_only;
         let mut cause = outcome.cause;
         let mut notes = outcome.notes;
         decision.pending = outcome.pending;
+        // What the classification alone allows runs from Keel's rendering of what it analysed;
+        // a line it cannot render is asked about (and, approved, runs as written).
+        let mut rendered = None;
+        if classifier_only
+            && action == Action::Allow
+            && let CallSubject::Command { raw, analysis } = &subject
+        {
+            match super::shell::render(analysis) {
+                Ok(script) => rendered = Some(script),
+                Err(reason) => {
+                    if let Cause::Rule { rule, .. } = &cause {
+                        notes.push(format!("the rules alone would say allow ({rule})"));
+                    }
+                    cause = Cause::NotRendered {
+                        subject: raw.clone(),
+                        reason,
+                    };
+                    action = Action::Ask;
+                    classifier_only = false;
+                    decision.pending = analysis.keys();
+                }
+            }
+        }
         let gated = !matches!(capability, Some(Capability::FsRead) | None) || spec.mutating;
         let mutating = match &subject {
             CallSubject::Command { analysis, .. } => {
@@ -581,6 +605,9 @@ impl Policy {
             && !decision.unconfined
             && matches!(subject, CallSubject::Command { .. })
             && matches!(cause, Cause::Rule { .. });
+        if decision.contained {
+            decision.rendered = rendered;
+        }
         decision.action = action;
         decision.explanation = Explanation {
             action,

@@ -84,6 +84,9 @@ pub enum Cause {
     /// The file has several hard links, so its content is not provably the workspace's: asked
     /// every time, whatever the rules and the mode say.
     HardLinked { subject: String, links: u64 },
+    /// The read-only classification alone would allow the command, but Keel cannot run it
+    /// from its own rendering of what it analysed ([`super::shell::render`]): asked.
+    NotRendered { subject: String, reason: String },
     /// The command asks to run outside the kernel sandbox: asked separately (unless remembered
     /// for its keys), or refused by the mode or `[sandbox] mode = "required"`.
     Unconfined {
@@ -145,6 +148,10 @@ impl Cause {
             Cause::Watchdog { reason, .. } => {
                 format!("This can be risky ({reason}), so Keel asks every time.")
             }
+            Cause::NotRendered { reason, .. } => format!(
+                "Keel runs a command without asking only as it read it, and cannot write this \
+                 one back that way ({reason}), so it asks first."
+            ),
             Cause::HardLinked { .. } => "The file has other names (hard links) that may lie \
                  outside the workspace, so Keel asks every time."
                 .to_owned(),
@@ -216,6 +223,11 @@ impl Cause {
                     format!("the watchdog ({category}) refuses it: {reason}")
                 }
             }
+            Cause::NotRendered { subject, reason } => format!(
+                "`{subject}` is read-only by Keel's classification, but Keel runs a command \
+                 without asking only from its own rendering of what it analysed, and this one \
+                 has no rendering ({reason})"
+            ),
             Cause::HardLinked { subject, links } => format!(
                 "`{subject}` has {links} hard links, so Keel cannot prove that its content belongs \
                  to the workspace (another of its names may lie outside); asked every time"

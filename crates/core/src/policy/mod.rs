@@ -125,6 +125,9 @@ pub struct Decision {
     /// masked: [`crate::runtime::Runtime::contained`]), so a misclassified command can do no
     /// more than the `read` tool does without asking.
     pub contained: bool,
+    /// For a contained call: the script that runs instead of the command as written, Keel's
+    /// rendering of what it analysed ([`shell::render`]).
+    pub rendered: Option<String>,
 }
 
 impl Decision {

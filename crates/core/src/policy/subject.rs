@@ -16,7 +16,8 @@ use serde_json::Value;
 use super::Call;
 use super::pattern::{Pattern, SESSION, escape_glob};
 use super::rule::Capability;
-use super::shell::{ShellAnalysis, ShellContext, analyze, confusable_char};
+use super::shell::{Cwd, ShellAnalysis, ShellContext, analyze_from, confusable_char};
+use crate::capability::Access;
 use crate::tool::{Origin, Subject, ToolKind, ToolSpec};
 
 /// The identity an approval is cached under: the tool and a key derived from the arguments.
@@ -123,9 +124,18 @@ pub fn subject_of(
         Subject::Command(field) => {
             let raw = string_arg(call.args, field)?
                 .ok_or_else(|| format!("the call has no `{field}` argument"))?;
+            // The command starts where the tool starts it: its `cwd`, resolved as the tool
+            // resolves it (a directory it cannot resolve leaves relative paths unplaced).
+            let start = match string_arg(call.args, "cwd")? {
+                Some(cwd) => match call.runtime.resolve_checked(cwd, Access::Read) {
+                    Ok(dir) => Cwd::Known(dir),
+                    Err(_) => Cwd::Unknown,
+                },
+                None => context.start(),
+            };
             Ok(CallSubject::Command {
                 raw: raw.to_owned(),
-                analysis: analyze(raw, context),
+                analysis: analyze_from(raw, context, start),
             })
         }
         Subject::Url(field) => {

@@ -239,6 +239,8 @@ pub struct Runtime {
     read_only_commands: bool,
     /// Shell commands run contained: nobody approved them ([`Runtime::contained`]).
     contained: bool,
+    /// For contained commands: the command as written and the script that runs for it.
+    rendering: Option<Arc<(String, String)>>,
 }
 
 /// What a search tool (grep, glob) may do with a file its walk found (not the path the call
@@ -480,6 +482,7 @@ impl Runtime {
             unconfined: false,
             read_only_commands: false,
             contained: false,
+            rendering: None,
         })
     }
 
@@ -571,9 +574,12 @@ impl Runtime {
     /// its own classification alone (no answer, rule or mode of the user's names it). Its
     /// commands run read-only, offline, with the workspace's credential files masked, so
     /// whatever the classification missed costs nothing.
-    pub fn contained(&self) -> Self {
+    /// `command` runs as `script`, Keel's rendering of what it analysed
+    /// ([`crate::policy::shell::render`]); no other command runs through this runtime.
+    pub fn contained(&self, command: &str, script: &str) -> Self {
         Self {
             contained: true,
+            rendering: Some(Arc::new((command.to_owned(), script.to_owned()))),
             ..self.clone()
         }
     }

@@ -24,6 +24,7 @@ mod sandbox_escalation;
 mod sandbox_helper;
 mod sandbox_proxy_rules;
 mod search_sensitive;
+mod shell_differential;
 mod tool_errors;
 mod tool_support;
 mod tools_background;

@@ -13,11 +13,14 @@
 //! watchdog still see them.
 
 mod context;
+pub mod glob;
 mod parse;
+mod render;
 
 use std::path::PathBuf;
 
 pub use context::{Place, ShellContext, confusable_char, is_harmless_device, normalize};
+pub use render::{quote, render};
 
 use super::grammar::Fit;
 use super::pattern::base_name;
@@ -52,6 +55,8 @@ pub enum Cwd {
 pub struct Redirect {
     /// `>`, `>>`, `<`, `&>`, `>&`, ...
     pub operator: String,
+    /// The file descriptor written before the operator (`2` in `2>&1`).
+    pub descriptor: Option<String>,
     pub target: String,
     /// `2>&1`, `>&-`: a file-descriptor duplication, no file involved.
     pub duplicate: bool,
@@ -92,6 +97,11 @@ pub struct SimpleCommand {
     pub key: Option<String>,
     /// How the peeled argv fits the allowlisted grammars.
     pub fit: Fit,
+    /// For `cd`: the directory it moves to, as bash's logical `cd` names it (absolute,
+    /// symlinks kept, `..` applied to the text); `None` when unknown or for other commands.
+    pub directory: Option<PathBuf>,
+    /// For a nested shell (`sh -c SCRIPT`): Keel's rendering of the script it runs.
+    pub nested_script: Option<String>,
 }
 
 impl SimpleCommand {
@@ -109,6 +119,13 @@ impl SimpleCommand {
 #[derive(Debug, Clone, Default, PartialEq)]
 pub struct Pipeline {
     pub stages: Vec<SimpleCommand>,
+    /// The operators between the stages (`|` or `|&`), one fewer than the stages.
+    pub pipes: Vec<String>,
+    /// The list operator before this pipeline (`&&`, `||`, `;`, a newline); empty for the
+    /// first.
+    pub joiner: String,
+    /// How deeply the script it belongs to is nested (`sh -c '...'`: 1); 0 for the line.
+    pub depth: usize,
 }
 
 /// A command line, analysed.
@@ -123,6 +140,10 @@ pub struct ShellAnalysis {
     /// Why the line was too large or too deeply nested to analyse in full (the watchdog
     /// escalates it).
     pub too_complex: Option<String>,
+    /// Why Keel cannot run the line from its own rendering of this analysis
+    /// ([`render`]): a construct the renderer does not reproduce (a negation, a pattern Keel
+    /// does not expand as bash would, `~user`, ...). Empty when it can.
+    pub unrenderable: Vec<String>,
 }
 
 impl ShellAnalysis {
@@ -151,7 +172,13 @@ impl ShellAnalysis {
 
 /// Analyses a command line.
 pub fn analyze(script: &str, context: &ShellContext<'_>) -> ShellAnalysis {
-    parse::run(script, context)
+    parse::run(script, context, context.start())
+}
+
+/// Analyses a command line that starts in `start` (the tool's `cwd`, resolved as the tool
+/// resolves it), not in the primary root.
+pub fn analyze_from(script: &str, context: &ShellContext<'_>, start: Cwd) -> ShellAnalysis {
+    parse::run(script, context, start)
 }
 
 /// The longest prefix of `text` of at most `max` bytes, on a character boundary.

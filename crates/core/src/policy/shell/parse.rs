@@ -1,7 +1,11 @@
 //! The walk over tree-sitter-bash's syntax tree that builds a [`ShellAnalysis`].
 
+use std::path::{Component, Path, PathBuf};
+
 use tree_sitter::{Node, Parser};
 
+use super::glob::{self, Char};
+use super::render::render_pipelines;
 use super::{
     Cwd, MAX_LINE_WORDS, MAX_NESTING, MAX_OPAQUE_SCAN_BYTES, MAX_SCRIPT_BYTES, MAX_SYNTAX_DEPTH,
     Pipeline, Place, Redirect, ShellAnalysis, ShellContext, SimpleCommand, clip, confusable_char,
@@ -9,15 +13,20 @@ use super::{
 };
 use crate::policy::commands::approval_key;
 use crate::policy::grammar::{Fit, fit};
+use crate::policy::pattern::base_name;
 use crate::policy::wrappers::{is_dangerous_variable, peel};
 
-pub(super) fn run(script: &str, context: &ShellContext<'_>) -> ShellAnalysis {
+pub(super) fn run(script: &str, context: &ShellContext<'_>, start: Cwd) -> ShellAnalysis {
     let mut analyzer = Analyzer {
         context,
-        cwd: context.start(),
+        logical: start.clone(),
+        cwd: start,
         out: ShellAnalysis::default(),
         level: 0,
         words: 0,
+        joiner: None,
+        depth: 0,
+        posix: false,
     };
     analyzer.script(script, 0);
     analyzer.out
@@ -25,7 +34,17 @@ pub(super) fn run(script: &str, context: &ShellContext<'_>) -> ShellAnalysis {
 
 struct Analyzer<'c, 'a> {
     context: &'c ShellContext<'a>,
+    /// Where the next command runs (symlinks resolved).
     cwd: Cwd,
+    /// The same directory as bash's logical `cd` names it (`$PWD`: symlinks kept, `..`
+    /// applied to the text).
+    logical: Cwd,
+    /// The list operator before the next pipeline (`&&`, `||`, `;`).
+    joiner: Option<String>,
+    /// How deeply the script being walked is nested.
+    depth: usize,
+    /// The script being walked runs under `sh` (dash), whose globs are not bash's.
+    posix: bool,
     out: ShellAnalysis,
     /// Recursion depth of the walk (bounded by [`MAX_SYNTAX_DEPTH`]).
     level: usize,
@@ -61,6 +80,24 @@ impl Analyzer<'_, '_> {
         }
     }
 
+    /// Records why the line cannot be run from Keel's rendering ([`super::render`]).
+    fn unrenderable(&mut self, reason: impl Into<String>) {
+        let reason = reason.into();
+        if !self.out.unrenderable.contains(&reason) {
+            self.out.unrenderable.push(reason);
+        }
+    }
+
+    fn push_pipeline(&mut self, stages: Vec<SimpleCommand>, pipes: Vec<String>) {
+        let joiner = self.joiner.take().unwrap_or_default();
+        self.out.pipelines.push(Pipeline {
+            stages,
+            pipes,
+            joiner,
+            depth: self.depth,
+        });
+    }
+
     fn opaque(&mut self, text: &str) {
         if !text.trim().is_empty() && !self.out.opaque.iter().any(|t| t == text) {
             self.out.opaque.push(text.to_owned());
@@ -68,6 +105,7 @@ impl Analyzer<'_, '_> {
     }
 
     fn script(&mut self, text: &str, depth: usize) {
+        self.depth = depth;
         if depth > MAX_NESTING {
             self.not_plain("shell scripts nested too deeply");
             self.opaque(clip(text, MAX_SCRIPT_BYTES));
@@ -134,7 +172,8 @@ impl Analyzer<'_, '_> {
 
     fn operator(&mut self, kind: &str) {
         match kind {
-            "&&" | "||" | ";" | "|" | "|&" | "\n" => {}
+            "&&" | "||" | ";" | "\n" => self.joiner = Some(kind.to_owned()),
+            "|" | "|&" => {}
             "&" => self.not_plain("a command runs in the background (`&`)"),
             other => self.not_plain(format!("the shell syntax `{other}`")),
         }
@@ -160,9 +199,7 @@ impl Analyzer<'_, '_> {
             }
             "command" | "negated_command" => {
                 if let Some(stage) = self.stage(node, src, depth) {
-                    self.out.pipelines.push(Pipeline {
-                        stages: vec![stage],
-                    });
+                    self.push_pipeline(vec![stage], Vec::new());
                 }
             }
             "comment" => {}
@@ -190,9 +227,7 @@ impl Analyzer<'_, '_> {
         match node.kind() {
             "command" => {
                 let command = self.command(node, redirects, src, depth);
-                self.out.pipelines.push(Pipeline {
-                    stages: vec![command],
-                });
+                self.push_pipeline(vec![command], Vec::new());
             }
             "pipeline" => self.pipeline(node, redirects, src, depth),
             "list" => {
@@ -222,8 +257,12 @@ impl Analyzer<'_, '_> {
         let mut cursor = node.walk();
         let children: Vec<Node<'_>> = node.children(&mut cursor).collect();
         let last_named = children.iter().rposition(|c| c.is_named());
+        let mut pipes = Vec::new();
         for (i, child) in children.iter().enumerate() {
             if !child.is_named() {
+                if matches!(child.kind(), "|" | "|&") {
+                    pipes.push(child.kind().to_owned());
+                }
                 self.operator(child.kind());
                 continue;
             }
@@ -242,7 +281,7 @@ impl Analyzer<'_, '_> {
             };
             stages.extend(stage);
         }
-        self.out.pipelines.push(Pipeline { stages });
+        self.push_pipeline(stages, pipes);
     }
 
     fn stage(&mut self, node: Node<'_>, src: &str, depth: usize) -> Option<SimpleCommand> {
@@ -254,6 +293,7 @@ impl Analyzer<'_, '_> {
         match node.kind() {
             "command" => Some(self.command(node, &[], src, depth)),
             "negated_command" => {
+                self.unrenderable("a negated command (`!`)");
                 let mut cursor = node.walk();
                 let inner = node.named_children(&mut cursor).next()?;
                 self.stage(inner, src, depth)
@@ -299,9 +339,7 @@ impl Analyzer<'_, '_> {
         for child in node.named_children(&mut cursor) {
             if child.kind() == "command" {
                 let command = self.command(child, &[], src, depth);
-                self.out.pipelines.push(Pipeline {
-                    stages: vec![command],
-                });
+                self.push_pipeline(vec![command], Vec::new());
             } else {
                 self.harvest(child, src, depth);
             }
@@ -315,7 +353,7 @@ impl Analyzer<'_, '_> {
         src: &str,
         depth: usize,
     ) -> SimpleCommand {
-        let mut words = Vec::new();
+        let mut words: Vec<Word> = Vec::new();
         let mut assignments = Vec::new();
         let mut dynamic = false;
         let mut redirects = Vec::new();
@@ -323,24 +361,7 @@ impl Analyzer<'_, '_> {
         let children: Vec<Node<'_>> = node.named_children(&mut cursor).collect();
         self.words = self.words.saturating_add(children.len());
         if self.words > MAX_LINE_WORDS {
-            // Past the bound the rest of the line is not looked at word by word.
-            self.too_complex(format!(
-                "the command holds more than {MAX_LINE_WORDS} words"
-            ));
-            self.opaque(clip(src, MAX_OPAQUE_SCAN_BYTES));
-            return SimpleCommand {
-                original: Vec::new(),
-                argv: Vec::new(),
-                wrappers: Vec::new(),
-                assignments: Vec::new(),
-                redirects: Vec::new(),
-                cwd: self.cwd.clone(),
-                dynamic: true,
-                container: false,
-                inline_code: Vec::new(),
-                key: None,
-                fit: Fit::Ungoverned,
-            };
+            return self.too_many_words(src);
         }
         for child in children {
             match child.kind() {
@@ -351,9 +372,9 @@ impl Analyzer<'_, '_> {
                         .unwrap_or_default();
                     let value = match child.child_by_field_name("value") {
                         Some(v) => {
-                            let (value, is_dynamic) = self.word(v, src, depth);
-                            dynamic |= is_dynamic;
-                            value
+                            let value = self.word(v, src, depth);
+                            dynamic |= value.dynamic;
+                            value.text()
                         }
                         None => String::new(),
                     };
@@ -366,11 +387,11 @@ impl Analyzer<'_, '_> {
                     let mut inner_cursor = child.walk();
                     let word = child.named_children(&mut inner_cursor).next();
                     if let Some(word) = word {
-                        let (value, is_dynamic) = self.word(word, src, depth);
-                        if is_dynamic {
+                        let value = self.word(word, src, depth);
+                        if value.dynamic {
                             self.not_plain("the command name is computed (an expansion)");
                         }
-                        dynamic |= is_dynamic;
+                        dynamic |= value.dynamic;
                         words.push(value);
                     }
                 }
@@ -380,8 +401,8 @@ impl Analyzer<'_, '_> {
                     }
                 }
                 _ => {
-                    let (value, is_dynamic) = self.word(child, src, depth);
-                    dynamic |= is_dynamic;
+                    let value = self.word(child, src, depth);
+                    dynamic |= value.dynamic;
                     words.push(value);
                 }
             }
@@ -393,6 +414,20 @@ impl Analyzer<'_, '_> {
         }
         for r in &redirects {
             dynamic |= r.dynamic;
+        }
+        // What bash does to each word after quote removal: `~` and pathname expansion, here,
+        // so that the words analysed are the words that run.
+        let written = words.len();
+        let mut expanded = Vec::with_capacity(written);
+        for word in words {
+            expanded.extend(self.expand(word));
+        }
+        let words = expanded;
+        self.words = self
+            .words
+            .saturating_add(words.len().saturating_sub(written));
+        if self.words > MAX_LINE_WORDS {
+            return self.too_many_words(src);
         }
         let context = self.context;
         let cwd = self.cwd.clone();
@@ -410,12 +445,35 @@ impl Analyzer<'_, '_> {
         }
         assignments.extend(peeled.assignments.iter().cloned());
         let container = !peeled.nested.is_empty();
-        let saved = self.cwd.clone();
+        let (saved, saved_logical) = (self.cwd.clone(), self.logical.clone());
+        let mut nested_script = None;
         for script in &peeled.nested {
+            // The nested script's pipelines are its own: the joiner before this command is
+            // not theirs.
+            let joiner = self.joiner.take();
+            let first = self.out.pipelines.len();
+            // `sh` is not bash: its script may not use bash's own operators, and its
+            // patterns are not expanded as bash's.
+            let posix = peeled
+                .wrappers
+                .last()
+                .is_none_or(|shell| base_name(shell) != "bash");
+            let outer = std::mem::replace(&mut self.posix, posix);
             self.script(script, depth + 1);
+            self.posix = outer;
+            self.depth = depth;
+            self.joiner = joiner;
+            let inner = self.out.pipelines[first..]
+                .iter()
+                .filter(|p| p.depth == depth + 1);
+            match render_pipelines(inner, posix) {
+                Ok(rendered) => nested_script = Some(rendered),
+                Err(reason) => self.unrenderable(format!("in a nested shell: {reason}")),
+            }
         }
         // A nested shell's `cd` does not move this one.
         self.cwd = saved;
+        self.logical = saved_logical;
         let fit = if container {
             Fit::Ungoverned
         } else {
@@ -428,7 +486,7 @@ impl Analyzer<'_, '_> {
         } else {
             approval_key(&peeled.argv)
         };
-        let command = SimpleCommand {
+        let mut command = SimpleCommand {
             original: words,
             argv: peeled.argv,
             wrappers: peeled.wrappers,
@@ -440,29 +498,133 @@ impl Analyzer<'_, '_> {
             inline_code: peeled.inline_code,
             key,
             fit,
+            directory: None,
+            nested_script,
         };
-        self.track_directory(&command);
+        command.directory = self.track_directory(&command);
         command
     }
 
-    fn track_directory(&mut self, command: &SimpleCommand) {
+    fn too_many_words(&mut self, src: &str) -> SimpleCommand {
+        // Past the bound the rest of the line is not looked at word by word.
+        self.too_complex(format!(
+            "the command holds more than {MAX_LINE_WORDS} words"
+        ));
+        self.opaque(clip(src, MAX_OPAQUE_SCAN_BYTES));
+        SimpleCommand {
+            original: Vec::new(),
+            argv: Vec::new(),
+            wrappers: Vec::new(),
+            assignments: Vec::new(),
+            redirects: Vec::new(),
+            cwd: self.cwd.clone(),
+            dynamic: true,
+            container: false,
+            inline_code: Vec::new(),
+            key: None,
+            fit: Fit::Ungoverned,
+            directory: None,
+            nested_script: None,
+        }
+    }
+
+    /// A word after tilde and pathname expansion, as bash expands it (without `nullglob` or
+    /// `failglob`: a pattern that matches nothing stays as written, its quotes removed). What
+    /// Keel does not expand the way bash would leaves the line unrenderable.
+    fn expand(&mut self, word: Word) -> Vec<String> {
+        if word.dynamic {
+            return vec![word.text()];
+        }
+        let mut chars = word.chars;
+        if let Some(&('~', true)) = chars.first() {
+            let end = chars
+                .iter()
+                .position(|&(c, _)| c == '/')
+                .unwrap_or(chars.len());
+            match (end, self.context.home.and_then(Path::to_str)) {
+                (1, Some(home)) => {
+                    let mut with_home: Vec<Char> = home.chars().map(|c| (c, false)).collect();
+                    with_home.extend_from_slice(&chars[1..]);
+                    chars = with_home;
+                }
+                (1, None) => self.unrenderable("`~` without a known home directory"),
+                _ => self.unrenderable("`~user`, `~+` or `~-`"),
+            }
+        } else if tilde_in_assignment(&chars) {
+            self.unrenderable("a `~` after `=` or `:` in an argument shaped like an assignment");
+        }
+        let text: String = chars.iter().map(|&(c, _)| c).collect();
+        if glob::is_pattern(&chars) && self.posix {
+            // dash's dialect differs (`[^x]`, `.*` matching `..`): left to the checks that
+            // read a pattern under both.
+            self.unrenderable(format!("a pattern in a script for `sh` (`{text}`)"));
+        } else if glob::is_pattern(&chars) {
+            match &self.cwd {
+                Cwd::Known(dir) => match glob::expand(&chars, dir) {
+                    Ok(Some(found)) => return found,
+                    Ok(None) => {}
+                    Err(reason) => self.unrenderable(format!("{reason} (in `{text}`)")),
+                },
+                Cwd::Unknown => {
+                    self.unrenderable("a pattern where the working directory is not known")
+                }
+            }
+        }
+        vec![text]
+    }
+
+    /// Follows `cd`: where the next commands run, and for `cd` the directory it moves to as
+    /// bash's logical `cd` computes it (absolute, symlinks kept, `..` applied to the text once
+    /// the part before it is shown to be a directory), which is what Keel renders.
+    fn track_directory(&mut self, command: &SimpleCommand) -> Option<PathBuf> {
         match command.program() {
             "cd" | "pushd" => {
-                let target = command.argv.iter().skip(1).find(|a| !a.starts_with('-'));
-                self.cwd = match target {
-                    None => match self.context.home {
-                        Some(home) => Cwd::Known(home.to_path_buf()),
-                        None => Cwd::Unknown,
-                    },
-                    Some(_) if command.dynamic => Cwd::Unknown,
-                    Some(dir) => match self.context.place(dir, &self.cwd).path() {
-                        Some(path) => Cwd::Known(path.to_path_buf()),
-                        None => Cwd::Unknown,
-                    },
+                let operands: Vec<&String> = command
+                    .argv
+                    .iter()
+                    .skip(1)
+                    .filter(|a| !a.starts_with('-') || a.as_str() == "-")
+                    .collect();
+                let logical = match operands.first() {
+                    None => self.context.home.map(Path::to_path_buf),
+                    Some(_) if command.dynamic => None,
+                    Some(dir) if dir.as_str() == "-" || dir.is_empty() => None,
+                    Some(dir) => {
+                        let dir = Path::new(dir.as_str());
+                        match (&self.logical, dir.is_absolute()) {
+                            (_, true) => canonical_text(dir, self.context),
+                            (Cwd::Known(base), false) => {
+                                canonical_text(&base.join(dir), self.context)
+                            }
+                            (Cwd::Unknown, false) => None,
+                        }
+                    }
                 };
+                // The directory itself, symlinks resolved (not `place`, which reads a `[` or
+                // `*` in a name as a pattern).
+                let physical = logical.as_ref().and_then(|dir| match self.context.runtime {
+                    Some(runtime) => dir.to_str().and_then(|text| runtime.resolve(text).ok()),
+                    None => Some(super::normalize(dir)),
+                });
+                match (logical, physical) {
+                    (Some(logical), Some(physical)) => {
+                        self.logical = Cwd::Known(logical.clone());
+                        self.cwd = Cwd::Known(physical);
+                        Some(logical)
+                    }
+                    _ => {
+                        self.logical = Cwd::Unknown;
+                        self.cwd = Cwd::Unknown;
+                        None
+                    }
+                }
             }
-            "popd" => self.cwd = Cwd::Unknown,
-            _ => {}
+            "popd" => {
+                self.cwd = Cwd::Unknown;
+                self.logical = Cwd::Unknown;
+                None
+            }
+            _ => None,
         }
     }
 
@@ -471,7 +633,7 @@ impl Analyzer<'_, '_> {
         node: Node<'_>,
         src: &str,
         depth: usize,
-        words: &mut Vec<String>,
+        words: &mut Vec<Word>,
     ) -> Option<Redirect> {
         match node.kind() {
             "heredoc_redirect" => {
@@ -494,6 +656,9 @@ impl Analyzer<'_, '_> {
                 operator.push_str(child.kind());
             }
         }
+        let descriptor = node
+            .child_by_field_name("descriptor")
+            .map(|d| src[d.byte_range()].to_owned());
         let mut cursor = node.walk();
         let destinations: Vec<Node<'_>> = node
             .children_by_field_name("destination", &mut cursor)
@@ -501,10 +666,15 @@ impl Analyzer<'_, '_> {
         let mut target = String::new();
         let mut dynamic = false;
         for (i, destination) in destinations.iter().enumerate() {
-            let (value, is_dynamic) = self.word(*destination, src, depth);
+            let value = self.word(*destination, src, depth);
             if i == 0 {
-                target = value;
-                dynamic = is_dynamic;
+                if !value.dynamic
+                    && (glob::is_pattern(&value.chars) || value.chars.first() == Some(&('~', true)))
+                {
+                    self.unrenderable("a pattern or `~` in a redirection's target");
+                }
+                target = value.text();
+                dynamic = value.dynamic;
             } else {
                 // `cmd > file arg`: the extra words are arguments.
                 words.push(value);
@@ -514,6 +684,7 @@ impl Analyzer<'_, '_> {
             && (target == "-" || target.chars().all(|c| c.is_ascii_digit()));
         let redirect = Redirect {
             operator,
+            descriptor,
             target,
             duplicate,
             dynamic,
@@ -531,59 +702,66 @@ impl Analyzer<'_, '_> {
         Some(redirect)
     }
 
-    /// A word's value and whether it holds an expansion or substitution.
-    fn word(&mut self, node: Node<'_>, src: &str, depth: usize) -> (String, bool) {
+    /// A word, each character marked quoted or not, and whether it holds an expansion or
+    /// substitution.
+    fn word(&mut self, node: Node<'_>, src: &str, depth: usize) -> Word {
         self.nested(|walk| walk.walk_word(node, src, depth))
-            .unwrap_or_else(|| (src[node.byte_range()].to_owned(), true))
+            .unwrap_or_else(|| Word::quoted(&src[node.byte_range()], true))
     }
 
-    fn walk_word(&mut self, node: Node<'_>, src: &str, depth: usize) -> (String, bool) {
+    fn walk_word(&mut self, node: Node<'_>, src: &str, depth: usize) -> Word {
         let text = &src[node.byte_range()];
         match node.kind() {
             "word" => {
                 if is_brace_expansion(text) {
                     self.not_plain("a brace expansion (`{a,b}`)");
-                    return (text.to_owned(), true);
+                    return Word::quoted(text, true);
                 }
-                (unescape_bare(text), false)
+                Word {
+                    chars: unescape_bare(text),
+                    dynamic: false,
+                }
             }
-            "number" => (text.to_owned(), false),
-            "raw_string" => (
+            "number" => Word {
+                chars: text.chars().map(|c| (c, true)).collect(),
+                dynamic: false,
+            },
+            "raw_string" => Word::quoted(
                 text.strip_prefix('\'')
                     .and_then(|t| t.strip_suffix('\''))
-                    .unwrap_or(text)
-                    .to_owned(),
+                    .unwrap_or(text),
                 false,
             ),
             "string" => {
-                let mut value = String::new();
-                let mut dynamic = false;
+                let mut value = Word::default();
                 let mut cursor = node.walk();
                 for child in node.named_children(&mut cursor) {
                     if child.kind() == "string_content" {
-                        value.push_str(&unescape_double(&src[child.byte_range()]));
+                        let content = unescape_double(&src[child.byte_range()]);
+                        value.chars.extend(content.chars().map(|c| (c, false)));
                     } else {
-                        let (inner, _) = self.word(child, src, depth);
-                        value.push_str(&inner);
-                        dynamic = true;
+                        let inner = self.word(child, src, depth);
+                        value
+                            .chars
+                            .extend(inner.chars.iter().map(|&(c, _)| (c, false)));
+                        value.dynamic = true;
                     }
                 }
-                (value, dynamic)
+                value
             }
             "concatenation" => {
-                let mut value = String::new();
-                let mut dynamic = false;
+                let mut value = Word::default();
                 let mut cursor = node.walk();
                 for child in node.named_children(&mut cursor) {
-                    let (inner, is_dynamic) = self.word(child, src, depth);
-                    value.push_str(&inner);
-                    dynamic |= is_dynamic;
+                    let inner = self.word(child, src, depth);
+                    value.chars.extend(inner.chars);
+                    value.dynamic |= inner.dynamic;
                 }
-                if !dynamic && is_brace_expansion(text) {
+                if !value.dynamic && is_brace_expansion(text) {
                     self.not_plain("a brace expansion (`{a,b}`)");
-                    dynamic = true;
+                    value.dynamic = true;
                 }
-                (value, dynamic)
+                value
             }
             kind => {
                 let reason = match kind {
@@ -601,10 +779,71 @@ impl Analyzer<'_, '_> {
                 self.not_plain(reason);
                 self.opaque(text);
                 self.harvest(node, src, depth);
-                (text.to_owned(), true)
+                Word::quoted(text, true)
             }
         }
     }
+}
+
+/// A word as the analysis reads it.
+#[derive(Debug, Default)]
+struct Word {
+    /// Each character after quote removal, and whether it was unquoted.
+    chars: Vec<Char>,
+    /// It holds an expansion or substitution.
+    dynamic: bool,
+}
+
+impl Word {
+    fn quoted(text: &str, dynamic: bool) -> Self {
+        Word {
+            chars: text.chars().map(|c| (c, false)).collect(),
+            dynamic,
+        }
+    }
+
+    fn text(&self) -> String {
+        self.chars.iter().map(|&(c, _)| c).collect()
+    }
+}
+
+/// Whether bash would expand a `~` inside this word: an argument shaped like an assignment
+/// (`NAME=...`) gets tilde expansion after its `=` and after each `:`.
+fn tilde_in_assignment(chars: &[Char]) -> bool {
+    let Some(equals) = chars.iter().position(|&(c, _)| c == '=') else {
+        return false;
+    };
+    let name = &chars[..equals];
+    let is_name = name
+        .first()
+        .is_some_and(|&(c, a)| a && (c.is_ascii_alphabetic() || c == '_'))
+        && name
+            .iter()
+            .all(|&(c, a)| a && (c.is_ascii_alphanumeric() || c == '_'));
+    is_name
+        && chars[equals..]
+            .windows(2)
+            .any(|pair| matches!(pair[0].0, '=' | ':') && pair[1] == ('~', true))
+}
+
+/// `path` as bash's logical `cd` makes it canonical: `.` dropped, `..` removing the component
+/// before it, once that prefix is shown to be a directory (else bash's `cd` fails: `None`).
+/// Without a runtime (no file system to look at) the prefix is not checked.
+fn canonical_text(path: &Path, context: &ShellContext<'_>) -> Option<PathBuf> {
+    let mut out = PathBuf::from("/");
+    for component in path.components() {
+        match component {
+            Component::ParentDir => {
+                if context.runtime.is_some() && !crate::runtime::probe::is_dir(&out) {
+                    return None;
+                }
+                out.pop();
+            }
+            Component::Normal(part) => out.push(part),
+            Component::RootDir | Component::CurDir | Component::Prefix(_) => {}
+        }
+    }
+    Some(out)
 }
 
 fn is_brace_expansion(text: &str) -> bool {
@@ -616,17 +855,19 @@ fn is_brace_expansion(text: &str) -> bool {
     })
 }
 
-fn unescape_bare(text: &str) -> String {
-    let mut out = String::with_capacity(text.len());
+/// A bare word's characters, backslashes removed (the character after one is quoted; a
+/// backslash-newline is a line continuation and disappears).
+fn unescape_bare(text: &str) -> Vec<Char> {
+    let mut out = Vec::with_capacity(text.len());
     let mut chars = text.chars();
     while let Some(c) = chars.next() {
         if c == '\\' {
             match chars.next() {
                 Some('\n') | None => {}
-                Some(next) => out.push(next),
+                Some(next) => out.push((next, false)),
             }
         } else {
-            out.push(c);
+            out.push((c, true));
         }
     }
     out

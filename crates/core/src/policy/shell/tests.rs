@@ -92,7 +92,8 @@ fn not_plain_constructs() {
 #[test]
 fn commands_inside_non_plain_lines_are_still_found() {
     let a = analyze_in("echo $(rm -rf ~)");
-    assert!(a.commands().any(|c| c.argv == ["rm", "-rf", "~"]));
+    // `~` expanded as bash expands it.
+    assert!(a.commands().any(|c| c.argv == ["rm", "-rf", "/home/u"]));
     let a = analyze_in("for f in *; do shred $f; done");
     assert!(a.commands().any(|c| c.program() == "shred"));
 }

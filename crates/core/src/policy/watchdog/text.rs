@@ -228,6 +228,8 @@ pub fn pseudo_pipelines(text: &str, context: &ShellContext<'_>) -> Vec<Pipeline>
             inline_code: peeled.inline_code,
             key: None,
             fit: crate::policy::grammar::Fit::Ungoverned,
+            directory: None,
+            nested_script: None,
         });
     };
     for token in tokens(text) {
@@ -235,6 +237,7 @@ pub fn pseudo_pipelines(text: &str, context: &ShellContext<'_>) -> Vec<Pipeline>
             Token::Word(word) => match pending.take() {
                 Some(operator) => redirects.push(Redirect {
                     operator: operator.to_owned(),
+                    descriptor: None,
                     dynamic: word.contains('$'),
                     target: word,
                     duplicate: false,
@@ -253,6 +256,7 @@ pub fn pseudo_pipelines(text: &str, context: &ShellContext<'_>) -> Vec<Pipeline>
                 if !stages.is_empty() {
                     pipelines.push(Pipeline {
                         stages: std::mem::take(&mut stages),
+                        ..Pipeline::default()
                     });
                 }
             }
@@ -260,7 +264,10 @@ pub fn pseudo_pipelines(text: &str, context: &ShellContext<'_>) -> Vec<Pipeline>
     }
     finish_command(&mut words, &mut redirects, &mut stages);
     if !stages.is_empty() {
-        pipelines.push(Pipeline { stages });
+        pipelines.push(Pipeline {
+            stages,
+            ..Pipeline::default()
+        });
     }
     pipelines
 }

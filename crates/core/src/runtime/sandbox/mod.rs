@@ -468,6 +468,10 @@ pub enum SandboxError {
     NoHelper,
     #[error("cannot prepare the sandbox: {0}")]
     Io(String),
+    #[error(
+        "a command allowed without asking runs only from Keel's rendering of it, and this one has none"
+    )]
+    NotRendered,
 }
 
 /// No helper where one is required is the user's setting (the model tells the user); a sandbox
@@ -476,7 +480,9 @@ impl From<SandboxError> for crate::tool::ToolError {
     fn from(error: SandboxError) -> Self {
         match error {
             SandboxError::NoHelper => crate::tool::ToolError::Unavailable(error.to_string()),
-            SandboxError::Io(_) => crate::tool::ToolError::internal("preparing the sandbox", error),
+            SandboxError::Io(_) | SandboxError::NotRendered => {
+                crate::tool::ToolError::internal("preparing the sandbox", error)
+            }
         }
     }
 }
@@ -585,6 +591,17 @@ impl super::Runtime {
         command: &str,
         cwd: &Path,
     ) -> Result<ShellInvocation, SandboxError> {
+        // A contained command runs as Keel rendered it, and only the command it rendered.
+        let command = if self.contained {
+            match &self.rendering {
+                Some(rendering) if rendering.0 == command && !rendering.1.is_empty() => {
+                    rendering.1.as_str()
+                }
+                _ => return Err(SandboxError::NotRendered),
+            }
+        } else {
+            command
+        };
         let spec = &self.inner.sandbox;
         let direct = |reason: &str| ShellInvocation {
             program: PathBuf::from("bash"),
