@@ -100,7 +100,7 @@ pub struct ShellOutput {
     /// Whether the kernel sandbox confined the command (confirmed by the helper's nonce).
     pub confinement: Confinement,
     /// After a timeout or a cancel: whether Keel verified that every process the command
-    /// started is gone ([`ShellProcess::tree_gone`]). `false` otherwise.
+    /// started is gone (`ShellProcess::tree_gone`). `false` otherwise.
     pub gone_verified: bool,
     /// Keel could not save the whole output (its scratch directory failed): for the user and
     /// the log; the model reads only the neutral `sidecar_note`.
