@@ -98,13 +98,6 @@ pub struct ServerLaunch<'a> {
 /// Characters outside `[A-Za-z0-9_-]` become `_`, and the name's bytes in hex are added then,
 /// so two names never share a directory.
 pub fn server_dir(neutral: &Path, name: &str) -> PathBuf {
-    let plain = !name.is_empty()
-        && name
-            .chars()
-            .all(|c| c.is_ascii_alphanumeric() || c == '_' || c == '-');
-    if plain {
-        return neutral.join(name);
-    }
     let safe: String = name
         .chars()
         .map(|c| {
@@ -115,6 +108,10 @@ pub fn server_dir(neutral: &Path, name: &str) -> PathBuf {
             }
         })
         .collect();
+    // Unchanged by the mapping: every character was already allowed.
+    if !name.is_empty() && safe == name {
+        return neutral.join(name);
+    }
     let hex: String = name.bytes().map(|b| format!("{b:02x}")).collect();
     neutral.join(format!("{safe}-{hex}"))
 }
