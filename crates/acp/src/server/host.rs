@@ -30,13 +30,13 @@ use keel_core::agent::{
     TRUST_QUESTION_ID, TurnHost,
 };
 use keel_core::tool::{
-    Artifact, CallView as EngineView, Envelope, Preview, TodoPriority, TodoStatus, ToolKind,
-    ToolProgress,
+    Artifact, BundledTool, CallView as EngineView, Envelope, Preview, TodoPriority, TodoStatus,
+    ToolKind, ToolProgress,
 };
 use serde_json::Value;
 use tokio_util::sync::CancellationToken;
 
-use super::kinds::{self, LockedTool, Roots, ToolRef};
+use super::kinds::{self, Roots, ToolRef};
 use super::permission::{self, CallView};
 use super::terminal::TerminalLedger;
 
@@ -488,7 +488,7 @@ impl AcpTurnHost {
         let mut shown = head(text, FINAL_OUTPUT).to_owned();
         let elided = text.len() - shown.len();
         match call.tool() {
-            ToolRef::Locked(LockedTool::Todo) => {
+            ToolRef::Locked(BundledTool::Todo) => {
                 // The plan as text: a card with no content shows its raw output instead.
                 if let Some(plan) = plan_text(&envelope.artifacts) {
                     content.push(ToolCallContent::from(plan));
@@ -496,9 +496,9 @@ impl AcpTurnHost {
                 return content;
             }
             ToolRef::Locked(
-                LockedTool::Bash | LockedTool::Read | LockedTool::Glob | LockedTool::Grep,
+                BundledTool::Bash | BundledTool::Read | BundledTool::Glob | BundledTool::Grep,
             ) => {
-                let language = if matches!(call.tool(), ToolRef::Locked(LockedTool::Bash)) {
+                let language = if matches!(call.tool(), ToolRef::Locked(BundledTool::Bash)) {
                     "console"
                 } else {
                     ""
@@ -697,10 +697,10 @@ impl AcpTurnHost {
             .find(|id| {
                 lock(&self.calls)
                     .get(*id)
-                    .is_some_and(|call| call.tool_id == LockedTool::Question.id())
+                    .is_some_and(|call| call.tool_id == BundledTool::Question.id())
             })
             .cloned()
-            .unwrap_or_else(|| "question".to_owned());
+            .unwrap_or_else(|| BundledTool::Question.id().to_owned());
         if self.shared.elicitation {
             return super::question::ask_form(self, &call_id, &questions).await;
         }

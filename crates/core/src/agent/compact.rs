@@ -161,7 +161,7 @@ fn transcript(messages: &[Message]) -> (String, BTreeSet<String>, Option<String>
                             paths.insert(path.to_owned());
                         }
                     }
-                    if name == "todo" {
+                    if name == crate::tools::todo::ID {
                         plan = Some(input.to_string());
                     }
                     let _ = writeln!(

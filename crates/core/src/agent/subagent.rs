@@ -37,7 +37,7 @@ use crate::tool::{
     Artifact, Envelope, Registry, SessionState, SubagentRequest, Subagents, ToolContext, ToolError,
     ToolOutput, head_of,
 };
-use crate::tools::task::{TASK_RESULT_BYTES, TASK_TOOL_ID};
+use crate::tools::task::{ID as TASK_TOOL_ID, TASK_RESULT_BYTES};
 
 use super::session::{ModelSlot, Session};
 use super::shared::EngineConfig;

@@ -13,9 +13,10 @@ use crate::provider::{
     History, Message, ModelEvent, ModelRequest, Part, Provider, ProviderError, RetryNotice, Role,
     StopReason, ToolDefinition, Usage, observe_retries,
 };
+use crate::runtime::process::SHELL;
 use crate::tool::{
-    Artifact, CallView, Describe, Envelope, ParsedCall, ProgressBudget, ProgressSink, Subject,
-    ToolContext, ToolError, ToolKind,
+    Artifact, CallTarget, CallView, Describe, Envelope, ParsedCall, ProgressBudget, ProgressSink,
+    Subject, ToolContext, ToolError, ToolKind,
 };
 
 use super::compact::estimate_history_tokens;
@@ -141,11 +142,7 @@ impl Session {
 
     /// The skills this session may use: the user's, and the project's once it is trusted.
     pub fn discover_skills(&self) -> Vec<crate::skills::Skill> {
-        if self
-            .registry
-            .get(crate::tools::skill::SKILL_TOOL_ID)
-            .is_none()
-        {
+        if self.registry.get(crate::tools::skill::ID).is_none() {
             return Vec::new();
         }
         crate::skills::discover(
@@ -186,12 +183,7 @@ impl Session {
         )
         .await;
         let skills = self.state.skills();
-        if !skills.is_empty()
-            && self
-                .registry
-                .get(crate::tools::skill::SKILL_TOOL_ID)
-                .is_some()
-        {
+        if !skills.is_empty() && self.registry.get(crate::tools::skill::ID).is_some() {
             system.push_str(&crate::skills::listing(&skills));
         }
         system
@@ -239,7 +231,7 @@ impl Session {
         if !agents.is_empty()
             && let Some(task) = tools
                 .iter_mut()
-                .find(|tool| tool.name == crate::tools::task::TASK_TOOL_ID)
+                .find(|tool| tool.name == crate::tools::task::ID)
         {
             task.description.push_str(&super::agents_listing(&agents));
         }
@@ -769,7 +761,7 @@ impl Session {
                 );
             }
         };
-        if let Err(error) = self.check_subject(spec, &mut parsed, &call.input) {
+        if let Err(error) = self.check_subject(spec, &mut parsed) {
             return (Err(error), Verdict::Denied);
         }
         let (progress_tx, mut progress_rx) = tokio::sync::mpsc::unbounded_channel();
@@ -783,7 +775,7 @@ impl Session {
         };
         let policy_call = Call {
             spec,
-            args: &call.input,
+            target: &parsed.target,
             runtime: &self.runtime,
         };
         let decision = if spec.subject == Subject::Paths {
@@ -932,45 +924,36 @@ impl Session {
         &self,
         spec: &crate::tool::ToolSpec,
         parsed: &mut ParsedCall,
-        args: &Value,
     ) -> Result<(), ToolError> {
-        match &spec.subject {
-            Subject::Path(Some(_)) => {
-                if let Some(path) = &parsed.subject_arg {
-                    let access = if spec.mutating {
-                        Access::Write
-                    } else {
-                        Access::Read
-                    };
-                    let canonical = self.runtime.resolve(path)?;
-                    self.runtime.check(&canonical, access)?;
-                    parsed.subject = Some(canonical);
-                }
+        match (&spec.subject, &parsed.target) {
+            (Subject::Path(Some(_)), CallTarget::Path(path)) => {
+                let access = if spec.mutating {
+                    Access::Write
+                } else {
+                    Access::Read
+                };
+                let canonical = self.runtime.resolve(path)?;
+                self.runtime.check(&canonical, access)?;
+                parsed.subject = Some(canonical);
                 Ok(())
             }
-            Subject::Url(field) => {
-                if let Some(url) = args.get(field).and_then(Value::as_str) {
-                    let host = url::Url::parse(url)
-                        .ok()
-                        .and_then(|u| u.host_str().map(str::to_owned))
-                        .ok_or_else(|| {
-                            ToolError::BadArgument(format!(
-                                "`{url}` is not an absolute http(s) URL"
-                            ))
-                        })?;
-                    self.runtime.scope().check_host(&host)?;
-                }
+            (Subject::Url(_), CallTarget::Url(url)) => {
+                let host = url::Url::parse(url)
+                    .ok()
+                    .and_then(|u| u.host_str().map(str::to_owned))
+                    .ok_or_else(|| {
+                        ToolError::BadArgument(format!("`{url}` is not an absolute http(s) URL"))
+                    })?;
+                self.runtime.scope().check_host(&host)?;
                 Ok(())
             }
-            Subject::Command(field) => {
-                if let Some(command) = args.get(field).and_then(Value::as_str) {
-                    self.runtime
-                        .scope()
-                        .check_command("bash", &["-c".to_owned(), command.to_owned()])?;
-                }
+            (Subject::Command(_), CallTarget::Command(command)) => {
+                self.runtime
+                    .scope()
+                    .check_command(SHELL, &["-c".to_owned(), command.line.clone()])?;
                 Ok(())
             }
-            Subject::Paths => {
+            (Subject::Paths, _) => {
                 for path in &mut parsed.paths {
                     let canonical = self.runtime.resolve(&path.user)?;
                     self.runtime.check(&canonical, Access::Write)?;
@@ -978,7 +961,7 @@ impl Session {
                 }
                 Ok(())
             }
-            Subject::Path(None) | Subject::None | Subject::Query(_) => Ok(()),
+            _ => Ok(()),
         }
     }
 
@@ -1034,7 +1017,7 @@ impl Session {
 }
 
 /// The id of the locked tool that finds the extension tools a request left out.
-const TOOL_SEARCH: &str = "tool_search";
+const TOOL_SEARCH: &str = crate::tools::tool_search::ID;
 
 /// Lets the `question` tool reach the turn's host.
 struct HostAsker(Arc<dyn TurnHost>);

@@ -26,6 +26,7 @@ use super::watchdog::{Verdict, Watchdog};
 use super::{Answer, Call, Decision};
 use crate::runtime::config_files;
 use crate::runtime::sandbox::SandboxMode;
+use crate::tool::CallTarget;
 
 /// The permission engine of one session. `Send + Sync`; the mode, trust and session answers
 /// sit behind a mutex.
@@ -551,11 +552,7 @@ impl Policy {
         // sandbox" for these keys in this session.
         if action != Action::Deny
             && let CallSubject::Command { raw, .. } = &subject
-            && call
-                .args
-                .get("unsandboxed")
-                .and_then(serde_json::Value::as_bool)
-                == Some(true)
+            && matches!(call.target, CallTarget::Command(command) if command.unsandboxed)
             && call.runtime.sandbox().settings.mode != SandboxMode::Off
         {
             let refused = if mode == Mode::ReadOnly || call.runtime.sandbox().read_only {

@@ -35,6 +35,10 @@ use super::{Runtime, paths};
 use crate::capability::Access;
 use crate::tool::{InternalError, ProgressSink, ToolError, ToolProgress};
 
+/// The program every shell command runs under (`bash -c command`): the name the shell scope
+/// is checked against.
+pub const SHELL: &str = "bash";
+
 /// How long a process group gets between `SIGTERM` and `SIGKILL`.
 pub const KILL_GRACE: Duration = Duration::from_secs(2);
 /// How long output is still read once the group is gone (a process that escaped the group may
@@ -120,7 +124,7 @@ impl Runtime {
     /// directory.
     pub fn check_shell(&self, command: &str, cwd: &Path) -> Result<PathBuf, ToolError> {
         self.scope()
-            .check_command("bash", &["-c".to_owned(), command.to_owned()])?;
+            .check_command(SHELL, &["-c".to_owned(), command.to_owned()])?;
         let cwd = paths::resolve(cwd).map_err(|e| {
             ToolError::io(
                 format!("cannot resolve working directory {}: {e}", cwd.display()),

@@ -30,8 +30,8 @@ pub use envelope::{
     TodoPriority, TodoStatus, ToolError, ToolOutput,
 };
 pub use question::{QuestionItem, QuestionOption};
-pub use registry::{Registry, RegistryError};
+pub use registry::{BundledTool, Registry, RegistryError};
 pub use spec::{
-    CallPath, CallView, Describe, DynTool, JsonTool, Location, Origin, ParsedCall, Prepared,
-    Preview, Subject, Tool, ToolKind, ToolSpec, Typed, subject_arg, validate_with,
+    CallPath, CallTarget, CallView, CommandTarget, Describe, DynTool, JsonTool, Location, Origin,
+    ParsedCall, Prepared, Preview, Subject, Tool, ToolKind, ToolSpec, Typed, validate_with,
 };

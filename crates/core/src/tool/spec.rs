@@ -66,6 +66,68 @@ pub enum Subject {
     Paths,
 }
 
+/// What one call acts on, read once by its tool from its typed arguments ([`Tool::target`]):
+/// the permission engine decides on it, and nothing reads the call's JSON arguments again.
+/// Its shape follows the spec's [`Subject`].
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub enum CallTarget {
+    /// Nothing beyond the tool itself (todo, question), or a path argument left out (the
+    /// workspace).
+    #[default]
+    None,
+    /// A file or directory, as the arguments wrote it.
+    Path(String),
+    /// A shell command line.
+    Command(CommandTarget),
+    /// A URL (the subject is its host).
+    Url(String),
+    /// A free-text query (the subject is the search host).
+    Query(String),
+}
+
+/// A shell call's target: what runs, where it starts, and whether it asks to run outside the
+/// kernel sandbox.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct CommandTarget {
+    pub line: String,
+    /// The directory it starts in, as written (`None`: the workspace).
+    pub cwd: Option<String>,
+    pub unsandboxed: bool,
+}
+
+impl CallTarget {
+    /// A command line run in the workspace, confined.
+    pub fn command(line: &str) -> Self {
+        CallTarget::Command(CommandTarget {
+            line: line.to_owned(),
+            cwd: None,
+            unsandboxed: false,
+        })
+    }
+
+    /// The path, for a [`CallTarget::Path`].
+    pub fn path(&self) -> Option<&str> {
+        match self {
+            CallTarget::Path(path) => Some(path),
+            _ => None,
+        }
+    }
+
+    /// The target of a tool whose arguments stay JSON (MCP and extension tools): the argument
+    /// its spec's [`Subject`] names, when it is a string.
+    pub fn from_json(subject: &Subject, args: &Value) -> Self {
+        let named = |field: &str| args.get(field).and_then(Value::as_str).map(str::to_owned);
+        let target = match subject {
+            Subject::Path(Some(field)) => named(field).map(CallTarget::Path),
+            Subject::Command(field) => named(field).map(|line| CallTarget::command(&line)),
+            Subject::Url(field) => named(field).map(CallTarget::Url),
+            Subject::Query(field) => named(field).map(CallTarget::Query),
+            Subject::Path(None) | Subject::None | Subject::Paths => None,
+        };
+        target.unwrap_or_default()
+    }
+}
+
 /// Where a tool comes from (reported by `/tools` and `keel tools`).
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case", tag = "layer", content = "name")]
@@ -451,6 +513,12 @@ pub trait Tool: Send + Sync + 'static {
         ctx: &ToolContext,
     ) -> impl Future<Output = Result<ToolOutput, ToolError>> + Send;
 
+    /// What the call acts on, from its arguments ([`CallTarget`], shaped as the spec's
+    /// [`Subject`]). The default is [`CallTarget::None`] (a tool without a subject).
+    fn target(&self, _params: &Self::Params) -> CallTarget {
+        CallTarget::None
+    }
+
     /// The call's title and locations, from its arguments. The default is the spec's title.
     fn describe(&self, _params: &Self::Params, _how: Describe<'_>) -> CallView {
         CallView::default()
@@ -482,8 +550,8 @@ pub trait Tool: Send + Sync + 'static {
 
 /// A call whose arguments were validated against the schema and deserialized, once.
 pub struct ParsedCall {
-    /// The subject argument as written (a path, for a [`Subject::Path`] tool), if present.
-    pub subject_arg: Option<String>,
+    /// What the call acts on, as its tool read it from the arguments.
+    pub target: CallTarget,
     /// The subject path, resolved once (set by the engine before the capability check).
     pub subject: Option<std::path::PathBuf>,
     /// How the call is shown.
@@ -508,6 +576,7 @@ pub struct CallPath {
 impl std::fmt::Debug for ParsedCall {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("ParsedCall")
+            .field("target", &self.target)
             .field("subject", &self.subject)
             .field("view", &self.view)
             .field("prepared", &self.prepared)
@@ -521,7 +590,7 @@ impl ParsedCall {
     pub fn json(spec: &ToolSpec, args: &Value) -> Self {
         crate::runtime::tally::count(crate::runtime::tally::Event::Parse);
         Self {
-            subject_arg: subject_arg(&spec.subject, args),
+            target: CallTarget::from_json(&spec.subject, args),
             subject: None,
             view: CallView {
                 title: spec.title.clone(),
@@ -542,7 +611,7 @@ impl ParsedCall {
     ) -> Self {
         crate::runtime::tally::count(crate::runtime::tally::Event::Parse);
         Self {
-            subject_arg: None,
+            target: CallTarget::None,
             subject: None,
             view,
             prepared: None,
@@ -632,7 +701,7 @@ pub trait DynTool: Send + Sync {
                 roots: ctx.runtime.roots(),
             },
         )?;
-        if let Some(path) = &call.subject_arg {
+        if let Some(path) = call.target.path() {
             let access = if self.spec().mutating {
                 crate::capability::Access::Write
             } else {
@@ -698,14 +767,6 @@ impl<T: Tool> Typed<T> {
         call.params.downcast_ref::<T::Params>().ok_or_else(|| {
             ToolError::invariant("running a tool call", "a parsed call reached another tool")
         })
-    }
-}
-
-/// The string argument named by a subject, if the call has one.
-pub fn subject_arg(subject: &Subject, args: &Value) -> Option<String> {
-    match subject {
-        Subject::Path(Some(field)) => args.get(field).and_then(Value::as_str).map(str::to_owned),
-        _ => None,
     }
 }
 
@@ -810,7 +871,7 @@ impl<T: Tool> DynTool for Typed<T> {
             view.title = self.spec.title.clone();
         }
         Ok(ParsedCall {
-            subject_arg: subject_arg(&self.spec.subject, args),
+            target: self.tool.target(&params),
             subject: None,
             view,
             prepared: None,

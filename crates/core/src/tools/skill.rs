@@ -14,7 +14,7 @@ use crate::tool::{
 };
 
 /// The tool's id.
-pub const SKILL_TOOL_ID: &str = "skill";
+pub const ID: &str = crate::tool::BundledTool::Skill.id();
 
 const DESCRIPTION: &str = "Load a skill listed in the system prompt: returns its instructions \
 and its other files. Load one when the task matches its description, then follow it.";
@@ -36,7 +36,7 @@ impl Tool for SkillTool {
     type Params = SkillParams;
 
     fn spec(&self) -> ToolSpec {
-        ToolSpec::new::<SkillParams>(SKILL_TOOL_ID, DESCRIPTION)
+        ToolSpec::new::<SkillParams>(ID, DESCRIPTION)
             .kind(ToolKind::Read)
             .title("Load a skill")
             .read_only()
@@ -72,7 +72,7 @@ impl Tool for SkillTool {
         let (body, files) = crate::skills::load(skill, &ctx.runtime).await?;
         let text = crate::skills::render(skill, &body, &files);
         let (text, sidecar) = ctx
-            .cap_bytes(SKILL_TOOL_ID, text, ctx.session.limits.read_bytes)
+            .cap_bytes(ID, text, ctx.session.limits.read_bytes)
             .await?;
         let mut output = ToolOutput::text(text);
         output.output_path = sidecar;

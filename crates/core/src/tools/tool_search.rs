@@ -17,6 +17,9 @@ use crate::tool::{
     CallView, Describe, Subject, Tool, ToolContext, ToolError, ToolKind, ToolOutput, ToolSpec,
 };
 
+/// The tool's id, as the registry spells it.
+pub const ID: &str = crate::tool::BundledTool::ToolSearch.id();
+
 const DESCRIPTION: &str = "Find and load tools not offered yet (MCP and extension tools) by \
 what they do or by exact name. Call the tools it returns by name.";
 
@@ -212,7 +215,7 @@ impl Tool for ToolSearchTool {
     type Params = ToolSearchParams;
 
     fn spec(&self) -> ToolSpec {
-        ToolSpec::new::<ToolSearchParams>("tool_search", DESCRIPTION)
+        ToolSpec::new::<ToolSearchParams>(ID, DESCRIPTION)
             .kind(ToolKind::Search)
             .title("Search tools")
             .subject(Subject::None)

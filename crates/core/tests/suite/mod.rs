@@ -25,6 +25,7 @@ mod sandbox_helper;
 mod sandbox_proxy_rules;
 mod search_sensitive;
 mod shell_differential;
+mod source_rules;
 mod tool_errors;
 mod tool_support;
 mod tools_background;

@@ -1,0 +1,375 @@
+//! Rules about the source itself, checked on the source: the bundled tool ids are spelled only
+//! where the registry defines them, no JSON value reaches the policy, and keel-core's
+//! top-level modules form no cycle beyond the allowed list (and docs/ARCHITECTURE.md shows the
+//! graph this test computes). Comments and `#[cfg(test)]` items are left out: what is checked
+//! is the code that ships.
+
+use std::path::{Path, PathBuf};
+
+use keel_core::tool::BundledTool;
+
+/// A source file with its comments removed and its string literals set apart.
+struct Scanned {
+    /// The code: comments gone, every string or char literal emptied (`""`), newlines kept.
+    code: String,
+    /// Each string literal's text (escapes as written) and the line it starts on.
+    literals: Vec<(usize, String)>,
+}
+
+/// Splits Rust source into code and string literals (a lexer just good enough for that:
+/// comments, nested block comments, escapes, raw strings, char literals and lifetimes).
+fn scan(source: &str) -> Scanned {
+    let chars: Vec<char> = source.chars().collect();
+    let mut code = String::with_capacity(source.len());
+    let mut literals = Vec::new();
+    let mut line = 1;
+    let mut i = 0;
+    let at = |i: usize| chars.get(i).copied().unwrap_or('\0');
+    while i < chars.len() {
+        let c = chars[i];
+        if c == '/' && at(i + 1) == '/' {
+            while i < chars.len() && chars[i] != '\n' {
+                i += 1;
+            }
+            continue;
+        }
+        if c == '/' && at(i + 1) == '*' {
+            let mut depth = 0;
+            while i < chars.len() {
+                if chars[i] == '/' && at(i + 1) == '*' {
+                    depth += 1;
+                    i += 2;
+                } else if chars[i] == '*' && at(i + 1) == '/' {
+                    depth -= 1;
+                    i += 2;
+                    if depth == 0 {
+                        break;
+                    }
+                } else {
+                    if chars[i] == '\n' {
+                        line += 1;
+                        code.push('\n');
+                    }
+                    i += 1;
+                }
+            }
+            continue;
+        }
+        // A raw string: r"..", r#".."#, br#".."#.
+        let ident_before = i > 0 && (chars[i - 1].is_alphanumeric() || chars[i - 1] == '_');
+        let raw_start = if !ident_before && c == 'r' {
+            Some(i + 1)
+        } else if !ident_before && c == 'b' && at(i + 1) == 'r' {
+            Some(i + 2)
+        } else {
+            None
+        };
+        if let Some(mut j) = raw_start {
+            let mut hashes = 0;
+            while at(j) == '#' {
+                hashes += 1;
+                j += 1;
+            }
+            if at(j) == '"' {
+                let start_line = line;
+                let mut text = String::new();
+                j += 1;
+                loop {
+                    if j >= chars.len() {
+                        break;
+                    }
+                    if chars[j] == '"' && (0..hashes).all(|k| at(j + 1 + k) == '#') {
+                        j += 1 + hashes;
+                        break;
+                    }
+                    if chars[j] == '\n' {
+                        line += 1;
+                        code.push('\n');
+                    }
+                    text.push(chars[j]);
+                    j += 1;
+                }
+                literals.push((start_line, text));
+                code.push_str("\"\"");
+                i = j;
+                continue;
+            }
+        }
+        if c == '"' {
+            let start_line = line;
+            let mut text = String::new();
+            i += 1;
+            while i < chars.len() && chars[i] != '"' {
+                if chars[i] == '\\' {
+                    text.push(chars[i]);
+                    i += 1;
+                }
+                if chars[i] == '\n' {
+                    line += 1;
+                    code.push('\n');
+                }
+                text.push(chars[i]);
+                i += 1;
+            }
+            i += 1;
+            literals.push((start_line, text));
+            code.push_str("\"\"");
+            continue;
+        }
+        if c == '\'' {
+            // A char literal ('x', '\n', '\u{7f}'), or a lifetime ('a), which stays code.
+            if at(i + 1) == '\\' {
+                let mut j = i + 2;
+                while j < chars.len() && chars[j] != '\'' {
+                    j += 1;
+                }
+                code.push_str("' '");
+                i = j + 1;
+                continue;
+            }
+            if at(i + 2) == '\'' {
+                code.push_str("' '");
+                i += 3;
+                continue;
+            }
+        }
+        if c == '\n' {
+            line += 1;
+        }
+        code.push(c);
+        i += 1;
+    }
+    Scanned { code, literals }
+}
+
+/// The line ranges of `#[cfg(test)]` items (a `mod tests { .. }`, `mod tests;`, a function).
+fn test_lines(code: &str) -> Vec<(usize, usize)> {
+    let mut ranges = Vec::new();
+    let mut search = 0;
+    while let Some(found) = code[search..].find("#[cfg(test)]") {
+        let start = search + found;
+        let rest = &code[start..];
+        let end = match (rest.find('{'), rest.find(';')) {
+            (Some(open), semi) if semi.is_none_or(|semi| open < semi) => {
+                let mut depth = 0;
+                let mut end = rest.len();
+                for (k, c) in rest[open..].char_indices() {
+                    match c {
+                        '{' => depth += 1,
+                        '}' => {
+                            depth -= 1;
+                            if depth == 0 {
+                                end = open + k + 1;
+                                break;
+                            }
+                        }
+                        _ => {}
+                    }
+                }
+                start + end
+            }
+            (_, Some(semi)) => start + semi + 1,
+            _ => code.len(),
+        };
+        let line = |offset: usize| code[..offset].matches('\n').count() + 1;
+        ranges.push((line(start), line(end)));
+        search = end;
+    }
+    ranges
+}
+
+fn shipped(scanned: &Scanned) -> (String, Vec<(usize, String)>) {
+    let tests = test_lines(&scanned.code);
+    let in_tests = |line: usize| tests.iter().any(|(a, b)| (*a..=*b).contains(&line));
+    let code = scanned
+        .code
+        .lines()
+        .enumerate()
+        .map(|(k, text)| if in_tests(k + 1) { "" } else { text })
+        .collect::<Vec<_>>()
+        .join("\n");
+    let literals = scanned
+        .literals
+        .iter()
+        .filter(|(line, _)| !in_tests(*line))
+        .cloned()
+        .collect();
+    (code, literals)
+}
+
+fn rust_files(dir: &Path, out: &mut Vec<PathBuf>) {
+    let mut entries: Vec<PathBuf> = std::fs::read_dir(dir)
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .collect();
+    entries.sort();
+    for path in entries {
+        if path.is_dir() {
+            rust_files(&path, out);
+        } else if path.extension().is_some_and(|e| e == "rs")
+            && path.file_name().is_some_and(|n| n != "tests.rs")
+        {
+            out.push(path);
+        }
+    }
+}
+
+fn crates_dir() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+        .parent()
+        .unwrap()
+        .to_path_buf()
+}
+
+/// Every shipped `.rs` file of keel-core and keel-acp, as `crate/src/...` paths.
+fn shipped_sources() -> Vec<(String, String, Vec<(usize, String)>)> {
+    let crates = crates_dir();
+    let mut files = Vec::new();
+    rust_files(&crates.join("core/src"), &mut files);
+    rust_files(&crates.join("acp/src"), &mut files);
+    files
+        .into_iter()
+        .map(|path| {
+            let name = path.strip_prefix(&crates).unwrap().display().to_string();
+            let (code, literals) = shipped(&scan(&std::fs::read_to_string(&path).unwrap()));
+            (name, code, literals)
+        })
+        .collect()
+}
+
+/// Literals spelled like a bundled tool id that name something else, each with why.
+const NOT_TOOL_IDS: &[(&str, &str, &str)] = &[
+    ("core/src/policy/commands.rs", "grep", "the program"),
+    ("core/src/policy/commands.rs", "bash", "the program"),
+    (
+        "core/src/policy/evaluate.rs",
+        "grep",
+        "the program, and git's subcommand",
+    ),
+    ("core/src/policy/evaluate.rs", "glob", "ripgrep's option"),
+    ("core/src/policy/wrappers.rs", "bash", "the shell program"),
+    (
+        "core/src/policy/shell/parse.rs",
+        "bash",
+        "the shell program",
+    ),
+    (
+        "core/src/policy/shell/render.rs",
+        "bash",
+        "the shell program",
+    ),
+    (
+        "core/src/policy/shell/render.rs",
+        "read",
+        "the shell builtin",
+    ),
+    (
+        "core/src/runtime/process.rs",
+        "bash",
+        "the shell program (`SHELL`)",
+    ),
+    (
+        "core/src/runtime/mod.rs",
+        "read",
+        "the verb of a file access",
+    ),
+    (
+        "core/src/config/project_trust.rs",
+        "read",
+        "a `[sandbox]` key",
+    ),
+    ("core/src/tool/spec.rs", "read", "`ToolKind::Read`'s name"),
+    ("core/src/tool/spec.rs", "edit", "`ToolKind::Edit`'s name"),
+    (
+        "core/src/mcp/tool.rs",
+        "grep",
+        "a word of an MCP tool's name",
+    ),
+    ("acp/src/server/fs.rs", "read", "a field's name in `Debug`"),
+    ("acp/src/server/fs.rs", "write", "a field's name in `Debug`"),
+];
+
+/// Files where any bundled tool id may be spelled: the registry, which defines them, and the
+/// table of other agents' names for our tools, which maps onto them. A tool's own module may
+/// spell its own id (it names it through `ID` where it means the tool).
+const ID_FILES: &[&str] = &["core/src/tool/registry.rs", "core/src/tools/aliases.rs"];
+
+/// The sandbox's sources (moving to a crate of their own) spell the shell program `bash`.
+const SANDBOX_DIR: &str = "core/src/runtime/sandbox/";
+
+/// Argument names only the bundled tools' own modules read.
+const ARGUMENT_NAMES: &[&str] = &[
+    "file_path",
+    "unsandboxed",
+    "old_string",
+    "new_string",
+    "replace_all",
+    "subagent_type",
+    "timeout_seconds",
+    "max_results",
+    "output_mode",
+    "head_limit",
+];
+
+/// Argument names spelled outside their tools, each with why.
+const NOT_CALL_ARGUMENTS: &[(&str, &str, &str)] = &[(
+    "core/src/agent/compact.rs",
+    "file_path",
+    "a summary lists the paths any recorded call (an MCP one too) named",
+)];
+
+#[test]
+fn tool_ids_and_argument_names_are_spelled_only_by_their_owners() {
+    let ids: Vec<&str> = BundledTool::ALL.iter().map(|tool| tool.id()).collect();
+    let mut found = Vec::new();
+    for (file, _, literals) in shipped_sources() {
+        for (line, text) in literals {
+            let text = text.as_str();
+            let own_module = file == format!("core/src/tools/{text}.rs")
+                || (file == "core/src/tools/background.rs" && text.starts_with("bg_"));
+            if ids.contains(&text)
+                && !own_module
+                && !ID_FILES.contains(&file.as_str())
+                && !(file.starts_with(SANDBOX_DIR) && text == "bash")
+                && !NOT_TOOL_IDS
+                    .iter()
+                    .any(|(f, literal, _)| *f == file && *literal == text)
+            {
+                found.push(format!("{file}:{line}: tool id \"{text}\""));
+            }
+            if ARGUMENT_NAMES.contains(&text)
+                && !file.starts_with("core/src/tools/")
+                && !NOT_CALL_ARGUMENTS
+                    .iter()
+                    .any(|(f, literal, _)| *f == file && *literal == text)
+            {
+                found.push(format!("{file}:{line}: argument name \"{text}\""));
+            }
+        }
+    }
+    assert!(
+        found.is_empty(),
+        "name a bundled tool through `BundledTool` or its module's `ID`, and read arguments \
+         only in the tool (its `Tool::target`):\n{}",
+        found.join("\n")
+    );
+}
+
+#[test]
+fn no_json_value_reaches_the_policy() {
+    let mut found = Vec::new();
+    for (file, code, _) in shipped_sources() {
+        if file.starts_with("core/src/policy/") && code.contains("serde_json") {
+            for (k, line) in code.lines().enumerate() {
+                if line.contains("serde_json") {
+                    found.push(format!("{file}:{}: {}", k + 1, line.trim()));
+                }
+            }
+        }
+    }
+    assert!(
+        found.is_empty(),
+        "the policy decides on `CallTarget`, never on JSON:\n{}",
+        found.join("\n")
+    );
+}
