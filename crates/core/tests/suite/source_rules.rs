@@ -4,6 +4,7 @@
 //! graph this test computes). Comments and `#[cfg(test)]` items are left out: what is checked
 //! is the code that ships.
 
+use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};
 
 use keel_core::tool::BundledTool;
@@ -221,8 +222,15 @@ fn crates_dir() -> PathBuf {
         .to_path_buf()
 }
 
-/// Every shipped `.rs` file of keel-core and keel-acp, as `crate/src/...` paths.
-fn shipped_sources() -> Vec<(String, String, Vec<(usize, String)>)> {
+/// A shipped `.rs` file: its `crate/src/...` path, its code and its string literals.
+struct Source {
+    file: String,
+    code: String,
+    literals: Vec<(usize, String)>,
+}
+
+/// Every shipped `.rs` file of keel-core and keel-acp.
+fn shipped_sources() -> Vec<Source> {
     let crates = crates_dir();
     let mut files = Vec::new();
     rust_files(&crates.join("core/src"), &mut files);
@@ -232,7 +240,11 @@ fn shipped_sources() -> Vec<(String, String, Vec<(usize, String)>)> {
         .map(|path| {
             let name = path.strip_prefix(&crates).unwrap().display().to_string();
             let (code, literals) = shipped(&scan(&std::fs::read_to_string(&path).unwrap()));
-            (name, code, literals)
+            Source {
+                file: name,
+                code,
+                literals,
+            }
         })
         .collect()
 }
@@ -322,19 +334,17 @@ const NOT_CALL_ARGUMENTS: &[(&str, &str, &str)] = &[(
 fn tool_ids_and_argument_names_are_spelled_only_by_their_owners() {
     let ids: Vec<&str> = BundledTool::ALL.iter().map(|tool| tool.id()).collect();
     let mut found = Vec::new();
-    for (file, _, literals) in shipped_sources() {
+    for Source { file, literals, .. } in shipped_sources() {
         for (line, text) in literals {
             let text = text.as_str();
             let own_module = file == format!("core/src/tools/{text}.rs")
                 || (file == "core/src/tools/background.rs" && text.starts_with("bg_"));
-            if ids.contains(&text)
-                && !own_module
-                && !ID_FILES.contains(&file.as_str())
-                && !(file.starts_with(SANDBOX_DIR) && text == "bash")
-                && !NOT_TOOL_IDS
+            let elsewhere = ID_FILES.contains(&file.as_str())
+                || (file.starts_with(SANDBOX_DIR) && text == "bash")
+                || NOT_TOOL_IDS
                     .iter()
-                    .any(|(f, literal, _)| *f == file && *literal == text)
-            {
+                    .any(|(f, literal, _)| *f == file && *literal == text);
+            if ids.contains(&text) && !own_module && !elsewhere {
                 found.push(format!("{file}:{line}: tool id \"{text}\""));
             }
             if ARGUMENT_NAMES.contains(&text)
@@ -358,7 +368,7 @@ fn tool_ids_and_argument_names_are_spelled_only_by_their_owners() {
 #[test]
 fn no_json_value_reaches_the_policy() {
     let mut found = Vec::new();
-    for (file, code, _) in shipped_sources() {
+    for Source { file, code, .. } in shipped_sources() {
         if file.starts_with("core/src/policy/") && code.contains("serde_json") {
             for (k, line) in code.lines().enumerate() {
                 if line.contains("serde_json") {
@@ -371,5 +381,193 @@ fn no_json_value_reaches_the_policy() {
         found.is_empty(),
         "the policy decides on `CallTarget`, never on JSON:\n{}",
         found.join("\n")
+    );
+}
+
+/// Cycles among keel-core's top-level modules that are known and not yet broken, each sorted.
+const ALLOWED_CYCLES: &[&[&str]] = &[
+    &["agent", "config", "provider", "store"],
+    &["policy", "runtime", "skills", "tool", "tools"],
+];
+
+/// The top-level modules `crate::` and `super::` paths of one file name (its own left out).
+fn modules_named(code: &str, depth: usize, modules: &BTreeSet<String>) -> BTreeSet<String> {
+    let bytes = code.as_bytes();
+    let ident_char = |b: u8| b.is_ascii_alphanumeric() || b == b'_';
+    let mut found = BTreeSet::new();
+    // What follows a path prefix that reaches the crate root: `name` or `{a::b, c}`.
+    let mut take = |rest: &str| {
+        let rest = rest.trim_start();
+        let heads: Vec<&str> = if let Some(group) = rest.strip_prefix('{') {
+            let mut depth = 0;
+            let mut end = group.len();
+            for (k, c) in group.char_indices() {
+                match c {
+                    '{' => depth += 1,
+                    '}' if depth == 0 => {
+                        end = k;
+                        break;
+                    }
+                    '}' => depth -= 1,
+                    _ => {}
+                }
+            }
+            group[..end].split(',').map(str::trim).collect()
+        } else {
+            vec![rest]
+        };
+        for head in heads {
+            let name: String = head
+                .chars()
+                .take_while(|c| c.is_alphanumeric() || *c == '_')
+                .collect();
+            if modules.contains(&name) {
+                found.insert(name);
+            }
+        }
+    };
+    let mut i = 0;
+    while i < code.len() {
+        let boundary = i == 0 || !(ident_char(bytes[i - 1]) || bytes[i - 1] == b'$');
+        if boundary && code[i..].starts_with("crate::") {
+            take(&code[i + "crate::".len()..]);
+            i += "crate::".len();
+        } else if boundary && code[i..].starts_with("super::") {
+            let mut j = i;
+            let mut ups = 0;
+            while code[j..].starts_with("super::") {
+                ups += 1;
+                j += "super::".len();
+            }
+            if ups >= depth {
+                take(&code[j..]);
+            }
+            i = j;
+        } else {
+            i += 1;
+        }
+    }
+    found
+}
+
+/// keel-core's top-level modules and the modules each one's shipped code names.
+fn module_graph() -> BTreeMap<String, BTreeSet<String>> {
+    let src = crates_dir().join("core/src");
+    let lib = scan(&std::fs::read_to_string(src.join("lib.rs")).unwrap()).code;
+    let modules: BTreeSet<String> = lib
+        .lines()
+        .filter_map(|line| {
+            let line = line.trim();
+            let line = line.strip_prefix("pub ").unwrap_or(line);
+            line.strip_prefix("mod ")?
+                .strip_suffix(';')
+                .map(str::to_owned)
+        })
+        .collect();
+    let mut graph = BTreeMap::new();
+    for module in &modules {
+        let mut files = Vec::new();
+        let file = src.join(format!("{module}.rs"));
+        if file.exists() {
+            files.push(file);
+        }
+        if src.join(module).is_dir() {
+            rust_files(&src.join(module), &mut files);
+        }
+        let mut uses = BTreeSet::new();
+        for file in files {
+            let relative = file.strip_prefix(&src).unwrap();
+            let parts = relative.components().count();
+            // `x.rs` and `x/mod.rs` are the module itself; `x/a.rs` is one level below it.
+            let depth = if relative.file_name().is_some_and(|n| n == "mod.rs") {
+                parts - 1
+            } else {
+                parts
+            };
+            let (code, _) = shipped(&scan(&std::fs::read_to_string(&file).unwrap()));
+            uses.extend(modules_named(&code, depth, &modules));
+        }
+        uses.remove(module);
+        graph.insert(module.clone(), uses);
+    }
+    graph
+}
+
+/// Every module each module reaches, itself included only through a cycle.
+fn reach(graph: &BTreeMap<String, BTreeSet<String>>) -> BTreeMap<String, BTreeSet<String>> {
+    graph
+        .keys()
+        .map(|start| {
+            let mut seen = BTreeSet::new();
+            let mut todo: Vec<&String> = graph[start].iter().collect();
+            while let Some(next) = todo.pop() {
+                if seen.insert(next.clone()) {
+                    todo.extend(graph[next].iter());
+                }
+            }
+            (start.clone(), seen)
+        })
+        .collect()
+}
+
+/// The graph as docs/ARCHITECTURE.md shows it: the modules that reach the most first.
+fn graph_table(graph: &BTreeMap<String, BTreeSet<String>>) -> String {
+    let reach = reach(graph);
+    let mut rows: Vec<&String> = graph.keys().filter(|m| !graph[*m].is_empty()).collect();
+    rows.sort_by_key(|m| (std::cmp::Reverse(reach[*m].len()), (*m).clone()));
+    let mut table = vec!["| module | uses |".to_owned(), "| --- | --- |".to_owned()];
+    for module in rows {
+        let uses: Vec<&str> = graph[module].iter().map(String::as_str).collect();
+        table.push(format!("| `{module}` | {} |", uses.join(", ")));
+    }
+    let leaves: Vec<String> = graph
+        .keys()
+        .filter(|m| graph[*m].is_empty())
+        .map(|m| format!("`{m}`"))
+        .collect();
+    if !leaves.is_empty() {
+        table.push(format!("| {} | — |", leaves.join(", ")));
+    }
+    table.join("\n")
+}
+
+#[test]
+fn keel_cores_modules_form_no_new_cycle_and_the_architecture_shows_their_graph() {
+    let graph = module_graph();
+    let reach = reach(&graph);
+    let mut cycles: BTreeSet<Vec<String>> = BTreeSet::new();
+    for module in graph.keys() {
+        if reach[module].contains(module) {
+            let cycle: Vec<String> = graph
+                .keys()
+                .filter(|other| reach[module].contains(*other) && reach[*other].contains(module))
+                .cloned()
+                .collect();
+            cycles.insert(cycle);
+        }
+    }
+    let allowed: BTreeSet<Vec<String>> = ALLOWED_CYCLES
+        .iter()
+        .map(|cycle| cycle.iter().map(|m| (*m).to_owned()).collect())
+        .collect();
+    let table = graph_table(&graph);
+    assert_eq!(
+        cycles, allowed,
+        "keel-core's module cycles changed; the graph:\n{table}"
+    );
+    let architecture =
+        std::fs::read_to_string(crates_dir().join("../docs/ARCHITECTURE.md")).unwrap();
+    let shown: Vec<&str> = architecture
+        .split("## The module graph")
+        .nth(1)
+        .unwrap_or_default()
+        .lines()
+        .skip_while(|line| !line.starts_with("| module | uses |"))
+        .take_while(|line| line.starts_with('|'))
+        .collect();
+    assert_eq!(
+        shown.join("\n"),
+        table,
+        "docs/ARCHITECTURE.md's module graph is not the one the source has"
     );
 }
