@@ -161,8 +161,8 @@ mod tests {
         todo -> think
         task -> think
         question -> other
-        web_search -> fetch
         web_fetch -> fetch
+        web_search -> fetch
         skill -> read
         tool_search -> search
         ");

@@ -299,7 +299,7 @@ impl Session {
         let note = summary_note(&summary, &paths, plan.as_deref());
         let mut compacted = vec![Message::user_text(note)];
         for message in history.drain(split..) {
-            crate::store::push_merged(&mut compacted, message);
+            crate::provider::push_merged(&mut compacted, message);
         }
         let after = estimate_tokens(system, &compacted, tools);
         *history = compacted;

@@ -20,6 +20,10 @@ mod title;
 mod trust;
 mod turn;
 
+/// Defined with the configuration that builds them ([`crate::config`]).
+pub use crate::config::{
+    ConfigFault, ConfigRules, EngineConfig, EnvLookup, IgnoredLine, WorkspaceConfig,
+};
 /// Re-exported from [`crate::front_matter`], where skills read it too.
 pub use crate::front_matter::front_matter;
 pub use compact::Compaction;
@@ -28,14 +32,10 @@ pub use events::{
     TurnHost, TurnOutcome, TurnStop, UserContent,
 };
 pub use session::{ModelSlot, Session};
-pub use shared::{
-    ConfigFault, ConfigRules, Engine, EngineConfig, EnvLookup, IgnoredLine, Persistence,
-    SESSIONS_DIR, SessionOptions, TRUST_FILE, WorkspaceConfig,
-};
+pub use shared::{Engine, Persistence, SESSIONS_DIR, SessionOptions, TRUST_FILE};
 pub use subagent::{AgentDef, GENERAL_AGENT, MAX_DEPTH, agents_listing, load_agents, parse_agent};
 pub use title::{TITLE_SYSTEM, clean_title};
 pub use trust::{TRUST_QUESTION_ID, files_waiting_for_trust, notice as trust_notice};
-pub(crate) use turn::civil_from_days;
 
 use crate::provider::ProviderError;
 

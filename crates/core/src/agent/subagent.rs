@@ -40,11 +40,11 @@ use crate::tool::{
 use crate::tools::task::{ID as TASK_TOOL_ID, TASK_RESULT_BYTES};
 
 use super::session::{ModelSlot, Session};
-use super::shared::EngineConfig;
 use super::{
     AgentEvent, ApprovalAnswer, ApprovalRequest, CallStatus, QuestionItem, TurnHost, TurnStop,
     UserContent,
 };
+use crate::config::EngineConfig;
 use crate::front_matter::front_matter;
 
 /// How deep subagents nest: the top session is depth 0; a session at this depth has no `task`.

@@ -18,6 +18,8 @@ use crate::tool::{
     Artifact, CallTarget, CallView, Describe, Envelope, ParsedCall, ProgressBudget, ProgressSink,
     Subject, ToolContext, ToolError, ToolKind,
 };
+use crate::tools::skill::SessionSkills;
+use crate::tools::tool_search::SessionToolIndex;
 
 use super::compact::estimate_history_tokens;
 use super::record::RecordingHost;
@@ -157,7 +159,7 @@ impl Session {
         let Some(UserContent::Text { text }) = prompt.first_mut() else {
             return prompt;
         };
-        let skills = self.state.skills();
+        let skills = SessionSkills::of(&self.state);
         match crate::skills::expand_command(text, &skills, &self.runtime).await {
             Some(Ok(expanded)) => *text = expanded,
             Some(Err(error)) => {
@@ -182,7 +184,7 @@ impl Session {
             self.config.global_config_dir.as_deref(),
         )
         .await;
-        let skills = self.state.skills();
+        let skills = SessionSkills::of(&self.state);
         if !skills.is_empty() && self.registry.get(crate::tools::skill::ID).is_some() {
             system.push_str(&crate::skills::listing(&skills));
         }
@@ -253,11 +255,11 @@ impl Session {
             .sum();
         let budget = (window as f64 * 4.0 * self.config.tool_search_budget) as usize;
         if offered.len() <= self.config.tool_search_max_tools && bytes <= budget {
-            self.state.set_tool_index(None);
+            self.state.private::<SessionToolIndex>().set_index(None);
             tools.extend(offered);
             return tools;
         }
-        let current = self.state.tool_index();
+        let current = self.state.private::<SessionToolIndex>().index();
         let same = current.as_ref().is_some_and(|index| {
             index.len() == extensions.len()
                 && index
@@ -267,14 +269,15 @@ impl Session {
         });
         if !same {
             self.state
-                .set_tool_index(Some(Arc::new(crate::tools::tool_search::index_of(
+                .private::<SessionToolIndex>()
+                .set_index(Some(Arc::new(crate::tools::tool_search::index_of(
                     &extensions,
                 ))));
         }
         if let Some(search) = self.registry.get(TOOL_SEARCH) {
             tools.push(ToolDefinition::of(search.spec()));
         }
-        let selected = self.state.selected_tools();
+        let selected = self.state.private::<SessionToolIndex>().selected();
         tools.extend(
             offered
                 .into_iter()
@@ -418,7 +421,7 @@ impl Session {
             host.event(AgentEvent::SessionTitle { title });
         }
         // The skills as trust now stands; `/name args` loads a skill into the prompt.
-        self.state.set_skills(self.discover_skills());
+        SessionSkills::set(&self.state, self.discover_skills());
         let prompt = self.expand_skill_command(prompt).await;
         self.remember(
             &mut history,
@@ -1191,22 +1194,8 @@ fn today() -> String {
         .duration_since(std::time::UNIX_EPOCH)
         .map(|d| d.as_secs() / 86_400)
         .unwrap_or(0);
-    let (year, month, day) = civil_from_days(i64::try_from(days).unwrap_or(0));
+    let (year, month, day) = crate::store::civil_from_days(i64::try_from(days).unwrap_or(0));
     format!("{year:04}-{month:02}-{day:02}")
-}
-
-/// Days since 1970-01-01 to a (year, month, day) in the proleptic Gregorian calendar.
-pub(crate) fn civil_from_days(days: i64) -> (i64, u32, u32) {
-    let z = days + 719_468;
-    let era = z.div_euclid(146_097);
-    let doe = z.rem_euclid(146_097);
-    let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365;
-    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
-    let mp = (5 * doy + 2) / 153;
-    let day = u32::try_from(doy - (153 * mp + 2) / 5 + 1).unwrap_or(1);
-    let month = u32::try_from(if mp < 10 { mp + 3 } else { mp - 9 }).unwrap_or(1);
-    let year = yoe + era * 400 + i64::from(month <= 2);
-    (year, month, day)
 }
 
 #[cfg(test)]
@@ -1215,19 +1204,19 @@ mod tests {
 
     #[test]
     fn civil_dates() {
-        assert_eq!(civil_from_days(0), (1970, 1, 1));
-        assert_eq!(civil_from_days(20_414), (2025, 11, 22));
-        assert_eq!(civil_from_days(11_016), (2000, 2, 29));
+        assert_eq!(crate::store::civil_from_days(0), (1970, 1, 1));
+        assert_eq!(crate::store::civil_from_days(20_414), (2025, 11, 22));
+        assert_eq!(crate::store::civil_from_days(11_016), (2000, 2, 29));
     }
 
     #[test]
     fn user_content_merges_after_an_interrupted_turn() {
         let mut history = vec![Message::user_text("a")];
-        crate::store::push_merged(&mut history, Message::user_text("b"));
+        crate::provider::push_merged(&mut history, Message::user_text("b"));
         assert_eq!(history.len(), 1);
         assert_eq!(history[0].content.len(), 2);
         history.push(Message::assistant_text("x"));
-        crate::store::push_merged(&mut history, Message::user_text("c"));
+        crate::provider::push_merged(&mut history, Message::user_text("c"));
         assert_eq!(history.len(), 3);
     }
 

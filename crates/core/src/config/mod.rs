@@ -35,6 +35,7 @@ use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
 pub use engine_config::{
+    ConfigFault, ConfigRules, EngineConfig, EnvLookup, IgnoredLine, WorkspaceConfig,
     answering_model, engine_config, located_providers, user_cache_dir, user_data_dir,
 };
 pub use error::{ConfigError, CredentialRefusal};

@@ -13,7 +13,7 @@ use std::sync::{Arc, Mutex};
 
 use serde_json::value::RawValue;
 
-use super::Message;
+use super::{Message, Role};
 
 /// What is kept of one message once serialized.
 #[derive(Debug, Default, Clone)]
@@ -51,7 +51,7 @@ impl History {
     pub fn push_merged(&mut self, message: Message) {
         let keep = self.messages.len().saturating_sub(1);
         self.detach(keep);
-        crate::store::push_merged(Arc::make_mut(&mut self.messages), message);
+        push_merged(Arc::make_mut(&mut self.messages), message);
     }
 
     /// Serialized forms of this history from now on are its own; at most the first `keep`
@@ -166,5 +166,16 @@ impl<'a> IntoIterator for &'a History {
 
     fn into_iter(self) -> Self::IntoIter {
         self.messages.iter()
+    }
+}
+
+/// Appends `message`, merging it into a trailing message of the same role when both are the
+/// user's (roles must alternate).
+pub fn push_merged(history: &mut Vec<Message>, message: Message) {
+    match history.last_mut() {
+        Some(last) if last.role == Role::User && message.role == Role::User => {
+            last.content.extend(message.content);
+        }
+        _ => history.push(message),
     }
 }

@@ -1,5 +1,6 @@
 //! What a tool run is handed: the runtime surface, the session's state, the abort signal.
 
+use std::any::{Any, TypeId};
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex, MutexGuard};
@@ -138,11 +139,9 @@ pub struct SessionState {
     sidecar_seq: Mutex<u64>,
     asker: AskerSlot,
     subagents: SubagentsSlot,
-    skills: Mutex<Vec<crate::skills::Skill>>,
-    /// The extension tools left out of requests, for `tool_search` (none below the budget).
-    tool_index: Mutex<Option<Arc<crate::tools::tool_search::ToolIndex>>>,
-    /// Ids `tool_search` returned: wired into the following requests.
-    selected_tools: Mutex<Vec<String>>,
+    /// What each tool keeps for the session, by a type its own module defines
+    /// ([`SessionState::private`]): the session holds it without knowing it.
+    private: Mutex<HashMap<TypeId, Arc<dyn Any + Send + Sync>>>,
     /// Background commands (`bg_*` tools); all stopped when the session closes or is dropped.
     jobs: Arc<crate::runtime::jobs::Jobs>,
 }
@@ -170,9 +169,7 @@ impl SessionState {
             sidecar_seq: Mutex::new(0),
             asker: AskerSlot::default(),
             subagents: SubagentsSlot::default(),
-            skills: Mutex::new(Vec::new()),
-            tool_index: Mutex::new(None),
-            selected_tools: Mutex::new(Vec::new()),
+            private: Mutex::new(HashMap::new()),
             jobs,
         }
     }
@@ -182,28 +179,17 @@ impl SessionState {
         &self.jobs
     }
 
-    /// The index `tool_search` searches, when tools are left out of requests.
-    pub fn tool_index(&self) -> Option<Arc<crate::tools::tool_search::ToolIndex>> {
-        lock(&self.tool_index).clone()
-    }
-
-    pub fn set_tool_index(&self, index: Option<Arc<crate::tools::tool_search::ToolIndex>>) {
-        *lock(&self.tool_index) = index;
-    }
-
-    /// Wires tools `tool_search` found into the following requests.
-    pub fn select_tools(&self, ids: impl IntoIterator<Item = String>) {
-        let mut selected = lock(&self.selected_tools);
-        for id in ids {
-            if !selected.contains(&id) {
-                selected.push(id);
-            }
-        }
-    }
-
-    /// The tools `tool_search` found so far.
-    pub fn selected_tools(&self) -> Vec<String> {
-        lock(&self.selected_tools).clone()
+    /// The session's `T`, made with `T::default()` the first time it is asked for: state one
+    /// tool keeps for the session (the `skill` tool's skills, `tool_search`'s index), defined
+    /// in that tool's module.
+    pub fn private<T: Default + Send + Sync + 'static>(&self) -> Arc<T> {
+        let slot = lock(&self.private)
+            .entry(TypeId::of::<T>())
+            .or_insert_with(|| Arc::new(T::default()))
+            .clone();
+        // The slot of `T`'s id holds a `T`: it was made just above, or by an earlier call.
+        slot.downcast::<T>()
+            .unwrap_or_else(|_| Arc::new(T::default()))
     }
 
     /// Records that the session read `path` (canonical) as it was at `stamp`.
@@ -250,16 +236,6 @@ impl SessionState {
     /// The installed [`Subagents`], if any.
     pub fn subagents(&self) -> Option<Arc<dyn Subagents>> {
         lock(&self.subagents.0).clone()
-    }
-
-    /// Replaces the skills the `skill` tool may load (the turn sets them once trust is known).
-    pub fn set_skills(&self, skills: Vec<crate::skills::Skill>) {
-        *lock(&self.skills) = skills;
-    }
-
-    /// The skills the `skill` tool may load.
-    pub fn skills(&self) -> Vec<crate::skills::Skill> {
-        lock(&self.skills).clone()
     }
 
     /// A fresh sidecar file name under the scratch directory.
