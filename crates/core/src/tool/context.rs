@@ -4,16 +4,15 @@ use std::any::{Any, TypeId};
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex, MutexGuard};
-use std::time::SystemTime;
 
 use futures::future::BoxFuture;
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
-use tokio::sync::mpsc;
 use tokio_util::sync::CancellationToken;
 
 use super::QuestionItem;
 use super::ToolError;
+use crate::contract::{FileStamp, ProgressSink};
 use crate::runtime::Runtime;
 
 /// Per-tool output caps (seed 000's defaults). The head goes to the model; the whole output to a
@@ -49,13 +48,6 @@ impl Default for Limits {
             background_bytes: crate::runtime::jobs::DEFAULT_RING_BYTES,
         }
     }
-}
-
-/// What `read` saw of a file: the read-before-write guard compares it with the disk at edit time.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct FileStamp {
-    pub modified: Option<SystemTime>,
-    pub len: u64,
 }
 
 /// The human behind a session, as the `question` tool reaches them. The front-end installs one
@@ -244,91 +236,6 @@ impl SessionState {
         *seq += 1;
         self.scratch_dir
             .join(format!("{tool}-output-{:04}.txt", *seq))
-    }
-}
-
-/// Progress a running tool reports (streamed output for the front-end; the model sees only the
-/// final envelope).
-#[derive(Debug, Clone, PartialEq)]
-pub enum ToolProgress {
-    /// A chunk of output, as it came.
-    Output(String),
-    /// The host created a terminal for this call.
-    Terminal(String),
-}
-
-/// Where progress goes. Cloneable; sending never blocks; a closed sink drops silently.
-///
-/// A sink made with [`ProgressSink::bounded`] drops output chunks while more than its budget of
-/// output bytes is waiting to be taken ([`ProgressBudget::taken`]): live output is a view (the
-/// result carries the output, and the sidecar all of it), and a front-end that cannot keep up
-/// must not make the queue grow without bound. Other progress is never dropped.
-#[derive(Debug, Clone, Default)]
-pub struct ProgressSink {
-    sender: Option<mpsc::UnboundedSender<ToolProgress>>,
-    budget: Option<Arc<ProgressBudget>>,
-}
-
-/// The output bytes a [`ProgressSink`] has queued and not yet seen taken.
-#[derive(Debug)]
-pub struct ProgressBudget {
-    queued: std::sync::atomic::AtomicUsize,
-    limit: usize,
-}
-
-impl ProgressBudget {
-    pub fn new(limit: usize) -> Arc<Self> {
-        Arc::new(Self {
-            queued: std::sync::atomic::AtomicUsize::new(0),
-            limit,
-        })
-    }
-
-    /// The receiver took `progress` off the queue.
-    pub fn taken(&self, progress: &ToolProgress) {
-        if let ToolProgress::Output(text) = progress {
-            let _ = self.queued.fetch_update(
-                std::sync::atomic::Ordering::AcqRel,
-                std::sync::atomic::Ordering::Acquire,
-                |queued| Some(queued.saturating_sub(text.len())),
-            );
-        }
-    }
-}
-
-impl ProgressSink {
-    pub fn new(sender: mpsc::UnboundedSender<ToolProgress>) -> Self {
-        Self {
-            sender: Some(sender),
-            budget: None,
-        }
-    }
-
-    /// A sink that drops output chunks past `budget` (see the type's documentation).
-    pub fn bounded(
-        sender: mpsc::UnboundedSender<ToolProgress>,
-        budget: Arc<ProgressBudget>,
-    ) -> Self {
-        Self {
-            sender: Some(sender),
-            budget: Some(budget),
-        }
-    }
-
-    pub fn send(&self, progress: ToolProgress) {
-        let Some(sender) = &self.sender else { return };
-        if let (Some(budget), ToolProgress::Output(text)) = (&self.budget, &progress) {
-            let queued = budget
-                .queued
-                .fetch_add(text.len(), std::sync::atomic::Ordering::AcqRel);
-            if queued >= budget.limit {
-                budget
-                    .queued
-                    .fetch_sub(text.len(), std::sync::atomic::Ordering::AcqRel);
-                return;
-            }
-        }
-        let _ = sender.send(progress);
     }
 }
 

@@ -449,7 +449,7 @@ impl PatchPlan {
                 }
                 tracing::warn!(file = %file.shown, %error, restored, "apply_patch rolled back");
                 return Err(match error {
-                    ToolError::Refused(refusal) => ToolError::Refused(refusal),
+                    crate::runtime::AccessError::Refused(refusal) => ToolError::Refused(refusal),
                     other => ToolError::Io {
                         message,
                         source: Some(Arc::new(other)),

@@ -81,7 +81,7 @@ pub(crate) fn working_directory(
     ctx: &ToolContext,
 ) -> Result<PathBuf, ToolError> {
     match cwd {
-        Some(cwd) => ctx.runtime.resolve_checked(cwd, Access::Read),
+        Some(cwd) => Ok(ctx.runtime.resolve_checked(cwd, Access::Read)?),
         None if ctx.runtime.roots().is_empty() => Err(ToolError::BadArgument(
             "no workspace is open; pass an absolute `cwd`".into(),
         )),
