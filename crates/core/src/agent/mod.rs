@@ -9,6 +9,7 @@
 //! ones one at a time in order, and reports everything as [`AgentEvent`]s. It never sees ACP
 //! types.
 
+mod call;
 mod compact;
 mod events;
 mod prompt;

@@ -20,6 +20,7 @@
 
 pub mod commands;
 mod decide;
+mod draft;
 mod evaluate;
 mod explain;
 pub mod gitrepo;
