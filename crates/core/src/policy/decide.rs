@@ -338,7 +338,7 @@ impl Policy {
         let subject = match checked_subject(call, &context, target, capability) {
             Ok(subject) => subject,
             Err(cause) => {
-                decision.explanation.cause = cause;
+                decision.explanation.cause = *cause;
                 return decision;
             }
         };

@@ -22,17 +22,19 @@ pub(super) fn checked_subject(
     context: &ShellContext<'_>,
     target: Target<'_>,
     capability: Option<Capability>,
-) -> Result<CallSubject, Cause> {
+) -> Result<CallSubject, Box<Cause>> {
     let subject = match target {
         Target::Subject(canonical) => subject_of(call, context, canonical),
         Target::File { user, canonical } => path_subject(call, context, user, Some(canonical)),
     };
-    let subject = subject.map_err(|reason| Cause::Capability {
-        capability: capability.map_or("arguments".to_owned(), |c| c.to_string()),
-        reason,
+    let subject = subject.map_err(|reason| {
+        Box::new(Cause::Capability {
+            capability: capability.map_or("arguments".to_owned(), |c| c.to_string()),
+            reason,
+        })
     })?;
     if let Some((capability, reason)) = capability_refusal(call, capability, &subject) {
-        return Err(Cause::Capability { capability, reason });
+        return Err(Box::new(Cause::Capability { capability, reason }));
     }
     Ok(subject)
 }
