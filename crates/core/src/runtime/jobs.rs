@@ -5,8 +5,9 @@
 //!   them for `/jobs`, and stops them all when the session closes or is dropped.
 //! - [`Job`]: one command. Its output is kept twice: the last `ring_bytes` in memory (what
 //!   [`Job::read`] returns, new output only) and all of it in a sidecar file in the session's
-//!   scratch directory (up to [`SIDECAR_MAX_BYTES`]). A job that ends on its own keeps its exit
-//!   status and the output not yet read until a read returns them; it is then removed.
+//!   scratch directory (up to [`SIDECAR_MAX_BYTES`](super::process::SIDECAR_MAX_BYTES)). A job
+//!   that ends on its own keeps its exit status and the output not yet read until a read
+//!   returns them; it is then removed.
 //! - Two places a job runs: a local process ([`Runtime::spawn_shell_with_stdin`]: its own
 //!   process group, stdin a pipe Keel holds, the same sandbox helper as `bash`), or the editor's
 //!   terminal pane ([`TerminalBackend::start`], read with `terminal/output`, killed with
