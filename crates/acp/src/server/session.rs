@@ -548,15 +548,16 @@ impl Session {
         self.opened();
         if let Err(error) = ready {
             return Err(match error {
-                EngineError::NoCredentials(message) => ServerError::NoCredentials(message),
+                EngineError::NoCredentials { message, .. } => ServerError::NoCredentials(message),
                 EngineError::Config { message, data } => ServerError::Config {
                     message: format!("the session could not open: {message}"),
                     data,
                 },
-                EngineError::InvalidInput(message)
-                | EngineError::Failed(message)
-                | EngineError::NotFound(message) => {
-                    ServerError::Internal(format!("the session could not open: {message}"))
+                EngineError::NotFound(id) => {
+                    ServerError::Internal(format!("the session could not open: {id}"))
+                }
+                error @ (EngineError::InvalidInput(_) | EngineError::Failed(_)) => {
+                    ServerError::Internal(format!("the session could not open: {error}"))
                 }
             });
         }
@@ -626,7 +627,7 @@ impl Session {
             .terminals
             .release_all(&self.shared.connection, &self.shared.session_id);
         let result: Result<TurnOutcome, EngineError> = joined.unwrap_or_else(|join| {
-            Err(EngineError::Failed(format!(
+            Err(EngineError::failed(format!(
                 "the turn stopped unexpectedly: {join}"
             )))
         });

@@ -65,6 +65,9 @@ pub struct Session {
     pub(super) trust_settled: std::sync::atomic::AtomicBool,
     /// The session's event log in the store, when it is kept.
     pub(super) log: Option<Arc<SessionLog>>,
+    /// Why the session is not kept although it was meant to be (the store could not be
+    /// written), until the first turn tells the user.
+    pub(super) unkept: Mutex<Option<crate::store::StoreError>>,
     /// The stored events a reopened session started from, until the front-end takes them.
     pub(super) loaded: Mutex<Vec<StoredEvent>>,
     /// Tokens the provider reported per token estimated, for the last request (at least 1):
@@ -151,6 +154,7 @@ impl Session {
             trust_store,
             trust_settled: std::sync::atomic::AtomicBool::new(false),
             log: None,
+            unkept: Mutex::new(None),
             loaded: Mutex::new(Vec::new()),
             token_ratio: Mutex::new(1.0),
             project: ProjectState::default(),
@@ -223,6 +227,12 @@ impl Session {
         );
         self.log = Some(Arc::new(log));
         self.loaded = Mutex::new(events);
+        self
+    }
+
+    /// A session meant to be kept whose store could not be written: its first turn says so.
+    pub(super) fn unkept(self, error: crate::store::StoreError) -> Self {
+        *lock(&self.unkept) = Some(error);
         self
     }
 

@@ -235,6 +235,16 @@ pub enum Persistence {
     Fork { from: String },
 }
 
+/// A session's log as [`Engine::open_session`] found it.
+enum OpenedLog {
+    /// Not kept ([`Persistence::Off`]).
+    Off,
+    /// Kept: the open log and the events it already held.
+    Kept(SessionLog, Vec<StoredEvent>),
+    /// Meant to be kept, but the store could not be written.
+    Unkept(StoreError),
+}
+
 /// Shared by every session of the process.
 #[derive(Debug)]
 pub struct Engine {
@@ -411,9 +421,9 @@ impl Engine {
         id: &str,
         persistence: &Persistence,
         roots: &mut Vec<PathBuf>,
-    ) -> Result<Option<(SessionLog, Vec<StoredEvent>)>, AgentError> {
+    ) -> Result<OpenedLog, AgentError> {
         if *persistence == Persistence::Off {
-            return Ok(None);
+            return Ok(OpenedLog::Off);
         }
         let store = self.store().ok_or_else(|| {
             AgentError::Setup("there is no user data directory to keep sessions in".into())
@@ -425,14 +435,15 @@ impl Engine {
                 roots.iter().skip(1).cloned().collect(),
             )
         };
-        Ok(Some(match persistence {
-            Persistence::Off => return Ok(None),
+        let (log, events) = match persistence {
+            Persistence::Off => return Ok(OpenedLog::Off),
             Persistence::Create => match store.create(meta(roots)) {
                 Ok(log) => (log, Vec::new()),
-                // A store that cannot be written must not keep the user from working.
+                // A store that cannot be written must not keep the user from working; the
+                // first turn tells the user.
                 Err(error @ StoreError::Io { .. }) => {
                     tracing::warn!(%error, "the session is not kept: the session store failed");
-                    return Ok(None);
+                    return Ok(OpenedLog::Unkept(error));
                 }
                 Err(error) => return Err(error.into()),
             },
@@ -457,7 +468,8 @@ impl Engine {
                 }
                 store.fork(from, meta(roots))?
             }
-        }))
+        };
+        Ok(OpenedLog::Kept(log, events))
     }
 
     /// Opens a session: compiles the scope over the roots, builds the registry and the policy.
@@ -470,15 +482,20 @@ impl Engine {
         let mut roots = std::mem::take(&mut options.roots);
         let stored = self.open_log(&id, &options.persistence, &mut roots)?;
         options.roots = roots;
-        let session = self.build_session(id, options, stored.as_ref().map(|(_, e)| e.as_slice()));
+        let events = match &stored {
+            OpenedLog::Kept(_, events) => Some(events.as_slice()),
+            OpenedLog::Off | OpenedLog::Unkept(_) => None,
+        };
+        let session = self.build_session(id, options, events);
         match (session, stored) {
-            (Ok(session), Some((log, events))) => Ok(session.with_log(log, events)),
-            (Ok(session), None) => Ok(session),
-            (Err(error), Some((log, _))) => {
+            (Ok(session), OpenedLog::Kept(log, events)) => Ok(session.with_log(log, events)),
+            (Ok(session), OpenedLog::Unkept(error)) => Ok(session.unkept(error)),
+            (Ok(session), OpenedLog::Off) => Ok(session),
+            (Err(error), OpenedLog::Kept(log, _)) => {
                 log.close();
                 Err(error)
             }
-            (Err(error), None) => Err(error),
+            (Err(error), OpenedLog::Off | OpenedLog::Unkept(_)) => Err(error),
         }
     }
 

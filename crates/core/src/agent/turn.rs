@@ -333,6 +333,7 @@ impl Session {
             }),
             None => host,
         };
+        self.tell_store_failure(host.as_ref());
         let first = self
             .log
             .as_ref()

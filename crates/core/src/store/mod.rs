@@ -154,6 +154,7 @@ impl SessionStore {
             dir,
             meta: Mutex::new(meta),
             log: Mutex::new(Some(log)),
+            failure: Mutex::default(),
         })
     }
 
@@ -179,6 +180,7 @@ impl SessionStore {
             dir,
             meta: Mutex::new(meta),
             log: Mutex::new(Some(log)),
+            failure: Mutex::default(),
         };
         Ok((session, parsed.events))
     }
@@ -353,6 +355,18 @@ pub struct SessionLog {
     /// `None` once closed. A session closed without an event is kept (a client may load a
     /// session it created and never prompted); listings leave such sessions out.
     log: Mutex<Option<LockedLog>>,
+    /// The first failure to write the log, until the session tells the user
+    /// ([`SessionLog::take_failure`]); later failures are only logged.
+    failure: Mutex<Failure>,
+}
+
+/// Whether the log failed to be written, and whether the user was told.
+#[derive(Debug, Default)]
+enum Failure {
+    #[default]
+    None,
+    Unreported(StoreError),
+    Reported,
 }
 
 fn guard<T>(mutex: &Mutex<T>) -> MutexGuard<'_, T> {
@@ -380,9 +394,30 @@ impl SessionLog {
     }
 
     /// Appends, logging a failure instead of returning it (a full disk must not end a turn).
+    /// The first failure is also kept for the user ([`SessionLog::take_failure`]).
     pub fn record(&self, event: &StoredEvent) {
         if let Err(error) = self.append(event) {
             tracing::warn!(%error, "could not record a session event");
+            let mut failure = guard(&self.failure);
+            if matches!(*failure, Failure::None) {
+                *failure = Failure::Unreported(error);
+            }
+        }
+    }
+
+    /// The first failure to write the log, once: the caller tells the user (a session whose
+    /// log cannot be written would otherwise load later with its end missing, unannounced).
+    pub fn take_failure(&self) -> Option<StoreError> {
+        let mut failure = guard(&self.failure);
+        match std::mem::take(&mut *failure) {
+            Failure::Unreported(error) => {
+                *failure = Failure::Reported;
+                Some(error)
+            }
+            other => {
+                *failure = other;
+                None
+            }
         }
     }
 
@@ -524,6 +559,28 @@ mod tests {
         log.close();
         let (_log, events) = store.open("s1").unwrap();
         assert_eq!(events, vec![text("m", "kept")]);
+    }
+
+    #[test]
+    fn the_first_failed_write_is_kept_for_the_user_once() {
+        let (_dir, store) = store();
+        let log = store
+            .create(SessionMeta::new("s1", "/w".into(), Vec::new()))
+            .unwrap();
+        log.record(&text("m", "kept"));
+        assert!(log.take_failure().is_none());
+        // Closed, the log refuses every append: the first failure is told, once.
+        log.close();
+        log.record(&text("m", "lost"));
+        log.record(&text("m", "lost too"));
+        let failure = log.take_failure().unwrap();
+        assert!(
+            matches!(&failure, StoreError::Io { source, .. } if source.to_string().contains("closed")),
+            "{failure:?}"
+        );
+        assert!(std::error::Error::source(&failure).is_some());
+        log.record(&text("m", "still lost"));
+        assert!(log.take_failure().is_none());
     }
 
     #[test]
