@@ -524,7 +524,7 @@ impl AgentSession for EngineSession {
                 .mcp()
                 .get_prompt(&command, &arguments)
                 .await
-                .map_err(EngineError::invalid)
+                .map_err(|error| EngineError::InvalidInput(Arc::new(error)))
         })
     }
 

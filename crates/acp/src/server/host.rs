@@ -690,6 +690,7 @@ impl AcpTurnHost {
         }
     }
 
+    // String error: the refusal (a skip, a decline, the editor's text) is what the model reads.
     async fn ask_inner(&self, questions: Vec<QuestionItem>) -> Result<Vec<Vec<String>>, String> {
         let call_id = lock(&self.order)
             .iter()
@@ -890,6 +891,7 @@ impl TurnHost for AcpTurnHost {
         Box::pin(self.approve_inner(request))
     }
 
+    // String error: the refusal (a skip, a decline, the editor's text) is what the model reads.
     fn ask(&self, questions: Vec<QuestionItem>) -> BoxFuture<'_, Result<Vec<Vec<String>>, String>> {
         Box::pin(self.ask_inner(questions))
     }

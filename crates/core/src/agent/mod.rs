@@ -54,8 +54,8 @@ pub enum AgentError {
     #[error("model error: {0}")]
     Provider(#[from] ProviderError),
     /// The session could not be set up (bad workspace root, bad rule file, ...).
-    #[error("{0}")]
-    Setup(String),
+    #[error(transparent)]
+    Setup(#[from] SetupError),
     /// The workspace's configuration files do not load (a project file's typo).
     #[error("{0}")]
     Config(ConfigFault),
@@ -71,4 +71,22 @@ pub enum AgentError {
     /// Compaction failed (the summary request failed or came back empty).
     #[error("compaction failed: {0}")]
     Compaction(String),
+}
+
+/// Why a session could not be set up; each failure keeps its cause.
+#[derive(Debug, thiserror::Error)]
+pub enum SetupError {
+    /// Keel refuses the request by its own rules (no place to keep sessions, a session opened
+    /// from another workspace); the message says what to do.
+    #[error("{0}")]
+    Refused(String),
+    /// The bundled tools could not be registered.
+    #[error(transparent)]
+    Tools(#[from] crate::tools::BundledError),
+    /// The runtime could not be built over the roots (a root that does not resolve, ...).
+    #[error(transparent)]
+    Runtime(#[from] crate::runtime::RuntimeError),
+    /// The permission rules or the trust store do not load.
+    #[error(transparent)]
+    Policy(#[from] crate::policy::PolicyError),
 }

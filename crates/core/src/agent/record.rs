@@ -136,6 +136,7 @@ impl TurnHost for RecordingHost {
         })
     }
 
+    // String error: the refusal (a skip, a decline, the editor's text) is what the model reads.
     fn ask(&self, questions: Vec<QuestionItem>) -> BoxFuture<'_, Result<Vec<Vec<String>>, String>> {
         self.inner.ask(questions)
     }

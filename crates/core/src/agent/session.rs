@@ -17,6 +17,7 @@ use super::shared::EngineConfig;
 #[derive(Debug, Clone)]
 pub struct ModelSlot {
     pub name: String,
+    // String error: the message names what to set, shown to the user as is.
     pub resolved: Result<(Arc<dyn Provider>, String), String>,
     /// The model could not be resolved for want of a credential
     /// ([`crate::provider::ProviderError::is_missing_credentials`]): the turn tries again (a

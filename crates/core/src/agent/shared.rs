@@ -13,8 +13,8 @@ use crate::runtime::sandbox::SandboxSpec;
 use crate::runtime::{FileBackend, Runtime, RuntimeConfig, TerminalBackend};
 use crate::tool::{DynTool, Limits, Registry, SessionState};
 
-use super::AgentError;
 use super::session::{ModelSlot, Session};
+use super::{AgentError, SetupError};
 use crate::store::{SessionLog, SessionMeta, SessionStore, StoreError, StoredEvent};
 
 /// The name of the model slot when no model is named and none resolves.
@@ -240,7 +240,7 @@ enum OpenedLog {
     /// Not kept ([`Persistence::Off`]).
     Off,
     /// Kept: the open log and the events it already held.
-    Kept(SessionLog, Vec<StoredEvent>),
+    Kept(Box<SessionLog>, Vec<StoredEvent>),
     /// Meant to be kept, but the store could not be written.
     Unkept(StoreError),
 }
@@ -356,7 +356,7 @@ impl Engine {
     pub fn registry(&self) -> Result<Registry, AgentError> {
         let env = self.config.env.clone();
         let mut registry =
-            crate::tools::bundled(&move |key: &str| env(key)).map_err(AgentError::Setup)?;
+            crate::tools::bundled(&move |key: &str| env(key)).map_err(SetupError::from)?;
         for tool in &self.config.extra_tools {
             registry.register_shadowing(tool.clone());
         }
@@ -426,7 +426,9 @@ impl Engine {
             return Ok(OpenedLog::Off);
         }
         let store = self.store().ok_or_else(|| {
-            AgentError::Setup("there is no user data directory to keep sessions in".into())
+            AgentError::Setup(SetupError::Refused(
+                "there is no user data directory to keep sessions in".into(),
+            ))
         })?;
         let meta = |roots: &[PathBuf]| {
             SessionMeta::new(
@@ -469,7 +471,7 @@ impl Engine {
                 store.fork(from, meta(roots))?
             }
         };
-        Ok(OpenedLog::Kept(log, events))
+        Ok(OpenedLog::Kept(Box::new(log), events))
     }
 
     /// Opens a session: compiles the scope over the roots, builds the registry and the policy.
@@ -488,7 +490,7 @@ impl Engine {
         };
         let session = self.build_session(id, options, events);
         match (session, stored) {
-            (Ok(session), OpenedLog::Kept(log, events)) => Ok(session.with_log(log, events)),
+            (Ok(session), OpenedLog::Kept(log, events)) => Ok(session.with_log(*log, events)),
             (Ok(session), OpenedLog::Unkept(error)) => Ok(session.unkept(error)),
             (Ok(session), OpenedLog::Off) => Ok(session),
             (Err(error), OpenedLog::Kept(log, _)) => {
@@ -561,7 +563,7 @@ impl Engine {
                 ..self.config.sandbox.clone()
             },
         })
-        .map_err(|e| AgentError::Setup(e.to_string()))?
+        .map_err(SetupError::from)?
         .with_backends(options.files, options.terminals)
         .with_protected(self.config.global_config_dir.iter().cloned());
         // The workspace's credential files, listed before the first command needs them.
@@ -583,7 +585,7 @@ impl Engine {
                 None => Trust::Unknown,
             },
         };
-        let setup = |e: crate::policy::PolicyError| AgentError::Setup(e.to_string());
+        let setup = |e: crate::policy::PolicyError| AgentError::Setup(e.into());
         let mut layers =
             PolicyLayers::load(&workspace, self.config.global_config_dir.as_deref(), trust)
                 .map_err(setup)?;
@@ -704,10 +706,10 @@ fn same_workspace(id: &str, stored: &Path, asked: &Path) -> Result<(), AgentErro
     if canonical(stored) == canonical(asked) {
         return Ok(());
     }
-    Err(AgentError::Setup(format!(
+    Err(AgentError::Setup(SetupError::Refused(format!(
         "session `{id}` belongs to the workspace {}, not to {}; open it from its own \
          workspace, or start a new session here",
         stored.display(),
         asked.display()
-    )))
+    ))))
 }

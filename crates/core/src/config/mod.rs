@@ -35,7 +35,8 @@ use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
 pub use engine_config::{
-    answering_model, engine_config, located_providers, user_cache_dir, user_data_dir,
+    EngineConfigError, answering_model, engine_config, located_providers, user_cache_dir,
+    user_data_dir,
 };
 pub use error::{ConfigError, CredentialRefusal};
 pub use load::{
@@ -209,6 +210,7 @@ impl McpServerSettings {
     }
 
     /// The engine's view of the server, or why the table is unusable.
+    // String error: the message says how to fix the table, shown as is.
     pub fn to_server(
         &self,
         name: &str,
@@ -296,6 +298,7 @@ impl Thinking {
 
 impl std::str::FromStr for Thinking {
     type Err = String;
+    // String error: the message lists the accepted values, shown as is.
     fn from_str(text: &str) -> Result<Self, String> {
         Self::ALL
             .into_iter()

@@ -53,7 +53,9 @@ use crate::tool::{FileStamp, ProgressSink, ToolError};
 
 /// The editor's view of files. `None` from a method means "not handled here; use the disk".
 pub trait FileBackend: Send + Sync + Debug {
+    // String error: the editor's own refusal text, shown to the model as is.
     fn read_text<'a>(&'a self, path: &'a Path) -> BoxFuture<'a, Option<Result<String, String>>>;
+    // String error: the editor's own refusal text, shown to the model as is.
     fn write_text<'a>(
         &'a self,
         path: &'a Path,
