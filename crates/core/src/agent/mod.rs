@@ -10,11 +10,11 @@
 //! types.
 
 mod compact;
+mod engine;
 mod events;
 mod prompt;
 mod record;
 mod session;
-mod shared;
 mod subagent;
 mod title;
 mod trust;
@@ -23,15 +23,15 @@ mod turn;
 /// Re-exported from [`crate::front_matter`], where skills read it too.
 pub use crate::front_matter::front_matter;
 pub use compact::Compaction;
+pub use engine::{
+    ConfigFault, ConfigRules, Engine, EngineConfig, EnvLookup, IgnoredLine, Persistence,
+    SESSIONS_DIR, SessionOptions, TRUST_FILE, WorkspaceConfig,
+};
 pub use events::{
     AgentEvent, Answer, ApprovalAnswer, ApprovalRequest, CallStatus, QuestionItem, QuestionOption,
     TurnHost, TurnOutcome, TurnStop, UserContent,
 };
 pub use session::{ModelSlot, Session};
-pub use shared::{
-    ConfigFault, ConfigRules, Engine, EngineConfig, EnvLookup, IgnoredLine, Persistence,
-    SESSIONS_DIR, SessionOptions, TRUST_FILE, WorkspaceConfig,
-};
 pub use subagent::{AgentDef, GENERAL_AGENT, MAX_DEPTH, agents_listing, load_agents, parse_agent};
 pub use title::{TITLE_SYSTEM, clean_title};
 pub use trust::{TRUST_QUESTION_ID, files_waiting_for_trust, notice as trust_notice};

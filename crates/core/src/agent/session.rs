@@ -10,7 +10,7 @@ use crate::runtime::Runtime;
 use crate::store::{SessionLog, StoredEvent};
 use crate::tool::{Registry, SessionState};
 
-use super::shared::EngineConfig;
+use super::engine::EngineConfig;
 
 /// The model a session talks to: its display name and the resolved provider, or why it could
 /// not be resolved (a message naming what to set).
@@ -109,7 +109,7 @@ pub(super) struct ProjectState {
     /// answer records.
     pub fingerprint: Option<String>,
     /// Settings not applied because the project is not trusted.
-    pub ignored: Vec<super::shared::IgnoredLine>,
+    pub ignored: Vec<super::engine::IgnoredLine>,
     /// Whether the front-end chose the mode (then trusting the project does not change it).
     pub mode_overridden: bool,
 }
@@ -328,7 +328,7 @@ impl Session {
         }
         let env = self.config.env.clone();
         let lookup = move |key: &str| env(key);
-        let name = (slot.name != super::shared::NO_MODEL_NAME).then_some(slot.name.as_str());
+        let name = (slot.name != super::engine::NO_MODEL_NAME).then_some(slot.name.as_str());
         match crate::provider::resolve_model(name, &lookup, &self.config.providers) {
             Ok((provider, model)) => {
                 let display =

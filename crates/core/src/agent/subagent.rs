@@ -39,8 +39,8 @@ use crate::tool::{
 };
 use crate::tools::task::{TASK_RESULT_BYTES, TASK_TOOL_ID};
 
+use super::engine::EngineConfig;
 use super::session::{ModelSlot, Session};
-use super::shared::EngineConfig;
 use super::{
     AgentEvent, ApprovalAnswer, ApprovalRequest, CallStatus, QuestionItem, TurnHost, TurnStop,
     UserContent,

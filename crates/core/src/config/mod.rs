@@ -67,7 +67,7 @@ pub struct Config {
     /// Model providers, by name. `anthropic`, `openai`, `openrouter`, `deepseek`, `ollama`,
     /// `lmstudio` and `vllm` are built in; a table here overrides their settings or declares
     /// another endpoint speaking either API.
-    pub providers: BTreeMap<String, ProviderConfig>,
+    pub providers: BTreeMap<String, ProviderSettings>,
     /// How tool calls are approved: `ask`, `allowlist`, `yolo` or `read-only`.
     pub mode: Mode,
     /// Model requests one turn may make before it stops (`max_requests`).
@@ -442,7 +442,7 @@ pub use crate::provider::ProviderKind;
 /// One model provider (`[providers.NAME]`).
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
-pub struct ProviderConfig {
+pub struct ProviderSettings {
     /// The protocol; required unless the table overrides a built-in provider (`anthropic`,
     /// `openai`, `openrouter`, `deepseek`, `ollama`, `lmstudio`, `vllm`).
     #[serde(default, skip_serializing_if = "Option::is_none")]

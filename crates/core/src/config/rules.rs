@@ -15,7 +15,7 @@ use toml::de::{DeTable, DeValue};
 
 use super::error::{FileText, did_you_mean};
 use super::{Config, ConfigError, Effective, Source};
-use crate::policy::layers::Source as RuleSource;
+use crate::policy::layers::RuleSource;
 use crate::policy::{Policy, PolicyError, PolicyLayers, RuleSet, Trust, TrustStore};
 
 /// The path variables a rule's pattern or prefix may begin with.

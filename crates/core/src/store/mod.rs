@@ -54,8 +54,11 @@ pub enum StoreError {
         path: PathBuf,
         source: std::io::Error,
     },
-    #[error("{}: {message}", path.display())]
-    Corrupt { path: PathBuf, message: String },
+    #[error("{}: {source}", path.display())]
+    Corrupt {
+        path: PathBuf,
+        source: serde_json::Error,
+    },
 }
 
 fn io_error(path: &Path) -> impl FnOnce(std::io::Error) -> StoreError + '_ {
@@ -303,7 +306,7 @@ fn read_meta(dir: &Path, id: &str) -> Result<SessionMeta, StoreError> {
         .ok_or_else(|| StoreError::NotFound(id.to_owned()))?;
     serde_json::from_slice(&bytes).map_err(|error| StoreError::Corrupt {
         path,
-        message: error.to_string(),
+        source: error,
     })
 }
 
@@ -311,7 +314,7 @@ fn write_meta(dir: &Path, meta: &SessionMeta) -> Result<(), StoreError> {
     let path = dir.join(META_FILE);
     let text = serde_json::to_string_pretty(meta).map_err(|error| StoreError::Corrupt {
         path: path.clone(),
-        message: error.to_string(),
+        source: error,
     })?;
     config_files::write_atomically(&path, &text).map_err(io_error(&path))
 }
@@ -379,7 +382,7 @@ impl SessionLog {
         let path = self.dir.join(LOG_FILE);
         let mut line = serde_json::to_vec(event).map_err(|error| StoreError::Corrupt {
             path: path.clone(),
-            message: error.to_string(),
+            source: error,
         })?;
         line.push(b'\n');
         let mut log = guard(&self.log);

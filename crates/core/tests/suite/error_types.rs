@@ -1,7 +1,7 @@
 //! The error types of the sources: a `Result` whose error is a bare `String` is allowed only
 //! where the string is the product (a message shown as is, to the model or the user), and then
 //! it says so in a `// String error: why` comment on the line or just above the item. Every
-//! other failure is a typed error that keeps its source (docs/ARCHITECTURE.md, "Errors").
+//! other failure is a typed error that keeps its source (docs/engine.md, "Errors").
 
 use std::path::{Path, PathBuf};
 
