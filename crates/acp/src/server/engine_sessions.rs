@@ -590,3 +590,44 @@ impl AgentSession for EngineSession {
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use keel_core::agent::SetupError;
+
+    use super::*;
+    use crate::server::ServerError;
+
+    #[test]
+    fn engine_errors_keep_the_engines_error_and_its_text() {
+        let failed = turn_error(AgentError::Store(StoreError::Io {
+            path: PathBuf::from("/data/sessions/s1/events.jsonl"),
+            source: std::io::Error::other("disk full"),
+        }));
+        assert!(matches!(failed, EngineError::Failed(_)), "{failed:?}");
+        assert_eq!(
+            failed.to_string(),
+            "/data/sessions/s1/events.jsonl: disk full"
+        );
+        // The OS error is still there behind the message.
+        let source = std::error::Error::source(&failed).map(ToString::to_string);
+        assert_eq!(source.as_deref(), Some("disk full"));
+        let wire = ServerError::from(failed).to_rpc();
+        assert_eq!(wire.message, "/data/sessions/s1/events.jsonl: disk full");
+
+        let refused = open_error(AgentError::Setup(SetupError::Refused(
+            "session `s1` belongs to another workspace".into(),
+        )));
+        assert!(
+            matches!(refused, EngineError::InvalidInput(_)),
+            "{refused:?}"
+        );
+        assert_eq!(
+            refused.to_string(),
+            "session `s1` belongs to another workspace"
+        );
+        let locked = store_error(StoreError::Locked("s1".into()));
+        assert!(matches!(locked, EngineError::InvalidInput(_)), "{locked:?}");
+        assert!(locked.to_string().contains("open in another Keel process"));
+    }
+}

@@ -292,9 +292,8 @@ impl Background {
                         if let Some(result) = &run.result {
                             run.delivered = true;
                             // Waited for, the run's failure is an outside one (its cause kept).
-                            return result.clone().map_err(|error| ToolError::External {
-                                message: error.to_string(),
-                                source: Some(Arc::new(error)),
+                            return result.clone().map_err(|error| {
+                                ToolError::external_from(error.to_string(), error)
                             });
                         }
                         true
