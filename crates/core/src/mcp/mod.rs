@@ -210,6 +210,27 @@ fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
     m.lock().unwrap_or_else(PoisonError::into_inner)
 }
 
+/// Why an MCP prompt (`/server:prompt`) gave no text; said to the user as is.
+#[derive(Debug, thiserror::Error)]
+pub enum PromptError {
+    #[error("no ready MCP server offers the prompt `/{0}`")]
+    NotOffered(String),
+    #[error("arguments: {0}")]
+    Arguments(#[from] shell_words::ParseError),
+    #[error("`{0}` is not `name=value`")]
+    NotNameValue(String),
+    #[error("`/{command}` needs {needed}")]
+    Missing { command: String, needed: String },
+    #[error("the server did not answer within {0}s")]
+    Timeout(u64),
+    #[error("the server failed: {0}")]
+    Server(#[from] rmcp::ServiceError),
+    #[error("the server asked for input; Keel does not support that yet")]
+    AsksInput,
+    #[error("the prompt `/{0}` is empty")]
+    Empty(String),
+}
+
 impl McpHub {
     /// A hub for `servers` (not started). `locked` are the ids servers may not take; a
     /// trusted project's stdio servers start in the workspace, the others in `neutral` (an
@@ -286,22 +307,20 @@ impl McpHub {
     /// The text of the prompt `/server:prompt`, with `arguments` as the user typed them:
     /// `key=value` words, or (for a prompt with arguments and no `=` in the text) the whole text
     /// as its first argument.
-    pub async fn get_prompt(&self, command: &str, arguments: &str) -> Result<String, String> {
+    pub async fn get_prompt(&self, command: &str, arguments: &str) -> Result<String, PromptError> {
         let found = lock(&self.inner.slots).iter().find_map(|slot| {
             let prompt = slot.prompts.iter().find(|p| p.command() == command)?;
             Some((prompt.clone(), slot.peer.clone()?))
         });
         let Some((prompt, peer)) = found else {
-            return Err(format!(
-                "no ready MCP server offers the prompt `/{command}`"
-            ));
+            return Err(PromptError::NotOffered(command.to_owned()));
         };
         let mut values = serde_json::Map::new();
-        let words = shell_words::split(arguments).map_err(|e| format!("arguments: {e}"))?;
+        let words = shell_words::split(arguments)?;
         if words.iter().any(|w| w.contains('=')) {
             for word in words {
                 let Some((key, value)) = word.split_once('=') else {
-                    return Err(format!("`{word}` is not `name=value`"));
+                    return Err(PromptError::NotNameValue(word));
                 };
                 values.insert(key.to_owned(), serde_json::Value::String(value.to_owned()));
             }
@@ -320,28 +339,22 @@ impl McpHub {
             .map(|(name, _)| name.as_str())
             .collect();
         if !missing.is_empty() {
-            return Err(format!(
-                "`/{command}` needs {}",
-                missing
+            return Err(PromptError::Missing {
+                command: command.to_owned(),
+                needed: missing
                     .iter()
                     .map(|name| format!("`{name}=...`"))
                     .collect::<Vec<_>>()
-                    .join(", ")
-            ));
+                    .join(", "),
+            });
         }
         let params =
             rmcp::model::GetPromptRequestParams::new(prompt.name.clone()).with_arguments(values);
         let response = tokio::time::timeout(PROMPT_TIMEOUT, peer.get_prompt_once(params))
             .await
-            .map_err(|_| {
-                format!(
-                    "the server did not answer within {}s",
-                    PROMPT_TIMEOUT.as_secs()
-                )
-            })?
-            .map_err(|e| format!("the server failed: {e}"))?;
+            .map_err(|_| PromptError::Timeout(PROMPT_TIMEOUT.as_secs()))??;
         let rmcp::model::GetPromptResponse::Complete(result) = response else {
-            return Err("the server asked for input; Keel does not support that yet".into());
+            return Err(PromptError::AsksInput);
         };
         let value = serde_json::to_value(&result).unwrap_or_default();
         let texts: Vec<String> = value["messages"]
@@ -357,7 +370,7 @@ impl McpHub {
             })
             .unwrap_or_default();
         if texts.is_empty() {
-            return Err(format!("the prompt `/{command}` is empty"));
+            return Err(PromptError::Empty(command.to_owned()));
         }
         Ok(texts.join("\n\n"))
     }
@@ -656,6 +669,7 @@ impl StderrTail {
 
 /// `tail` receives a stdio server's stderr as soon as it runs (so a start that times out can
 /// still show it).
+// String error: the reason shown in the server's state, with its stderr.
 async fn connect(
     config: &McpServerConfig,
     tail: &StderrTail,
@@ -733,7 +747,8 @@ async fn connect(
             })
         }
         McpTransport::Http { url, headers } => {
-            let transport = crate::runtime::mcp::connect_mcp_http(url, headers)?;
+            let transport = crate::runtime::mcp::connect_mcp_http(url, headers)
+                .map_err(|error| error.to_string())?;
             let service = ()
                 .serve(transport)
                 .await
@@ -838,7 +853,7 @@ async fn run_server(hub: std::sync::Weak<Inner>, name: String) {
                         tools.push(tool);
                     }
                 }
-                Err(error) => skipped.push(error),
+                Err(error) => skipped.push(error.to_string()),
             }
         }
         if let Some(slot) = lock(&inner.slots)
