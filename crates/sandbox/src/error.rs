@@ -138,3 +138,46 @@ impl Error {
 
 /// The helper's results.
 pub type Result<T, E = Error> = std::result::Result<T, E>;
+
+#[cfg(test)]
+mod tests {
+    use std::error::Error as _;
+
+    use super::Error;
+
+    #[test]
+    fn an_os_error_stays_the_source() {
+        let error = Error::sys("unshare", nix::errno::Errno::EPERM);
+        assert_eq!(error.to_string(), "unshare: EPERM: Operation not permitted");
+        let source = error.source().unwrap();
+        assert_eq!(
+            source.downcast_ref::<nix::errno::Errno>(),
+            Some(&nix::errno::Errno::EPERM)
+        );
+
+        let io = std::io::Error::from_raw_os_error(libc::ENOENT);
+        let error = Error::io(std::path::Path::new("/x"), io);
+        let source = error.source().unwrap().downcast_ref::<std::io::Error>();
+        assert_eq!(
+            source.and_then(std::io::Error::raw_os_error),
+            Some(libc::ENOENT)
+        );
+    }
+
+    #[test]
+    fn a_fallback_that_failed_too_is_the_second_source() {
+        let error = Error::CannotConfine {
+            why: "PID namespace: EPERM: Operation not permitted".into(),
+            fallback: Some(Box::new(Error::NoLandlock)),
+        };
+        assert_eq!(
+            error.to_string(),
+            "cannot confine: PID namespace: EPERM: Operation not permitted; Landlock is not \
+             supported"
+        );
+        assert_eq!(
+            error.source().unwrap().to_string(),
+            "Landlock is not supported"
+        );
+    }
+}

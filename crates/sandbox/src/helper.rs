@@ -373,3 +373,48 @@ pub(crate) fn write_guard(status: &mut std::fs::File, guard: Pid) {
     // file at the same time, and must not land in the middle of this one.
     let _ = status.write_all(format!("\nguard {guard}\n").as_bytes());
 }
+
+#[cfg(test)]
+mod tests {
+    use std::ffi::OsString;
+
+    use super::{Error, parse};
+
+    fn args(list: &[&str]) -> Vec<OsString> {
+        list.iter().map(OsString::from).collect()
+    }
+
+    #[test]
+    fn the_command_line_is_a_stage_options_and_the_program() {
+        let parsed = parse(args(&[
+            "run",
+            "--profile",
+            "/p.json",
+            "--",
+            "bash",
+            "-c",
+            "x",
+        ]))
+        .unwrap();
+        assert_eq!(parsed.stage, "run");
+        assert_eq!(
+            parsed.profile.as_deref(),
+            Some(std::path::Path::new("/p.json"))
+        );
+        assert_eq!(parsed.program, args(&["bash", "-c", "x"]));
+        // Everything after `--` is the program's, `--profile` included.
+        let parsed = parse(args(&["run", "--", "echo", "--profile"])).unwrap();
+        assert_eq!(
+            (parsed.profile, parsed.program),
+            (None, args(&["echo", "--profile"]))
+        );
+
+        assert!(matches!(parse(args(&[])), Err(Error::NoStage)));
+        assert!(matches!(parse(args(&["run"])), Err(Error::NoSeparator)));
+        assert!(matches!(parse(args(&["run", "--"])), Err(Error::NoProgram)));
+        assert!(matches!(
+            parse(args(&["run", "-x", "--", "true"])),
+            Err(Error::UnexpectedArgument(arg)) if arg == "-x"
+        ));
+    }
+}

@@ -459,3 +459,17 @@ fn build_dev(root: &Path, mounts: &Mounts) -> Result<()> {
     );
     Ok(())
 }
+
+#[cfg(test)]
+mod tests {
+    use super::unescape;
+
+    #[test]
+    fn mountinfo_escapes_are_undone() {
+        assert_eq!(unescape("/a\\040b"), "/a b");
+        assert_eq!(unescape("/tab\\011and\\012line\\134"), "/tab\tand\nline\\");
+        // Not an escape: kept as it is.
+        assert_eq!(unescape("/x\\09"), "/x\\09");
+        assert_eq!(unescape("/end\\"), "/end\\");
+    }
+}

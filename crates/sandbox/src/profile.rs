@@ -199,3 +199,17 @@ pub const DEFAULT_ENV_ALLOW: &[&str] = &[
     "SSL_CERT_FILE",
     "SSL_CERT_DIR",
 ];
+
+#[cfg(test)]
+mod tests {
+    use super::env_allowed;
+
+    #[test]
+    fn the_environment_allowlist_takes_names_and_prefixes() {
+        let allow = vec!["PATH".to_owned(), "LC_*".to_owned()];
+        assert!(env_allowed(&allow, "PATH"));
+        assert!(env_allowed(&allow, "LC_ALL"));
+        assert!(!env_allowed(&allow, "PATHX"));
+        assert!(!env_allowed(&allow, "AWS_SECRET_ACCESS_KEY"));
+    }
+}

@@ -14,7 +14,7 @@ pub enum Confinement {
     Confined {
         mechanism: String,
         notes: Vec<String>,
-        /// Guarded files the command created or changed, and what Keel did ([`guard`]).
+        /// Guarded files the command created or changed, and what Keel did ([`super::guard`]).
         restored: Vec<String>,
     },
     /// Not confined, or not confirmed.
@@ -39,10 +39,10 @@ impl Confinement {
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct ConfinementCheck {
     pub nonce: String,
-    /// The profile's file, when it did not travel in [`PROFILE_ENV`].
+    /// The profile's file, when it did not travel in [`super::PROFILE_ENV`].
     pub profile_file: Option<PathBuf>,
     pub status_file: PathBuf,
-    /// The files other programs run, as they were before the command ([`guard`]): what it
+    /// The files other programs run, as they were before the command ([`super::guard`]): what it
     /// created or changed is put back once it is gone.
     pub guarded: GuardSnapshot,
 }

@@ -8,7 +8,7 @@
 //!   session's scratch directory past 96 KiB), and a [`ConfinementCheck`] that later reads the
 //!   helper's status back.
 //! - [`server`]: the same helper around an MCP stdio server, with a profile for servers.
-//! - [`confinement`]: the helper's status read back (confined or not, and whether a killed
+//! - `confinement`: the helper's status read back (confined or not, and whether a killed
 //!   command is gone).
 //! - The helper itself (`keel-sandbox run [--profile FILE] -- PROGRAM ARGS...`) is the crate
 //!   `keel-sandbox`, which depends on no part of Keel; [`helper`] and [`profile`] are its
