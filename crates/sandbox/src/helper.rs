@@ -93,14 +93,10 @@ fn parse(args: Vec<OsString>) -> Result<Parsed> {
     })
 }
 
-/// Says on the helper's standard error why nothing ran (Keel shows the line as it is).
-pub(crate) fn complain(message: &dyn std::fmt::Display) {
-    let _ = writeln!(std::io::stderr(), "keel sandbox: {message}");
-}
-
-/// Says why nothing ran, and the exit code that says so.
+/// Says on the helper's standard error why nothing ran (Keel shows the line as it is), and
+/// returns the exit code that says so.
 pub(crate) fn fail(error: &Error) -> i32 {
-    complain(error);
+    let _ = writeln!(std::io::stderr(), "keel sandbox: {error}");
     EXIT_HELPER_FAILED
 }
 
