@@ -29,6 +29,9 @@ pub enum Error {
     /// Neither `--profile FILE` nor [`crate::PROFILE_ENV`].
     #[error("missing --profile FILE (or {})", crate::PROFILE_ENV)]
     NoProfile,
+    /// [`crate::PROFILE_ENV`] is set but is not UTF-8 (so it is no JSON profile).
+    #[error("bad profile in {}: not UTF-8", crate::PROFILE_ENV)]
+    ProfileNotUnicode,
     /// `--profile FILE` cannot be read.
     #[error("cannot read the profile {}: {source}", path.display())]
     ReadProfile {
@@ -94,12 +97,12 @@ pub enum Error {
     #[error("{0}")]
     Apply(#[source] std::io::Error),
     /// Namespaces failed after the point where the fallback is the only way left, and the
-    /// profile forbids it (`mechanism = "namespaces"`) or it failed too (`fallback`). `why` is
-    /// the step that failed, with the kernel's answer, as the status line's notes say it.
+    /// profile forbids it (`mechanism = "namespaces"`) or it failed too (`fallback`, shown
+    /// after `why`).
     #[error("cannot confine: {why}{}", fallback.as_ref().map(|e| format!("; {e}")).unwrap_or_default())]
     CannotConfine {
-        why: String,
         #[source]
+        why: NamespaceFailure,
         fallback: Option<Box<Error>>,
     },
     /// The program cannot be executed.
@@ -108,6 +111,18 @@ pub enum Error {
         program: String,
         source: std::io::Error,
     },
+}
+
+/// Why namespaces failed once stage 1 had entered them (the fallback then confines stage 1
+/// itself, since no more children can be started there).
+#[derive(Debug, thiserror::Error)]
+pub enum NamespaceFailure {
+    /// The PID namespace could not be made.
+    #[error("PID namespace: {0}")]
+    PidNamespace(#[source] Errno),
+    /// Stage 2 exited without confirming (it said why on its own standard error).
+    #[error("namespace set-up failed")]
+    SetUp,
 }
 
 impl Error {
@@ -165,9 +180,9 @@ mod tests {
     }
 
     #[test]
-    fn a_fallback_that_failed_too_is_the_second_source() {
+    fn a_namespace_failure_keeps_its_errno_and_names_the_fallbacks_failure() {
         let error = Error::CannotConfine {
-            why: "PID namespace: EPERM: Operation not permitted".into(),
+            why: super::NamespaceFailure::PidNamespace(nix::errno::Errno::EPERM),
             fallback: Some(Box::new(Error::NoLandlock)),
         };
         assert_eq!(
@@ -175,9 +190,14 @@ mod tests {
             "cannot confine: PID namespace: EPERM: Operation not permitted; Landlock is not \
              supported"
         );
+        let why = error.source().unwrap();
         assert_eq!(
-            error.source().unwrap().to_string(),
-            "Landlock is not supported"
+            why.to_string(),
+            "PID namespace: EPERM: Operation not permitted"
+        );
+        assert_eq!(
+            why.source().unwrap().downcast_ref::<nix::errno::Errno>(),
+            Some(&nix::errno::Errno::EPERM)
         );
     }
 }

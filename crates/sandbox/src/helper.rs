@@ -126,7 +126,10 @@ pub fn main(_prefix: &[OsString], args: Vec<OsString>) -> i32 {
 
 /// The profile from [`PROFILE_ENV`] (no `--profile FILE`).
 fn load_from_env() -> Result<Profile> {
-    let text = std::env::var(PROFILE_ENV).map_err(|_| Error::NoProfile)?;
+    let text = std::env::var(PROFILE_ENV).map_err(|e| match e {
+        std::env::VarError::NotPresent => Error::NoProfile,
+        std::env::VarError::NotUnicode(_) => Error::ProfileNotUnicode,
+    })?;
     let profile: Profile = serde_json::from_str(&text).map_err(|source| Error::BadProfile {
         origin: format!("in {PROFILE_ENV}"),
         source,

@@ -19,7 +19,7 @@ use nix::sched::{CloneFlags, unshare};
 use nix::sys::signal::{Signal, kill};
 use nix::unistd::{ForkResult, Gid, Pid, Uid, chdir, pivot_root};
 
-use crate::error::{Error, Result};
+use crate::error::{Error, NamespaceFailure, Result};
 use crate::helper::{
     Ending, block_signals, fail, finish_like, own_session, program_command, proxy_env, signalled,
     supervise, write_guard, write_status,
@@ -39,8 +39,8 @@ pub(crate) fn start(
 ) -> i32 {
     if let Err(e) = unshare(CloneFlags::CLONE_NEWPID) {
         // The view is built but nothing can be spawned into a PID namespace: fall back.
-        let why = format!("PID namespace: {e}");
-        return fail(&fallback_exec(profile, program, &why, &mut status_file));
+        let why = NamespaceFailure::PidNamespace(e);
+        return fail(&fallback_exec(profile, program, why, &mut status_file));
     }
     // SAFETY: `fork` is sound when the process has a single thread (no lock can be held by a
     // thread that does not exist in the child). This process has exactly one: the kernel let it
@@ -79,7 +79,7 @@ pub(crate) fn start(
         return fail(&fallback_exec(
             profile,
             program,
-            "namespace set-up failed",
+            NamespaceFailure::SetUp,
             &mut status_file,
         ));
     }
@@ -91,12 +91,12 @@ pub(crate) fn start(
 fn fallback_exec(
     profile: &Profile,
     program: &[OsString],
-    why: &str,
+    why: NamespaceFailure,
     status: &mut std::fs::File,
 ) -> Error {
     let mut notes = vec![format!("namespaces unavailable: {why}")];
     let cannot = |fallback: Option<Error>| Error::CannotConfine {
-        why: why.to_owned(),
+        why,
         fallback: fallback.map(Box::new),
     };
     if profile.mechanism == Mechanism::Namespaces {

@@ -22,7 +22,7 @@ mod namespaces;
 pub mod profile;
 mod reaper;
 
-pub use error::{Error, Result};
+pub use error::{Error, NamespaceFailure, Result};
 pub use fallback::landlock_abi;
 pub use helper::{main, standalone};
 pub use profile::{

@@ -214,6 +214,19 @@ fn a_profile_travels_in_the_environment() {
         .unwrap();
     assert_eq!(output.status.code(), Some(EXIT_HELPER_FAILED));
     assert!(text(&output.stderr).contains(&format!("bad profile in {PROFILE_ENV}: ")));
+
+    use std::os::unix::ffi::OsStrExt as _;
+    let output = Command::new(HELPER)
+        .args(["run", "--", "/bin/true"])
+        .env(PROFILE_ENV, std::ffi::OsStr::from_bytes(b"{\xff}"))
+        .output()
+        .unwrap();
+    assert_eq!(output.status.code(), Some(EXIT_HELPER_FAILED));
+    assert!(
+        text(&output.stderr).contains(&format!("bad profile in {PROFILE_ENV}: not UTF-8")),
+        "{}",
+        text(&output.stderr)
+    );
 }
 
 /// What a confined program must not do, the same under each mechanism: read a hidden home file
