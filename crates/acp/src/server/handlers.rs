@@ -238,7 +238,7 @@ where
 fn apply_config_option(
     state: &ConnectionState,
     request: &SetSessionConfigOptionRequest,
-) -> Result<(Arc<session::Session>, bool), ServerError> {
+) -> Result<(Arc<session::ClientSession>, bool), ServerError> {
     let session = state.session(&request.session_id)?;
     let SessionConfigOptionValue::ValueId { value } = &request.value else {
         return Err(ServerError::InvalidParams(format!(

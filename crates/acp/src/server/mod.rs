@@ -50,8 +50,8 @@ pub use errors::ServerError;
 pub use kinds::{Roots, ToolRef, acp_kind, diff_content};
 pub use modes::mode_name;
 pub use session_traits::{
-    AgentSession, EngineError, SessionFactory, SessionOrigin, SessionSpec, StoredSessionInfo,
-    ToolInfo,
+    AgentSession, EngineError, EngineSource, SessionFactory, SessionOrigin, SessionSpec,
+    StoredSessionInfo, ToolInfo,
 };
 
 use connection::ConnectionState;

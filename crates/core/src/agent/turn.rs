@@ -315,6 +315,7 @@ impl Session {
             }),
             None => host,
         };
+        self.tell_store_failure(host.as_ref());
         let first = self
             .log
             .as_ref()
@@ -628,6 +629,7 @@ const TOOL_SEARCH: &str = crate::tools::tool_search::ID;
 struct HostAsker(Arc<dyn TurnHost>);
 
 impl crate::tool::Asker for HostAsker {
+    // String error: the refusal (a skip, a decline, the editor's text) is what the model reads.
     fn ask(
         &self,
         questions: Vec<super::QuestionItem>,

@@ -116,7 +116,10 @@ impl From<super::sandbox::SandboxError> for AccessError {
     fn from(error: super::sandbox::SandboxError) -> Self {
         match error {
             super::sandbox::SandboxError::NoHelper => AccessError::Unavailable(error.to_string()),
-            super::sandbox::SandboxError::Io(_) | super::sandbox::SandboxError::NotRendered => {
+            super::sandbox::SandboxError::Io { .. }
+            | super::sandbox::SandboxError::Profile(_)
+            | super::sandbox::SandboxError::NotUtf8(_)
+            | super::sandbox::SandboxError::NotRendered => {
                 AccessError::internal("preparing the sandbox", error)
             }
         }

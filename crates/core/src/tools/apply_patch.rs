@@ -420,7 +420,7 @@ impl PatchPlan {
             )));
         }
         let (bytes, source) = text::current_bytes(ctx, canonical).await?;
-        if source == text::Source::Disk && bytes.len() as u64 != stamp.len {
+        if source == text::ContentSource::Disk && bytes.len() as u64 != stamp.len {
             return Err(text::changed(shown, "it changed while being read", action));
         }
         let file = TextFile::decode(bytes.clone())

@@ -104,7 +104,10 @@ impl BashTool {
             return Err(ToolError::Unavailable("no terminal backend".into()));
         };
         let cwd = ctx.runtime.check_shell(&params.command, &cwd)?;
-        let invocation = ctx.runtime.shell_invocation(&params.command, &cwd)?;
+        let invocation = ctx
+            .runtime
+            .shell_invocation(&params.command, &cwd)
+            .map_err(crate::runtime::AccessError::from)?;
         let request = TerminalRequest {
             command: params.command.clone(),
             program: invocation.program.clone(),

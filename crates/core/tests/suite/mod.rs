@@ -1,10 +1,12 @@
 //! Test modules, one per area.
 
 mod agent;
+mod agent_policy;
 mod apply_patch;
 mod config;
 mod config_support;
 mod config_trust;
+mod error_types;
 mod hard_links;
 mod policy_api;
 mod policy_grammar;

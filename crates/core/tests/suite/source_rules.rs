@@ -384,8 +384,9 @@ fn no_json_value_reaches_the_policy() {
     );
 }
 
-/// Cycles among keel-core's top-level modules that are known and not yet broken, each sorted.
-const ALLOWED_CYCLES: &[&[&str]] = &[&["policy", "runtime", "tool"]];
+/// Cycles among keel-core's top-level modules that are known and not yet broken, each sorted:
+/// none.
+const ALLOWED_CYCLES: &[&[&str]] = &[];
 
 /// The top-level modules `crate::` and `super::` paths of one file name (its own left out).
 fn modules_named(code: &str, depth: usize, modules: &BTreeSet<String>) -> BTreeSet<String> {
@@ -447,9 +448,8 @@ fn modules_named(code: &str, depth: usize, modules: &BTreeSet<String>) -> BTreeS
     found
 }
 
-/// keel-core's top-level modules and the modules each one's shipped code names, the files
-/// under `src/{skip}` left out.
-fn module_graph(skip: Option<&str>) -> BTreeMap<String, BTreeSet<String>> {
+/// keel-core's top-level modules and the modules each one's shipped code names.
+fn module_graph() -> BTreeMap<String, BTreeSet<String>> {
     let src = crates_dir().join("core/src");
     let lib = scan(&std::fs::read_to_string(src.join("lib.rs")).unwrap()).code;
     let modules: BTreeSet<String> = lib
@@ -475,9 +475,6 @@ fn module_graph(skip: Option<&str>) -> BTreeMap<String, BTreeSet<String>> {
         let mut uses = BTreeSet::new();
         for file in files {
             let relative = file.strip_prefix(&src).unwrap();
-            if skip.is_some_and(|skip| relative.starts_with(skip)) {
-                continue;
-            }
             let parts = relative.components().count();
             // `x.rs` and `x/mod.rs` are the module itself; `x/a.rs` is one level below it.
             let depth = if relative.file_name().is_some_and(|n| n == "mod.rs") {
@@ -534,21 +531,18 @@ fn graph_table(graph: &BTreeMap<String, BTreeSet<String>>) -> String {
 
 #[test]
 fn the_contract_is_a_leaf_and_the_runtime_needs_only_it_and_the_capabilities() {
-    let graph = module_graph(None);
+    let graph = module_graph();
     assert_eq!(graph["contract"], BTreeSet::new());
-    // The sandbox (`runtime::sandbox`), leaving for a crate of its own, is the runtime's only
-    // way back to `tool` and `policy`.
-    let without_sandbox = module_graph(Some("runtime/sandbox"));
     let expected: BTreeSet<String> = ["capability", "contract"]
         .into_iter()
         .map(str::to_owned)
         .collect();
-    assert_eq!(without_sandbox["runtime"], expected);
+    assert_eq!(graph["runtime"], expected);
 }
 
 #[test]
 fn keel_cores_modules_form_no_new_cycle_and_the_architecture_shows_their_graph() {
-    let graph = module_graph(None);
+    let graph = module_graph();
     let reach = reach(&graph);
     let mut cycles: BTreeSet<Vec<String>> = BTreeSet::new();
     for module in graph.keys() {
