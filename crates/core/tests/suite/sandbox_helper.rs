@@ -84,6 +84,7 @@ fn a_helper_from_another_build_refuses_the_profile() {
         proxy: None,
         masked: Vec::new(),
         env_allow: vec!["PATH".into()],
+        mask_ruleset: None,
     };
     let run = |profile: &Profile| {
         let file = root.join("profile.json");

@@ -276,6 +276,7 @@ fn run_probe(
         proxy: proxy.clone().and_then(Result::ok),
         masked: vec![home_credential.clone(), workspace_credential.clone()],
         env_allow: super::profile::default_env_allow(),
+        mask_ruleset: None,
     };
     let profile_file = scratch.join("profile.json");
     let text = serde_json::to_string(&profile).map_err(|e| e.to_string())?;

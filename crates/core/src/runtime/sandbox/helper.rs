@@ -125,6 +125,7 @@ pub fn main(_prefix: &[OsString], args: Vec<OsString>) -> i32 {
             return EXIT_HELPER_FAILED;
         }
     };
+    fallback::close_mask_on_exec(&profile);
     match parsed.stage.as_str() {
         "run" => run(&profile, &parsed.program),
         other => {
