@@ -364,12 +364,13 @@ fn contained_cost(
         let mut masked = plain.clone();
         masked.masked = first.clone();
         let mut medians = Vec::new();
+        let mut cpus = Vec::new();
         for (name, profile) in [
             ("read-only, no masks", plain),
             ("contained, 50 masks", masked),
         ] {
             let path = write_profile(base, &profile, name);
-            let (_, exit, _) = time(|| {
+            let (_, exit, cpu) = time(|| {
                 let mut cmd = Command::new(helper);
                 cmd.arg("run").arg("--profile").arg(&path).arg("--").arg(me);
                 cmd
@@ -379,6 +380,8 @@ fn contained_cost(
                 exit,
                 None,
             ));
+            cpus.push(cpu);
+            println!("{:<44} mean {cpu:>6.2} ms", format!("{name}: CPU time"));
         }
         println!(
             "{:<44} {:.2} ms (masks {:.2} + list {list:.3})",
@@ -410,12 +413,18 @@ fn contained_cost(
         prebuilt.masked = first.clone();
         prebuilt.mask_ruleset = Some(fd.raw());
         let path = write_profile(base, &prebuilt, "contained prebuilt");
-        let (_, exit, _) = time(|| {
+        let (_, exit, cpu) = time(|| {
             let mut cmd = Command::new(helper);
             cmd.arg("run").arg("--profile").arg(&path).arg("--").arg(me);
             fd.inherit(&mut cmd);
             cmd
         });
+        println!(
+            "{:<44} mean {cpu:>6.2} ms (CPU cost over no masks {:.2}, split per command {:.2})",
+            "contained, prebuilt masks: CPU time",
+            cpu - cpus[0],
+            cpus[1] - cpus[0]
+        );
         let applied = row(
             &format!("contained, prebuilt masks, {mechanism:?}: spawn -> exit"),
             exit,
