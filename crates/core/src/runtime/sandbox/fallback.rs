@@ -218,6 +218,10 @@ pub fn close_mask_on_exec(profile: &Profile) {
 }
 
 /// Whether descriptor `fd` of this process is a Landlock ruleset.
+#[expect(
+    clippy::disallowed_methods,
+    reason = "the sandbox helper is part of the runtime, where ambient authority lives"
+)]
 fn is_landlock_ruleset(fd: i32) -> bool {
     std::fs::read_link(format!("/proc/self/fd/{fd}"))
         .is_ok_and(|target| target.as_os_str() == "anon_inode:[landlock-ruleset]")
