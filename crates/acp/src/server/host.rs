@@ -30,14 +30,13 @@ use keel_core::agent::{
     TRUST_QUESTION_ID, TurnHost,
 };
 use keel_core::tool::{
-    Artifact, CallView as EngineView, Envelope, Preview, TodoPriority, TodoStatus, ToolKind,
-    ToolProgress,
+    Artifact, CallView, Envelope, Preview, TodoPriority, TodoStatus, ToolKind, ToolProgress,
 };
 use serde_json::Value;
 use tokio_util::sync::CancellationToken;
 
 use super::kinds::{self, LockedTool, Roots, ToolRef};
-use super::permission::{self, CallView};
+use super::permission::{self, PermissionView};
 use super::terminal::TerminalLedger;
 
 /// The least time between two streamed-output updates of one call.
@@ -342,7 +341,7 @@ impl AcpTurnHost {
         tool_id: String,
         kind: ToolKind,
         args: Value,
-        view: EngineView,
+        view: CallView,
     ) {
         self.tool_call_of(call_id, tool_id, kind, args, view, None);
     }
@@ -355,7 +354,7 @@ impl AcpTurnHost {
         tool_id: String,
         kind: ToolKind,
         args: Value,
-        view: EngineView,
+        view: CallView,
         parent: Option<(&str, &str)>,
     ) {
         let kind = kinds::acp_kind(kind);
@@ -611,22 +610,22 @@ impl AcpTurnHost {
 
     /// What the permission prompt shows of a call: what its `tool_call` showed, or the same
     /// computed from the request when the call was never announced.
-    fn view(&self, request: &ApprovalRequest) -> CallView {
+    fn view(&self, request: &ApprovalRequest) -> PermissionView {
         if let Some(call) = lock(&self.calls).get(&request.call_id) {
-            return CallView {
+            return PermissionView {
                 title: call.title.clone(),
                 kind: call.kind,
                 locations: call.locations.clone(),
             };
         }
         if request.tool_id == TRUST_QUESTION_ID {
-            return CallView {
+            return PermissionView {
                 title: "Trust this project's settings?".into(),
                 kind: AcpKind::Other,
                 locations: Vec::new(),
             };
         }
-        CallView {
+        PermissionView {
             title: request.view.title.clone(),
             kind: kinds::acp_kind(request.kind),
             locations: kinds::locations(&request.view.locations),
@@ -666,7 +665,11 @@ impl AcpTurnHost {
         answer
     }
 
-    async fn ask_permission(&self, request: ApprovalRequest, view: CallView) -> ApprovalAnswer {
+    async fn ask_permission(
+        &self,
+        request: ApprovalRequest,
+        view: PermissionView,
+    ) -> ApprovalAnswer {
         let mut request = request;
         // The preview names the working directory relative to the workspace; show where.
         if let Some(Preview::Command { cwd, .. }) = &mut request.preview {
@@ -690,6 +693,7 @@ impl AcpTurnHost {
         }
     }
 
+    // String error: the refusal (a skip, a decline, the editor's text) is what the model reads.
     async fn ask_inner(&self, questions: Vec<QuestionItem>) -> Result<Vec<Vec<String>>, String> {
         let call_id = lock(&self.order)
             .iter()
@@ -890,6 +894,7 @@ impl TurnHost for AcpTurnHost {
         Box::pin(self.approve_inner(request))
     }
 
+    // String error: the refusal (a skip, a decline, the editor's text) is what the model reads.
     fn ask(&self, questions: Vec<QuestionItem>) -> BoxFuture<'_, Result<Vec<Vec<String>>, String>> {
         Box::pin(self.ask_inner(questions))
     }
