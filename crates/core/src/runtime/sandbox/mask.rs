@@ -132,6 +132,25 @@ impl MaskFd {
     }
 }
 
+/// Why a ruleset could not be built (the helper then splits the rules itself).
+#[derive(Debug, thiserror::Error)]
+enum BuildError {
+    #[error("inotify: {0}")]
+    Inotify(#[source] Errno),
+    #[error("watching {}: {source}", path.display())]
+    Watch {
+        path: PathBuf,
+        #[source]
+        source: Errno,
+    },
+    #[error("building the Landlock ruleset: {0}")]
+    Ruleset(#[from] landlock::RulesetError),
+    #[error("duplicating the ruleset's descriptor: {0}")]
+    Duplicate(#[source] std::io::Error),
+    #[error("Landlock is not supported by this kernel")]
+    Unsupported,
+}
+
 /// What the rulesets cost so far (for tests and the benchmark).
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub struct MaskStats {
@@ -231,9 +250,9 @@ impl MaskRulesets {
 }
 
 impl Built {
-    fn new(masked: Vec<PathBuf>) -> Result<Self, String> {
+    fn new(masked: Vec<PathBuf>) -> Result<Self, BuildError> {
         let inotify = Inotify::init(InitFlags::IN_NONBLOCK | InitFlags::IN_CLOEXEC)
-            .map_err(|e| format!("inotify: {e}"))?;
+            .map_err(BuildError::Inotify)?;
         // The paths as the kernel walks them (a masked path given through a symlink would
         // otherwise be granted through its real directory).
         let covered: Vec<PathBuf> = masked
@@ -263,7 +282,12 @@ impl Built {
                 Ok(wd) => wd,
                 // Not a directory (or gone): nothing below it is granted.
                 Err(Errno::ENOTDIR | Errno::ENOENT) => continue,
-                Err(e) => return Err(format!("watching {}: {e}", entry.display())),
+                Err(source) => {
+                    return Err(BuildError::Watch {
+                        path: entry,
+                        source,
+                    });
+                }
             };
             let Ok(children) = std::fs::read_dir(&entry) else {
                 continue;
@@ -280,22 +304,15 @@ impl Built {
         }
         let ruleset = Ruleset::default()
             .set_compatibility(CompatLevel::BestEffort)
-            .handle_access(handled())
-            .map_err(|e| e.to_string())?
-            .create()
-            .map_err(|e| e.to_string())?
-            .add_rules(path_beneath_rules(&whole, handled()))
-            .map_err(|e| e.to_string())?
+            .handle_access(handled())?
+            .create()?
+            .add_rules(path_beneath_rules(&whole, handled()))?
             .add_rules(path_beneath_rules(
                 &listed,
                 AccessFs::ReadDir | AccessFs::Refer,
-            ))
-            .map_err(|e| e.to_string())?;
-        let fd: Option<OwnedFd> = ruleset
-            .try_clone()
-            .map_err(|e| format!("duplicating the ruleset: {e}"))?
-            .into();
-        let fd = fd.ok_or("Landlock is not supported")?;
+            ))?;
+        let fd: Option<OwnedFd> = ruleset.try_clone().map_err(BuildError::Duplicate)?.into();
+        let fd = fd.ok_or(BuildError::Unsupported)?;
         Ok(Self {
             masked,
             covered,
