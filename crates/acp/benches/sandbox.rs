@@ -309,7 +309,7 @@ fn main() {
 /// The contained profile's cost over the approved one, in a workspace of 100,000 files holding
 /// 50 credential files: the credential list per command (the index, warm: one inotify drain)
 /// and the helper with 50 masks against the same helper without them. Under the fallback also
-/// with the masks as the ruleset Keel builds once (`mask::MaskRulesets`, decision 0032): its
+/// with the masks as the ruleset Keel builds once (`mask::MaskRulesets`, decision 0033): its
 /// first build, its check per command (warm: one inotify drain), and the helper applying it.
 /// `KEEL_BENCH_ONLY=contained` runs this alone, under the fallback.
 fn contained_cost(

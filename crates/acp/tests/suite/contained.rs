@@ -109,7 +109,7 @@ async fn attack_answering(calls: &[Value], answer: PermissionOptionKind) -> Vec<
 }
 
 /// [`attack`] under the Landlock fallback, forced: the masks are the ruleset Keel builds once
-/// and the helper inherits (decision 0032).
+/// and the helper inherits (decision 0033).
 async fn attack_under_the_fallback(calls: &[Value]) -> Vec<String> {
     attack_with(
         calls,
