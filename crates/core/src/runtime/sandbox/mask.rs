@@ -1,5 +1,5 @@
 //! The Landlock fallback's credential masks, built by Keel once instead of by the helper for
-//! every command (decision 0032).
+//! every command (decision 0033).
 //!
 //! Landlock only grants, so a credential file inside a readable tree is made unreadable by
 //! granting everything around it: each directory from `/` down to a masked path may only be
