@@ -24,6 +24,7 @@ mod provider_support;
 mod runtime_files;
 mod sandbox_escalation;
 mod sandbox_helper;
+mod sandbox_mask;
 mod sandbox_proxy_rules;
 mod search_sensitive;
 mod shell_differential;
