@@ -11,11 +11,12 @@ use std::path::{Path, PathBuf};
 use std::sync::{Mutex, MutexGuard};
 
 use super::draft::{Draft, checked_subject};
-use super::evaluate::{evaluate_call, is_read_only};
+use super::evaluate::evaluate_call;
 use super::explain::{Cause, Explanation};
 use super::layers::{Layer, PROJECT_DIR, PolicyLayers, RULE_FILE, RuleSource};
 use super::mode::Mode;
 use super::pattern::Pattern;
+use super::read_only::is_read_only;
 use super::rule::{Action, Capability, Permission, PolicyError, Rule, RuleSet};
 use super::shell::ShellContext;
 use super::subject::{ApprovalKey, CallSubject, Proposal, capability_of, join_wordings, proposals};

@@ -28,6 +28,7 @@ pub mod grammar;
 pub mod layers;
 pub mod mode;
 pub mod pattern;
+mod read_only;
 pub mod rule;
 pub mod search_gate;
 pub mod shell;

@@ -254,11 +254,11 @@ const NOT_TOOL_IDS: &[(&str, &str, &str)] = &[
     ("core/src/policy/commands.rs", "grep", "the program"),
     ("core/src/policy/commands.rs", "bash", "the program"),
     (
-        "core/src/policy/evaluate.rs",
+        "core/src/policy/read_only.rs",
         "grep",
         "the program, and git's subcommand",
     ),
-    ("core/src/policy/evaluate.rs", "glob", "ripgrep's option"),
+    ("core/src/policy/read_only.rs", "glob", "ripgrep's option"),
     ("core/src/policy/wrappers.rs", "bash", "the shell program"),
     (
         "core/src/policy/shell/parse.rs",
