@@ -275,9 +275,9 @@ impl RequestBody {
         match self.pieces.as_slice() {
             [] => reqwest::Body::from(bytes::Bytes::new()),
             [one] => reqwest::Body::from(one.clone()),
-            pieces => reqwest::Body::wrap_stream(futures::stream::iter(
-                pieces
-                    .to_vec()
+            _ => reqwest::Body::wrap_stream(futures::stream::iter(
+                self.pieces
+                    .clone()
                     .into_iter()
                     .map(Ok::<_, std::convert::Infallible>),
             )),
