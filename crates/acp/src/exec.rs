@@ -399,6 +399,7 @@ impl TurnHost for ExecHost {
         Box::pin(async { ApprovalAnswer::Answered(Answer::RejectOnce) })
     }
 
+    // String error: the refusal (a skip, a decline, the editor's text) is what the model reads.
     fn ask(
         &self,
         _questions: Vec<QuestionItem>,

@@ -9,7 +9,7 @@ fn main() -> std::process::ExitCode {
         && args.get(1).is_some_and(|a| a == "run" || a == "init")
     {
         let prefix = [std::ffi::OsString::from("sandbox")];
-        let code = keel_core::runtime::sandbox::helper::main(&prefix, args[1..].to_vec());
+        let code = keel_sandbox::main(&prefix, args[1..].to_vec());
         return std::process::ExitCode::from(u8::try_from(code).unwrap_or(u8::MAX));
     }
     keel_acp::cli::main()

@@ -48,6 +48,7 @@ fn valid_name(name: &str) -> bool {
 }
 
 /// Parses a `SKILL.md`; the name defaults to the folder's name.
+// String error: the message names the file and what to fix, listed as is.
 pub fn parse(dir: &Path, text: &str) -> Result<(String, String), String> {
     let shown = dir.join(SKILL_FILE);
     let shown = shown.display();

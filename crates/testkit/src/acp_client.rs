@@ -12,6 +12,7 @@
 //!
 //! It depends on the protocol crate only, never on Keel's engine.
 
+mod handlers;
 mod terminals;
 
 use std::collections::{BTreeMap, VecDeque};
@@ -22,16 +23,12 @@ use std::time::{Duration, Instant};
 use agent_client_protocol::schema::ProtocolVersion;
 use agent_client_protocol::v1::schema::{
     AuthCapabilities, BooleanConfigOptionCapabilities, CancelNotification, ClientCapabilities,
-    ClientSessionCapabilities, CompactionCapabilities, ContentBlock, CreateElicitationRequest,
-    CreateElicitationResponse, CreateTerminalRequest, ElicitationCapabilities,
-    ElicitationFormCapabilities, ElicitationUrlCapabilities, FileSystemCapabilities,
-    InitializeRequest, InitializeResponse, KillTerminalRequest, NewSessionRequest,
+    ClientSessionCapabilities, CompactionCapabilities, ContentBlock, CreateElicitationResponse,
+    ElicitationCapabilities, ElicitationFormCapabilities, ElicitationUrlCapabilities,
+    FileSystemCapabilities, InitializeRequest, InitializeResponse, NewSessionRequest,
     NewSessionResponse, NoticeCapabilities, PermissionOptionKind, PromptRequest, PromptResponse,
-    ReadTextFileRequest, ReadTextFileResponse, ReleaseTerminalRequest, RequestPermissionOutcome,
-    RequestPermissionRequest, RequestPermissionResponse, SelectedPermissionOutcome,
-    SessionConfigOptionsCapabilities, SessionId, SessionNotification, SessionUpdate,
-    TerminalOutputRequest, TextContent, WaitForTerminalExitRequest, WriteTextFileRequest,
-    WriteTextFileResponse,
+    RequestPermissionRequest, RequestPermissionResponse, SessionConfigOptionsCapabilities,
+    SessionId, SessionNotification, SessionUpdate, TextContent,
 };
 use agent_client_protocol::v1::{ConnectionTo, Responder};
 use agent_client_protocol::{
@@ -42,21 +39,8 @@ use tokio::sync::{Notify, oneshot};
 use tokio::task::JoinHandle;
 use tokio_util::compat::{TokioAsyncReadCompatExt as _, TokioAsyncWriteCompatExt as _};
 
+use self::handlers::{choose, outcome};
 pub use terminals::TerminalRecord;
-
-/// A file read from the disk as an editor does (following symlinks), after replacing it with a
-/// symlink to `swap` (a process racing the editor) when one is given.
-#[expect(
-    clippy::disallowed_methods,
-    reason = "the test client plays the editor, which reads the disk"
-)]
-fn disk_read(path: &Path, swap: Option<&Path>) -> Option<String> {
-    if let Some(target) = swap {
-        let _ = std::fs::remove_file(path);
-        let _ = std::os::unix::fs::symlink(target, path);
-    }
-    std::fs::read_to_string(path).ok()
-}
 
 #[expect(
     clippy::disallowed_methods,
@@ -284,31 +268,6 @@ fn lock<T>(mutex: &Mutex<T>) -> MutexGuard<'_, T> {
     mutex.lock().unwrap_or_else(PoisonError::into_inner)
 }
 
-/// The option a reply selects; `None` means "answer cancelled".
-fn choose(request: &RequestPermissionRequest, reply: PermissionReply) -> Option<String> {
-    let by_kind = |kind: PermissionOptionKind| {
-        request
-            .options
-            .iter()
-            .find(|option| option.kind == kind)
-            .map(|option| option.option_id.to_string())
-    };
-    match reply {
-        PermissionReply::Cancel | PermissionReply::Hold | PermissionReply::Fail => None,
-        PermissionReply::Select(id) => Some(id),
-        PermissionReply::Choose(kind) => by_kind(kind)
-            .or_else(|| by_kind(PermissionOptionKind::RejectOnce))
-            .or_else(|| by_kind(PermissionOptionKind::RejectAlways)),
-    }
-}
-
-fn outcome(answer: Option<&String>) -> RequestPermissionResponse {
-    RequestPermissionResponse::new(match answer {
-        Some(id) => RequestPermissionOutcome::Selected(SelectedPermissionOutcome::new(id.clone())),
-        None => RequestPermissionOutcome::Cancelled,
-    })
-}
-
 /// An in-memory transport pair: `(agent end, client end)`.
 pub fn pipe() -> (
     impl ConnectTo<Agent> + 'static,
@@ -440,7 +399,7 @@ impl TestClient {
         });
         let (connected, connection) = oneshot::channel();
         let (shutdown, closed) = oneshot::channel::<()>();
-        let task = tokio::spawn(run(shared.clone(), transport, connected, closed));
+        let task = tokio::spawn(handlers::run(shared.clone(), transport, connected, closed));
         let connection = connection
             .await
             .map_err(|_| anyhow::anyhow!("the client connection ended before it started"))?;
@@ -683,214 +642,6 @@ impl Drop for TestClient {
             let _ = shutdown.send(());
         }
     }
-}
-
-/// Drives the client connection until `closed` fires.
-async fn run(
-    shared: Arc<Shared>,
-    transport: impl ConnectTo<Client> + 'static,
-    connected: oneshot::Sender<ConnectionTo<Agent>>,
-    closed: oneshot::Receiver<()>,
-) -> Result<(), Error> {
-    let on_update = shared.clone();
-    let on_permission = shared.clone();
-    let on_read = shared.clone();
-    let on_elicitation = shared.clone();
-    let on_write = shared.clone();
-    let terminals = shared.clone();
-    let builder = Client
-        .v1()
-        .name("keel-test-client")
-        .on_receive_notification(
-            async move |notification: SessionNotification, _cx| {
-                on_update.recorder.push(Event::Update(notification));
-                Ok(())
-            },
-            agent_client_protocol::on_receive_notification!(),
-        )
-        .on_receive_request(
-            async move |request: RequestPermissionRequest, responder, _cx| {
-                let reply = lock(&on_permission.script)
-                    .pop_front()
-                    .unwrap_or(PermissionReply::Choose(PermissionOptionKind::RejectOnce));
-                let answer = choose(&request, reply.clone());
-                let held = lock(&on_permission.held).len();
-                on_permission.recorder.push(Event::Permission {
-                    request: request.clone(),
-                    answer: answer.clone(),
-                    held,
-                });
-                match reply {
-                    PermissionReply::Hold => {
-                        lock(&on_permission.held).push((request, responder));
-                        Ok(())
-                    }
-                    PermissionReply::Fail => responder.respond_with_error(
-                        Error::internal_error().data("the test client failed the request"),
-                    ),
-                    _ => responder.respond(outcome(answer.as_ref())),
-                }
-            },
-            agent_client_protocol::on_receive_request!(),
-        )
-        .on_receive_request(
-            async move |request: CreateElicitationRequest, responder, _cx| {
-                let answer = lock(&on_elicitation.elicitations)
-                    .pop_front()
-                    .unwrap_or_else(|| serde_json::json!({"action": "cancel"}));
-                on_elicitation.recorder.push(Event::Elicitation {
-                    request: serde_json::to_value(&request).unwrap_or_default(),
-                    answer: answer.clone(),
-                });
-                if answer.is_null() {
-                    lock(&on_elicitation.held_elicitations).push(responder);
-                    return Ok(());
-                }
-                match serde_json::from_value::<CreateElicitationResponse>(answer) {
-                    Ok(response) => responder.respond(response),
-                    Err(error) => responder.respond_with_error(
-                        Error::internal_error().data(format!("bad scripted answer: {error}")),
-                    ),
-                }
-            },
-            agent_client_protocol::on_receive_request!(),
-        )
-        .on_receive_request(
-            async move |request: ReadTextFileRequest, responder, _cx| {
-                on_read.recorder.push(Event::ReadFile {
-                    path: request.path.clone(),
-                });
-                let mut text = lock(&on_read.files).get(&request.path).cloned();
-                if text.is_none() && on_read.disk_reads {
-                    let swap = lock(&on_read.swap_on_read).take();
-                    text = disk_read(&request.path, swap.as_deref());
-                }
-                match text {
-                    Some(text) => {
-                        let start = request.line.map_or(0, |line| line.saturating_sub(1)) as usize;
-                        let lines = text.split_inclusive('\n').skip(start);
-                        let shown: String = match request.limit {
-                            Some(limit) => lines.take(limit as usize).collect(),
-                            None => lines.collect(),
-                        };
-                        responder.respond(ReadTextFileResponse::new(shown))
-                    }
-                    None => responder.respond_with_error(
-                        agent_client_protocol::v1::schema::Error::resource_not_found(Some(
-                            request.path.display().to_string(),
-                        ))
-                        .into(),
-                    ),
-                }
-            },
-            agent_client_protocol::on_receive_request!(),
-        )
-        .on_receive_request(
-            async move |request: WriteTextFileRequest, responder, _cx| {
-                lock(&on_write.files).insert(request.path.clone(), request.content.clone());
-                on_write.recorder.push(Event::WriteFile {
-                    path: request.path,
-                    content: request.content,
-                });
-                responder.respond(WriteTextFileResponse::new())
-            },
-            agent_client_protocol::on_receive_request!(),
-        )
-        .on_receive_request(
-            {
-                let shared = terminals.clone();
-                async move |request: CreateTerminalRequest, responder, _cx| match shared
-                    .refuse_terminals
-                    .clone()
-                    .map_or_else(
-                        || shared.terminals.create(&request),
-                        // As Zed answers a refused request: "Internal error", the cause in
-                        // `data.details`.
-                        |message| {
-                            Err(Error::internal_error()
-                                .data(serde_json::json!({ "details": message })))
-                        },
-                    ) {
-                    Ok((response, record)) => {
-                        shared.recorder.push(Event::Terminal(record));
-                        responder.respond(response)
-                    }
-                    Err(error) => responder.respond_with_error(error),
-                }
-            },
-            agent_client_protocol::on_receive_request!(),
-        )
-        .on_receive_request(
-            {
-                let shared = terminals.clone();
-                async move |request: TerminalOutputRequest, responder, _cx| {
-                    let terminal_id = request.terminal_id.to_string();
-                    shared
-                        .recorder
-                        .push(Event::Terminal(TerminalRecord::Output {
-                            terminal_id: terminal_id.clone(),
-                        }));
-                    responder.respond_with_result(shared.terminals.output(&terminal_id))
-                }
-            },
-            agent_client_protocol::on_receive_request!(),
-        )
-        .on_receive_request(
-            {
-                let shared = terminals.clone();
-                async move |request: WaitForTerminalExitRequest, responder, cx| {
-                    let terminal_id = request.terminal_id.to_string();
-                    shared.recorder.push(Event::Terminal(TerminalRecord::Wait {
-                        terminal_id: terminal_id.clone(),
-                    }));
-                    let shared = shared.clone();
-                    cx.spawn(async move {
-                        let waited = shared.terminals.wait(&terminal_id).await;
-                        let _ = responder.respond_with_result(waited);
-                        Ok(())
-                    })
-                }
-            },
-            agent_client_protocol::on_receive_request!(),
-        )
-        .on_receive_request(
-            {
-                let shared = terminals.clone();
-                async move |request: KillTerminalRequest, responder, _cx| {
-                    let terminal_id = request.terminal_id.to_string();
-                    shared.recorder.push(Event::Terminal(TerminalRecord::Kill {
-                        terminal_id: terminal_id.clone(),
-                    }));
-                    responder.respond_with_result(shared.terminals.kill(&terminal_id))
-                }
-            },
-            agent_client_protocol::on_receive_request!(),
-        )
-        .on_receive_request(
-            {
-                let shared = terminals;
-                async move |request: ReleaseTerminalRequest, responder, _cx| {
-                    let terminal_id = request.terminal_id.to_string();
-                    shared
-                        .recorder
-                        .push(Event::Terminal(TerminalRecord::Release {
-                            terminal_id: terminal_id.clone(),
-                        }));
-                    responder.respond_with_result(shared.terminals.release(&terminal_id))
-                }
-            },
-            agent_client_protocol::on_receive_request!(),
-        );
-    builder
-        .connect_with(transport, async move |cx: ConnectionTo<Agent>| {
-            let _ = connected.send(cx.clone());
-            tokio::select! {
-                _ = closed => {}
-                () = cx.incoming_closed() => {}
-            }
-            Ok(())
-        })
-        .await
 }
 
 /// The environment of a `keel acp` that keeps to `home` (`HOME`, and the XDG configuration,

@@ -27,7 +27,7 @@ use super::fs::ClientFiles;
 use super::host::HostShared;
 use super::kinds::Roots;
 use super::modes;
-use super::session::{CommandBoard, Session};
+use super::session::{ClientSession, CommandBoard};
 use super::terminal::{ClientTerminals, TerminalLedger};
 
 /// One client connection's state.
@@ -35,7 +35,7 @@ pub struct ConnectionState {
     factory: Arc<dyn SessionFactory>,
     backlog: Arc<super::transport::Backlog>,
     client: Mutex<ClientCapabilities>,
-    sessions: Mutex<HashMap<SessionId, Arc<Session>>>,
+    sessions: Mutex<HashMap<SessionId, Arc<ClientSession>>>,
 }
 
 impl std::fmt::Debug for ConnectionState {
@@ -115,7 +115,7 @@ impl ConnectionState {
         super::auth::authenticate(self.factory.as_ref(), request)
     }
 
-    pub fn session(&self, id: &SessionId) -> Result<Arc<Session>, ServerError> {
+    pub fn session(&self, id: &SessionId) -> Result<Arc<ClientSession>, ServerError> {
         lock(&self.sessions)
             .get(id)
             .cloned()
@@ -132,7 +132,8 @@ impl ConnectionState {
 
     /// Cancels every running turn (the connection is going away).
     pub fn cancel_all(&self) {
-        let sessions: Vec<Arc<Session>> = lock(&self.sessions).drain().map(|(_, s)| s).collect();
+        let sessions: Vec<Arc<ClientSession>> =
+            lock(&self.sessions).drain().map(|(_, s)| s).collect();
         for session in sessions {
             session.close();
         }
@@ -140,7 +141,7 @@ impl ConnectionState {
 
     /// Asks the providers for their models in the background (never delaying the session) and
     /// adds them to the session's model option when they arrive.
-    pub fn discover_models(&self, session: &Arc<Session>) {
+    pub fn discover_models(&self, session: &Arc<ClientSession>) {
         let factory = self.factory.clone();
         let session = Arc::downgrade(session);
         tokio::spawn(async move {
@@ -157,7 +158,7 @@ impl ConnectionState {
         &self,
         request: NewSessionRequest,
         connection: ConnectionTo<Client>,
-    ) -> Result<(Arc<Session>, NewSessionResponse), ServerError> {
+    ) -> Result<(Arc<ClientSession>, NewSessionResponse), ServerError> {
         let mcp_servers = mcp_servers(request.mcp_servers);
         let session_id = new_session_id();
         let session = self
@@ -188,7 +189,7 @@ impl ConnectionState {
             mcp,
         }: Reopen,
         connection: ConnectionTo<Client>,
-    ) -> Result<Arc<Session>, ServerError> {
+    ) -> Result<Arc<ClientSession>, ServerError> {
         self.close(&session_id);
         let (cwd, additional_directories) = match cwd {
             Some(cwd) => (cwd, additional_directories),
@@ -219,7 +220,7 @@ impl ConnectionState {
         additional_directories: Vec<PathBuf>,
         connection: ConnectionTo<Client>,
         mcp: Vec<agent_client_protocol::v1::schema::McpServer>,
-    ) -> Result<Arc<Session>, ServerError> {
+    ) -> Result<Arc<ClientSession>, ServerError> {
         self.open(
             new_session_id(),
             cwd,
@@ -282,7 +283,7 @@ impl ConnectionState {
         origin: SessionOrigin,
         connection: ConnectionTo<Client>,
         mcp_servers: Vec<keel_core::mcp::McpServerConfig>,
-    ) -> Result<Arc<Session>, ServerError> {
+    ) -> Result<Arc<ClientSession>, ServerError> {
         let mut roots = vec![absolute(cwd, "cwd")?];
         for directory in additional {
             let directory = absolute(directory, "additionalDirectories entry")?;
@@ -352,7 +353,8 @@ impl ConnectionState {
                 models.push(known);
             }
         }
-        let session = Session::new(agent, shared, models, self.factory.default_model(), board);
+        let session =
+            ClientSession::new(agent, shared, models, self.factory.default_model(), board);
         let replaced = lock(&self.sessions).insert(session_id, session.clone());
         if let Some(replaced) = replaced {
             replaced.close();

@@ -44,16 +44,31 @@ impl EngineSessions {
     }
 }
 
+/// What the seam itself fails on, before the engine is reached.
+#[derive(Debug, thiserror::Error)]
+enum SeamError {
+    #[error("workspace root {}: {source}", root.display())]
+    Root {
+        root: PathBuf,
+        #[source]
+        source: std::io::Error,
+    },
+    #[error("opening the session failed: {0}")]
+    Join(#[source] tokio::task::JoinError),
+}
+
 fn turn_error(error: AgentError) -> EngineError {
     match error {
-        AgentError::NoCredentials(message) => EngineError::NoCredentials(message),
-        AgentError::NoModel(message) => EngineError::Failed(message),
+        AgentError::NoCredentials(message) => EngineError::no_credentials(message),
         // The provider refused the key (401/403): the same login fixes it.
         AgentError::Provider(error) if error.is_missing_credentials() => {
-            EngineError::NoCredentials(error.to_string())
+            EngineError::NoCredentials {
+                message: error.to_string(),
+                source: Some(Arc::new(error)),
+            }
         }
         AgentError::Store(error) => store_error(error),
-        other => EngineError::Failed(other.to_string()),
+        other => EngineError::Failed(Arc::new(other)),
     }
 }
 
@@ -61,9 +76,9 @@ fn store_error(error: StoreError) -> EngineError {
     match error {
         StoreError::NotFound(id) => EngineError::NotFound(id),
         error @ (StoreError::Locked(_) | StoreError::InvalidId(_) | StoreError::Exists(_)) => {
-            EngineError::InvalidInput(error.to_string())
+            EngineError::InvalidInput(Arc::new(error))
         }
-        error => EngineError::Failed(error.to_string()),
+        error => EngineError::Failed(Arc::new(error)),
     }
 }
 
@@ -94,7 +109,7 @@ fn open_options(engine: &Engine, spec: SessionSpec) -> SessionOptions {
 
 fn open_error(error: AgentError) -> EngineError {
     match error {
-        AgentError::Setup(message) => EngineError::InvalidInput(message),
+        error @ AgentError::Setup(_) => EngineError::InvalidInput(Arc::new(error)),
         AgentError::Config(fault) => EngineError::Config {
             data: fault
                 .data
@@ -111,16 +126,16 @@ fn check_roots(roots: &[PathBuf]) -> Result<(), EngineError> {
         match keel_core::runtime::probe::metadata(root) {
             Ok(meta) if meta.is_dir() => {}
             Ok(_) => {
-                return Err(EngineError::InvalidInput(format!(
+                return Err(EngineError::invalid(format!(
                     "{} is not a directory",
                     root.display()
                 )));
             }
-            Err(error) => {
-                return Err(EngineError::InvalidInput(format!(
-                    "workspace root {}: {error}",
-                    root.display()
-                )));
+            Err(source) => {
+                return Err(EngineError::InvalidInput(Arc::new(SeamError::Root {
+                    root: root.clone(),
+                    source,
+                })));
             }
         }
     }
@@ -223,7 +238,7 @@ impl EngineSessions {
         let options = open_options(&engine, spec);
         let session = tokio::task::spawn_blocking(move || engine.open_session(options))
             .await
-            .map_err(|error| EngineError::Failed(format!("opening the session failed: {error}")))?
+            .map_err(|error| EngineError::Failed(Arc::new(SeamError::Join(error))))?
             .map_err(open_error)?;
         let (opened, ready) = watch::channel(Some(Ok(())));
         drop(opened);
@@ -348,9 +363,7 @@ impl EngineSession {
         match &*self.state() {
             State::Open(session) => Ok(session.clone()),
             State::Failed(error) => Err(error.clone()),
-            State::Opening { .. } => {
-                Err(EngineError::Failed("the session is still opening".into()))
-            }
+            State::Opening { .. } => Err(EngineError::failed("the session is still opening")),
         }
     }
 
@@ -379,7 +392,7 @@ impl EngineSession {
         let outcome = ready
             .wait_for(Option::is_some)
             .await
-            .map_err(|_| EngineError::Failed("the session never finished opening".into()))?
+            .map_err(|_| EngineError::failed("the session never finished opening"))?
             .clone();
         outcome.unwrap_or(Ok(()))
     }
@@ -441,7 +454,7 @@ impl AgentSession for EngineSession {
     fn set_model(&self, model: &str) -> Result<(), EngineError> {
         let slot = self.engine.resolve_model(Some(model));
         if let Err(message) = &slot.resolved {
-            return Err(EngineError::InvalidInput(message.clone()));
+            return Err(EngineError::invalid(message.clone()));
         }
         match &mut *self.state() {
             State::Open(session) => session.set_model(slot),
@@ -511,7 +524,7 @@ impl AgentSession for EngineSession {
                 .mcp()
                 .get_prompt(&command, &arguments)
                 .await
-                .map_err(EngineError::InvalidInput)
+                .map_err(|error| EngineError::InvalidInput(Arc::new(error)))
         })
     }
 
@@ -575,5 +588,46 @@ impl AgentSession for EngineSession {
             State::Opening { closed, .. } => *closed = true,
             State::Failed(_) => {}
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use keel_core::agent::SetupError;
+
+    use super::*;
+    use crate::server::ServerError;
+
+    #[test]
+    fn engine_errors_keep_the_engines_error_and_its_text() {
+        let failed = turn_error(AgentError::Store(StoreError::Io {
+            path: PathBuf::from("/data/sessions/s1/events.jsonl"),
+            source: std::io::Error::other("disk full"),
+        }));
+        assert!(matches!(failed, EngineError::Failed(_)), "{failed:?}");
+        assert_eq!(
+            failed.to_string(),
+            "/data/sessions/s1/events.jsonl: disk full"
+        );
+        // The OS error is still there behind the message.
+        let source = std::error::Error::source(&failed).map(ToString::to_string);
+        assert_eq!(source.as_deref(), Some("disk full"));
+        let wire = ServerError::from(failed).to_rpc();
+        assert_eq!(wire.message, "/data/sessions/s1/events.jsonl: disk full");
+
+        let refused = open_error(AgentError::Setup(SetupError::Refused(
+            "session `s1` belongs to another workspace".into(),
+        )));
+        assert!(
+            matches!(refused, EngineError::InvalidInput(_)),
+            "{refused:?}"
+        );
+        assert_eq!(
+            refused.to_string(),
+            "session `s1` belongs to another workspace"
+        );
+        let locked = store_error(StoreError::Locked("s1".into()));
+        assert!(matches!(locked, EngineError::InvalidInput(_)), "{locked:?}");
+        assert!(locked.to_string().contains("open in another Keel process"));
     }
 }

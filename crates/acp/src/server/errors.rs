@@ -67,9 +67,9 @@ impl ServerError {
 impl From<EngineError> for ServerError {
     fn from(error: EngineError) -> Self {
         match error {
-            EngineError::NoCredentials(message) => ServerError::NoCredentials(message),
-            EngineError::InvalidInput(message) => ServerError::InvalidParams(message),
-            EngineError::Failed(message) => ServerError::Internal(message),
+            EngineError::NoCredentials { message, .. } => ServerError::NoCredentials(message),
+            EngineError::InvalidInput(error) => ServerError::InvalidParams(error.to_string()),
+            EngineError::Failed(error) => ServerError::Internal(error.to_string()),
             EngineError::NotFound(id) => ServerError::SessionNotFound(id),
             EngineError::Config { message, data } => ServerError::Config { message, data },
         }
@@ -116,8 +116,7 @@ mod tests {
         let internal = ServerError::Internal("boom".into()).to_rpc();
         assert_eq!(i32::from(internal.code), -32603);
         assert_eq!(internal.message, "boom");
-        let credentials: ServerError =
-            EngineError::NoCredentials("set ANTHROPIC_API_KEY".into()).into();
+        let credentials: ServerError = EngineError::no_credentials("set ANTHROPIC_API_KEY").into();
         let wire = credentials.to_rpc();
         assert_eq!(i32::from(wire.code), -32000);
         assert_eq!(wire.message, "set ANTHROPIC_API_KEY");

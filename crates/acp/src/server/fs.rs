@@ -51,6 +51,7 @@ impl ClientFiles {
 }
 
 impl FileBackend for ClientFiles {
+    // String error: the editor's own refusal text, shown to the model as is.
     fn read_text<'a>(&'a self, path: &'a Path) -> BoxFuture<'a, Option<Result<String, String>>> {
         Box::pin(async move {
             if !self.read {
@@ -66,6 +67,7 @@ impl FileBackend for ClientFiles {
         })
     }
 
+    // String error: the editor's own refusal text, shown to the model as is.
     fn write_text<'a>(
         &'a self,
         path: &'a Path,

@@ -22,6 +22,7 @@ mod connection;
 mod engine_sessions;
 mod errors;
 mod fs;
+mod handlers;
 mod host;
 mod kinds;
 mod modes;
@@ -35,16 +36,12 @@ mod transport;
 
 use std::sync::Arc;
 
+use agent_client_protocol::v1::Responder;
 use agent_client_protocol::v1::schema::{
     AuthenticateRequest, CancelNotification, CloseSessionRequest, CloseSessionResponse,
-    DeleteSessionRequest, DeleteSessionResponse, ForkSessionRequest, ForkSessionResponse,
-    InitializeRequest, ListSessionsRequest, LoadSessionRequest, LoadSessionResponse,
-    NewSessionRequest, PromptRequest, ResumeSessionRequest, ResumeSessionResponse,
-    SessionConfigOptionValue, SetSessionConfigOptionRequest, SetSessionConfigOptionResponse,
-    SetSessionModeRequest, SetSessionModeResponse,
+    DeleteSessionRequest, DeleteSessionResponse, InitializeRequest, ListSessionsRequest,
 };
-use agent_client_protocol::v1::{ConnectionTo, Responder};
-use agent_client_protocol::{Agent, Client, ConnectTo, JsonRpcResponse};
+use agent_client_protocol::{Agent, ConnectTo, JsonRpcResponse};
 use keel_core::agent::Engine;
 
 pub use connection::agent_capabilities;
@@ -53,11 +50,11 @@ pub use errors::ServerError;
 pub use kinds::{LockedTool, Roots, ToolRef, acp_kind, diff_content};
 pub use modes::mode_name;
 pub use session_traits::{
-    AgentSession, EngineError, SessionFactory, SessionOrigin, SessionSpec, StoredSessionInfo,
-    ToolInfo,
+    AgentSession, EngineError, EngineSource, SessionFactory, SessionOrigin, SessionSpec,
+    StoredSessionInfo, ToolInfo,
 };
 
-use connection::{ConnectionState, Reopen};
+use connection::ConnectionState;
 
 /// Serves ACP over stdin/stdout with sessions of `engine`, until the client closes stdin.
 pub async fn serve_stdio(engine: Engine) -> anyhow::Result<()> {
@@ -128,298 +125,95 @@ fn ignore_closed(
     Ok(())
 }
 
-/// Opens a session on a task of its own (opening waits on the store and the engine, and the
-/// dispatch loop must keep reading): `open` makes it, `opened` answers the request with it; a
-/// failure to open answers with its error. An answer the closed connection cannot take is
-/// only logged.
-fn spawn_open<S, T, F>(
-    state: &Arc<ConnectionState>,
-    cx: &ConnectionTo<Client>,
-    responder: Responder<T>,
-    open: impl FnOnce(Arc<ConnectionState>, ConnectionTo<Client>) -> F,
-    opened: impl FnOnce(&ConnectionState, S, Responder<T>) -> Result<(), agent_client_protocol::Error>
-    + Send
-    + 'static,
-) -> Result<(), agent_client_protocol::Error>
-where
-    T: JsonRpcResponse + Send + 'static,
-    F: Future<Output = Result<S, ServerError>> + Send + 'static,
-{
-    let opening = open(state.clone(), cx.clone());
-    let state = state.clone();
-    cx.spawn(async move {
-        match opening.await {
-            Ok(opened_session) => ignore_closed(opened(&state, opened_session, responder)),
-            Err(error) => ignore_closed(responder.respond_with_error(error.to_rpc())),
-        }
-    })
-}
-
-/// The agent's handlers, one per method, connected to `transport`.
+/// The agent's handlers, one per method (in [`handlers`]), connected to `transport`.
 async fn connect(
     state: Arc<ConnectionState>,
     transport: impl ConnectTo<Agent> + 'static,
 ) -> Result<(), agent_client_protocol::Error> {
+    let [initialize, authenticate, new, prompt, cancel, mode, option] =
+        [(); 7].map(|()| state.clone());
+    let [load, resume, fork, list, delete, close] = [(); 6].map(|()| state.clone());
     Agent
         .v1()
         .name("keel")
         .on_receive_request(
-            {
-                let state = state.clone();
-                async move |request: InitializeRequest, responder, _cx| {
-                    responder.respond(state.initialize(request))
-                }
+            async move |request: InitializeRequest, responder, _cx| {
+                responder.respond(initialize.initialize(request))
             },
             agent_client_protocol::on_receive_request!(),
         )
         .on_receive_request(
-            {
-                let state = state.clone();
-                async move |request: AuthenticateRequest, responder, _cx| match state
-                    .authenticate(&request)
-                {
-                    Ok(response) => responder.respond(response),
-                    Err(error) => responder.respond_with_error(error.to_rpc()),
-                }
+            async move |request: AuthenticateRequest, responder, _cx| {
+                answer(responder, authenticate.authenticate(&request))
             },
             agent_client_protocol::on_receive_request!(),
         )
         .on_receive_request(
-            {
-                let state = state.clone();
-                async move |request: NewSessionRequest, responder, cx| {
-                    spawn_open(
-                        &state,
-                        &cx,
-                        responder,
-                        |state, connection| async move {
-                            state.new_session(request, connection).await
-                        },
-                        |state, (session, response), responder| {
-                            let sent = responder.respond(response);
-                            session.announce();
-                            session.start();
-                            state.discover_models(&session);
-                            sent
-                        },
-                    )
-                }
+            async move |request, responder, cx| {
+                handlers::new_session(&new, request, responder, &cx)
             },
             agent_client_protocol::on_receive_request!(),
         )
         .on_receive_request(
-            {
-                let state = state.clone();
-                async move |request: PromptRequest, responder, cx| match state
-                    .session(&request.session_id)
-                {
-                    Ok(session) => {
-                        // Registered now, so a cancel right behind the prompt finds it.
-                        let admitted = session.admit();
-                        cx.spawn(admitted.answer(request.prompt, responder))
-                    }
-                    // A session of the store that this process has not opened reopens
-                    // transparently (the editor restarted the agent and kept its thread).
-                    Err(_) => {
-                        let state = state.clone();
-                        let connection = cx.clone();
-                        cx.spawn(async move {
-                            match state
-                                .reopen(Reopen::stored(request.session_id), connection)
-                                .await
-                            {
-                                Ok(session) => {
-                                    // The client has the history; nothing to replay.
-                                    drop(session.take_history());
-                                    session.announce();
-                                    session.admit().answer(request.prompt, responder).await
-                                }
-                                Err(error) => {
-                                    ignore_closed(responder.respond_with_error(error.to_rpc()))
-                                }
-                            }
-                        })
-                    }
-                }
-            },
+            async move |request, responder, cx| handlers::prompt(&prompt, request, responder, &cx),
             agent_client_protocol::on_receive_request!(),
         )
         .on_receive_notification(
-            {
-                let state = state.clone();
-                async move |notification: CancelNotification, _cx| {
-                    match state.session(&notification.session_id) {
-                        Ok(session) => session.cancel(),
-                        Err(error) => {
-                            tracing::debug!(%error, "session/cancel for an unknown session")
-                        }
-                    }
-                    Ok(())
-                }
+            async move |notification: CancelNotification, _cx| {
+                handlers::cancel(&cancel, &notification);
+                Ok(())
             },
             agent_client_protocol::on_receive_notification!(),
         )
         .on_receive_request(
-            {
-                let state = state.clone();
-                async move |request: SetSessionModeRequest, responder, _cx| {
-                    let changed = state
-                        .session(&request.session_id)
-                        .and_then(|session| session.set_mode(&request.mode_id.0).map(|()| session));
-                    match changed {
-                        Ok(session) => {
-                            let sent = responder.respond(SetSessionModeResponse::new());
-                            session.config_changed();
-                            sent
-                        }
-                        Err(error) => responder.respond_with_error(error.to_rpc()),
-                    }
-                }
+            async move |request, responder, _cx| handlers::set_mode(&mode, &request, responder),
+            agent_client_protocol::on_receive_request!(),
+        )
+        .on_receive_request(
+            async move |request, responder, _cx| {
+                handlers::set_config_option(&option, &request, responder)
             },
             agent_client_protocol::on_receive_request!(),
         )
         .on_receive_request(
-            {
-                let state = state.clone();
-                async move |request: SetSessionConfigOptionRequest, responder, _cx| {
-                    match set_config_option(&state, &request) {
-                        Ok((session, mode_changed)) => {
-                            let sent = responder.respond(SetSessionConfigOptionResponse::new(
-                                session.config_options(),
-                            ));
-                            if mode_changed {
-                                session.mode_changed(false);
-                            }
-                            sent
-                        }
-                        Err(error) => responder.respond_with_error(error.to_rpc()),
-                    }
-                }
+            async move |request, responder, cx| {
+                handlers::load_session(&load, request, responder, &cx)
             },
             agent_client_protocol::on_receive_request!(),
         )
         .on_receive_request(
-            {
-                let state = state.clone();
-                async move |request: LoadSessionRequest, responder, cx| {
-                    spawn_open(
-                        &state,
-                        &cx,
-                        responder,
-                        |state, connection| async move {
-                            state.reopen(request.into(), connection).await
-                        },
-                        |state, session, responder| {
-                            // Every replayed update is queued before the answer.
-                            session.announce();
-                            session.replay();
-                            state.discover_models(&session);
-                            responder.respond(
-                                LoadSessionResponse::new()
-                                    .modes(modes::mode_state(session.mode()))
-                                    .config_options(session.config_options()),
-                            )
-                        },
-                    )
-                }
+            async move |request, responder, cx| {
+                handlers::resume_session(&resume, request, responder, &cx)
             },
             agent_client_protocol::on_receive_request!(),
         )
         .on_receive_request(
-            {
-                let state = state.clone();
-                async move |request: ResumeSessionRequest, responder, cx| {
-                    spawn_open(
-                        &state,
-                        &cx,
-                        responder,
-                        |state, connection| async move {
-                            state.reopen(request.into(), connection).await
-                        },
-                        |state, session, responder| {
-                            // No replay: the client kept the history.
-                            drop(session.take_history());
-                            let sent = responder.respond(
-                                ResumeSessionResponse::new()
-                                    .modes(modes::mode_state(session.mode()))
-                                    .config_options(session.config_options()),
-                            );
-                            session.announce();
-                            state.discover_models(&session);
-                            sent
-                        },
-                    )
-                }
+            async move |request, responder, cx| {
+                handlers::fork_session(&fork, request, responder, &cx)
             },
             agent_client_protocol::on_receive_request!(),
         )
         .on_receive_request(
-            {
-                let state = state.clone();
-                async move |request: ForkSessionRequest, responder, cx| {
-                    spawn_open(
-                        &state,
-                        &cx,
-                        responder,
-                        |state, connection| async move {
-                            state
-                                .fork(
-                                    &request.session_id,
-                                    request.cwd,
-                                    request.additional_directories,
-                                    connection,
-                                    request.mcp_servers,
-                                )
-                                .await
-                        },
-                        |state, session, responder| {
-                            drop(session.take_history());
-                            let sent = responder.respond(
-                                ForkSessionResponse::new(session.id().clone())
-                                    .modes(modes::mode_state(session.mode()))
-                                    .config_options(session.config_options()),
-                            );
-                            session.announce();
-                            session.announce_title();
-                            state.discover_models(&session);
-                            sent
-                        },
-                    )
-                }
+            async move |request: ListSessionsRequest, responder, _cx| {
+                answer(responder, list.list(request.cwd, request.cursor))
             },
             agent_client_protocol::on_receive_request!(),
         )
         .on_receive_request(
-            {
-                let state = state.clone();
-                async move |request: ListSessionsRequest, responder, _cx| match state
-                    .list(request.cwd, request.cursor)
-                {
-                    Ok(response) => responder.respond(response),
-                    Err(error) => responder.respond_with_error(error.to_rpc()),
-                }
+            async move |request: DeleteSessionRequest, responder, _cx| {
+                answer(
+                    responder,
+                    delete
+                        .delete(&request.session_id)
+                        .map(|()| DeleteSessionResponse::new()),
+                )
             },
             agent_client_protocol::on_receive_request!(),
         )
         .on_receive_request(
-            {
-                let state = state.clone();
-                async move |request: DeleteSessionRequest, responder, _cx| match state
-                    .delete(&request.session_id)
-                {
-                    Ok(()) => responder.respond(DeleteSessionResponse::new()),
-                    Err(error) => responder.respond_with_error(error.to_rpc()),
-                }
-            },
-            agent_client_protocol::on_receive_request!(),
-        )
-        .on_receive_request(
-            {
-                let state = state.clone();
-                async move |request: CloseSessionRequest, responder, _cx| {
-                    state.close(&request.session_id);
-                    responder.respond(CloseSessionResponse::new())
-                }
+            async move |request: CloseSessionRequest, responder, _cx| {
+                close.close(&request.session_id);
+                responder.respond(CloseSessionResponse::new())
             },
             agent_client_protocol::on_receive_request!(),
         )
@@ -427,33 +221,13 @@ async fn connect(
         .await
 }
 
-/// `session/set_config_option`: returns the session and whether the mode changed.
-fn set_config_option(
-    state: &ConnectionState,
-    request: &SetSessionConfigOptionRequest,
-) -> Result<(Arc<session::Session>, bool), ServerError> {
-    let session = state.session(&request.session_id)?;
-    let SessionConfigOptionValue::ValueId { value } = &request.value else {
-        return Err(ServerError::InvalidParams(format!(
-            "option `{}` takes a value id, not a boolean",
-            request.config_id
-        )));
-    };
-    match &*request.config_id.0 {
-        modes::MODE_OPTION => {
-            session.set_mode(&value.0)?;
-            Ok((session, true))
-        }
-        modes::MODEL_OPTION => {
-            session.set_model(&value.0)?;
-            Ok((session, false))
-        }
-        modes::THINKING_OPTION => {
-            session.set_thinking(&value.0)?;
-            Ok((session, false))
-        }
-        other => Err(ServerError::InvalidParams(format!(
-            "unknown config option `{other}`"
-        ))),
+/// Answers with `result`: the response, or the error mapped to JSON-RPC.
+fn answer<T: JsonRpcResponse>(
+    responder: Responder<T>,
+    result: Result<T, ServerError>,
+) -> Result<(), agent_client_protocol::Error> {
+    match result {
+        Ok(response) => responder.respond(response),
+        Err(error) => responder.respond_with_error(error.to_rpc()),
     }
 }

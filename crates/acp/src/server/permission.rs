@@ -235,7 +235,7 @@ fn explanation(approval: &ApprovalRequest, title: &str, roots: &Roots) -> String
 
 /// What the call shows in the prompt besides its title.
 #[derive(Debug, Clone)]
-pub struct CallView {
+pub struct PermissionView {
     pub title: String,
     pub kind: AcpKind,
     pub locations: Vec<ToolCallLocation>,
@@ -245,7 +245,7 @@ pub struct CallView {
 pub fn request(
     session_id: &SessionId,
     approval: &ApprovalRequest,
-    view: CallView,
+    view: PermissionView,
     roots: &Roots,
 ) -> RequestPermissionRequest {
     let mut content: Vec<ToolCallContent> =
@@ -395,7 +395,7 @@ mod tests {
             always_scope: None,
             unconfined: false,
         };
-        let view = CallView {
+        let view = PermissionView {
             title: "Edit src/lib.rs".into(),
             kind: AcpKind::Edit,
             locations: vec![ToolCallLocation::new("/w/src/lib.rs")],

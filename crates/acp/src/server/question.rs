@@ -86,6 +86,7 @@ fn request(host: &AcpTurnHost, call_id: &str, item: &QuestionItem) -> RequestPer
 }
 
 /// Asks one multiple-choice question; the answer is the chosen label.
+// String error: the refusal (a skip, a decline, the editor's text) is what the model reads.
 pub async fn ask_one(
     host: &AcpTurnHost,
     call_id: &str,
@@ -132,6 +133,7 @@ fn field(index: usize) -> String {
 }
 
 /// One form for all the questions.
+// String error: the refusal (a skip, a decline, the editor's text) is what the model reads.
 fn form(
     host: &AcpTurnHost,
     questions: &[QuestionItem],
@@ -194,6 +196,7 @@ fn answers(questions: &[QuestionItem], content: &Value) -> Vec<Vec<String>> {
 }
 
 /// Asks all the questions in one elicitation form.
+// String error: the refusal (a skip, a decline, the editor's text) is what the model reads.
 pub async fn ask_form(
     host: &AcpTurnHost,
     call_id: &str,

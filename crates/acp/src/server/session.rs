@@ -1,6 +1,6 @@
-//! [`Session`]: one ACP session: the engine's [`AgentSession`], its roots, its prompt lock and
-//! its terminals; runs prompt turns one at a time, cancels them, switches modes and models, and
-//! answers slash commands.
+//! [`ClientSession`]: one ACP session as the client knows it: the engine's [`AgentSession`], its
+//! roots, its prompt lock and its terminals; runs prompt turns one at a time, cancels them,
+//! switches modes and models, and answers slash commands.
 //!
 //! A turn runs on its own tokio task (so the engine never shares a poll with the connection's
 //! dispatch loop); the spawned connection task that owns the prompt's responder waits for it and
@@ -30,7 +30,7 @@ use super::modes;
 use super::session_traits::{AgentSession, EngineError};
 
 /// One session of the connection.
-pub struct Session {
+pub struct ClientSession {
     agent: Arc<dyn AgentSession>,
     shared: HostShared,
     /// The models offered: the configured ones, then those the providers list (added when they
@@ -55,7 +55,7 @@ pub struct Session {
 pub struct CommandBoard {
     state: Mutex<BoardState>,
     /// The session, once it exists (the MCP servers may report prompts before).
-    session: std::sync::OnceLock<std::sync::Weak<Session>>,
+    session: std::sync::OnceLock<std::sync::Weak<ClientSession>>,
 }
 
 #[derive(Debug, Default)]
@@ -80,9 +80,9 @@ fn lock<T>(mutex: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
     mutex.lock().unwrap_or_else(PoisonError::into_inner)
 }
 
-impl std::fmt::Debug for Session {
+impl std::fmt::Debug for ClientSession {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("Session")
+        f.debug_struct("ClientSession")
             .field("id", &self.shared.session_id)
             .finish()
     }
@@ -151,7 +151,7 @@ pub fn user_content(prompt: Vec<ContentBlock>) -> Result<Vec<UserContent>, Serve
     Ok(content)
 }
 
-impl Session {
+impl ClientSession {
     pub fn new(
         agent: Arc<dyn AgentSession>,
         shared: HostShared,
@@ -497,7 +497,7 @@ impl Session {
 
 /// A prompt the session has registered; [`AdmittedPrompt::answer`] runs it and answers.
 pub struct AdmittedPrompt {
-    session: Arc<Session>,
+    session: Arc<ClientSession>,
     number: u64,
     cancel: CancellationToken,
 }
@@ -533,7 +533,7 @@ impl AdmittedPrompt {
     }
 }
 
-impl Session {
+impl ClientSession {
     async fn run(
         &self,
         prompt: Vec<ContentBlock>,
@@ -548,15 +548,16 @@ impl Session {
         self.opened();
         if let Err(error) = ready {
             return Err(match error {
-                EngineError::NoCredentials(message) => ServerError::NoCredentials(message),
+                EngineError::NoCredentials { message, .. } => ServerError::NoCredentials(message),
                 EngineError::Config { message, data } => ServerError::Config {
                     message: format!("the session could not open: {message}"),
                     data,
                 },
-                EngineError::InvalidInput(message)
-                | EngineError::Failed(message)
-                | EngineError::NotFound(message) => {
-                    ServerError::Internal(format!("the session could not open: {message}"))
+                EngineError::NotFound(id) => {
+                    ServerError::Internal(format!("the session could not open: {id}"))
+                }
+                error @ (EngineError::InvalidInput(_) | EngineError::Failed(_)) => {
+                    ServerError::Internal(format!("the session could not open: {error}"))
                 }
             });
         }
@@ -626,7 +627,7 @@ impl Session {
             .terminals
             .release_all(&self.shared.connection, &self.shared.session_id);
         let result: Result<TurnOutcome, EngineError> = joined.unwrap_or_else(|join| {
-            Err(EngineError::Failed(format!(
+            Err(EngineError::failed(format!(
                 "the turn stopped unexpectedly: {join}"
             )))
         });

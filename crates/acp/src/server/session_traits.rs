@@ -85,18 +85,26 @@ pub struct ToolInfo {
     pub summary: String,
 }
 
-/// Why the engine could not do what was asked.
-#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+/// What an [`EngineError`] keeps of its cause: the engine's own error, its source chain intact.
+pub type EngineSource = Arc<dyn std::error::Error + Send + Sync + 'static>;
+
+/// Why the engine could not do what was asked. The failures keep the engine's error (and its
+/// sources) until the server turns them into a JSON-RPC error or a message for the user.
+#[derive(Debug, Clone, thiserror::Error)]
 pub enum EngineError {
     /// No credentials for the selected provider; the message names what to set.
-    #[error("{0}")]
-    NoCredentials(String),
-    /// The request itself is unusable (unknown model, unreadable root, ...).
-    #[error("{0}")]
-    InvalidInput(String),
+    #[error("{message}")]
+    NoCredentials {
+        message: String,
+        #[source]
+        source: Option<EngineSource>,
+    },
+    /// The request itself is unusable (unknown model, unreadable root, locked session, ...).
+    #[error(transparent)]
+    InvalidInput(EngineSource),
     /// The engine failed.
-    #[error("{0}")]
-    Failed(String),
+    #[error(transparent)]
+    Failed(EngineSource),
     /// Keel's configuration does not load; `data` says where (`details`, `key`, `file`,
     /// `line`, `column`).
     #[error("{message}")]
@@ -107,6 +115,31 @@ pub enum EngineError {
     /// No such stored session (its id).
     #[error("no session `{0}` in the session store")]
     NotFound(String),
+}
+
+/// A message that is its own cause (a request Keel refuses by its own rules).
+#[derive(Debug, thiserror::Error)]
+#[error("{0}")]
+struct Said(String);
+
+impl EngineError {
+    /// The request is unusable, for the reason `message` gives.
+    pub fn invalid(message: impl Into<String>) -> Self {
+        EngineError::InvalidInput(Arc::new(Said(message.into())))
+    }
+
+    /// The engine failed, as `message` says (no error of its own to keep).
+    pub fn failed(message: impl Into<String>) -> Self {
+        EngineError::Failed(Arc::new(Said(message.into())))
+    }
+
+    /// No credentials, as `message` says.
+    pub fn no_credentials(message: impl Into<String>) -> Self {
+        EngineError::NoCredentials {
+            message: message.into(),
+            source: None,
+        }
+    }
 }
 
 /// Builds sessions. One per server; shared by every connection's handlers.
@@ -199,9 +232,7 @@ pub trait AgentSession: Send + Sync + 'static {
 
     /// Sets the thinking budget of the next requests (`None`: off).
     fn set_thinking_budget(&self, _budget: Option<u32>) -> Result<(), EngineError> {
-        Err(EngineError::InvalidInput(
-            "this session has no thinking setting".into(),
-        ))
+        Err(EngineError::invalid("this session has no thinking setting"))
     }
 
     /// The effective permission rules by scope, as text for `/permissions`.
@@ -229,7 +260,7 @@ pub trait AgentSession: Send + Sync + 'static {
         _arguments: String,
     ) -> BoxFuture<'_, Result<String, EngineError>> {
         Box::pin(async move {
-            Err(EngineError::InvalidInput(format!(
+            Err(EngineError::invalid(format!(
                 "no MCP server offers the prompt `/{command}`"
             )))
         })
@@ -264,8 +295,8 @@ pub trait AgentSession: Send + Sync + 'static {
     /// what was said); the number of messages dropped.
     fn clear(&self) -> BoxFuture<'_, Result<usize, EngineError>> {
         Box::pin(async {
-            Err(EngineError::Failed(
-                "this session cannot clear its conversation".into(),
+            Err(EngineError::failed(
+                "this session cannot clear its conversation",
             ))
         })
     }
@@ -279,8 +310,8 @@ pub trait AgentSession: Send + Sync + 'static {
         _cancel: CancellationToken,
     ) -> BoxFuture<'_, Result<Option<(u64, u64)>, EngineError>> {
         Box::pin(async {
-            Err(EngineError::Failed(
-                "this session cannot compact its conversation".into(),
+            Err(EngineError::failed(
+                "this session cannot compact its conversation",
             ))
         })
     }

@@ -29,7 +29,7 @@ async fn cancel_during_streaming() {
                 tokio::time::sleep(Duration::from_millis(5)).await;
             }
             // The engine may fail while aborting; the client still hears `cancelled`.
-            Err(EngineError::Failed("stream aborted".into()))
+            Err(EngineError::failed("stream aborted"))
         }),
     )
     .await;

@@ -200,7 +200,7 @@ impl SessionFactory for NoSessions {
         _spec: keel_acp::server::SessionSpec,
     ) -> futures::future::BoxFuture<'_, Result<Arc<dyn keel_acp::server::AgentSession>, EngineError>>
     {
-        Box::pin(async { Err(EngineError::Failed("no sessions here".into())) })
+        Box::pin(async { Err(EngineError::failed("no sessions here")) })
     }
 }
 
@@ -209,8 +209,8 @@ async fn missing_credentials_are_auth_required_with_what_to_set() {
     let harness = Harness::with_factory(
         ClientOptions::default(),
         Arc::new(ScriptedFactory::new(script(|_turn| async {
-            Err(EngineError::NoCredentials(
-                "no credentials for provider `anthropic`: set ANTHROPIC_API_KEY".into(),
+            Err(EngineError::no_credentials(
+                "no credentials for provider `anthropic`: set ANTHROPIC_API_KEY",
             ))
         }))),
     )

@@ -644,7 +644,7 @@ action = "allow"
 /// Commands reach the hosts the rules allow through Keel's proxy, and nothing else.
 async fn proxy_probe(options: ClientOptions, mechanism: Mechanism, expected: &str) {
     use keel_core::agent::WorkspaceConfig;
-    use keel_core::policy::{RuleSet, Source};
+    use keel_core::policy::{RuleSet, RuleSource};
     let outside = Outside::new();
     let upstream = Upstream::start().await;
     let listener = TcpListener::bind("127.0.0.1:0").unwrap();
@@ -679,7 +679,7 @@ async fn proxy_probe(options: ClientOptions, mechanism: Mechanism, expected: &st
             user_rules: Some(
                 RuleSet::parse(
                     PROXY_RULES,
-                    Source::Global(PathBuf::from("/test/permissions.toml")),
+                    RuleSource::Global(PathBuf::from("/test/permissions.toml")),
                 )
                 .map_err(|e| e.to_string())?,
             ),

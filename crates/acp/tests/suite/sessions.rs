@@ -729,3 +729,44 @@ async fn compaction_fences_tool_output_and_never_passes_the_summary_off_as_the_u
     );
     client.close().await.unwrap();
 }
+
+#[tokio::test]
+async fn a_session_store_that_cannot_be_written_is_said_once_and_the_session_works() {
+    let mock = MockModel::start().await;
+    mock.push_anthropic(Turn::text_only("First."));
+    mock.push_anthropic(Turn::text_only("Second."));
+    let home = with_lib();
+    // A file where the session store's directory should be: no session can be created there
+    // (a permission bit would not stop a root test run).
+    std::fs::create_dir_all(home.home.join("data/keel")).unwrap();
+    std::fs::write(home.home.join("data/keel/sessions"), "not a directory").unwrap();
+    let client = home
+        .client(&mock, ClientOptions::default(), &[TEST_MODEL])
+        .await;
+    let session = client
+        .new_session(&home.root, &[])
+        .await
+        .unwrap()
+        .session_id;
+    let answer = client.prompt(&session, "hello").await.unwrap();
+    assert_eq!(answer.stop_reason, StopReason::EndTurn);
+    let said = super::support::notices(&client, &session);
+    assert_eq!(said.len(), 1, "{said:?}");
+    assert!(
+        said[0].contains("This session is not saved") && said[0].contains("sessions"),
+        "{}",
+        said[0]
+    );
+    // The turn itself went on as usual, and the second turn does not repeat the notice.
+    let answer = client.prompt(&session, "again").await.unwrap();
+    assert_eq!(answer.stop_reason, StopReason::EndTurn);
+    assert_eq!(super::support::notices(&client, &session).len(), 1);
+    assert!(
+        summary(&client.updates(&session))
+            .iter()
+            .any(|line| line.contains("Second.")),
+        "{:#?}",
+        summary(&client.updates(&session))
+    );
+    client.close().await.unwrap();
+}

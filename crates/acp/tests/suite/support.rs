@@ -586,3 +586,28 @@ impl KeelHome {
         client
     }
 }
+
+/// The text of the agent message chunks of a session whose message id marks Keel's notices.
+pub fn notices(
+    client: &TestClient,
+    session: &agent_client_protocol::v1::schema::SessionId,
+) -> Vec<String> {
+    client
+        .updates(session)
+        .into_iter()
+        .filter_map(|update| match update {
+            SessionUpdate::AgentMessageChunk(chunk)
+                if chunk
+                    .message_id
+                    .as_ref()
+                    .is_some_and(|id| id.to_string().starts_with("keel-notice-")) =>
+            {
+                match chunk.content {
+                    ContentBlock::Text(text) => Some(text.text),
+                    _ => None,
+                }
+            }
+            _ => None,
+        })
+        .collect()
+}

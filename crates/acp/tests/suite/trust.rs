@@ -6,11 +6,11 @@
 use agent_client_protocol::v1::schema::{
     ContentBlock, PermissionOptionKind, SessionUpdate, StopReason,
 };
-use keel_testkit::acp_client::{ClientOptions, PermissionReply, TestClient};
+use keel_testkit::acp_client::{ClientOptions, PermissionReply};
 use keel_testkit::mock_model::{MockModel, Turn};
 use serde_json::json;
 
-use super::support::{KeelHome, TEST_MODEL};
+use super::support::{KeelHome, TEST_MODEL, notices};
 
 /// A home and a workspace whose project configuration (`.keel/config.toml`) is `config`.
 fn project(config: &str) -> KeelHome {
@@ -23,31 +23,6 @@ fn project(config: &str) -> KeelHome {
 fn touch(mock: &MockModel, id: &str) {
     mock.push_anthropic(Turn::new().tool_call(id, "bash", json!({"command": "touch made.txt"})));
     mock.push_anthropic(Turn::text_only("Done."));
-}
-
-/// The text of the agent message chunks of a session whose message id marks Keel's notices.
-fn notices(
-    client: &TestClient,
-    session: &agent_client_protocol::v1::schema::SessionId,
-) -> Vec<String> {
-    client
-        .updates(session)
-        .into_iter()
-        .filter_map(|update| match update {
-            SessionUpdate::AgentMessageChunk(chunk)
-                if chunk
-                    .message_id
-                    .as_ref()
-                    .is_some_and(|id| id.to_string().starts_with("keel-notice-")) =>
-            {
-                match chunk.content {
-                    ContentBlock::Text(text) => Some(text.text),
-                    _ => None,
-                }
-            }
-            _ => None,
-        })
-        .collect()
 }
 
 #[tokio::test]

@@ -161,6 +161,7 @@ pub trait TurnHost: Send + Sync {
 
     /// Asks the human the `question` tool's questions; one answer list per question. `Err` is the
     /// message the model gets (headless hosts answer with a fixed refusal).
+    // String error: the refusal (a skip, a decline, the editor's text) is what the model reads.
     fn ask(&self, questions: Vec<QuestionItem>) -> BoxFuture<'_, Result<Vec<Vec<String>>, String>>;
 
     /// Resolves when the front-end can take more events. A host whose client stopped reading

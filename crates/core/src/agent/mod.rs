@@ -10,11 +10,11 @@
 //! types.
 
 mod compact;
+mod engine;
 mod events;
 mod prompt;
 mod record;
 mod session;
-mod shared;
 mod subagent;
 mod title;
 mod trust;
@@ -23,15 +23,15 @@ mod turn;
 /// Re-exported from [`crate::front_matter`], where skills read it too.
 pub use crate::front_matter::front_matter;
 pub use compact::Compaction;
+pub use engine::{
+    ConfigFault, ConfigRules, Engine, EngineConfig, EnvLookup, IgnoredLine, Persistence,
+    SESSIONS_DIR, SessionOptions, TRUST_FILE, WorkspaceConfig,
+};
 pub use events::{
     AgentEvent, Answer, ApprovalAnswer, ApprovalRequest, CallStatus, QuestionItem, QuestionOption,
     TurnHost, TurnOutcome, TurnStop, UserContent,
 };
 pub use session::{ModelSlot, Session};
-pub use shared::{
-    ConfigFault, ConfigRules, Engine, EngineConfig, EnvLookup, IgnoredLine, Persistence,
-    SESSIONS_DIR, SessionOptions, TRUST_FILE, WorkspaceConfig,
-};
 pub use subagent::{AgentDef, GENERAL_AGENT, MAX_DEPTH, agents_listing, load_agents, parse_agent};
 pub use title::{TITLE_SYSTEM, clean_title};
 pub use trust::{TRUST_QUESTION_ID, files_waiting_for_trust, notice as trust_notice};
@@ -54,8 +54,8 @@ pub enum AgentError {
     #[error("model error: {0}")]
     Provider(#[from] ProviderError),
     /// The session could not be set up (bad workspace root, bad rule file, ...).
-    #[error("{0}")]
-    Setup(String),
+    #[error(transparent)]
+    Setup(#[from] SetupError),
     /// The workspace's configuration files do not load (a project file's typo).
     #[error("{0}")]
     Config(ConfigFault),
@@ -71,4 +71,22 @@ pub enum AgentError {
     /// Compaction failed (the summary request failed or came back empty).
     #[error("compaction failed: {0}")]
     Compaction(String),
+}
+
+/// Why a session could not be set up; each failure keeps its cause.
+#[derive(Debug, thiserror::Error)]
+pub enum SetupError {
+    /// Keel refuses the request by its own rules (no place to keep sessions, a session opened
+    /// from another workspace); the message says what to do.
+    #[error("{0}")]
+    Refused(String),
+    /// The bundled tools could not be registered.
+    #[error(transparent)]
+    Tools(#[from] crate::tools::BundledError),
+    /// The runtime could not be built over the roots (a root that does not resolve, ...).
+    #[error(transparent)]
+    Runtime(#[from] crate::runtime::RuntimeError),
+    /// The permission rules or the trust store do not load.
+    #[error(transparent)]
+    Policy(#[from] crate::policy::PolicyError),
 }

@@ -5,10 +5,10 @@ use std::sync::Arc;
 
 use futures::future::BoxFuture;
 
-use crate::store::{SessionLog, StoredEvent};
+use crate::store::{SessionLog, StoreError, StoredEvent};
 use crate::tool::Artifact;
 
-use super::{AgentEvent, ApprovalAnswer, ApprovalRequest, QuestionItem, TurnHost};
+use super::{AgentEvent, ApprovalAnswer, ApprovalRequest, QuestionItem, Session, TurnHost};
 
 /// Records every event worth replaying, as it comes, before the front-end sees it.
 pub(super) struct RecordingHost {
@@ -69,12 +69,52 @@ fn stored(event: &AgentEvent) -> Option<StoredEvent> {
     })
 }
 
+/// What the user is told when the session's log cannot be written: said once, as a notice.
+fn unwritable(error: &StoreError) -> String {
+    format!(
+        "This session's log cannot be written, so loading the session later will miss what \
+         follows: {error}"
+    )
+}
+
+/// What the user is told when a session meant to be kept could not be created in the store.
+fn unkept(error: &StoreError) -> String {
+    format!("This session is not saved (it cannot be loaded later): {error}")
+}
+
+impl Session {
+    /// Tells the user, once, that the session is not kept or its log could not be written
+    /// (since the last turn: a mode or model change between turns is recorded too).
+    pub(super) fn tell_store_failure(&self, host: &dyn TurnHost) {
+        let unkept_error = self
+            .unkept
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .take();
+        if let Some(error) = unkept_error {
+            host.event(AgentEvent::Notice {
+                text: unkept(&error),
+            });
+        }
+        if let Some(error) = self.log.as_ref().and_then(|log| log.take_failure()) {
+            host.event(AgentEvent::Notice {
+                text: unwritable(&error),
+            });
+        }
+    }
+}
+
 impl TurnHost for RecordingHost {
     fn event(&self, event: AgentEvent) {
         if let Some(stored) = stored(&event) {
             self.log.record(&stored);
         }
         self.inner.event(event);
+        if let Some(error) = self.log.take_failure() {
+            self.inner.event(AgentEvent::Notice {
+                text: unwritable(&error),
+            });
+        }
     }
 
     fn approve(&self, request: ApprovalRequest) -> BoxFuture<'_, ApprovalAnswer> {
@@ -87,10 +127,16 @@ impl TurnHost for RecordingHost {
                 tool_id,
                 answer,
             });
+            if let Some(error) = self.log.take_failure() {
+                self.inner.event(AgentEvent::Notice {
+                    text: unwritable(&error),
+                });
+            }
             answer
         })
     }
 
+    // String error: the refusal (a skip, a decline, the editor's text) is what the model reads.
     fn ask(&self, questions: Vec<QuestionItem>) -> BoxFuture<'_, Result<Vec<Vec<String>>, String>> {
         self.inner.ask(questions)
     }

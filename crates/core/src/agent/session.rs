@@ -10,13 +10,14 @@ use crate::runtime::Runtime;
 use crate::store::{SessionLog, StoredEvent};
 use crate::tool::{Registry, SessionState};
 
-use super::shared::EngineConfig;
+use super::engine::EngineConfig;
 
 /// The model a session talks to: its display name and the resolved provider, or why it could
 /// not be resolved (a message naming what to set).
 #[derive(Debug, Clone)]
 pub struct ModelSlot {
     pub name: String,
+    // String error: the message names what to set, shown to the user as is.
     pub resolved: Result<(Arc<dyn Provider>, String), String>,
     /// The model could not be resolved for want of a credential
     /// ([`crate::provider::ProviderError::is_missing_credentials`]): the turn tries again (a
@@ -65,6 +66,9 @@ pub struct Session {
     pub(super) trust_settled: std::sync::atomic::AtomicBool,
     /// The session's event log in the store, when it is kept.
     pub(super) log: Option<Arc<SessionLog>>,
+    /// Why the session is not kept although it was meant to be (the store could not be
+    /// written), until the first turn tells the user.
+    pub(super) unkept: Mutex<Option<crate::store::StoreError>>,
     /// The stored events a reopened session started from, until the front-end takes them.
     pub(super) loaded: Mutex<Vec<StoredEvent>>,
     /// Tokens the provider reported per token estimated, for the last request (at least 1):
@@ -105,7 +109,7 @@ pub(super) struct ProjectState {
     /// answer records.
     pub fingerprint: Option<String>,
     /// Settings not applied because the project is not trusted.
-    pub ignored: Vec<super::shared::IgnoredLine>,
+    pub ignored: Vec<super::engine::IgnoredLine>,
     /// Whether the front-end chose the mode (then trusting the project does not change it).
     pub mode_overridden: bool,
 }
@@ -151,6 +155,7 @@ impl Session {
             trust_store,
             trust_settled: std::sync::atomic::AtomicBool::new(false),
             log: None,
+            unkept: Mutex::new(None),
             loaded: Mutex::new(Vec::new()),
             token_ratio: Mutex::new(1.0),
             project: ProjectState::default(),
@@ -223,6 +228,12 @@ impl Session {
         );
         self.log = Some(Arc::new(log));
         self.loaded = Mutex::new(events);
+        self
+    }
+
+    /// A session meant to be kept whose store could not be written: its first turn says so.
+    pub(super) fn unkept(self, error: crate::store::StoreError) -> Self {
+        *lock(&self.unkept) = Some(error);
         self
     }
 
@@ -317,7 +328,7 @@ impl Session {
         }
         let env = self.config.env.clone();
         let lookup = move |key: &str| env(key);
-        let name = (slot.name != super::shared::NO_MODEL_NAME).then_some(slot.name.as_str());
+        let name = (slot.name != super::engine::NO_MODEL_NAME).then_some(slot.name.as_str());
         match crate::provider::resolve_model(name, &lookup, &self.config.providers) {
             Ok((provider, model)) => {
                 let display =

@@ -39,8 +39,8 @@ use crate::tool::{
 };
 use crate::tools::task::{TASK_RESULT_BYTES, TASK_TOOL_ID};
 
+use super::engine::EngineConfig;
 use super::session::{ModelSlot, Session};
-use super::shared::EngineConfig;
 use super::{
     AgentEvent, ApprovalAnswer, ApprovalRequest, CallStatus, QuestionItem, TurnHost, TurnStop,
     UserContent,
@@ -82,6 +82,7 @@ fn one(fields: &HashMap<String, Vec<String>>, key: &str) -> Option<String> {
 }
 
 /// Parses one agent definition; the name defaults to the file's stem.
+// String error: the message names the file and what to fix, listed as is.
 pub fn parse_agent(path: &Path, text: &str) -> Result<AgentDef, String> {
     let shown = path.display();
     let (fields, body) = front_matter(text).ok_or_else(|| {
@@ -231,7 +232,7 @@ struct BackgroundRun {
     agent: String,
     description: String,
     cancel: CancellationToken,
-    result: Option<Result<String, String>>,
+    result: Option<Result<String, ToolError>>,
     /// Its answer reached the model (by `wait`, by injection, or it was cancelled by `cancel`).
     delivered: bool,
 }
@@ -260,7 +261,7 @@ impl Background {
         handle
     }
 
-    fn finish(&self, handle: &str, result: Result<String, String>) {
+    fn finish(&self, handle: &str, result: Result<String, ToolError>) {
         if let Some(run) = lock(&self.runs).get_mut(handle) {
             run.result = Some(result);
         }
@@ -290,7 +291,10 @@ impl Background {
                     Some(run) => {
                         if let Some(result) = &run.result {
                             run.delivered = true;
-                            return result.clone().map_err(ToolError::external);
+                            // Waited for, the run's failure is an outside one (its cause kept).
+                            return result.clone().map_err(|error| {
+                                ToolError::external_from(error.to_string(), error)
+                            });
                         }
                         true
                     }
@@ -487,6 +491,7 @@ impl TurnHost for SubagentHost {
         self.parent.approve(request)
     }
 
+    // String error: the refusal (a skip, a decline, the editor's text) is what the model reads.
     fn ask(&self, questions: Vec<QuestionItem>) -> BoxFuture<'_, Result<Vec<Vec<String>>, String>> {
         self.parent.ask(questions)
     }
@@ -677,10 +682,7 @@ impl Subagents for Runner {
                 let started = std::time::Instant::now();
                 let result = run_child(child, prompt, host, cancel).await;
                 let envelope = Envelope::from_result(result.clone(), started.elapsed());
-                background.finish(
-                    &finished,
-                    result.map(|output| output.text).map_err(|e| e.to_string()),
-                );
+                background.finish(&finished, result.map(|output| output.text));
                 // The `task` call shows the answer once it is in (after it can be delivered).
                 parent.event(AgentEvent::ToolResult {
                     call_id,

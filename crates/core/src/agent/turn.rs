@@ -333,6 +333,7 @@ impl Session {
             }),
             None => host,
         };
+        self.tell_store_failure(host.as_ref());
         let first = self
             .log
             .as_ref()
@@ -1040,6 +1041,7 @@ const TOOL_SEARCH: &str = "tool_search";
 struct HostAsker(Arc<dyn TurnHost>);
 
 impl crate::tool::Asker for HostAsker {
+    // String error: the refusal (a skip, a decline, the editor's text) is what the model reads.
     fn ask(
         &self,
         questions: Vec<super::QuestionItem>,

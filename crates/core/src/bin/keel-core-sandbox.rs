@@ -1,6 +1,7 @@
-//! `keel-core-sandbox run --profile FILE -- PROGRAM ARGS...`: the sandbox helper on its own,
-//! for keel-core's tests (Keel ships the same helper as `keel-sandbox`, next to `keel`).
+//! `keel-core-sandbox run [--profile FILE] -- PROGRAM ARGS...`: the sandbox helper (the crate
+//! `keel-sandbox`) for keel-core's tests; Keel ships the same `main` as `keel-sandbox`, next to
+//! `keel`.
 
 fn main() -> std::process::ExitCode {
-    keel_core::runtime::sandbox::helper::standalone()
+    keel_sandbox::standalone()
 }

@@ -9,6 +9,14 @@ use super::{Effective, SCRIPTED_PROVIDER, resolve_provider};
 use crate::agent::{EngineConfig, EnvLookup};
 use crate::capability::{RequirementSet, ShellRunRequirement};
 
+/// Why the configuration does not make an engine.
+#[derive(Debug, thiserror::Error)]
+pub enum EngineConfigError {
+    /// The scripted model's script does not load.
+    #[error(transparent)]
+    Provider(#[from] crate::provider::ProviderError),
+}
+
 /// The engine settings of a configuration.
 ///
 /// - the model (`scripted/NAME` becomes a provider override replaying `KEEL_SCRIPT`), the
@@ -28,14 +36,13 @@ pub fn engine_config(
     env: EnvLookup,
     scratch_root: PathBuf,
     workspace: Option<&Path>,
-) -> Result<EngineConfig, String> {
+) -> Result<EngineConfig, EngineConfigError> {
     let config = &effective.config;
     let mut out = EngineConfig::new(env.clone(), scratch_root);
     match &config.model {
         Some(model) if model.provider == SCRIPTED_PROVIDER => {
             let lookup = move |key: &str| env(key);
-            let resolved =
-                resolve_provider(config, &lookup, workspace).map_err(|e| e.to_string())?;
+            let resolved = resolve_provider(config, &lookup, workspace)?;
             out.provider_override = Some(resolved);
         }
         Some(model) => out.model = Some(model.to_string()),
@@ -116,6 +123,7 @@ pub fn located_providers(
 
 /// The model that will answer a session of this configuration (`provider/model`) and where that
 /// choice came from, in words; `Err` says what to set when no model can answer.
+// String error: the message names what to set, shown to the user as is.
 pub fn answering_model(
     effective: &Effective,
     env: &dyn Fn(&str) -> Option<String>,
@@ -204,6 +212,7 @@ fn session_rules(effective: &Effective, env: EnvLookup) -> crate::agent::ConfigR
 
 /// The enabled `[mcp_servers.NAME]` of a loaded configuration, each marked with the layer that
 /// declared it (a project's are there only when the project is trusted).
+// String error: the message says how to fix the table, shown as is.
 fn mcp_servers(loaded: &Effective) -> Result<Vec<crate::mcp::McpServerConfig>, String> {
     use super::Source;
     use crate::mcp::McpSource;

@@ -35,7 +35,8 @@ use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
 pub use engine_config::{
-    answering_model, engine_config, located_providers, user_cache_dir, user_data_dir,
+    EngineConfigError, answering_model, engine_config, located_providers, user_cache_dir,
+    user_data_dir,
 };
 pub use error::{ConfigError, CredentialRefusal};
 pub use load::{
@@ -66,7 +67,7 @@ pub struct Config {
     /// Model providers, by name. `anthropic`, `openai`, `openrouter`, `deepseek`, `ollama`,
     /// `lmstudio` and `vllm` are built in; a table here overrides their settings or declares
     /// another endpoint speaking either API.
-    pub providers: BTreeMap<String, ProviderConfig>,
+    pub providers: BTreeMap<String, ProviderSettings>,
     /// How tool calls are approved: `ask`, `allowlist`, `yolo` or `read-only`.
     pub mode: Mode,
     /// Model requests one turn may make before it stops (`max_requests`).
@@ -209,6 +210,7 @@ impl McpServerSettings {
     }
 
     /// The engine's view of the server, or why the table is unusable.
+    // String error: the message says how to fix the table, shown as is.
     pub fn to_server(
         &self,
         name: &str,
@@ -296,6 +298,7 @@ impl Thinking {
 
 impl std::str::FromStr for Thinking {
     type Err = String;
+    // String error: the message lists the accepted values, shown as is.
     fn from_str(text: &str) -> Result<Self, String> {
         Self::ALL
             .into_iter()
@@ -439,7 +442,7 @@ pub use crate::provider::ProviderKind;
 /// One model provider (`[providers.NAME]`).
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
-pub struct ProviderConfig {
+pub struct ProviderSettings {
     /// The protocol; required unless the table overrides a built-in provider (`anthropic`,
     /// `openai`, `openrouter`, `deepseek`, `ollama`, `lmstudio`, `vllm`).
     #[serde(default, skip_serializing_if = "Option::is_none")]

@@ -19,7 +19,7 @@ use std::collections::BTreeMap;
 
 use serde::Serialize;
 
-use super::{Config, ConfigError, Mode, Provenance, ProviderConfig, Source};
+use super::{Config, ConfigError, Mode, Provenance, ProviderSettings, Source};
 use crate::provider::{self, ANTHROPIC_BASE_URL, OPENAI_BASE_URL};
 use crate::tool::view::{escaped, quoted};
 
@@ -332,7 +332,7 @@ fn endpoint(config: &provider::ProviderConfig) -> String {
 }
 
 /// The user's provider table `name` with the project's keys laid over it.
-fn combined(base: &toml::Table, name: &str, project: &toml::Value) -> Option<ProviderConfig> {
+fn combined(base: &toml::Table, name: &str, project: &toml::Value) -> Option<ProviderSettings> {
     let mut table = lookup(base, &["providers", name])
         .and_then(toml::Value::as_table)
         .cloned()
@@ -387,7 +387,7 @@ fn user_binding(
     var: &str,
     env: &dyn Fn(&str) -> Option<String>,
 ) -> Option<(String, String)> {
-    let user: BTreeMap<String, ProviderConfig> = lookup(base, &["providers"])
+    let user: BTreeMap<String, ProviderSettings> = lookup(base, &["providers"])
         .cloned()
         .and_then(|v| v.try_into().ok())
         .unwrap_or_default();

@@ -4,7 +4,7 @@
 use std::path::Path;
 use std::sync::Arc;
 
-use super::{Config, ProviderConfig};
+use super::{Config, ProviderSettings};
 use crate::provider::{self, Provider, ProviderError, ScriptedProvider};
 
 /// Names the script file of the `scripted` provider (`model = "scripted/NAME"`), used by the
@@ -18,7 +18,7 @@ pub fn is_built_in_provider(name: &str) -> bool {
     name == SCRIPTED_PROVIDER || provider::ProviderConfig::builtin(name, &|_| None).is_some()
 }
 
-impl ProviderConfig {
+impl ProviderSettings {
     /// The provider settings this table describes, on top of the built-in provider of the same
     /// name when there is one. The key is read from the environment at resolution.
     pub fn to_provider_config(

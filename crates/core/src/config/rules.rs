@@ -15,7 +15,7 @@ use toml::de::{DeTable, DeValue};
 
 use super::error::{FileText, did_you_mean};
 use super::{Config, ConfigError, Effective, Source};
-use crate::policy::layers::Source as RuleSource;
+use crate::policy::layers::RuleSource;
 use crate::policy::{Policy, PolicyError, PolicyLayers, RuleSet, Trust, TrustStore};
 
 /// The path variables a rule's pattern or prefix may begin with.
@@ -218,6 +218,7 @@ pub fn policy_rule_sets(
 /// Every `[[permission]]` rule of the configuration files, checked as the permission engine
 /// will check it when a session opens (permission names, patterns, examples): the first invalid
 /// rule as "FILE:LINE:COLUMN: message. Fix: ...".
+// String error: "FILE:LINE:COLUMN: message. Fix: ...", printed as is.
 pub fn check_permission_rules(effective: &Effective, workspace: &Path) -> Result<(), String> {
     let Err(error) = policy_rule_sets(effective, workspace) else {
         return Ok(());

@@ -12,6 +12,15 @@ use crate::tool::{
     DynTool, JsonTool, Origin, ToolContext, ToolError, ToolKind, ToolOutput, ToolSpec,
 };
 
+/// An MCP tool whose input schema does not compile: the server's other tools still load.
+#[derive(Debug, thiserror::Error)]
+#[error("tool `{tool}` has an invalid input schema: {source}")]
+pub struct InvalidSchema {
+    tool: String,
+    #[source]
+    source: Box<jsonschema::ValidationError<'static>>,
+}
+
 /// The longest tool id the registry accepts.
 const MAX_ID: usize = 64;
 
@@ -98,7 +107,7 @@ impl McpTool {
         tool: &rmcp::model::Tool,
         peer: Peer<RoleClient>,
         timeout: Duration,
-    ) -> Result<Arc<dyn DynTool>, String> {
+    ) -> Result<Arc<dyn DynTool>, InvalidSchema> {
         let mut schema = Value::Object(tool.input_schema.as_ref().clone());
         if let Value::Object(map) = &mut schema {
             // The model reads the description; the validator needs no meta-schema URL it might
@@ -108,8 +117,10 @@ impl McpTool {
                 map.insert("type".into(), Value::String("object".into()));
             }
         }
-        let validator = jsonschema::validator_for(&schema)
-            .map_err(|e| format!("tool `{}` has an invalid input schema: {e}", tool.name))?;
+        let validator = jsonschema::validator_for(&schema).map_err(|source| InvalidSchema {
+            tool: tool.name.to_string(),
+            source: Box::new(source),
+        })?;
         let annotations = tool.annotations.as_ref();
         let (kind, mutating) = kind_of(
             &tool.name,

@@ -12,7 +12,7 @@ use std::sync::{Mutex, MutexGuard};
 
 use super::evaluate::{capability_refusal, evaluate_call, is_read_only, subject_text};
 use super::explain::{Cause, Explanation};
-use super::layers::{PROJECT_DIR, PolicyLayers, RULE_FILE, Scope, Source};
+use super::layers::{Layer, PROJECT_DIR, PolicyLayers, RULE_FILE, RuleSource};
 use super::mode::Mode;
 use super::pattern::Pattern;
 use super::rule::{Action, Capability, Permission, PolicyError, Rule, RuleSet};
@@ -51,10 +51,10 @@ struct State {
     unconfined: Vec<ApprovalKey>,
 }
 
-/// The rules of one scope, for `keel permissions list` and `/permissions`.
+/// The rules of one layer, for `keel permissions list` and `/permissions`.
 #[derive(Debug, Clone)]
-pub struct ScopeRules {
-    pub scope: Scope,
+pub struct LayerRules {
+    pub layer: Layer,
     pub rules: Vec<ListedRule>,
 }
 
@@ -70,7 +70,7 @@ impl Policy {
     /// Builds the engine. Headless hosts treat a project whose trust is unknown as untrusted.
     pub fn new(layers: PolicyLayers, mode: Mode, headless: bool) -> Result<Self, PolicyError> {
         for set in &layers.manifest {
-            if set.source.scope() != Scope::Manifest {
+            if set.source.layer() != Layer::Manifest {
                 return Err(PolicyError::Syntax {
                     origin: set.source.to_string(),
                     message: "manifest rules must come from the bundled defaults or the global \
@@ -80,7 +80,7 @@ impl Policy {
             }
         }
         if let Some(set) = &layers.project
-            && set.source.scope() != Scope::Project
+            && set.source.layer() != Layer::Project
         {
             return Err(PolicyError::Syntax {
                 origin: set.source.to_string(),
@@ -211,14 +211,14 @@ impl Policy {
         state.unconfined.clear();
     }
 
-    /// Every rule by scope: session, project, manifest.
-    pub fn rules_by_scope(&self) -> Vec<ScopeRules> {
+    /// Every rule by layer: session, project, manifest.
+    pub fn rules_by_layer(&self) -> Vec<LayerRules> {
         let state = self.lock();
         let trusted = state.trust.is_trusted();
         let list = |rules: &mut dyn Iterator<Item = &Rule>| -> Vec<ListedRule> {
             rules
                 .map(|rule| ListedRule {
-                    ignored: rule.source.scope() == Scope::Project
+                    ignored: rule.source.layer() == Layer::Project
                         && rule.action == Action::Allow
                         && !trusted,
                     rule: rule.clone(),
@@ -226,16 +226,16 @@ impl Policy {
                 .collect()
         };
         vec![
-            ScopeRules {
-                scope: Scope::Session,
+            LayerRules {
+                layer: Layer::Session,
                 rules: list(&mut state.session.iter()),
             },
-            ScopeRules {
-                scope: Scope::Project,
+            LayerRules {
+                layer: Layer::Project,
                 rules: list(&mut self.project.iter().flat_map(|s| s.rules.iter())),
             },
-            ScopeRules {
-                scope: Scope::Manifest,
+            LayerRules {
+                layer: Layer::Manifest,
                 rules: list(&mut self.manifest.iter().flat_map(|s| s.rules.iter())),
             },
         ]
@@ -244,10 +244,10 @@ impl Policy {
     /// The project's allow rules that do not apply because the project is not trusted, each as
     /// "allows …" (what trusting the project would change).
     pub fn ignored_project_allows(&self) -> Vec<String> {
-        self.rules_by_scope()
+        self.rules_by_layer()
             .into_iter()
-            .filter(|scope| scope.scope == Scope::Project)
-            .flat_map(|scope| scope.rules)
+            .filter(|layer| layer.layer == Layer::Project)
+            .flat_map(|layer| layer.rules)
             .filter(|listed| listed.ignored)
             .map(|listed| {
                 use crate::tool::view::quoted;
@@ -677,7 +677,7 @@ impl Policy {
             state
                 .session
                 .retain(|r| !(r.permission == permission && r.pattern == pattern));
-            let mut rule = Rule::new(permission, pattern, action, Source::Session);
+            let mut rule = Rule::new(permission, pattern, action, RuleSource::Session);
             rule.reason = Some(format!(
                 "answered \"{} always\"",
                 if action == Action::Allow {
@@ -719,7 +719,7 @@ impl Policy {
                 permission.clone(),
                 proposal.pattern.clone(),
                 action,
-                Source::Session,
+                RuleSource::Session,
             );
             rule.reason = Some(format!("saved from a session answer: {}", proposal.wording));
             text.push('\n');
@@ -739,7 +739,7 @@ impl Policy {
         }
         content.push_str(&text);
         // Never write a file that would not load.
-        RuleSet::parse(&content, Source::Project(path.clone()))?;
+        RuleSet::parse(&content, RuleSource::Project(path.clone()))?;
         config_files::write_atomically(&path, &content).map_err(|source| PolicyError::Write {
             path: path.clone(),
             source,
@@ -848,7 +848,7 @@ impl Policy {
                     && rule
                         .permission
                         .matches(COMMAND_HOST_TOOL, Some(Capability::ShellNet))
-                    && (trusted || rule.source.scope() != Scope::Project)
+                    && (trusted || rule.source.layer() != Layer::Project)
             })
     }
 

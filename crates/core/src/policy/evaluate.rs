@@ -8,7 +8,7 @@ use super::Call;
 use super::explain::{Cause, RuleRef};
 use super::gitrepo::git_problem;
 use super::grammar::Fit;
-use super::layers::Scope;
+use super::layers::Layer;
 use super::pattern::{PatternKind, Target, base_name};
 use super::rule::{Action, Capability, Rule};
 use super::shell::{
@@ -68,7 +68,7 @@ pub(super) fn evaluate_call(
             action,
             session_only: evaluation
                 .winner
-                .is_some_and(|r| r.source.scope() == Scope::Session),
+                .is_some_and(|r| r.source.layer() == Layer::Session),
             classifier_only: false,
             pending: if action == Action::Allow {
                 Vec::new()
@@ -128,7 +128,7 @@ pub(super) fn evaluate_call(
                 classifier_only &= this == Action::Allow
                     && evaluation
                         .winner
-                        .is_some_and(|rule| rule.source == super::Source::Bundled);
+                        .is_some_and(|rule| rule.source == super::RuleSource::Bundled);
                 per_command.push(format!(
                     "`{text}`: {this} ({})",
                     evaluation
@@ -153,7 +153,7 @@ pub(super) fn evaluate_call(
                     pending.extend(command.key.clone());
                 } else if evaluation
                     .winner
-                    .is_some_and(|r| r.source.scope() != Scope::Session)
+                    .is_some_and(|r| r.source.layer() != Layer::Session)
                 {
                     session_only = false;
                 }
@@ -278,7 +278,7 @@ fn evaluate<'r>(
         (
             rule.permission.specificity(),
             rule.pattern.specificity(),
-            rule.source.scope().rank(),
+            rule.source.layer().rank(),
             rule.action.strictness(),
         )
     };
@@ -292,7 +292,7 @@ fn evaluate<'r>(
             continue;
         }
         if rule.action == Action::Allow {
-            if rule.source.scope() == Scope::Project && !trusted {
+            if rule.source.layer() == Layer::Project && !trusted {
                 ignored.push(rule);
                 continue;
             }
@@ -303,7 +303,7 @@ fn evaluate<'r>(
         if best.is_none_or(|b| rank(rule) > rank(b)) {
             best = Some(rule);
         }
-        if rule.source.scope() == Scope::Manifest
+        if rule.source.layer() == Layer::Manifest
             && best_manifest.is_none_or(|b| rank(rule) > rank(b))
         {
             best_manifest = Some(rule);

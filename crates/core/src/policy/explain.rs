@@ -7,7 +7,7 @@
 
 use std::fmt;
 
-use super::layers::Scope;
+use super::layers::Layer;
 use super::mode::Mode;
 use super::rule::{Action, Rule};
 use super::watchdog::WatchdogCategory;
@@ -19,7 +19,7 @@ pub struct RuleRef {
     pub permission: String,
     pub pattern: String,
     pub action: Action,
-    pub scope: Scope,
+    pub layer: Layer,
     /// `the bundled defaults`, a file path, or `an answer given in this session`.
     pub source: String,
     pub reason: Option<String>,
@@ -31,7 +31,7 @@ impl From<&Rule> for RuleRef {
             permission: rule.permission.to_string(),
             pattern: rule.pattern.to_string(),
             action: rule.action,
-            scope: rule.source.scope(),
+            layer: rule.source.layer(),
             source: rule.source.to_string(),
             reason: rule.reason.clone(),
         }
@@ -43,7 +43,7 @@ impl fmt::Display for RuleRef {
         write!(
             f,
             "{} rule `{}` {} → {} (from {})",
-            self.scope, self.permission, self.pattern, self.action, self.source
+            self.layer, self.permission, self.pattern, self.action, self.source
         )
     }
 }
@@ -316,9 +316,9 @@ pub fn render_rules(policy: &Policy) -> String {
     if mode == Mode::Yolo {
         out.push_str("yolo: what the rules would ask about is allowed; deny rules and the watchdog still refuse\n");
     }
-    for listing in policy.rules_by_scope() {
+    for listing in policy.rules_by_layer() {
         out.push('\n');
-        out.push_str(&format!("{} rules:\n", listing.scope));
+        out.push_str(&format!("{} rules:\n", listing.layer));
         if listing.rules.is_empty() {
             out.push_str("  (none)\n");
             continue;

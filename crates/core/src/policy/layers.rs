@@ -1,8 +1,8 @@
-//! Where rules come from: the three scopes and the files behind them.
+//! Where rules come from: the three layers and the files behind them.
 //!
-//! - [`Scope`]: manifest (the bundled defaults and the user's global file), project
+//! - [`Layer`]: manifest (the bundled defaults and the user's global file), project
 //!   (`<workspace>/.keel/permissions.toml`), session (answers given while the session runs).
-//! - [`Source`]: the precise origin of a rule, shown in every explanation.
+//! - [`RuleSource`]: the precise origin of a rule, shown in every explanation.
 //! - [`PolicyLayers`]: everything [`Policy::new`](super::Policy::new) is built from: the manifest
 //!   rule sets, the project rule set, the project's [`Trust`], and the paths the watchdog
 //!   protects.
@@ -23,34 +23,34 @@ pub const RULE_FILE: &str = "permissions.toml";
 /// The project's configuration directory, relative to the workspace root.
 pub const PROJECT_DIR: &str = ".keel";
 
-/// The three scopes rules layer across.
+/// The three layers rules come in (the capability scope is [`crate::capability::Scope`]).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
-pub enum Scope {
+pub enum Layer {
     Manifest,
     Project,
     Session,
 }
 
-impl Scope {
+impl Layer {
     /// Ties between equally specific rules go to session > project > manifest.
     pub fn rank(self) -> u8 {
         match self {
-            Scope::Manifest => 0,
-            Scope::Project => 1,
-            Scope::Session => 2,
+            Layer::Manifest => 0,
+            Layer::Project => 1,
+            Layer::Session => 2,
         }
     }
 
     pub fn as_str(self) -> &'static str {
         match self {
-            Scope::Manifest => "manifest",
-            Scope::Project => "project",
-            Scope::Session => "session",
+            Layer::Manifest => "manifest",
+            Layer::Project => "project",
+            Layer::Session => "session",
         }
     }
 }
 
-impl fmt::Display for Scope {
+impl fmt::Display for Layer {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.write_str(self.as_str())
     }
@@ -58,7 +58,7 @@ impl fmt::Display for Scope {
 
 /// Where one rule was written.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub enum Source {
+pub enum RuleSource {
     /// `default.toml`, compiled into Keel.
     Bundled,
     /// The user's global rule file.
@@ -69,23 +69,23 @@ pub enum Source {
     Session,
 }
 
-impl Source {
-    pub fn scope(&self) -> Scope {
+impl RuleSource {
+    pub fn layer(&self) -> Layer {
         match self {
-            Source::Bundled | Source::Global(_) => Scope::Manifest,
-            Source::Project(_) => Scope::Project,
-            Source::Session => Scope::Session,
+            RuleSource::Bundled | RuleSource::Global(_) => Layer::Manifest,
+            RuleSource::Project(_) => Layer::Project,
+            RuleSource::Session => Layer::Session,
         }
     }
 }
 
-impl fmt::Display for Source {
+impl fmt::Display for RuleSource {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
-            Source::Bundled => f.write_str("the bundled defaults"),
-            Source::Global(path) => write!(f, "{}", path.display()),
-            Source::Project(path) => write!(f, "{}", path.display()),
-            Source::Session => f.write_str("an answer given in this session"),
+            RuleSource::Bundled => f.write_str("the bundled defaults"),
+            RuleSource::Global(path) => write!(f, "{}", path.display()),
+            RuleSource::Project(path) => write!(f, "{}", path.display()),
+            RuleSource::Session => f.write_str("an answer given in this session"),
         }
     }
 }
@@ -93,7 +93,7 @@ impl fmt::Display for Source {
 /// What a [`Policy`](super::Policy) is built from.
 #[derive(Debug, Clone)]
 pub struct PolicyLayers {
-    /// Manifest scope: the bundled defaults first, then the user's global file.
+    /// Manifest layer: the bundled defaults first, then the user's global file.
     pub manifest: Vec<RuleSet>,
     /// Project scope (`<workspace>/.keel/permissions.toml`), when the file exists.
     pub project: Option<RuleSet>,
@@ -131,7 +131,7 @@ impl PolicyLayers {
         layers.trust = trust;
         if let Some(dir) = global_config_dir {
             let path = dir.join(RULE_FILE);
-            if let Some(set) = load_file(&path, Source::Global(path.clone()))? {
+            if let Some(set) = load_file(&path, RuleSource::Global(path.clone()))? {
                 layers.manifest.push(set);
             }
             layers.protected.push(dir.to_path_buf());
@@ -142,7 +142,7 @@ impl PolicyLayers {
             }
         }
         let path = workspace.join(PROJECT_DIR).join(RULE_FILE);
-        layers.project = load_file(&path, Source::Project(path.clone()))?;
+        layers.project = load_file(&path, RuleSource::Project(path.clone()))?;
         Ok(layers)
     }
 
@@ -161,14 +161,14 @@ impl PolicyLayers {
 
 /// The bundled default rules.
 pub fn bundled_rules() -> Result<RuleSet, PolicyError> {
-    RuleSet::parse(BUNDLED_POLICY, Source::Bundled)
+    RuleSet::parse(BUNDLED_POLICY, RuleSource::Bundled)
 }
 
 /// Reads and validates a rule file; `None` when it does not exist. A project's file is read
 /// only inside its project (`config_files::read_project_file`).
-pub fn load_file(path: &Path, source: Source) -> Result<Option<RuleSet>, PolicyError> {
+pub fn load_file(path: &Path, source: RuleSource) -> Result<Option<RuleSet>, PolicyError> {
     let read = match &source {
-        Source::Project(_) => match path.parent().and_then(Path::parent) {
+        RuleSource::Project(_) => match path.parent().and_then(Path::parent) {
             Some(workspace) => config_files::read_project_file(workspace, path),
             None => config_files::read_if_exists(path),
         },
@@ -189,6 +189,6 @@ mod tests {
     fn the_bundled_policy_loads() {
         let set = bundled_rules().unwrap();
         assert!(set.rules.len() >= 15, "{}", set.rules.len());
-        assert!(set.rules.iter().all(|r| r.source == Source::Bundled));
+        assert!(set.rules.iter().all(|r| r.source == RuleSource::Bundled));
     }
 }

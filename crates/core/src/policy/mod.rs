@@ -6,7 +6,7 @@
 //!   [`Decision`], [`Policy::remember`] records an [`Answer`].
 //! - [`Rule`] = ([`Permission`], [`Pattern`], [`Action`]), loaded from TOML files
 //!   ([`RuleSet::parse`]) and validated when loaded; [`PolicyLayers`] gathers them with their
-//!   [`Source`].
+//!   [`RuleSource`].
 //! - [`ApprovalKey`]: `(tool, key)` under which "always" answers are cached; keys of shell
 //!   commands come from a real parse ([`shell::analyze`]).
 //! - [`Watchdog`]: refusals rules cannot express (destruction outside the workspace,
@@ -37,9 +37,9 @@ pub mod wrappers;
 
 use serde_json::Value;
 
-pub use decide::{ListedRule, Policy, PolicyHostGate, ScopeRules};
+pub use decide::{LayerRules, ListedRule, Policy, PolicyHostGate};
 pub use explain::{Cause, Explanation, PRECEDENCE, RuleRef, render_check, render_rules};
-pub use layers::{BUNDLED_POLICY, PROJECT_DIR, PolicyLayers, RULE_FILE, Scope, Source};
+pub use layers::{BUNDLED_POLICY, Layer, PROJECT_DIR, PolicyLayers, RULE_FILE, RuleSource};
 pub use mode::{Mode, UnknownMode};
 pub use pattern::{CommandClass, Pattern, PatternKind};
 pub use rule::{Action, Capability, Permission, PolicyError, Rule, RuleSet};

@@ -119,6 +119,7 @@ impl Pattern {
     }
 
     /// A literal subject, or a glob when the text holds glob characters; `*` is [`Pattern::any`].
+    // String error: the reason is the rule error's text.
     pub fn glob(text: &str) -> Result<Self, String> {
         let text = text.trim();
         if text.is_empty() {
@@ -178,6 +179,7 @@ impl Pattern {
     }
 
     /// A prefix: whole words for commands, whole components for paths and names.
+    // String error: the reason is the rule error's text.
     pub fn prefix(text: &str) -> Result<Self, String> {
         let text = text.trim();
         if text.is_empty() {

@@ -3,7 +3,7 @@
 //! - [`Permission`]: a tool id (`bash`), a [`Capability`] (`fs.write`) or `*`.
 //! - [`Pattern`]: how a rule names its subjects (see [`super::pattern`]).
 //! - [`Action`]: allow / deny / ask.
-//! - [`Rule`]: the three together, with an optional reason and the [`Source`] it came from.
+//! - [`Rule`]: the three together, with an optional reason and the [`RuleSource`] it came from.
 //! - [`RuleSet`]: the rules of one file (or of the bundled defaults, or of the session).
 
 use std::fmt;
@@ -11,7 +11,7 @@ use std::path::PathBuf;
 
 use serde::Deserialize;
 
-use super::layers::Source;
+use super::layers::RuleSource;
 use super::pattern::{CommandClass, Pattern, PatternKind, SESSION, Target, command_words};
 
 /// What a rule (or a decision) does with a call. Also the configuration's
@@ -191,11 +191,16 @@ pub struct Rule {
     pub action: Action,
     /// Why the rule exists, shown in explanations.
     pub reason: Option<String>,
-    pub source: Source,
+    pub source: RuleSource,
 }
 
 impl Rule {
-    pub fn new(permission: Permission, pattern: Pattern, action: Action, source: Source) -> Self {
+    pub fn new(
+        permission: Permission,
+        pattern: Pattern,
+        action: Action,
+        source: RuleSource,
+    ) -> Self {
         Self {
             permission,
             pattern,
@@ -244,7 +249,7 @@ fn toml_string(text: &str) -> String {
 /// The rules of one source, in file order.
 #[derive(Debug, Clone, PartialEq)]
 pub struct RuleSet {
-    pub source: Source,
+    pub source: RuleSource,
     pub rules: Vec<Rule>,
 }
 
@@ -309,7 +314,7 @@ struct RuleForm {
 }
 
 impl RuleSet {
-    pub fn empty(source: Source) -> Self {
+    pub fn empty(source: RuleSource) -> Self {
         Self {
             source,
             rules: Vec::new(),
@@ -318,7 +323,7 @@ impl RuleSet {
 
     /// Parses and validates a rule file's text: every pattern is compiled and every example
     /// checked now, so a mistake surfaces at start-up with the file and a fix.
-    pub fn parse(text: &str, source: Source) -> Result<Self, PolicyError> {
+    pub fn parse(text: &str, source: RuleSource) -> Result<Self, PolicyError> {
         let origin = source.to_string();
         let form: FileForm = toml::from_str(text).map_err(|e| PolicyError::Syntax {
             origin: origin.clone(),
@@ -533,7 +538,7 @@ mod tests {
     fn parse(text: &str) -> Result<RuleSet, PolicyError> {
         RuleSet::parse(
             text,
-            Source::Project(PathBuf::from("/w/.keel/permissions.toml")),
+            RuleSource::Project(PathBuf::from("/w/.keel/permissions.toml")),
         )
     }
 

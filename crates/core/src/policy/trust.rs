@@ -60,6 +60,7 @@ enum TrustEntry {
 
 /// One project file as trust sees it: its text, or why Keel refuses to read it (outside the
 /// project, not a regular file, over 1 MiB: the loaders refuse it too).
+// String error: the note that stands for an unreadable file in the trusted fingerprint.
 type Seen = Result<String, String>;
 
 /// The files of [`project_trust_dirs`] as they are now, sorted, with their bytes.

@@ -194,7 +194,7 @@ pub enum ProviderError {
         /// The provider's message.
         message: String,
         /// The provider's models (from its models endpoint), or why they could not be read.
-        available: Result<Vec<String>, String>,
+        available: Result<Vec<String>, Box<ProviderError>>,
     },
     /// The scripted provider has no response left. Not retried.
     #[error("scripted provider: no response left (the script has {responses} responses)")]
@@ -211,7 +211,7 @@ fn fmt_after(retry_after: &Option<Duration>) -> String {
     }
 }
 
-fn fmt_available(provider: &str, available: &Result<Vec<String>, String>) -> String {
+fn fmt_available(provider: &str, available: &Result<Vec<String>, Box<ProviderError>>) -> String {
     match available {
         Ok(models) if models.is_empty() => "the provider lists no models".to_owned(),
         Ok(models) => format!(

@@ -408,7 +408,7 @@ pub(crate) async fn explain_unknown_model(
     }
     let available = fetch_models(client, endpoint, Duration::from_secs(5))
         .await
-        .map_err(|error| error.to_string());
+        .map_err(Box::new);
     ProviderError::UnknownModel {
         provider: endpoint.provider.clone(),
         model: model.to_owned(),

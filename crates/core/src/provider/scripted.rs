@@ -423,6 +423,7 @@ fn script_error(kind: &str, message: String, model_events: usize) -> ProviderErr
     }
 }
 
+// String error: the script's fault, said to its author as is.
 fn parse_response(response: Value) -> Result<Vec<Case>, String> {
     let Some(cases) = response.get("cases") else {
         return Ok(vec![Case {
@@ -455,6 +456,7 @@ fn parse_response(response: Value) -> Result<Vec<Case>, String> {
         .collect()
 }
 
+// String error: the script's fault, said to its author as is.
 fn parse_when(when: &Value) -> Result<When, String> {
     let call_id = when
         .get("result")
@@ -475,6 +477,7 @@ fn parse_when(when: &Value) -> Result<When, String> {
     })
 }
 
+// String error: the script's fault, said to its author as is.
 fn parse_events(response: Value) -> Result<Vec<ScriptEvent>, String> {
     let events = match response {
         Value::Array(events) => events,
@@ -493,6 +496,7 @@ fn parse_events(response: Value) -> Result<Vec<ScriptEvent>, String> {
         .collect()
 }
 
+// String error: the script's fault, said to its author as is.
 fn parse_event(event: &Value) -> Result<ScriptEvent, String> {
     let string = |value: &Value| value.as_str().map(str::to_owned);
     if let Some(text) = event.get("text") {
@@ -557,6 +561,7 @@ fn parse_event(event: &Value) -> Result<ScriptEvent, String> {
 }
 
 /// A string or an array of strings.
+// String error: the script's fault, said to its author as is.
 fn chunks(value: &Value) -> Result<Vec<String>, String> {
     match value {
         Value::String(text) => Ok(vec![text.clone()]),

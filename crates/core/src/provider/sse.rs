@@ -349,6 +349,7 @@ impl ToolCalls {
 
 /// The arguments object of a call. Empty arguments are `{}`; a JSON string holding an object
 /// (double-encoded by some servers) is accepted.
+// String error: the reason the model reads for a call it sent malformed.
 fn parse_arguments(
     arguments: &str,
     initial: Option<serde_json::Value>,

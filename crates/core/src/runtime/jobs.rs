@@ -5,8 +5,9 @@
 //!   them for `/jobs`, and stops them all when the session closes or is dropped.
 //! - [`Job`]: one command. Its output is kept twice: the last `ring_bytes` in memory (what
 //!   [`Job::read`] returns, new output only) and all of it in a sidecar file in the session's
-//!   scratch directory (up to [`SIDECAR_MAX_BYTES`]). A job that ends on its own keeps its exit
-//!   status and the output not yet read until a read returns them; it is then removed.
+//!   scratch directory (up to [`SIDECAR_MAX_BYTES`](super::process::SIDECAR_MAX_BYTES)). A job
+//!   that ends on its own keeps its exit status and the output not yet read until a read
+//!   returns them; it is then removed.
 //! - Two places a job runs: a local process ([`Runtime::spawn_shell_with_stdin`]: its own
 //!   process group, stdin a pipe Keel holds, the same sandbox helper as `bash`), or the editor's
 //!   terminal pane ([`TerminalBackend::start`], read with `terminal/output`, killed with
@@ -21,22 +22,23 @@
 //! The permission decision is not made here: a job is started by a tool call the policy decided
 //! exactly as it decides `bash` with the same command.
 
-use std::collections::{BTreeMap, VecDeque};
-use std::path::{Path, PathBuf};
+mod drive;
+mod output;
+
+use std::collections::BTreeMap;
+use std::path::PathBuf;
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError, Weak};
 use std::time::{Duration, Instant};
 
-use tokio::io::{AsyncReadExt as _, AsyncWriteExt as _};
+use tokio::io::AsyncWriteExt as _;
 use tokio::sync::watch;
 use tokio_util::sync::CancellationToken;
 
-use super::process::{
-    DRAIN_GRACE, KILL_GRACE, READ_CHUNK, SIDECAR_MAX_BYTES, ShellProcess, open_sidecar, read_chunk,
-    signal_name,
-};
-use super::sandbox::{Confinement, ConfinementCheck, ShellInvocation};
+use super::sandbox::Confinement;
 use super::{Runtime, TerminalBackend, TerminalExit, TerminalRequest};
 use crate::tool::ToolError;
+use drive::{Sidecar, drive_local, drive_pane, started_confinement};
+use output::{Output, new_part};
 
 /// Running background commands a session may have at once (`[limits] backgroundJobs`).
 pub const DEFAULT_JOB_LIMIT: usize = 8;
@@ -496,53 +498,6 @@ pub struct Job {
     stdin: tokio::sync::Mutex<Option<tokio::process::ChildStdin>>,
 }
 
-#[derive(Debug)]
-struct Output {
-    ring: VecDeque<u8>,
-    ring_bytes: usize,
-    /// Bytes the command printed in all.
-    total: u64,
-    /// Bytes the model has read (an offset into the whole output).
-    cursor: u64,
-    state: JobState,
-    ended: Option<Instant>,
-    /// The sidecar file has been written to.
-    sidecar_written: bool,
-    /// The editor's pane dropped output before Keel read it.
-    pane_dropped: bool,
-    fault: Option<String>,
-    /// What the sandbox put back once the command was gone.
-    restored: Vec<String>,
-    /// The pane's last snapshot (what `terminal/output` returned), to find the new part.
-    seen: String,
-}
-
-impl Output {
-    fn new(ring_bytes: usize) -> Self {
-        Self {
-            ring: VecDeque::new(),
-            ring_bytes,
-            total: 0,
-            cursor: 0,
-            state: JobState::Running,
-            ended: None,
-            sidecar_written: false,
-            pane_dropped: false,
-            fault: None,
-            restored: Vec::new(),
-            seen: String::new(),
-        }
-    }
-
-    fn push(&mut self, chunk: &[u8]) {
-        self.total += chunk.len() as u64;
-        let keep = chunk.len().min(self.ring_bytes);
-        let excess = (self.ring.len() + keep).saturating_sub(self.ring_bytes);
-        self.ring.drain(..excess);
-        self.ring.extend(&chunk[chunk.len() - keep..]);
-    }
-}
-
 impl Job {
     pub fn state(&self) -> JobState {
         lock(&self.output).state.clone()
@@ -761,362 +716,5 @@ impl Job {
             self.push(new.as_bytes());
         }
         snapshot.exit
-    }
-}
-
-/// How many places [`new_part`] tries as the start of the overlap of two pane snapshots.
-const MAX_OVERLAP_TRIES: usize = 256;
-
-/// What a pane snapshot adds to the one before.
-struct NewPart<'a> {
-    text: &'a str,
-    /// Output was dropped between the two snapshots that Keel never saw.
-    dropped: bool,
-}
-
-/// The part of `now` that follows `before`. The editor keeps a bounded buffer, dropping from
-/// the start: `now` is then a suffix of `before` followed by new output. The longest such
-/// overlap is taken; when none is found, all of `now` is new and some output was lost.
-fn new_part<'a>(before: &str, now: &'a str, truncated: bool) -> NewPart<'a> {
-    if let Some(rest) = now.strip_prefix(before) {
-        return NewPart {
-            text: rest,
-            dropped: false,
-        };
-    }
-    if truncated && let Some(&first) = now.as_bytes().first() {
-        // Candidate starts: where `now`'s first byte occurs in `before`, longest overlap first;
-        // a bounded number of them, so a repetitive output cannot make this quadratic.
-        let candidates = before
-            .bytes()
-            .enumerate()
-            .filter(|&(start, byte)| byte == first && before.is_char_boundary(start))
-            .take(MAX_OVERLAP_TRIES);
-        for (start, _) in candidates {
-            if let Some(rest) = now.strip_prefix(&before[start..]) {
-                return NewPart {
-                    text: rest,
-                    dropped: false,
-                };
-            }
-        }
-    }
-    NewPart {
-        text: now,
-        dropped: !before.is_empty(),
-    }
-}
-
-/// How the sandbox helper says it confined a command that has just started: its status file,
-/// read (not removed: [`ShellInvocation::confinement`] does that, with the put-back of git's
-/// files, once the command is gone) when the helper has written it, within [`HELPER_WAIT`] or
-/// until `exited` says the command ended.
-async fn started_confinement(
-    invocation: &ShellInvocation,
-    mut exited: impl FnMut() -> bool,
-) -> Confinement {
-    let Some(check) = &invocation.check else {
-        // No helper runs it: the reason is known without one.
-        return invocation.confinement();
-    };
-    let until = tokio::time::Instant::now() + HELPER_WAIT;
-    let mut pause = Duration::from_millis(1);
-    loop {
-        if let Some(confinement) = peek_status(check).await {
-            return confinement;
-        }
-        if exited() || tokio::time::Instant::now() >= until {
-            return Confinement::Unconfined {
-                reason: "the sandbox helper did not confirm that it confined the command".into(),
-            };
-        }
-        tokio::time::sleep(pause).await;
-        pause = (pause * 2).min(Duration::from_millis(50));
-    }
-}
-
-/// The helper's status line, once written: confined (with the nonce) or not.
-#[expect(
-    clippy::disallowed_methods,
-    reason = "the runtime is where ambient authority lives"
-)]
-async fn peek_status(check: &ConfinementCheck) -> Option<Confinement> {
-    let text = tokio::fs::read_to_string(&check.status_file).await.ok()?;
-    let status: serde_json::Value =
-        serde_json::from_str(super::sandbox::status_line(&text)?).ok()?;
-    if status.get("nonce").and_then(serde_json::Value::as_str) != Some(check.nonce.as_str()) {
-        return Some(Confinement::Unconfined {
-            reason: "the sandbox helper did not confirm that it confined the command".into(),
-        });
-    }
-    let mechanism = status.get("mechanism")?.as_str()?.to_owned();
-    let notes: Vec<String> = status
-        .get("notes")
-        .and_then(serde_json::Value::as_array)
-        .map(|notes| {
-            notes
-                .iter()
-                .filter_map(|n| n.as_str().map(str::to_owned))
-                .collect()
-        })
-        .unwrap_or_default();
-    Some(if mechanism == "none" {
-        Confinement::Unconfined {
-            reason: format!(
-                "no confinement is available on this machine ({})",
-                notes.join("; ")
-            ),
-        }
-    } else {
-        Confinement::Confined {
-            mechanism,
-            notes,
-            restored: Vec::new(),
-        }
-    })
-}
-
-/// Runs a local job to its end: output to the ring and the sidecar, until the command's process
-/// exits or a stop; then the group is killed (what the command left running too) and checked.
-async fn drive_local(job: Arc<Job>, mut process: ShellProcess) {
-    let mut sidecar = job.file.lock().await;
-    let mut output = process.take_output();
-    let mut buffer = vec![0_u8; READ_CHUNK];
-    let mut stopped = false;
-    loop {
-        tokio::select! {
-            biased;
-            () = job.stop.cancelled() => {
-                stopped = true;
-                break;
-            }
-            read = read_chunk(&mut output, &mut buffer) => match read {
-                Ok(0) => output = None,
-                Ok(n) => {
-                    // The sidecar first: a byte a read can see is already in the file.
-                    sidecar.write(&job, &buffer[..n]).await;
-                    job.push(&buffer[..n]);
-                }
-                Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
-                Err(e) => {
-                    tracing::warn!(job = %job.id, error = %e, "reading a background command's output failed");
-                    output = None;
-                }
-            },
-            status = process.wait_leader() => {
-                if let Err(e) = status {
-                    tracing::warn!(job = %job.id, error = %e, "waiting for a background command failed");
-                }
-                break;
-            }
-        }
-    }
-    // Closing stdin first lets a well-behaved command end on its own (a write stuck on a full
-    // pipe holds it: the kill ends that write).
-    if let Ok(mut stdin) = job.stdin.try_lock() {
-        *stdin = None;
-    }
-    process.kill_group().await;
-    if process.status().is_none() {
-        let _ = tokio::time::timeout(KILL_GRACE, process.wait_leader()).await;
-    }
-    if let Some(reader) = output.as_mut() {
-        let until = tokio::time::Instant::now() + DRAIN_GRACE;
-        loop {
-            tokio::select! {
-                () = tokio::time::sleep_until(until) => break,
-                read = reader.read(&mut buffer) => match read {
-                    Ok(0) | Err(_) => break,
-                    Ok(n) => {
-                        sidecar.write(&job, &buffer[..n]).await;
-                        job.push(&buffer[..n]);
-                    }
-                },
-            }
-        }
-    }
-    sidecar.flush(&job).await;
-    drop(sidecar);
-    // Verified before the helper's files go.
-    let gone = process.tree_gone().await;
-    // Now that nothing of it runs: git's redirect files put back, the helper's files removed.
-    job.restored(&process.confinement());
-    if process.group_gone() {
-        process.mark_finished();
-    } else {
-        tracing::warn!(job = %job.id, "a background command's process group outlived SIGKILL");
-    }
-    if !gone {
-        tracing::warn!(job = %job.id, "Keel could not confirm that a background command's processes are gone");
-    }
-    let state = if stopped {
-        JobState::Stopped { verified: gone }
-    } else {
-        use std::os::unix::process::ExitStatusExt as _;
-        let status = process.status();
-        JobState::Exited {
-            code: status.and_then(|s| s.code()),
-            signal: status.and_then(|s| s.signal()).map(signal_name),
-        }
-    };
-    tracing::debug!(job = %job.id, %state, "background command ended");
-    job.finish(state);
-}
-
-/// Runs a pane job to its end: waits for the editor to report the exit, or kills it on a stop;
-/// then takes the pane's last output and releases the terminal.
-async fn drive_pane(
-    job: Arc<Job>,
-    backend: Arc<dyn TerminalBackend>,
-    terminal_id: String,
-    invocation: ShellInvocation,
-) {
-    let mut stopped = false;
-    let mut exit = None;
-    tokio::select! {
-        biased;
-        () = job.stop.cancelled() => stopped = true,
-        waited = backend.wait_exit(&terminal_id) => match waited {
-            Ok(status) => exit = Some(status),
-            Err(e) => {
-                tracing::warn!(job = %job.id, error = %e, "terminal/wait_for_exit failed");
-                stopped = true;
-            }
-        },
-    }
-    let mut verified = true;
-    if stopped {
-        match backend.kill(&terminal_id).await {
-            Ok(status) => exit = status,
-            Err(e) => {
-                tracing::warn!(job = %job.id, error = %e, "terminal/kill failed");
-                verified = false;
-            }
-        }
-        verified = verified
-            && exit.is_some()
-            && match &invocation.check {
-                Some(check) => check.wait_gone(KILL_GRACE).await,
-                None => false,
-            };
-    }
-    // What it printed last (the snapshot's exit status, if the kill's wait did not say).
-    let last_exit = job.take_pane_output(backend.as_ref()).await;
-    if exit.is_none() {
-        exit = last_exit;
-    }
-    job.file.lock().await.flush(&job).await;
-    backend.release(&terminal_id);
-    job.restored(&invocation.confinement());
-    let state = if stopped {
-        JobState::Stopped { verified }
-    } else {
-        let exit = exit.unwrap_or_default();
-        JobState::Exited {
-            code: exit.code,
-            signal: exit.signal,
-        }
-    };
-    tracing::debug!(job = %job.id, %state, "background command in the pane ended");
-    job.finish(state);
-}
-
-/// A job's sidecar file: created on the first byte, capped at [`SIDECAR_MAX_BYTES`].
-#[derive(Debug)]
-struct Sidecar {
-    path: PathBuf,
-    file: Option<tokio::fs::File>,
-    written: u64,
-    failed: bool,
-}
-
-impl Sidecar {
-    fn new(path: PathBuf) -> Self {
-        Self {
-            path,
-            file: None,
-            written: 0,
-            failed: false,
-        }
-    }
-
-    async fn write(&mut self, job: &Job, bytes: &[u8]) {
-        if self.failed || bytes.is_empty() {
-            return;
-        }
-        if self.file.is_none() {
-            match open_sidecar(&self.path).await {
-                Ok(file) => self.file = Some(file),
-                Err(e) => return self.fail(job, &self.path.clone(), e),
-            }
-        }
-        let room = SIDECAR_MAX_BYTES.saturating_sub(self.written);
-        let take = usize::try_from(room).unwrap_or(usize::MAX).min(bytes.len());
-        let Some(file) = self.file.as_mut() else {
-            return;
-        };
-        if let Err(e) = file.write_all(&bytes[..take]).await {
-            return self.fail(job, &self.path.clone(), e);
-        }
-        self.written += take as u64;
-        lock(&job.output).sidecar_written = true;
-        if take < bytes.len() {
-            self.failed = true;
-            lock(&job.output).fault = Some(format!(
-                "the sidecar file holds only the first {} MiB",
-                SIDECAR_MAX_BYTES / (1024 * 1024)
-            ));
-        }
-    }
-
-    async fn flush(&mut self, job: &Job) {
-        if let Some(file) = self.file.as_mut()
-            && let Err(e) = file.flush().await
-        {
-            self.fail(job, &self.path.clone(), e);
-        }
-    }
-
-    fn fail(&mut self, job: &Job, path: &Path, error: std::io::Error) {
-        self.failed = true;
-        tracing::error!(job = %job.id, path = %path.display(), error = %error, "cannot keep a background command's whole output");
-        lock(&job.output).fault = Some(
-            "the whole output could not be saved (internal error in Keel; see the log)".to_owned(),
-        );
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn a_snapshot_that_extends_the_last_one_adds_its_tail() {
-        let part = new_part("abc", "abcdef", false);
-        assert_eq!((part.text, part.dropped), ("def", false));
-    }
-
-    #[test]
-    fn a_truncated_snapshot_adds_what_follows_the_overlap() {
-        // The pane dropped "ab" from the front and gained "XY".
-        let part = new_part("abcdef", "cdefXY", true);
-        assert_eq!((part.text, part.dropped), ("XY", false));
-    }
-
-    #[test]
-    fn a_snapshot_without_overlap_is_all_new_and_says_output_was_lost() {
-        let part = new_part("abc", "xyz", true);
-        assert_eq!((part.text, part.dropped), ("xyz", true));
-        let first = new_part("", "xyz", false);
-        assert_eq!((first.text, first.dropped), ("xyz", false));
-    }
-
-    #[test]
-    fn the_ring_keeps_the_last_bytes_and_counts_all() {
-        let mut output = Output::new(4);
-        output.push(b"abc");
-        output.push(b"defgh");
-        assert_eq!(output.total, 8);
-        assert_eq!(output.ring.iter().copied().collect::<Vec<u8>>(), b"efgh");
     }
 }

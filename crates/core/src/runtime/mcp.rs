@@ -74,21 +74,43 @@ pub fn spawn_mcp_stdio(
     Ok((process, GroupGuard { pgid }, stderr))
 }
 
+/// A configured header of an MCP server that is not a valid HTTP header.
+#[derive(Debug, thiserror::Error)]
+pub enum HeaderError {
+    #[error("header `{name}`: {source}")]
+    Name {
+        name: String,
+        #[source]
+        source: http::header::InvalidHeaderName,
+    },
+    #[error("header `{name}`: {source}")]
+    Value {
+        name: String,
+        #[source]
+        source: http::header::InvalidHeaderValue,
+    },
+}
+
 /// The streamable HTTP transport to an MCP server at `url`, with `headers` on every request.
 /// A header that is not a valid HTTP header is an error naming it.
 pub fn connect_mcp_http(
     url: &str,
     headers: &[(String, String)],
-) -> Result<rmcp::transport::StreamableHttpClientTransport<reqwest::Client>, String> {
+) -> Result<rmcp::transport::StreamableHttpClientTransport<reqwest::Client>, HeaderError> {
     use rmcp::transport::streamable_http_client::StreamableHttpClientTransportConfig;
     // The transport's own client needs a TLS provider (Keel builds rustls without a default).
     let _ = rustls::crypto::ring::default_provider().install_default();
     let mut config = StreamableHttpClientTransportConfig::with_uri(url.to_owned());
     for (name, value) in headers {
-        let name = http::HeaderName::from_bytes(name.as_bytes())
-            .map_err(|e| format!("header `{name}`: {e}"))?;
-        let value =
-            http::HeaderValue::from_str(value).map_err(|e| format!("header `{name}`: {e}"))?;
+        let name =
+            http::HeaderName::from_bytes(name.as_bytes()).map_err(|source| HeaderError::Name {
+                name: name.clone(),
+                source,
+            })?;
+        let value = http::HeaderValue::from_str(value).map_err(|source| HeaderError::Value {
+            name: name.to_string(),
+            source,
+        })?;
         config.custom_headers.insert(name, value);
     }
     Ok(rmcp::transport::StreamableHttpClientTransport::from_config(

@@ -53,7 +53,9 @@ use crate::tool::{FileStamp, ProgressSink, ToolError};
 
 /// The editor's view of files. `None` from a method means "not handled here; use the disk".
 pub trait FileBackend: Send + Sync + Debug {
+    // String error: the editor's own refusal text, shown to the model as is.
     fn read_text<'a>(&'a self, path: &'a Path) -> BoxFuture<'a, Option<Result<String, String>>>;
+    // String error: the editor's own refusal text, shown to the model as is.
     fn write_text<'a>(
         &'a self,
         path: &'a Path,
@@ -283,17 +285,23 @@ pub enum FileError {
     /// Not a regular file (a device, socket or pipe swapped in).
     #[error("{shown} is not a regular file")]
     NotAFile { shown: String },
-    #[error("{0}")]
-    Io(String),
+    /// The operating system failed the open (the message names the path; the source is the OS
+    /// error), or the path is a directory (no source).
+    #[error("{message}")]
+    Io {
+        message: String,
+        #[source]
+        source: Option<std::io::Error>,
+    },
 }
 
 impl From<FileError> for ToolError {
     fn from(error: FileError) -> Self {
         match error {
             FileError::Refused(refusal) => refusal.into(),
-            FileError::Io(message) => ToolError::Io {
+            FileError::Io { message, source } => ToolError::Io {
                 message,
-                source: None,
+                source: source.map(|source| -> crate::tool::ErrorSource { Arc::new(source) }),
             },
             // A hard-linked file waits for the user's say (through `read`, which asks).
             other @ FileError::HardLinked { .. } => ToolError::Denied(other.to_string()),
@@ -613,11 +621,17 @@ impl Runtime {
             if fsat::is_swap(&e) {
                 FileError::Changed { shown: shown() }
             } else {
-                FileError::Io(io_message(self, canonical, &e))
+                FileError::Io {
+                    message: io_message(self, canonical, &e),
+                    source: Some(e),
+                }
             }
         })?;
         if meta.is_dir() {
-            return Err(FileError::Io(format!("{} is a directory", shown())));
+            return Err(FileError::Io {
+                message: format!("{} is a directory", shown()),
+                source: None,
+            });
         }
         if !meta.is_file() {
             return Err(FileError::NotAFile { shown: shown() });
@@ -804,7 +818,7 @@ impl Runtime {
         match opened {
             Ok(Ok(())) => {}
             // A buffer the editor has not saved yet: the editor alone knows it.
-            Ok(Err(FileError::Io(_))) if self.link_count(canonical).is_none() => {}
+            Ok(Err(FileError::Io { .. })) if self.link_count(canonical).is_none() => {}
             Ok(Err(error)) => return Some(Err(error.into())),
             Err(e) => {
                 return Some(Err(ToolError::internal(

@@ -54,8 +54,11 @@ pub enum StoreError {
         path: PathBuf,
         source: std::io::Error,
     },
-    #[error("{}: {message}", path.display())]
-    Corrupt { path: PathBuf, message: String },
+    #[error("{}: {source}", path.display())]
+    Corrupt {
+        path: PathBuf,
+        source: serde_json::Error,
+    },
 }
 
 fn io_error(path: &Path) -> impl FnOnce(std::io::Error) -> StoreError + '_ {
@@ -154,6 +157,7 @@ impl SessionStore {
             dir,
             meta: Mutex::new(meta),
             log: Mutex::new(Some(log)),
+            failure: Mutex::default(),
         })
     }
 
@@ -179,6 +183,7 @@ impl SessionStore {
             dir,
             meta: Mutex::new(meta),
             log: Mutex::new(Some(log)),
+            failure: Mutex::default(),
         };
         Ok((session, parsed.events))
     }
@@ -301,7 +306,7 @@ fn read_meta(dir: &Path, id: &str) -> Result<SessionMeta, StoreError> {
         .ok_or_else(|| StoreError::NotFound(id.to_owned()))?;
     serde_json::from_slice(&bytes).map_err(|error| StoreError::Corrupt {
         path,
-        message: error.to_string(),
+        source: error,
     })
 }
 
@@ -309,7 +314,7 @@ fn write_meta(dir: &Path, meta: &SessionMeta) -> Result<(), StoreError> {
     let path = dir.join(META_FILE);
     let text = serde_json::to_string_pretty(meta).map_err(|error| StoreError::Corrupt {
         path: path.clone(),
-        message: error.to_string(),
+        source: error,
     })?;
     config_files::write_atomically(&path, &text).map_err(io_error(&path))
 }
@@ -353,6 +358,18 @@ pub struct SessionLog {
     /// `None` once closed. A session closed without an event is kept (a client may load a
     /// session it created and never prompted); listings leave such sessions out.
     log: Mutex<Option<LockedLog>>,
+    /// The first failure to write the log, until the session tells the user
+    /// ([`SessionLog::take_failure`]); later failures are only logged.
+    failure: Mutex<Failure>,
+}
+
+/// Whether the log failed to be written, and whether the user was told.
+#[derive(Debug, Default)]
+enum Failure {
+    #[default]
+    None,
+    Unreported(StoreError),
+    Reported,
 }
 
 fn guard<T>(mutex: &Mutex<T>) -> MutexGuard<'_, T> {
@@ -365,7 +382,7 @@ impl SessionLog {
         let path = self.dir.join(LOG_FILE);
         let mut line = serde_json::to_vec(event).map_err(|error| StoreError::Corrupt {
             path: path.clone(),
-            message: error.to_string(),
+            source: error,
         })?;
         line.push(b'\n');
         let mut log = guard(&self.log);
@@ -380,9 +397,30 @@ impl SessionLog {
     }
 
     /// Appends, logging a failure instead of returning it (a full disk must not end a turn).
+    /// The first failure is also kept for the user ([`SessionLog::take_failure`]).
     pub fn record(&self, event: &StoredEvent) {
         if let Err(error) = self.append(event) {
             tracing::warn!(%error, "could not record a session event");
+            let mut failure = guard(&self.failure);
+            if matches!(*failure, Failure::None) {
+                *failure = Failure::Unreported(error);
+            }
+        }
+    }
+
+    /// The first failure to write the log, once: the caller tells the user (a session whose
+    /// log cannot be written would otherwise load later with its end missing, unannounced).
+    pub fn take_failure(&self) -> Option<StoreError> {
+        let mut failure = guard(&self.failure);
+        match std::mem::take(&mut *failure) {
+            Failure::Unreported(error) => {
+                *failure = Failure::Reported;
+                Some(error)
+            }
+            other => {
+                *failure = other;
+                None
+            }
         }
     }
 
@@ -524,6 +562,28 @@ mod tests {
         log.close();
         let (_log, events) = store.open("s1").unwrap();
         assert_eq!(events, vec![text("m", "kept")]);
+    }
+
+    #[test]
+    fn the_first_failed_write_is_kept_for_the_user_once() {
+        let (_dir, store) = store();
+        let log = store
+            .create(SessionMeta::new("s1", "/w".into(), Vec::new()))
+            .unwrap();
+        log.record(&text("m", "kept"));
+        assert!(log.take_failure().is_none());
+        // Closed, the log refuses every append: the first failure is told, once.
+        log.close();
+        log.record(&text("m", "lost"));
+        log.record(&text("m", "lost too"));
+        let failure = log.take_failure().unwrap();
+        assert!(
+            matches!(&failure, StoreError::Io { source, .. } if source.to_string().contains("closed")),
+            "{failure:?}"
+        );
+        assert!(std::error::Error::source(&failure).is_some());
+        log.record(&text("m", "still lost"));
+        assert!(log.take_failure().is_none());
     }
 
     #[test]

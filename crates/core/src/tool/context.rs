@@ -63,6 +63,7 @@ pub struct FileStamp {
 pub trait Asker: Send + Sync {
     /// Asks the questions; one answer list per question, in order. `Err` is the message the
     /// model gets.
+    // String error: the refusal (a skip, a decline, the editor's text) is what the model reads.
     fn ask(&self, questions: Vec<QuestionItem>) -> BoxFuture<'_, Result<Vec<Vec<String>>, String>>;
 }
 

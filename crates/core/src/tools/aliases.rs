@@ -368,6 +368,7 @@ pub struct Resolved {
     pub alias: &'static Alias,
     /// The translated arguments, or why they cannot be translated (a schema error of the
     /// canonical tool).
+    // String error: the reason the model reads for an alias call that does not translate.
     pub input: Result<Value, String>,
 }
 
@@ -438,6 +439,7 @@ pub fn resolve(
 }
 
 /// The Keel tool's arguments for an alias call's.
+// String error: the reason the model reads for an alias call that does not translate.
 pub fn translate(alias: &Alias, args: &Value) -> Result<Value, String> {
     let Some(given) = args.as_object() else {
         return Err(format!(
@@ -461,6 +463,7 @@ pub fn translate(alias: &Alias, args: &Value) -> Result<Value, String> {
     Ok(Value::Object(out))
 }
 
+// String error: the reason the model reads for an alias call that does not translate.
 fn apply(
     name: &str,
     key: &str,

@@ -25,7 +25,7 @@ use serde::Deserialize;
 use serde_json::Value;
 
 use super::edit::MAX_EDIT_BYTES;
-use super::patch::{self, FileOp, Patch};
+use super::patch::{self, FileOp, Hunk, Patch};
 use super::text::{self, FileChange, TextFile};
 use crate::capability::{Access, RequirementSet};
 use crate::tool::{
@@ -205,6 +205,55 @@ struct Current {
     file: TextFile,
 }
 
+/// A file's new text after its hunks, and its encoded bytes.
+struct Updated {
+    new_text: String,
+    bytes: Vec<u8>,
+    crlf: bool,
+}
+
+impl Updated {
+    /// The file updated in place.
+    fn plan(self, target: PathBuf, shown: String, current: Current) -> FilePlan {
+        let change = FileChange::compute(
+            &shown,
+            &target,
+            Some(current.file.text.as_bytes()),
+            self.new_text.as_bytes(),
+        );
+        FilePlan {
+            action: Action::Update,
+            canonical: target,
+            shown,
+            stamp: Some(current.stamp),
+            original: Some(current.bytes),
+            bytes: Some(self.bytes),
+            crlf: self.crlf,
+            change,
+        }
+    }
+
+    /// The file's new text at the place it moves to.
+    fn moved_here(self, destination: PathBuf, shown: String, current: &Current) -> FilePlan {
+        let change = FileChange::compute(
+            &shown,
+            &destination,
+            Some(current.file.text.as_bytes()),
+            self.new_text.as_bytes(),
+        );
+        FilePlan {
+            action: Action::MovedHere,
+            canonical: destination,
+            shown,
+            stamp: None,
+            original: None,
+            bytes: Some(self.bytes),
+            crlf: self.crlf,
+            change,
+        }
+    }
+}
+
 fn not_written(message: String) -> ToolError {
     ToolError::BadArgument(format!(
         "{message}. Nothing was written (a patch is applied whole or not at all)."
@@ -248,130 +297,102 @@ impl PatchPlan {
             let shown = ctx.runtime.display_path(&target);
             match op {
                 FileOp::Add { content, .. } => {
-                    if text::inspect(ctx, &target).await?.is_some() {
-                        return Err(not_written(format!(
-                            "{shown} already exists; change it with `*** Update File: {shown}` \
-                             (or delete it in the same patch first)"
-                        )));
-                    }
-                    let change = FileChange::compute(&shown, &target, None, content.as_bytes());
-                    files.push(FilePlan {
-                        action: Action::Add,
-                        canonical: target,
-                        shown,
-                        stamp: None,
-                        original: None,
-                        bytes: Some(content.clone().into_bytes()),
-                        crlf: false,
-                        change,
-                    });
+                    files.push(Self::add(ctx, target, shown, content).await?);
                 }
                 FileOp::Delete { .. } => {
                     let current = Self::current(ctx, &target, &shown, "delete").await?;
-                    let change = FileChange::compute(
-                        &shown,
-                        &target,
-                        Some(current.file.text.as_bytes()),
-                        b"",
-                    );
-                    files.push(FilePlan {
-                        action: Action::Delete,
-                        canonical: target,
-                        shown,
-                        stamp: Some(current.stamp),
-                        original: Some(current.bytes),
-                        bytes: None,
-                        crlf: false,
-                        change,
-                    });
+                    files.push(Self::delete(target, shown, current));
                 }
                 FileOp::Update { move_to, hunks, .. } => {
                     let current = Self::current(ctx, &target, &shown, "change").await?;
-                    let crlf = current.file.endings.is_crlf();
-                    let old_text = &current.file.text;
-                    let lf = if crlf {
-                        text::crlf_to_lf(old_text)
-                    } else {
-                        std::borrow::Cow::Borrowed(old_text.as_str())
-                    };
-                    let new_lf = patch::apply_hunks(&lf, hunks)
-                        .map_err(|e| not_written(format!("{shown}: {e}")))?;
-                    let new_text = if crlf {
-                        text::lf_to_crlf(&new_lf)
-                    } else {
-                        new_lf
-                    };
-                    let bytes = current.file.encode(&new_text);
-                    match move_to {
-                        None => {
-                            let change = FileChange::compute(
-                                &shown,
-                                &target,
-                                Some(old_text.as_bytes()),
-                                new_text.as_bytes(),
-                            );
-                            files.push(FilePlan {
-                                action: Action::Update,
-                                canonical: target,
-                                shown,
-                                stamp: Some(current.stamp),
-                                original: Some(current.bytes),
-                                bytes: Some(bytes),
-                                crlf,
-                                change,
-                            });
-                        }
-                        Some(_) => {
-                            let Some(destination) = next.next() else {
-                                return Err(ToolError::invariant(
-                                    "preparing a patch",
-                                    "a move without its resolved destination",
-                                ));
-                            };
-                            let dest_shown = ctx.runtime.display_path(&destination);
-                            if text::inspect(ctx, &destination).await?.is_some() {
-                                return Err(not_written(format!(
-                                    "{shown} cannot move to {dest_shown}: it already exists"
-                                )));
-                            }
-                            let change = FileChange::compute(
-                                &dest_shown,
-                                &destination,
-                                Some(old_text.as_bytes()),
-                                new_text.as_bytes(),
-                            );
-                            files.push(FilePlan {
-                                action: Action::MovedHere,
-                                canonical: destination,
-                                shown: dest_shown,
-                                stamp: None,
-                                original: None,
-                                bytes: Some(bytes),
-                                crlf,
-                                change,
-                            });
-                            let removal = FileChange::compute(
-                                &shown,
-                                &target,
-                                Some(old_text.as_bytes()),
-                                b"",
-                            );
-                            files.push(FilePlan {
-                                action: Action::Delete,
-                                canonical: target,
-                                shown,
-                                stamp: Some(current.stamp),
-                                original: Some(current.bytes),
-                                bytes: None,
-                                crlf: false,
-                                change: removal,
-                            });
-                        }
+                    let updated = Self::update(&current, &shown, hunks)?;
+                    if move_to.is_none() {
+                        files.push(updated.plan(target, shown, current));
+                        continue;
                     }
+                    let Some(destination) = next.next() else {
+                        return Err(ToolError::invariant(
+                            "preparing a patch",
+                            "a move without its resolved destination",
+                        ));
+                    };
+                    let dest_shown = ctx.runtime.display_path(&destination);
+                    if text::inspect(ctx, &destination).await?.is_some() {
+                        return Err(not_written(format!(
+                            "{shown} cannot move to {dest_shown}: it already exists"
+                        )));
+                    }
+                    files.push(updated.moved_here(destination, dest_shown, &current));
+                    files.push(Self::delete(target, shown, current));
                 }
             }
         }
         Ok(Self { files })
+    }
+
+    /// A file the patch adds; it must not exist yet.
+    async fn add(
+        ctx: &ToolContext,
+        target: PathBuf,
+        shown: String,
+        content: &str,
+    ) -> Result<FilePlan, ToolError> {
+        if text::inspect(ctx, &target).await?.is_some() {
+            return Err(not_written(format!(
+                "{shown} already exists; change it with `*** Update File: {shown}` \
+                 (or delete it in the same patch first)"
+            )));
+        }
+        let change = FileChange::compute(&shown, &target, None, content.as_bytes());
+        Ok(FilePlan {
+            action: Action::Add,
+            canonical: target,
+            shown,
+            stamp: None,
+            original: None,
+            bytes: Some(content.as_bytes().to_vec()),
+            crlf: false,
+            change,
+        })
+    }
+
+    /// A file the patch deletes (or moves away).
+    fn delete(target: PathBuf, shown: String, current: Current) -> FilePlan {
+        let change = FileChange::compute(&shown, &target, Some(current.file.text.as_bytes()), b"");
+        FilePlan {
+            action: Action::Delete,
+            canonical: target,
+            shown,
+            stamp: Some(current.stamp),
+            original: Some(current.bytes),
+            bytes: None,
+            crlf: false,
+            change,
+        }
+    }
+
+    /// The hunks applied to a file's text, its line endings kept.
+    fn update(current: &Current, shown: &str, hunks: &[Hunk]) -> Result<Updated, ToolError> {
+        let crlf = current.file.endings.is_crlf();
+        let old_text = &current.file.text;
+        let lf = if crlf {
+            text::crlf_to_lf(old_text)
+        } else {
+            std::borrow::Cow::Borrowed(old_text.as_str())
+        };
+        let new_lf =
+            patch::apply_hunks(&lf, hunks).map_err(|e| not_written(format!("{shown}: {e}")))?;
+        let new_text = if crlf {
+            text::lf_to_crlf(&new_lf)
+        } else {
+            new_lf
+        };
+        let bytes = current.file.encode(&new_text);
+        Ok(Updated {
+            new_text,
+            bytes,
+            crlf,
+        })
     }
 
     /// An existing regular text file the patch changes or deletes: read in this session and
@@ -399,7 +420,7 @@ impl PatchPlan {
             )));
         }
         let (bytes, source) = text::current_bytes(ctx, canonical).await?;
-        if source == text::Source::Disk && bytes.len() as u64 != stamp.len {
+        if source == text::ContentSource::Disk && bytes.len() as u64 != stamp.len {
             return Err(text::changed(shown, "it changed while being read", action));
         }
         let file = TextFile::decode(bytes.clone())

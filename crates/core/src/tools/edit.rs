@@ -200,7 +200,7 @@ impl EditPlan {
             )));
         }
         let (old, source) = text::current_bytes(ctx, &canonical).await?;
-        if source == text::Source::Disk && old.len() as u64 != stamp.len {
+        if source == text::ContentSource::Disk && old.len() as u64 != stamp.len {
             return Err(text::changed(&shown, "it changed while being read", "edit"));
         }
         let mut file = TextFile::decode(old).map_err(|e| undecodable(&shown, &e))?;

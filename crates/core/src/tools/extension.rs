@@ -77,21 +77,38 @@ impl std::fmt::Debug for ExtensionTool {
     }
 }
 
+/// Why a tool file makes no tool; the message names what is wrong.
+#[derive(Debug, thiserror::Error)]
+pub enum ToolFileError {
+    /// The file could not be read.
+    #[error(transparent)]
+    Read(std::io::Error),
+    /// The file is not valid TOML, or not a tool file's shape.
+    #[error(transparent)]
+    Toml(#[from] toml::de::Error),
+    #[error("`argv` is empty")]
+    EmptyArgv,
+    #[error("`parameters` is not a JSON Schema: {0}")]
+    NotSchema(#[source] serde_json::Error),
+    #[error("`parameters` is not a valid JSON Schema: {0}")]
+    InvalidSchema(#[source] Box<jsonschema::ValidationError<'static>>),
+}
+
 impl ExtensionTool {
     /// Builds the tool of a parsed file; the error names what is wrong.
-    pub fn from_file(file: ToolFile, origin: Origin) -> Result<Arc<dyn DynTool>, String> {
+    pub fn from_file(file: ToolFile, origin: Origin) -> Result<Arc<dyn DynTool>, ToolFileError> {
         Ok(Arc::new(Self::build(file, origin)?))
     }
 
     /// [`ExtensionTool::from_file`], unwrapped.
-    pub fn build(file: ToolFile, origin: Origin) -> Result<Self, String> {
+    pub fn build(file: ToolFile, origin: Origin) -> Result<Self, ToolFileError> {
         if file.argv.is_empty() {
-            return Err("`argv` is empty".into());
+            return Err(ToolFileError::EmptyArgv);
         }
-        let parameters = serde_json::to_value(&file.parameters)
-            .map_err(|e| format!("`parameters` is not a JSON Schema: {e}"))?;
+        let parameters =
+            serde_json::to_value(&file.parameters).map_err(ToolFileError::NotSchema)?;
         let validator = jsonschema::validator_for(&parameters)
-            .map_err(|e| format!("`parameters` is not a valid JSON Schema: {e}"))?;
+            .map_err(|e| ToolFileError::InvalidSchema(Box::new(e)))?;
         let mut spec = ToolSpec {
             id: file.id.clone(),
             description: file.description,
@@ -258,13 +275,13 @@ fn load_file(
     path: &Path,
     origin: &Origin,
     project: Option<&Path>,
-) -> Result<Arc<dyn DynTool>, String> {
+) -> Result<Arc<dyn DynTool>, ToolFileError> {
     let read = match project {
         Some(root) => crate::runtime::config_files::read_project_file(root, path),
         None => crate::runtime::config_files::read_if_exists(path),
     };
-    let text = read.map_err(|e| e.to_string())?.unwrap_or_default();
-    let file: ToolFile = toml::from_str(&text).map_err(|e| e.to_string())?;
+    let text = read.map_err(ToolFileError::Read)?.unwrap_or_default();
+    let file: ToolFile = toml::from_str(&text)?;
     ExtensionTool::from_file(file, origin.clone())
 }
 

@@ -512,66 +512,10 @@ async fn report(
         .unwrap_or(usize::MAX);
     let (text, output_path) = match mode {
         OutputMode::Content => {
-            let line_numbers = params.line_numbers.unwrap_or(true);
-            let context = params
-                .context
-                .or(params.before)
-                .or(params.after)
-                .unwrap_or(0)
-                > 0;
-            let render =
-                |cap, cut| render_content(&found.files, ctx, line_numbers, context, cap, cut);
-            let (mut head, shown) = render(limit, Some(MAX_LINE_BYTES));
-            let mut output_path = None;
-            if (shown as u64) < total_matches {
-                let (full, _) = render(usize::MAX, None);
-                output_path = Some(ctx.spill("grep", full.as_bytes()).await?);
-                notes.push(format!(
-                    "showing the first {shown} of {total_matches} matching lines"
-                ));
-            }
-            let line_count = head.lines().count();
-            if head_limit < line_count {
-                head = head
-                    .lines()
-                    .take(head_limit)
-                    .fold(String::new(), |mut acc, l| {
-                        acc.push_str(l);
-                        acc.push('\n');
-                        acc
-                    });
-                notes.push(format!(
-                    "head_limit: showing {head_limit} of {line_count} lines"
-                ));
-            }
-            (head, output_path)
+            report_content(params, &found, ctx, (limit, head_limit), &mut notes).await?
         }
         OutputMode::FilesWithMatches | OutputMode::Count => {
-            let mut entries: Vec<String> = found
-                .files
-                .iter()
-                .map(|file| {
-                    let shown = ctx.runtime.display_path(&file.path);
-                    if mode == OutputMode::Count {
-                        format!("{shown}:{}", file.matches)
-                    } else {
-                        shown
-                    }
-                })
-                .collect();
-            let total = entries.len();
-            if head_limit < total {
-                entries.truncate(head_limit);
-                notes.push(format!("head_limit: showing {head_limit} of {total} files"));
-            }
-            let (shown, output_path) = ctx.cap_entries("grep", entries, limit).await?;
-            if output_path.is_some() {
-                notes.push(format!(
-                    "showing the first {} of {total} files",
-                    shown.len()
-                ));
-            }
-            (shown.join("\n"), output_path)
+            report_files(mode, &found, ctx, (limit, head_limit), &mut notes).await?
         }
     };
     if found.stopped_early {
@@ -602,6 +546,86 @@ async fn report(
     }
     output.output_path = output_path;
     Ok(output)
+}
+
+/// Content mode: the matching lines (and their context), the first `limit` shown, all of
+/// them in a sidecar past it; then `head_limit` lines at most.
+async fn report_content(
+    params: &GrepParams,
+    found: &Found,
+    ctx: &ToolContext,
+    (limit, head_limit): (usize, usize),
+    notes: &mut Vec<String>,
+) -> Result<(String, Option<PathBuf>), ToolError> {
+    let total_matches: u64 = found.files.iter().map(|f| f.matches).sum();
+    let line_numbers = params.line_numbers.unwrap_or(true);
+    let context = params
+        .context
+        .or(params.before)
+        .or(params.after)
+        .unwrap_or(0)
+        > 0;
+    let render = |cap, cut| render_content(&found.files, ctx, line_numbers, context, cap, cut);
+    let (mut head, shown) = render(limit, Some(MAX_LINE_BYTES));
+    let mut output_path = None;
+    if (shown as u64) < total_matches {
+        let (full, _) = render(usize::MAX, None);
+        output_path = Some(ctx.spill("grep", full.as_bytes()).await?);
+        notes.push(format!(
+            "showing the first {shown} of {total_matches} matching lines"
+        ));
+    }
+    let line_count = head.lines().count();
+    if head_limit < line_count {
+        head = head
+            .lines()
+            .take(head_limit)
+            .fold(String::new(), |mut acc, l| {
+                acc.push_str(l);
+                acc.push('\n');
+                acc
+            });
+        notes.push(format!(
+            "head_limit: showing {head_limit} of {line_count} lines"
+        ));
+    }
+    Ok((head, output_path))
+}
+
+/// Files and count modes: one line per file (with its count), `head_limit` files at most, the
+/// first `limit` shown and all of them in a sidecar past it.
+async fn report_files(
+    mode: OutputMode,
+    found: &Found,
+    ctx: &ToolContext,
+    (limit, head_limit): (usize, usize),
+    notes: &mut Vec<String>,
+) -> Result<(String, Option<PathBuf>), ToolError> {
+    let mut entries: Vec<String> = found
+        .files
+        .iter()
+        .map(|file| {
+            let shown = ctx.runtime.display_path(&file.path);
+            if mode == OutputMode::Count {
+                format!("{shown}:{}", file.matches)
+            } else {
+                shown
+            }
+        })
+        .collect();
+    let total = entries.len();
+    if head_limit < total {
+        entries.truncate(head_limit);
+        notes.push(format!("head_limit: showing {head_limit} of {total} files"));
+    }
+    let (shown, output_path) = ctx.cap_entries("grep", entries, limit).await?;
+    if output_path.is_some() {
+        notes.push(format!(
+            "showing the first {} of {total} files",
+            shown.len()
+        ));
+    }
+    Ok((shown.join("\n"), output_path))
 }
 
 /// Names listed in the note on files not searched.

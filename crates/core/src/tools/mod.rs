@@ -22,11 +22,22 @@ pub mod web_fetch;
 pub mod web_search;
 pub mod write;
 
-use crate::tool::{Registry, Typed};
+use crate::tool::{Registry, RegistryError, ToolError, Typed};
+
+/// Why the bundled tools could not be registered (a broken invariant of Keel's own).
+#[derive(Debug, thiserror::Error)]
+pub enum BundledError {
+    /// A tool's schema did not compile.
+    #[error(transparent)]
+    Tool(#[from] ToolError),
+    /// Two tools share an id, or an id is invalid.
+    #[error(transparent)]
+    Register(#[from] RegistryError),
+}
 
 /// The bundled tools, in documentation order. `env` supplies the web search settings
 /// (`KEEL_SEARXNG_URL`, `BRAVE_API_KEY`); without them `web_search` answers with what to set.
-pub fn bundled(env: &dyn Fn(&str) -> Option<String>) -> Result<Registry, String> {
+pub fn bundled(env: &dyn Fn(&str) -> Option<String>) -> Result<Registry, BundledError> {
     let tools = [
         Typed::wrap(read::ReadTool),
         Typed::wrap(write::WriteTool),
@@ -57,8 +68,7 @@ pub fn bundled(env: &dyn Fn(&str) -> Option<String>) -> Result<Registry, String>
     ];
     let mut registry = Registry::new();
     for tool in tools.into_iter().chain(extensions) {
-        let tool = tool.map_err(|e| e.to_string())?;
-        registry.register(tool).map_err(|e| e.to_string())?;
+        registry.register(tool?)?;
     }
     Ok(registry)
 }

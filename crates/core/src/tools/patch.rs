@@ -374,8 +374,7 @@ fn parse_unified(lines: &[&str]) -> Result<Patch, ParseError> {
     let mut files = Vec::new();
     let mut i = 0;
     while i < lines.len() {
-        let line = lines[i];
-        let Some(old_rest) = line.strip_prefix("--- ") else {
+        let Some(old_rest) = lines[i].strip_prefix("--- ") else {
             // `diff --git`, `index`, mode lines, prose between files.
             i += 1;
             continue;
@@ -390,121 +389,12 @@ fn parse_unified(lines: &[&str]) -> Result<Patch, ParseError> {
         let old = unified_path(old_rest);
         let new = unified_path(new_rest);
         i += 2;
+        let name = new.as_deref().or(old.as_deref()).unwrap_or("?").to_owned();
         let mut hunks = Vec::new();
         while i < lines.len() && lines[i].starts_with("@@") {
-            let number = i + 1;
-            let Some((old_start, old_count, new_count)) = unified_header(lines[i]) else {
-                return Err(error(
-                    number,
-                    format!(
-                        "expected a hunk header `@@ -START,COUNT +START,COUNT @@`; found `{}`",
-                        clip(lines[i])
-                    ),
-                ));
-            };
-            i += 1;
-            let mut hunk = Hunk {
-                old_start: Some(old_start),
-                ..Hunk::default()
-            };
-            let (mut old_seen, mut new_seen) = (0, 0);
-            while old_seen < old_count || new_seen < new_count {
-                let Some(line) = lines.get(i) else {
-                    return Err(error(
-                        lines.len(),
-                        format!(
-                            "hunk {} of `{}` ends early: its header announces {old_count} old and \
-                             {new_count} new lines",
-                            hunks.len() + 1,
-                            new.as_deref().or(old.as_deref()).unwrap_or("?")
-                        ),
-                    ));
-                };
-                let parsed = match line.chars().next() {
-                    // A blank line: context whose single space an editor or a model dropped.
-                    None => HunkLine::Context(String::new()),
-                    Some(' ') => HunkLine::Context(line[1..].to_owned()),
-                    Some('-') => HunkLine::Remove(line[1..].to_owned()),
-                    Some('+') => HunkLine::Add(line[1..].to_owned()),
-                    Some('\\') => {
-                        i += 1;
-                        continue;
-                    }
-                    Some(_) => {
-                        return Err(error(
-                            i + 1,
-                            format!(
-                                "hunk {} of `{}` ends early (its header announces {old_count} old \
-                                 and {new_count} new lines); found `{}`",
-                                hunks.len() + 1,
-                                new.as_deref().or(old.as_deref()).unwrap_or("?"),
-                                clip(line)
-                            ),
-                        ));
-                    }
-                };
-                match &parsed {
-                    HunkLine::Context(_) => {
-                        old_seen += 1;
-                        new_seen += 1;
-                    }
-                    HunkLine::Remove(_) => old_seen += 1,
-                    HunkLine::Add(_) => new_seen += 1,
-                }
-                hunk.lines.push(parsed);
-                i += 1;
-            }
-            // `\ No newline at end of file` after the hunk's last new line.
-            while i < lines.len() && lines[i].starts_with('\\') {
-                if matches!(
-                    hunk.lines.last(),
-                    Some(HunkLine::Add(_) | HunkLine::Context(_))
-                ) {
-                    hunk.no_newline_at_end = true;
-                }
-                i += 1;
-            }
-            if old_count == 0 && old_start > 0 {
-                // `-l,0`: the lines go after line l.
-                hunk.old_start = Some(old_start + 1);
-            }
-            hunks.push(hunk);
+            hunks.push(unified_hunk(lines, &mut i, hunks.len() + 1, &name)?);
         }
-        let op = match (old, new) {
-            (None, None) => {
-                return Err(error(header, "both headers name /dev/null"));
-            }
-            (None, Some(path)) => {
-                let mut content = String::new();
-                for hunk in &hunks {
-                    for line in &hunk.lines {
-                        if let HunkLine::Add(text) | HunkLine::Context(text) = line {
-                            content.push_str(text);
-                            content.push('\n');
-                        }
-                    }
-                }
-                if hunks.last().is_some_and(|h| h.no_newline_at_end) {
-                    content.pop();
-                }
-                FileOp::Add { path, content }
-            }
-            (Some(path), None) => FileOp::Delete { path },
-            (Some(path), Some(new_path)) => {
-                if hunks.is_empty() && path == new_path {
-                    return Err(error(
-                        header,
-                        format!("the diff of `{path}` has no hunk (`@@ -l,n +l,n @@`)"),
-                    ));
-                }
-                FileOp::Update {
-                    move_to: (new_path != path).then_some(new_path),
-                    path,
-                    hunks,
-                }
-            }
-        };
-        files.push(op);
+        files.push(unified_op(old, new, hunks, header)?);
     }
     if files.is_empty() {
         return Err(error(
@@ -513,6 +403,133 @@ fn parse_unified(lines: &[&str]) -> Result<Patch, ParseError> {
         ));
     }
     Ok(Patch { files })
+}
+
+/// The hunk whose `@@` header is at `lines[*i]` (hunk `index` of file `name`), `*i` moved past
+/// it and past a `\ No newline at end of file` after it.
+fn unified_hunk(
+    lines: &[&str],
+    i: &mut usize,
+    index: usize,
+    name: &str,
+) -> Result<Hunk, ParseError> {
+    let number = *i + 1;
+    let Some((old_start, old_count, new_count)) = unified_header(lines[*i]) else {
+        return Err(error(
+            number,
+            format!(
+                "expected a hunk header `@@ -START,COUNT +START,COUNT @@`; found `{}`",
+                clip(lines[*i])
+            ),
+        ));
+    };
+    *i += 1;
+    let mut hunk = Hunk {
+        old_start: Some(old_start),
+        ..Hunk::default()
+    };
+    let (mut old_seen, mut new_seen) = (0, 0);
+    while old_seen < old_count || new_seen < new_count {
+        let Some(line) = lines.get(*i) else {
+            return Err(error(
+                lines.len(),
+                format!(
+                    "hunk {index} of `{name}` ends early: its header announces {old_count} old \
+                     and {new_count} new lines"
+                ),
+            ));
+        };
+        let parsed = match line.chars().next() {
+            // A blank line: context whose single space an editor or a model dropped.
+            None => HunkLine::Context(String::new()),
+            Some(' ') => HunkLine::Context(line[1..].to_owned()),
+            Some('-') => HunkLine::Remove(line[1..].to_owned()),
+            Some('+') => HunkLine::Add(line[1..].to_owned()),
+            Some('\\') => {
+                *i += 1;
+                continue;
+            }
+            Some(_) => {
+                return Err(error(
+                    *i + 1,
+                    format!(
+                        "hunk {index} of `{name}` ends early (its header announces {old_count} \
+                         old and {new_count} new lines); found `{}`",
+                        clip(line)
+                    ),
+                ));
+            }
+        };
+        match &parsed {
+            HunkLine::Context(_) => {
+                old_seen += 1;
+                new_seen += 1;
+            }
+            HunkLine::Remove(_) => old_seen += 1,
+            HunkLine::Add(_) => new_seen += 1,
+        }
+        hunk.lines.push(parsed);
+        *i += 1;
+    }
+    // `\ No newline at end of file` after the hunk's last new line.
+    while *i < lines.len() && lines[*i].starts_with('\\') {
+        if matches!(
+            hunk.lines.last(),
+            Some(HunkLine::Add(_) | HunkLine::Context(_))
+        ) {
+            hunk.no_newline_at_end = true;
+        }
+        *i += 1;
+    }
+    if old_count == 0 && old_start > 0 {
+        // `-l,0`: the lines go after line l.
+        hunk.old_start = Some(old_start + 1);
+    }
+    Ok(hunk)
+}
+
+/// What a file's headers and hunks do: add (from `/dev/null`), delete (to it), or update and
+/// perhaps move.
+fn unified_op(
+    old: Option<String>,
+    new: Option<String>,
+    hunks: Vec<Hunk>,
+    header: usize,
+) -> Result<FileOp, ParseError> {
+    Ok(match (old, new) {
+        (None, None) => {
+            return Err(error(header, "both headers name /dev/null"));
+        }
+        (None, Some(path)) => {
+            let mut content = String::new();
+            for hunk in &hunks {
+                for line in &hunk.lines {
+                    if let HunkLine::Add(text) | HunkLine::Context(text) = line {
+                        content.push_str(text);
+                        content.push('\n');
+                    }
+                }
+            }
+            if hunks.last().is_some_and(|h| h.no_newline_at_end) {
+                content.pop();
+            }
+            FileOp::Add { path, content }
+        }
+        (Some(path), None) => FileOp::Delete { path },
+        (Some(path), Some(new_path)) => {
+            if hunks.is_empty() && path == new_path {
+                return Err(error(
+                    header,
+                    format!("the diff of `{path}` has no hunk (`@@ -l,n +l,n @@`)"),
+                ));
+            }
+            FileOp::Update {
+                move_to: (new_path != path).then_some(new_path),
+                path,
+                hunks,
+            }
+        }
+    })
 }
 
 /// Why a hunk does not apply.
@@ -677,252 +694,4 @@ fn not_found(lines: &[&str], old: &[&str], from: usize, at_end: bool) -> String 
 }
 
 #[cfg(test)]
-mod tests {
-    use super::*;
-
-    fn update(patch: &Patch, index: usize) -> (&str, Option<&String>, &[Hunk]) {
-        match &patch.files[index] {
-            FileOp::Update {
-                path,
-                move_to,
-                hunks,
-            } => (path, move_to.as_ref(), hunks),
-            other => panic!("not an update: {other:?}"),
-        }
-    }
-
-    #[test]
-    fn envelope_with_every_section() {
-        let patch = parse(
-            "*** Begin Patch\n\
-             *** Add File: src/new.rs\n\
-             +fn new() {}\n\
-             +\n\
-             *** Update File: src/lib.rs\n\
-             *** Move to: src/core.rs\n\
-             @@ fn main() {\n\
-             -    old();\n\
-             +    new();\n\
-             @@\n\
-             \x20context\n\
-             -gone\n\
-             *** End of File\n\
-             *** Delete File: README.old\n\
-             *** End Patch\n",
-        )
-        .unwrap();
-        assert_eq!(patch.files.len(), 3);
-        assert_eq!(
-            patch.files[0],
-            FileOp::Add {
-                path: "src/new.rs".into(),
-                content: "fn new() {}\n\n".into()
-            }
-        );
-        let (path, move_to, hunks) = update(&patch, 1);
-        assert_eq!(
-            (path, move_to.map(String::as_str)),
-            ("src/lib.rs", Some("src/core.rs"))
-        );
-        assert_eq!(hunks.len(), 2);
-        assert_eq!(hunks[0].anchor.as_deref(), Some("fn main() {"));
-        assert_eq!(
-            hunks[0].lines,
-            vec![
-                HunkLine::Remove("    old();".into()),
-                HunkLine::Add("    new();".into())
-            ]
-        );
-        assert!(hunks[1].end_of_file && hunks[1].anchor.is_none());
-        assert_eq!(
-            patch.files[2],
-            FileOp::Delete {
-                path: "README.old".into()
-            }
-        );
-    }
-
-    #[test]
-    fn unified_diff_with_add_delete_rename() {
-        let patch = parse(
-            "diff --git a/src/lib.rs b/src/lib.rs\n\
-             index 1111111..2222222 100644\n\
-             --- a/src/lib.rs\n\
-             +++ b/src/lib.rs\n\
-             @@ -1,3 +1,3 @@ mod x;\n\
-             \x20one\n\
-             -two\n\
-             +TWO\n\
-             \x20three\n\
-             @@ -10,2 +10,3 @@\n\
-             \x20ten\n\
-             +ten and a half\n\
-             \x20eleven\n\
-             --- /dev/null\n\
-             +++ b/new.txt\n\
-             @@ -0,0 +1,2 @@\n\
-             +a\n\
-             +b\n\
-             \\ No newline at end of file\n\
-             --- a/old.txt\n\
-             +++ /dev/null\n\
-             @@ -1 +0,0 @@\n\
-             -bye\n\
-             --- a/from.txt\n\
-             +++ b/to.txt\n",
-        )
-        .unwrap();
-        assert_eq!(patch.files.len(), 4);
-        let (path, move_to, hunks) = update(&patch, 0);
-        assert_eq!((path, move_to), ("src/lib.rs", None));
-        assert_eq!(hunks.len(), 2);
-        assert_eq!(hunks[0].old_start, Some(1));
-        assert_eq!(hunks[1].lines.len(), 3);
-        assert_eq!(
-            patch.files[1],
-            FileOp::Add {
-                path: "new.txt".into(),
-                content: "a\nb".into()
-            }
-        );
-        assert_eq!(
-            patch.files[2],
-            FileOp::Delete {
-                path: "old.txt".into()
-            }
-        );
-        let (path, move_to, hunks) = update(&patch, 3);
-        assert_eq!(
-            (path, move_to.map(String::as_str)),
-            ("from.txt", Some("to.txt"))
-        );
-        assert!(hunks.is_empty());
-    }
-
-    #[test]
-    fn malformed_patches_say_where_and_what() {
-        let cases = [
-            ("", "the patch is empty"),
-            ("hello\n", "expected `*** Begin Patch`"),
-            (
-                "*** Begin Patch\n*** Add File: a\n+x\n",
-                "must end with `*** End Patch`",
-            ),
-            ("*** Begin Patch\n*** End Patch\n", "changes no file"),
-            (
-                "*** Begin Patch\n*** Frobnicate File: a\n*** End Patch",
-                "line 2 of the patch: expected `*** Add File: PATH`",
-            ),
-            (
-                "*** Begin Patch\n*** Add File: a\nno plus\n*** End Patch",
-                "line 3 of the patch: every line of an added file starts with `+`",
-            ),
-            (
-                "*** Begin Patch\n*** Update File: a\n*** End Patch",
-                "`*** Update File: a` has no hunk",
-            ),
-            (
-                "*** Begin Patch\n*** Update File: a\n@@\n~tilde\n*** End Patch",
-                "line 4 of the patch: a hunk line of `a` starts with ` ` (context)",
-            ),
-            (
-                "*** Begin Patch\n*** Update File: a\n@@\n keep\n*** End Patch",
-                "hunk 1 of `a` changes nothing",
-            ),
-            (
-                "*** Begin Patch\n*** Add File:   \n*** End Patch",
-                "names no file",
-            ),
-            (
-                "--- a/x\nnot plus\n",
-                "must be followed by a `+++ PATH` header",
-            ),
-            (
-                "--- a/x\n+++ b/x\n@@ -1,2 +1,2 @@\n-a\n+b\n",
-                "hunk 1 of `x` ends early",
-            ),
-            ("--- a/x\n+++ b/x\n@@ bogus @@\n", "expected a hunk header"),
-            ("--- a/x\n+++ b/x\n", "has no hunk"),
-        ];
-        for (text, expected) in cases {
-            let error = parse(text).expect_err(text).to_string();
-            assert!(error.contains(expected), "{text:?}: {error}");
-        }
-    }
-
-    fn hunk(lines: &[&str]) -> Hunk {
-        Hunk {
-            lines: lines
-                .iter()
-                .map(|l| match l.split_at(1) {
-                    ("-", rest) => HunkLine::Remove(rest.into()),
-                    ("+", rest) => HunkLine::Add(rest.into()),
-                    (_, rest) => HunkLine::Context(rest.into()),
-                })
-                .collect(),
-            ..Hunk::default()
-        }
-    }
-
-    #[test]
-    fn hunks_apply_in_order_with_loose_whitespace() {
-        let text = "a\nb\nc\nd\nb\nc\n";
-        let first = hunk(&[" b", "-c", "+C"]);
-        let second = hunk(&[" b", "-c", "+C2"]);
-        assert_eq!(
-            apply_hunks(text, &[first.clone(), second]).unwrap(),
-            "a\nb\nC\nd\nb\nC2\n"
-        );
-        // Trailing whitespace and indentation differences still match.
-        let loose = hunk(&["   a  ", "-b", "+B"]);
-        assert_eq!(apply_hunks(text, &[loose]).unwrap(), "a\nB\nc\nd\nb\nc\n");
-        // Anchors and end of file.
-        let mut anchored = hunk(&["-c", "+X"]);
-        anchored.anchor = Some("d".into());
-        assert_eq!(
-            apply_hunks(text, &[anchored]).unwrap(),
-            "a\nb\nc\nd\nb\nX\n"
-        );
-        let mut at_end = hunk(&[" b", "-c", "+Z"]);
-        at_end.end_of_file = true;
-        assert_eq!(apply_hunks(text, &[at_end]).unwrap(), "a\nb\nc\nd\nb\nZ\n");
-        // Only additions go at the end; no final line break is kept.
-        assert_eq!(apply_hunks("x", &[hunk(&["+y"])]).unwrap(), "x\ny");
-        assert_eq!(apply_hunks("", &[hunk(&["+y"])]).unwrap(), "y\n");
-    }
-
-    #[test]
-    fn a_hunk_that_does_not_apply_is_named() {
-        let text = "one\ntwo\nthree\n";
-        let ok = hunk(&[" one", "-two", "+2"]);
-        let bad = hunk(&[" three", "-four", "+4"]);
-        let error = apply_hunks(text, &[ok.clone(), bad]).unwrap_err();
-        assert_eq!(error.hunk, 2);
-        assert!(
-            error.to_string().contains("hunk 2 does not apply"),
-            "{error}"
-        );
-        assert!(error.why.contains("`four` is not in the file"), "{error}");
-        // Lines that exist, but not together.
-        let apart = hunk(&[" three", "-one", "+1"]);
-        let error = apply_hunks(text, &[apart]).unwrap_err();
-        assert!(error.why.contains("do not occur together"), "{error}");
-        // A second hunk looks only after the first.
-        let before = hunk(&["-one", "+1"]);
-        let error = apply_hunks(text, &[ok, before]).unwrap_err();
-        assert_eq!(error.hunk, 2);
-    }
-
-    #[test]
-    fn unified_hunks_apply_with_their_line_hints() {
-        let patch =
-            parse("--- a/f\n+++ b/f\n@@ -4,2 +4,2 @@\n x\n-y\n+Y\n@@ -7,0 +8 @@\n+after seven\n")
-                .unwrap();
-        let (_, _, hunks) = update(&patch, 0);
-        let text = "x\ny\nz\nx\ny\nz\n7\n8\n";
-        assert_eq!(
-            apply_hunks(text, hunks).unwrap(),
-            "x\ny\nz\nx\nY\nz\n7\nafter seven\n8\n"
-        );
-    }
-}
+mod tests;

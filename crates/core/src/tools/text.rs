@@ -337,7 +337,7 @@ pub async fn inspect(
 
 /// Where [`current_bytes`] found a file's content.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Source {
+pub enum ContentSource {
     /// The editor's buffer (it may hold unsaved changes).
     Editor,
     Disk,
@@ -348,9 +348,9 @@ pub enum Source {
 pub async fn current_bytes(
     ctx: &ToolContext,
     canonical: &Path,
-) -> Result<(Vec<u8>, Source), ToolError> {
+) -> Result<(Vec<u8>, ContentSource), ToolError> {
     match ctx.runtime.read_editor_text(canonical).await {
-        Some(Ok(text)) => return Ok((text.into_bytes(), Source::Editor)),
+        Some(Ok(text)) => return Ok((text.into_bytes(), ContentSource::Editor)),
         // The path changed around the editor's read: the call fails, nothing is used.
         Some(Err(error @ ToolError::Stale(_))) => return Err(error),
         Some(Err(error)) => {
@@ -358,7 +358,7 @@ pub async fn current_bytes(
         }
         None => {}
     }
-    Ok((ctx.runtime.read(canonical).await?, Source::Disk))
+    Ok((ctx.runtime.read(canonical).await?, ContentSource::Disk))
 }
 
 /// A change's diff, computed once: as the model reads it (unified text and counts) and as the

@@ -78,6 +78,30 @@ pub trait SearchProvider: Send + Sync + Debug {
     ) -> BoxFuture<'a, Result<Vec<SearchResult>, ToolError>>;
 }
 
+/// Why a search provider's setting is not usable (said as the tool's error, the variable named
+/// before it).
+#[derive(Debug, thiserror::Error)]
+pub enum SearchSetupError {
+    #[error("`{text}` is not a valid {what}: {source}")]
+    Url {
+        text: String,
+        /// "SearXNG URL" or "Brave endpoint".
+        what: &'static str,
+        #[source]
+        source: url::ParseError,
+    },
+    #[error("`{0}` is not an http(s) URL")]
+    NotHttp(String),
+    #[error("cannot build the search URL from `{base}`: {source}")]
+    Join {
+        base: String,
+        #[source]
+        source: url::ParseError,
+    },
+    #[error("{ENV_BRAVE_API_KEY} is empty")]
+    EmptyKey,
+}
+
 /// A SearXNG instance's JSON API (`GET {base}/search?q=…&format=json`; the instance must have
 /// the `json` format enabled).
 #[derive(Debug, Clone)]
@@ -87,11 +111,14 @@ pub struct Searxng {
 
 impl Searxng {
     /// A client of the instance at `base` (its root URL, a path prefix allowed).
-    pub fn new(base: &str) -> Result<Self, String> {
-        let mut base = Url::parse(base.trim())
-            .map_err(|e| format!("`{base}` is not a valid SearXNG URL: {e}"))?;
+    pub fn new(base: &str) -> Result<Self, SearchSetupError> {
+        let mut base = Url::parse(base.trim()).map_err(|source| SearchSetupError::Url {
+            text: base.to_owned(),
+            what: "SearXNG URL",
+            source,
+        })?;
         if !matches!(base.scheme(), "http" | "https") || base.host().is_none() {
-            return Err(format!("`{base}` is not an http(s) URL"));
+            return Err(SearchSetupError::NotHttp(base.to_string()));
         }
         if !base.path().ends_with('/') {
             let path = format!("{}/", base.path());
@@ -100,7 +127,10 @@ impl Searxng {
         base.set_query(None);
         let endpoint = base
             .join("search")
-            .map_err(|e| format!("cannot build the search URL from `{base}`: {e}"))?;
+            .map_err(|source| SearchSetupError::Join {
+                base: base.to_string(),
+                source,
+            })?;
         Ok(Self { endpoint })
     }
 }
@@ -172,18 +202,21 @@ impl Debug for Brave {
 
 impl Brave {
     /// A client of the public endpoint.
-    pub fn new(api_key: &str) -> Result<Self, String> {
+    pub fn new(api_key: &str) -> Result<Self, SearchSetupError> {
         Self::with_endpoint(api_key, BRAVE_ENDPOINT)
     }
 
     /// A client of another endpoint (a proxy, a test server).
-    pub fn with_endpoint(api_key: &str, endpoint: &str) -> Result<Self, String> {
+    pub fn with_endpoint(api_key: &str, endpoint: &str) -> Result<Self, SearchSetupError> {
         let api_key = api_key.trim();
         if api_key.is_empty() {
-            return Err(format!("{ENV_BRAVE_API_KEY} is empty"));
+            return Err(SearchSetupError::EmptyKey);
         }
-        let endpoint = Url::parse(endpoint)
-            .map_err(|e| format!("`{endpoint}` is not a valid Brave endpoint: {e}"))?;
+        let endpoint = Url::parse(endpoint).map_err(|source| SearchSetupError::Url {
+            text: endpoint.to_owned(),
+            what: "Brave endpoint",
+            source,
+        })?;
         Ok(Self {
             api_key: api_key.to_owned(),
             endpoint,

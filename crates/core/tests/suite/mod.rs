@@ -5,6 +5,7 @@ mod apply_patch;
 mod config;
 mod config_support;
 mod config_trust;
+mod error_types;
 mod hard_links;
 mod policy_api;
 mod policy_grammar;

@@ -7,7 +7,7 @@ use std::sync::Arc;
 use keel_core::policy::grammar::Grammars;
 use keel_core::policy::layers::bundled_rules;
 use keel_core::policy::{
-    Action, Answer, Call, HEADLESS_DENIAL, Mode, Policy, PolicyError, Scope, Trust, TrustStore,
+    Action, Answer, Call, HEADLESS_DENIAL, Layer, Mode, Policy, PolicyError, Trust, TrustStore,
     render_check, render_rules,
 };
 use serde_json::json;
@@ -292,12 +292,12 @@ fn rules_are_listed_by_scope() {
         json!({ "url": "https://docs.rs/x" }),
     );
     policy.remember(&decision, Answer::AllowAlways);
-    let scopes = policy.rules_by_scope();
-    let order: Vec<Scope> = scopes.iter().map(|s| s.scope).collect();
-    assert_eq!(order, vec![Scope::Session, Scope::Project, Scope::Manifest]);
-    assert_eq!(scopes[0].rules.len(), 1);
-    assert!(scopes[1].rules[0].ignored);
-    assert!(scopes[2].rules.iter().all(|r| !r.ignored));
+    let layers = policy.rules_by_layer();
+    let order: Vec<Layer> = layers.iter().map(|l| l.layer).collect();
+    assert_eq!(order, vec![Layer::Session, Layer::Project, Layer::Manifest]);
+    assert_eq!(layers[0].rules.len(), 1);
+    assert!(layers[1].rules[0].ignored);
+    assert!(layers[2].rules.iter().all(|r| !r.ignored));
 
     let text = render_rules(&policy).replace(&world.tmp.display().to_string(), "[TMP]");
     insta::assert_snapshot!(text);
@@ -391,7 +391,7 @@ fn the_documentation_examples_load() {
         if !text.contains("[[permission]]") {
             continue;
         }
-        keel_core::policy::RuleSet::parse(text, keel_core::policy::Source::Bundled)
+        keel_core::policy::RuleSet::parse(text, keel_core::policy::RuleSource::Bundled)
             .unwrap_or_else(|e| panic!("{e}\n{text}"));
         checked += 1;
     }

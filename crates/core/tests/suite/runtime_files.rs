@@ -417,3 +417,27 @@ async fn the_editor_is_not_used_for_hard_linked_files() {
         "editor buffer\n"
     );
 }
+
+#[tokio::test]
+async fn a_failed_open_keeps_the_os_error_as_its_source() {
+    let world = World::new();
+    let missing = world.ws.join("sub/missing.txt");
+    let error = world.runtime.open_read(&missing).unwrap_err();
+    assert!(
+        matches!(error, keel_core::runtime::FileError::Io { .. }),
+        "{error:?}"
+    );
+    assert!(
+        error.to_string().ends_with("no such file or directory"),
+        "{error}"
+    );
+    let source = std::error::Error::source(&error)
+        .and_then(|source| source.downcast_ref::<std::io::Error>())
+        .map(std::io::Error::kind);
+    assert_eq!(source, Some(std::io::ErrorKind::NotFound));
+    // The tool's error carries it on, its text unchanged.
+    let text = error.to_string();
+    let tool_error = ToolError::from(error);
+    assert_eq!(tool_error.to_string(), text);
+    assert!(std::error::Error::source(&tool_error).is_some());
+}

@@ -461,6 +461,7 @@ impl Grammar {
     }
 
     /// Resolves a long option name (without `=value`) the way getopt_long would.
+    // String error: the reason the command line does not parse, shown in the decision.
     fn resolve_long(&self, written: &str) -> Result<(String, Arity), String> {
         if let Some(arity) = self.long.get(written) {
             return Ok((written.to_owned(), *arity));
@@ -499,6 +500,7 @@ impl Grammar {
         }
     }
 
+    // String error: the reason the command line does not parse, shown in the decision.
     fn parse_gnu(&self, args: &[String]) -> Result<Vec<String>, String> {
         let mut paths = Vec::new();
         let mut operands: Vec<&str> = Vec::new();
@@ -613,6 +615,7 @@ impl Grammar {
         Ok(paths)
     }
 
+    // String error: the reason the command line does not parse, shown in the decision.
     fn check_operands(
         &self,
         operands: &[&str],
@@ -669,6 +672,7 @@ impl Grammar {
         }
     }
 
+    // String error: the reason the command line does not parse, shown in the decision.
     fn parse_find(&self, args: &[String]) -> Result<Vec<String>, String> {
         let mut paths = Vec::new();
         let mut i = 0;

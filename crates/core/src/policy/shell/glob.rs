@@ -101,6 +101,7 @@ impl Class {
 }
 
 /// Compiles one path component. `Err` names a construct Keel does not expand.
+// String error: the reason the command cannot be rendered, shown in the decision.
 fn compile(part: &[Char]) -> Result<Vec<Token>, String> {
     let mut tokens = Vec::new();
     let mut i = 0;
@@ -144,6 +145,7 @@ fn compile(part: &[Char]) -> Result<Vec<Token>, String> {
 
 /// A bracket expression starting after its `[` at `start`: the token and the index after its
 /// `]`, or `None` when it has no closing `]`.
+// String error: the reason the command cannot be rendered, shown in the decision.
 fn bracket(part: &[Char], start: usize) -> Result<Option<(Token, usize)>, String> {
     let mut i = start;
     let mut negated = false;
@@ -249,6 +251,7 @@ fn matches(tokens: &[Token], name: &[char]) -> bool {
 /// Expands `word` (relative paths from `cwd`) as bash does: `Ok(None)` when it holds no
 /// pattern or matches nothing (the word stays as it is), the sorted matches otherwise; `Err`
 /// names why Keel does not expand it (the command then cannot be rendered).
+// String error: the reason the command cannot be rendered, shown in the decision.
 pub fn expand(word: &[Char], cwd: &Path) -> Result<Option<Vec<String>>, String> {
     if !is_pattern(word) {
         return Ok(None);

@@ -1,20 +1,21 @@
 //! The walk over tree-sitter-bash's syntax tree that builds a [`ShellAnalysis`].
 
+mod words;
+
 use std::path::{Component, Path, PathBuf};
 
 use tree_sitter::{Node, Parser};
 
-use super::glob::{self, Char};
 use super::render::render_pipelines;
 use super::{
     Cwd, MAX_LINE_WORDS, MAX_NESTING, MAX_OPAQUE_SCAN_BYTES, MAX_SCRIPT_BYTES, MAX_SYNTAX_DEPTH,
     Pipeline, Place, Redirect, ShellAnalysis, ShellContext, SimpleCommand, clip, confusable_char,
-    is_harmless_device,
 };
 use crate::policy::commands::approval_key;
 use crate::policy::grammar::{Fit, fit};
 use crate::policy::pattern::base_name;
-use crate::policy::wrappers::{is_dangerous_variable, peel};
+use crate::policy::wrappers::{Peeled, is_dangerous_variable, peel};
+use words::Word;
 
 pub(super) fn run(script: &str, context: &ShellContext<'_>, start: Cwd) -> ShellAnalysis {
     let mut analyzer = Analyzer {
@@ -30,6 +31,16 @@ pub(super) fn run(script: &str, context: &ShellContext<'_>, start: Cwd) -> Shell
     };
     analyzer.script(script, 0);
     analyzer.out
+}
+
+/// A simple command as written: its words before expansion, its assignments (name, value) and
+/// redirections, and whether any of them holds an expansion or substitution.
+#[derive(Default)]
+struct Written {
+    words: Vec<Word>,
+    assignments: Vec<(String, String)>,
+    redirects: Vec<Redirect>,
+    dynamic: bool,
 }
 
 struct Analyzer<'c, 'a> {
@@ -353,79 +364,24 @@ impl Analyzer<'_, '_> {
         src: &str,
         depth: usize,
     ) -> SimpleCommand {
-        let mut words: Vec<Word> = Vec::new();
-        let mut assignments = Vec::new();
-        let mut dynamic = false;
-        let mut redirects = Vec::new();
-        let mut cursor = node.walk();
-        let children: Vec<Node<'_>> = node.named_children(&mut cursor).collect();
-        self.words = self.words.saturating_add(children.len());
-        if self.words > MAX_LINE_WORDS {
+        let Some(written) = self.written(node, redirect_nodes, src, depth) else {
             return self.too_many_words(src);
-        }
-        for child in children {
-            match child.kind() {
-                "variable_assignment" => {
-                    let name = child
-                        .child_by_field_name("name")
-                        .map(|n| src[n.byte_range()].to_owned())
-                        .unwrap_or_default();
-                    let value = match child.child_by_field_name("value") {
-                        Some(v) => {
-                            let value = self.word(v, src, depth);
-                            dynamic |= value.dynamic;
-                            value.text()
-                        }
-                        None => String::new(),
-                    };
-                    if is_dangerous_variable(&name) {
-                        self.not_plain(format!("setting `{name}` changes which code runs"));
-                    }
-                    assignments.push((name, value));
-                }
-                "command_name" => {
-                    let mut inner_cursor = child.walk();
-                    let word = child.named_children(&mut inner_cursor).next();
-                    if let Some(word) = word {
-                        let value = self.word(word, src, depth);
-                        if value.dynamic {
-                            self.not_plain("the command name is computed (an expansion)");
-                        }
-                        dynamic |= value.dynamic;
-                        words.push(value);
-                    }
-                }
-                "file_redirect" | "heredoc_redirect" | "herestring_redirect" => {
-                    if let Some(r) = self.redirect(child, src, depth, &mut words) {
-                        redirects.push(r);
-                    }
-                }
-                _ => {
-                    let value = self.word(child, src, depth);
-                    dynamic |= value.dynamic;
-                    words.push(value);
-                }
-            }
-        }
-        for node in redirect_nodes {
-            if let Some(r) = self.redirect(*node, src, depth, &mut words) {
-                redirects.push(r);
-            }
-        }
-        for r in &redirects {
-            dynamic |= r.dynamic;
-        }
+        };
+        let Written {
+            words,
+            mut assignments,
+            redirects,
+            dynamic,
+        } = written;
         // What bash does to each word after quote removal: `~` and pathname expansion, here,
         // so that the words analysed are the words that run.
-        let written = words.len();
-        let mut expanded = Vec::with_capacity(written);
+        let count = words.len();
+        let mut expanded = Vec::with_capacity(count);
         for word in words {
             expanded.extend(self.expand(word));
         }
         let words = expanded;
-        self.words = self
-            .words
-            .saturating_add(words.len().saturating_sub(written));
+        self.words = self.words.saturating_add(words.len().saturating_sub(count));
         if self.words > MAX_LINE_WORDS {
             return self.too_many_words(src);
         }
@@ -445,6 +401,111 @@ impl Analyzer<'_, '_> {
         }
         assignments.extend(peeled.assignments.iter().cloned());
         let container = !peeled.nested.is_empty();
+        let nested_script = self.nested_scripts(&peeled, depth);
+        let fit = if container {
+            Fit::Ungoverned
+        } else {
+            fit(&peeled.argv)
+        };
+        // A call outside its command's grammar has no key: an "always" answer for the same
+        // command must never cover it.
+        let key = if container || fit.rejected() {
+            None
+        } else {
+            approval_key(&peeled.argv)
+        };
+        let mut command = SimpleCommand {
+            original: words,
+            argv: peeled.argv,
+            wrappers: peeled.wrappers,
+            assignments,
+            redirects,
+            cwd,
+            dynamic,
+            container,
+            inline_code: peeled.inline_code,
+            key,
+            fit,
+            directory: None,
+            nested_script,
+        };
+        command.directory = self.track_directory(&command);
+        command
+    }
+
+    /// A simple command's words, assignments and redirections as written (before expansion);
+    /// `None` past the bound on words per line.
+    fn written(
+        &mut self,
+        node: Node<'_>,
+        redirect_nodes: &[Node<'_>],
+        src: &str,
+        depth: usize,
+    ) -> Option<Written> {
+        let mut written = Written::default();
+        let mut cursor = node.walk();
+        let children: Vec<Node<'_>> = node.named_children(&mut cursor).collect();
+        self.words = self.words.saturating_add(children.len());
+        if self.words > MAX_LINE_WORDS {
+            return None;
+        }
+        for child in children {
+            match child.kind() {
+                "variable_assignment" => {
+                    let name = child
+                        .child_by_field_name("name")
+                        .map(|n| src[n.byte_range()].to_owned())
+                        .unwrap_or_default();
+                    let value = match child.child_by_field_name("value") {
+                        Some(v) => {
+                            let value = self.word(v, src, depth);
+                            written.dynamic |= value.dynamic;
+                            value.text()
+                        }
+                        None => String::new(),
+                    };
+                    if is_dangerous_variable(&name) {
+                        self.not_plain(format!("setting `{name}` changes which code runs"));
+                    }
+                    written.assignments.push((name, value));
+                }
+                "command_name" => {
+                    let mut inner_cursor = child.walk();
+                    let word = child.named_children(&mut inner_cursor).next();
+                    if let Some(word) = word {
+                        let value = self.word(word, src, depth);
+                        if value.dynamic {
+                            self.not_plain("the command name is computed (an expansion)");
+                        }
+                        written.dynamic |= value.dynamic;
+                        written.words.push(value);
+                    }
+                }
+                "file_redirect" | "heredoc_redirect" | "herestring_redirect" => {
+                    if let Some(r) = self.redirect(child, src, depth, &mut written.words) {
+                        written.redirects.push(r);
+                    }
+                }
+                _ => {
+                    let value = self.word(child, src, depth);
+                    written.dynamic |= value.dynamic;
+                    written.words.push(value);
+                }
+            }
+        }
+        for node in redirect_nodes {
+            if let Some(r) = self.redirect(*node, src, depth, &mut written.words) {
+                written.redirects.push(r);
+            }
+        }
+        written.dynamic |= written.redirects.iter().any(|r| r.dynamic);
+        Some(written)
+    }
+
+    /// The scripts a wrapper runs (`sh -c`, `bash -c`), analysed as part of this line and
+    /// rendered for the command that runs them; the working directory is this shell's again
+    /// after them (a nested shell's `cd` does not move this one).
+    fn nested_scripts(&mut self, peeled: &Peeled, depth: usize) -> Option<String> {
         let (saved, saved_logical) = (self.cwd.clone(), self.logical.clone());
         let mut nested_script = None;
         for script in &peeled.nested {
@@ -471,38 +532,9 @@ impl Analyzer<'_, '_> {
                 Err(reason) => self.unrenderable(format!("in a nested shell: {reason}")),
             }
         }
-        // A nested shell's `cd` does not move this one.
         self.cwd = saved;
         self.logical = saved_logical;
-        let fit = if container {
-            Fit::Ungoverned
-        } else {
-            fit(&peeled.argv)
-        };
-        // A call outside its command's grammar has no key: an "always" answer for the same
-        // command must never cover it.
-        let key = if container || fit.rejected() {
-            None
-        } else {
-            approval_key(&peeled.argv)
-        };
-        let mut command = SimpleCommand {
-            original: words,
-            argv: peeled.argv,
-            wrappers: peeled.wrappers,
-            assignments,
-            redirects,
-            cwd: cwd.clone(),
-            dynamic,
-            container,
-            inline_code: peeled.inline_code,
-            key,
-            fit,
-            directory: None,
-            nested_script,
-        };
-        command.directory = self.track_directory(&command);
-        command
+        nested_script
     }
 
     fn too_many_words(&mut self, src: &str) -> SimpleCommand {
@@ -526,51 +558,6 @@ impl Analyzer<'_, '_> {
             directory: None,
             nested_script: None,
         }
-    }
-
-    /// A word after tilde and pathname expansion, as bash expands it (without `nullglob` or
-    /// `failglob`: a pattern that matches nothing stays as written, its quotes removed). What
-    /// Keel does not expand the way bash would leaves the line unrenderable.
-    fn expand(&mut self, word: Word) -> Vec<String> {
-        if word.dynamic {
-            return vec![word.text()];
-        }
-        let mut chars = word.chars;
-        if let Some(&('~', true)) = chars.first() {
-            let end = chars
-                .iter()
-                .position(|&(c, _)| c == '/')
-                .unwrap_or(chars.len());
-            match (end, self.context.home.and_then(Path::to_str)) {
-                (1, Some(home)) => {
-                    let mut with_home: Vec<Char> = home.chars().map(|c| (c, false)).collect();
-                    with_home.extend_from_slice(&chars[1..]);
-                    chars = with_home;
-                }
-                (1, None) => self.unrenderable("`~` without a known home directory"),
-                _ => self.unrenderable("`~user`, `~+` or `~-`"),
-            }
-        } else if tilde_in_assignment(&chars) {
-            self.unrenderable("a `~` after `=` or `:` in an argument shaped like an assignment");
-        }
-        let text: String = chars.iter().map(|&(c, _)| c).collect();
-        if glob::is_pattern(&chars) && self.posix {
-            // dash's dialect differs (`[^x]`, `.*` matching `..`): left to the checks that
-            // read a pattern under both.
-            self.unrenderable(format!("a pattern in a script for `sh` (`{text}`)"));
-        } else if glob::is_pattern(&chars) {
-            match &self.cwd {
-                Cwd::Known(dir) => match glob::expand(&chars, dir) {
-                    Ok(Some(found)) => return found,
-                    Ok(None) => {}
-                    Err(reason) => self.unrenderable(format!("{reason} (in `{text}`)")),
-                },
-                Cwd::Unknown => {
-                    self.unrenderable("a pattern where the working directory is not known")
-                }
-            }
-        }
-        vec![text]
     }
 
     /// Follows `cd`: where the next commands run, and for `cd` the directory it moves to as
@@ -627,203 +614,6 @@ impl Analyzer<'_, '_> {
             _ => None,
         }
     }
-
-    fn redirect(
-        &mut self,
-        node: Node<'_>,
-        src: &str,
-        depth: usize,
-        words: &mut Vec<Word>,
-    ) -> Option<Redirect> {
-        match node.kind() {
-            "heredoc_redirect" => {
-                self.not_plain("a here-document (`<<`)");
-                self.opaque(&src[node.byte_range()]);
-                self.harvest(node, src, depth);
-                return None;
-            }
-            "herestring_redirect" => {
-                self.not_plain("a here-string (`<<<`)");
-                self.opaque(&src[node.byte_range()]);
-                return None;
-            }
-            _ => {}
-        }
-        let mut operator = String::new();
-        let mut cursor = node.walk();
-        for child in node.children(&mut cursor) {
-            if !child.is_named() {
-                operator.push_str(child.kind());
-            }
-        }
-        let descriptor = node
-            .child_by_field_name("descriptor")
-            .map(|d| src[d.byte_range()].to_owned());
-        let mut cursor = node.walk();
-        let destinations: Vec<Node<'_>> = node
-            .children_by_field_name("destination", &mut cursor)
-            .collect();
-        let mut target = String::new();
-        let mut dynamic = false;
-        for (i, destination) in destinations.iter().enumerate() {
-            let value = self.word(*destination, src, depth);
-            if i == 0 {
-                if !value.dynamic
-                    && (glob::is_pattern(&value.chars) || value.chars.first() == Some(&('~', true)))
-                {
-                    self.unrenderable("a pattern or `~` in a redirection's target");
-                }
-                target = value.text();
-                dynamic = value.dynamic;
-            } else {
-                // `cmd > file arg`: the extra words are arguments.
-                words.push(value);
-            }
-        }
-        let duplicate = (operator == ">&" || operator == "<&")
-            && (target == "-" || target.chars().all(|c| c.is_ascii_digit()));
-        let redirect = Redirect {
-            operator,
-            descriptor,
-            target,
-            duplicate,
-            dynamic,
-        };
-        if !redirect.duplicate && !dynamic && !is_harmless_device(&redirect.target) {
-            let place = self.context.place(&redirect.target, &self.cwd);
-            if !matches!(place, Place::Inside(_)) {
-                let shown = place
-                    .path()
-                    .map(|p| p.display().to_string())
-                    .unwrap_or_else(|| redirect.target.clone());
-                self.not_plain(format!("a redirection to `{shown}`, outside the workspace"));
-            }
-        }
-        Some(redirect)
-    }
-
-    /// A word, each character marked quoted or not, and whether it holds an expansion or
-    /// substitution.
-    fn word(&mut self, node: Node<'_>, src: &str, depth: usize) -> Word {
-        self.nested(|walk| walk.walk_word(node, src, depth))
-            .unwrap_or_else(|| Word::quoted(&src[node.byte_range()], true))
-    }
-
-    fn walk_word(&mut self, node: Node<'_>, src: &str, depth: usize) -> Word {
-        let text = &src[node.byte_range()];
-        match node.kind() {
-            "word" => {
-                if is_brace_expansion(text) {
-                    self.not_plain("a brace expansion (`{a,b}`)");
-                    return Word::quoted(text, true);
-                }
-                Word {
-                    chars: unescape_bare(text),
-                    dynamic: false,
-                }
-            }
-            "number" => Word {
-                chars: text.chars().map(|c| (c, true)).collect(),
-                dynamic: false,
-            },
-            "raw_string" => Word::quoted(
-                text.strip_prefix('\'')
-                    .and_then(|t| t.strip_suffix('\''))
-                    .unwrap_or(text),
-                false,
-            ),
-            "string" => {
-                let mut value = Word::default();
-                let mut cursor = node.walk();
-                for child in node.named_children(&mut cursor) {
-                    if child.kind() == "string_content" {
-                        let content = unescape_double(&src[child.byte_range()]);
-                        value.chars.extend(content.chars().map(|c| (c, false)));
-                    } else {
-                        let inner = self.word(child, src, depth);
-                        value
-                            .chars
-                            .extend(inner.chars.iter().map(|&(c, _)| (c, false)));
-                        value.dynamic = true;
-                    }
-                }
-                value
-            }
-            "concatenation" => {
-                let mut value = Word::default();
-                let mut cursor = node.walk();
-                for child in node.named_children(&mut cursor) {
-                    let inner = self.word(child, src, depth);
-                    value.chars.extend(inner.chars);
-                    value.dynamic |= inner.dynamic;
-                }
-                if !value.dynamic && is_brace_expansion(text) {
-                    self.not_plain("a brace expansion (`{a,b}`)");
-                    value.dynamic = true;
-                }
-                value
-            }
-            kind => {
-                let reason = match kind {
-                    "command_substitution" if text.starts_with('`') => {
-                        "command substitution with backticks".to_owned()
-                    }
-                    "command_substitution" => "command substitution `$(...)`".to_owned(),
-                    "process_substitution" => "process substitution `<(...)`".to_owned(),
-                    "simple_expansion" | "expansion" => format!("the expansion `{text}`"),
-                    "arithmetic_expansion" => "an arithmetic expansion `$((...))`".to_owned(),
-                    "ansi_c_string" => "ANSI-C quoting `$'...'`".to_owned(),
-                    "brace_expression" => "a brace expansion (`{a..b}`)".to_owned(),
-                    other => describe(other),
-                };
-                self.not_plain(reason);
-                self.opaque(text);
-                self.harvest(node, src, depth);
-                Word::quoted(text, true)
-            }
-        }
-    }
-}
-
-/// A word as the analysis reads it.
-#[derive(Debug, Default)]
-struct Word {
-    /// Each character after quote removal, and whether it was unquoted.
-    chars: Vec<Char>,
-    /// It holds an expansion or substitution.
-    dynamic: bool,
-}
-
-impl Word {
-    fn quoted(text: &str, dynamic: bool) -> Self {
-        Word {
-            chars: text.chars().map(|c| (c, false)).collect(),
-            dynamic,
-        }
-    }
-
-    fn text(&self) -> String {
-        self.chars.iter().map(|&(c, _)| c).collect()
-    }
-}
-
-/// Whether bash would expand a `~` inside this word: an argument shaped like an assignment
-/// (`NAME=...`) gets tilde expansion after its `=` and after each `:`.
-fn tilde_in_assignment(chars: &[Char]) -> bool {
-    let Some(equals) = chars.iter().position(|&(c, _)| c == '=') else {
-        return false;
-    };
-    let name = &chars[..equals];
-    let is_name = name
-        .first()
-        .is_some_and(|&(c, a)| a && (c.is_ascii_alphabetic() || c == '_'))
-        && name
-            .iter()
-            .all(|&(c, a)| a && (c.is_ascii_alphanumeric() || c == '_'));
-    is_name
-        && chars[equals..]
-            .windows(2)
-            .any(|pair| matches!(pair[0].0, '=' | ':') && pair[1] == ('~', true))
 }
 
 /// `path` as bash's logical `cd` makes it canonical: `.` dropped, `..` removing the component
@@ -844,56 +634,6 @@ fn canonical_text(path: &Path, context: &ShellContext<'_>) -> Option<PathBuf> {
         }
     }
     Some(out)
-}
-
-fn is_brace_expansion(text: &str) -> bool {
-    text.find('{').is_some_and(|open| {
-        text[open..].find('}').is_some_and(|close| {
-            let inner = &text[open + 1..open + close];
-            inner.contains(',') || inner.contains("..")
-        })
-    })
-}
-
-/// A bare word's characters, backslashes removed (the character after one is quoted; a
-/// backslash-newline is a line continuation and disappears).
-fn unescape_bare(text: &str) -> Vec<Char> {
-    let mut out = Vec::with_capacity(text.len());
-    let mut chars = text.chars();
-    while let Some(c) = chars.next() {
-        if c == '\\' {
-            match chars.next() {
-                Some('\n') | None => {}
-                Some(next) => out.push((next, false)),
-            }
-        } else {
-            out.push((c, true));
-        }
-    }
-    out
-}
-
-fn unescape_double(text: &str) -> String {
-    let mut out = String::with_capacity(text.len());
-    let mut chars = text.chars().peekable();
-    while let Some(c) = chars.next() {
-        if c == '\\' {
-            match chars.peek() {
-                Some('"' | '\\' | '$' | '`') => {
-                    if let Some(next) = chars.next() {
-                        out.push(next);
-                    }
-                }
-                Some('\n') => {
-                    chars.next();
-                }
-                _ => out.push(c),
-            }
-        } else {
-            out.push(c);
-        }
-    }
-    out
 }
 
 fn describe(kind: &str) -> String {

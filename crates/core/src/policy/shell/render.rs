@@ -55,6 +55,7 @@ const STATEFUL_BUILTINS: &[&str] = &[
 ];
 
 /// The script that runs `analysis` exactly as analysed, or why it cannot be written.
+// String error: the reason the command cannot be rendered, shown in the decision.
 pub fn render(analysis: &ShellAnalysis) -> Result<String, String> {
     if !analysis.is_plain() {
         return Err(format!(
@@ -70,6 +71,7 @@ pub fn render(analysis: &ShellAnalysis) -> Result<String, String> {
 
 /// The pipelines of one script, rendered; `posix`: for `sh`, without bash's own operators
 /// (`|&`, `&>`).
+// String error: the reason the command cannot be rendered, shown in the decision.
 pub(super) fn render_pipelines<'p>(
     pipelines: impl Iterator<Item = &'p Pipeline>,
     posix: bool,
@@ -122,6 +124,7 @@ pub fn quote(word: &str) -> String {
     format!("'{}'", word.replace('\'', r"'\''"))
 }
 
+// String error: the reason the command cannot be rendered, shown in the decision.
 fn simple_command(command: &SimpleCommand, posix: bool) -> Result<String, String> {
     if command.container {
         return nested_shell(command, posix);
@@ -147,6 +150,7 @@ fn simple_command(command: &SimpleCommand, posix: bool) -> Result<String, String
 }
 
 /// `sh -c SCRIPT` or `bash -c SCRIPT`, exactly, with the script as Keel rendered it.
+// String error: the reason the command cannot be rendered, shown in the decision.
 fn nested_shell(command: &SimpleCommand, posix: bool) -> Result<String, String> {
     let script = command
         .nested_script
@@ -167,6 +171,7 @@ fn nested_shell(command: &SimpleCommand, posix: bool) -> Result<String, String> 
     Ok(parts.join(" "))
 }
 
+// String error: the reason the command cannot be rendered, shown in the decision.
 fn checked(command: &SimpleCommand) -> Result<(), String> {
     if command.dynamic {
         return Err("an expansion".to_owned());
@@ -186,6 +191,7 @@ fn checked(command: &SimpleCommand) -> Result<(), String> {
 /// `cd DIR` (or `cd`, `cd -- DIR`) as `cd -- '/abs/dir' || exit`: the directory the analysis
 /// computed, and the end of the line when it cannot be entered (or an `&&` before it failed),
 /// since every later command was analysed as running there.
+// String error: the reason the command cannot be rendered, shown in the decision.
 fn change_directory(command: &SimpleCommand) -> Result<String, String> {
     checked(command)?;
     let words: Vec<&str> = command.original.iter().map(String::as_str).collect();
@@ -206,6 +212,7 @@ fn change_directory(command: &SimpleCommand) -> Result<String, String> {
     Ok(format!("cd -- {} || exit", quote(directory)))
 }
 
+// String error: the reason the command cannot be rendered, shown in the decision.
 fn redirection(redirect: &Redirect, posix: bool) -> Result<String, String> {
     if redirect.dynamic {
         return Err("a redirection to an expansion".to_owned());
@@ -244,6 +251,7 @@ mod tests {
     use super::super::{ShellContext, analyze};
     use super::*;
 
+    // String error: the test compares the reason's text.
     fn rendered(script: &str) -> Result<String, String> {
         let roots = [PathBuf::from("/w")];
         let context = ShellContext {

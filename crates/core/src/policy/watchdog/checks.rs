@@ -160,7 +160,24 @@ impl Watchdog<'_> {
     fn check_command(&self, command: &SimpleCommand, position: usize, findings: &mut Findings) {
         let argv = &command.argv;
         let program = command.program();
-        // Privilege escalation.
+        self.check_privileges(command, findings);
+        self.check_redirects_and_assignments(command, findings);
+        if program == "git" {
+            self.check_git(argv, findings);
+        }
+        let mutating = !read_only_words(argv);
+        self.check_disks(command, mutating, findings);
+        self.check_operands(command, findings);
+        if mutating {
+            self.check_protected_places(command, findings);
+        }
+        self.check_exfiltration(command, position, findings);
+        self.check_risky(command, findings);
+    }
+
+    /// Privilege escalation: a wrapper or a program that runs with other privileges.
+    fn check_privileges(&self, command: &SimpleCommand, findings: &mut Findings) {
+        let program = command.program();
         if let Some(wrapper) = command
             .wrappers
             .iter()
@@ -182,7 +199,12 @@ impl Watchdog<'_> {
                 format!("`{program}` changes privileges"),
             );
         }
-        // Redirections.
+    }
+
+    /// Redirections that write protected files or send files to the network, and assignments
+    /// that make git run a program.
+    fn check_redirects_and_assignments(&self, command: &SimpleCommand, findings: &mut Findings) {
+        let program = command.program();
         for redirect in &command.redirects {
             if redirect.writes() && !redirect.dynamic {
                 self.check_written(&redirect.target, command, findings);
@@ -212,9 +234,12 @@ impl Watchdog<'_> {
                 );
             }
         }
-        if program == "git" {
-            self.check_git(argv, findings);
-        }
+    }
+
+    /// Formatting or writing a disk device.
+    fn check_disks(&self, command: &SimpleCommand, mutating: bool, findings: &mut Findings) {
+        let argv = &command.argv;
+        let program = command.program();
         if program.starts_with("mkfs") || DISK_TOOLS.contains(&program) {
             deny(
                 findings,
@@ -222,7 +247,6 @@ impl Watchdog<'_> {
                 format!("`{program}` formats or repartitions a disk"),
             );
         }
-        let mutating = !read_only_words(argv);
         if mutating {
             for operand in operands(argv) {
                 if DISK_DEVICES.iter().any(|d| operand.starts_with(d)) {
@@ -234,6 +258,12 @@ impl Watchdog<'_> {
                 }
             }
         }
+    }
+
+    /// What the program destroys, changes the permissions of, or writes, by its operands.
+    fn check_operands(&self, command: &SimpleCommand, findings: &mut Findings) {
+        let argv = &command.argv;
+        let program = command.program();
         match program {
             "rm" | "rmdir" | "unlink" | "shred" | "truncate" | "srm" => {
                 self.check_destroys(command, &operands(argv), findings);
@@ -272,35 +302,39 @@ impl Watchdog<'_> {
             }
             _ => {}
         }
-        // A command that may change things, run inside Keel's own state (`git -C .keel init`,
-        // `cd ~/.config/keel && git init`), changes it whatever its operands say.
-        if mutating {
-            // The directories it runs in: its working directory, and those it is pointed at
-            // with `-C DIR`, `--git-dir`, `--work-tree` (peeled off the key, not the effect).
-            let mut dirs = vec![".".to_owned()];
-            let words = &command.original;
-            for (i, word) in words.iter().enumerate() {
-                match word.as_str() {
-                    "-C" | "--git-dir" | "--work-tree" | "--directory" => {
-                        dirs.extend(words.get(i + 1).cloned());
-                    }
-                    _ => {
-                        for option in ["--git-dir=", "--work-tree=", "--directory="] {
-                            dirs.extend(word.strip_prefix(option).map(str::to_owned));
-                        }
-                    }
+    }
+
+    /// A command that may change things, run inside Keel's own state (`git -C .keel init`,
+    /// `cd ~/.config/keel && git init`), changes it whatever its operands say; and its operands
+    /// and `--option=value` values that name a protected path.
+    fn check_protected_places(&self, command: &SimpleCommand, findings: &mut Findings) {
+        let argv = &command.argv;
+        let program = command.program();
+        // The directories it runs in: its working directory, and those it is pointed at
+        // with `-C DIR`, `--git-dir`, `--work-tree` (peeled off the key, not the effect).
+        let mut dirs = vec![".".to_owned()];
+        let words = &command.original;
+        for (i, word) in words.iter().enumerate() {
+            match word.as_str() {
+                "-C" | "--git-dir" | "--work-tree" | "--directory" => {
+                    dirs.extend(words.get(i + 1).cloned());
                 }
-            }
-            for dir in &dirs {
-                if let Some(path) = self.context.place(dir, &command.cwd).path()
-                    && let Some(finding) = self.protected_path(path)
-                    && !findings.iter().any(|(_, f)| *f == finding)
-                {
-                    findings.push((true, finding));
+                _ => {
+                    for option in ["--git-dir=", "--work-tree=", "--directory="] {
+                        dirs.extend(word.strip_prefix(option).map(str::to_owned));
+                    }
                 }
             }
         }
-        if mutating && program != "rm" {
+        for dir in &dirs {
+            if let Some(path) = self.context.place(dir, &command.cwd).path()
+                && let Some(finding) = self.protected_path(path)
+                && !findings.iter().any(|(_, f)| *f == finding)
+            {
+                findings.push((true, finding));
+            }
+        }
+        if program != "rm" {
             // Positional operands, and the values of `--option=value` words
             // (`git log --output=~/.bashrc`).
             let values = argv.iter().skip(1).filter_map(|a| {
@@ -317,8 +351,6 @@ impl Watchdog<'_> {
                 }
             }
         }
-        self.check_exfiltration(command, position, findings);
-        self.check_risky(command, findings);
     }
 
     /// A path a command writes to: protected files and devices are refused.

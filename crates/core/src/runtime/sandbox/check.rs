@@ -10,19 +10,26 @@
     reason = "the sandbox check is part of the runtime, where ambient authority lives"
 )]
 
-use std::io::{ErrorKind, Read as _, Write as _};
+use std::io::ErrorKind;
 use std::net::TcpListener;
 use std::os::unix::process::CommandExt as _;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 use std::sync::Arc;
-use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::sync::atomic::Ordering;
 use std::time::Duration;
 
 use tokio_util::sync::CancellationToken;
 
 use super::profile::{DEFAULT_HOME_READABLE, DEFAULT_HOME_WRITABLE, Mechanism, Profile, Status};
 use super::proxy::{self, Filter, HostGate};
+
+mod processes;
+
+use processes::{
+    ProbeRun, Spawned, TRACE_INIT, UPSTREAM_REPLY, Upstream, kill_probe, pids_with_arg, raw_device,
+    run_helper, running,
+};
 
 const SECRET: &str = "keel-sandbox-check-secret";
 
@@ -37,11 +44,14 @@ pub struct Claim {
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct MechanismReport {
     pub mechanism: Mechanism,
-    /// `Some(notes)` when the helper confirmed this mechanism; `None` with the reason otherwise.
+    /// `Ok(notes)` when the helper confirmed this mechanism; otherwise what the helper said
+    /// (its standard error, shown to the user as it is).
+    // String error: the helper's own standard error, shown as it is.
     pub available: Result<Vec<String>, String>,
     pub claims: Vec<Claim>,
     /// Whether commands could use the filtering proxy under this mechanism (its claims are
-    /// among [`MechanismReport::claims`] then); otherwise why not.
+    /// among [`MechanismReport::claims`] then); otherwise why not, a line shown as it is.
+    // String error: a report line shown as it is.
     pub proxy: Result<(), String>,
 }
 
@@ -62,73 +72,11 @@ impl HostGate for CheckGate {
         true
     }
 
+    // String error: the reason the proxy puts as it is in its `403`.
     fn check(&self, host: &str) -> Result<(), String> {
         match host {
             "127.0.0.1" | "10.0.0.1" => Ok(()),
             _ => Err(format!("no rule allows {host}")),
-        }
-    }
-}
-
-/// What the self-test's allowed host answers.
-const UPSTREAM_REPLY: &str = "keel-check-upstream-reached";
-
-/// A one-answer HTTP server on the host's loopback: the allowed host of the self-test (the
-/// proxy's test hook lets it through). Counts the connections it got.
-struct Upstream {
-    port: u16,
-    connections: Arc<AtomicUsize>,
-    stop: Arc<AtomicBool>,
-    thread: Option<std::thread::JoinHandle<()>>,
-}
-
-impl Upstream {
-    fn start() -> std::io::Result<Upstream> {
-        let listener = TcpListener::bind("127.0.0.1:0")?;
-        listener.set_nonblocking(true)?;
-        let port = listener.local_addr()?.port();
-        let connections = Arc::new(AtomicUsize::new(0));
-        let stop = Arc::new(AtomicBool::new(false));
-        let (count, done) = (connections.clone(), stop.clone());
-        let thread = std::thread::spawn(move || {
-            while !done.load(Ordering::Relaxed) {
-                let Ok((mut stream, _)) = listener.accept() else {
-                    std::thread::sleep(Duration::from_millis(5));
-                    continue;
-                };
-                count.fetch_add(1, Ordering::Relaxed);
-                let _ = stream.set_nonblocking(false);
-                let _ = stream.set_read_timeout(Some(Duration::from_secs(5)));
-                let mut head = Vec::new();
-                let mut chunk = [0u8; 1024];
-                while !head.windows(4).any(|w| w == b"\r\n\r\n") {
-                    match stream.read(&mut chunk) {
-                        Ok(0) | Err(_) => break,
-                        Ok(n) => head.extend_from_slice(&chunk[..n]),
-                    }
-                }
-                let body = format!("{UPSTREAM_REPLY}\n");
-                let _ = write!(
-                    stream,
-                    "HTTP/1.1 200 OK\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{body}",
-                    body.len()
-                );
-            }
-        });
-        Ok(Upstream {
-            port,
-            connections,
-            stop,
-            thread: Some(thread),
-        })
-    }
-}
-
-impl Drop for Upstream {
-    fn drop(&mut self) {
-        self.stop.store(true, Ordering::Relaxed);
-        if let Some(thread) = self.thread.take() {
-            let _ = thread.join();
         }
     }
 }
@@ -145,104 +93,207 @@ pub fn self_test(helper: &Path, prefix: &[String], mechanism: Mechanism) -> Mech
     let _ = std::fs::remove_dir_all(&base);
     report.unwrap_or_else(|error| MechanismReport {
         mechanism,
-        available: Err(error),
+        available: Err(error.to_string()),
         claims: Vec::new(),
         proxy: Err("not tested".into()),
     })
 }
 
-fn run_probe(
-    base: &Path,
-    helper: &Path,
-    prefix: &[String],
-    mechanism: Mechanism,
-) -> Result<MechanismReport, String> {
-    let io = |e: std::io::Error| e.to_string();
-    let ws = base.join("workspace");
-    let home = base.join("home");
-    let outside = base.join("outside");
-    let scratch = base.join("scratch");
-    for dir in [
-        &ws,
-        &home.join(".ssh"),
-        &home.join(".cargo"),
-        &outside,
-        &scratch.join("tmp"),
-    ] {
-        std::fs::create_dir_all(dir).map_err(io)?;
+/// Why the self-test could not run at all (its layout, or a process it needs, could not be made).
+#[derive(Debug, thiserror::Error)]
+pub enum CheckError {
+    #[error("{}: {source}", path.display())]
+    Io {
+        path: PathBuf,
+        source: std::io::Error,
+    },
+    #[error("{what}: {source}")]
+    Setup {
+        what: &'static str,
+        source: std::io::Error,
+    },
+    #[error("cannot run the helper {}: {source}", helper.display())]
+    Helper {
+        helper: PathBuf,
+        source: std::io::Error,
+    },
+    #[error("the probe's profile: {0}")]
+    Profile(#[source] serde_json::Error),
+}
+
+fn at(path: &Path) -> impl FnOnce(std::io::Error) -> CheckError + '_ {
+    move |source| CheckError::Io {
+        path: path.to_path_buf(),
+        source,
     }
-    let base = std::fs::canonicalize(base).map_err(io)?;
-    let (ws, home, outside, scratch) = (
-        base.join("workspace"),
-        base.join("home"),
-        base.join("outside"),
-        base.join("scratch"),
-    );
-    std::fs::write(home.join(".ssh/secret"), SECRET).map_err(io)?;
-    // Credential files inside what commands see: masked.
-    let home_credential = home.join(".cargo/credentials.toml");
-    // As a contained command sees the workspace: read-only.
-    let read_only_root = base.join("read-only");
-    std::fs::create_dir_all(&read_only_root).map_err(io)?;
-    let workspace_credential = read_only_root.join(".env");
-    std::fs::write(&home_credential, SECRET).map_err(io)?;
-    std::fs::write(&workspace_credential, SECRET).map_err(io)?;
-    // Files other programs run: a repository's, an editor's, and a package cache's.
-    const KEPT: &str = "keel-sandbox-check-original\n";
-    let cache_file = home.join(".cargo/registry/src/probe-1.0.0/build.rs");
-    let editor_file = ws.join(".vscode/settings.json");
-    for file in [&cache_file, &editor_file, &ws.join(".git/hooks/README")] {
-        if let Some(parent) = file.parent() {
-            std::fs::create_dir_all(parent).map_err(io)?;
+}
+
+fn setup(what: &'static str) -> impl FnOnce(std::io::Error) -> CheckError {
+    move |source| CheckError::Setup { what, source }
+}
+
+/// What a guarded file holds before the probe (it must still hold it after).
+const KEPT: &str = "keel-sandbox-check-original\n";
+
+/// The probe's throw-away layout, canonical.
+struct Layout {
+    ws: PathBuf,
+    home: PathBuf,
+    outside: PathBuf,
+    scratch: PathBuf,
+    /// As a contained command sees the workspace: read-only.
+    read_only_root: PathBuf,
+    /// Credential files inside what commands see: masked.
+    home_credential: PathBuf,
+    workspace_credential: PathBuf,
+    /// Files other programs run: a package cache's and an editor's.
+    cache_file: PathBuf,
+    editor_file: PathBuf,
+}
+
+impl Layout {
+    fn create(base: &Path) -> Result<Layout, CheckError> {
+        for dir in [
+            base.join("workspace"),
+            base.join("home/.ssh"),
+            base.join("home/.cargo"),
+            base.join("outside"),
+            base.join("scratch/tmp"),
+            base.join("read-only"),
+        ] {
+            std::fs::create_dir_all(&dir).map_err(at(&dir))?;
         }
-        std::fs::write(file, KEPT).map_err(io)?;
+        let base = std::fs::canonicalize(base).map_err(at(base))?;
+        let (ws, home) = (base.join("workspace"), base.join("home"));
+        let layout = Layout {
+            home_credential: home.join(".cargo/credentials.toml"),
+            workspace_credential: base.join("read-only/.env"),
+            cache_file: home.join(".cargo/registry/src/probe-1.0.0/build.rs"),
+            editor_file: ws.join(".vscode/settings.json"),
+            outside: base.join("outside"),
+            scratch: base.join("scratch"),
+            read_only_root: base.join("read-only"),
+            ws,
+            home,
+        };
+        let write = |path: &Path, text: &str| std::fs::write(path, text).map_err(at(path));
+        write(&layout.home.join(".ssh/secret"), SECRET)?;
+        write(&layout.home_credential, SECRET)?;
+        write(&layout.workspace_credential, SECRET)?;
+        for file in [
+            &layout.cache_file,
+            &layout.editor_file,
+            &layout.ws.join(".git/hooks/README"),
+        ] {
+            if let Some(parent) = file.parent() {
+                std::fs::create_dir_all(parent).map_err(at(parent))?;
+            }
+            write(file, KEPT)?;
+        }
+        write(
+            &layout.ws.join(".git/config"),
+            "[core]\n\trepositoryformatversion = 0\n",
+        )?;
+        Ok(layout)
     }
-    std::fs::write(
-        ws.join(".git/config"),
-        "[core]\n\trepositoryformatversion = 0\n",
-    )
-    .map_err(io)?;
-    let index = Arc::new(
-        super::CredentialIndex::new(
-            vec![ws.clone()],
-            Arc::new(|_: &Path, _: &std::fs::Metadata| false),
-        )
-        .with_guard(Some(crate::policy::watchdog::guard_rules())),
-    );
-    let mut guarded = super::GuardSnapshot::take(std::slice::from_ref(&ws), Some(&index));
-    let (protected, pinned) =
-        super::protected_paths(std::slice::from_ref(&ws), &guarded.top_level());
-    guarded.set_bound(&protected);
-    let listener = TcpListener::bind("127.0.0.1:0").map_err(io)?;
-    listener.set_nonblocking(true).map_err(io)?;
-    let port = listener.local_addr().map_err(io)?.port();
-    let marker = format!("86399.{}", std::process::id());
-    let caps_marker = format!("86398.{}", std::process::id());
-    // A process outside the command (its command line must stay unreadable), and one in the
-    // helper's process group (a `kill -9 0` from the command must not reach it).
-    let outsider_marker = format!("86397.{}", std::process::id());
-    let mut outsider = Spawned(
-        Command::new("sleep")
-            .arg(&outsider_marker)
-            .stdin(Stdio::null())
-            .spawn()
-            .map_err(io)?,
-    );
-    let mut sentinel = Spawned(
-        Command::new("sleep")
-            .arg("86396")
-            .stdin(Stdio::null())
-            .process_group(0)
-            .spawn()
-            .map_err(io)?,
-    );
-    let device = raw_device();
-    let nonce = uuid::Uuid::new_v4().simple().to_string();
-    // The filtering proxy, when this thread is in a tokio runtime that can serve it.
-    let upstream = Upstream::start().map_err(io)?;
-    let cancel = CancellationToken::new();
-    let _stop_proxy = cancel.clone().drop_guard();
-    let proxy = tokio::runtime::Handle::try_current()
+
+    /// The profile the probe runs under: `required`, the network off, the credentials masked.
+    fn profile(
+        &self,
+        mechanism: Mechanism,
+        nonce: &str,
+        (protected, pinned): (Vec<PathBuf>, Vec<PathBuf>),
+        proxy: Option<proxy::ProxyEndpoint>,
+    ) -> Profile {
+        let home = &self.home;
+        Profile {
+            build: super::profile::HELPER_BUILD.to_owned(),
+            nonce: nonce.to_owned(),
+            status_file: self.scratch.join("status"),
+            required: true,
+            mechanism,
+            cwd: self.ws.clone(),
+            writable: vec![self.ws.clone()],
+            readable: vec![self.read_only_root.clone()],
+            protected,
+            pinned,
+            home: Some(home.clone()),
+            home_readable: DEFAULT_HOME_READABLE.iter().map(|r| home.join(r)).collect(),
+            home_writable: DEFAULT_HOME_WRITABLE.iter().map(|r| home.join(r)).collect(),
+            tmp_dir: self.scratch.join("tmp"),
+            staging_dir: self.scratch.join("root"),
+            network: false,
+            proxy,
+            masked: vec![
+                self.home_credential.clone(),
+                self.workspace_credential.clone(),
+            ],
+            env_allow: super::profile::default_env_allow(),
+        }
+    }
+}
+
+/// What the probe must not reach, outside the sandbox: a loopback listener of this process, a
+/// process whose command line must stay unreadable, and one in the helper's process group (a
+/// `kill -9 0` from the command must not reach it).
+struct Outside {
+    listener: TcpListener,
+    port: u16,
+    outsider: Spawned,
+    outsider_marker: String,
+    sentinel: Spawned,
+    /// The argument of the daemon the probe leaves (it must die with the command).
+    daemon_marker: String,
+    /// The argument of the process whose capabilities are read while it runs.
+    caps_marker: String,
+}
+
+impl Outside {
+    fn start() -> Result<Outside, CheckError> {
+        let listener = TcpListener::bind("127.0.0.1:0").map_err(setup("a loopback listener"))?;
+        listener
+            .set_nonblocking(true)
+            .map_err(setup("a loopback listener"))?;
+        let port = listener
+            .local_addr()
+            .map_err(setup("a loopback listener"))?
+            .port();
+        let pid = std::process::id();
+        let outsider_marker = format!("86397.{pid}");
+        let outsider = Spawned(
+            Command::new("sleep")
+                .arg(&outsider_marker)
+                .stdin(Stdio::null())
+                .spawn()
+                .map_err(setup("starting `sleep`"))?,
+        );
+        let sentinel = Spawned(
+            Command::new("sleep")
+                .arg("86396")
+                .stdin(Stdio::null())
+                .process_group(0)
+                .spawn()
+                .map_err(setup("starting `sleep`"))?,
+        );
+        Ok(Outside {
+            listener,
+            port,
+            outsider,
+            outsider_marker,
+            sentinel,
+            daemon_marker: format!("86399.{pid}"),
+            caps_marker: format!("86398.{pid}"),
+        })
+    }
+}
+
+/// The self-test's filtering proxy, when this thread is in a tokio runtime that can serve it.
+fn start_proxy(
+    scratch: &Path,
+    upstream: u16,
+    cancel: &CancellationToken,
+) -> Option<Result<proxy::ProxyEndpoint, proxy::ProxyError>> {
+    tokio::runtime::Handle::try_current()
         .ok()
         .filter(|handle| handle.runtime_flavor() == tokio::runtime::RuntimeFlavor::MultiThread)
         .map(|_| {
@@ -251,36 +302,16 @@ fn run_probe(
                 Filter {
                     scope: None,
                     gate: Arc::new(CheckGate),
-                    upstream_for_tests: Some(upstream.port),
+                    upstream_for_tests: Some(upstream),
                 },
                 cancel.clone(),
             )
-        });
-    let profile = Profile {
-        build: super::profile::HELPER_BUILD.to_owned(),
-        nonce: nonce.clone(),
-        status_file: scratch.join("status"),
-        required: true,
-        mechanism,
-        cwd: ws.clone(),
-        writable: vec![ws.clone()],
-        readable: vec![read_only_root.clone()],
-        protected,
-        pinned,
-        home: Some(home.clone()),
-        home_readable: DEFAULT_HOME_READABLE.iter().map(|r| home.join(r)).collect(),
-        home_writable: DEFAULT_HOME_WRITABLE.iter().map(|r| home.join(r)).collect(),
-        tmp_dir: scratch.join("tmp"),
-        staging_dir: scratch.join("root"),
-        network: false,
-        proxy: proxy.clone().and_then(Result::ok),
-        masked: vec![home_credential.clone(), workspace_credential.clone()],
-        env_allow: super::profile::default_env_allow(),
-    };
-    let profile_file = scratch.join("profile.json");
-    let text = serde_json::to_string(&profile).map_err(|e| e.to_string())?;
-    std::fs::write(&profile_file, text).map_err(io)?;
-    let script = format!(
+        })
+}
+
+/// The probe: each line prints a word when the sandbox let it do what it must not.
+fn probe_script(layout: &Layout, outside: &Outside, device: &Path, upstream: u16) -> String {
+    format!(
         "cat {secret} 2>/dev/null && echo READ-SECRET\n\
          grep -q {SECRET} {home_credential} 2>/dev/null && echo READ-HOME-CREDENTIAL\n\
          grep -q {SECRET} {workspace_credential} 2>/dev/null && echo READ-WORKSPACE-CREDENTIAL\n\
@@ -312,56 +343,151 @@ fn run_probe(
          kill $! 2>/dev/null\n\
          echo probe-done\n\
          kill -9 0",
-        outsider = outsider_marker,
+        port = outside.port,
+        marker = outside.daemon_marker,
+        caps_marker = outside.caps_marker,
+        outsider = outside.outsider_marker,
         trace_init = TRACE_INIT,
-        secret = home.join(".ssh/secret").display(),
-        home_credential = home_credential.display(),
-        workspace_credential = workspace_credential.display(),
-        outside = outside.display(),
-        up = upstream.port,
-        outsider_pid = outsider.id(),
+        secret = layout.home.join(".ssh/secret").display(),
+        home_credential = layout.home_credential.display(),
+        workspace_credential = layout.workspace_credential.display(),
+        outside = layout.outside.display(),
+        up = upstream,
+        outsider_pid = outside.outsider.id(),
         device = device.display(),
-        cache_file = cache_file.display(),
+        cache_file = layout.cache_file.display(),
+    )
+}
+
+fn run_probe(
+    base: &Path,
+    helper: &Path,
+    prefix: &[String],
+    mechanism: Mechanism,
+) -> Result<MechanismReport, CheckError> {
+    let layout = Layout::create(base)?;
+    let ws = &layout.ws;
+    let index = Arc::new(
+        super::CredentialIndex::new(
+            vec![ws.clone()],
+            Arc::new(|_: &Path, _: &std::fs::Metadata| false),
+        )
+        .with_guard(Some(crate::policy::watchdog::guard_rules())),
     );
+    let mut guarded = super::GuardSnapshot::take(std::slice::from_ref(ws), Some(&index));
+    let (protected, pinned) =
+        super::protected_paths(std::slice::from_ref(ws), &guarded.top_level());
+    guarded.set_bound(&protected);
+    let mut outside = Outside::start()?;
+    let nonce = uuid::Uuid::new_v4().simple().to_string();
+    let upstream = Upstream::start().map_err(setup("the self-test's upstream"))?;
+    let cancel = CancellationToken::new();
+    let _stop_proxy = cancel.clone().drop_guard();
+    let proxy = start_proxy(&layout.scratch, upstream.port, &cancel);
+    let endpoint = proxy.as_ref().and_then(|p| p.as_ref().ok()).cloned();
+    let profile = layout.profile(mechanism, &nonce, (protected, pinned), endpoint);
+    let profile_file = layout.scratch.join("profile.json");
+    let text = serde_json::to_string(&profile).map_err(CheckError::Profile)?;
+    std::fs::write(&profile_file, text).map_err(at(&profile_file))?;
+    let script = probe_script(&layout, &outside, &raw_device(), upstream.port);
     let run = run_helper(
         helper,
         prefix,
         &profile_file,
         &script,
-        sentinel.id(),
-        &caps_marker,
+        outside.sentinel.id(),
+        &outside.caps_marker,
     )?;
-    let outsider_seen = running(&mut outsider);
-    let sentinel_alive = running(&mut sentinel);
-    let stdout = run.stdout;
-    let status_text = std::fs::read_to_string(&profile.status_file).unwrap_or_default();
-    let status: Option<Status> =
-        super::status_line(&status_text).and_then(|line| serde_json::from_str(line).ok());
     let wanted = match mechanism {
         Mechanism::Landlock => "landlock",
         _ => "namespaces",
     };
-    let available = match status {
+    let status_text = std::fs::read_to_string(&profile.status_file).unwrap_or_default();
+    let available = match super::status_line(&status_text)
+        .and_then(|line| serde_json::from_str::<Status>(line).ok())
+    {
         Some(status) if status.nonce == nonce && status.mechanism == wanted => Ok(status.notes),
         _ => Err(run.stderr.trim().to_owned()),
     };
-    let daemon_gone = (0..100).any(|_| {
-        let gone = pids_with_arg(&marker).is_empty();
+    let seen = Seen {
+        ran: run.stdout.contains("probe-done"),
+        outsider_seen: running(&mut outside.outsider),
+        sentinel_alive: running(&mut outside.sentinel),
+        daemon_gone: daemon_gone(&outside.daemon_marker),
+        loopback_untouched: matches!(
+            outside.listener.accept(),
+            Err(e) if e.kind() == ErrorKind::WouldBlock
+        ),
+        restored: guarded
+            .restore(available.is_ok() && wanted == "namespaces")
+            .join("\n"),
+        run,
+    };
+    let mut claims = confinement_claims(&seen, &layout);
+    claims.extend(guard_claims(&seen, &layout));
+    let killed = kill_probe(helper, prefix, &profile_file, &profile.status_file, &nonce);
+    claims.push(Claim {
+        what: "a daemon dies when the helper is killed with SIGKILL (as an editor's kill \
+               does), and Keel can verify that nothing is left",
+        held: killed.is_ok_and(|verified| verified),
+    });
+    let proxy_status = match &proxy {
+        None => Err("not tested: no multi-threaded tokio runtime".to_owned()),
+        Some(Err(e)) => Err(format!("cannot start: {e}")),
+        Some(Ok(_)) if seen.ran && !seen.run.stdout.contains("PROXY-OFFERED") => {
+            Err("not offered to commands here (the network stays off)".to_owned())
+        }
+        Some(Ok(_)) => Ok(()),
+    };
+    if proxy_status.is_ok() {
+        let connections = upstream.connections.load(Ordering::Relaxed);
+        claims.extend(proxy_claims(&seen, connections));
+    }
+    Ok(MechanismReport {
+        mechanism,
+        available,
+        claims,
+        proxy: proxy_status,
+    })
+}
+
+/// What was seen of one run of the probe, from inside (its output) and from outside.
+struct Seen {
+    run: ProbeRun,
+    /// The probe ran to its end.
+    ran: bool,
+    /// The outsider was running while the probe looked at it.
+    outsider_seen: bool,
+    /// The sentinel in the helper's group survived the probe's `kill -9 0`.
+    sentinel_alive: bool,
+    /// The probe's daemon died with it.
+    daemon_gone: bool,
+    /// The loopback listener got no connection.
+    loopback_untouched: bool,
+    /// What the guard put back, one line each.
+    restored: String,
+}
+
+/// Whether the daemon started with `marker` is gone (waits up to a second); kills what is left
+/// either way, so a failed check leaves nothing behind.
+fn daemon_gone(marker: &str) -> bool {
+    let gone = (0..100).any(|_| {
+        let gone = pids_with_arg(marker).is_empty();
         if !gone {
             std::thread::sleep(Duration::from_millis(10));
         }
         gone
     });
-    // A failed check leaves nothing behind either.
-    for pid in pids_with_arg(&marker) {
+    for pid in pids_with_arg(marker) {
         let _ = nix::sys::signal::kill(nix::unistd::Pid::from_raw(pid), nix::sys::signal::SIGKILL);
     }
-    let ran = stdout.contains("probe-done");
-    let restored = guarded
-        .restore(available.is_ok() && wanted == "namespaces")
-        .join("\n");
-    let kept = |path: &Path| std::fs::read_to_string(path).is_ok_and(|text| text == KEPT);
-    let mut claims = vec![
+    gone
+}
+
+/// The claims about what the command can reach: files, variables, the network, processes.
+fn confinement_claims(seen: &Seen, layout: &Layout) -> Vec<Claim> {
+    let (ran, stdout) = (seen.ran, seen.run.stdout.as_str());
+    vec![
         Claim {
             what: "a hidden home file cannot be read",
             held: ran && !stdout.contains("READ-SECRET") && !stdout.contains(SECRET),
@@ -380,26 +506,26 @@ fn run_probe(
         },
         Claim {
             what: "a file outside the workspace cannot be written",
-            held: ran && !stdout.contains("WROTE-OUTSIDE") && !outside.join("escaped").exists(),
+            held: ran
+                && !stdout.contains("WROTE-OUTSIDE")
+                && !layout.outside.join("escaped").exists(),
         },
         Claim {
             what: "a loopback port cannot be reached",
-            held: ran
-                && !stdout.contains("CONNECTED")
-                && matches!(listener.accept(), Err(e) if e.kind() == ErrorKind::WouldBlock),
+            held: ran && !stdout.contains("CONNECTED") && seen.loopback_untouched,
         },
         Claim {
             what: "a double-forked daemon dies with the command",
-            held: ran && daemon_gone,
+            held: ran && seen.daemon_gone,
         },
         Claim {
             what: "`kill -9 0` from the command stays inside it (a session and process group of \
                    its own)",
-            held: ran && sentinel_alive,
+            held: ran && seen.sentinel_alive,
         },
         Claim {
             what: "another process's /proc (its command line) cannot be read",
-            held: ran && outsider_seen && !stdout.contains("READ-OTHER-PROC"),
+            held: ran && seen.outsider_seen && !stdout.contains("READ-OTHER-PROC"),
         },
         Claim {
             what: "a raw device cannot be read",
@@ -413,8 +539,16 @@ fn run_probe(
         Claim {
             what: "the command has no capability (effective, permitted, ambient; the bounding \
                    set too when run as root) and cannot gain one (no_new_privs)",
-            held: ran && run.capabilities_dropped,
+            held: ran && seen.run.capabilities_dropped,
         },
+    ]
+}
+
+/// The claims about files other programs run (the guards).
+fn guard_claims(seen: &Seen, layout: &Layout) -> Vec<Claim> {
+    let (ran, restored, ws) = (seen.ran, seen.restored.as_str(), &layout.ws);
+    let kept = |path: &Path| std::fs::read_to_string(path).is_ok_and(|text| text == KEPT);
+    vec![
         Claim {
             what: "Keel's project configuration (.keel/) cannot be created: it is removed, and \
                    the result says so",
@@ -423,7 +557,7 @@ fn run_probe(
         Claim {
             what: "an editor's file (.vscode/) cannot be changed, and a new .envrc is removed",
             held: ran
-                && kept(&editor_file)
+                && kept(&layout.editor_file)
                 && !ws.join(".envrc").exists()
                 && restored.contains(".envrc"),
         },
@@ -434,283 +568,35 @@ fn run_probe(
         },
         Claim {
             what: "a package cache (~/.cargo/registry) cannot be changed",
-            held: ran && kept(&cache_file),
+            held: ran && kept(&layout.cache_file),
         },
-    ];
-    let killed = kill_probe(helper, prefix, &profile_file, &profile.status_file, &nonce);
-    claims.push(Claim {
-        what: "a daemon dies when the helper is killed with SIGKILL (as an editor's kill \
-               does), and Keel can verify that nothing is left",
-        held: killed.is_ok_and(|verified| verified),
-    });
-    let proxy_status = match &proxy {
-        None => Err("not tested: no multi-threaded tokio runtime".to_owned()),
-        Some(Err(e)) => Err(format!("cannot start: {e}")),
-        Some(Ok(_)) if ran && !stdout.contains("PROXY-OFFERED") => {
-            Err("not offered to commands here (the network stays off)".to_owned())
-        }
-        Some(Ok(_)) => Ok(()),
-    };
-    if proxy_status.is_ok() {
-        let upstream_connections = upstream.connections.load(Ordering::Relaxed);
-        claims.extend([
-            Claim {
-                what: "an allowed host is reached through the filtering proxy",
-                held: ran && stdout.contains("PROXY-ALLOWED"),
-            },
-            Claim {
-                what: "the proxy refuses a loopback port, even one a rule names",
-                held: ran && stdout.contains("PROXY-LOOPBACK-REFUSED"),
-            },
-            Claim {
-                what: "the proxy refuses a private address, even one a rule names",
-                held: ran && stdout.contains("PROXY-PRIVATE-REFUSED"),
-            },
-            Claim {
-                what: "the proxy refuses a host no rule allows (403 naming it)",
-                held: ran && stdout.contains("PROXY-HOST-REFUSED"),
-            },
-            Claim {
-                what: "a connection that bypasses the proxy fails",
-                held: ran && !stdout.contains("DIRECT-CONNECTED") && upstream_connections <= 1,
-            },
-        ]);
-    }
-    Ok(MechanismReport {
-        mechanism,
-        available,
-        claims,
-        proxy: proxy_status,
-    })
+    ]
 }
 
-/// The live (not zombie) processes with `arg` among their arguments.
-fn pids_with_arg(arg: &str) -> Vec<i32> {
-    let Ok(entries) = std::fs::read_dir("/proc") else {
-        return Vec::new();
-    };
-    let mut found = Vec::new();
-    for entry in entries.flatten() {
-        let path: PathBuf = entry.path();
-        let Ok(cmdline) = std::fs::read(path.join("cmdline")) else {
-            continue;
-        };
-        if cmdline.split(|b| *b == 0).any(|a| a == arg.as_bytes()) {
-            let zombie = std::fs::read_to_string(path.join("stat")).is_ok_and(|stat| {
-                stat.rsplit_once(')')
-                    .is_some_and(|(_, rest)| rest.trim_start().starts_with('Z'))
-            });
-            if let (false, Some(pid)) = (
-                zombie,
-                entry.file_name().to_str().and_then(|n| n.parse().ok()),
-            ) {
-                found.push(pid);
-            }
-        }
-    }
-    found
-}
-
-/// Tries to `ptrace(PTRACE_ATTACH)` PID 1 where a Python is there to ask (the probe's shell
-/// cannot); prints `TRACED-INIT` when it could.
-const TRACE_INIT: &str = "command -v python3 > /dev/null && python3 -c 'import ctypes; \
-    libc = ctypes.CDLL(None, use_errno=True); \
-    print(\"TRACED-INIT\" if libc.ptrace(16, 1, 0, 0) == 0 else \"ptrace refused\")' 2>/dev/null";
-
-/// A child process killed and reaped when dropped.
-struct Spawned(std::process::Child);
-
-impl Drop for Spawned {
-    fn drop(&mut self) {
-        let _ = self.0.kill();
-        let _ = self.0.wait();
-    }
-}
-
-impl Spawned {
-    fn id(&self) -> u32 {
-        self.0.id()
-    }
-}
-
-/// Whether `child` is still running.
-fn running(child: &mut Spawned) -> bool {
-    matches!(child.0.try_wait(), Ok(None))
-}
-
-/// A raw block device of this machine (the first in `/sys/block`), else `/dev/mem`.
-fn raw_device() -> PathBuf {
-    use std::os::unix::fs::FileTypeExt as _;
-    std::fs::read_dir("/sys/block")
-        .into_iter()
-        .flatten()
-        .flatten()
-        .map(|entry| Path::new("/dev").join(entry.file_name()))
-        .find(|path| std::fs::metadata(path).is_ok_and(|meta| meta.file_type().is_block_device()))
-        .unwrap_or_else(|| PathBuf::from("/dev/mem"))
-}
-
-/// What one run of the probe printed, and what was seen of it from outside.
-struct ProbeRun {
-    stdout: String,
-    stderr: String,
-    /// The program's capabilities, read from outside while it waited: none, and no way to gain
-    /// one.
-    capabilities_dropped: bool,
-}
-
-/// Runs the probe through the helper in the sentinel's process group; while the probe waits
-/// (`caps-ready`) reads its capabilities from outside, then lets it finish.
-fn run_helper(
-    helper: &Path,
-    prefix: &[String],
-    profile_file: &Path,
-    script: &str,
-    sentinel: u32,
-    caps_marker: &str,
-) -> Result<ProbeRun, String> {
-    use std::io::BufRead as _;
-    let mut child = Command::new(helper)
-        .args(prefix)
-        .arg("run")
-        .arg("--profile")
-        .arg(profile_file)
-        .args(["--", "bash", "-c", script])
-        // A variable outside the allowlist: it must not reach the command.
-        .env("KEEL_CHECK_TOKEN", SECRET)
-        .process_group(i32::try_from(sentinel).map_err(|e| e.to_string())?)
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .map_err(|e| format!("cannot run the helper {}: {e}", helper.display()))?;
-    let mut stderr_pipe = child.stderr.take();
-    let stderr = std::thread::spawn(move || {
-        let mut text = String::new();
-        if let Some(pipe) = stderr_pipe.as_mut() {
-            let _ = pipe.read_to_string(&mut text);
-        }
-        text
-    });
-    let mut stdout = String::new();
-    let mut capabilities_dropped = false;
-    if let Some(pipe) = child.stdout.take() {
-        let mut reader = std::io::BufReader::new(pipe);
-        loop {
-            let mut line = String::new();
-            match reader.read_line(&mut line) {
-                Ok(0) | Err(_) => break,
-                Ok(_) => {}
-            }
-            stdout.push_str(&line);
-            if line.trim_end() == "caps-ready" {
-                // `sleep` is started in the background: it may not have been executed yet.
-                let pid = (0..500).find_map(|_| {
-                    let pid = pids_with_arg(caps_marker).first().copied();
-                    if pid.is_none() {
-                        std::thread::sleep(Duration::from_millis(10));
-                    }
-                    pid
-                });
-                capabilities_dropped = pid.is_some_and(no_capabilities);
-                if let Some(mut stdin) = child.stdin.take() {
-                    let _ = stdin.write_all(b"go\n");
-                }
-            }
-        }
-    }
-    drop(child.stdin.take());
-    let _ = child.wait();
-    Ok(ProbeRun {
-        stdout,
-        stderr: stderr.join().unwrap_or_default(),
-        capabilities_dropped,
-    })
-}
-
-/// Whether process `pid` has no capability and `no_new_privs` (its `/proc/PID/status`); the
-/// bounding set must be empty too when it runs as root.
-fn no_capabilities(pid: i32) -> bool {
-    let Ok(status) = std::fs::read_to_string(format!("/proc/{pid}/status")) else {
-        return false;
-    };
-    let field = |name: &str| {
-        status
-            .lines()
-            .find_map(|line| line.strip_prefix(name))
-            .map(str::trim)
-            .map(str::to_owned)
-    };
-    let zero = |name: &str| {
-        field(name)
-            .and_then(|hex| u64::from_str_radix(&hex, 16).ok())
-            .is_some_and(|caps| caps == 0)
-    };
-    let root = field("Uid:").is_some_and(|uids| uids.split_whitespace().any(|uid| uid == "0"));
-    zero("CapEff:")
-        && zero("CapPrm:")
-        && zero("CapAmb:")
-        && zero("CapInh:")
-        && (!root || zero("CapBnd:"))
-        && field("NoNewPrivs:").as_deref() == Some("1")
-}
-
-/// Runs a command that leaves a daemon (its own session) through the helper, kills the helper
-/// with `SIGKILL` once the daemon runs, and returns whether the helper's status lets Keel verify
-/// that nothing is left, and nothing is.
-fn kill_probe(
-    helper: &Path,
-    prefix: &[String],
-    profile_file: &Path,
-    status_file: &Path,
-    nonce: &str,
-) -> Result<bool, String> {
-    use std::io::BufRead as _;
-    let daemon = format!("86395.{}", std::process::id());
-    let main = format!("86394.{}", std::process::id());
-    let script =
-        format!("(setsid sleep {daemon} > /dev/null 2>&1 &); echo ready; exec sleep {main}");
-    let mut child = Spawned(
-        Command::new(helper)
-            .args(prefix)
-            .arg("run")
-            .arg("--profile")
-            .arg(profile_file)
-            .args(["--", "bash", "-c", &script])
-            .stdin(Stdio::null())
-            .stdout(Stdio::piped())
-            .stderr(Stdio::null())
-            .spawn()
-            .map_err(|e| format!("cannot run the helper {}: {e}", helper.display()))?,
-    );
-    if let Some(pipe) = child.0.stdout.take() {
-        let mut line = String::new();
-        let _ = std::io::BufReader::new(pipe).read_line(&mut line);
-    }
-    let started = (0..500).any(|_| {
-        let up = !pids_with_arg(&daemon).is_empty() && !pids_with_arg(&main).is_empty();
-        if !up {
-            std::thread::sleep(Duration::from_millis(10));
-        }
-        up
-    });
-    let _ = child.0.kill();
-    let _ = child.0.wait();
-    let verified = (0..500).any(|_| {
-        let text = std::fs::read_to_string(status_file).unwrap_or_default();
-        let done = super::guard_state(&text, nonce)
-            .is_some_and(|state| !super::alive(state.guard) && (state.namespace || state.empty));
-        if !done {
-            std::thread::sleep(Duration::from_millis(10));
-        }
-        done
-    });
-    let gone = pids_with_arg(&daemon).is_empty() && pids_with_arg(&main).is_empty();
-    for pid in pids_with_arg(&daemon)
-        .into_iter()
-        .chain(pids_with_arg(&main))
-    {
-        let _ = nix::sys::signal::kill(nix::unistd::Pid::from_raw(pid), nix::sys::signal::SIGKILL);
-    }
-    Ok(started && verified && gone)
+/// The claims about the filtering proxy (when commands could use it); `connections`: how many
+/// the allowed upstream got.
+fn proxy_claims(seen: &Seen, connections: usize) -> [Claim; 5] {
+    let (ran, stdout) = (seen.ran, seen.run.stdout.as_str());
+    [
+        Claim {
+            what: "an allowed host is reached through the filtering proxy",
+            held: ran && stdout.contains("PROXY-ALLOWED"),
+        },
+        Claim {
+            what: "the proxy refuses a loopback port, even one a rule names",
+            held: ran && stdout.contains("PROXY-LOOPBACK-REFUSED"),
+        },
+        Claim {
+            what: "the proxy refuses a private address, even one a rule names",
+            held: ran && stdout.contains("PROXY-PRIVATE-REFUSED"),
+        },
+        Claim {
+            what: "the proxy refuses a host no rule allows (403 naming it)",
+            held: ran && stdout.contains("PROXY-HOST-REFUSED"),
+        },
+        Claim {
+            what: "a connection that bypasses the proxy fails",
+            held: ran && !stdout.contains("DIRECT-CONNECTED") && connections <= 1,
+        },
+    ]
 }

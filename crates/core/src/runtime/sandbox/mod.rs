@@ -8,26 +8,30 @@
 //!   session's scratch directory past 96 KiB), and a [`ConfinementCheck`] that later reads the
 //!   helper's status back.
 //! - [`server`]: the same helper around an MCP stdio server, with a profile for servers.
-//! - [`helper`]: the helper itself (`keel sandbox run [--profile FILE] -- PROGRAM ARGS...`).
+//! - `confinement`: the helper's status read back (confined or not, and whether a killed
+//!   command is gone).
+//! - The helper itself (`keel-sandbox run [--profile FILE] -- PROGRAM ARGS...`) is the crate
+//!   `keel-sandbox`, which depends on no part of Keel; [`helper`] and [`profile`] are its
+//!   modules, re-exported here.
 
 pub mod check;
+mod confinement;
 pub mod credentials;
-mod fallback;
 pub mod guard;
-pub mod helper;
-pub mod profile;
 pub mod proxy;
 pub mod server;
 
+pub use keel_sandbox::{PROFILE_ENV, helper, landlock_abi, profile};
+
 use std::path::{Component, Path, PathBuf};
 use std::sync::Arc;
-use std::time::Duration;
 
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
+pub use confinement::{Confinement, ConfinementCheck, status_line};
+pub(crate) use confinement::{alive, guard_state};
 pub use credentials::{Classify, CredentialIndex};
-pub use fallback::landlock_abi;
 pub use guard::{GuardRules, GuardSnapshot, Guarded};
 pub use profile::{
     DEFAULT_ENV_ALLOW, DEFAULT_HOME_READABLE, DEFAULT_HOME_WRITABLE, Mechanism, Profile,
@@ -115,7 +119,7 @@ impl SandboxSettings {
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct SandboxSpec {
     pub settings: SandboxSettings,
-    /// The helper executable (`keel`, or a binary calling [`helper::main`]); `None`: commands
+    /// The helper executable (`keel`, or a binary calling [`keel_sandbox::main`]); `None`: commands
     /// run unconfined (refused under `required`).
     pub helper: Option<PathBuf>,
     /// The arguments before `run` (`["sandbox"]` for `keel`).
@@ -164,21 +168,18 @@ impl PartialEq for CredentialRules {
 
 impl Eq for CredentialRules {}
 
-/// The variable that carries a command's [`Profile`] (JSON) to the helper, instead of
-/// `--profile FILE`.
-pub const PROFILE_ENV: &str = "KEEL_SANDBOX_PROFILE";
-
 /// The largest profile sent in [`PROFILE_ENV`] (the kernel takes up to 128 KiB per variable).
 const MAX_PROFILE_ENV_BYTES: usize = 96 * 1024;
 
-/// The small helper binary installed next to `keel` (`crates/acp/src/bin/keel-sandbox.rs`).
+/// The small helper binary installed next to `keel` (`crates/acp/src/bin/keel-sandbox.rs`, whose
+/// `main` is [`keel_sandbox::standalone`]).
 pub const HELPER_BINARY: &str = "keel-sandbox";
 
 impl SandboxSpec {
     /// The spec for the `keel` binary at `keel`: its helper is the small [`HELPER_BINARY`] in
     /// the same directory when there is one (a command then starts without mapping and
     /// relocating all of Keel) and from this build, else `keel sandbox` itself. Both run the
-    /// same [`helper::main`]; a `keel-sandbox` from another build would also refuse the profile
+    /// same [`keel_sandbox::main`]; a `keel-sandbox` from another build would also refuse the profile
     /// ([`profile::HELPER_BUILD`]).
     pub fn keel(settings: SandboxSettings, keel: Option<PathBuf>, home: Option<PathBuf>) -> Self {
         let mut spec = Self {
@@ -266,170 +267,6 @@ impl PartialEq for SmallHelper {
 
 impl Eq for SmallHelper {}
 
-/// How a command ran, as far as Keel can confirm.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub enum Confinement {
-    /// The helper confirmed (with the nonce) that it confined the program before it started.
-    Confined {
-        mechanism: String,
-        notes: Vec<String>,
-        /// Guarded files the command created or changed, and what Keel did ([`guard`]).
-        restored: Vec<String>,
-    },
-    /// Not confined, or not confirmed.
-    Unconfined { reason: String },
-}
-
-impl Confinement {
-    pub fn is_confined(&self) -> bool {
-        matches!(self, Confinement::Confined { .. })
-    }
-
-    /// `namespaces`, `landlock` or `unconfined`.
-    pub fn label(&self) -> &str {
-        match self {
-            Confinement::Confined { mechanism, .. } => mechanism,
-            Confinement::Unconfined { .. } => "unconfined",
-        }
-    }
-}
-
-/// The files of one confined command; [`ConfinementCheck::finish`] reads the status back.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct ConfinementCheck {
-    pub nonce: String,
-    /// The profile's file, when it did not travel in [`PROFILE_ENV`].
-    pub profile_file: Option<PathBuf>,
-    pub status_file: PathBuf,
-    /// The files other programs run, as they were before the command ([`guard`]): what it
-    /// created or changed is put back once it is gone.
-    pub guarded: GuardSnapshot,
-}
-
-impl ConfinementCheck {
-    /// What the helper reported; removes the command's profile and status files.
-    #[expect(
-        clippy::disallowed_methods,
-        reason = "the runtime is where ambient authority lives"
-    )]
-    pub fn finish(&self) -> Confinement {
-        let status = std::fs::read_to_string(&self.status_file);
-        if let Some(file) = &self.profile_file {
-            let _ = std::fs::remove_file(file);
-        }
-        let _ = std::fs::remove_file(&self.status_file);
-        // The status is the JSON line; the helper adds lines of its own (the guard, `empty`, the
-        // program's signal).
-        let status: Option<Status> = status
-            .ok()
-            .and_then(|t| status_line(&t).and_then(|l| serde_json::from_str(l).ok()));
-        match status {
-            Some(status) if status.nonce == self.nonce && status.mechanism != "none" => {
-                Confinement::Confined {
-                    restored: self.guarded.restore(status.mechanism == "namespaces"),
-                    mechanism: status.mechanism,
-                    notes: status.notes,
-                }
-            }
-            Some(status) if status.nonce == self.nonce => Confinement::Unconfined {
-                reason: format!(
-                    "no confinement is available on this machine ({})",
-                    status.notes.join("; ")
-                ),
-            },
-            _ => Confinement::Unconfined {
-                reason: "the sandbox helper did not confirm that it confined the command".into(),
-            },
-        }
-    }
-}
-
-/// The JSON status line of a helper's status file (the helper adds other lines: `guard PID`,
-/// `empty`, `signal N`, in any order around it).
-pub fn status_line(text: &str) -> Option<&str> {
-    text.lines().find(|line| line.starts_with('{'))
-}
-
-/// What a helper's status file says about the end of a command's processes.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(crate) struct GuardState {
-    /// The process whose end means nothing of the command is left.
-    pub(crate) guard: i32,
-    /// The reaper checked that it has no descendant left (the fallback's proof).
-    pub(crate) empty: bool,
-    /// Under namespaces the guard is the namespace's init: its end is the proof.
-    pub(crate) namespace: bool,
-}
-
-pub(crate) fn guard_state(text: &str, nonce: &str) -> Option<GuardState> {
-    let status: Status = serde_json::from_str(status_line(text)?).ok()?;
-    if status.nonce != nonce {
-        return None;
-    }
-    let guard = text
-        .lines()
-        .find_map(|line| line.strip_prefix("guard "))
-        .and_then(|pid| pid.trim().parse::<i32>().ok())
-        .filter(|pid| *pid > 1)?;
-    Some(GuardState {
-        guard,
-        empty: text.lines().any(|line| line == "empty"),
-        namespace: status.mechanism == "namespaces",
-    })
-}
-
-/// Whether process `pid` is alive (not a zombie): `/proc/PID/stat`.
-#[expect(
-    clippy::disallowed_methods,
-    reason = "the runtime is where ambient authority lives"
-)]
-pub(crate) fn alive(pid: i32) -> bool {
-    std::fs::read_to_string(format!("/proc/{pid}/stat")).is_ok_and(|stat| {
-        stat.rsplit_once(')').is_some_and(|(_, rest)| {
-            let state = rest.trim_start();
-            !state.starts_with('Z') && !state.starts_with('X')
-        })
-    })
-}
-
-impl ConfinementCheck {
-    /// Waits (up to `within`) until the helper's guard has ended, and returns whether Keel can
-    /// confirm that nothing the command started is left: under namespaces the namespace's init
-    /// has exited (the kernel lets it exit only once every other process of its namespace is
-    /// gone); under the fallback the reaper has exited after writing `empty` (it found no
-    /// descendant left, daemons that left the command's session included, this being a
-    /// subreaper). `false` when the helper did not say (it was killed before it could, or a
-    /// client ran something else): Keel then does not claim it.
-    #[expect(
-        clippy::disallowed_methods,
-        reason = "the runtime is where ambient authority lives"
-    )]
-    pub async fn wait_gone(&self, within: Duration) -> bool {
-        let until = tokio::time::Instant::now() + within;
-        let mut pause = Duration::from_millis(1);
-        loop {
-            let text = std::fs::read_to_string(&self.status_file).unwrap_or_default();
-            match guard_state(&text, &self.nonce) {
-                None => return false,
-                Some(state) if !alive(state.guard) => {
-                    if state.namespace {
-                        return true;
-                    }
-                    // The reaper wrote `empty` before it exited, if it did: read once more.
-                    let text = std::fs::read_to_string(&self.status_file).unwrap_or_default();
-                    return guard_state(&text, &self.nonce).is_some_and(|state| state.empty);
-                }
-                Some(_) => {}
-            }
-            if tokio::time::Instant::now() >= until {
-                return false;
-            }
-            tokio::time::sleep(pause).await;
-            pause = (pause * 2).min(Duration::from_millis(20));
-        }
-    }
-}
-
 /// A shell command ready to start: the program, its arguments, and how to check confinement.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct ShellInvocation {
@@ -466,8 +303,17 @@ pub enum SandboxError {
         "[sandbox] mode = \"required\", but no sandbox helper is configured; the command was not run"
     )]
     NoHelper,
-    #[error("cannot prepare the sandbox: {0}")]
-    Io(String),
+    /// The session's sandbox files (its directories, a profile too large for the environment)
+    /// cannot be written.
+    #[error("cannot prepare the sandbox: {}: {source}", path.display())]
+    Io {
+        path: PathBuf,
+        source: std::io::Error,
+    },
+    #[error("cannot prepare the sandbox: the profile: {0}")]
+    Profile(#[source] serde_json::Error),
+    #[error("cannot prepare the sandbox: {} is not UTF-8", .0.display())]
+    NotUtf8(PathBuf),
     #[error(
         "a command allowed without asking runs only from Keel's rendering of it, and this one has none"
     )]
@@ -480,7 +326,10 @@ impl From<SandboxError> for crate::tool::ToolError {
     fn from(error: SandboxError) -> Self {
         match error {
             SandboxError::NoHelper => crate::tool::ToolError::Unavailable(error.to_string()),
-            SandboxError::Io(_) | SandboxError::NotRendered => {
+            SandboxError::Io { .. }
+            | SandboxError::Profile(_)
+            | SandboxError::NotUtf8(_)
+            | SandboxError::NotRendered => {
                 crate::tool::ToolError::internal("preparing the sandbox", error)
             }
         }
@@ -624,8 +473,10 @@ impl super::Runtime {
             }
             return Ok(direct("no sandbox helper is configured"));
         };
-        let io =
-            |what: &Path, e: std::io::Error| SandboxError::Io(format!("{}: {e}", what.display()));
+        let io = |path: &Path, source: std::io::Error| SandboxError::Io {
+            path: path.to_path_buf(),
+            source,
+        };
         let dir = self.inner.scratch_dir.join("sandbox");
         let tmp_dir = self.inner.scratch_dir.join("tmp");
         let staging_dir = dir.join("root");
@@ -647,12 +498,11 @@ impl super::Runtime {
                 .endpoint(&dir, &self.inner.scope, spec.loopback_upstream_for_tests)
                 .ok();
         }
-        let text = serde_json::to_string(&profile)
-            .map_err(|e| SandboxError::Io(format!("profile: {e}")))?;
+        let text = serde_json::to_string(&profile).map_err(SandboxError::Profile)?;
         let utf8 = |path: &Path| {
             path.to_str()
                 .map(str::to_owned)
-                .ok_or_else(|| SandboxError::Io(format!("{} is not UTF-8", path.display())))
+                .ok_or_else(|| SandboxError::NotUtf8(path.to_path_buf()))
         };
         // The profile travels in the environment, so what the editor's terminal shows (and
         // runs) reads `keel-sandbox run -- bash -c COMMAND`; one larger than a variable may

@@ -34,7 +34,6 @@ use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use serde::{Deserialize, Serialize};
 use tokio::io::{AsyncRead, AsyncReadExt as _, AsyncWrite, AsyncWriteExt as _};
 use tokio::net::TcpStream;
 use tokio_util::sync::CancellationToken;
@@ -44,8 +43,7 @@ use crate::capability::Scope;
 /// The proxy's file name in the session's `sandbox` directory.
 pub const SOCKET_NAME: &str = "proxy.sock";
 
-/// Where the namespace helper shows the proxy's socket inside the command's root.
-pub const SOCKET_IN_ROOT: &str = "/run/keel-proxy.sock";
+pub use keel_sandbox::{ProxyEndpoint, SOCKET_IN_ROOT};
 
 /// The request head (request line and headers) is refused past this size.
 const MAX_HEAD: usize = 16 * 1024;
@@ -62,18 +60,26 @@ pub trait HostGate: Send + Sync + Debug {
     /// Whether the rules allow any host at all without asking (the proxy is offered only then).
     fn any_allowed(&self) -> bool;
     /// `Ok` when the rules allow commands to reach `host` (lower-case, no port) without
-    /// asking; otherwise why not.
+    /// asking; otherwise why not. The reason is a message, not an error to handle: the proxy
+    /// puts it as it is in the `403` the command gets, for the model and the user to read.
+    // String error: the reason the proxy puts as it is in its `403`.
     fn check(&self, host: &str) -> Result<(), String>;
 }
 
-/// How a confined command reaches the proxy (in the [`super::Profile`]).
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-pub struct ProxyEndpoint {
-    /// The proxy's Unix socket (the namespace helper binds it into the command's root).
-    pub socket: PathBuf,
-    /// The proxy's port on the host's loopback (the Landlock fallback allows connecting to
-    /// it, and to nothing else).
-    pub port: u16,
+/// Why the proxy cannot run (a command then has no network).
+#[derive(Debug, thiserror::Error)]
+pub enum ProxyError {
+    #[error("no host gate")]
+    NoGate,
+    #[error("the proxy needs a tokio runtime")]
+    NoRuntime(#[source] tokio::runtime::TryCurrentError),
+    #[error("binding {}: {source}", path.display())]
+    Bind {
+        path: PathBuf,
+        source: std::io::Error,
+    },
+    #[error("listening on the loopback: {0}")]
+    Loopback(#[source] std::io::Error),
 }
 
 /// The proxy of one session: started once, on first use; stopped when the last runtime
@@ -81,7 +87,9 @@ pub struct ProxyEndpoint {
 #[derive(Debug, Default)]
 pub(crate) struct ProxyState {
     pub(crate) gate: Option<Arc<dyn HostGate>>,
-    started: Mutex<Option<Result<ProxyEndpoint, String>>>,
+    /// The first start's outcome, shared by every later command (an error too: it is not
+    /// retried).
+    started: Mutex<Option<Result<ProxyEndpoint, Arc<ProxyError>>>>,
     cancel: CancellationToken,
 }
 
@@ -107,9 +115,9 @@ impl ProxyState {
         dir: &Path,
         scope: &Scope,
         upstream_for_tests: Option<u16>,
-    ) -> Result<ProxyEndpoint, String> {
+    ) -> Result<ProxyEndpoint, Arc<ProxyError>> {
         let Some(gate) = &self.gate else {
-            return Err("no host gate".into());
+            return Err(Arc::new(ProxyError::NoGate));
         };
         let mut started = self
             .started
@@ -126,7 +134,8 @@ impl ProxyState {
                 upstream_for_tests,
             },
             self.cancel.clone(),
-        );
+        )
+        .map_err(Arc::new);
         if let Err(error) = &result {
             tracing::warn!(%error, "the sandbox's proxy cannot start; commands have no network");
         }
@@ -155,19 +164,22 @@ pub fn start(
     socket: &Path,
     filter: Filter,
     cancel: CancellationToken,
-) -> Result<ProxyEndpoint, String> {
-    let handle = tokio::runtime::Handle::try_current()
-        .map_err(|_| "the proxy needs a tokio runtime".to_owned())?;
+) -> Result<ProxyEndpoint, ProxyError> {
+    let handle = tokio::runtime::Handle::try_current().map_err(ProxyError::NoRuntime)?;
     let _ = std::fs::remove_file(socket);
-    let unix = std::os::unix::net::UnixListener::bind(socket)
-        .map_err(|e| format!("binding {}: {e}", socket.display()))?;
-    unix.set_nonblocking(true).map_err(|e| e.to_string())?;
-    let tcp = std::net::TcpListener::bind((Ipv4Addr::LOCALHOST, 0)).map_err(|e| e.to_string())?;
-    tcp.set_nonblocking(true).map_err(|e| e.to_string())?;
-    let port = tcp.local_addr().map_err(|e| e.to_string())?.port();
+    let bind = |source| ProxyError::Bind {
+        path: socket.to_path_buf(),
+        source,
+    };
+    let unix = std::os::unix::net::UnixListener::bind(socket).map_err(bind)?;
+    unix.set_nonblocking(true).map_err(bind)?;
+    let tcp =
+        std::net::TcpListener::bind((Ipv4Addr::LOCALHOST, 0)).map_err(ProxyError::Loopback)?;
+    tcp.set_nonblocking(true).map_err(ProxyError::Loopback)?;
+    let port = tcp.local_addr().map_err(ProxyError::Loopback)?.port();
     let _guard = handle.enter();
-    let unix = tokio::net::UnixListener::from_std(unix).map_err(|e| e.to_string())?;
-    let tcp = tokio::net::TcpListener::from_std(tcp).map_err(|e| e.to_string())?;
+    let unix = tokio::net::UnixListener::from_std(unix).map_err(bind)?;
+    let tcp = tokio::net::TcpListener::from_std(tcp).map_err(ProxyError::Loopback)?;
     let filter = Arc::new(filter);
     {
         let (filter, cancel) = (filter.clone(), cancel.clone());

@@ -12,11 +12,12 @@ use landlock::{
     RulesetAttr as _, RulesetCreated, RulesetCreatedAttr as _, Scope, path_beneath_rules,
 };
 use seccompiler::{
-    BpfProgram, SeccompAction, SeccompCmpArgLen, SeccompCmpOp, SeccompCondition, SeccompFilter,
-    SeccompRule,
+    BackendError, BpfProgram, SeccompAction, SeccompCmpArgLen, SeccompCmpOp, SeccompCondition,
+    SeccompFilter, SeccompRule,
 };
 
-use super::profile::{Profile, SYSTEM_DIRS};
+use crate::error::{Error, Result};
+use crate::profile::{Profile, SYSTEM_DIRS};
 
 /// The newest Landlock ABI Keel asks for; older kernels get what they support.
 const ABI_WANTED: ABI = ABI::V6;
@@ -78,9 +79,9 @@ pub struct Prepared {
 }
 
 /// Builds the confinement (nothing is applied yet); an error when Landlock is not available.
-pub fn prepare(profile: &Profile) -> Result<Prepared, String> {
+pub fn prepare(profile: &Profile) -> Result<Prepared> {
     let mut notes = Vec::new();
-    let abi = landlock_abi().ok_or("Landlock is not supported")?;
+    let abi = landlock_abi().ok_or(Error::NoLandlock)?;
     if abi < 6 {
         notes.push(format!(
             "Landlock is only partly supported by this kernel (ABI {abi} < 6: a command may \
@@ -122,34 +123,24 @@ pub fn prepare(profile: &Profile) -> Result<Prepared, String> {
     listed.push(PathBuf::from("/dev"));
     let mut ruleset = Ruleset::default()
         .set_compatibility(CompatLevel::BestEffort)
-        .handle_access(AccessFs::from_all(ABI_WANTED))
-        .map_err(|e| e.to_string())?;
+        .handle_access(AccessFs::from_all(ABI_WANTED))?;
     if !profile.network {
-        ruleset = ruleset
-            .handle_access(AccessNet::from_all(ABI_WANTED))
-            .map_err(|e| e.to_string())?;
+        ruleset = ruleset.handle_access(AccessNet::from_all(ABI_WANTED))?;
     }
     let mut created = ruleset
-        .scope(Scope::from_all(ABI_WANTED))
-        .map_err(|e| e.to_string())?
-        .create()
-        .map_err(|e| e.to_string())?
-        .add_rules(path_beneath_rules(&read, AccessFs::from_read(ABI_WANTED)))
-        .map_err(|e| e.to_string())?
-        .add_rules(path_beneath_rules(&listed, AccessFs::ReadDir))
-        .map_err(|e| e.to_string())?
-        .add_rules(path_beneath_rules(&write, AccessFs::from_all(ABI_WANTED)))
-        .map_err(|e| e.to_string())?;
+        .scope(Scope::from_all(ABI_WANTED))?
+        .create()?
+        .add_rules(path_beneath_rules(&read, AccessFs::from_read(ABI_WANTED)))?
+        .add_rules(path_beneath_rules(&listed, AccessFs::ReadDir))?
+        .add_rules(path_beneath_rules(&write, AccessFs::from_all(ABI_WANTED)))?;
     if let Some(port) = proxy_port {
         // The one TCP connection the program may make: to Keel's proxy on the loopback.
-        created = created
-            .add_rule(NetPort::new(port, AccessNet::ConnectTcp))
-            .map_err(|e| e.to_string())?;
+        created = created.add_rule(NetPort::new(port, AccessNet::ConnectTcp))?;
     }
     let seccomp = if profile.network {
         None
     } else {
-        Some(socket_filter(proxy_port.is_some()).map_err(|e| format!("seccomp: {e}"))?)
+        Some(socket_filter(proxy_port.is_some())?)
     };
     Ok(Prepared {
         ruleset: Some(created),
@@ -178,9 +169,9 @@ impl Prepared {
 
 /// Confines this very process ([`prepare`], then [`Prepared::apply`]). Returns notes on what is
 /// not enforced and the filtering proxy's port (see [`Prepared::proxy_port`]).
-pub fn confine(profile: &Profile) -> Result<(Vec<String>, Option<u16>), String> {
+pub fn confine(profile: &Profile) -> Result<(Vec<String>, Option<u16>)> {
     let mut prepared = prepare(profile)?;
-    prepared.apply().map_err(|e| e.to_string())?;
+    prepared.apply().map_err(Error::Apply)?;
     Ok((std::mem::take(&mut prepared.notes), prepared.proxy_port))
 }
 
@@ -296,12 +287,11 @@ fn around_masked(entries: &[PathBuf], masked: &[PathBuf]) -> (Vec<PathBuf>, Vec<
 /// way out), plain TCP sockets are allowed too (Landlock decides where they may connect): only
 /// `SOCK_STREAM` with protocol 0 or TCP, so no UDP, raw or SCTP socket escapes Landlock's TCP
 /// rules; and TCP Fast Open, which connects from `sendto`/`sendmsg`, is refused.
-fn socket_filter(tcp: bool) -> Result<BpfProgram, String> {
+fn socket_filter(tcp: bool) -> Result<BpfProgram, BackendError> {
     let condition = |arg: u8, op: SeccompCmpOp, value: u64| {
-        SeccompCondition::new(arg, SeccompCmpArgLen::Dword, op, value).map_err(|e| e.to_string())
+        SeccompCondition::new(arg, SeccompCmpArgLen::Dword, op, value)
     };
-    let rule =
-        |conditions: Vec<SeccompCondition>| SeccompRule::new(conditions).map_err(|e| e.to_string());
+    let rule = |conditions: Vec<SeccompCondition>| SeccompRule::new(conditions);
     let unix = libc::AF_UNIX as u64;
     let mut socket_rules = Vec::new();
     let mut rules: BTreeMap<i64, Vec<SeccompRule>> = BTreeMap::new();
@@ -364,19 +354,14 @@ fn socket_filter(tcp: bool) -> Result<BpfProgram, String> {
     }
     rules.insert(libc::SYS_socket, socket_rules);
     rules.insert(libc::SYS_io_uring_setup, Vec::new());
-    let arch = std::env::consts::ARCH
-        .try_into()
-        .map_err(|e: seccompiler::BackendError| e.to_string())?;
+    let arch = std::env::consts::ARCH.try_into()?;
     let filter = SeccompFilter::new(
         rules,
         SeccompAction::Allow,
         SeccompAction::Errno(libc::EPERM as u32),
         arch,
-    )
-    .map_err(|e| e.to_string())?;
-    filter
-        .try_into()
-        .map_err(|e: seccompiler::BackendError| e.to_string())
+    )?;
+    filter.try_into()
 }
 
 /// The newest Landlock ABI (up to the one Keel uses) this kernel supports, by probing.

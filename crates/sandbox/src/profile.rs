@@ -5,9 +5,8 @@ use std::path::PathBuf;
 use serde::{Deserialize, Serialize};
 
 /// Which mechanism the helper may use.
-#[derive(
-    Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, Default, schemars::JsonSchema,
-)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, Default)]
+#[cfg_attr(feature = "schemars", derive(schemars::JsonSchema))]
 #[serde(rename_all = "kebab-case")]
 pub enum Mechanism {
     /// Namespaces where they work, else Landlock + seccomp.
@@ -19,10 +18,10 @@ pub enum Mechanism {
     Landlock,
 }
 
-/// The build of keel-core this binary holds (a hash of its sources, from `build.rs`). Keel
+/// The build of this crate the binary holds (a hash of its sources, from `build.rs`). Keel
 /// writes it into every profile, and the helper refuses a profile from another build: a
 /// `keel-sandbox` left over from an older build would read it with other code.
-pub const HELPER_BUILD: &str = env!("KEEL_CORE_BUILD_ID");
+pub const HELPER_BUILD: &str = env!("KEEL_SANDBOX_BUILD_ID");
 
 /// One command's confinement. Every path is absolute and canonical.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -66,7 +65,7 @@ pub struct Profile {
     /// With the network off: Keel's filtering proxy, the one way out (to the hosts the
     /// session's rules allow). `None`: no network at all.
     #[serde(default)]
-    pub proxy: Option<super::proxy::ProxyEndpoint>,
+    pub proxy: Option<ProxyEndpoint>,
     /// Credential files and directories inside what the program sees: each one that exists
     /// when the command starts looks empty and cannot be changed (a file: empty; a directory:
     /// an empty directory). Under the Landlock fallback they are left out of the read rules.
@@ -76,6 +75,17 @@ pub struct Profile {
     /// one is removed before the program starts, whoever started the helper.
     #[serde(default)]
     pub env_allow: Vec<String>,
+}
+
+/// How a confined command reaches Keel's filtering proxy (keel-core's `runtime::sandbox::proxy`).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ProxyEndpoint {
+    /// The proxy's Unix socket (the namespace helper binds it into the command's root, at
+    /// [`crate::SOCKET_IN_ROOT`]).
+    pub socket: PathBuf,
+    /// The proxy's port on the host's loopback (the Landlock fallback allows connecting to
+    /// it, and to nothing else).
+    pub port: u16,
 }
 
 /// [`DEFAULT_ENV_ALLOW`] as a profile holds it.
@@ -189,3 +199,17 @@ pub const DEFAULT_ENV_ALLOW: &[&str] = &[
     "SSL_CERT_FILE",
     "SSL_CERT_DIR",
 ];
+
+#[cfg(test)]
+mod tests {
+    use super::env_allowed;
+
+    #[test]
+    fn the_environment_allowlist_takes_names_and_prefixes() {
+        let allow = vec!["PATH".to_owned(), "LC_*".to_owned()];
+        assert!(env_allowed(&allow, "PATH"));
+        assert!(env_allowed(&allow, "LC_ALL"));
+        assert!(!env_allowed(&allow, "PATHX"));
+        assert!(!env_allowed(&allow, "AWS_SECRET_ACCESS_KEY"));
+    }
+}

@@ -13,8 +13,8 @@ use crate::runtime::sandbox::SandboxSpec;
 use crate::runtime::{FileBackend, Runtime, RuntimeConfig, TerminalBackend};
 use crate::tool::{DynTool, Limits, Registry, SessionState};
 
-use super::AgentError;
 use super::session::{ModelSlot, Session};
+use super::{AgentError, SetupError};
 use crate::store::{SessionLog, SessionMeta, SessionStore, StoreError, StoredEvent};
 
 /// The name of the model slot when no model is named and none resolves.
@@ -235,6 +235,16 @@ pub enum Persistence {
     Fork { from: String },
 }
 
+/// A session's log as [`Engine::open_session`] found it.
+enum OpenedLog {
+    /// Not kept ([`Persistence::Off`]).
+    Off,
+    /// Kept: the open log and the events it already held.
+    Kept(Box<SessionLog>, Vec<StoredEvent>),
+    /// Meant to be kept, but the store could not be written.
+    Unkept(StoreError),
+}
+
 /// Shared by every session of the process.
 #[derive(Debug)]
 pub struct Engine {
@@ -346,7 +356,7 @@ impl Engine {
     pub fn registry(&self) -> Result<Registry, AgentError> {
         let env = self.config.env.clone();
         let mut registry =
-            crate::tools::bundled(&move |key: &str| env(key)).map_err(AgentError::Setup)?;
+            crate::tools::bundled(&move |key: &str| env(key)).map_err(SetupError::from)?;
         for tool in &self.config.extra_tools {
             registry.register_shadowing(tool.clone());
         }
@@ -411,12 +421,14 @@ impl Engine {
         id: &str,
         persistence: &Persistence,
         roots: &mut Vec<PathBuf>,
-    ) -> Result<Option<(SessionLog, Vec<StoredEvent>)>, AgentError> {
+    ) -> Result<OpenedLog, AgentError> {
         if *persistence == Persistence::Off {
-            return Ok(None);
+            return Ok(OpenedLog::Off);
         }
         let store = self.store().ok_or_else(|| {
-            AgentError::Setup("there is no user data directory to keep sessions in".into())
+            AgentError::Setup(SetupError::Refused(
+                "there is no user data directory to keep sessions in".into(),
+            ))
         })?;
         let meta = |roots: &[PathBuf]| {
             SessionMeta::new(
@@ -425,14 +437,15 @@ impl Engine {
                 roots.iter().skip(1).cloned().collect(),
             )
         };
-        Ok(Some(match persistence {
-            Persistence::Off => return Ok(None),
+        let (log, events) = match persistence {
+            Persistence::Off => return Ok(OpenedLog::Off),
             Persistence::Create => match store.create(meta(roots)) {
                 Ok(log) => (log, Vec::new()),
-                // A store that cannot be written must not keep the user from working.
+                // A store that cannot be written must not keep the user from working; the
+                // first turn tells the user.
                 Err(error @ StoreError::Io { .. }) => {
                     tracing::warn!(%error, "the session is not kept: the session store failed");
-                    return Ok(None);
+                    return Ok(OpenedLog::Unkept(error));
                 }
                 Err(error) => return Err(error.into()),
             },
@@ -457,7 +470,8 @@ impl Engine {
                 }
                 store.fork(from, meta(roots))?
             }
-        }))
+        };
+        Ok(OpenedLog::Kept(Box::new(log), events))
     }
 
     /// Opens a session: compiles the scope over the roots, builds the registry and the policy.
@@ -470,15 +484,20 @@ impl Engine {
         let mut roots = std::mem::take(&mut options.roots);
         let stored = self.open_log(&id, &options.persistence, &mut roots)?;
         options.roots = roots;
-        let session = self.build_session(id, options, stored.as_ref().map(|(_, e)| e.as_slice()));
+        let events = match &stored {
+            OpenedLog::Kept(_, events) => Some(events.as_slice()),
+            OpenedLog::Off | OpenedLog::Unkept(_) => None,
+        };
+        let session = self.build_session(id, options, events);
         match (session, stored) {
-            (Ok(session), Some((log, events))) => Ok(session.with_log(log, events)),
-            (Ok(session), None) => Ok(session),
-            (Err(error), Some((log, _))) => {
+            (Ok(session), OpenedLog::Kept(log, events)) => Ok(session.with_log(*log, events)),
+            (Ok(session), OpenedLog::Unkept(error)) => Ok(session.unkept(error)),
+            (Ok(session), OpenedLog::Off) => Ok(session),
+            (Err(error), OpenedLog::Kept(log, _)) => {
                 log.close();
                 Err(error)
             }
-            (Err(error), None) => Err(error),
+            (Err(error), OpenedLog::Off | OpenedLog::Unkept(_)) => Err(error),
         }
     }
 
@@ -544,7 +563,7 @@ impl Engine {
                 ..self.config.sandbox.clone()
             },
         })
-        .map_err(|e| AgentError::Setup(e.to_string()))?
+        .map_err(SetupError::from)?
         .with_backends(options.files, options.terminals)
         .with_protected(self.config.global_config_dir.iter().cloned());
         // The workspace's credential files, listed before the first command needs them.
@@ -566,7 +585,7 @@ impl Engine {
                 None => Trust::Unknown,
             },
         };
-        let setup = |e: crate::policy::PolicyError| AgentError::Setup(e.to_string());
+        let setup = |e: crate::policy::PolicyError| AgentError::Setup(e.into());
         let mut layers =
             PolicyLayers::load(&workspace, self.config.global_config_dir.as_deref(), trust)
                 .map_err(setup)?;
@@ -687,10 +706,10 @@ fn same_workspace(id: &str, stored: &Path, asked: &Path) -> Result<(), AgentErro
     if canonical(stored) == canonical(asked) {
         return Ok(());
     }
-    Err(AgentError::Setup(format!(
+    Err(AgentError::Setup(SetupError::Refused(format!(
         "session `{id}` belongs to the workspace {}, not to {}; open it from its own \
          workspace, or start a new session here",
         stored.display(),
         asked.display()
-    )))
+    ))))
 }

@@ -1,6 +1,7 @@
-//! Stamps the build: `KEEL_CORE_BUILD_ID` is a hash of keel-core's sources, so the sandbox
-//! helper can refuse a profile written by Keel built from other sources (a `keel-sandbox` left
-//! over from an older build would otherwise apply it with older code).
+//! Stamps the build: `KEEL_SANDBOX_BUILD_ID` is a hash of this crate's sources (the profile's
+//! type and the code that applies it), so the helper can refuse a profile written by a Keel
+//! built against other sources (a `keel-sandbox` left over from an older build would otherwise
+//! apply it with older code).
 #![expect(
     clippy::disallowed_methods,
     clippy::unwrap_used,
@@ -32,7 +33,7 @@ fn main() {
         std::fs::read(file).unwrap().hash(&mut hasher);
     }
     println!(
-        "cargo:rustc-env=KEEL_CORE_BUILD_ID={:016x}",
+        "cargo:rustc-env=KEEL_SANDBOX_BUILD_ID={:016x}",
         hasher.finish()
     );
     println!("cargo:rerun-if-changed=src");

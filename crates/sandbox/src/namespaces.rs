@@ -1,0 +1,475 @@
+//! Stage 1 under namespaces: the user, mount (and network) namespaces, and the command's new
+//! root built on a tmpfs: the system directories read-only, the home allowlist, the private
+//! `/tmp`, the workspace, the protected and masked paths, a minimal `/dev`, and the filtering
+//! proxy's socket. [`crate::init`] then pivots into it.
+
+#![expect(
+    clippy::disallowed_methods,
+    reason = "the helper is the layer that confines processes: it builds the command's root \
+              from the host's files, outside Keel's runtime"
+)]
+
+use std::ffi::OsString;
+use std::os::unix::ffi::OsStrExt as _;
+use std::os::unix::fs::symlink;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+use nix::errno::Errno;
+use nix::mount::{MsFlags, mount};
+use nix::sched::{CloneFlags, unshare};
+use nix::sys::statvfs::{FsFlags, statvfs};
+
+use crate::error::{Error, Result};
+use crate::profile::{Profile, SYSTEM_DIRS};
+
+pub(crate) fn write_file(path: &str, text: &str) -> Result<()> {
+    std::fs::write(path, text).map_err(|e| Error::io_in(path, e))
+}
+
+/// Stage 1 set-up: the user, mount and network namespaces and the new root's file system.
+/// Returns whether the filtering proxy's socket is in the new root (and the namespace's
+/// loopback up, for the forwarder).
+pub(crate) fn enter(profile: &Profile, (uid, gid): (u32, u32)) -> Result<bool> {
+    std::fs::create_dir_all(&profile.staging_dir)
+        .map_err(|e| Error::io(&profile.staging_dir, e))?;
+    let mut flags = CloneFlags::CLONE_NEWUSER | CloneFlags::CLONE_NEWNS;
+    if !profile.network {
+        flags |= CloneFlags::CLONE_NEWNET;
+    }
+    unshare(flags).map_err(|e| Error::sys("unshare", e))?;
+    write_file("/proc/self/setgroups", "deny")?;
+    write_file("/proc/self/uid_map", &format!("0 {uid} 1"))?;
+    write_file("/proc/self/gid_map", &format!("0 {gid} 1"))?;
+    let mut proxy = false;
+    if !profile.network {
+        // The new network namespace's own loopback (not the host's): test servers inside the
+        // command work; nothing outside is reachable. Optional (without it, no proxy either).
+        proxy = loopback_up().is_ok() && profile.proxy.is_some();
+    }
+    mount(
+        None::<&str>,
+        "/",
+        None::<&str>,
+        MsFlags::MS_REC | MsFlags::MS_PRIVATE,
+        None::<&str>,
+    )
+    .map_err(|e| Error::sys("making / private", e))?;
+    build_root(profile)?;
+    if let (true, Some(endpoint)) = (proxy, &profile.proxy) {
+        let root = profile.staging_dir.as_path();
+        let target = in_root(root, Path::new(crate::SOCKET_IN_ROOT));
+        proxy = bind_socket(&endpoint.socket, &target).is_ok();
+    }
+    Ok(proxy)
+}
+
+/// Shows the proxy's Unix socket at `target` in the new root (a bind mount of the socket).
+fn bind_socket(socket: &Path, target: &Path) -> Result<()> {
+    if let Some(parent) = target.parent() {
+        std::fs::create_dir_all(parent).map_err(|e| Error::io(parent, e))?;
+    }
+    std::fs::File::create(target).map_err(|e| Error::io(target, e))?;
+    mount(
+        Some(socket),
+        target,
+        None::<&str>,
+        MsFlags::MS_BIND,
+        None::<&str>,
+    )
+    .map_err(|e| Error::sys(format!("binding {}", socket.display()), e))
+}
+
+/// Sets `lo` (interface 1 in a new network namespace) up with one `RTM_NEWLINK` netlink request.
+fn loopback_up() -> Result<(), Errno> {
+    use nix::sys::socket::{
+        AddressFamily, MsgFlags, SockFlag, SockProtocol, SockType, recv, send, socket,
+    };
+    use std::os::fd::AsRawFd as _;
+    const RTM_NEWLINK: u16 = 16;
+    const NLM_F_REQUEST: u16 = 1;
+    const NLM_F_ACK: u16 = 4;
+    const IFF_UP: u32 = 1;
+    let fd = socket(
+        AddressFamily::Netlink,
+        SockType::Raw,
+        SockFlag::SOCK_CLOEXEC,
+        SockProtocol::NetlinkRoute,
+    )?;
+    let mut message = Vec::with_capacity(32);
+    message.extend_from_slice(&32u32.to_ne_bytes()); // nlmsg_len
+    message.extend_from_slice(&RTM_NEWLINK.to_ne_bytes()); // nlmsg_type
+    message.extend_from_slice(&(NLM_F_REQUEST | NLM_F_ACK).to_ne_bytes()); // nlmsg_flags
+    message.extend_from_slice(&1u32.to_ne_bytes()); // nlmsg_seq
+    message.extend_from_slice(&0u32.to_ne_bytes()); // nlmsg_pid
+    message.extend_from_slice(&[0u8, 0u8]); // ifi_family (AF_UNSPEC), padding
+    message.extend_from_slice(&0u16.to_ne_bytes()); // ifi_type
+    message.extend_from_slice(&1i32.to_ne_bytes()); // ifi_index: lo
+    message.extend_from_slice(&IFF_UP.to_ne_bytes()); // ifi_flags
+    message.extend_from_slice(&IFF_UP.to_ne_bytes()); // ifi_change
+    send(fd.as_raw_fd(), &message, MsgFlags::empty())?;
+    // The acknowledgement: an NLMSG_ERROR whose error field is 0 on success.
+    let mut reply = [0u8; 64];
+    let n = recv(fd.as_raw_fd(), &mut reply, MsgFlags::empty())?;
+    let code = reply
+        .get(16..20)
+        .filter(|_| n >= 20)
+        .and_then(|b| <[u8; 4]>::try_from(b).ok())
+        .map(i32::from_ne_bytes)
+        .unwrap_or(-1);
+    if code == 0 {
+        Ok(())
+    } else {
+        Err(Errno::from_raw(-code))
+    }
+}
+
+pub(crate) fn in_root(root: &Path, path: &Path) -> PathBuf {
+    root.join(path.strip_prefix("/").unwrap_or(path))
+}
+
+fn build_root(profile: &Profile) -> Result<()> {
+    let root = profile.staging_dir.as_path();
+    let mounts = Mounts {
+        points: std::cell::OnceCell::new(),
+        staging: root.to_path_buf(),
+    };
+    mount(
+        Some("tmpfs"),
+        root,
+        Some("tmpfs"),
+        MsFlags::MS_NOSUID | MsFlags::MS_NODEV,
+        Some("mode=0755"),
+    )
+    .map_err(|e| Error::sys("tmpfs on the new root", e))?;
+    for dir in SYSTEM_DIRS {
+        let dir = Path::new(dir);
+        match std::fs::symlink_metadata(dir) {
+            Ok(meta) if meta.file_type().is_symlink() => {
+                let target = std::fs::read_link(dir).map_err(|e| Error::io(dir, e))?;
+                symlink(&target, in_root(root, dir)).map_err(|e| Error::io(dir, e))?;
+            }
+            Ok(meta) if meta.is_dir() => bind(root, dir, true, &mounts)?,
+            _ => {}
+        }
+    }
+    let tmp = root.join("tmp");
+    std::fs::create_dir_all(&tmp).map_err(|e| Error::io_in("/tmp", e))?;
+    bind_at(&profile.tmp_dir, &tmp, false, &mounts)?;
+    // The home directory itself is an empty directory on the tmpfs: only the allowlist shows.
+    if let Some(home) = &profile.home {
+        let _ = std::fs::create_dir_all(in_root(root, home));
+    }
+    for path in &profile.home_readable {
+        if path.exists() {
+            bind(root, path, true, &mounts)?;
+        }
+    }
+    for path in &profile.home_writable {
+        if path.exists() {
+            bind(root, path, false, &mounts)?;
+        }
+    }
+    for path in &profile.readable {
+        bind(root, path, true, &mounts)?;
+    }
+    for path in &profile.writable {
+        bind(root, path, false, &mounts)?;
+    }
+    for path in &profile.pinned {
+        bind(root, path, false, &mounts)?;
+    }
+    for path in &profile.protected {
+        bind(root, path, true, &mounts)?;
+    }
+    mask(profile, root, &mounts)?;
+    build_dev(root, &mounts)
+}
+
+/// Covers each [`Profile::masked`] path that exists in the new root: a directory with an
+/// empty read-only tmpfs, anything else with an empty read-only file. The path is looked at
+/// without following a final symlink (Keel lists real files and directories only; a link there
+/// now is left alone, its target being checked on its own).
+fn mask(profile: &Profile, root: &Path, mounts: &Mounts) -> Result<()> {
+    let mut empty: Option<PathBuf> = None;
+    for path in &profile.masked {
+        let target = in_root(root, path);
+        let Ok(meta) = std::fs::symlink_metadata(&target) else {
+            continue;
+        };
+        if meta.is_dir() {
+            mount(
+                Some("tmpfs"),
+                &target,
+                Some("tmpfs"),
+                MsFlags::MS_NOSUID | MsFlags::MS_NODEV | MsFlags::MS_NOEXEC | MsFlags::MS_RDONLY,
+                Some("mode=0555,size=4k"),
+            )
+            .map_err(|e| Error::sys(format!("masking {}", path.display()), e))?;
+        } else if !meta.file_type().is_symlink() {
+            let source = match &empty {
+                Some(source) => source.clone(),
+                None => {
+                    let source = profile.staging_dir.with_extension("empty");
+                    std::fs::write(&source, b"").map_err(|e| Error::io(&source, e))?;
+                    empty.insert(source).clone()
+                }
+            };
+            bind_at(&source, &target, true, mounts)?;
+        }
+    }
+    Ok(())
+}
+
+fn bind(root: &Path, path: &Path, read_only: bool, mounts: &Mounts) -> Result<()> {
+    bind_at(path, &in_root(root, path), read_only, mounts)
+}
+
+fn bind_at(source: &Path, target: &Path, read_only: bool, mounts: &Mounts) -> Result<()> {
+    let what = || format!("binding {}", source.display());
+    let meta = std::fs::metadata(source).map_err(|e| Error::io_in(what(), e))?;
+    if meta.is_dir() {
+        std::fs::create_dir_all(target).map_err(|e| Error::io_in(what(), e))?;
+    } else {
+        if let Some(parent) = target.parent() {
+            std::fs::create_dir_all(parent).map_err(|e| Error::io_in(what(), e))?;
+        }
+        if !target.exists() {
+            std::fs::File::create(target).map_err(|e| Error::io_in(what(), e))?;
+        }
+    }
+    mount(
+        Some(source),
+        target,
+        None::<&str>,
+        MsFlags::MS_BIND | MsFlags::MS_REC,
+        None::<&str>,
+    )
+    .map_err(|e| Error::sys(what(), e))?;
+    if read_only {
+        remount_read_only(target, source, mounts)?;
+    }
+    Ok(())
+}
+
+/// The mount points of the tree the new root is built from, read at most once from
+/// `/proc/self/mountinfo`, and only on kernels without `mount_setattr` (before 5.12).
+struct Mounts {
+    points: std::cell::OnceCell<Result<Vec<PathBuf>, Arc<std::io::Error>>>,
+    staging: PathBuf,
+}
+
+impl Mounts {
+    fn points(&self) -> Result<&[PathBuf]> {
+        let read = || read_mount_points().map_err(Arc::new);
+        match self.points.get_or_init(read) {
+            Ok(points) => Ok(points),
+            Err(e) => Err(Error::MountInfo(e.clone())),
+        }
+    }
+}
+
+/// `struct mount_attr` of `mount_setattr(2)`.
+#[repr(C)]
+struct MountAttr {
+    attr_set: u64,
+    attr_clr: u64,
+    propagation: u64,
+    userns_fd: u64,
+}
+
+/// Makes `target` and every mount below it read-only in one system call (`mount_setattr` with
+/// `AT_RECURSIVE`; Linux 5.12). It changes only the read-only flag, so the flags the kernel
+/// locks in a user namespace stay as they are. `Err(ENOSYS)` on older kernels.
+fn set_read_only_recursive(target: &Path) -> Result<(), Errno> {
+    const MOUNT_ATTR_RDONLY: u64 = 0x1;
+    let path = std::ffi::CString::new(target.as_os_str().as_bytes()).map_err(|_| Errno::EINVAL)?;
+    let attr = MountAttr {
+        attr_set: MOUNT_ATTR_RDONLY,
+        attr_clr: 0,
+        propagation: 0,
+        userns_fd: 0,
+    };
+    // SAFETY: `path` is a NUL-terminated string and `attr` a live `mount_attr` of the size
+    // passed; the kernel only reads both during the call.
+    #[expect(
+        unsafe_code,
+        reason = "mount_setattr has no wrapper in nix (see SAFETY)"
+    )]
+    let result = unsafe {
+        libc::syscall(
+            libc::SYS_mount_setattr,
+            libc::AT_FDCWD,
+            path.as_ptr(),
+            libc::AT_RECURSIVE as libc::c_uint,
+            &raw const attr,
+            std::mem::size_of::<MountAttr>(),
+        )
+    };
+    if result == 0 {
+        Ok(())
+    } else {
+        Err(Errno::last())
+    }
+}
+
+fn read_mount_points() -> std::io::Result<Vec<PathBuf>> {
+    let info = std::fs::read_to_string("/proc/self/mountinfo")?;
+    let mut points: Vec<PathBuf> = info
+        .lines()
+        .filter_map(|line| line.split(' ').nth(4))
+        .map(|field| PathBuf::from(unescape(field)))
+        .collect();
+    points.dedup();
+    Ok(points)
+}
+
+/// Remounts `target` and every mount below it read-only, keeping the flags the kernel locks
+/// (`nosuid`, `nodev`, `noexec`, atime) so the remount is allowed in a user namespace.
+fn remount_read_only(target: &Path, source: &Path, mounts: &Mounts) -> Result<()> {
+    let what = |point: &Path| format!("remounting {} read-only", point.display());
+    match set_read_only_recursive(target) {
+        Ok(()) => return Ok(()),
+        Err(Errno::ENOSYS) => {}
+        Err(e) => return Err(Error::sys(what(target), e)),
+    }
+    let points: Vec<PathBuf> = if mounts.staging.starts_with(source) {
+        // The new root itself lies below the source, so the recursive bind copied mounts made
+        // since the snapshot: read the table again (rare: a scratch directory inside a
+        // readable path).
+        read_mount_points()
+            .map_err(|e| Error::MountInfo(Arc::new(e)))?
+            .into_iter()
+            .filter(|point| point.starts_with(target))
+            .collect()
+    } else {
+        // The bind copied the source's mount and every mount below it: the same points,
+        // moved from the source to the target.
+        std::iter::once(target.to_path_buf())
+            .chain(mounts.points()?.iter().filter_map(|point| {
+                let rest = point.strip_prefix(source).ok()?;
+                (!rest.as_os_str().is_empty()).then(|| target.join(rest))
+            }))
+            .collect()
+    };
+    for point in points {
+        let flags = statvfs(&point)
+            .map_err(|e| Error::sys(what(&point), e))?
+            .flags();
+        let mut ms = MsFlags::MS_BIND | MsFlags::MS_REMOUNT | MsFlags::MS_RDONLY;
+        for (fs, m) in [
+            (FsFlags::ST_NOSUID, MsFlags::MS_NOSUID),
+            (FsFlags::ST_NODEV, MsFlags::MS_NODEV),
+            (FsFlags::ST_NOEXEC, MsFlags::MS_NOEXEC),
+            (FsFlags::ST_NOATIME, MsFlags::MS_NOATIME),
+            (FsFlags::ST_NODIRATIME, MsFlags::MS_NODIRATIME),
+            (FsFlags::ST_RELATIME, MsFlags::MS_RELATIME),
+        ] {
+            if flags.contains(fs) {
+                ms |= m;
+            }
+        }
+        mount(None::<&str>, &point, None::<&str>, ms, None::<&str>)
+            .map_err(|e| Error::sys(what(&point), e))?;
+    }
+    Ok(())
+}
+
+/// `/proc/self/mountinfo` escapes space, tab, newline and backslash as `\ooo`.
+fn unescape(field: &str) -> OsString {
+    let bytes = field.as_bytes();
+    let mut out = Vec::with_capacity(bytes.len());
+    let mut i = 0;
+    while i < bytes.len() {
+        if bytes[i] == b'\\'
+            && i + 3 < bytes.len() + 1
+            && let Some(code) = field
+                .get(i + 1..i + 4)
+                .and_then(|o| u8::from_str_radix(o, 8).ok())
+        {
+            out.push(code);
+            i += 4;
+            continue;
+        }
+        out.push(bytes[i]);
+        i += 1;
+    }
+    std::ffi::OsStr::from_bytes(&out).to_os_string()
+}
+
+fn build_dev(root: &Path, mounts: &Mounts) -> Result<()> {
+    let dev = root.join("dev");
+    std::fs::create_dir_all(&dev).map_err(|e| Error::io_in("/dev", e))?;
+    mount(
+        Some("tmpfs"),
+        &dev,
+        Some("tmpfs"),
+        MsFlags::MS_NOSUID | MsFlags::MS_NOEXEC,
+        Some("mode=0755"),
+    )
+    .map_err(|e| Error::sys("tmpfs on /dev", e))?;
+    let _ = mounts;
+    for name in ["null", "zero", "full", "random", "urandom", "tty"] {
+        // The node to bind onto, in the fresh tmpfs: one `openat`, no checks (a missing
+        // source fails the bind, and is skipped).
+        let source = Path::new("/dev").join(name);
+        let target = dev.join(name);
+        std::fs::File::create(&target).map_err(|e| Error::io(&target, e))?;
+        match mount(
+            Some(&source),
+            &target,
+            None::<&str>,
+            MsFlags::MS_BIND,
+            None::<&str>,
+        ) {
+            Ok(()) => {}
+            Err(Errno::ENOENT) => {
+                let _ = std::fs::remove_file(&target);
+            }
+            Err(e) => return Err(Error::sys(format!("binding {}", source.display()), e)),
+        }
+    }
+    for (link, target) in [
+        ("fd", "/proc/self/fd"),
+        ("stdin", "/proc/self/fd/0"),
+        ("stdout", "/proc/self/fd/1"),
+        ("stderr", "/proc/self/fd/2"),
+        ("ptmx", "pts/ptmx"),
+    ] {
+        symlink(target, dev.join(link)).map_err(|e| Error::io_in(format!("/dev/{link}"), e))?;
+    }
+    let pts = dev.join("pts");
+    let shm = dev.join("shm");
+    let _ = std::fs::create_dir_all(&pts);
+    let _ = std::fs::create_dir_all(&shm);
+    // Optional: a private pty instance and shared memory (programs that need them still run).
+    let _ = mount(
+        Some("devpts"),
+        &pts,
+        Some("devpts"),
+        MsFlags::MS_NOSUID | MsFlags::MS_NOEXEC,
+        Some("newinstance,ptmxmode=0666,mode=620"),
+    );
+    let _ = mount(
+        Some("tmpfs"),
+        &shm,
+        Some("tmpfs"),
+        MsFlags::MS_NOSUID | MsFlags::MS_NODEV,
+        Some("mode=1777"),
+    );
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::unescape;
+
+    #[test]
+    fn mountinfo_escapes_are_undone() {
+        assert_eq!(unescape("/a\\040b"), "/a b");
+        assert_eq!(unescape("/tab\\011and\\012line\\134"), "/tab\tand\nline\\");
+        // Not an escape: kept as it is.
+        assert_eq!(unescape("/x\\09"), "/x\\09");
+        assert_eq!(unescape("/end\\"), "/end\\");
+    }
+}

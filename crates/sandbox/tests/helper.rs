@@ -1,0 +1,286 @@
+//! The helper on its own: the real binary (`keel-sandbox-standalone`, the same `main` Keel ships
+//! as `keel-sandbox`) run with profiles written here, under each mechanism, and checked from
+//! outside. Keel's side (which helper, the profile it writes, the guards) is tested in keel-core
+//! and over `keel acp`.
+
+#![expect(
+    clippy::unwrap_used,
+    reason = "test helpers outside #[test] functions fail loudly on purpose"
+)]
+#![expect(
+    clippy::disallowed_methods,
+    reason = "tests set up and inspect their fixtures directly on disk and run the helper"
+)]
+
+use std::path::PathBuf;
+use std::process::{Command, Output};
+
+use keel_sandbox::{EXIT_HELPER_FAILED, HELPER_BUILD, Mechanism, PROFILE_ENV, Profile, Status};
+
+const HELPER: &str = env!("CARGO_BIN_EXE_keel-sandbox-standalone");
+
+/// A throw-away layout: a workspace, a home with a secret beside an allowed directory, a
+/// directory outside both, and the scratch files of one command.
+struct Layout {
+    _dir: tempfile::TempDir,
+    root: PathBuf,
+    workspace: PathBuf,
+    home: PathBuf,
+    outside: PathBuf,
+}
+
+impl Layout {
+    fn new() -> Layout {
+        let dir = tempfile::tempdir().unwrap();
+        let root = std::fs::canonicalize(dir.path()).unwrap();
+        let (workspace, home, outside) = (root.join("ws"), root.join("home"), root.join("outside"));
+        for path in [
+            &workspace,
+            &home.join(".ssh"),
+            &home.join(".cargo"),
+            &outside,
+            &root.join("tmp"),
+            &root.join("stage"),
+        ] {
+            std::fs::create_dir_all(path).unwrap();
+        }
+        std::fs::write(home.join(".ssh/id_test"), "SECRET-KEY").unwrap();
+        std::fs::write(home.join(".cargo/config.toml"), "VISIBLE").unwrap();
+        std::fs::write(home.join(".cargo/credentials.toml"), "SECRET-TOKEN").unwrap();
+        Layout {
+            _dir: dir,
+            root,
+            workspace,
+            home,
+            outside,
+        }
+    }
+
+    fn profile(&self, mechanism: Mechanism) -> Profile {
+        Profile {
+            build: HELPER_BUILD.to_owned(),
+            nonce: "nonce-1".into(),
+            status_file: self.root.join("status"),
+            required: true,
+            mechanism,
+            cwd: self.workspace.clone(),
+            writable: vec![self.workspace.clone()],
+            readable: Vec::new(),
+            protected: Vec::new(),
+            pinned: Vec::new(),
+            home: Some(self.home.clone()),
+            home_readable: vec![self.home.join(".cargo")],
+            home_writable: Vec::new(),
+            tmp_dir: self.root.join("tmp"),
+            staging_dir: self.root.join("stage"),
+            network: false,
+            proxy: None,
+            masked: vec![self.home.join(".cargo/credentials.toml")],
+            env_allow: vec!["PATH".into()],
+        }
+    }
+
+    /// Runs `script` under `profile` (in a file), with `KEEL_TEST_TOKEN` set.
+    fn run(&self, profile: &Profile, script: &str) -> Output {
+        let file = self.root.join("profile.json");
+        std::fs::write(&file, serde_json::to_string(profile).unwrap()).unwrap();
+        Command::new(HELPER)
+            .args(["run", "--profile"])
+            .arg(&file)
+            .args(["--", "/bin/sh", "-c", script])
+            .env("KEEL_TEST_TOKEN", "SECRET-ENV")
+            .output()
+            .unwrap()
+    }
+
+    fn status(&self) -> Option<Status> {
+        let text = std::fs::read_to_string(self.root.join("status")).ok()?;
+        let line = text.lines().find(|line| line.starts_with('{'))?;
+        serde_json::from_str(line).ok()
+    }
+}
+
+fn text(bytes: &[u8]) -> String {
+    String::from_utf8_lossy(bytes).into_owned()
+}
+
+#[test]
+fn the_helper_says_its_build() {
+    let output = Command::new(HELPER).arg("build").output().unwrap();
+    assert!(output.status.success());
+    assert_eq!(text(&output.stdout).trim(), HELPER_BUILD);
+}
+
+#[test]
+fn a_helper_from_another_build_refuses_the_profile() {
+    let layout = Layout::new();
+    let marker = layout.workspace.join("ran");
+    let script = format!("echo > {}", marker.display());
+    let mut profile = layout.profile(Mechanism::Auto);
+    profile.build = "0123456789abcdef".into();
+    let refused = layout.run(&profile, &script);
+    assert_eq!(refused.status.code(), Some(EXIT_HELPER_FAILED));
+    let stderr = text(&refused.stderr);
+    assert!(stderr.contains("different builds"), "{stderr}");
+    assert!(
+        !marker.exists(),
+        "the program ran under a profile it could not read"
+    );
+
+    // The same profile from this build is applied, and the program runs.
+    profile.build = HELPER_BUILD.to_owned();
+    let ran = layout.run(&profile, &script);
+    assert!(ran.status.success(), "{}", text(&ran.stderr));
+    assert!(marker.exists());
+}
+
+#[test]
+fn bad_invocations_are_refused_with_the_reason_and_run_nothing() {
+    let layout = Layout::new();
+    let marker = layout.workspace.join("ran");
+    let touch = format!("echo > {}", marker.display());
+    let missing = layout.root.join("no-such-profile.json");
+    let cases: [(Vec<&str>, String); 5] = [
+        (
+            vec!["run", "--profile", "p.json"],
+            "expected `-- PROGRAM ARGS...`".into(),
+        ),
+        (vec!["run", "/bin/sh"], "unexpected argument /bin/sh".into()),
+        (vec!["run", "--"], "no program to run".into()),
+        (
+            vec!["run", "--verbose", "--", "/bin/sh", "-c", &touch],
+            "unexpected argument --verbose".into(),
+        ),
+        (
+            vec![
+                "run",
+                "--profile",
+                missing.to_str().unwrap(),
+                "--",
+                "/bin/sh",
+                "-c",
+                &touch,
+            ],
+            // The OS's own reason is kept.
+            format!(
+                "cannot read the profile {}: No such file or directory",
+                missing.display()
+            ),
+        ),
+    ];
+    for (args, reason) in cases {
+        let output = Command::new(HELPER)
+            .args(&args)
+            .env_remove(PROFILE_ENV)
+            .output()
+            .unwrap();
+        assert_eq!(output.status.code(), Some(EXIT_HELPER_FAILED), "{args:?}");
+        let stderr = text(&output.stderr);
+        assert!(
+            stderr.starts_with(&format!("keel sandbox: {reason}")),
+            "{args:?}: {stderr}"
+        );
+    }
+    // Without `--profile` and without the variable.
+    let output = Command::new(HELPER)
+        .args(["run", "--", "/bin/sh", "-c", &touch])
+        .env_remove(PROFILE_ENV)
+        .output()
+        .unwrap();
+    assert_eq!(output.status.code(), Some(EXIT_HELPER_FAILED));
+    assert!(text(&output.stderr).contains(&format!("missing --profile FILE (or {PROFILE_ENV})")));
+    assert!(!marker.exists());
+}
+
+#[test]
+fn a_profile_travels_in_the_environment() {
+    let layout = Layout::new();
+    let profile = layout.profile(Mechanism::Auto);
+    let marker = layout.workspace.join("ran");
+    let output = Command::new(HELPER)
+        .args(["run", "--", "/bin/sh", "-c"])
+        .arg(format!("echo > {}", marker.display()))
+        .env(PROFILE_ENV, serde_json::to_string(&profile).unwrap())
+        .output()
+        .unwrap();
+    assert!(output.status.success(), "{}", text(&output.stderr));
+    assert!(marker.exists());
+    assert_eq!(layout.status().unwrap().nonce, "nonce-1");
+
+    let output = Command::new(HELPER)
+        .args(["run", "--", "/bin/true"])
+        .env(PROFILE_ENV, "{not json")
+        .output()
+        .unwrap();
+    assert_eq!(output.status.code(), Some(EXIT_HELPER_FAILED));
+    assert!(text(&output.stderr).contains(&format!("bad profile in {PROFILE_ENV}: ")));
+
+    use std::os::unix::ffi::OsStrExt as _;
+    let output = Command::new(HELPER)
+        .args(["run", "--", "/bin/true"])
+        .env(PROFILE_ENV, std::ffi::OsStr::from_bytes(b"{\xff}"))
+        .output()
+        .unwrap();
+    assert_eq!(output.status.code(), Some(EXIT_HELPER_FAILED));
+    assert!(
+        text(&output.stderr).contains(&format!("bad profile in {PROFILE_ENV}: not UTF-8")),
+        "{}",
+        text(&output.stderr)
+    );
+}
+
+/// What a confined program must not do, the same under each mechanism: read a hidden home file
+/// or a masked credential, see a variable outside the allowlist, write outside the workspace.
+fn confines(mechanism: Mechanism, label: &str) {
+    let layout = Layout::new();
+    let profile = layout.profile(mechanism);
+    let script = format!(
+        "cat {home}/.ssh/id_test 2>/dev/null; cat {home}/.cargo/credentials.toml 2>/dev/null; \
+         cat {home}/.cargo/config.toml; echo \"token=$KEEL_TEST_TOKEN\"; \
+         echo x 2>/dev/null > {outside}/escaped; echo x > {ws}/inside; echo done",
+        home = layout.home.display(),
+        outside = layout.outside.display(),
+        ws = layout.workspace.display(),
+    );
+    let output = layout.run(&profile, &script);
+    let stdout = text(&output.stdout);
+    assert!(output.status.success(), "{}", text(&output.stderr));
+    assert!(stdout.contains("done"), "{stdout}");
+    assert!(
+        stdout.contains("VISIBLE"),
+        "an allowed home path is readable: {stdout}"
+    );
+    assert!(!stdout.contains("SECRET"), "{stdout}");
+    assert!(stdout.contains("token=\n"), "{stdout}");
+    assert!(!layout.outside.join("escaped").exists());
+    assert!(layout.workspace.join("inside").exists());
+    let status = layout.status().unwrap();
+    assert_eq!(
+        (status.nonce.as_str(), status.mechanism.as_str()),
+        ("nonce-1", label)
+    );
+}
+
+#[test]
+fn namespaces_confine_the_program() {
+    confines(Mechanism::Namespaces, "namespaces");
+}
+
+#[test]
+fn the_fallback_confines_the_program() {
+    confines(Mechanism::Landlock, "landlock");
+}
+
+/// The program's end is the helper's: its exit code, or the signal that killed it.
+#[test]
+fn the_helper_ends_as_the_program_did() {
+    use std::os::unix::process::ExitStatusExt as _;
+    for mechanism in [Mechanism::Namespaces, Mechanism::Landlock] {
+        let layout = Layout::new();
+        let profile = layout.profile(mechanism);
+        let output = layout.run(&profile, "exit 7");
+        assert_eq!(output.status.code(), Some(7), "{mechanism:?}");
+        let output = layout.run(&profile, "kill -TERM $$");
+        assert_eq!(output.status.signal(), Some(15), "{mechanism:?}");
+    }
+}
