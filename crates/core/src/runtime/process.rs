@@ -171,7 +171,7 @@ impl Runtime {
         let failed = |what: &str, e: std::io::Error| {
             ToolError::io(format!("cannot start bash ({what}): {e}"), e)
         };
-        let invocation = self.shell_invocation(command, &cwd)?;
+        let invocation = self.local_shell_invocation(command, &cwd)?;
         let (reader, writer) = std::io::pipe().map_err(|e| failed("pipe", e))?;
         let writer_for_stderr = writer.try_clone().map_err(|e| failed("pipe", e))?;
         let mut builder = tokio::process::Command::new(&invocation.program);
@@ -200,6 +200,9 @@ impl Runtime {
         }
         for (key, value) in &invocation.env {
             builder.env(key, value);
+        }
+        if let Some(mask) = &invocation.mask {
+            mask.inherit(builder.as_std_mut());
         }
         let mut child = builder.spawn().map_err(|e| failed("spawn", e))?;
         let stdin = child.stdin.take();

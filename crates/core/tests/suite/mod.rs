@@ -1,6 +1,7 @@
 //! Test modules, one per area.
 
 mod agent;
+mod agent_policy;
 mod apply_patch;
 mod config;
 mod config_support;
@@ -23,6 +24,7 @@ mod provider_support;
 mod runtime_files;
 mod sandbox_escalation;
 mod sandbox_helper;
+mod sandbox_mask;
 mod sandbox_proxy_rules;
 mod search_sensitive;
 mod shell_differential;

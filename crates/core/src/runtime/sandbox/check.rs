@@ -229,6 +229,7 @@ impl Layout {
                 self.workspace_credential.clone(),
             ],
             env_allow: super::profile::default_env_allow(),
+            mask_ruleset: None,
         }
     }
 }
