@@ -33,7 +33,7 @@ fn main() {
     }
     // The relative relocations packed (DT_RELR, glibc 2.36 and later): the dynamic loader
     // reads a few KiB at start instead of 40,000 entries of 24 bytes (about 1 MB, all of it
-    // resident once read). Decision 0035.
+    // resident once read). Decision 0036.
     println!("cargo:rustc-link-arg-bin=keel=-Wl,-z,pack-relative-relocs");
     let script = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("link/hot-text.ld");
     if script.is_file() {

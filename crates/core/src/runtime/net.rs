@@ -285,7 +285,7 @@ pub fn provider_client(connect_timeout: Duration) -> reqwest::Result<reqwest::Cl
 /// crypto provider offers, HTTP/2 and HTTP/1.1 offered by ALPN), without reading and parsing
 /// the system's certificates again for every client (about 140 certificates, a few million
 /// instructions and a few hundred KiB of allocations each time; a session builds two clients
-/// or more). Decision 0034.
+/// or more). Decision 0035.
 fn provider_tls() -> Option<rustls::ClientConfig> {
     static TLS: OnceLock<Option<rustls::ClientConfig>> = OnceLock::new();
     TLS.get_or_init(|| {
