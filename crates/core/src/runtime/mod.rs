@@ -21,9 +21,12 @@
 //! checks on every redirect hop, under the session's [`NetPolicy`] (private hosts refused unless
 //! [`Runtime::with_net_policy`] allows them).
 
+mod backends;
 pub mod config_files;
 mod error;
 pub mod fsat;
+mod handed_over;
+mod io;
 pub mod jobs;
 pub mod mcp;
 pub mod net;
@@ -38,142 +41,21 @@ pub mod store_files;
 pub mod tally;
 pub mod walk;
 
+pub use backends::{
+    FileBackend, TerminalBackend, TerminalExit, TerminalOutcome, TerminalRequest, TerminalSnapshot,
+};
 pub use error::AccessError;
+use handed_over::{HandedOver, same_handed_over};
+pub use io::remove_scratch;
+use io::{atomic_write, io_error, io_message, write_error, write_whole_unsynced};
 pub use net::{FetchOptions, FetchResponse, NetPolicy};
 
 use std::fmt::Debug;
-use std::io::Write as _;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
-use std::time::Duration;
-
-use futures::future::BoxFuture;
-use tokio_util::sync::CancellationToken;
 
 use crate::capability::{Access, CapabilityError, Refusal, RequirementSet, Scope, Vars};
-use crate::contract::{FileStamp, ProgressSink};
-
-/// The editor's view of files. `None` from a method means "not handled here; use the disk".
-pub trait FileBackend: Send + Sync + Debug {
-    // String error: the editor's own refusal text, shown to the model as is.
-    fn read_text<'a>(&'a self, path: &'a Path) -> BoxFuture<'a, Option<Result<String, String>>>;
-    // String error: the editor's own refusal text, shown to the model as is.
-    fn write_text<'a>(
-        &'a self,
-        path: &'a Path,
-        content: &'a str,
-    ) -> BoxFuture<'a, Option<Result<(), String>>>;
-}
-
-/// A shell command to run in the host's terminal.
-#[derive(Debug, Clone, PartialEq)]
-pub struct TerminalRequest {
-    /// The command as the model wrote it (for display).
-    pub command: String,
-    /// What the terminal runs: the sandbox helper wrapping `bash -c COMMAND`, or `bash` itself
-    /// ([`Runtime::shell_invocation`]).
-    pub program: PathBuf,
-    pub args: Vec<String>,
-    /// Variables the program needs on top of the terminal's quiet environment (how the sandbox
-    /// helper finds its profile, once the profile travels out of band rather than as
-    /// arguments; empty today). The front-end passes them in `terminal/create`.
-    pub env: Vec<(String, String)>,
-    pub cwd: PathBuf,
-    pub timeout: Duration,
-    /// Bytes of output the host keeps (the bash cap).
-    pub output_limit: usize,
-}
-
-/// How a terminal run ended.
-#[derive(Debug, Clone, PartialEq)]
-pub struct TerminalOutcome {
-    pub terminal_id: String,
-    pub output: String,
-    /// The host dropped output from the start to stay under the limit.
-    pub truncated: bool,
-    pub exit_code: Option<i32>,
-    pub signal: Option<String>,
-    pub timed_out: bool,
-}
-
-/// What the editor's terminal holds now (`terminal/output`).
-#[derive(Debug, Clone, PartialEq, Default)]
-pub struct TerminalSnapshot {
-    pub output: String,
-    /// The editor dropped output from the start to stay under the limit.
-    pub truncated: bool,
-    /// Set once the command has exited.
-    pub exit: Option<TerminalExit>,
-}
-
-/// How a terminal's command ended.
-#[derive(Debug, Clone, PartialEq, Default)]
-pub struct TerminalExit {
-    pub code: Option<i32>,
-    pub signal: Option<String>,
-}
-
-fn no_background<T>() -> BoxFuture<'static, Result<T, AccessError>> {
-    Box::pin(async {
-        Err(AccessError::Unavailable(
-            "this terminal pane runs no background commands".into(),
-        ))
-    })
-}
-
-/// The editor's terminal pane. The backend creates the terminal, reports its id through
-/// `progress` ([`crate::tool::ToolProgress::Terminal`]), waits with the timeout, kills on timeout
-/// or cancel, and returns the output. Releasing the terminal is the front-end's job, after its
-/// final update for the call.
-pub trait TerminalBackend: Send + Sync + Debug {
-    fn run<'a>(
-        &'a self,
-        request: TerminalRequest,
-        progress: ProgressSink,
-        cancel: CancellationToken,
-    ) -> BoxFuture<'a, Result<TerminalOutcome, AccessError>>;
-
-    /// Creates a terminal for a background command and returns its id at once
-    /// ([`jobs`]); the request's timeout is ignored. The front-end does not release it: the
-    /// job does ([`TerminalBackend::release`]).
-    fn start<'a>(&'a self, request: TerminalRequest) -> BoxFuture<'a, Result<String, AccessError>> {
-        let _ = request;
-        no_background()
-    }
-
-    /// The terminal's output now, and its exit status once it exited.
-    fn snapshot<'a>(
-        &'a self,
-        terminal_id: &'a str,
-    ) -> BoxFuture<'a, Result<TerminalSnapshot, AccessError>> {
-        let _ = terminal_id;
-        no_background()
-    }
-
-    /// Waits until the terminal's command exits.
-    fn wait_exit<'a>(
-        &'a self,
-        terminal_id: &'a str,
-    ) -> BoxFuture<'a, Result<TerminalExit, AccessError>> {
-        let _ = terminal_id;
-        no_background()
-    }
-
-    /// Kills the terminal's command and waits (bounded) for the editor to report its exit:
-    /// `Some` once it did.
-    fn kill<'a>(
-        &'a self,
-        terminal_id: &'a str,
-    ) -> BoxFuture<'a, Result<Option<TerminalExit>, AccessError>> {
-        let _ = terminal_id;
-        no_background()
-    }
-
-    /// Releases a terminal [`TerminalBackend::start`] created.
-    fn release(&self, terminal_id: &str) {
-        let _ = terminal_id;
-    }
-}
+use crate::contract::FileStamp;
 
 /// How to build a [`Runtime`].
 #[derive(Debug, Clone, Default)]
@@ -313,106 +195,6 @@ impl From<FileError> for AccessError {
             other @ FileError::NotAFile { .. } => AccessError::BadArgument(other.to_string()),
         }
     }
-}
-
-/// What Keel checked of a path it hands to the editor (`fs/read_text_file`,
-/// `fs/write_text_file`): the file's `(device, inode)` when it exists, and each directory's from
-/// the workspace root down to its parent (with their modification and change times for a
-/// read: a symlink swapped in and back again moves them), all reached without following a
-/// symlink.
-#[derive(Debug, PartialEq, Eq)]
-struct HandedOver {
-    file: Option<(u64, u64)>,
-    /// `None`: the directory does not exist (yet: a write creates it).
-    dirs: Vec<Option<DirStamp>>,
-}
-
-/// A directory's device, inode, modification and change times (seconds, nanoseconds).
-type DirStamp = (u64, u64, i64, i64, i64, i64);
-
-impl HandedOver {
-    /// `canonical` now; an error when a symlink stands on its path, or it is not a regular file.
-    fn of(canonical: &Path, roots: &[PathBuf], times: bool) -> std::io::Result<HandedOver> {
-        use std::os::unix::fs::MetadataExt as _;
-        let file = match fsat::metadata(canonical) {
-            Ok(meta) if meta.is_file() => Some((meta.dev(), meta.ino())),
-            Ok(_) => return Err(nix::errno::Errno::ELOOP.into()),
-            Err(e) if e.kind() == std::io::ErrorKind::NotFound => None,
-            Err(e) => return Err(e),
-        };
-        let mut dirs = Vec::new();
-        if let Some(root) = roots.iter().find(|root| canonical.starts_with(root)) {
-            let mut dir = canonical.parent();
-            while let Some(path) = dir.filter(|path| path.starts_with(root)) {
-                let meta = match fsat::metadata(path) {
-                    Ok(meta) => meta,
-                    Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
-                        dirs.push(None);
-                        dir = path.parent();
-                        continue;
-                    }
-                    Err(e) => return Err(e),
-                };
-                let (mtime, mtime_ns, ctime, ctime_ns) = if times {
-                    (
-                        meta.mtime(),
-                        meta.mtime_nsec(),
-                        meta.ctime(),
-                        meta.ctime_nsec(),
-                    )
-                } else {
-                    (0, 0, 0, 0)
-                };
-                dirs.push(Some((
-                    meta.dev(),
-                    meta.ino(),
-                    mtime,
-                    mtime_ns,
-                    ctime,
-                    ctime_ns,
-                )));
-                dir = path.parent();
-            }
-        }
-        Ok(HandedOver { file, dirs })
-    }
-}
-
-/// A failed editor call when the path the editor was handed changed around its `read` or
-/// write (`wrote`): what it returned is not used.
-fn same_handed_over(
-    runtime: &Runtime,
-    canonical: &Path,
-    before: std::io::Result<HandedOver>,
-    after: std::io::Result<HandedOver>,
-    verb: &str,
-) -> Result<(), AccessError> {
-    let unchanged = match (&before, &after) {
-        (Ok(before), Ok(after)) if verb == "read" => before == after,
-        // A write may create the file and its directories: those that existed must not change.
-        (Ok(before), Ok(after)) => {
-            before.dirs.len() == after.dirs.len()
-                && before
-                    .dirs
-                    .iter()
-                    .zip(&after.dirs)
-                    .all(|(before, after)| before.is_none() || before == after)
-        }
-        _ => false,
-    };
-    if unchanged {
-        return Ok(());
-    }
-    tracing::warn!(path = %canonical.display(), ?before, ?after, "a path changed around an editor's {verb}");
-    Err(AccessError::Stale(format!(
-        "{} changed on the disk while the editor {verb} it (another file or a symlink put in          its place, or a directory on its path changed), so Keel cannot prove the editor {verb}          the file it checked; {}",
-        runtime.display_path(canonical),
-        if verb == "read" {
-            "what the editor returned was not used. Read it again"
-        } else {
-            "check that nothing outside the workspace changed before writing again"
-        }
-    )))
 }
 
 /// The session's index of the workspace's credential files and guarded entries, when the
@@ -1009,89 +791,4 @@ impl Runtime {
             .parents(true);
         Ok(builder)
     }
-}
-
-/// Removes a session's scratch directory (sidecars) when the session closes.
-#[expect(
-    clippy::disallowed_methods,
-    reason = "the runtime is where ambient authority lives"
-)]
-pub fn remove_scratch(dir: &Path) -> std::io::Result<()> {
-    match std::fs::remove_dir_all(dir) {
-        Err(e) if e.kind() != std::io::ErrorKind::NotFound => Err(e),
-        _ => Ok(()),
-    }
-}
-
-/// Writes a scratch file whole or not at all, without flushing it to the disk: a sidecar is
-/// read back by this process (or the user) while the session lives, and the scratch directory
-/// does not outlive a crash, so the `fsync` of [`atomic_write`] would only cost time (a grep
-/// of the toolchain tree spills 14,000 lines). The bytes go to a fresh name beside `path`,
-/// renamed over it once whole.
-#[expect(
-    clippy::disallowed_methods,
-    clippy::disallowed_types,
-    reason = "the runtime is where ambient authority lives"
-)]
-fn write_whole_unsynced(path: &Path, bytes: &[u8]) -> std::io::Result<()> {
-    let mut temp = path.as_os_str().to_owned();
-    temp.push(format!(".{}.tmp", std::process::id()));
-    let temp = PathBuf::from(temp);
-    let written = std::fs::OpenOptions::new()
-        .write(true)
-        .create_new(true)
-        .open(&temp)
-        .and_then(|mut file| file.write_all(bytes))
-        .and_then(|()| std::fs::rename(&temp, path));
-    if written.is_err() {
-        let _ = std::fs::remove_file(&temp);
-    }
-    written
-}
-
-#[expect(
-    clippy::disallowed_methods,
-    reason = "the runtime is where ambient authority lives"
-)]
-fn atomic_write(path: &Path, bytes: &[u8]) -> std::io::Result<()> {
-    let mut file = atomic_write_file::AtomicWriteFile::options().open(path)?;
-    file.write_all(bytes)?;
-    file.commit()
-}
-
-fn io_error(runtime: &Runtime, path: &Path, e: std::io::Error) -> AccessError {
-    let message = io_message(runtime, path, &e);
-    if fsat::is_swap(&e) {
-        return AccessError::Stale(message);
-    }
-    match e.kind() {
-        std::io::ErrorKind::NotFound => AccessError::NotFound(message),
-        std::io::ErrorKind::IsADirectory => AccessError::BadArgument(message),
-        _ => AccessError::io(message, e),
-    }
-}
-
-fn io_message(runtime: &Runtime, path: &Path, e: &std::io::Error) -> String {
-    let shown = runtime.display_path(path);
-    if fsat::is_swap(e) {
-        return format!(
-            "{shown} changed while it was being opened (a symlink appeared on its path); refused"
-        );
-    }
-    match e.kind() {
-        std::io::ErrorKind::NotFound => format!("{shown}: no such file or directory"),
-        std::io::ErrorKind::PermissionDenied => format!("{shown}: permission denied"),
-        std::io::ErrorKind::IsADirectory => format!("{shown} is a directory"),
-        _ => format!("{shown}: {e}"),
-    }
-}
-
-fn write_error(runtime: &Runtime, path: &Path, e: std::io::Error) -> AccessError {
-    if fsat::is_swap(&e) {
-        return AccessError::Stale(format!(
-            "{} changed while writing (a symlink appeared on its path); not written",
-            runtime.display_path(path)
-        ));
-    }
-    io_error(runtime, path, e)
 }

@@ -23,7 +23,7 @@
 //!   on its own, unless it is masked, holds a masked path, is a credential by the policy's
 //!   rules, is a symlink or a regular file with several links; those stay unreadable (fail
 //!   closed) until the index lists them and the ruleset is rebuilt;
-//! - a listed directory went or moved, the event queue overflowed, or more than [`MAX_GONE`]
+//! - a listed directory went or moved, the event queue overflowed, or more than `MAX_GONE`
 //!   entries went (their rules hold the inodes): a new ruleset.
 //!
 //! Rules hold inodes, not names, so a masked file renamed inside a listed directory or a new
