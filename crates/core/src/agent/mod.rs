@@ -16,6 +16,7 @@ mod events;
 mod prompt;
 mod record;
 mod session;
+mod stream;
 mod subagent;
 mod title;
 mod trust;

@@ -2,13 +2,11 @@
 
 use std::sync::Arc;
 
-use futures::StreamExt as _;
 use serde_json::Value;
 use tokio_util::sync::CancellationToken;
 
 use crate::provider::{
-    History, Message, ModelEvent, ModelRequest, Part, Provider, ProviderError, RetryNotice, Role,
-    StopReason, ToolDefinition, Usage, observe_retries,
+    History, Message, ModelRequest, Part, Provider, Role, StopReason, ToolDefinition, Usage,
 };
 use crate::tools::skill::SessionSkills;
 use crate::tools::tool_search::SessionToolIndex;
@@ -17,6 +15,7 @@ use super::call::Verdict;
 use super::compact::estimate_history_tokens;
 use super::record::RecordingHost;
 use super::session::Session;
+use super::stream::{StreamEnd, stream_response};
 use super::{AgentError, AgentEvent, TurnHost, TurnOutcome, TurnStop, UserContent};
 use crate::store::StoredEvent;
 
@@ -33,65 +32,6 @@ pub(super) struct RequestedCall {
     pub(super) input: Value,
     /// Set when the arguments were not a JSON object.
     pub(super) invalid: Option<String>,
-}
-
-/// One streamed model response.
-#[derive(Debug, Default)]
-struct Response {
-    parts: Vec<Part>,
-    calls: Vec<RequestedCall>,
-    text: String,
-    usage: Option<Usage>,
-    stop: Option<StopReason>,
-    thinking: String,
-}
-
-impl Response {
-    fn flush_thinking(&mut self, signature: Option<String>) {
-        if !self.thinking.is_empty() || signature.is_some() {
-            let text = std::mem::take(&mut self.thinking);
-            self.parts.push(Part::Thinking { text, signature });
-        }
-    }
-
-    fn push_text(&mut self, delta: &str) {
-        self.flush_thinking(None);
-        self.text.push_str(delta);
-        if let Some(Part::Text(text)) = self.parts.last_mut() {
-            text.push_str(delta);
-        } else {
-            self.parts.push(Part::Text(delta.to_owned()));
-        }
-    }
-
-    /// Records a complete tool call in the message and in the calls to run.
-    fn push_call(&mut self, id: String, name: String, input: Value, invalid: Option<String>) {
-        self.flush_thinking(None);
-        self.parts.push(Part::ToolUse {
-            id: id.clone(),
-            name: name.clone(),
-            input: input.clone(),
-        });
-        self.calls.push(RequestedCall {
-            model_id: id.clone(),
-            id,
-            name,
-            input,
-            invalid,
-        });
-    }
-
-    fn message(&self) -> Message {
-        Message {
-            role: Role::Assistant,
-            content: self.parts.clone(),
-        }
-    }
-}
-
-enum StreamEnd {
-    Cancelled(Response),
-    Failed(ProviderError),
 }
 
 /// The text of a prompt (its text blocks, joined).
@@ -362,6 +302,142 @@ impl Session {
         outcome
     }
 
+    /// The `task` tool's runner for this turn: subagents of this session, shown on `host`.
+    fn install_subagents(&self, host: &Arc<dyn TurnHost>) {
+        self.state
+            .set_subagents(Some(Arc::new(super::subagent::Runner {
+                session_id: self.id.clone(),
+                runtime: self.runtime.clone(),
+                registry: self.registry.clone(),
+                policy: self.policy.clone(),
+                config: self.config.clone(),
+                model: self.model_slot(),
+                interactive: self.state.interactive,
+                depth: self.depth,
+                background: self.background.clone(),
+                children: self.children.clone(),
+                host: host.clone(),
+            })));
+    }
+
+    /// The prompt recorded (and the session titled from it), the skills as trust now stands
+    /// discovered, a `/name args` skill command expanded, and the prompt added to the history.
+    async fn admit_prompt(
+        &self,
+        prompt: Vec<UserContent>,
+        host: &Arc<dyn TurnHost>,
+        history: &mut History,
+    ) {
+        self.record(&StoredEvent::User {
+            content: prompt.clone(),
+        });
+        if let Some(title) = self
+            .log
+            .as_ref()
+            .and_then(|log| log.title_from_prompt(&prompt))
+        {
+            host.event(AgentEvent::SessionTitle { title });
+        }
+        SessionSkills::set(&self.state, self.discover_skills());
+        let prompt = self.expand_skill_command(prompt).await;
+        self.remember(
+            history,
+            Message {
+                role: Role::User,
+                content: user_parts(prompt),
+            },
+        );
+    }
+
+    /// A response's usage: the ratio of counted to estimated tokens (for the next estimate),
+    /// the session's cost, and the usage shown to the user.
+    fn account(
+        &self,
+        usage: &Usage,
+        estimate: u64,
+        provider: &dyn Provider,
+        model: &str,
+        host: &dyn TurnHost,
+    ) {
+        let sent = estimate.max(1);
+        *self
+            .token_ratio
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner) =
+            (usage.input_tokens as f64 / sent as f64).clamp(1.0, 4.0);
+        let cost = crate::provider::pricing::cost(provider.id(), model, usage);
+        let cost = self
+            .spent
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .add(cost);
+        host.event(AgentEvent::Usage {
+            used: usage.input_tokens + usage.output_tokens,
+            size: provider.context_window(model),
+            cost,
+        });
+    }
+
+    /// What the next request weighs, estimated once (one counting pass over the history); past
+    /// `compact_at` of the window the history is compacted first. `None`: cancelled while
+    /// compacting; an error when even the compacted request overflows the window.
+    #[expect(
+        clippy::too_many_arguments,
+        reason = "the request's parts, as compaction needs them"
+    )]
+    async fn make_room(
+        &self,
+        history: &mut History,
+        provider: &Arc<dyn Provider>,
+        model: &str,
+        system: &str,
+        tools: &[ToolDefinition],
+        host: &Arc<dyn TurnHost>,
+        cancel: &CancellationToken,
+    ) -> Result<Option<u64>, AgentError> {
+        let window = provider.context_window(model);
+        let mut estimate = estimate_history_tokens(system, history, tools);
+        let ratio = *self
+            .token_ratio
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        let mut needed = (estimate as f64 * ratio).ceil() as u64;
+        if needed as f64 > window as f64 * self.config.compact_at {
+            let compacted = self
+                .compact_history(
+                    history, 1, None, provider, model, system, tools, host, cancel,
+                )
+                .await;
+            match compacted {
+                Ok(Some(compaction)) => {
+                    estimate = compaction.after;
+                    needed = (estimate as f64 * ratio).ceil() as u64;
+                }
+                Ok(None) => {}
+                Err(_) if cancel.is_cancelled() => return Ok(None),
+                Err(error) => return Err(error),
+            }
+        }
+        if needed > window {
+            return Err(AgentError::ContextOverflow { needed, window });
+        }
+        Ok(Some(estimate))
+    }
+
+    /// Answers of background subagents join the next request.
+    fn join_background_answers(&self, history: &mut History) {
+        let finished = self.background.take_finished();
+        if !finished.is_empty() {
+            self.remember(
+                history,
+                Message {
+                    role: Role::User,
+                    content: finished.into_iter().map(Part::Text).collect(),
+                },
+            );
+        }
+    }
+
     async fn run_turn_inner(
         &self,
         prompt: Vec<UserContent>,
@@ -384,40 +460,8 @@ impl Session {
         // Trusting the project may have switched the model to the project's.
         drop(provider);
         let (provider, model) = self.model_slot().provider()?;
-        self.state
-            .set_subagents(Some(Arc::new(super::subagent::Runner {
-                session_id: self.id.clone(),
-                runtime: self.runtime.clone(),
-                registry: self.registry.clone(),
-                policy: self.policy.clone(),
-                config: self.config.clone(),
-                model: self.model_slot(),
-                interactive: self.state.interactive,
-                depth: self.depth,
-                background: self.background.clone(),
-                children: self.children.clone(),
-                host: host.clone(),
-            })));
-        self.record(&StoredEvent::User {
-            content: prompt.clone(),
-        });
-        if let Some(title) = self
-            .log
-            .as_ref()
-            .and_then(|log| log.title_from_prompt(&prompt))
-        {
-            host.event(AgentEvent::SessionTitle { title });
-        }
-        // The skills as trust now stands; `/name args` loads a skill into the prompt.
-        SessionSkills::set(&self.state, self.discover_skills());
-        let prompt = self.expand_skill_command(prompt).await;
-        self.remember(
-            &mut history,
-            Message {
-                role: Role::User,
-                content: user_parts(prompt),
-            },
-        );
+        self.install_subagents(&host);
+        self.admit_prompt(prompt, &host, &mut history).await;
         let system = self.system_text().await;
         let mut outcome = TurnOutcome {
             stop: TurnStop::EndTurn,
@@ -430,57 +474,25 @@ impl Session {
                 outcome.stop = TurnStop::Cancelled;
                 return Ok(outcome);
             }
-            // Answers of background subagents join the next request.
-            let finished = self.background.take_finished();
-            if !finished.is_empty() {
-                self.remember(
-                    &mut history,
-                    Message {
-                        role: Role::User,
-                        content: finished.into_iter().map(Part::Text).collect(),
-                    },
-                );
-            }
+            self.join_background_answers(&mut history);
             let window = provider.context_window(&model);
             // Tools `tool_search` found (or servers that became ready) join the next request.
             let tools = self.request_tools(window);
-            // What the request weighs, estimated once (one counting pass over the history).
-            let mut estimate = estimate_history_tokens(&system, &history, &tools);
-            let ratio = *self
-                .token_ratio
-                .lock()
-                .unwrap_or_else(std::sync::PoisonError::into_inner);
-            let mut needed = (estimate as f64 * ratio).ceil() as u64;
-            if needed as f64 > window as f64 * self.config.compact_at {
-                let compacted = self
-                    .compact_history(
-                        &mut history,
-                        1,
-                        None,
-                        &provider,
-                        &model,
-                        &system,
-                        &tools,
-                        &host,
-                        &cancel,
-                    )
-                    .await;
-                match compacted {
-                    Ok(Some(compaction)) => {
-                        estimate = compaction.after;
-                        needed = (estimate as f64 * ratio).ceil() as u64;
-                    }
-                    Ok(None) => {}
-                    Err(_) if cancel.is_cancelled() => {
-                        outcome.stop = TurnStop::Cancelled;
-                        return Ok(outcome);
-                    }
-                    Err(error) => return Err(error),
-                }
-            }
-            if needed > window {
-                return Err(AgentError::ContextOverflow { needed, window });
-            }
+            let room = self
+                .make_room(
+                    &mut history,
+                    &provider,
+                    &model,
+                    &system,
+                    &tools,
+                    &host,
+                    &cancel,
+                )
+                .await?;
+            let Some(estimate) = room else {
+                outcome.stop = TurnStop::Cancelled;
+                return Ok(outcome);
+            };
             let request = ModelRequest {
                 model: model.clone(),
                 system: system.clone(),
@@ -511,23 +523,7 @@ impl Session {
                 Err(StreamEnd::Failed(error)) => return Err(AgentError::Provider(error)),
             };
             if let Some(usage) = response.usage {
-                let sent = estimate.max(1);
-                *self
-                    .token_ratio
-                    .lock()
-                    .unwrap_or_else(std::sync::PoisonError::into_inner) =
-                    (usage.input_tokens as f64 / sent as f64).clamp(1.0, 4.0);
-                let cost = crate::provider::pricing::cost(provider.id(), &model, &usage);
-                let cost = self
-                    .spent
-                    .lock()
-                    .unwrap_or_else(std::sync::PoisonError::into_inner)
-                    .add(cost);
-                host.event(AgentEvent::Usage {
-                    used: usage.input_tokens + usage.output_tokens,
-                    size: provider.context_window(&model),
-                    cost,
-                });
+                self.account(&usage, estimate, provider.as_ref(), &model, host.as_ref());
             }
             self.remember(&mut history, response.message());
             for call in &mut response.calls {
@@ -535,11 +531,7 @@ impl Session {
             }
             outcome.final_text = response.text.clone();
             if response.calls.is_empty() {
-                outcome.stop = match response.stop {
-                    Some(StopReason::MaxTokens) => TurnStop::MaxTokens,
-                    Some(StopReason::Refusal) => TurnStop::Refusal,
-                    _ => TurnStop::EndTurn,
-                };
+                outcome.stop = final_stop(response.stop);
                 return Ok(outcome);
             }
             let results = self
@@ -638,109 +630,6 @@ impl crate::tool::Asker for HostAsker {
     }
 }
 
-/// Streams one model response, forwarding text and thinking to the host as they come.
-async fn stream_response(
-    provider: &dyn Provider,
-    request: ModelRequest,
-    message_id: &str,
-    host: &dyn TurnHost,
-    cancel: &CancellationToken,
-) -> Result<Response, StreamEnd> {
-    let mut response = Response::default();
-    // Retries inside the provider are said to the user while Keel waits.
-    let (retries, mut retry_notices) = tokio::sync::mpsc::unbounded_channel();
-    let observer: Arc<dyn Fn(RetryNotice) + Send + Sync> = Arc::new(move |notice| {
-        let _ = retries.send(notice);
-    });
-    let opening = observe_retries(observer, provider.stream(request));
-    tokio::pin!(opening);
-    let mut stream = loop {
-        tokio::select! {
-            biased;
-            _ = cancel.cancelled() => return Err(StreamEnd::Cancelled(response)),
-            Some(notice) = retry_notices.recv() => host.event(AgentEvent::Waiting {
-                text: waiting_text(&notice),
-            }),
-            stream = &mut opening => break stream.map_err(StreamEnd::Failed)?,
-        }
-    };
-    loop {
-        // A front-end that cannot take more holds the stream here (see `TurnHost::ready`).
-        tokio::select! {
-            biased;
-            _ = cancel.cancelled() => return Err(StreamEnd::Cancelled(response)),
-            () = host.ready() => {}
-        }
-        let event = tokio::select! {
-            biased;
-            _ = cancel.cancelled() => return Err(StreamEnd::Cancelled(response)),
-            event = stream.next() => event,
-        };
-        let Some(event) = event else { break };
-        match event.map_err(StreamEnd::Failed)? {
-            ModelEvent::TextDelta(text) => {
-                response.push_text(&text);
-                host.event(AgentEvent::Text {
-                    message_id: message_id.to_owned(),
-                    text,
-                });
-            }
-            ModelEvent::ThinkingDelta { text } => {
-                response.thinking.push_str(&text);
-                host.event(AgentEvent::Thinking {
-                    message_id: message_id.to_owned(),
-                    text,
-                });
-            }
-            ModelEvent::ThinkingSignature(signature) => response.flush_thinking(Some(signature)),
-            ModelEvent::RedactedThinking(data) => {
-                response.flush_thinking(None);
-                response.parts.push(Part::RedactedThinking { data });
-            }
-            ModelEvent::ToolCallStart { .. } | ModelEvent::ToolCallDelta { .. } => {}
-            ModelEvent::ToolCallEnd {
-                id, name, input, ..
-            } => response.push_call(id, name, input, None),
-            ModelEvent::ToolCallInvalid {
-                id, name, error, ..
-            } => response.push_call(id, name, Value::Object(serde_json::Map::new()), Some(error)),
-            ModelEvent::Usage(usage) => response.usage = Some(usage),
-            ModelEvent::Stop(stop) => response.stop = Some(stop),
-        }
-    }
-    response.flush_thinking(None);
-    Ok(response)
-}
-
-/// The status line for a retry: what failed, how long Keel waits, which attempt comes next.
-pub(crate) fn waiting_text(notice: &RetryNotice) -> String {
-    let why = match &notice.error {
-        ProviderError::RateLimited { provider, .. } => {
-            format!("{provider} is rate limiting requests (HTTP 429)")
-        }
-        ProviderError::Overloaded { provider, .. } => format!("{provider} is overloaded"),
-        ProviderError::Unreachable {
-            provider, base_url, ..
-        } => format!("{provider} cannot be reached at {base_url}"),
-        ProviderError::Http {
-            provider, status, ..
-        } => format!("{provider} answered HTTP {status}"),
-        ProviderError::Timeout { provider, .. } => format!("{provider} stopped answering"),
-        other => other.to_string(),
-    };
-    let seconds = notice.delay.as_secs_f64();
-    let wait = if seconds < 1.0 {
-        "a moment".to_owned()
-    } else {
-        format!("{} s", seconds.round())
-    };
-    format!(
-        "{why}; waiting {wait} before trying again (attempt {} of {}).\n\n",
-        notice.failed_attempt + 1,
-        notice.max_attempts
-    )
-}
-
 /// Today's date (UTC), for the system prompt.
 fn today() -> String {
     let days = std::time::SystemTime::now()
@@ -751,42 +640,14 @@ fn today() -> String {
     format!("{year:04}-{month:02}-{day:02}")
 }
 
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn civil_dates() {
-        assert_eq!(crate::store::civil_from_days(0), (1970, 1, 1));
-        assert_eq!(crate::store::civil_from_days(20_414), (2025, 11, 22));
-        assert_eq!(crate::store::civil_from_days(11_016), (2000, 2, 29));
-    }
-
-    #[test]
-    fn user_content_merges_after_an_interrupted_turn() {
-        let mut history = vec![Message::user_text("a")];
-        crate::provider::push_merged(&mut history, Message::user_text("b"));
-        assert_eq!(history.len(), 1);
-        assert_eq!(history[0].content.len(), 2);
-        history.push(Message::assistant_text("x"));
-        crate::provider::push_merged(&mut history, Message::user_text("c"));
-        assert_eq!(history.len(), 3);
-    }
-
-    #[test]
-    fn thinking_is_flushed_before_text_and_tool_use() {
-        let mut response = Response::default();
-        response.thinking.push_str("hmm");
-        response.push_text("hi");
-        assert_eq!(
-            response.parts,
-            vec![
-                Part::Thinking {
-                    text: "hmm".into(),
-                    signature: None
-                },
-                Part::Text("hi".into())
-            ]
-        );
+/// How a turn ends when the model asks for no tool.
+fn final_stop(stop: Option<StopReason>) -> TurnStop {
+    match stop {
+        Some(StopReason::MaxTokens) => TurnStop::MaxTokens,
+        Some(StopReason::Refusal) => TurnStop::Refusal,
+        _ => TurnStop::EndTurn,
     }
 }
+
+#[cfg(test)]
+mod tests;
