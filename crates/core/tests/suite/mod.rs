@@ -1,6 +1,7 @@
 //! Test modules, one per area.
 
 mod agent;
+mod agent_policy;
 mod apply_patch;
 mod config;
 mod config_support;

@@ -46,10 +46,12 @@ pub struct MechanismReport {
     pub mechanism: Mechanism,
     /// `Ok(notes)` when the helper confirmed this mechanism; otherwise what the helper said
     /// (its standard error, shown to the user as it is).
+    // String error: the helper's own standard error, shown as it is.
     pub available: Result<Vec<String>, String>,
     pub claims: Vec<Claim>,
     /// Whether commands could use the filtering proxy under this mechanism (its claims are
     /// among [`MechanismReport::claims`] then); otherwise why not, a line shown as it is.
+    // String error: a report line shown as it is.
     pub proxy: Result<(), String>,
 }
 
@@ -70,6 +72,7 @@ impl HostGate for CheckGate {
         true
     }
 
+    // String error: the reason the proxy puts as it is in its `403`.
     fn check(&self, host: &str) -> Result<(), String> {
         match host {
             "127.0.0.1" | "10.0.0.1" => Ok(()),

@@ -62,6 +62,7 @@ pub trait HostGate: Send + Sync + Debug {
     /// `Ok` when the rules allow commands to reach `host` (lower-case, no port) without
     /// asking; otherwise why not. The reason is a message, not an error to handle: the proxy
     /// puts it as it is in the `403` the command gets, for the model and the user to read.
+    // String error: the reason the proxy puts as it is in its `403`.
     fn check(&self, host: &str) -> Result<(), String>;
 }
 
