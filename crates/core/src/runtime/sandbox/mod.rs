@@ -191,6 +191,7 @@ impl StatusDir {
 /// A fresh private directory in `/dev/shm`, when `scratch` is not in memory already.
 #[expect(
     clippy::disallowed_types,
+    clippy::disallowed_methods,
     reason = "the runtime is where ambient authority lives"
 )]
 fn memory_dir(scratch: &Path) -> Option<tempfile::TempDir> {
