@@ -36,7 +36,9 @@ awk 'function key(name) { sub(/17h[0-9a-f]+E$/, "17h*", name); return name }
     echo "SECTIONS"
     echo "{"
     echo "  .text.keel_hot : {"
-    sed 's/^/    *(.text./; s/$/)/' "$out/patterns"
+    # LLVM puts a function it deems cold (`#[cold]`, or reached only on cold paths) in
+    # `.text.unlikely.NAME`: both section names are matched.
+    awk '{ print "    *(.text." $0 " .text.unlikely." $0 ")" }' "$out/patterns"
     echo "  }"
     echo "}"
     echo "INSERT BEFORE .text;"

@@ -529,13 +529,39 @@ async fn long_session() {
     .unwrap();
     let env = isolated_env(home.path(), &mock.base_url(), &[BENCH_MODEL]);
     let (_dir, root) = workspace();
-    let client = TestClient::spawn(ClientOptions::default(), &program, &["acp"], &root, &env)
+    // For looking inside (not for the figures): `KEEL_BENCH_WRAP` runs `keel acp` under a
+    // command (`valgrind --tool=callgrind`), and `KEEL_BENCH_DUMP_TURNS=10,290` has callgrind
+    // dump its counts before and after each of those turns (`callgrind_control -d`), so a dump
+    // holds exactly one turn.
+    let wrap = std::env::var("KEEL_BENCH_WRAP").unwrap_or_default();
+    let mut words: Vec<String> = wrap.split_whitespace().map(String::from).collect();
+    words.push(program.to_string_lossy().into_owned());
+    words.push("acp".into());
+    let spawned = PathBuf::from(words.remove(0));
+    let args: Vec<&str> = words.iter().map(String::as_str).collect();
+    let dump_turns: Vec<usize> = std::env::var("KEEL_BENCH_DUMP_TURNS")
+        .unwrap_or_default()
+        .split(',')
+        .filter_map(|turn| turn.trim().parse().ok())
+        .collect();
+    let client = TestClient::spawn(ClientOptions::default(), &spawned, &args, &root, &env)
         .await
         .unwrap();
     client.initialize().await.unwrap();
     let session = client.new_session(&root, &[]).await.unwrap().session_id;
     client.prompt(&session, "/help").await.unwrap();
     let pid = client.pid().unwrap();
+    let dump = |label: String| {
+        let status = std::process::Command::new("callgrind_control")
+            .arg(format!("--dump={label}"))
+            .arg(pid.to_string())
+            .stdout(std::process::Stdio::null())
+            .status();
+        assert!(
+            status.is_ok_and(|status| status.success()),
+            "callgrind_control failed"
+        );
+    };
     let mut per_turn = Vec::with_capacity(LONG_TURNS);
     let started = Instant::now();
     for turn in 0..LONG_TURNS {
@@ -543,9 +569,15 @@ async fn long_session() {
             format!("Part {turn} of the notes: the quick brown fox jumps over the lazy dog. ");
         let prompt =
             line.repeat(LONG_PROMPT_BYTES / line.len() + 1)[..LONG_PROMPT_BYTES].to_owned();
+        if dump_turns.contains(&turn) {
+            dump(format!("before turn {turn}"));
+        }
         let before = threads_cpu(pid);
         let answer = client.prompt(&session, &prompt).await.unwrap();
         per_turn.push(threads_cpu(pid).saturating_sub(before));
+        if dump_turns.contains(&turn) {
+            dump(format!("turn {turn}"));
+        }
         assert_eq!(answer.stop_reason, StopReason::EndTurn);
     }
     let elapsed = started.elapsed();

@@ -137,6 +137,7 @@ fn profile_value(base: &Path, mechanism: Mechanism, program_dir: &Path) -> Profi
         network: false,
         proxy: None,
         masked: Vec::new(),
+        mask_ruleset: None,
         // The stamping program is told by a variable of its own that it is the one timed.
         env_allow: keel_core::runtime::sandbox::DEFAULT_ENV_ALLOW
             .iter()
@@ -244,6 +245,13 @@ fn main() {
         "sandbox cost per command ({RUNS} runs, load {})",
         load_average()
     );
+    let small = env!("CARGO_BIN_EXE_keel-sandbox");
+    if std::env::var("KEEL_BENCH_ONLY").is_ok_and(|only| only == "contained") {
+        // The contained profile under the fallback alone.
+        contained_cost(&base, &me, &program_dir, small, &[Mechanism::Landlock]);
+        println!("load after: {}", load_average());
+        return;
+    }
     let (start, exit, cpu) = time(|| Command::new(&me));
     let direct_start = row("direct: spawn -> program start", start, None);
     let direct_exit = row("direct: spawn -> exit", exit, None);
@@ -251,7 +259,6 @@ fn main() {
     let direct_cpu = cpu;
     // The helper as sessions run it (`keel-sandbox`, beside `keel`) and as `keel sandbox run`
     // (the fallback when it is missing).
-    let small = env!("CARGO_BIN_EXE_keel-sandbox");
     let helpers: [(&str, &str, &[&str]); 2] = [
         ("keel-sandbox", small, &["run"]),
         ("keel sandbox", keel, &["sandbox", "run"]),
@@ -285,7 +292,13 @@ fn main() {
             );
         }
     }
-    contained_cost(&base, &me, &program_dir, small);
+    contained_cost(
+        &base,
+        &me,
+        &program_dir,
+        small,
+        &[Mechanism::Namespaces, Mechanism::Landlock],
+    );
     guard_cost(&base, &me, &program_dir, small);
     tokio::runtime::Runtime::new()
         .unwrap()
@@ -295,8 +308,17 @@ fn main() {
 
 /// The contained profile's cost over the approved one, in a workspace of 100,000 files holding
 /// 50 credential files: the credential list per command (the index, warm: one inotify drain)
-/// and the helper with 50 masks against the same helper without them.
-fn contained_cost(base: &Path, me: &Path, program_dir: &Path, helper: &str) {
+/// and the helper with 50 masks against the same helper without them. Under the fallback also
+/// with the masks as the ruleset Keel builds once (`mask::MaskRulesets`, decision 0033): its
+/// first build, its check per command (warm: one inotify drain), and the helper applying it.
+/// `KEEL_BENCH_ONLY=contained` runs this alone, under the fallback.
+fn contained_cost(
+    base: &Path,
+    me: &Path,
+    program_dir: &Path,
+    helper: &str,
+    mechanisms: &[Mechanism],
+) {
     const DIRS: usize = 1000;
     const FILES: usize = 100;
     const SECRETS: usize = 50;
@@ -315,10 +337,9 @@ fn contained_cost(base: &Path, me: &Path, program_dir: &Path, helper: &str) {
         )
         .unwrap();
     }
-    let index = keel_core::runtime::sandbox::CredentialIndex::new(
-        vec![ws.clone()],
-        keel_core::policy::watchdog::credential_rules(None).0,
-    );
+    let classify = keel_core::policy::watchdog::credential_rules(None).0;
+    let index =
+        keel_core::runtime::sandbox::CredentialIndex::new(vec![ws.clone()], classify.clone());
     let t0 = Instant::now();
     let first = index.current();
     let walk = t0.elapsed().as_secs_f64() * 1000.0;
@@ -335,7 +356,7 @@ fn contained_cost(base: &Path, me: &Path, program_dir: &Path, helper: &str) {
         DIRS * FILES + SECRETS
     );
     let list = row("credential list per command (warm index)", lists, None);
-    for mechanism in [Mechanism::Namespaces, Mechanism::Landlock] {
+    for &mechanism in mechanisms {
         let mut plain = profile_value(base, mechanism, program_dir);
         plain.cwd = ws.clone();
         plain.writable = Vec::new();
@@ -343,12 +364,13 @@ fn contained_cost(base: &Path, me: &Path, program_dir: &Path, helper: &str) {
         let mut masked = plain.clone();
         masked.masked = first.clone();
         let mut medians = Vec::new();
+        let mut cpus = Vec::new();
         for (name, profile) in [
             ("read-only, no masks", plain),
             ("contained, 50 masks", masked),
         ] {
             let path = write_profile(base, &profile, name);
-            let (_, exit, _) = time(|| {
+            let (_, exit, cpu) = time(|| {
                 let mut cmd = Command::new(helper);
                 cmd.arg("run").arg("--profile").arg(&path).arg("--").arg(me);
                 cmd
@@ -358,12 +380,62 @@ fn contained_cost(base: &Path, me: &Path, program_dir: &Path, helper: &str) {
                 exit,
                 None,
             ));
+            cpus.push(cpu);
+            println!("{:<44} mean {cpu:>6.2} ms", format!("{name}: CPU time"));
         }
         println!(
             "{:<44} {:.2} ms (masks {:.2} + list {list:.3})",
             format!("contained cost, {mechanism:?}"),
             medians[1] - medians[0] + list,
             medians[1] - medians[0],
+        );
+        if mechanism != Mechanism::Landlock {
+            continue;
+        }
+        // The masks as one ruleset Keel builds (once per change of the list) and the helper
+        // inherits.
+        let masks = keel_core::runtime::sandbox::mask::MaskRulesets::default();
+        let t0 = Instant::now();
+        let fd = masks.ruleset_for(&first, Some(&classify)).unwrap();
+        let build = t0.elapsed().as_secs_f64() * 1000.0;
+        let mut checks = Vec::new();
+        for _ in 0..RUNS {
+            let t = Instant::now();
+            let again = masks.ruleset_for(&first, Some(&classify)).unwrap();
+            checks.push(t.elapsed().as_secs_f64() * 1000.0);
+            assert_eq!(again, fd);
+        }
+        assert_eq!(masks.stats().built, 1);
+        let mut prebuilt = profile_value(base, mechanism, program_dir);
+        prebuilt.cwd = ws.clone();
+        prebuilt.writable = Vec::new();
+        prebuilt.readable.push(ws.clone());
+        prebuilt.masked = first.clone();
+        prebuilt.mask_ruleset = Some(fd.raw());
+        let path = write_profile(base, &prebuilt, "contained prebuilt");
+        let (_, exit, cpu) = time(|| {
+            let mut cmd = Command::new(helper);
+            cmd.arg("run").arg("--profile").arg(&path).arg("--").arg(me);
+            fd.inherit(&mut cmd);
+            cmd
+        });
+        println!(
+            "{:<44} mean {cpu:>6.2} ms (CPU cost over no masks {:.2}, split per command {:.2})",
+            "contained, prebuilt masks: CPU time",
+            cpu - cpus[0],
+            cpus[1] - cpus[0]
+        );
+        let applied = row(
+            &format!("contained, prebuilt masks, {mechanism:?}: spawn -> exit"),
+            exit,
+            None,
+        );
+        let check = row("prebuilt masks: check per command (warm)", checks, None);
+        println!(
+            "{:<44} {:.2} ms (ruleset {:.2} + check {check:.3} + list {list:.3}; first build {build:.1} ms)",
+            format!("contained cost, prebuilt, {mechanism:?}"),
+            applied - medians[0] + check + list,
+            applied - medians[0],
         );
     }
 }

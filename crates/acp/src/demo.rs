@@ -312,7 +312,7 @@ impl Transcript {
                 }
             }
             SessionUpdate::ToolCall(call) => {
-                if call.name.as_deref() == Some("todo") {
+                if call.name.as_deref() == Some(keel_core::tools::todo::ID) {
                     self.plan_calls
                         .lock()
                         .unwrap_or_else(|e| e.into_inner())

@@ -1,6 +1,8 @@
 //! Keel's engine.
 //!
 //! Principal types (each module opens with its own overview):
+//! - [`contract`]: the types every layer shares (a tool's kind and subject, a call's target,
+//!   progress, file stamps, Keel's own failures), depending on nothing else in keel-core.
 //! - [`tool`]: the tool contract (`ToolSpec`, the `Tool` trait, the result `Envelope`, the registry).
 //! - [`capability`]: `RequirementSet` and the compiled `Scope` the runtime checks every access against.
 //! - [`runtime`]: `Runtime`, the only surface through which tools reach files, processes and the network.
@@ -16,6 +18,7 @@
 pub mod agent;
 pub mod capability;
 pub mod config;
+pub mod contract;
 pub mod front_matter;
 pub mod mcp;
 pub mod policy;

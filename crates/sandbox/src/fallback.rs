@@ -70,6 +70,8 @@ const DEV_READ: [&str; 2] = ["/dev/random", "/dev/urandom"];
 /// to find what the program left behind.
 pub struct Prepared {
     ruleset: Option<RulesetCreated>,
+    /// The inherited ruleset that takes the masked paths away ([`Profile::mask_ruleset`]).
+    mask: Option<i32>,
     seccomp: Option<BpfProgram>,
     /// What is not enforced.
     pub notes: Vec<String>,
@@ -118,8 +120,18 @@ pub fn prepare(profile: &Profile) -> Result<Prepared> {
     write.extend(DEV_READ_WRITE.map(PathBuf::from));
     write.push(PathBuf::from("/dev/pts"));
     // Credential files inside what may be read are left out of the rules: their directories
-    // may be listed, their other entries read, they themselves not.
-    let (mut listed, read) = around_masked(&read, &profile.masked);
+    // may be listed, their other entries read, they themselves not. Keel's prebuilt ruleset
+    // does that as a second layer; without one, the rules are split here.
+    let mask = profile
+        .mask_ruleset
+        .filter(|fd| !profile.masked.is_empty() && is_landlock_ruleset(*fd));
+    if profile.mask_ruleset.is_some() && mask.is_none() {
+        notes.push("the credential masks Keel built could not be used; split here".into());
+    }
+    let (mut listed, read) = match mask {
+        Some(_) => (Vec::new(), read),
+        None => around_masked(&read, &profile.masked),
+    };
     listed.push(PathBuf::from("/dev"));
     let mut ruleset = Ruleset::default()
         .set_compatibility(CompatLevel::BestEffort)
@@ -144,6 +156,7 @@ pub fn prepare(profile: &Profile) -> Result<Prepared> {
     };
     Ok(Prepared {
         ruleset: Some(created),
+        mask,
         seccomp,
         notes,
         proxy_port,
@@ -160,6 +173,9 @@ impl Prepared {
         if let Some(ruleset) = self.ruleset.take() {
             ruleset.restrict_self().map_err(std::io::Error::other)?;
         }
+        if let Some(mask) = self.mask.take() {
+            restrict_self_with(mask)?;
+        }
         if let Some(program) = &self.seccomp {
             seccompiler::apply_filter(program).map_err(std::io::Error::other)?;
         }
@@ -173,6 +189,50 @@ pub fn confine(profile: &Profile) -> Result<(Vec<String>, Option<u16>)> {
     let mut prepared = prepare(profile)?;
     prepared.apply().map_err(Error::Apply)?;
     Ok((std::mem::take(&mut prepared.notes), prepared.proxy_port))
+}
+
+/// Sets close-on-exec on the descriptor [`Profile::mask_ruleset`] names, whatever it is and
+/// whichever mechanism runs: no program the helper starts inherits it (one that could add
+/// rules to Keel's ruleset would weaken the masks of the commands after it).
+pub fn close_mask_on_exec(profile: &Profile) {
+    if let Some(fd) = profile.mask_ruleset {
+        // SAFETY: `fcntl` with integer arguments only; on a descriptor that is not open it
+        // fails with EBADF, which changes nothing.
+        #[expect(
+            unsafe_code,
+            reason = "fcntl(F_SETFD) on a numbered descriptor (see SAFETY)"
+        )]
+        unsafe {
+            let _ = libc::fcntl(fd, libc::F_SETFD, libc::FD_CLOEXEC);
+        }
+    }
+}
+
+/// Whether descriptor `fd` of this process is a Landlock ruleset.
+#[expect(
+    clippy::disallowed_methods,
+    reason = "the sandbox helper is part of the runtime, where ambient authority lives"
+)]
+fn is_landlock_ruleset(fd: i32) -> bool {
+    std::fs::read_link(format!("/proc/self/fd/{fd}"))
+        .is_ok_and(|target| target.as_os_str() == "anon_inode:[landlock-ruleset]")
+}
+
+/// Adds the ruleset `fd` as a layer of this process's Landlock domain (`landlock_restrict_self`;
+/// the crate has no way to use a ruleset built by another process). Only a system call: it runs
+/// between `fork` and `exec`, after `PR_SET_NO_NEW_PRIVS`.
+#[expect(
+    unsafe_code,
+    reason = "landlock_restrict_self on an inherited descriptor (see SAFETY)"
+)]
+fn restrict_self_with(fd: i32) -> std::io::Result<()> {
+    // SAFETY: integer arguments only (a descriptor and no flags); the kernel reads no memory.
+    let result = unsafe { libc::syscall(libc::SYS_landlock_restrict_self, fd, 0u32) };
+    if result == 0 {
+        Ok(())
+    } else {
+        Err(std::io::Error::last_os_error())
+    }
 }
 
 /// `struct __user_cap_header_struct` of `capset(2)`.

@@ -118,6 +118,7 @@ pub fn main(_prefix: &[OsString], args: Vec<OsString>) -> i32 {
         Ok(profile) => profile,
         Err(error) => return fail(&error),
     };
+    fallback::close_mask_on_exec(&profile);
     match parsed.stage.as_str() {
         "run" => run(&profile, &parsed.program),
         other => fail(&Error::UnknownStage(other.to_owned())),

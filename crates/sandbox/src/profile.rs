@@ -71,6 +71,12 @@ pub struct Profile {
     /// an empty directory). Under the Landlock fallback they are left out of the read rules.
     #[serde(default)]
     pub masked: Vec<PathBuf>,
+    /// Under the Landlock fallback: the number of an inherited descriptor of the Landlock
+    /// ruleset Keel built for [`Profile::masked`] (`keel_core::runtime::sandbox::mask`). The helper applies it as a
+    /// second layer instead of splitting its read rules around each masked path; it is closed
+    /// before the program starts. `None`: the helper splits the rules itself.
+    #[serde(default)]
+    pub mask_ruleset: Option<i32>,
     /// The environment variables the program keeps, by name (`LC_*`: a prefix); every other
     /// one is removed before the program starts, whoever started the helper.
     #[serde(default)]

@@ -77,6 +77,7 @@ impl Layout {
             proxy: None,
             masked: vec![self.home.join(".cargo/credentials.toml")],
             env_allow: vec!["PATH".into()],
+            mask_ruleset: None,
         }
     }
 

@@ -4,6 +4,7 @@
 
 use keel_core::config::{self, Effective};
 use keel_core::policy::TrustStatus;
+use keel_core::policy::watchdog::guard_rules;
 use keel_core::provider::{ProviderError, usable_providers};
 use keel_core::runtime::sandbox::check::self_test;
 use keel_core::runtime::sandbox::{Mechanism, SandboxMode};
@@ -193,8 +194,8 @@ fn sandbox(report: &mut Report, effective: Option<&Effective>) {
         }
     };
     let (helper, prefix) = super::sandbox_command::sessions_helper(keel);
-    let namespaces = self_test(&helper, &prefix, Mechanism::Namespaces).passed();
-    let landlock = self_test(&helper, &prefix, Mechanism::Landlock).passed();
+    let namespaces = self_test(&helper, &prefix, Mechanism::Namespaces, guard_rules()).passed();
+    let landlock = self_test(&helper, &prefix, Mechanism::Landlock, guard_rules()).passed();
     let enforced = match settings.mechanism {
         Mechanism::Namespaces => namespaces,
         Mechanism::Landlock => landlock,

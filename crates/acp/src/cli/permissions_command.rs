@@ -4,7 +4,7 @@ use keel_core::capability::{RequirementSet, ShellRunRequirement};
 use keel_core::config::{self, Effective};
 use keel_core::policy::{self, Call, Policy, Trust};
 use keel_core::runtime::{Runtime, RuntimeConfig};
-use keel_core::tool::Registry;
+use keel_core::tool::{Describe, Registry};
 
 use super::tools_command::{find_tool, registry};
 use super::{
@@ -77,14 +77,16 @@ pub fn check(args: PermissionsCheckArgs) -> Outcome {
     let tool = find_tool(&registry, &args.tool)?;
     let call_args: serde_json::Value = serde_json::from_str(&args.args)
         .map_err(|e| Failure::usage(format!("--args is not valid JSON: {e}")))?;
-    tool.validate(&call_args).map_err(Failure::usage)?;
+    let parsed = tool
+        .parse(&call_args, Describe { roots: &[] })
+        .map_err(Failure::usage)?;
     let policy = policy_for(&effective, &workspace, args.headless)?;
     let scratch = keel_core::runtime::scratch::temp_dir("keel-check-")
         .map_err(|e| Failure::failed(format!("cannot create a scratch directory: {e}")))?;
     let runtime = runtime_for(&registry, &workspace, &scratch.path().join("session"))?;
     let decision = policy.decide(&Call {
         spec: tool.spec(),
-        args: &call_args,
+        target: &parsed.target,
         runtime: &runtime,
     });
     write_stdout(&policy::render_check(&decision))?;

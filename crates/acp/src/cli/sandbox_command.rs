@@ -1,6 +1,7 @@
 //! `keel sandbox check` (and the help text of `keel sandbox run`, which `main` dispatches before
 //! anything else starts).
 
+use keel_core::policy::watchdog::guard_rules;
 use keel_core::runtime::sandbox::SandboxSpec;
 use keel_core::runtime::sandbox::check::{MechanismReport, self_test};
 use keel_core::runtime::sandbox::{Mechanism, SandboxMode, landlock_abi};
@@ -30,8 +31,8 @@ pub fn check(args: SandboxCheckArgs) -> Outcome {
     let keel = std::env::current_exe()
         .map_err(|e| Failure::failed(format!("cannot find Keel's own executable: {e}")))?;
     let (helper, prefix) = sessions_helper(keel);
-    let namespaces = self_test(&helper, &prefix, Mechanism::Namespaces);
-    let landlock = self_test(&helper, &prefix, Mechanism::Landlock);
+    let namespaces = self_test(&helper, &prefix, Mechanism::Namespaces, guard_rules());
+    let landlock = self_test(&helper, &prefix, Mechanism::Landlock, guard_rules());
     let mut out = String::new();
     out.push_str(&format!("mode: {}\n", mode_name(settings.mode)));
     out.push_str(&format!(

@@ -8,7 +8,7 @@ use keel_core::capability::RequirementSet;
 use keel_core::config::{Config, Effective};
 use keel_core::policy::{Call, PolicySearchGate};
 use keel_core::tool::{
-    DynTool, Envelope, ProgressSink, Registry, SessionState, ToolContext, ToolError,
+    Describe, DynTool, Envelope, ProgressSink, Registry, SessionState, ToolContext, ToolError,
 };
 use tokio_util::sync::CancellationToken;
 
@@ -109,7 +109,7 @@ pub fn list(args: ToolsArgs) -> Outcome {
     }
     let mut out = align(&rows);
     for spec in registry.specs().filter(|spec| spec.unavailable) {
-        let why = if spec.id == "web_search" {
+        let why = if spec.id == keel_core::tools::web_search::ID {
             format!(
                 "no search service is set (set {} to a SearXNG instance, or {})",
                 keel_core::tools::web_search::ENV_SEARXNG_URL,
@@ -264,16 +264,18 @@ async fn run_one(
         Ok(runtime) => runtime,
         Err(failure) => return fail(ToolError::Unavailable(failure.message)),
     };
-    if let Err(error) = tool.validate(&args) {
-        return fail(error);
-    }
+    // The schema check, and what the call acts on as the tool reads it.
+    let target = match tool.parse(&args, Describe { roots: &[] }) {
+        Ok(parsed) => parsed.target,
+        Err(error) => return fail(error),
+    };
     let policy = match policy_for(effective, workspace, true) {
         Ok(policy) => policy,
         Err(failure) => return fail(ToolError::Unavailable(failure.message)),
     };
     let decision = policy.decide(&Call {
         spec: tool.spec(),
-        args: &args,
+        target: &target,
         runtime: &runtime,
     });
     tracing::info!(tool = %tool.spec().id, action = %decision.action, "{}", decision.explanation);

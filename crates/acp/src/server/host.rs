@@ -28,13 +28,13 @@ use keel_core::agent::{
     AgentEvent, Answer, ApprovalAnswer, ApprovalRequest, CallStatus, QuestionItem,
     TRUST_QUESTION_ID, TurnHost,
 };
-use keel_core::tool::{Artifact, CallView, Envelope, Preview, ToolKind, ToolProgress};
+use keel_core::tool::{Artifact, BundledTool, CallView, Envelope, Preview, ToolKind, ToolProgress};
 use serde_json::Value;
 use tokio_util::sync::CancellationToken;
 
 mod content;
 
-use super::kinds::{self, LockedTool, Roots, ToolRef};
+use super::kinds::{self, Roots, ToolRef};
 use super::permission::{self, PermissionView};
 use super::terminal::TerminalLedger;
 use content::{fenced, head, internal_error_text, plan_entry, tail};
@@ -533,10 +533,10 @@ impl AcpTurnHost {
             .find(|id| {
                 lock(&self.calls)
                     .get(*id)
-                    .is_some_and(|call| call.tool_id == LockedTool::Question.id())
+                    .is_some_and(|call| call.tool_id == BundledTool::Question.id())
             })
             .cloned()
-            .unwrap_or_else(|| "question".to_owned());
+            .unwrap_or_else(|| BundledTool::Question.id().to_owned());
         if self.shared.elicitation {
             return super::question::ask_form(self, &call_id, &questions).await;
         }

@@ -7,78 +7,21 @@
 //! - [`locations`]: the engine's locations as ACP's.
 //! - [`diff_content`]: the engine's one diff type ([`keel_diff::AcpDiff`], already bounded) as
 //!   ACP diff content, with a note when only the changed parts of a large file are shown.
-//! - [`LockedTool`], [`ToolRef`]: the locked tool ids, for what the front-end draws differently
-//!   (a fenced output, the plan of `todo`, the `question` prompt).
+//! - [`ToolRef`]: a call's tool, the locked ones typed ([`BundledTool`], the engine's one list of
+//!   the bundled ids), for what the front-end draws differently (a fenced output, the plan of
+//!   `todo`, the `question` prompt).
 
 use std::path::{Path, PathBuf};
 
 use agent_client_protocol::v1::schema::{
     Diff, ToolCallContent, ToolCallLocation, ToolKind as AcpKind,
 };
-use keel_core::tool::{Location, ToolKind};
-
-/// The locked tool set.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum LockedTool {
-    Read,
-    Write,
-    Edit,
-    Glob,
-    Grep,
-    Bash,
-    Todo,
-    Task,
-    Question,
-    WebSearch,
-    WebFetch,
-    Skill,
-    ToolSearch,
-}
-
-impl LockedTool {
-    pub const ALL: [LockedTool; 13] = [
-        LockedTool::Read,
-        LockedTool::Write,
-        LockedTool::Edit,
-        LockedTool::Glob,
-        LockedTool::Grep,
-        LockedTool::Bash,
-        LockedTool::Todo,
-        LockedTool::Task,
-        LockedTool::Question,
-        LockedTool::WebSearch,
-        LockedTool::WebFetch,
-        LockedTool::Skill,
-        LockedTool::ToolSearch,
-    ];
-
-    pub fn id(self) -> &'static str {
-        match self {
-            LockedTool::Read => "read",
-            LockedTool::Write => "write",
-            LockedTool::Edit => "edit",
-            LockedTool::Glob => "glob",
-            LockedTool::Grep => "grep",
-            LockedTool::Bash => "bash",
-            LockedTool::Todo => "todo",
-            LockedTool::Task => "task",
-            LockedTool::Question => "question",
-            LockedTool::WebSearch => "web_search",
-            LockedTool::WebFetch => "web_fetch",
-            LockedTool::Skill => "skill",
-            LockedTool::ToolSearch => "tool_search",
-        }
-    }
-
-    pub fn from_id(id: &str) -> Option<Self> {
-        Self::ALL.into_iter().find(|tool| tool.id() == id)
-    }
-}
+use keel_core::tool::{BundledTool, Location, ToolKind};
 
 /// The tool behind a call.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum ToolRef<'a> {
-    Locked(LockedTool),
+    Locked(BundledTool),
     /// An MCP, project or global tool.
     Extension {
         id: &'a str,
@@ -87,7 +30,7 @@ pub enum ToolRef<'a> {
 
 impl<'a> ToolRef<'a> {
     pub fn of(id: &'a str) -> Self {
-        match LockedTool::from_id(id) {
+        match BundledTool::from_id(id).filter(|tool| tool.is_locked()) {
             Some(tool) => ToolRef::Locked(tool),
             None => ToolRef::Extension { id },
         }
@@ -199,8 +142,9 @@ mod tests {
     #[test]
     fn every_locked_tool_has_a_kind() {
         let registry = keel_core::tools::bundled(&|_| None).unwrap();
-        let table: Vec<String> = LockedTool::ALL
+        let table: Vec<String> = BundledTool::ALL
             .into_iter()
+            .filter(|tool| tool.is_locked())
             .map(|tool| {
                 let spec = registry.get(tool.id()).unwrap().spec();
                 let kind = serde_json::to_value(acp_kind(spec.kind)).unwrap();
@@ -217,8 +161,8 @@ mod tests {
         todo -> think
         task -> think
         question -> other
-        web_search -> fetch
         web_fetch -> fetch
+        web_search -> fetch
         skill -> read
         tool_search -> search
         ");

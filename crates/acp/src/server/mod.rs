@@ -47,7 +47,7 @@ use keel_core::agent::Engine;
 pub use connection::agent_capabilities;
 pub use engine_sessions::EngineSessions;
 pub use errors::ServerError;
-pub use kinds::{LockedTool, Roots, ToolRef, acp_kind, diff_content};
+pub use kinds::{Roots, ToolRef, acp_kind, diff_content};
 pub use modes::mode_name;
 pub use session_traits::{
     AgentSession, EngineError, EngineSource, SessionFactory, SessionOrigin, SessionSpec,

@@ -20,11 +20,12 @@ use agent_client_protocol::v1::schema::{
     TerminalExitStatus, TerminalOutputRequest, WaitForTerminalExitRequest,
 };
 use futures::future::BoxFuture;
+use keel_core::runtime::AccessError;
 use keel_core::runtime::process::QUIET_ENV;
 use keel_core::runtime::{
     TerminalBackend, TerminalExit, TerminalOutcome, TerminalRequest, TerminalSnapshot,
 };
-use keel_core::tool::{ProgressSink, ToolError, ToolProgress};
+use keel_core::tool::{ProgressSink, ToolProgress};
 use tokio_util::sync::CancellationToken;
 
 /// How long to wait for the exit status after a kill before reading the output anyway.
@@ -129,8 +130,8 @@ impl ClientTerminals {
         }
     }
 
-    fn failed(&self, what: &str, error: agent_client_protocol::Error) -> ToolError {
-        ToolError::External {
+    fn failed(&self, what: &str, error: agent_client_protocol::Error) -> AccessError {
+        AccessError::External {
             message: format!(
                 "the editor's terminal {what} failed: {}",
                 super::errors::client_error_text(&error)
@@ -152,7 +153,7 @@ impl ClientTerminals {
     /// Creates the terminal a command runs in: the sandbox helper wrapping `bash -c COMMAND`
     /// (or bash itself when the sandbox is off), so the pane shows the real output and the
     /// kernel still confines the command.
-    async fn create(&self, request: &TerminalRequest) -> Result<String, ToolError> {
+    async fn create(&self, request: &TerminalRequest) -> Result<String, AccessError> {
         let program = request.program.to_string_lossy().into_owned();
         let create = CreateTerminalRequest::new(self.session_id.clone(), program)
             .args(request.args.clone())
@@ -168,7 +169,7 @@ impl ClientTerminals {
         Ok(created.terminal_id.to_string())
     }
 
-    async fn output(&self, terminal_id: &str) -> Result<TerminalSnapshot, ToolError> {
+    async fn output(&self, terminal_id: &str) -> Result<TerminalSnapshot, AccessError> {
         let output = TerminalOutputRequest::new(self.session_id.clone(), terminal_id.to_owned());
         let output = self
             .connection
@@ -183,7 +184,7 @@ impl ClientTerminals {
         })
     }
 
-    async fn wait(&self, terminal_id: &str) -> Result<TerminalExit, ToolError> {
+    async fn wait(&self, terminal_id: &str) -> Result<TerminalExit, AccessError> {
         let wait = WaitForTerminalExitRequest::new(self.session_id.clone(), terminal_id.to_owned());
         let waited = self
             .connection
@@ -195,7 +196,7 @@ impl ClientTerminals {
     }
 
     /// `terminal/kill`, then the exit the editor reports (bounded by [`AFTER_KILL`]).
-    async fn kill_checked(&self, terminal_id: &str) -> Result<Option<TerminalExit>, ToolError> {
+    async fn kill_checked(&self, terminal_id: &str) -> Result<Option<TerminalExit>, AccessError> {
         let kill = KillTerminalRequest::new(self.session_id.clone(), terminal_id.to_owned());
         self.connection
             .send_request(kill)
@@ -214,9 +215,9 @@ impl ClientTerminals {
         request: TerminalRequest,
         progress: ProgressSink,
         cancel: CancellationToken,
-    ) -> Result<TerminalOutcome, ToolError> {
+    ) -> Result<TerminalOutcome, AccessError> {
         if cancel.is_cancelled() {
-            return Err(ToolError::Cancelled);
+            return Err(AccessError::Cancelled);
         }
         let terminal_id = self.create(&request).await?;
         self.ledger.open(&terminal_id);
@@ -241,7 +242,7 @@ impl ClientTerminals {
                 // turn ends, without waiting for a client that may never report the exit.
                 let kill = KillTerminalRequest::new(self.session_id.clone(), terminal_id.clone());
                 self.connection.send_request(kill).detach();
-                return Err(ToolError::Cancelled);
+                return Err(AccessError::Cancelled);
             }
         }
 
@@ -281,34 +282,34 @@ impl TerminalBackend for ClientTerminals {
         request: TerminalRequest,
         progress: ProgressSink,
         cancel: CancellationToken,
-    ) -> BoxFuture<'a, Result<TerminalOutcome, ToolError>> {
+    ) -> BoxFuture<'a, Result<TerminalOutcome, AccessError>> {
         Box::pin(self.run_inner(request, progress, cancel))
     }
 
     /// A background command's terminal: not in the ledger (a turn's end does not release it);
     /// the job releases it when it ends.
-    fn start<'a>(&'a self, request: TerminalRequest) -> BoxFuture<'a, Result<String, ToolError>> {
+    fn start<'a>(&'a self, request: TerminalRequest) -> BoxFuture<'a, Result<String, AccessError>> {
         Box::pin(async move { self.create(&request).await })
     }
 
     fn snapshot<'a>(
         &'a self,
         terminal_id: &'a str,
-    ) -> BoxFuture<'a, Result<TerminalSnapshot, ToolError>> {
+    ) -> BoxFuture<'a, Result<TerminalSnapshot, AccessError>> {
         Box::pin(self.output(terminal_id))
     }
 
     fn wait_exit<'a>(
         &'a self,
         terminal_id: &'a str,
-    ) -> BoxFuture<'a, Result<TerminalExit, ToolError>> {
+    ) -> BoxFuture<'a, Result<TerminalExit, AccessError>> {
         Box::pin(self.wait(terminal_id))
     }
 
     fn kill<'a>(
         &'a self,
         terminal_id: &'a str,
-    ) -> BoxFuture<'a, Result<Option<TerminalExit>, ToolError>> {
+    ) -> BoxFuture<'a, Result<Option<TerminalExit>, AccessError>> {
         Box::pin(self.kill_checked(terminal_id))
     }
 

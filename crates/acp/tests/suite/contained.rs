@@ -105,6 +105,26 @@ async fn attack(calls: &[Value]) -> Vec<String> {
 
 /// [`attack`] with every prompt answered `answer`.
 async fn attack_answering(calls: &[Value], answer: PermissionOptionKind) -> Vec<String> {
+    attack_with(calls, answer, &[]).await
+}
+
+/// [`attack`] under the Landlock fallback, forced: the masks are the ruleset Keel builds once
+/// and the helper inherits (decision 0033).
+async fn attack_under_the_fallback(calls: &[Value]) -> Vec<String> {
+    attack_with(
+        calls,
+        PermissionOptionKind::RejectOnce,
+        &[("KEEL_SANDBOX_MECHANISM", "landlock")],
+    )
+    .await
+}
+
+/// [`attack_answering`] with more variables for `keel`.
+async fn attack_with(
+    calls: &[Value],
+    answer: PermissionOptionKind,
+    env: &[(&str, &str)],
+) -> Vec<String> {
     let mock = MockModel::start().await;
     for (i, args) in calls.iter().enumerate() {
         mock.push_anthropic(Turn::new().tool_call(format!("t{i}"), "bash", args.clone()));
@@ -113,19 +133,20 @@ async fn attack_answering(calls: &[Value], answer: PermissionOptionKind) -> Vec<
     let home = KeelHome::new();
     seed(&home);
     let before = snapshot(&home.root);
+    let database_url = format!("postgres://app:{CANARY}-db@db/app");
+    let mysql_pwd = format!("{CANARY}-mysql");
+    let mut vars = vec![
+        TEST_MODEL,
+        ("DATABASE_URL", database_url.as_str()),
+        ("MYSQL_PWD", mysql_pwd.as_str()),
+    ];
+    vars.extend_from_slice(env);
     let client = home
         .client(
             &mock,
             ClientOptions::default()
                 .permissions(vec![PermissionReply::Choose(answer); calls.len()]),
-            &[
-                TEST_MODEL,
-                (
-                    "DATABASE_URL",
-                    &format!("postgres://app:{CANARY}-db@db/app"),
-                ),
-                ("MYSQL_PWD", &format!("{CANARY}-mysql")),
-            ],
+            &vars,
         )
         .await;
     let session = client
@@ -253,6 +274,22 @@ async fn directory_operands_and_walks_show_no_secret() {
         bash("ls -la deploy/.ssh && cat deploy/.ssh/id_ed25519"),
     ])
     .await;
+}
+
+/// The same walks under the fallback, where Landlock can only grant: the credential files are
+/// left out of the ruleset Keel built for the session, and what is beside them stays readable.
+#[tokio::test]
+async fn directory_walks_under_the_fallback_show_no_secret() {
+    let told = attack_under_the_fallback(&[
+        bash("grep -r CANARY ."),
+        bash("diff -rN . src"),
+        bash("cat notes.txt"),
+        bash("ls -la deploy/.ssh && cat deploy/.ssh/id_ed25519"),
+        bash("cat README.md src/main.rs"),
+    ])
+    .await;
+    assert!(told[4].contains("# probe"), "{told:?}");
+    assert!(told[4].contains("fn main() {}"), "{told:?}");
 }
 
 #[tokio::test]

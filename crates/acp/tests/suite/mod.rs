@@ -25,6 +25,7 @@ mod protocol;
 mod questions;
 mod registry;
 mod sandbox;
+mod sandbox_proxy;
 mod sessions;
 mod skills;
 mod slash_commands;

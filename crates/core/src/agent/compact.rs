@@ -161,7 +161,7 @@ fn transcript(messages: &[Message]) -> (String, BTreeSet<String>, Option<String>
                             paths.insert(path.to_owned());
                         }
                     }
-                    if name == "todo" {
+                    if name == crate::tools::todo::ID {
                         plan = Some(input.to_string());
                     }
                     let _ = writeln!(
@@ -299,7 +299,7 @@ impl Session {
         let note = summary_note(&summary, &paths, plan.as_deref());
         let mut compacted = vec![Message::user_text(note)];
         for message in history.drain(split..) {
-            crate::store::push_merged(&mut compacted, message);
+            crate::provider::push_merged(&mut compacted, message);
         }
         let after = estimate_tokens(system, &compacted, tools);
         *history = compacted;

@@ -4,17 +4,16 @@
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
-use std::time::Duration;
 
-use crate::capability::RequirementSet;
-use crate::policy::{Mode, Policy, PolicyLayers, RuleSet, Trust, TrustStore};
-use crate::provider::{Provider, ProviderConfig, resolve_model};
+use crate::policy::{Mode, Policy, PolicyLayers, Trust, TrustStore};
+use crate::provider::resolve_model;
 use crate::runtime::sandbox::SandboxSpec;
 use crate::runtime::{FileBackend, Runtime, RuntimeConfig, TerminalBackend};
-use crate::tool::{DynTool, Limits, Registry, SessionState};
+use crate::tool::{Registry, SessionState};
 
 use super::session::{ModelSlot, Session};
 use super::{AgentError, SetupError};
+use crate::config::EngineConfig;
 use crate::store::{SessionLog, SessionMeta, SessionStore, StoreError, StoredEvent};
 
 /// The name of the model slot when no model is named and none resolves.
@@ -25,175 +24,6 @@ pub const SESSIONS_DIR: &str = "sessions";
 
 /// The trust store's file name under the user data directory.
 pub const TRUST_FILE: &str = "trusted.toml";
-
-/// What the configuration files say for one workspace, read when a session opens.
-#[derive(Debug, Clone, Default)]
-pub struct WorkspaceConfig {
-    /// The user file's `[[permission]]` rules (manifest scope).
-    pub user_rules: Option<RuleSet>,
-    /// The project file's `[[permission]]` rules (project scope).
-    pub project_rules: Option<RuleSet>,
-    /// The mode the layers give (a project's only when it tightens, unless trusted), with the
-    /// environment and flag overrides on top.
-    pub mode: Option<Mode>,
-    /// The model the layers name (`provider/model`), if any.
-    pub model: Option<String>,
-    /// The providers the layers configure.
-    pub providers: Vec<ProviderConfig>,
-    /// Project settings not applied because the project is not trusted
-    /// (`IgnoredSetting` lines: "sets mode = yolo (.keel/config.toml:1:1)").
-    pub ignored: Vec<IgnoredLine>,
-    /// MCP servers of the user file (and of the project file once trusted).
-    pub mcp_servers: Vec<crate::mcp::McpServerConfig>,
-    /// What each `[mcp_servers.NAME]` table lets its server reach in the sandbox, by name,
-    /// tables without `command` or `url` included: an editor's server of that name gets it.
-    pub mcp_access:
-        std::collections::BTreeMap<String, crate::runtime::sandbox::server::ServerAccess>,
-}
-
-/// One project setting that waits for trust, as the user reads it.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct IgnoredLine {
-    /// The dotted key (`mode`, `providers.evil`, `permission[0]`).
-    pub key: String,
-    /// "sets mode = yolo (.keel/config.toml:1:1)".
-    pub text: String,
-}
-
-/// Reads the configuration for a workspace; the flag says whether the project is trusted.
-pub type ConfigRules =
-    Arc<dyn Fn(&std::path::Path, bool) -> Result<WorkspaceConfig, ConfigFault> + Send + Sync>;
-
-/// Why a workspace's configuration did not load: the message, and what a front-end can show
-/// of it (`details`, `key`, `file`, `line`, `column`: `ConfigError::data`).
-#[derive(Debug, Clone, PartialEq, thiserror::Error)]
-#[error("{message}")]
-pub struct ConfigFault {
-    pub message: String,
-    pub data: Option<serde_json::Value>,
-}
-
-impl ConfigFault {
-    /// A fault that is only a message.
-    pub fn text(message: impl Into<String>) -> Self {
-        Self {
-            message: message.into(),
-            data: None,
-        }
-    }
-}
-
-impl From<String> for ConfigFault {
-    fn from(message: String) -> Self {
-        Self::text(message)
-    }
-}
-
-impl From<&crate::config::ConfigError> for ConfigFault {
-    fn from(error: &crate::config::ConfigError) -> Self {
-        Self {
-            message: error.to_string(),
-            data: Some(error.data()),
-        }
-    }
-}
-
-/// How environment variables are looked up (injectable so tests never touch the process env).
-pub type EnvLookup = Arc<dyn Fn(&str) -> Option<String> + Send + Sync>;
-
-/// Everything the engine needs, resolved from configuration by the front-end.
-#[derive(Clone)]
-pub struct EngineConfig {
-    /// `provider/model`; `None` picks the first provider with credentials.
-    pub model: Option<String>,
-    /// Models offered in the editor's model selector (`provider/model`).
-    pub models: Vec<String>,
-    pub providers: Vec<ProviderConfig>,
-    /// A provider to use instead of resolving one (the scripted model, tests).
-    pub provider_override: Option<(Arc<dyn Provider>, String)>,
-    pub env: EnvLookup,
-    pub mode: Mode,
-    pub max_requests_per_turn: u32,
-    pub max_tokens: u32,
-    pub thinking_budget: Option<u32>,
-    /// Compact the conversation when the next request's estimated input passes this fraction
-    /// of the model's context window (0.0 to 1.0).
-    pub compact_at: f64,
-    pub limits: Limits,
-    /// The agent manifest's own requirements, united with every tool's.
-    pub manifest: RequirementSet,
-    /// Tools registered after the bundled ones (MCP tools, tests); same id shadows.
-    pub extra_tools: Vec<Arc<dyn DynTool>>,
-    /// Past this many extension (MCP) tools, they are left out of requests and found through
-    /// `tool_search`.
-    pub tool_search_max_tools: usize,
-    /// Past this fraction of the context window (at 4 bytes a token), the same.
-    pub tool_search_budget: f64,
-    /// Per-tool settings (seed 001): disabled tools and default timeouts.
-    pub disabled_tools: Vec<String>,
-    pub tool_timeouts: HashMap<String, Duration>,
-    /// `[[permission]]` rules written in the configuration files, joined to the
-    /// `permissions.toml` rules of the same scope.
-    pub config_rules: Option<ConfigRules>,
-    /// Where the user's global rules live (`~/.config/keel`), if anywhere.
-    pub global_config_dir: Option<PathBuf>,
-    /// `{user-data}` (`~/.local/share/keel`): the trust store lives there.
-    pub user_data_dir: Option<PathBuf>,
-    /// `~/.cache/keel`: the providers' model lists are kept there for a day.
-    pub cache_dir: Option<PathBuf>,
-    /// Parent of the sessions' scratch directories.
-    pub scratch_root: PathBuf,
-    /// How shell commands are confined (the `[sandbox]` table, the helper, the home directory).
-    pub sandbox: SandboxSpec,
-    /// After the first turn of a kept session, the model writes its title (`[sessions]
-    /// model_titles`; on in the configuration, off here unless set).
-    pub model_titles: bool,
-}
-
-impl std::fmt::Debug for EngineConfig {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("EngineConfig")
-            .field("model", &self.model)
-            .field("mode", &self.mode)
-            .field("max_requests_per_turn", &self.max_requests_per_turn)
-            .finish_non_exhaustive()
-    }
-}
-
-impl EngineConfig {
-    /// Defaults for a process whose environment is `env`.
-    pub fn new(env: EnvLookup, scratch_root: PathBuf) -> Self {
-        Self {
-            model: None,
-            models: Vec::new(),
-            providers: Vec::new(),
-            provider_override: None,
-            env,
-            mode: Mode::Allowlist,
-            max_requests_per_turn: 50,
-            max_tokens: 16_000,
-            thinking_budget: None,
-            compact_at: 0.8,
-            limits: Limits::default(),
-            manifest: RequirementSet::fs_read_write(
-                &["{workspace}/**", "{session}/**"],
-                &["{workspace}/**"],
-            ),
-            extra_tools: Vec::new(),
-            tool_search_max_tools: 30,
-            tool_search_budget: 0.1,
-            disabled_tools: Vec::new(),
-            tool_timeouts: HashMap::new(),
-            config_rules: None,
-            global_config_dir: None,
-            user_data_dir: None,
-            cache_dir: None,
-            scratch_root,
-            sandbox: SandboxSpec::default(),
-            model_titles: false,
-        }
-    }
-}
 
 /// What a front-end asks for when it opens a session.
 #[derive(Default)]

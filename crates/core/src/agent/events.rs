@@ -1,39 +1,11 @@
 //! What the turn loop tells its host, and what it asks of it.
 
 use futures::future::BoxFuture;
-use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
 pub use crate::policy::Answer;
+pub use crate::store::{ApprovalAnswer, CallStatus, TurnStop, UserContent};
 use crate::tool::{Artifact, CallView, Envelope, PlanEntry, Preview, ToolKind, ToolProgress};
-
-/// A piece of the user's prompt.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-#[serde(rename_all = "snake_case", tag = "type")]
-pub enum UserContent {
-    Text {
-        text: String,
-    },
-    Image {
-        media_type: String,
-        data: String,
-    },
-    /// An embedded resource (a file the user attached), given to the model as text.
-    Resource {
-        uri: String,
-        text: String,
-    },
-}
-
-/// Where a tool call stands.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "snake_case")]
-pub enum CallStatus {
-    Pending,
-    InProgress,
-    Completed,
-    Failed,
-}
 
 /// Everything a turn reports, in order. Sending never blocks the loop.
 #[derive(Debug, Clone, PartialEq)]
@@ -118,35 +90,6 @@ pub struct ApprovalRequest {
     pub unconfined: bool,
 }
 
-/// How an [`ApprovalRequest`] ended: the user's [`Answer`] (the policy's one definition of an
-/// answer), or no answer because the prompt was cancelled. Stored in session logs as
-/// `allow_once`, `allow_always`, `reject_once`, `reject_always` or `cancelled`.
-#[derive(Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "snake_case")]
-pub enum ApprovalAnswer {
-    /// The prompt was cancelled (the turn is being cancelled).
-    Cancelled,
-    /// The user answered.
-    #[serde(untagged)]
-    Answered(Answer),
-}
-
-/// `AllowOnce`, ..., `Cancelled`: the answer itself, as logs and tests have always shown it.
-impl std::fmt::Debug for ApprovalAnswer {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        match self {
-            ApprovalAnswer::Answered(answer) => answer.fmt(f),
-            ApprovalAnswer::Cancelled => f.write_str("Cancelled"),
-        }
-    }
-}
-
-impl From<Answer> for ApprovalAnswer {
-    fn from(answer: Answer) -> Self {
-        ApprovalAnswer::Answered(answer)
-    }
-}
-
 /// The `question` tool's questions: defined with the tool contract ([`crate::tool`]).
 pub use crate::tool::{QuestionItem, QuestionOption};
 
@@ -174,18 +117,6 @@ pub trait TurnHost: Send + Sync {
     /// The editor's artifacts for a finished call (diffs, terminals) are in the envelope;
     /// this hook lets a host release resources (e.g. an ACP terminal) after its final update.
     fn call_finished(&self, _call_id: &str, _artifacts: &[Artifact]) {}
-}
-
-/// Why a turn stopped.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "snake_case")]
-pub enum TurnStop {
-    EndTurn,
-    MaxTokens,
-    /// The turn made as many model requests as allowed.
-    MaxRequests,
-    Refusal,
-    Cancelled,
 }
 
 /// How a turn ended.

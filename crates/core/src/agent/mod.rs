@@ -9,6 +9,7 @@
 //! ones one at a time in order, and reports everything as [`AgentEvent`]s. It never sees ACP
 //! types.
 
+mod call;
 mod compact;
 mod engine;
 mod events;
@@ -20,13 +21,14 @@ mod title;
 mod trust;
 mod turn;
 
+/// Defined with the configuration that builds them ([`crate::config`]).
+pub use crate::config::{
+    ConfigFault, ConfigRules, EngineConfig, EnvLookup, IgnoredLine, WorkspaceConfig,
+};
 /// Re-exported from [`crate::front_matter`], where skills read it too.
 pub use crate::front_matter::front_matter;
 pub use compact::Compaction;
-pub use engine::{
-    ConfigFault, ConfigRules, Engine, EngineConfig, EnvLookup, IgnoredLine, Persistence,
-    SESSIONS_DIR, SessionOptions, TRUST_FILE, WorkspaceConfig,
-};
+pub use engine::{Engine, Persistence, SESSIONS_DIR, SessionOptions, TRUST_FILE};
 pub use events::{
     AgentEvent, Answer, ApprovalAnswer, ApprovalRequest, CallStatus, QuestionItem, QuestionOption,
     TurnHost, TurnOutcome, TurnStop, UserContent,
@@ -35,7 +37,6 @@ pub use session::{ModelSlot, Session};
 pub use subagent::{AgentDef, GENERAL_AGENT, MAX_DEPTH, agents_listing, load_agents, parse_agent};
 pub use title::{TITLE_SYSTEM, clean_title};
 pub use trust::{TRUST_QUESTION_ID, files_waiting_for_trust, notice as trust_notice};
-pub(crate) use turn::civil_from_days;
 
 use crate::provider::ProviderError;
 

@@ -10,7 +10,7 @@ use crate::runtime::Runtime;
 use crate::store::{SessionLog, StoredEvent};
 use crate::tool::{Registry, SessionState};
 
-use super::engine::EngineConfig;
+use crate::config::EngineConfig;
 
 /// The model a session talks to: its display name and the resolved provider, or why it could
 /// not be resolved (a message naming what to set).
@@ -109,7 +109,7 @@ pub(super) struct ProjectState {
     /// answer records.
     pub fingerprint: Option<String>,
     /// Settings not applied because the project is not trusted.
-    pub ignored: Vec<super::engine::IgnoredLine>,
+    pub ignored: Vec<crate::config::IgnoredLine>,
     /// Whether the front-end chose the mode (then trusting the project does not change it).
     pub mode_overridden: bool,
 }

@@ -37,14 +37,14 @@ use crate::tool::{
     Artifact, Envelope, Registry, SessionState, SubagentRequest, Subagents, ToolContext, ToolError,
     ToolOutput, head_of,
 };
-use crate::tools::task::{TASK_RESULT_BYTES, TASK_TOOL_ID};
+use crate::tools::task::{ID as TASK_TOOL_ID, TASK_RESULT_BYTES};
 
-use super::engine::EngineConfig;
 use super::session::{ModelSlot, Session};
 use super::{
     AgentEvent, ApprovalAnswer, ApprovalRequest, CallStatus, QuestionItem, TurnHost, TurnStop,
     UserContent,
 };
+use crate::config::EngineConfig;
 use crate::front_matter::front_matter;
 
 /// How deep subagents nest: the top session is depth 0; a session at this depth has no `task`.

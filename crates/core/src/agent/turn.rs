@@ -1,48 +1,38 @@
 //! The turn loop: model request → streamed answer → tool calls → results → next request.
 
 use std::sync::Arc;
-use std::time::{Duration, Instant};
 
 use futures::StreamExt as _;
 use serde_json::Value;
 use tokio_util::sync::CancellationToken;
 
-use crate::capability::Access;
-use crate::policy::{Action, Answer, Call, PolicySearchGate};
 use crate::provider::{
     History, Message, ModelEvent, ModelRequest, Part, Provider, ProviderError, RetryNotice, Role,
     StopReason, ToolDefinition, Usage, observe_retries,
 };
-use crate::tool::{
-    Artifact, CallView, Describe, Envelope, ParsedCall, ProgressBudget, ProgressSink, Subject,
-    ToolContext, ToolError, ToolKind,
-};
+use crate::tools::skill::SessionSkills;
+use crate::tools::tool_search::SessionToolIndex;
 
+use super::call::Verdict;
 use super::compact::estimate_history_tokens;
 use super::record::RecordingHost;
 use super::session::Session;
-use super::{
-    AgentError, AgentEvent, ApprovalAnswer, ApprovalRequest, CallStatus, TurnHost, TurnOutcome,
-    TurnStop, UserContent,
-};
+use super::{AgentError, AgentEvent, TurnHost, TurnOutcome, TurnStop, UserContent};
 use crate::store::StoredEvent;
-
-/// How long a cancelled tool gets to wind down (kill its processes, answer) before it is dropped.
-const CANCEL_GRACE: Duration = Duration::from_secs(2);
 
 /// A tool call the model asked for.
 #[derive(Debug, Clone)]
-struct RequestedCall {
+pub(super) struct RequestedCall {
     /// Keel's id of the call: unique in the session ([`Session::keel_call_id`]); what every
     /// event, prompt and log line names.
-    id: String,
+    pub(super) id: String,
     /// The id the model chose, kept only for the provider round-trip (the tool use in the
     /// history and its result). Models repeat ids; Keel never looks a call up by it.
-    model_id: String,
-    name: String,
-    input: Value,
+    pub(super) model_id: String,
+    pub(super) name: String,
+    pub(super) input: Value,
     /// Set when the arguments were not a JSON object.
-    invalid: Option<String>,
+    pub(super) invalid: Option<String>,
 }
 
 /// One streamed model response.
@@ -141,11 +131,7 @@ impl Session {
 
     /// The skills this session may use: the user's, and the project's once it is trusted.
     pub fn discover_skills(&self) -> Vec<crate::skills::Skill> {
-        if self
-            .registry
-            .get(crate::tools::skill::SKILL_TOOL_ID)
-            .is_none()
-        {
+        if self.registry.get(crate::tools::skill::ID).is_none() {
             return Vec::new();
         }
         crate::skills::discover(
@@ -160,7 +146,7 @@ impl Session {
         let Some(UserContent::Text { text }) = prompt.first_mut() else {
             return prompt;
         };
-        let skills = self.state.skills();
+        let skills = SessionSkills::of(&self.state);
         match crate::skills::expand_command(text, &skills, &self.runtime).await {
             Some(Ok(expanded)) => *text = expanded,
             Some(Err(error)) => {
@@ -185,13 +171,8 @@ impl Session {
             self.config.global_config_dir.as_deref(),
         )
         .await;
-        let skills = self.state.skills();
-        if !skills.is_empty()
-            && self
-                .registry
-                .get(crate::tools::skill::SKILL_TOOL_ID)
-                .is_some()
-        {
+        let skills = SessionSkills::of(&self.state);
+        if !skills.is_empty() && self.registry.get(crate::tools::skill::ID).is_some() {
             system.push_str(&crate::skills::listing(&skills));
         }
         system
@@ -239,7 +220,7 @@ impl Session {
         if !agents.is_empty()
             && let Some(task) = tools
                 .iter_mut()
-                .find(|tool| tool.name == crate::tools::task::TASK_TOOL_ID)
+                .find(|tool| tool.name == crate::tools::task::ID)
         {
             task.description.push_str(&super::agents_listing(&agents));
         }
@@ -261,11 +242,11 @@ impl Session {
             .sum();
         let budget = (window as f64 * 4.0 * self.config.tool_search_budget) as usize;
         if offered.len() <= self.config.tool_search_max_tools && bytes <= budget {
-            self.state.set_tool_index(None);
+            self.state.private::<SessionToolIndex>().set_index(None);
             tools.extend(offered);
             return tools;
         }
-        let current = self.state.tool_index();
+        let current = self.state.private::<SessionToolIndex>().index();
         let same = current.as_ref().is_some_and(|index| {
             index.len() == extensions.len()
                 && index
@@ -275,14 +256,15 @@ impl Session {
         });
         if !same {
             self.state
-                .set_tool_index(Some(Arc::new(crate::tools::tool_search::index_of(
+                .private::<SessionToolIndex>()
+                .set_index(Some(Arc::new(crate::tools::tool_search::index_of(
                     &extensions,
                 ))));
         }
         if let Some(search) = self.registry.get(TOOL_SEARCH) {
             tools.push(ToolDefinition::of(search.spec()));
         }
-        let selected = self.state.selected_tools();
+        let selected = self.state.private::<SessionToolIndex>().selected();
         tools.extend(
             offered
                 .into_iter()
@@ -427,7 +409,7 @@ impl Session {
             host.event(AgentEvent::SessionTitle { title });
         }
         // The skills as trust now stands; `/name args` loads a skill into the prompt.
-        self.state.set_skills(self.discover_skills());
+        SessionSkills::set(&self.state, self.discover_skills());
         let prompt = self.expand_skill_command(prompt).await;
         self.remember(
             &mut history,
@@ -631,401 +613,7 @@ impl Session {
         parts
     }
 
-    async fn run_call(
-        &self,
-        call: &RequestedCall,
-        host: &Arc<dyn TurnHost>,
-        cancel: &CancellationToken,
-    ) -> (Envelope, Verdict) {
-        let started = Instant::now();
-        // Another agent's name for a tool (`Read`, `shell`, opencode's `read {filePath}`): the
-        // call runs as the canonical tool's, whose name and arguments everything below sees.
-        let alias = self.alias_of(call);
-        let call = alias.as_ref().map_or(call, |(aliased, _)| aliased);
-        let tool = self.tool(&call.name);
-        let spec = tool.as_ref().map(|t| t.spec());
-        // The arguments are validated and deserialized once, here: the call's title and
-        // locations come from the typed arguments, and the gates and the run use the same parse.
-        let parsed = match (&tool, &call.invalid) {
-            (Some(tool), None) => Some(tool.parse(
-                &call.input,
-                Describe {
-                    roots: self.runtime.roots(),
-                },
-            )),
-            _ => None,
-        };
-        let view = match &parsed {
-            Some(Ok(parsed)) => parsed.view.clone(),
-            _ => CallView {
-                title: spec.map_or_else(|| call.name.clone(), |s| s.title.clone()),
-                locations: Vec::new(),
-            },
-        };
-        host.event(AgentEvent::ToolCall {
-            call_id: call.id.clone(),
-            tool_id: call.name.clone(),
-            kind: spec.map_or(ToolKind::Other, |s| s.kind),
-            args: call.input.clone(),
-            view: view.clone(),
-        });
-        // Mutating calls (and unknown ones) run alone; read-only calls share the lock.
-        let mutating = spec.is_none_or(|s| s.mutating);
-        let _read_guard;
-        let _write_guard;
-        if mutating {
-            _write_guard = self.tool_lock.write().await;
-        } else {
-            _read_guard = self.tool_lock.read().await;
-        }
-        let (result, verdict) = match tool {
-            None => (
-                Err(ToolError::NotFound(format!(
-                    "unknown tool `{}`; the available tools are: {}",
-                    call.name,
-                    self.tool_names()
-                ))),
-                Verdict::Failed,
-            ),
-            Some(tool) => {
-                self.gate_and_run(call, tool.as_ref(), parsed, view, host, cancel)
-                    .await
-            }
-        };
-        let failed = result.is_err();
-        let mut envelope = Envelope::from_result(result, started.elapsed());
-        if let Some((_, deprecation)) = &alias {
-            envelope.metadata.deprecation = Some(deprecation.clone());
-        }
-        if let Some(report) = envelope.internal_error() {
-            // A failure of Keel itself (the call failed, or its output could not be kept whole):
-            // the log and the user get the whole chain (the user through the envelope's
-            // artifact), the model a neutral message.
-            tracing::error!(
-                call_id = %call.id,
-                tool = %call.name,
-                error = %report,
-                "internal error during a tool call"
-            );
-        }
-        for artifact in &envelope.artifacts {
-            if let Artifact::Plan { entries } = artifact {
-                host.event(AgentEvent::Plan {
-                    entries: entries.clone(),
-                });
-            }
-        }
-        let status = if failed {
-            CallStatus::Failed
-        } else {
-            CallStatus::Completed
-        };
-        host.event(AgentEvent::ToolResult {
-            call_id: call.id.clone(),
-            status,
-            envelope: envelope.clone(),
-        });
-        host.call_finished(&call.id, &envelope.artifacts);
-        let verdict = match verdict {
-            Verdict::Ran if failed => Verdict::Failed,
-            other => other,
-        };
-        (envelope, verdict)
-    }
-
-    /// Schema check (the parse), capability check on the subject resolved once, policy (with
-    /// the watchdog), the call prepared once (its reads and preview), host approval, the run.
-    async fn gate_and_run(
-        &self,
-        call: &RequestedCall,
-        tool: &dyn crate::tool::DynTool,
-        parsed: Option<Result<ParsedCall, ToolError>>,
-        view: CallView,
-        host: &Arc<dyn TurnHost>,
-        cancel: &CancellationToken,
-    ) -> (Result<crate::tool::ToolOutput, ToolError>, Verdict) {
-        if cancel.is_cancelled() {
-            return (Err(ToolError::Cancelled), Verdict::Failed);
-        }
-        if let Some(error) = &call.invalid {
-            return (
-                Err(ToolError::InvalidArguments {
-                    tool: call.name.clone(),
-                    message: error.clone(),
-                }),
-                Verdict::Failed,
-            );
-        }
-        let spec = tool.spec();
-        let mut parsed = match parsed {
-            Some(Ok(parsed)) => parsed,
-            Some(Err(error)) => return (Err(error), Verdict::Failed),
-            None => {
-                return (
-                    Err(ToolError::invariant(
-                        "running a tool call",
-                        format!("the arguments of `{}` were not parsed", call.name),
-                    )),
-                    Verdict::Failed,
-                );
-            }
-        };
-        if let Err(error) = self.check_subject(spec, &mut parsed, &call.input) {
-            return (Err(error), Verdict::Denied);
-        }
-        let (progress_tx, mut progress_rx) = tokio::sync::mpsc::unbounded_channel();
-        let progress_budget = ProgressBudget::new(PROGRESS_BUDGET);
-        let mut ctx = ToolContext {
-            runtime: self.runtime.clone(),
-            session: self.state.clone(),
-            call_id: call.id.clone(),
-            cancel: cancel.child_token(),
-            progress: ProgressSink::bounded(progress_tx, progress_budget.clone()),
-        };
-        let policy_call = Call {
-            spec,
-            args: &call.input,
-            runtime: &self.runtime,
-        };
-        let decision = if spec.subject == Subject::Paths {
-            let files: Vec<(&str, &std::path::Path)> = parsed
-                .paths
-                .iter()
-                .filter_map(|p| Some((p.user.as_str(), p.canonical.as_deref()?)))
-                .collect();
-            self.policy.decide_paths(&policy_call, &files)
-        } else {
-            self.policy
-                .decide_resolved(&policy_call, parsed.subject.as_deref())
-        };
-        let asked = match decision.action {
-            Action::Allow => false,
-            Action::Deny => {
-                let message = decision
-                    .message_for_model()
-                    .unwrap_or_else(|| decision.explanation.to_string());
-                return (Err(ToolError::Denied(message)), Verdict::Denied);
-            }
-            Action::Ask => true,
-        };
-        if asked {
-            if decision.hard_links.is_some() {
-                // The prompt's preview (an edit's diff) is for the user, who is being asked
-                // about exactly this file; the run gets the same permission once approved.
-                ctx.runtime = ctx.runtime.allowing_linked_reads();
-            }
-            match tool.prepare(&mut parsed, &ctx).await {
-                Ok(()) => {}
-                // The model has not been allowed to see a hard-linked file: an error
-                // built from its content must not reach it.
-                Err(_) if decision.hard_links.is_some() => {
-                    return (
-                        Err(ToolError::Denied(format!(
-                            "{} The change could not be prepared, so nothing was asked or \
-                             written; `read` the file first (which asks).",
-                            decision.explanation
-                        ))),
-                        Verdict::Failed,
-                    );
-                }
-                // A call that would fail anyway (an edit whose old text is absent) is not
-                // worth the user's attention: the model gets the error at once.
-                Err(error) => return (Err(error), Verdict::Failed),
-            }
-            // The preview goes to the prompt; the prepared plan stays for the run.
-            let preview = parsed
-                .prepared
-                .as_mut()
-                .and_then(|prepared| prepared.preview.take());
-            let request = ApprovalRequest {
-                call_id: call.id.clone(),
-                tool_id: call.name.clone(),
-                kind: spec.kind,
-                args: call.input.clone(),
-                view,
-                preview,
-                reason: decision.explanation.to_string(),
-                why: decision.explanation.cause.plain(),
-                always_scope: decision.always_scope.clone(),
-                unconfined: decision.unconfined,
-            };
-            let answer = tokio::select! {
-                biased;
-                _ = cancel.cancelled() => ApprovalAnswer::Cancelled,
-                answer = host.approve(request) => answer,
-            };
-            let remembered = match answer {
-                ApprovalAnswer::Answered(answer) => answer,
-                ApprovalAnswer::Cancelled => {
-                    cancel.cancel();
-                    return (Err(ToolError::Cancelled), Verdict::Denied);
-                }
-            };
-            self.policy.remember(&decision, remembered);
-            if matches!(remembered, Answer::RejectOnce | Answer::RejectAlways) {
-                return (
-                    Err(ToolError::Denied(
-                        "The user rejected this tool call. Do not retry it as is; ask the user \
-                         how to proceed or take another approach."
-                            .into(),
-                    )),
-                    Verdict::Denied,
-                );
-            }
-        }
-        if decision.unconfined {
-            // Allowed (by the user, or by an "always allow without the sandbox" answer for its
-            // keys): this call's shell commands run unconfined, and only this call's.
-            ctx.runtime = ctx.runtime.allowing_unconfined();
-        }
-        if decision.contained {
-            // Nobody approved it: it runs where a misclassification costs nothing, from Keel's
-            // rendering of what it analysed.
-            let command = decision.raw_command.clone().unwrap_or_default();
-            let script = decision.rendered.clone().unwrap_or_default();
-            tracing::info!(%command, %script, "runs contained, as Keel rendered it");
-            ctx.runtime = ctx.runtime.contained(&command, &script);
-        }
-        if self.policy.mode() == crate::policy::Mode::ReadOnly {
-            // The mode now, not the mode the session opened with.
-            ctx.runtime = ctx.runtime.with_read_only_commands();
-        }
-        // What the files a search finds may show is decided file by file, as reads.
-        ctx.runtime = ctx.runtime.with_search_gate(Arc::new(PolicySearchGate::new(
-            self.policy.clone(),
-            spec.clone(),
-        )));
-        host.event(AgentEvent::ToolStatus {
-            call_id: call.id.clone(),
-            status: CallStatus::InProgress,
-        });
-        let forward = {
-            let host = host.clone();
-            let call_id = call.id.clone();
-            let cancel = cancel.clone();
-            tokio::spawn(async move {
-                while let Some(progress) = progress_rx.recv().await {
-                    tokio::select! {
-                        biased;
-                        () = cancel.cancelled() => break,
-                        () = host.ready() => {}
-                    }
-                    progress_budget.taken(&progress);
-                    host.event(AgentEvent::ToolProgress {
-                        call_id: call_id.clone(),
-                        progress,
-                    });
-                }
-            })
-        };
-        let timeout = self.config.tool_timeouts.get(&call.name).copied();
-        // A call allowed without a prompt is prepared here, as part of its run.
-        let result =
-            run_with_cancel(tool, parsed, !asked, &ctx, cancel, timeout, spec.mutating).await;
-        drop(ctx);
-        let _ = forward.await;
-        (result, Verdict::Ran)
-    }
-
-    /// The capability check on the call's subject, before the policy sees it. A path subject
-    /// is resolved here, once; the policy and the tool use `parsed.subject`.
-    fn check_subject(
-        &self,
-        spec: &crate::tool::ToolSpec,
-        parsed: &mut ParsedCall,
-        args: &Value,
-    ) -> Result<(), ToolError> {
-        match &spec.subject {
-            Subject::Path(Some(_)) => {
-                if let Some(path) = &parsed.subject_arg {
-                    let access = if spec.mutating {
-                        Access::Write
-                    } else {
-                        Access::Read
-                    };
-                    let canonical = self.runtime.resolve(path)?;
-                    self.runtime.check(&canonical, access)?;
-                    parsed.subject = Some(canonical);
-                }
-                Ok(())
-            }
-            Subject::Url(field) => {
-                if let Some(url) = args.get(field).and_then(Value::as_str) {
-                    let host = url::Url::parse(url)
-                        .ok()
-                        .and_then(|u| u.host_str().map(str::to_owned))
-                        .ok_or_else(|| {
-                            ToolError::BadArgument(format!(
-                                "`{url}` is not an absolute http(s) URL"
-                            ))
-                        })?;
-                    self.runtime.scope().check_host(&host)?;
-                }
-                Ok(())
-            }
-            Subject::Command(field) => {
-                if let Some(command) = args.get(field).and_then(Value::as_str) {
-                    self.runtime
-                        .scope()
-                        .check_command("bash", &["-c".to_owned(), command.to_owned()])?;
-                }
-                Ok(())
-            }
-            Subject::Paths => {
-                for path in &mut parsed.paths {
-                    let canonical = self.runtime.resolve(&path.user)?;
-                    self.runtime.check(&canonical, Access::Write)?;
-                    path.canonical = Some(canonical);
-                }
-                Ok(())
-            }
-            Subject::Path(None) | Subject::None | Subject::Query(_) => Ok(()),
-        }
-    }
-
-    /// The call as the canonical tool's when it names another agent's tool (or uses another
-    /// agent's argument names), with the `_deprecation` block its result carries.
-    fn alias_of(&self, call: &RequestedCall) -> Option<(RequestedCall, crate::tool::Deprecation)> {
-        if call.invalid.is_some() {
-            return None;
-        }
-        let properties = |id: &str| -> Option<Vec<String>> {
-            let tool = self.tool(id)?;
-            Some(
-                tool.spec()
-                    .parameters
-                    .get("properties")
-                    .and_then(Value::as_object)
-                    .map(|p| p.keys().cloned().collect())
-                    .unwrap_or_default(),
-            )
-        };
-        let resolved = crate::tools::aliases::resolve(&call.name, &call.input, &properties)?;
-        let deprecation = resolved.deprecation();
-        tracing::warn!(
-            call_id = %call.id,
-            alias = %call.name,
-            tool = %resolved.alias.tool,
-            agent = resolved.alias.agent.name(),
-            "the model called another agent's tool name; ran the canonical tool"
-        );
-        let (input, invalid) = match resolved.input {
-            Ok(input) => (input, None),
-            Err(why) => (call.input.clone(), Some(why)),
-        };
-        Some((
-            RequestedCall {
-                id: call.id.clone(),
-                model_id: call.model_id.clone(),
-                name: resolved.alias.tool.to_owned(),
-                input,
-                invalid,
-            },
-            deprecation,
-        ))
-    }
-
-    fn tool_names(&self) -> String {
+    pub(super) fn tool_names(&self) -> String {
         self.tools()
             .iter()
             .map(|t| t.spec().id.clone())
@@ -1035,7 +623,7 @@ impl Session {
 }
 
 /// The id of the locked tool that finds the extension tools a request left out.
-const TOOL_SEARCH: &str = "tool_search";
+const TOOL_SEARCH: &str = crate::tools::tool_search::ID;
 
 /// Lets the `question` tool reach the turn's host.
 struct HostAsker(Arc<dyn TurnHost>);
@@ -1049,57 +637,6 @@ impl crate::tool::Asker for HostAsker {
         self.0.ask(questions)
     }
 }
-
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-enum Verdict {
-    Ran,
-    Denied,
-    Failed,
-}
-
-/// Runs a tool until it answers; on cancel the tool sees the token and gets a grace period to
-/// stop its processes, then it is dropped (dropping kills what it spawned). A mutating tool that
-/// finishes its work within the grace period reports what it did: the change happened, and the
-/// model and the editor must see it (a read-only one that finished anyway is cancelled).
-async fn run_with_cancel(
-    tool: &dyn crate::tool::DynTool,
-    mut call: ParsedCall,
-    prepare: bool,
-    ctx: &ToolContext,
-    cancel: &CancellationToken,
-    timeout: Option<Duration>,
-    mutating: bool,
-) -> Result<crate::tool::ToolOutput, ToolError> {
-    let run = async move {
-        if prepare {
-            tool.prepare(&mut call, ctx).await?;
-        }
-        tool.run(call, ctx).await
-    };
-    let run = async {
-        match timeout {
-            Some(limit) => tokio::time::timeout(limit, run)
-                .await
-                .unwrap_or(Err(ToolError::Timeout(limit))),
-            None => run.await,
-        }
-    };
-    tokio::pin!(run);
-    tokio::select! {
-        result = &mut run => result,
-        _ = cancel.cancelled() => {
-            match tokio::time::timeout(CANCEL_GRACE, &mut run).await {
-                Ok(Ok(output)) if mutating => Ok(output),
-                Ok(Ok(_)) | Err(_) => Err(ToolError::Cancelled),
-                Ok(Err(error)) => Err(error),
-            }
-        }
-    }
-}
-
-/// Live output of one tool call waiting for the front-end beyond which chunks are dropped from
-/// the live view (never from the result or the sidecar).
-const PROGRESS_BUDGET: usize = 4 * 1024 * 1024;
 
 /// Streams one model response, forwarding text and thinking to the host as they come.
 async fn stream_response(
@@ -1210,22 +747,8 @@ fn today() -> String {
         .duration_since(std::time::UNIX_EPOCH)
         .map(|d| d.as_secs() / 86_400)
         .unwrap_or(0);
-    let (year, month, day) = civil_from_days(i64::try_from(days).unwrap_or(0));
+    let (year, month, day) = crate::store::civil_from_days(i64::try_from(days).unwrap_or(0));
     format!("{year:04}-{month:02}-{day:02}")
-}
-
-/// Days since 1970-01-01 to a (year, month, day) in the proleptic Gregorian calendar.
-pub(crate) fn civil_from_days(days: i64) -> (i64, u32, u32) {
-    let z = days + 719_468;
-    let era = z.div_euclid(146_097);
-    let doe = z.rem_euclid(146_097);
-    let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365;
-    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
-    let mp = (5 * doy + 2) / 153;
-    let day = u32::try_from(doy - (153 * mp + 2) / 5 + 1).unwrap_or(1);
-    let month = u32::try_from(if mp < 10 { mp + 3 } else { mp - 9 }).unwrap_or(1);
-    let year = yoe + era * 400 + i64::from(month <= 2);
-    (year, month, day)
 }
 
 #[cfg(test)]
@@ -1234,19 +757,19 @@ mod tests {
 
     #[test]
     fn civil_dates() {
-        assert_eq!(civil_from_days(0), (1970, 1, 1));
-        assert_eq!(civil_from_days(20_414), (2025, 11, 22));
-        assert_eq!(civil_from_days(11_016), (2000, 2, 29));
+        assert_eq!(crate::store::civil_from_days(0), (1970, 1, 1));
+        assert_eq!(crate::store::civil_from_days(20_414), (2025, 11, 22));
+        assert_eq!(crate::store::civil_from_days(11_016), (2000, 2, 29));
     }
 
     #[test]
     fn user_content_merges_after_an_interrupted_turn() {
         let mut history = vec![Message::user_text("a")];
-        crate::store::push_merged(&mut history, Message::user_text("b"));
+        crate::provider::push_merged(&mut history, Message::user_text("b"));
         assert_eq!(history.len(), 1);
         assert_eq!(history[0].content.len(), 2);
         history.push(Message::assistant_text("x"));
-        crate::store::push_merged(&mut history, Message::user_text("c"));
+        crate::provider::push_merged(&mut history, Message::user_text("c"));
         assert_eq!(history.len(), 3);
     }
 

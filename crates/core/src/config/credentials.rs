@@ -17,7 +17,7 @@
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 
-use crate::agent::EnvLookup;
+use super::EnvLookup;
 use crate::runtime::config_files;
 
 /// The file name, in the user configuration directory.

@@ -1,13 +1,191 @@
-//! From the effective configuration to the turn loop's [`EngineConfig`] (`engine_config`), and the
-//! user directories it reads.
+//! The turn loop's [`EngineConfig`] (what every session of one process shares) and
+//! [`WorkspaceConfig`] (what one workspace's files say, read when a session opens), defined here
+//! so the configuration needs nothing of the turn loop ([`crate::agent`] re-exports them); how
+//! the effective configuration becomes them (`engine_config`), and the user directories it reads.
 
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 use super::load::app_strategy;
 use super::{Effective, SCRIPTED_PROVIDER, resolve_provider};
-use crate::agent::{EngineConfig, EnvLookup};
+use std::collections::HashMap;
+use std::sync::Arc;
+
+use crate::policy::{Mode, RuleSet};
+use crate::provider::{Provider, ProviderConfig};
+use crate::runtime::sandbox::SandboxSpec;
+use crate::tool::{DynTool, Limits};
+
 use crate::capability::{RequirementSet, ShellRunRequirement};
+
+/// What the configuration files say for one workspace, read when a session opens.
+#[derive(Debug, Clone, Default)]
+pub struct WorkspaceConfig {
+    /// The user file's `[[permission]]` rules (manifest scope).
+    pub user_rules: Option<RuleSet>,
+    /// The project file's `[[permission]]` rules (project scope).
+    pub project_rules: Option<RuleSet>,
+    /// The mode the layers give (a project's only when it tightens, unless trusted), with the
+    /// environment and flag overrides on top.
+    pub mode: Option<Mode>,
+    /// The model the layers name (`provider/model`), if any.
+    pub model: Option<String>,
+    /// The providers the layers configure.
+    pub providers: Vec<ProviderConfig>,
+    /// Project settings not applied because the project is not trusted
+    /// (`IgnoredSetting` lines: "sets mode = yolo (.keel/config.toml:1:1)").
+    pub ignored: Vec<IgnoredLine>,
+    /// MCP servers of the user file (and of the project file once trusted).
+    pub mcp_servers: Vec<crate::mcp::McpServerConfig>,
+    /// What each `[mcp_servers.NAME]` table lets its server reach in the sandbox, by name,
+    /// tables without `command` or `url` included: an editor's server of that name gets it.
+    pub mcp_access:
+        std::collections::BTreeMap<String, crate::runtime::sandbox::server::ServerAccess>,
+}
+
+/// One project setting that waits for trust, as the user reads it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct IgnoredLine {
+    /// The dotted key (`mode`, `providers.evil`, `permission[0]`).
+    pub key: String,
+    /// "sets mode = yolo (.keel/config.toml:1:1)".
+    pub text: String,
+}
+
+/// Reads the configuration for a workspace; the flag says whether the project is trusted.
+pub type ConfigRules =
+    Arc<dyn Fn(&std::path::Path, bool) -> Result<WorkspaceConfig, ConfigFault> + Send + Sync>;
+
+/// Why a workspace's configuration did not load: the message, and what a front-end can show
+/// of it (`details`, `key`, `file`, `line`, `column`: `ConfigError::data`).
+#[derive(Debug, Clone, PartialEq, thiserror::Error)]
+#[error("{message}")]
+pub struct ConfigFault {
+    pub message: String,
+    pub data: Option<serde_json::Value>,
+}
+
+impl ConfigFault {
+    /// A fault that is only a message.
+    pub fn text(message: impl Into<String>) -> Self {
+        Self {
+            message: message.into(),
+            data: None,
+        }
+    }
+}
+
+impl From<String> for ConfigFault {
+    fn from(message: String) -> Self {
+        Self::text(message)
+    }
+}
+
+impl From<&super::ConfigError> for ConfigFault {
+    fn from(error: &super::ConfigError) -> Self {
+        Self {
+            message: error.to_string(),
+            data: Some(error.data()),
+        }
+    }
+}
+
+/// How environment variables are looked up (injectable so tests never touch the process env).
+pub type EnvLookup = Arc<dyn Fn(&str) -> Option<String> + Send + Sync>;
+
+/// Everything the engine needs, resolved from configuration by the front-end.
+#[derive(Clone)]
+pub struct EngineConfig {
+    /// `provider/model`; `None` picks the first provider with credentials.
+    pub model: Option<String>,
+    /// Models offered in the editor's model selector (`provider/model`).
+    pub models: Vec<String>,
+    pub providers: Vec<ProviderConfig>,
+    /// A provider to use instead of resolving one (the scripted model, tests).
+    pub provider_override: Option<(Arc<dyn Provider>, String)>,
+    pub env: EnvLookup,
+    pub mode: Mode,
+    pub max_requests_per_turn: u32,
+    pub max_tokens: u32,
+    pub thinking_budget: Option<u32>,
+    /// Compact the conversation when the next request's estimated input passes this fraction
+    /// of the model's context window (0.0 to 1.0).
+    pub compact_at: f64,
+    pub limits: Limits,
+    /// The agent manifest's own requirements, united with every tool's.
+    pub manifest: RequirementSet,
+    /// Tools registered after the bundled ones (MCP tools, tests); same id shadows.
+    pub extra_tools: Vec<Arc<dyn DynTool>>,
+    /// Past this many extension (MCP) tools, they are left out of requests and found through
+    /// `tool_search`.
+    pub tool_search_max_tools: usize,
+    /// Past this fraction of the context window (at 4 bytes a token), the same.
+    pub tool_search_budget: f64,
+    /// Per-tool settings (seed 001): disabled tools and default timeouts.
+    pub disabled_tools: Vec<String>,
+    pub tool_timeouts: HashMap<String, Duration>,
+    /// `[[permission]]` rules written in the configuration files, joined to the
+    /// `permissions.toml` rules of the same scope.
+    pub config_rules: Option<ConfigRules>,
+    /// Where the user's global rules live (`~/.config/keel`), if anywhere.
+    pub global_config_dir: Option<PathBuf>,
+    /// `{user-data}` (`~/.local/share/keel`): the trust store lives there.
+    pub user_data_dir: Option<PathBuf>,
+    /// `~/.cache/keel`: the providers' model lists are kept there for a day.
+    pub cache_dir: Option<PathBuf>,
+    /// Parent of the sessions' scratch directories.
+    pub scratch_root: PathBuf,
+    /// How shell commands are confined (the `[sandbox]` table, the helper, the home directory).
+    pub sandbox: SandboxSpec,
+    /// After the first turn of a kept session, the model writes its title (`[sessions]
+    /// model_titles`; on in the configuration, off here unless set).
+    pub model_titles: bool,
+}
+
+impl std::fmt::Debug for EngineConfig {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("EngineConfig")
+            .field("model", &self.model)
+            .field("mode", &self.mode)
+            .field("max_requests_per_turn", &self.max_requests_per_turn)
+            .finish_non_exhaustive()
+    }
+}
+
+impl EngineConfig {
+    /// Defaults for a process whose environment is `env`.
+    pub fn new(env: EnvLookup, scratch_root: PathBuf) -> Self {
+        Self {
+            model: None,
+            models: Vec::new(),
+            providers: Vec::new(),
+            provider_override: None,
+            env,
+            mode: Mode::Allowlist,
+            max_requests_per_turn: 50,
+            max_tokens: 16_000,
+            thinking_budget: None,
+            compact_at: 0.8,
+            limits: Limits::default(),
+            manifest: RequirementSet::fs_read_write(
+                &["{workspace}/**", "{session}/**"],
+                &["{workspace}/**"],
+            ),
+            extra_tools: Vec::new(),
+            tool_search_max_tools: 30,
+            tool_search_budget: 0.1,
+            disabled_tools: Vec::new(),
+            tool_timeouts: HashMap::new(),
+            config_rules: None,
+            global_config_dir: None,
+            user_data_dir: None,
+            cache_dir: None,
+            scratch_root,
+            sandbox: SandboxSpec::default(),
+            model_titles: false,
+        }
+    }
+}
 
 /// Why the configuration does not make an engine.
 #[derive(Debug, thiserror::Error)]
@@ -155,7 +333,7 @@ pub fn user_data_dir() -> Option<PathBuf> {
 /// What the configuration says for a session's workspace: the same user file and overrides as
 /// this configuration, and the project file of that workspace read afresh (sessions may open in
 /// other workspaces than the process's), split by trust like every load.
-fn session_rules(effective: &Effective, env: EnvLookup) -> crate::agent::ConfigRules {
+fn session_rules(effective: &Effective, env: EnvLookup) -> ConfigRules {
     let user_file = effective
         .files
         .iter()
@@ -174,7 +352,7 @@ fn session_rules(effective: &Effective, env: EnvLookup) -> crate::agent::ConfigR
             project_trusted: trusted,
             provider_env: provider_env.clone(),
         };
-        let loaded = super::load(&options).map_err(|e| crate::agent::ConfigFault::from(&e))?;
+        let loaded = super::load(&options).map_err(|e| ConfigFault::from(&e))?;
         let (user_rules, project_rules) =
             super::policy_rule_sets(&loaded, workspace).map_err(|e| e.to_string())?;
         let lookup = |key: &str| env(key);
@@ -185,7 +363,7 @@ fn session_rules(effective: &Effective, env: EnvLookup) -> crate::agent::ConfigR
             .iter()
             .map(|(name, settings)| (name.clone(), settings.access()))
             .collect();
-        Ok(crate::agent::WorkspaceConfig {
+        Ok(WorkspaceConfig {
             mcp_servers,
             mcp_access,
             user_rules,
@@ -201,7 +379,7 @@ fn session_rules(effective: &Effective, env: EnvLookup) -> crate::agent::ConfigR
             ignored: loaded
                 .ignored
                 .iter()
-                .map(|setting| crate::agent::IgnoredLine {
+                .map(|setting| IgnoredLine {
                     key: setting.key.clone(),
                     text: setting.to_string(),
                 })

@@ -35,7 +35,8 @@ use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
 pub use engine_config::{
-    EngineConfigError, answering_model, engine_config, located_providers, user_cache_dir,
+    ConfigFault, ConfigRules, EngineConfig, EngineConfigError, EnvLookup, IgnoredLine,
+    WorkspaceConfig, answering_model, engine_config, located_providers, user_cache_dir,
     user_data_dir,
 };
 pub use error::{ConfigError, CredentialRefusal};

@@ -10,22 +10,20 @@
 use std::path::{Path, PathBuf};
 use std::sync::{Mutex, MutexGuard};
 
-use super::evaluate::{capability_refusal, evaluate_call, is_read_only, subject_text};
+use super::draft::{Draft, checked_subject};
+use super::evaluate::evaluate_call;
 use super::explain::{Cause, Explanation};
 use super::layers::{Layer, PROJECT_DIR, PolicyLayers, RULE_FILE, RuleSource};
 use super::mode::Mode;
 use super::pattern::Pattern;
+use super::read_only::is_read_only;
 use super::rule::{Action, Capability, Permission, PolicyError, Rule, RuleSet};
 use super::shell::ShellContext;
-use super::subject::{
-    ApprovalKey, CallSubject, Proposal, capability_of, join_wordings, path_subject, proposals,
-    subject_of,
-};
+use super::subject::{ApprovalKey, CallSubject, Proposal, capability_of, join_wordings, proposals};
 use super::trust::Trust;
-use super::watchdog::{Verdict, Watchdog};
+use super::watchdog::Watchdog;
 use super::{Answer, Call, Decision};
 use crate::runtime::config_files;
-use crate::runtime::sandbox::SandboxMode;
 
 /// The permission engine of one session. `Send + Sync`; the mode, trust and session answers
 /// sit behind a mutex.
@@ -309,6 +307,9 @@ impl Policy {
         self.decide_with(call, false, Target::Subject(Some(canonical)), false)
     }
 
+    /// The decision order (the module's overview): the capability check, the rules and the
+    /// mode, the watchdog, hard links, running unconfined, headless. Each step is a function of
+    /// its own, working on one [`Draft`].
     fn decide_with(
         &self,
         call: &Call<'_>,
@@ -319,10 +320,9 @@ impl Policy {
         // A snapshot: resolving paths touches the file system, which is no place to hold a lock.
         // A subagent's reads its session's policy as it is now.
         let (mode, trust, session, unconfined_keys) = self.live();
-        let spec = call.spec;
         // A tool decided as another (`bg_start` as `bash`) gets that tool's rules and keys.
-        let tool = spec.policy_id().to_owned();
-        let capability = capability_of(spec);
+        let tool = call.spec.policy_id().to_owned();
+        let capability = capability_of(call.spec);
         let context = ShellContext {
             roots: call.runtime.roots(),
             home: self.home.as_deref(),
@@ -333,48 +333,16 @@ impl Policy {
             context,
             protected: &self.protected,
         };
-        let mut decision = Decision {
-            action: Action::Deny,
-            explanation: Explanation {
-                action: Action::Deny,
-                cause: Cause::NoRule {
-                    subject: tool.clone(),
-                },
-                notes: Vec::new(),
-            },
-            keys: Vec::new(),
-            always_scope: None,
-            tool: tool.clone(),
-            capability,
-            proposals: Vec::new(),
-            pending: Vec::new(),
-            raw_command: None,
-            headless: self.headless,
-            hard_links: None,
-            unconfined: false,
-            contained: false,
-            rendered: None,
-        };
+        let mut decision = self.denied(&tool, capability);
 
         // 1. The capability check.
-        let subject = match target {
-            Target::Subject(canonical) => subject_of(call, &context, canonical),
-            Target::File { user, canonical } => path_subject(call, &context, user, Some(canonical)),
-        };
-        let subject = match subject {
+        let subject = match checked_subject(call, &context, target, capability) {
             Ok(subject) => subject,
-            Err(reason) => {
-                decision.explanation.cause = Cause::Capability {
-                    capability: capability.map_or("arguments".to_owned(), |c| c.to_string()),
-                    reason,
-                };
+            Err(cause) => {
+                decision.explanation.cause = *cause;
                 return decision;
             }
         };
-        if let Some((capability, reason)) = capability_refusal(call, capability, &subject) {
-            decision.explanation.cause = Cause::Capability { capability, reason };
-            return decision;
-        }
         if cacheable {
             decision.proposals = proposals(&tool, capability, &subject);
         }
@@ -406,35 +374,18 @@ impl Policy {
             &subject,
             &watchdog,
         );
-        let mut action = outcome.action;
-        let mut classifier_only = outcome.classifier_only;
-        let mut cause = outcome.cause;
-        let mut notes = outcome.notes;
+        let session_only = outcome.session_only;
+        let mut draft = Draft {
+            action: outcome.action,
+            cause: outcome.cause,
+            notes: outcome.notes,
+            classifier_only: outcome.classifier_only,
+            escalated: false,
+            rendered: None,
+        };
         decision.pending = outcome.pending;
-        // What the classification alone allows runs from Keel's rendering of what it analysed;
-        // a line it cannot render is asked about (and, approved, runs as written).
-        let mut rendered = None;
-        if classifier_only
-            && action == Action::Allow
-            && let CallSubject::Command { raw, analysis } = &subject
-        {
-            match super::shell::render(analysis) {
-                Ok(script) => rendered = Some(script),
-                Err(reason) => {
-                    if let Cause::Rule { rule, .. } = &cause {
-                        notes.push(format!("the rules alone would say allow ({rule})"));
-                    }
-                    cause = Cause::NotRendered {
-                        subject: raw.clone(),
-                        reason,
-                    };
-                    action = Action::Ask;
-                    classifier_only = false;
-                    decision.pending = analysis.keys();
-                }
-            }
-        }
-        let gated = !matches!(capability, Some(Capability::FsRead) | None) || spec.mutating;
+        draft.render(&subject, &mut decision.pending);
+        let gated = !matches!(capability, Some(Capability::FsRead) | None) || call.spec.mutating;
         let mutating = match &subject {
             CallSubject::Command { analysis, .. } => {
                 !analysis.is_plain()
@@ -443,151 +394,61 @@ impl Policy {
                         .filter(|c| !c.container)
                         .any(|c| !is_read_only(c, &context, &watchdog))
             }
-            _ => spec.mutating,
+            _ => call.spec.mutating,
         };
-        match mode {
-            Mode::Allowlist => {}
-            Mode::Ask => {
-                if action == Action::Allow && gated && !outcome.session_only {
-                    let rule = match &cause {
-                        Cause::Rule { rule, .. } => Some(rule.clone()),
-                        _ => None,
-                    };
-                    cause = Cause::AskMode {
-                        subject: subject_text(&tool, &subject),
-                        rule,
-                    };
-                    action = Action::Ask;
-                }
-            }
-            Mode::Yolo => {
-                if action == Action::Ask {
-                    cause = Cause::Yolo {
-                        instead_of: Box::new(cause),
-                    };
-                    action = Action::Allow;
-                }
-            }
-            Mode::ReadOnly => {
-                if mutating && action != Action::Deny {
-                    cause = Cause::ReadOnlyMode {
-                        subject: subject_text(&tool, &subject),
-                    };
-                    action = Action::Deny;
-                }
-            }
-        }
+        draft.apply_mode(mode, gated && !session_only, mutating, &tool, &subject);
 
         // 3. The watchdog.
-        let verdict = match &subject {
-            CallSubject::Path(path) => watchdog.check_path(
-                &path.user,
-                &path.canonical,
-                capability == Some(Capability::FsWrite),
-            ),
-            CallSubject::Command { raw, analysis } => watchdog.check_shell(raw, analysis),
-            _ => Verdict::Pass,
-        };
-        let mut escalated = false;
-        match verdict {
-            Verdict::Pass => {}
-            Verdict::Deny(finding) => {
-                if let Cause::Rule { rule, .. } = &cause {
-                    notes.push(format!("the rules alone would say {} ({rule})", action));
-                }
-                cause = Cause::Watchdog {
-                    category: finding.category,
-                    reason: finding.reason,
-                    escalated: false,
-                };
-                action = Action::Deny;
-            }
-            Verdict::Escalate(finding) => {
-                if action != Action::Deny {
-                    if let Cause::Rule { rule, .. } = &cause {
-                        notes.push(format!("the rules alone would say {} ({rule})", action));
-                    }
-                    escalated = true;
-                    cause = Cause::Watchdog {
-                        category: finding.category,
-                        reason: finding.reason,
-                        escalated: true,
-                    };
-                    action = Action::Ask;
-                }
-            }
+        draft.watch(&watchdog, capability, &subject);
+        // 3b. Hard links.
+        if count_links {
+            decision.hard_links = draft.hard_links(call, &subject);
         }
-
-        // 3b. A regular file with several hard links: another of its names may lie outside the
-        // workspace, so the path check proves nothing about its content. Asked every time (the
-        // runtime refuses to read it unless the call was approved: `allowing_linked_reads`).
-        if action != Action::Deny
-            && count_links
-            && let CallSubject::Path(path) = &subject
-            && let Some(links) = call.runtime.link_count(&path.canonical)
-            && links > 1
-        {
-            decision.hard_links = Some(links);
-            let linked = Cause::HardLinked {
-                subject: path.key().to_owned(),
-                links,
-            };
-            if escalated {
-                // The watchdog's reason stays the headline; the links are one more fact.
-                notes.push(format!("also: {}", linked.clause()));
-            } else {
-                if let Cause::Rule { rule, .. } = &cause {
-                    notes.push(format!("the rules alone would say {} ({rule})", action));
-                }
-                escalated = true;
-                cause = linked;
-            }
-            action = Action::Ask;
-        }
-
-        // 3c. Running outside the kernel sandbox (`unsandboxed: true` on a shell call) is an
-        // escalation of its own: allowing the command does not lift the sandbox, so it is asked
-        // (in every mode, `yolo` included) unless the user answered "always allow without the
-        // sandbox" for these keys in this session.
-        if action != Action::Deny
-            && let CallSubject::Command { raw, .. } = &subject
-            && call
-                .args
-                .get("unsandboxed")
-                .and_then(serde_json::Value::as_bool)
-                == Some(true)
-            && call.runtime.sandbox().settings.mode != SandboxMode::Off
-        {
-            let refused = if mode == Mode::ReadOnly || call.runtime.sandbox().read_only {
-                Some("mode `read-only` runs every command in a read-only sandbox")
-            } else if call.runtime.sandbox().settings.mode == SandboxMode::Required {
-                Some("`[sandbox] mode = \"required\"` refuses to run commands unconfined")
-            } else {
-                None
-            };
-            let remembered = !decision.keys.is_empty()
-                && decision.keys.iter().all(|k| unconfined_keys.contains(k));
-            let lifted = Cause::Unconfined {
-                subject: raw.clone(),
-                refused: refused.map(str::to_owned),
-            };
-            decision.unconfined = true;
-            if refused.is_some() {
-                cause = lifted;
-                action = Action::Deny;
-            } else if escalated {
-                // Asked every time already; the prompt says what it would lift.
-                notes.push(format!("also: {}", lifted.clause()));
-            } else if !(remembered && action == Action::Allow) {
-                if let Cause::Rule { rule, .. } = &cause {
-                    notes.push(format!("the rules alone would say {} ({rule})", action));
-                }
-                cause = lifted;
-                action = Action::Ask;
-            }
-        }
+        // 3c. Running outside the kernel sandbox.
+        decision.unconfined =
+            draft.unconfined(call, mode, &subject, &decision.keys, &unconfined_keys);
 
         // 4. Headless.
+        self.finish(decision, draft, &subject)
+    }
+
+    /// A denial for want of a rule: where every decision starts.
+    fn denied(&self, tool: &str, capability: Option<Capability>) -> Decision {
+        Decision {
+            action: Action::Deny,
+            explanation: Explanation {
+                action: Action::Deny,
+                cause: Cause::NoRule {
+                    subject: tool.to_owned(),
+                },
+                notes: Vec::new(),
+            },
+            keys: Vec::new(),
+            always_scope: None,
+            tool: tool.to_owned(),
+            capability,
+            proposals: Vec::new(),
+            pending: Vec::new(),
+            raw_command: None,
+            headless: self.headless,
+            hard_links: None,
+            unconfined: false,
+            contained: false,
+            rendered: None,
+        }
+    }
+
+    /// The last step: headless turns a prompt into a denial; the "always" scope of a plain
+    /// prompt; a call allowed without anyone's word for it runs contained.
+    fn finish(&self, mut decision: Decision, draft: Draft, subject: &CallSubject) -> Decision {
+        let Draft {
+            mut action,
+            mut cause,
+            notes,
+            classifier_only,
+            escalated,
+            rendered,
+        } = draft;
         if action == Action::Ask && self.headless {
             cause = Cause::Headless {
                 asked_because: Box::new(cause),
@@ -751,7 +612,7 @@ impl Policy {
 /// What a decision is about: the call's subject (its path resolved by the engine, when it has
 /// one), or one file of a multi-file call.
 #[derive(Debug, Clone, Copy)]
-enum Target<'a> {
+pub(super) enum Target<'a> {
     Subject(Option<&'a std::path::Path>),
     File {
         user: &'a str,

@@ -20,6 +20,7 @@
 
 pub mod commands;
 mod decide;
+mod draft;
 mod evaluate;
 mod explain;
 pub mod gitrepo;
@@ -27,6 +28,7 @@ pub mod grammar;
 pub mod layers;
 pub mod mode;
 pub mod pattern;
+mod read_only;
 pub mod rule;
 pub mod search_gate;
 pub mod shell;
@@ -34,8 +36,6 @@ pub mod subject;
 pub mod trust;
 pub mod watchdog;
 pub mod wrappers;
-
-use serde_json::Value;
 
 pub use decide::{LayerRules, ListedRule, Policy, PolicyHostGate};
 pub use explain::{Cause, Explanation, PRECEDENCE, RuleRef, render_check, render_rules};
@@ -51,18 +51,19 @@ pub use trust::{
 pub use watchdog::{Finding, Verdict, Watchdog, WatchdogCategory};
 
 use crate::runtime::Runtime;
-use crate::tool::ToolSpec;
+use crate::tool::{CallTarget, ToolSpec};
 
 /// What the model is told when a call would need approval and no user is present.
 pub const HEADLESS_DENIAL: &str = "Denied: this action needs the user's approval, and no user \
 is present (headless run). Do not retry it; continue without it or explain what approval is \
 needed.";
 
-/// One tool call to decide: the tool's spec, its validated arguments, the session's runtime.
+/// One tool call to decide: the tool's spec, what the call acts on (read by the tool from its
+/// typed arguments, [`crate::tool::ParsedCall::target`]), the session's runtime.
 #[derive(Debug, Clone, Copy)]
 pub struct Call<'a> {
     pub spec: &'a ToolSpec,
-    pub args: &'a Value,
+    pub target: &'a CallTarget,
     pub runtime: &'a Runtime,
 }
 

@@ -13,6 +13,7 @@ use serde::Deserialize;
 
 use super::layers::RuleSource;
 use super::pattern::{CommandClass, Pattern, PatternKind, SESSION, Target, command_words};
+use crate::tool::BundledTool;
 
 /// What a rule (or a decision) does with a call. Also the configuration's
 /// `[[permission]] action` (`allow`, `deny`, `ask`).
@@ -392,7 +393,8 @@ impl RuleSet {
                 let for_commands = matches!(
                     &permission,
                     Permission::Any | Permission::Capability(Capability::ShellRun)
-                ) || permission == Permission::Tool("bash".to_owned());
+                ) || permission
+                    == Permission::Tool(BundledTool::Bash.id().to_owned());
                 if !for_commands {
                     return Err(invalid(
                         format!("class `{class}` applies to shell commands only"),
@@ -424,10 +426,17 @@ fn example_target_kind(permission: &Permission) -> &'static str {
         Permission::Capability(Capability::ShellRun) => "command",
         Permission::Capability(Capability::FsRead | Capability::FsWrite) => "path",
         Permission::Capability(Capability::NetFetch | Capability::ShellNet) => "host",
-        Permission::Tool(id) => match id.as_str() {
-            "bash" => "command",
-            "read" | "write" | "edit" | "glob" | "grep" | "apply_patch" => "path",
-            "web_fetch" | "web_search" => "host",
+        Permission::Tool(id) => match BundledTool::from_id(id) {
+            Some(BundledTool::Bash) => "command",
+            Some(
+                BundledTool::Read
+                | BundledTool::Write
+                | BundledTool::Edit
+                | BundledTool::Glob
+                | BundledTool::Grep
+                | BundledTool::ApplyPatch,
+            ) => "path",
+            Some(BundledTool::WebFetch | BundledTool::WebSearch) => "host",
             _ => "name",
         },
         _ => "name",

@@ -16,11 +16,9 @@
 use std::path::Path;
 use std::sync::Arc;
 
-use serde_json::{Map, Value};
-
 use super::{Action, Call, Cause, Policy};
 use crate::runtime::{Runtime, SearchAccess, SearchGate};
-use crate::tool::{Subject, ToolSpec};
+use crate::tool::{CallTarget, Subject, ToolSpec};
 
 /// The gate the engine installs for each call ([`Runtime::with_search_gate`]).
 #[derive(Debug, Clone)]
@@ -38,7 +36,7 @@ impl PolicySearchGate {
 
 impl SearchGate for PolicySearchGate {
     fn access(&self, runtime: &Runtime, canonical: &Path) -> SearchAccess {
-        let Subject::Path(Some(field)) = &self.spec.subject else {
+        let Subject::Path(Some(_)) = &self.spec.subject else {
             // A tool without a path argument cannot be asked about one path: name only.
             return SearchAccess::NameOnly;
         };
@@ -46,13 +44,11 @@ impl SearchGate for PolicySearchGate {
             // Not UTF-8: the policy could only see a lossy spelling of it.
             return SearchAccess::NameOnly;
         };
-        let mut args = Map::new();
-        args.insert(field.clone(), Value::String(path.to_owned()));
-        let args = Value::Object(args);
+        let target = CallTarget::Path(path.to_owned());
         let decision = self.policy.decide_found(
             &Call {
                 spec: &self.spec,
-                args: &args,
+                target: &target,
                 runtime,
             },
             canonical,

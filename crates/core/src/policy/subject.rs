@@ -11,14 +11,12 @@
 use std::fmt;
 use std::path::{Path, PathBuf};
 
-use serde_json::Value;
-
 use super::Call;
 use super::pattern::{Pattern, SESSION, escape_glob};
 use super::rule::Capability;
 use super::shell::{Cwd, ShellAnalysis, ShellContext, analyze_from, confusable_char};
 use crate::capability::Access;
-use crate::tool::{Origin, Subject, ToolKind, ToolSpec};
+use crate::tool::{CallTarget, Origin, Subject, ToolKind, ToolSpec};
 
 /// The identity an approval is cached under: the tool and a key derived from the arguments.
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]
@@ -89,14 +87,6 @@ pub enum CallSubject {
     Nothing,
 }
 
-fn string_arg<'a>(args: &'a Value, field: &str) -> Result<Option<&'a str>, String> {
-    match args.get(field) {
-        None | Some(Value::Null) => Ok(None),
-        Some(Value::String(s)) => Ok(Some(s)),
-        Some(_) => Err(format!("the argument `{field}` is not a string")),
-    }
-}
-
 /// Resolves the call's subject. An error is a reason to deny (the call cannot be checked).
 /// `canonical`: the subject path as the engine already resolved it (not resolved again).
 pub fn subject_of(
@@ -108,25 +98,20 @@ pub fn subject_of(
     if let Origin::Mcp(server) = &spec.origin {
         return Ok(CallSubject::Name(mcp_name(server, &spec.id)));
     }
-    match &spec.subject {
-        Subject::None => Ok(CallSubject::Nothing),
-        Subject::Path(field) => {
-            let user = match field {
-                Some(field) => string_arg(call.args, field)?.unwrap_or("."),
-                None => ".",
-            };
+    match (&spec.subject, call.target) {
+        (Subject::None, _) => Ok(CallSubject::Nothing),
+        (Subject::Path(_), target) => {
+            let user = target.path().unwrap_or(".");
             path_subject(call, context, user, canonical)
         }
-        Subject::Paths => Err(format!(
+        (Subject::Paths, _) => Err(format!(
             "the files of a `{}` call are decided one by one (Policy::decide_paths)",
             spec.id
         )),
-        Subject::Command(field) => {
-            let raw = string_arg(call.args, field)?
-                .ok_or_else(|| format!("the call has no `{field}` argument"))?;
+        (Subject::Command(_), CallTarget::Command(command)) => {
             // The command starts where the tool starts it: its `cwd`, resolved as the tool
             // resolves it (a directory it cannot resolve leaves relative paths unplaced).
-            let start = match string_arg(call.args, "cwd")? {
+            let start = match &command.cwd {
                 Some(cwd) => match call.runtime.resolve_checked(cwd, Access::Read) {
                     Ok(dir) => Cwd::Known(dir),
                     Err(_) => Cwd::Unknown,
@@ -134,16 +119,14 @@ pub fn subject_of(
                 None => context.start(),
             };
             Ok(CallSubject::Command {
-                raw: raw.to_owned(),
-                analysis: analyze_from(raw, context, start),
+                raw: command.line.clone(),
+                analysis: analyze_from(&command.line, context, start),
             })
         }
-        Subject::Url(field) => {
-            let url = string_arg(call.args, field)?
-                .ok_or_else(|| format!("the call has no `{field}` argument"))?;
-            normalize_host(url).map(CallSubject::Host)
-        }
-        Subject::Query(_) => {
+        (Subject::Command(_), _) => Err(format!("the `{}` call names no command", spec.id)),
+        (Subject::Url(_), CallTarget::Url(url)) => normalize_host(url).map(CallSubject::Host),
+        (Subject::Url(_), _) => Err(format!("the `{}` call names no URL", spec.id)),
+        (Subject::Query(_), _) => {
             let hosts = &spec.requires.net.hosts;
             match hosts.as_slice() {
                 [host] if !host.contains('*') => Ok(CallSubject::Host(host.to_ascii_lowercase())),

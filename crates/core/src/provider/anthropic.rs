@@ -16,9 +16,10 @@ use futures::future::BoxFuture;
 use reqwest::header::{HeaderMap, HeaderValue};
 use serde::Serialize;
 use serde_json::Value;
-use serde_json::value::RawValue;
 
-use super::http::{Endpoint, HttpSettings, build_client, fetch_models, open_stream, secret_header};
+use super::http::{
+    Endpoint, HttpSettings, RequestBody, build_client, fetch_models, open_stream, secret_header,
+};
 use super::limits::{self, ThinkingStyle};
 use super::sse::{Decoder, ToolCalls, parse_data};
 use super::tool_names::WireNames;
@@ -93,13 +94,14 @@ impl AnthropicProvider {
     }
 
     /// The JSON body sent for `request`, serialized straight from the conversation: no JSON
-    /// tree is built and nothing is copied, so a long history costs one pass.
+    /// tree is built, and the conversation's earlier messages are their kept forms.
     pub fn request_body(request: &ModelRequest) -> Result<Vec<u8>, ProviderError> {
-        Self::encode(request).map(|(body, _)| body)
+        Self::encode(request).map(|(body, _)| body.to_vec())
     }
 
-    /// The body and the tool names it sent (to map the model's calls back).
-    fn encode(request: &ModelRequest) -> Result<(Vec<u8>, Arc<WireNames>), ProviderError> {
+    /// The body, in pieces (the earlier conversation is sent from its kept runs, neither
+    /// serialized nor copied), and the tool names it sent (to map the model's calls back).
+    fn encode(request: &ModelRequest) -> Result<(RequestBody, Arc<WireNames>), ProviderError> {
         let names = Arc::new(WireNames::new(
             request.tools.iter().map(|tool| tool.name.as_str()),
         ));
@@ -125,11 +127,23 @@ impl AnthropicProvider {
             _ => (None, None),
         };
         let last_tool = request.tools.len().saturating_sub(1);
-        let body = Body {
+        let config = |error: serde_json::Error| ProviderError::Config(error.to_string());
+        // `{"model":…,"max_tokens":…,"stream":true,"messages":[` …
+        let mut head = serde_json::to_vec(&Head {
             model: &request.model,
             max_tokens: plan.max_tokens,
             stream: true,
-            messages: messages(&request.messages, &names),
+        })
+        .map_err(config)?;
+        head.pop();
+        head.extend_from_slice(b",\"messages\":[");
+        let mut body = RequestBody::default();
+        body.push(head);
+        let mut tail = Vec::new();
+        messages(&request.messages, &names, &mut body, &mut tail).map_err(config)?;
+        // … `],"system":…,"tools":…}`
+        tail.push(b']');
+        let rest = serde_json::to_vec(&Rest {
             system: (!request.system.is_empty()).then(|| {
                 [SystemText {
                     kind: "text",
@@ -150,21 +164,31 @@ impl AnthropicProvider {
                 .collect(),
             thinking,
             output_config,
-        };
-        let bytes =
-            serde_json::to_vec(&body).map_err(|error| ProviderError::Config(error.to_string()))?;
-        drop(body);
-        Ok((bytes, names))
+        })
+        .map_err(config)?;
+        if let Some(fields) = rest.get(1..rest.len().saturating_sub(1))
+            && !fields.is_empty()
+        {
+            tail.push(b',');
+            tail.extend_from_slice(fields);
+        }
+        tail.push(b'}');
+        body.push(tail);
+        Ok((body, names))
     }
 }
 
-/// The Messages API request body.
+/// The Messages API request body's fields before `messages`.
 #[derive(Serialize)]
-struct Body<'a> {
+struct Head<'a> {
     model: &'a str,
     max_tokens: u32,
     stream: bool,
-    messages: Vec<WireEntry<'a>>,
+}
+
+/// The body's fields after `messages`.
+#[derive(Serialize)]
+struct Rest<'a> {
     #[serde(skip_serializing_if = "Option::is_none")]
     system: Option<[SystemText<'a>; 1]>,
     #[serde(skip_serializing_if = "Vec::is_empty")]
@@ -293,40 +317,59 @@ impl Serialize for WireBlock<'_> {
     }
 }
 
-/// One element of the `messages` array: serialized once and kept with the history, or (the
-/// last message, which carries the cache breakpoint) serialized now.
-#[derive(Serialize)]
-#[serde(untagged)]
-enum WireEntry<'a> {
-    Kept(Arc<RawValue>),
-    Now(WireMessage<'a>),
-}
-
-/// The `messages` array: empty messages skipped, a cache breakpoint on the last block. Every
-/// message but the last is serialized once in the history's life ([`History`]), unless it
-/// calls a tool whose name is sent mapped (the mapping belongs to the request's tool list).
-fn messages<'a>(history: &'a History, names: &'a WireNames) -> Vec<WireEntry<'a>> {
+/// Writes the elements of the `messages` array: empty messages skipped, a cache breakpoint on
+/// the last block. Every message but the last is serialized once in the history's life
+/// ([`History`]), unless it calls a tool whose name is sent mapped (the mapping belongs to the
+/// request's tool list). The leading messages' kept runs go to `body` as they are; what
+/// follows them is written to `tail`.
+fn messages(
+    history: &History,
+    names: &WireNames,
+    body: &mut RequestBody,
+    tail: &mut Vec<u8>,
+) -> Result<(), serde_json::Error> {
     let last = history
         .iter()
         .rposition(|message| message.content.iter().any(sendable));
-    history
-        .iter()
-        .enumerate()
-        .filter_map(|(index, message)| {
-            if Some(index) == last || !names_as_they_are(message) {
-                return wire_message(message, Some(index) == last, names).map(WireEntry::Now);
+    let (runs, covered) = history.anthropic_runs(
+        last.unwrap_or(history.len()),
+        names_as_they_are,
+        |message, out| match wire_message(message, false, names) {
+            Some(wire) => serde_json::to_writer(out, &wire).is_ok(),
+            None => true,
+        },
+    );
+    let mut written = !runs.is_empty();
+    for (index, run) in runs.into_iter().enumerate() {
+        if index > 0 {
+            body.push(bytes::Bytes::from_static(b","));
+        }
+        body.push(run);
+    }
+    for (index, message) in history.iter().enumerate().skip(covered) {
+        let comma = |tail: &mut Vec<u8>, written: &mut bool| {
+            if std::mem::replace(written, true) {
+                tail.push(b',');
             }
+        };
+        if Some(index) != last && names_as_they_are(message) {
             let serialize = |message: &Message| {
                 let wire = wire_message(message, false, names)?;
-                serde_json::value::to_raw_value(&wire).ok().map(Arc::from)
+                serde_json::to_vec(&wire).ok().map(bytes::Bytes::from)
             };
-            match history.anthropic(index, serialize) {
-                Some(kept) => Some(WireEntry::Kept(kept)),
-                // Sends nothing (or could not be kept: serialized with the body).
-                None => wire_message(message, false, names).map(WireEntry::Now),
+            if let Some(kept) = history.anthropic(index, serialize) {
+                comma(tail, &mut written);
+                tail.extend_from_slice(&kept);
+                continue;
             }
-        })
-        .collect()
+        }
+        // The last message, one whose names are mapped, or one that could not be kept.
+        if let Some(wire) = wire_message(message, Some(index) == last, names) {
+            comma(tail, &mut written);
+            serde_json::to_writer(&mut *tail, &wire)?;
+        }
+    }
+    Ok(())
 }
 
 /// Whether every tool call of `message` is sent under its own name, so its serialized form

@@ -242,12 +242,63 @@ pub(crate) fn join_url(base: &str, path: &str) -> String {
     format!("{}{path}", base.trim_end_matches('/'))
 }
 
+/// A request body in pieces, sent one after the other as they are: the kept runs of a long
+/// conversation ([`super::History`]) go to the socket without being copied into one buffer.
+#[derive(Debug, Clone, Default)]
+pub(crate) struct RequestBody {
+    pieces: Vec<bytes::Bytes>,
+    len: usize,
+}
+
+impl RequestBody {
+    /// Appends `piece` (an empty one is left out).
+    pub(crate) fn push(&mut self, piece: impl Into<bytes::Bytes>) {
+        let piece = piece.into();
+        if !piece.is_empty() {
+            self.len += piece.len();
+            self.pieces.push(piece);
+        }
+    }
+
+    /// The whole body in one buffer.
+    pub(crate) fn to_vec(&self) -> Vec<u8> {
+        let mut bytes = Vec::with_capacity(self.len);
+        for piece in &self.pieces {
+            bytes.extend_from_slice(piece);
+        }
+        bytes
+    }
+
+    /// The body as reqwest sends it, with its length: one piece as it is, several as a stream
+    /// of them (the caller sets `Content-Length`, so it is not sent chunked).
+    fn reqwest(&self) -> reqwest::Body {
+        match self.pieces.as_slice() {
+            [] => reqwest::Body::from(bytes::Bytes::new()),
+            [one] => reqwest::Body::from(one.clone()),
+            _ => reqwest::Body::wrap_stream(futures::stream::iter(
+                self.pieces
+                    .clone()
+                    .into_iter()
+                    .map(Ok::<_, std::convert::Infallible>),
+            )),
+        }
+    }
+}
+
+impl From<Vec<u8>> for RequestBody {
+    fn from(bytes: Vec<u8>) -> Self {
+        let mut body = Self::default();
+        body.push(bytes);
+        body
+    }
+}
+
 /// Posts `body` and returns the response's events, retrying transient failures until the first
 /// event has been produced.
 pub(crate) async fn open_stream<D, F>(
     client: &reqwest::Client,
     endpoint: &Endpoint,
-    body: Vec<u8>,
+    body: RequestBody,
     model: &str,
     settings: &HttpSettings,
     mut new_decoder: F,
@@ -256,7 +307,6 @@ where
     D: Decoder,
     F: FnMut() -> D,
 {
-    let body = bytes::Bytes::from(body);
     let result = with_retries(&settings.retry, |attempt| {
         let decoder = new_decoder();
         let body = body.clone();
@@ -288,7 +338,7 @@ where
 async fn post(
     client: &reqwest::Client,
     endpoint: &Endpoint,
-    body: bytes::Bytes,
+    body: RequestBody,
     idle: Duration,
 ) -> Result<reqwest::Response, ProviderError> {
     let provider = endpoint.provider.as_str();
@@ -297,7 +347,8 @@ async fn post(
         .headers(endpoint.headers.clone())
         .header(reqwest::header::CONTENT_TYPE, "application/json")
         .header(reqwest::header::ACCEPT, "text/event-stream")
-        .body(body)
+        .header(reqwest::header::CONTENT_LENGTH, body.len)
+        .body(body.reqwest())
         .send();
     let response = match tokio::time::timeout(idle, request).await {
         Err(_) => {

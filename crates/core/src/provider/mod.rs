@@ -62,8 +62,8 @@ use serde::{Deserialize, Serialize};
 pub use anthropic::{ANTHROPIC_BASE_URL, ANTHROPIC_VERSION, AnthropicProvider};
 pub use catalog::{LIST_TIMEOUT, MODELS_MAX_AGE, cache_file, cached_models, discover_models};
 pub use error::{ProviderError, StreamProgress};
-pub use history::History;
 pub(crate) use history::json_len;
+pub use history::{History, push_merged};
 pub use http::HttpSettings;
 pub use openai::{MaxTokensParam, OPENAI_BASE_URL, OpenAiProvider};
 pub use resolve::{

@@ -377,7 +377,7 @@ impl Provider for OpenAiProvider {
             open_stream(
                 &self.client,
                 &self.endpoint,
-                body,
+                body.into(),
                 &request.model,
                 &self.settings,
                 || OpenAiDecoder {

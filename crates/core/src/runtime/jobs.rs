@@ -34,9 +34,9 @@ use tokio::io::AsyncWriteExt as _;
 use tokio::sync::watch;
 use tokio_util::sync::CancellationToken;
 
+use super::AccessError;
 use super::sandbox::Confinement;
 use super::{Runtime, TerminalBackend, TerminalExit, TerminalRequest};
-use crate::tool::ToolError;
 use drive::{Sidecar, drive_local, drive_pane, started_confinement};
 use output::{Output, new_part};
 
@@ -208,14 +208,14 @@ impl Jobs {
     }
 
     /// The job with this id.
-    pub fn get(&self, id: &str) -> Result<Arc<Job>, ToolError> {
+    pub fn get(&self, id: &str) -> Result<Arc<Job>, AccessError> {
         let table = lock(&self.table);
         id.strip_prefix("bg-")
             .and_then(|n| n.parse::<u64>().ok())
             .and_then(|n| table.jobs.get(&n).cloned())
             .ok_or_else(|| {
                 let known: Vec<&str> = table.jobs.values().map(|job| job.id.as_str()).collect();
-                ToolError::NotFound(if known.is_empty() {
+                AccessError::NotFound(if known.is_empty() {
                     format!("no background command `{id}` (none is running)")
                 } else {
                     format!(
@@ -240,9 +240,9 @@ impl Jobs {
         runtime: &Runtime,
         request: JobRequest,
         sidecar: PathBuf,
-    ) -> Result<Started, ToolError> {
+    ) -> Result<Started, AccessError> {
         if self.limit == 0 {
-            return Err(ToolError::Unavailable(
+            return Err(AccessError::Unavailable(
                 "background commands are turned off in this session ([limits] backgroundJobs = \
                  0)"
                 .into(),
@@ -257,7 +257,7 @@ impl Jobs {
                 .collect();
             if running.len() >= self.limit {
                 let ids: Vec<&str> = running.iter().map(|job| job.id.as_str()).collect();
-                return Err(ToolError::Unavailable(format!(
+                return Err(AccessError::Unavailable(format!(
                     "{} background commands are running already ({}), the most a session may \
                      have; stop one with `bg_stop` first",
                     self.limit,
@@ -280,7 +280,7 @@ impl Jobs {
             table.started
         };
         if !sidecar.starts_with(runtime.scratch_dir()) {
-            return Err(ToolError::invariant(
+            return Err(AccessError::invariant(
                 "starting a background command",
                 format!(
                     "{} is not in the session's scratch directory",
@@ -300,7 +300,7 @@ impl Jobs {
                     .await
                 {
                     // A pane that runs no background commands: a local process then.
-                    Err(ToolError::Unavailable(why)) => {
+                    Err(AccessError::Unavailable(why)) => {
                         tracing::debug!(%why, "background command runs locally");
                         self.start_local(runtime, request, number, sidecar).await?
                     }
@@ -352,7 +352,7 @@ impl Jobs {
         request: JobRequest,
         number: u64,
         sidecar: PathBuf,
-    ) -> Result<Started, ToolError> {
+    ) -> Result<Started, AccessError> {
         let mut process = runtime.spawn_shell_with_stdin(&request.command, &request.cwd)?;
         let pid = process.process_group();
         let job = self.new_job(
@@ -382,7 +382,7 @@ impl Jobs {
         number: u64,
         sidecar: PathBuf,
         backend: Arc<dyn TerminalBackend>,
-    ) -> Result<Started, ToolError> {
+    ) -> Result<Started, AccessError> {
         let cwd = runtime.check_shell(&request.command, &request.cwd)?;
         let invocation = runtime.shell_invocation(&request.command, &cwd)?;
         let terminal_id = backend
@@ -603,9 +603,9 @@ impl Job {
     }
 
     /// Writes `input` to the command's stdin.
-    pub async fn write(&self, input: &str) -> Result<(), ToolError> {
+    pub async fn write(&self, input: &str) -> Result<(), AccessError> {
         if self.place == Place::Pane {
-            return Err(ToolError::Unavailable(format!(
+            return Err(AccessError::Unavailable(format!(
                 "{} runs in the editor's terminal pane, which takes no input from Keel; to write \
                  to a command, start it with `stdin: true`",
                 self.id
@@ -613,14 +613,14 @@ impl Job {
         }
         let state = self.state();
         if !state.is_running() {
-            return Err(ToolError::BadArgument(format!(
+            return Err(AccessError::BadArgument(format!(
                 "{} is no longer running ({state})",
                 self.id
             )));
         }
         let mut stdin = self.stdin.lock().await;
         let Some(pipe) = stdin.as_mut() else {
-            return Err(ToolError::Unavailable(format!(
+            return Err(AccessError::Unavailable(format!(
                 "{}'s stdin is closed",
                 self.id
             )));
@@ -633,7 +633,7 @@ impl Job {
             Ok(Ok(())) => Ok(()),
             Ok(Err(e)) => {
                 *stdin = None;
-                Err(ToolError::io(
+                Err(AccessError::io(
                     format!(
                         "writing to {}'s stdin failed (the command closed it): {e}",
                         self.id
@@ -641,7 +641,7 @@ impl Job {
                     e,
                 ))
             }
-            Err(_) => Err(ToolError::external(format!(
+            Err(_) => Err(AccessError::external(format!(
                 "{} did not take the input within {}s (it is not reading its stdin); part of it \
                  may have been written",
                 self.id,

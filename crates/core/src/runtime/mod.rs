@@ -22,6 +22,7 @@
 //! [`Runtime::with_net_policy`] allows them).
 
 pub mod config_files;
+mod error;
 pub mod fsat;
 pub mod jobs;
 pub mod mcp;
@@ -37,6 +38,7 @@ pub mod store_files;
 pub mod tally;
 pub mod walk;
 
+pub use error::AccessError;
 pub use net::{FetchOptions, FetchResponse, NetPolicy};
 
 use std::fmt::Debug;
@@ -49,7 +51,7 @@ use futures::future::BoxFuture;
 use tokio_util::sync::CancellationToken;
 
 use crate::capability::{Access, CapabilityError, Refusal, RequirementSet, Scope, Vars};
-use crate::tool::{FileStamp, ProgressSink, ToolError};
+use crate::contract::{FileStamp, ProgressSink};
 
 /// The editor's view of files. `None` from a method means "not handled here; use the disk".
 pub trait FileBackend: Send + Sync + Debug {
@@ -111,9 +113,9 @@ pub struct TerminalExit {
     pub signal: Option<String>,
 }
 
-fn no_background<T>() -> BoxFuture<'static, Result<T, ToolError>> {
+fn no_background<T>() -> BoxFuture<'static, Result<T, AccessError>> {
     Box::pin(async {
-        Err(ToolError::Unavailable(
+        Err(AccessError::Unavailable(
             "this terminal pane runs no background commands".into(),
         ))
     })
@@ -129,12 +131,12 @@ pub trait TerminalBackend: Send + Sync + Debug {
         request: TerminalRequest,
         progress: ProgressSink,
         cancel: CancellationToken,
-    ) -> BoxFuture<'a, Result<TerminalOutcome, ToolError>>;
+    ) -> BoxFuture<'a, Result<TerminalOutcome, AccessError>>;
 
     /// Creates a terminal for a background command and returns its id at once
     /// ([`jobs`]); the request's timeout is ignored. The front-end does not release it: the
     /// job does ([`TerminalBackend::release`]).
-    fn start<'a>(&'a self, request: TerminalRequest) -> BoxFuture<'a, Result<String, ToolError>> {
+    fn start<'a>(&'a self, request: TerminalRequest) -> BoxFuture<'a, Result<String, AccessError>> {
         let _ = request;
         no_background()
     }
@@ -143,7 +145,7 @@ pub trait TerminalBackend: Send + Sync + Debug {
     fn snapshot<'a>(
         &'a self,
         terminal_id: &'a str,
-    ) -> BoxFuture<'a, Result<TerminalSnapshot, ToolError>> {
+    ) -> BoxFuture<'a, Result<TerminalSnapshot, AccessError>> {
         let _ = terminal_id;
         no_background()
     }
@@ -152,7 +154,7 @@ pub trait TerminalBackend: Send + Sync + Debug {
     fn wait_exit<'a>(
         &'a self,
         terminal_id: &'a str,
-    ) -> BoxFuture<'a, Result<TerminalExit, ToolError>> {
+    ) -> BoxFuture<'a, Result<TerminalExit, AccessError>> {
         let _ = terminal_id;
         no_background()
     }
@@ -162,7 +164,7 @@ pub trait TerminalBackend: Send + Sync + Debug {
     fn kill<'a>(
         &'a self,
         terminal_id: &'a str,
-    ) -> BoxFuture<'a, Result<Option<TerminalExit>, ToolError>> {
+    ) -> BoxFuture<'a, Result<Option<TerminalExit>, AccessError>> {
         let _ = terminal_id;
         no_background()
     }
@@ -224,6 +226,8 @@ struct Inner {
     credentials: Option<Arc<sandbox::CredentialIndex>>,
     /// Where commands' status files go (made on first use; [`sandbox::StatusDir`]).
     status_dir: Arc<sandbox::StatusDir>,
+    /// The credential masks as Landlock rulesets, for the fallback ([`sandbox::mask`]).
+    masks: Arc<sandbox::mask::MaskRulesets>,
 }
 
 /// The capability-checked surface handed to every tool. Cheap to clone.
@@ -297,18 +301,18 @@ pub enum FileError {
     },
 }
 
-impl From<FileError> for ToolError {
+impl From<FileError> for AccessError {
     fn from(error: FileError) -> Self {
         match error {
             FileError::Refused(refusal) => refusal.into(),
-            FileError::Io { message, source } => ToolError::Io {
+            FileError::Io { message, source } => AccessError::Io {
                 message,
-                source: source.map(|source| -> crate::tool::ErrorSource { Arc::new(source) }),
+                source: source.map(|source| -> crate::contract::ErrorSource { Arc::new(source) }),
             },
             // A hard-linked file waits for the user's say (through `read`, which asks).
-            other @ FileError::HardLinked { .. } => ToolError::Denied(other.to_string()),
-            other @ FileError::Changed { .. } => ToolError::Stale(other.to_string()),
-            other @ FileError::NotAFile { .. } => ToolError::BadArgument(other.to_string()),
+            other @ FileError::HardLinked { .. } => AccessError::Denied(other.to_string()),
+            other @ FileError::Changed { .. } => AccessError::Stale(other.to_string()),
+            other @ FileError::NotAFile { .. } => AccessError::BadArgument(other.to_string()),
         }
     }
 }
@@ -384,7 +388,7 @@ fn same_handed_over(
     before: std::io::Result<HandedOver>,
     after: std::io::Result<HandedOver>,
     verb: &str,
-) -> Result<(), ToolError> {
+) -> Result<(), AccessError> {
     let unchanged = match (&before, &after) {
         (Ok(before), Ok(after)) if verb == "read" => before == after,
         // A write may create the file and its directories: those that existed must not change.
@@ -402,7 +406,7 @@ fn same_handed_over(
         return Ok(());
     }
     tracing::warn!(path = %canonical.display(), ?before, ?after, "a path changed around an editor's {verb}");
-    Err(ToolError::Stale(format!(
+    Err(AccessError::Stale(format!(
         "{} changed on the disk while the editor {verb} it (another file or a symlink put in          its place, or a directory on its path changed), so Keel cannot prove the editor {verb}          the file it checked; {}",
         runtime.display_path(canonical),
         if verb == "read" {
@@ -486,6 +490,7 @@ impl Runtime {
                 proxy: Arc::new(sandbox::proxy::ProxyState::default()),
                 credentials: credential_index(&config.sandbox, &roots),
                 status_dir: Arc::default(),
+                masks: Arc::default(),
                 roots,
             }),
             linked_reads: false,
@@ -674,23 +679,23 @@ impl Runtime {
 
     /// Where a user-supplied path (absolute, or relative to the primary root) finally points.
     /// Does not check the scope.
-    pub fn resolve(&self, user_path: &str) -> Result<PathBuf, ToolError> {
+    pub fn resolve(&self, user_path: &str) -> Result<PathBuf, AccessError> {
         tally::count(tally::Event::Resolve);
         if user_path.contains('\0') {
-            return Err(ToolError::BadArgument("path contains a NUL byte".into()));
+            return Err(AccessError::BadArgument("path contains a NUL byte".into()));
         }
         if self.inner.roots.is_empty() && !Path::new(user_path).is_absolute() {
-            return Err(ToolError::BadArgument(format!(
+            return Err(AccessError::BadArgument(format!(
                 "relative path `{user_path}` but no workspace is open; use an absolute path"
             )));
         }
         let joined = paths::absolutize(self.root(), user_path);
         paths::resolve(&joined)
-            .map_err(|e| ToolError::io(format!("cannot resolve {user_path}: {e}"), e))
+            .map_err(|e| AccessError::io(format!("cannot resolve {user_path}: {e}"), e))
     }
 
     /// Resolves a user-supplied path and checks it against the scope.
-    pub fn resolve_checked(&self, user_path: &str, access: Access) -> Result<PathBuf, ToolError> {
+    pub fn resolve_checked(&self, user_path: &str, access: Access) -> Result<PathBuf, AccessError> {
         let canonical = self.resolve(user_path)?;
         self.check(&canonical, access)?;
         Ok(canonical)
@@ -704,7 +709,7 @@ impl Runtime {
         subject: Option<&Path>,
         user_path: &str,
         access: Access,
-    ) -> Result<PathBuf, ToolError> {
+    ) -> Result<PathBuf, AccessError> {
         match subject {
             Some(canonical) => {
                 self.check(canonical, access)?;
@@ -735,7 +740,7 @@ impl Runtime {
     }
 
     /// Metadata of a canonical, in-scope path (not following a final symlink: it was resolved).
-    pub async fn metadata(&self, canonical: &Path) -> Result<std::fs::Metadata, ToolError> {
+    pub async fn metadata(&self, canonical: &Path) -> Result<std::fs::Metadata, AccessError> {
         self.check(canonical, Access::Read)?;
         let path = canonical.to_path_buf();
         let runtime = self.clone();
@@ -743,7 +748,7 @@ impl Runtime {
             fsat::metadata(&path).map_err(|e| io_error(&runtime, &path, e))
         })
         .await
-        .map_err(|e| ToolError::internal("reading a file's metadata (the task failed)", e))?
+        .map_err(|e| AccessError::internal("reading a file's metadata (the task failed)", e))?
     }
 
     /// What the disk says of a file now, for the read-before-write guard.
@@ -761,11 +766,11 @@ impl Runtime {
 
     /// Reads a whole file from the disk after the scope check, through [`Runtime::open_read`]
     /// (no symlink followed, hard links refused unless allowed).
-    pub async fn read(&self, canonical: &Path) -> Result<Vec<u8>, ToolError> {
+    pub async fn read(&self, canonical: &Path) -> Result<Vec<u8>, AccessError> {
         self.check(canonical, Access::Read)?;
         let path = canonical.to_path_buf();
         let runtime = self.clone();
-        let bytes = tokio::task::spawn_blocking(move || -> Result<Vec<u8>, ToolError> {
+        let bytes = tokio::task::spawn_blocking(move || -> Result<Vec<u8>, AccessError> {
             use std::io::Read as _;
             let mut file = runtime.open_read(&path)?;
             let mut bytes = Vec::new();
@@ -774,7 +779,7 @@ impl Runtime {
             Ok(bytes)
         })
         .await
-        .map_err(|e| ToolError::internal("reading a file (the task failed)", e))??;
+        .map_err(|e| AccessError::internal("reading a file (the task failed)", e))??;
         tally::count(tally::Event::Read);
         Ok(bytes)
     }
@@ -785,11 +790,11 @@ impl Runtime {
         canonical: &Path,
         start: u64,
         len: usize,
-    ) -> Result<Vec<u8>, ToolError> {
+    ) -> Result<Vec<u8>, AccessError> {
         self.check(canonical, Access::Read)?;
         let path = canonical.to_path_buf();
         let runtime = self.clone();
-        let bytes = tokio::task::spawn_blocking(move || -> Result<Vec<u8>, ToolError> {
+        let bytes = tokio::task::spawn_blocking(move || -> Result<Vec<u8>, AccessError> {
             use std::io::{Read as _, Seek as _, SeekFrom};
             let mut file = runtime.open_read(&path)?;
             file.seek(SeekFrom::Start(start))
@@ -801,7 +806,7 @@ impl Runtime {
             Ok(bytes)
         })
         .await
-        .map_err(|e| ToolError::internal("reading a file (the task failed)", e))??;
+        .map_err(|e| AccessError::internal("reading a file (the task failed)", e))??;
         tally::count(tally::Event::Read);
         Ok(bytes)
     }
@@ -810,7 +815,7 @@ impl Runtime {
     /// `None` when it does not, and the disk is the truth.
     /// The disk's file must pass the same checks as for [`Runtime::read`] first (no symlink
     /// swapped onto the path, no unapproved hard links), since the editor reads the path too.
-    pub async fn read_editor_text(&self, canonical: &Path) -> Option<Result<String, ToolError>> {
+    pub async fn read_editor_text(&self, canonical: &Path) -> Option<Result<String, AccessError>> {
         if let Err(refusal) = self.check(canonical, Access::Read) {
             return Some(Err(refusal.into()));
         }
@@ -824,7 +829,7 @@ impl Runtime {
             Ok(Err(FileError::Io { .. })) if self.link_count(canonical).is_none() => {}
             Ok(Err(error)) => return Some(Err(error.into())),
             Err(e) => {
-                return Some(Err(ToolError::internal(
+                return Some(Err(AccessError::internal(
                     "opening a file (the task failed)",
                     e,
                 )));
@@ -843,7 +848,7 @@ impl Runtime {
             tally::count(tally::Event::Read);
         }
         text.map(|r| {
-            r.map_err(|e| ToolError::External {
+            r.map_err(|e| AccessError::External {
                 message: format!(
                     "the editor could not read {}: {e}",
                     self.display_path(canonical)
@@ -860,14 +865,14 @@ impl Runtime {
     /// directory; the file's permissions are kept). Missing parent directories inside the scope
     /// are created one by one, each checked. A symlink swapped onto the path after the check
     /// makes the write fail; it never lands elsewhere.
-    pub async fn write(&self, canonical: &Path, bytes: &[u8]) -> Result<(), ToolError> {
+    pub async fn write(&self, canonical: &Path, bytes: &[u8]) -> Result<(), AccessError> {
         use std::os::unix::fs::MetadataExt as _;
         self.check(canonical, Access::Write)?;
         if let (Some(files), Ok(text)) = (self.inner.files.as_ref(), std::str::from_utf8(bytes)) {
             let path = canonical.to_path_buf();
             let target = tokio::task::spawn_blocking(move || fsat::metadata(&path))
                 .await
-                .map_err(|e| ToolError::internal("writing a file (the task failed)", e))?;
+                .map_err(|e| AccessError::internal("writing a file (the task failed)", e))?;
             // The editor resolves the path again and follows symlinks; while a background
             // command runs, a process exists that could swap one in between the check and the
             // editor's write (which nothing could undo), so Keel writes the disk itself.
@@ -881,7 +886,7 @@ impl Runtime {
                 // ones checked, and no symlink may stand on the path now.
                 let after = self.handed_over(canonical, false).await;
                 same_handed_over(self, canonical, before, after, "wrote")?;
-                return result.map_err(|e| ToolError::External {
+                return result.map_err(|e| AccessError::External {
                     message: format!(
                         "the editor could not write {}: {e}",
                         self.display_path(canonical)
@@ -893,9 +898,9 @@ impl Runtime {
         let path = canonical.to_path_buf();
         let bytes = bytes.to_vec();
         let runtime = self.clone();
-        tokio::task::spawn_blocking(move || -> Result<(), ToolError> {
+        tokio::task::spawn_blocking(move || -> Result<(), AccessError> {
             let (Some(parent), Some(name)) = (path.parent(), path.file_name()) else {
-                return Err(ToolError::BadArgument(format!(
+                return Err(AccessError::BadArgument(format!(
                     "{} is not a file path",
                     path.display()
                 )));
@@ -912,20 +917,20 @@ impl Runtime {
             };
             let dir = fsat::open_dir_creating(parent, &allow).map_err(|e| {
                 match refused.lock().ok().and_then(|mut slot| slot.take()) {
-                    Some(refusal) => ToolError::Refused(refusal),
+                    Some(refusal) => AccessError::Refused(refusal),
                     None => write_error(&runtime, &path, e),
                 }
             })?;
             fsat::replace_in(&dir, name, &bytes).map_err(|e| write_error(&runtime, &path, e))
         })
         .await
-        .map_err(|e| ToolError::internal("writing a file (the task failed)", e))?
+        .map_err(|e| AccessError::internal("writing a file (the task failed)", e))?
     }
 
     /// Deletes a file after the scope check (write access), on the disk: unlinked inside its
     /// parent directory reached without following a symlink ([`fsat::remove_file`]); a
     /// directory is refused.
-    pub async fn remove(&self, canonical: &Path) -> Result<(), ToolError> {
+    pub async fn remove(&self, canonical: &Path) -> Result<(), AccessError> {
         self.check(canonical, Access::Write)?;
         let path = canonical.to_path_buf();
         let runtime = self.clone();
@@ -933,7 +938,7 @@ impl Runtime {
             fsat::remove_file(&path).map_err(|e| write_error(&runtime, &path, e))
         })
         .await
-        .map_err(|e| ToolError::internal("deleting a file (the task failed)", e))?
+        .map_err(|e| AccessError::internal("deleting a file (the task failed)", e))?
     }
 
     /// Writes a file under the session's scratch directory (sidecar outputs).
@@ -941,9 +946,9 @@ impl Runtime {
         clippy::disallowed_methods,
         reason = "the runtime is where ambient authority lives"
     )]
-    pub async fn write_scratch(&self, path: &Path, bytes: &[u8]) -> Result<(), ToolError> {
+    pub async fn write_scratch(&self, path: &Path, bytes: &[u8]) -> Result<(), AccessError> {
         if !path.starts_with(&self.inner.scratch_dir) {
-            return Err(ToolError::invariant(
+            return Err(AccessError::invariant(
                 "writing a sidecar file",
                 format!(
                     "{} is not in the session's scratch directory",
@@ -961,8 +966,8 @@ impl Runtime {
             write_whole_unsynced(&path, &bytes)
         })
         .await
-        .map_err(|e| ToolError::internal("writing a sidecar file (the task failed)", e))?
-        .map_err(|e| ToolError::internal("writing a sidecar file", e))
+        .map_err(|e| AccessError::internal("writing a sidecar file (the task failed)", e))?
+        .map_err(|e| AccessError::internal("writing a sidecar file", e))
     }
 
     /// Walks a canonical, in-scope directory (or one file) for a search, calling a visitor
@@ -974,7 +979,7 @@ impl Runtime {
         base: &Path,
         filters: &walk::Filters,
         visitor: F,
-    ) -> Result<walk::WalkErrors, ToolError>
+    ) -> Result<walk::WalkErrors, AccessError>
     where
         F: Fn() -> V + Sync,
         V: FnMut(&walk::FoundFile<'_>) -> walk::Flow,
@@ -993,7 +998,7 @@ impl Runtime {
         clippy::disallowed_methods,
         reason = "the runtime is where ambient authority lives"
     )]
-    pub fn walker(&self, base: &Path) -> Result<ignore::WalkBuilder, ToolError> {
+    pub fn walker(&self, base: &Path) -> Result<ignore::WalkBuilder, AccessError> {
         self.check(base, Access::Read)?;
         let in_repository = base.ancestors().any(|dir| dir.join(".git").exists());
         let mut builder = ignore::WalkBuilder::new(base);
@@ -1057,15 +1062,15 @@ fn atomic_write(path: &Path, bytes: &[u8]) -> std::io::Result<()> {
     file.commit()
 }
 
-fn io_error(runtime: &Runtime, path: &Path, e: std::io::Error) -> ToolError {
+fn io_error(runtime: &Runtime, path: &Path, e: std::io::Error) -> AccessError {
     let message = io_message(runtime, path, &e);
     if fsat::is_swap(&e) {
-        return ToolError::Stale(message);
+        return AccessError::Stale(message);
     }
     match e.kind() {
-        std::io::ErrorKind::NotFound => ToolError::NotFound(message),
-        std::io::ErrorKind::IsADirectory => ToolError::BadArgument(message),
-        _ => ToolError::io(message, e),
+        std::io::ErrorKind::NotFound => AccessError::NotFound(message),
+        std::io::ErrorKind::IsADirectory => AccessError::BadArgument(message),
+        _ => AccessError::io(message, e),
     }
 }
 
@@ -1084,9 +1089,9 @@ fn io_message(runtime: &Runtime, path: &Path, e: &std::io::Error) -> String {
     }
 }
 
-fn write_error(runtime: &Runtime, path: &Path, e: std::io::Error) -> ToolError {
+fn write_error(runtime: &Runtime, path: &Path, e: std::io::Error) -> AccessError {
     if fsat::is_swap(&e) {
-        return ToolError::Stale(format!(
+        return AccessError::Stale(format!(
             "{} changed while writing (a symlink appeared on its path); not written",
             runtime.display_path(path)
         ));

@@ -25,9 +25,9 @@ use http::HeaderMap;
 use tokio_util::sync::CancellationToken;
 use url::{Host, Url};
 
+use super::AccessError;
 use super::Runtime;
 use crate::capability::Refusal;
-use crate::tool::ToolError;
 
 /// The capability name of outbound HTTP.
 const CAPABILITY: &str = "net.fetch";
@@ -133,21 +133,21 @@ impl Runtime {
 
     /// GETs `url` after the scheme, scope and address checks, following up to
     /// [`MAX_REDIRECTS`] redirects (each hop checked again). Stops at `options.timeout`
-    /// ([`ToolError::Timeout`]) or when `cancel` fires ([`ToolError::Cancelled`]).
+    /// ([`AccessError::Timeout`]) or when `cancel` fires ([`AccessError::Cancelled`]).
     pub async fn fetch(
         &self,
         url: &str,
         options: FetchOptions,
         cancel: &CancellationToken,
-    ) -> Result<FetchResponse, ToolError> {
+    ) -> Result<FetchResponse, AccessError> {
         let start = Url::parse(url.trim())
-            .map_err(|e| ToolError::BadArgument(format!("`{url}` is not a valid URL: {e}")))?;
+            .map_err(|e| AccessError::BadArgument(format!("`{url}` is not a valid URL: {e}")))?;
         let timeout = options.timeout;
         tokio::select! {
             biased;
-            () = cancel.cancelled() => Err(ToolError::Cancelled),
+            () = cancel.cancelled() => Err(AccessError::Cancelled),
             outcome = tokio::time::timeout(timeout, self.fetch_hops(start, options)) => {
-                outcome.unwrap_or(Err(ToolError::Timeout(timeout)))
+                outcome.unwrap_or(Err(AccessError::Timeout(timeout)))
             }
         }
     }
@@ -156,7 +156,7 @@ impl Runtime {
         &self,
         start: Url,
         options: FetchOptions,
-    ) -> Result<FetchResponse, ToolError> {
+    ) -> Result<FetchResponse, AccessError> {
         let client = self.http_client()?;
         let origin = start.origin();
         let mut url = start;
@@ -176,12 +176,12 @@ impl Runtime {
                 .map(str::to_owned);
             if let (true, Some(location)) = (status.is_redirection(), location) {
                 if redirects.len() == MAX_REDIRECTS {
-                    return Err(ToolError::external(format!(
+                    return Err(AccessError::external(format!(
                         "too many redirects: gave up after {MAX_REDIRECTS} (last at {url})"
                     )));
                 }
                 let next = url.join(&location).map_err(|e| {
-                    ToolError::external_from(
+                    AccessError::external_from(
                         format!("{url} redirected to `{location}`, which is not a valid URL: {e}"),
                         e,
                     )
@@ -209,9 +209,9 @@ impl Runtime {
 
     /// Scheme, scope and (for IP literals) address checks of one hop. Names are checked when
     /// the client resolves them.
-    fn check_url(&self, url: &Url) -> Result<(), ToolError> {
+    fn check_url(&self, url: &Url) -> Result<(), AccessError> {
         if !matches!(url.scheme(), "http" | "https") {
-            return Err(ToolError::Refused(Refusal {
+            return Err(AccessError::Refused(Refusal {
                 capability: CAPABILITY,
                 subject: url.to_string(),
                 reason: format!(
@@ -225,7 +225,7 @@ impl Runtime {
             Some(Host::Ipv4(ip)) => (ip.to_string(), Some(IpAddr::V4(ip))),
             Some(Host::Ipv6(ip)) => (ip.to_string(), Some(IpAddr::V6(ip))),
             None => {
-                return Err(ToolError::BadArgument(format!("{url} has no host")));
+                return Err(AccessError::BadArgument(format!("{url} has no host")));
             }
         };
         self.scope().check_host(&host)?;
@@ -239,7 +239,7 @@ impl Runtime {
         clippy::disallowed_methods,
         reason = "the runtime is where ambient authority lives"
     )]
-    fn http_client(&self) -> Result<reqwest::Client, ToolError> {
+    fn http_client(&self) -> Result<reqwest::Client, AccessError> {
         let state = &self.inner.net;
         if let Some(client) = state.client.get() {
             return Ok(client.clone());
@@ -254,7 +254,7 @@ impl Runtime {
                 policy: state.policy,
             })
             .build()
-            .map_err(|e| ToolError::internal("building the HTTP client", e))?;
+            .map_err(|e| AccessError::internal("building the HTTP client", e))?;
         // A concurrent first call may have won the race; either client is equivalent.
         Ok(state.client.get_or_init(|| client).clone())
     }
@@ -269,10 +269,40 @@ impl Runtime {
 )]
 pub fn provider_client(connect_timeout: Duration) -> reqwest::Result<reqwest::Client> {
     install_crypto_provider();
-    reqwest::Client::builder()
+    let builder = reqwest::Client::builder()
         .connect_timeout(connect_timeout)
-        .user_agent(concat!("keel/", env!("CARGO_PKG_VERSION")))
-        .build()
+        .user_agent(concat!("keel/", env!("CARGO_PKG_VERSION")));
+    match provider_tls() {
+        Some(tls) => builder.tls_backend_preconfigured(tls).build(),
+        // The shared configuration could not be built: reqwest builds its own (and reports
+        // what fails).
+        None => builder.build(),
+    }
+}
+
+/// The TLS configuration of the providers' clients, built once per process: what reqwest
+/// builds by default (the platform's verifier over the system's roots, every TLS version the
+/// crypto provider offers, HTTP/2 and HTTP/1.1 offered by ALPN), without reading and parsing
+/// the system's certificates again for every client (about 140 certificates, a few million
+/// instructions and a few hundred KiB of allocations each time; a session builds two clients
+/// or more). Decision 0035.
+fn provider_tls() -> Option<rustls::ClientConfig> {
+    static TLS: OnceLock<Option<rustls::ClientConfig>> = OnceLock::new();
+    TLS.get_or_init(|| {
+        let provider = rustls::crypto::CryptoProvider::get_default()?.clone();
+        let verifier = rustls_platform_verifier::Verifier::new(provider.clone())
+            .map_err(|error| tracing::debug!("the shared TLS configuration: {error}"))
+            .ok()?;
+        let mut config = rustls::ClientConfig::builder_with_provider(provider)
+            .with_protocol_versions(rustls::ALL_VERSIONS)
+            .ok()?
+            .dangerous()
+            .with_custom_certificate_verifier(Arc::new(verifier))
+            .with_no_client_auth();
+        config.alpn_protocols = vec![b"h2".to_vec(), b"http/1.1".to_vec()];
+        Some(config)
+    })
+    .clone()
 }
 
 /// Installs ring as rustls' process-wide crypto provider, once (reqwest is built with
@@ -290,7 +320,7 @@ async fn read_body(
     response: reqwest::Response,
     limit: usize,
     url: &Url,
-) -> Result<(Vec<u8>, bool), ToolError> {
+) -> Result<(Vec<u8>, bool), AccessError> {
     let mut body = Vec::new();
     let mut stream = response.bytes_stream();
     while let Some(chunk) = stream.next().await {
@@ -307,12 +337,12 @@ async fn read_body(
 
 /// A failed request as the model reads it: the address refusal when the resolver refused,
 /// otherwise the error chain.
-fn request_error(url: &Url, error: reqwest::Error) -> ToolError {
+fn request_error(url: &Url, error: reqwest::Error) -> AccessError {
     let mut text = error.to_string();
     let mut source = std::error::Error::source(&error);
     while let Some(cause) = source {
         if let Some(blocked) = cause.downcast_ref::<BlockedAddress>() {
-            return ToolError::Refused(blocked.refusal());
+            return AccessError::Refused(blocked.refusal());
         }
         let cause_text = cause.to_string();
         if !text.contains(&cause_text) {
@@ -321,7 +351,7 @@ fn request_error(url: &Url, error: reqwest::Error) -> ToolError {
         }
         source = cause.source();
     }
-    ToolError::external_from(format!("cannot fetch {url}: {text}"), error)
+    AccessError::external_from(format!("cannot fetch {url}: {text}"), error)
 }
 
 /// A host resolved to an address the policy forbids.

@@ -32,10 +32,15 @@ use tokio::net::unix::pipe;
 use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
 
+use super::AccessError;
 use super::sandbox::{Confinement, ShellInvocation};
 use super::{Runtime, paths};
 use crate::capability::Access;
-use crate::tool::{InternalError, ProgressSink, ToolError, ToolProgress};
+use crate::contract::{InternalError, ProgressSink, ToolProgress};
+
+/// The program every shell command runs under (`bash -c command`): the name the shell scope
+/// is checked against.
+pub const SHELL: &str = "bash";
 pub(super) use capture::open_sidecar;
 use capture::{Collector, Utf8Stream};
 
@@ -122,11 +127,11 @@ impl Runtime {
     /// The capability check for running `bash -c command` in `cwd`: the command against the
     /// shell scope, the (resolved) directory against the read scope. Returns the resolved
     /// directory.
-    pub fn check_shell(&self, command: &str, cwd: &Path) -> Result<PathBuf, ToolError> {
+    pub fn check_shell(&self, command: &str, cwd: &Path) -> Result<PathBuf, AccessError> {
         self.scope()
-            .check_command("bash", &["-c".to_owned(), command.to_owned()])?;
+            .check_command(SHELL, &["-c".to_owned(), command.to_owned()])?;
         let cwd = paths::resolve(cwd).map_err(|e| {
-            ToolError::io(
+            AccessError::io(
                 format!("cannot resolve working directory {}: {e}", cwd.display()),
                 e,
             )
@@ -137,7 +142,7 @@ impl Runtime {
 
     /// Starts `bash -c command` in `cwd` after [`Runtime::check_shell`]: a new process group,
     /// stdin null, stdout and stderr on one pipe. Must be called inside a tokio runtime.
-    pub fn spawn_shell(&self, command: &str, cwd: &Path) -> Result<ShellProcess, ToolError> {
+    pub fn spawn_shell(&self, command: &str, cwd: &Path) -> Result<ShellProcess, AccessError> {
         self.spawn_shell_with(command, cwd, false)
     }
 
@@ -147,7 +152,7 @@ impl Runtime {
         &self,
         command: &str,
         cwd: &Path,
-    ) -> Result<ShellProcess, ToolError> {
+    ) -> Result<ShellProcess, AccessError> {
         self.spawn_shell_with(command, cwd, true)
     }
 
@@ -160,18 +165,18 @@ impl Runtime {
         command: &str,
         cwd: &Path,
         stdin: bool,
-    ) -> Result<ShellProcess, ToolError> {
+    ) -> Result<ShellProcess, AccessError> {
         let cwd = self.check_shell(command, cwd)?;
         if !cwd.is_dir() {
-            return Err(ToolError::BadArgument(format!(
+            return Err(AccessError::BadArgument(format!(
                 "working directory {} is not a directory",
                 self.display_path(&cwd)
             )));
         }
         let failed = |what: &str, e: std::io::Error| {
-            ToolError::io(format!("cannot start bash ({what}): {e}"), e)
+            AccessError::io(format!("cannot start bash ({what}): {e}"), e)
         };
-        let invocation = self.shell_invocation(command, &cwd)?;
+        let invocation = self.local_shell_invocation(command, &cwd)?;
         let (reader, writer) = std::io::pipe().map_err(|e| failed("pipe", e))?;
         let writer_for_stderr = writer.try_clone().map_err(|e| failed("pipe", e))?;
         let mut builder = tokio::process::Command::new(&invocation.program);
@@ -201,6 +206,9 @@ impl Runtime {
         for (key, value) in &invocation.env {
             builder.env(key, value);
         }
+        if let Some(mask) = &invocation.mask {
+            mask.inherit(builder.as_std_mut());
+        }
         let mut child = builder.spawn().map_err(|e| failed("spawn", e))?;
         let stdin = child.stdin.take();
         // The command holds the parent's copies of the pipe's write end: close them now, or the
@@ -210,7 +218,7 @@ impl Runtime {
             .id()
             .and_then(|id| i32::try_from(id).ok())
             .ok_or_else(|| {
-                ToolError::invariant("starting bash", "bash exited before it could be tracked")
+                AccessError::invariant("starting bash", "bash exited before it could be tracked")
             })?;
         let output =
             pipe::Receiver::from_owned_fd(OwnedFd::from(reader)).map_err(|e| failed("pipe", e))?;
@@ -314,9 +322,9 @@ impl ShellProcess {
         timeout: Duration,
         cancel: &CancellationToken,
         progress: &ProgressSink,
-    ) -> Result<ShellOutput, ToolError> {
+    ) -> Result<ShellOutput, AccessError> {
         if !capture.sidecar.starts_with(&self.scratch_dir) {
-            return Err(ToolError::invariant(
+            return Err(AccessError::invariant(
                 "capturing a command's output",
                 format!(
                     "{} is not in the session's scratch directory",
@@ -353,7 +361,7 @@ impl ShellProcess {
                 },
                 status = self.child.wait() => {
                     let status = status
-                        .map_err(|e| ToolError::internal("waiting for a bash process", e))?;
+                        .map_err(|e| AccessError::internal("waiting for a bash process", e))?;
                     self.status = Some(status);
                 }
             }

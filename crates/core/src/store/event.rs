@@ -3,8 +3,8 @@
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
-use crate::agent::{ApprovalAnswer, CallStatus, TurnStop, UserContent};
-use crate::provider::Message;
+use super::{ApprovalAnswer, CallStatus, TurnStop, UserContent};
+use crate::provider::{Message, push_merged};
 use crate::tool::{Artifact, Envelope, ToolKind};
 
 /// Everything a session's log records, in the order it happened. Two streams share the log:
@@ -110,18 +110,4 @@ pub fn model_history(events: &[StoredEvent]) -> Vec<Message> {
         }
     }
     history
-}
-
-/// Appends `message`, merging it into a trailing message of the same role when both are the
-/// user's (roles must alternate).
-pub fn push_merged(history: &mut Vec<Message>, message: Message) {
-    match history.last_mut() {
-        Some(last)
-            if last.role == crate::provider::Role::User
-                && message.role == crate::provider::Role::User =>
-        {
-            last.content.extend(message.content);
-        }
-        _ => history.push(message),
-    }
 }

@@ -16,9 +16,11 @@
 //! [`crate::runtime::store_files`].
 
 mod event;
+mod recorded;
 mod transcript;
 
-pub use event::{StoredEvent, model_history, push_merged};
+pub use event::{StoredEvent, model_history};
+pub use recorded::{ApprovalAnswer, CallStatus, TurnStop, UserContent};
 pub use transcript::markdown;
 
 use std::path::{Path, PathBuf};
@@ -27,7 +29,6 @@ use std::time::SystemTime;
 
 use serde::{Deserialize, Serialize};
 
-use crate::agent::UserContent;
 use crate::runtime::config_files;
 use crate::runtime::store_files::{self, LockedLog, OpenLogError};
 
@@ -482,7 +483,7 @@ pub fn rfc3339(time: SystemTime) -> String {
         .map(|d| d.as_secs())
         .unwrap_or(0);
     let days = i64::try_from(secs / 86_400).unwrap_or(0);
-    let (year, month, day) = crate::agent::civil_from_days(days);
+    let (year, month, day) = civil_from_days(days);
     let rest = secs % 86_400;
     format!(
         "{year:04}-{month:02}-{day:02}T{:02}:{:02}:{:02}Z",
@@ -490,6 +491,20 @@ pub fn rfc3339(time: SystemTime) -> String {
         rest / 60 % 60,
         rest % 60
     )
+}
+
+/// Days since 1970-01-01 to a (year, month, day) in the proleptic Gregorian calendar.
+pub(crate) fn civil_from_days(days: i64) -> (i64, u32, u32) {
+    let z = days + 719_468;
+    let era = z.div_euclid(146_097);
+    let doe = z.rem_euclid(146_097);
+    let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365;
+    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
+    let mp = (5 * doy + 2) / 153;
+    let day = u32::try_from(doy - (153 * mp + 2) / 5 + 1).unwrap_or(1);
+    let month = u32::try_from(if mp < 10 { mp + 3 } else { mp - 9 }).unwrap_or(1);
+    let year = yoe + era * 400 + i64::from(month <= 2);
+    (year, month, day)
 }
 
 #[cfg(test)]

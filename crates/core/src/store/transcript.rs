@@ -2,8 +2,8 @@
 
 use std::fmt::Write as _;
 
+use super::UserContent;
 use super::{SessionMeta, StoredEvent};
-use crate::agent::UserContent;
 
 /// Tool output shown per call, at most (characters).
 const OUTPUT_CHARS: usize = 4_000;

@@ -1,18 +1,18 @@
 //! What a tool run is handed: the runtime surface, the session's state, the abort signal.
 
+use std::any::{Any, TypeId};
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex, MutexGuard};
-use std::time::SystemTime;
 
 use futures::future::BoxFuture;
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
-use tokio::sync::mpsc;
 use tokio_util::sync::CancellationToken;
 
 use super::QuestionItem;
 use super::ToolError;
+use crate::contract::{FileStamp, ProgressSink};
 use crate::runtime::Runtime;
 
 /// Per-tool output caps (seed 000's defaults). The head goes to the model; the whole output to a
@@ -48,13 +48,6 @@ impl Default for Limits {
             background_bytes: crate::runtime::jobs::DEFAULT_RING_BYTES,
         }
     }
-}
-
-/// What `read` saw of a file: the read-before-write guard compares it with the disk at edit time.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct FileStamp {
-    pub modified: Option<SystemTime>,
-    pub len: u64,
 }
 
 /// The human behind a session, as the `question` tool reaches them. The front-end installs one
@@ -139,11 +132,9 @@ pub struct SessionState {
     sidecar_seq: Mutex<u64>,
     asker: AskerSlot,
     subagents: SubagentsSlot,
-    skills: Mutex<Vec<crate::skills::Skill>>,
-    /// The extension tools left out of requests, for `tool_search` (none below the budget).
-    tool_index: Mutex<Option<Arc<crate::tools::tool_search::ToolIndex>>>,
-    /// Ids `tool_search` returned: wired into the following requests.
-    selected_tools: Mutex<Vec<String>>,
+    /// What each tool keeps for the session, by a type its own module defines
+    /// ([`SessionState::private`]): the session holds it without knowing it.
+    private: Mutex<HashMap<TypeId, Arc<dyn Any + Send + Sync>>>,
     /// Background commands (`bg_*` tools); all stopped when the session closes or is dropped.
     jobs: Arc<crate::runtime::jobs::Jobs>,
 }
@@ -171,9 +162,7 @@ impl SessionState {
             sidecar_seq: Mutex::new(0),
             asker: AskerSlot::default(),
             subagents: SubagentsSlot::default(),
-            skills: Mutex::new(Vec::new()),
-            tool_index: Mutex::new(None),
-            selected_tools: Mutex::new(Vec::new()),
+            private: Mutex::new(HashMap::new()),
             jobs,
         }
     }
@@ -183,28 +172,17 @@ impl SessionState {
         &self.jobs
     }
 
-    /// The index `tool_search` searches, when tools are left out of requests.
-    pub fn tool_index(&self) -> Option<Arc<crate::tools::tool_search::ToolIndex>> {
-        lock(&self.tool_index).clone()
-    }
-
-    pub fn set_tool_index(&self, index: Option<Arc<crate::tools::tool_search::ToolIndex>>) {
-        *lock(&self.tool_index) = index;
-    }
-
-    /// Wires tools `tool_search` found into the following requests.
-    pub fn select_tools(&self, ids: impl IntoIterator<Item = String>) {
-        let mut selected = lock(&self.selected_tools);
-        for id in ids {
-            if !selected.contains(&id) {
-                selected.push(id);
-            }
-        }
-    }
-
-    /// The tools `tool_search` found so far.
-    pub fn selected_tools(&self) -> Vec<String> {
-        lock(&self.selected_tools).clone()
+    /// The session's `T`, made with `T::default()` the first time it is asked for: state one
+    /// tool keeps for the session (the `skill` tool's skills, `tool_search`'s index), defined
+    /// in that tool's module.
+    pub fn private<T: Default + Send + Sync + 'static>(&self) -> Arc<T> {
+        let slot = lock(&self.private)
+            .entry(TypeId::of::<T>())
+            .or_insert_with(|| Arc::new(T::default()))
+            .clone();
+        // The slot of `T`'s id holds a `T`: it was made just above, or by an earlier call.
+        slot.downcast::<T>()
+            .unwrap_or_else(|_| Arc::new(T::default()))
     }
 
     /// Records that the session read `path` (canonical) as it was at `stamp`.
@@ -253,107 +231,12 @@ impl SessionState {
         lock(&self.subagents.0).clone()
     }
 
-    /// Replaces the skills the `skill` tool may load (the turn sets them once trust is known).
-    pub fn set_skills(&self, skills: Vec<crate::skills::Skill>) {
-        *lock(&self.skills) = skills;
-    }
-
-    /// The skills the `skill` tool may load.
-    pub fn skills(&self) -> Vec<crate::skills::Skill> {
-        lock(&self.skills).clone()
-    }
-
     /// A fresh sidecar file name under the scratch directory.
     pub fn next_sidecar(&self, tool: &str) -> PathBuf {
         let mut seq = lock(&self.sidecar_seq);
         *seq += 1;
         self.scratch_dir
             .join(format!("{tool}-output-{:04}.txt", *seq))
-    }
-}
-
-/// Progress a running tool reports (streamed output for the front-end; the model sees only the
-/// final envelope).
-#[derive(Debug, Clone, PartialEq)]
-pub enum ToolProgress {
-    /// A chunk of output, as it came.
-    Output(String),
-    /// The host created a terminal for this call.
-    Terminal(String),
-}
-
-/// Where progress goes. Cloneable; sending never blocks; a closed sink drops silently.
-///
-/// A sink made with [`ProgressSink::bounded`] drops output chunks while more than its budget of
-/// output bytes is waiting to be taken ([`ProgressBudget::taken`]): live output is a view (the
-/// result carries the output, and the sidecar all of it), and a front-end that cannot keep up
-/// must not make the queue grow without bound. Other progress is never dropped.
-#[derive(Debug, Clone, Default)]
-pub struct ProgressSink {
-    sender: Option<mpsc::UnboundedSender<ToolProgress>>,
-    budget: Option<Arc<ProgressBudget>>,
-}
-
-/// The output bytes a [`ProgressSink`] has queued and not yet seen taken.
-#[derive(Debug)]
-pub struct ProgressBudget {
-    queued: std::sync::atomic::AtomicUsize,
-    limit: usize,
-}
-
-impl ProgressBudget {
-    pub fn new(limit: usize) -> Arc<Self> {
-        Arc::new(Self {
-            queued: std::sync::atomic::AtomicUsize::new(0),
-            limit,
-        })
-    }
-
-    /// The receiver took `progress` off the queue.
-    pub fn taken(&self, progress: &ToolProgress) {
-        if let ToolProgress::Output(text) = progress {
-            let _ = self.queued.fetch_update(
-                std::sync::atomic::Ordering::AcqRel,
-                std::sync::atomic::Ordering::Acquire,
-                |queued| Some(queued.saturating_sub(text.len())),
-            );
-        }
-    }
-}
-
-impl ProgressSink {
-    pub fn new(sender: mpsc::UnboundedSender<ToolProgress>) -> Self {
-        Self {
-            sender: Some(sender),
-            budget: None,
-        }
-    }
-
-    /// A sink that drops output chunks past `budget` (see the type's documentation).
-    pub fn bounded(
-        sender: mpsc::UnboundedSender<ToolProgress>,
-        budget: Arc<ProgressBudget>,
-    ) -> Self {
-        Self {
-            sender: Some(sender),
-            budget: Some(budget),
-        }
-    }
-
-    pub fn send(&self, progress: ToolProgress) {
-        let Some(sender) = &self.sender else { return };
-        if let (Some(budget), ToolProgress::Output(text)) = (&self.budget, &progress) {
-            let queued = budget
-                .queued
-                .fetch_add(text.len(), std::sync::atomic::Ordering::AcqRel);
-            if queued >= budget.limit {
-                budget
-                    .queued
-                    .fetch_sub(text.len(), std::sync::atomic::Ordering::AcqRel);
-                return;
-            }
-        }
-        let _ = sender.send(progress);
     }
 }
 

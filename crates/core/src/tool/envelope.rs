@@ -8,6 +8,7 @@ use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value};
 
 use crate::capability::Refusal;
+use crate::contract::{ErrorSource, InternalError};
 
 /// Where a todo item stands.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
@@ -90,9 +91,6 @@ impl ToolOutput {
         self
     }
 }
-
-/// A source error kept behind a failure (cheap to clone, so a [`ToolError`] stays `Clone`).
-pub type ErrorSource = std::sync::Arc<dyn std::error::Error + Send + Sync + 'static>;
 
 /// A failed run, by audience.
 ///
@@ -198,7 +196,7 @@ impl ToolError {
 
     /// A broken invariant of Keel (no source error: the message says what did not hold).
     pub fn invariant(context: &'static str, what: impl Into<String>) -> Self {
-        Self::internal(context, Invariant(what.into()))
+        ToolError::Internal(InternalError::invariant(context, what))
     }
 }
 
@@ -222,51 +220,31 @@ impl From<Refusal> for ToolError {
     }
 }
 
+/// The runtime's error, variant for variant and word for word.
+impl From<crate::runtime::AccessError> for ToolError {
+    fn from(error: crate::runtime::AccessError) -> Self {
+        use crate::runtime::AccessError as R;
+        match error {
+            R::BadArgument(message) => ToolError::BadArgument(message),
+            R::NotFound(message) => ToolError::NotFound(message),
+            R::Stale(message) => ToolError::Stale(message),
+            R::Refused(refusal) => ToolError::Refused(refusal),
+            R::Denied(message) => ToolError::Denied(message),
+            R::Unavailable(message) => ToolError::Unavailable(message),
+            R::Io { message, source } => ToolError::Io { message, source },
+            R::External { message, source } => ToolError::External { message, source },
+            R::Timeout(limit) => ToolError::Timeout(limit),
+            R::Cancelled => ToolError::Cancelled,
+            R::Internal(error) => ToolError::Internal(error),
+        }
+    }
+}
+
 impl From<InternalError> for ToolError {
     fn from(error: InternalError) -> Self {
         ToolError::Internal(error)
     }
 }
-
-/// A failure of Keel itself: what it was doing and the error, kept whole for the log and the
-/// user.
-#[derive(Debug, Clone, thiserror::Error)]
-#[error("internal error in Keel while {context}")]
-pub struct InternalError {
-    /// What Keel was doing, as a phrase ("writing the sidecar file"); no paths.
-    pub context: &'static str,
-    #[source]
-    pub source: ErrorSource,
-}
-
-impl InternalError {
-    /// What the model reads instead of the details.
-    pub const FOR_MODEL: &'static str = "internal error in Keel; the user has been shown the \
-        details. This is not caused by your call's arguments; do not retry it as is.";
-
-    /// The whole story for the user and the log: the context, then each source, `: `-joined.
-    pub fn report(&self) -> String {
-        let mut text = self.to_string();
-        let mut next: Option<&(dyn std::error::Error + 'static)> = Some(self.source.as_ref());
-        while let Some(error) = next {
-            text.push_str(": ");
-            text.push_str(&error.to_string());
-            next = error.source();
-        }
-        text
-    }
-}
-
-impl PartialEq for InternalError {
-    fn eq(&self, other: &Self) -> bool {
-        self.report() == other.report()
-    }
-}
-
-/// A broken invariant, as a source error.
-#[derive(Debug, thiserror::Error)]
-#[error("{0}")]
-struct Invariant(String);
 
 /// `type` of an [`Envelope`].
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]

@@ -21,17 +21,19 @@ mod registry;
 mod spec;
 pub mod view;
 
-pub use context::{
-    Asker, FileStamp, Limits, ProgressBudget, ProgressSink, SessionState, SubagentRequest,
-    Subagents, ToolContext, ToolProgress, head_of,
+/// Defined in the leaf every layer shares ([`crate::contract`]).
+pub use crate::contract::{
+    CallTarget, CommandTarget, ErrorSource, FileStamp, InternalError, Origin, ProgressBudget,
+    ProgressSink, Subject, ToolKind, ToolProgress,
 };
+pub use context::{Asker, Limits, SessionState, SubagentRequest, Subagents, ToolContext, head_of};
 pub use envelope::{
-    Artifact, Deprecation, Envelope, EnvelopeKind, ErrorSource, InternalError, Metadata, PlanEntry,
-    TodoPriority, TodoStatus, ToolError, ToolOutput,
+    Artifact, Deprecation, Envelope, EnvelopeKind, Metadata, PlanEntry, TodoPriority, TodoStatus,
+    ToolError, ToolOutput,
 };
 pub use question::{QuestionItem, QuestionOption};
-pub use registry::{Registry, RegistryError};
+pub use registry::{BundledTool, Registry, RegistryError};
 pub use spec::{
-    CallPath, CallView, Describe, DynTool, JsonTool, Location, Origin, ParsedCall, Prepared,
-    Preview, Subject, Tool, ToolKind, ToolSpec, Typed, subject_arg, validate_with,
+    CallPath, CallView, Describe, DynTool, JsonTool, Location, ParsedCall, Prepared, Preview, Tool,
+    ToolSpec, Typed, validate_with,
 };

@@ -88,3 +88,93 @@ impl Registry {
         self.tools.is_empty()
     }
 }
+
+/// The bundled tools: the one place their ids are spelled. Everything else (the tools' own
+/// specs, the rules, the turn, the front-ends) names a bundled tool through this type, so no
+/// id is written twice and none names a tool Keel does not have.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum BundledTool {
+    Read,
+    Write,
+    Edit,
+    Glob,
+    Grep,
+    Bash,
+    Todo,
+    Task,
+    Question,
+    WebFetch,
+    WebSearch,
+    Skill,
+    ToolSearch,
+    ApplyPatch,
+    BgStart,
+    BgRead,
+    BgWrite,
+    BgStop,
+}
+
+impl BundledTool {
+    /// Every bundled tool: the locked set, then the extensions beside it.
+    pub const ALL: [BundledTool; 18] = [
+        BundledTool::Read,
+        BundledTool::Write,
+        BundledTool::Edit,
+        BundledTool::Glob,
+        BundledTool::Grep,
+        BundledTool::Bash,
+        BundledTool::Todo,
+        BundledTool::Task,
+        BundledTool::Question,
+        BundledTool::WebFetch,
+        BundledTool::WebSearch,
+        BundledTool::Skill,
+        BundledTool::ToolSearch,
+        BundledTool::ApplyPatch,
+        BundledTool::BgStart,
+        BundledTool::BgRead,
+        BundledTool::BgWrite,
+        BundledTool::BgStop,
+    ];
+
+    /// The tool's id, as the model calls it.
+    pub const fn id(self) -> &'static str {
+        match self {
+            BundledTool::Read => "read",
+            BundledTool::Write => "write",
+            BundledTool::Edit => "edit",
+            BundledTool::Glob => "glob",
+            BundledTool::Grep => "grep",
+            BundledTool::Bash => "bash",
+            BundledTool::Todo => "todo",
+            BundledTool::Task => "task",
+            BundledTool::Question => "question",
+            BundledTool::WebSearch => "web_search",
+            BundledTool::WebFetch => "web_fetch",
+            BundledTool::Skill => "skill",
+            BundledTool::ToolSearch => "tool_search",
+            BundledTool::ApplyPatch => "apply_patch",
+            BundledTool::BgStart => "bg_start",
+            BundledTool::BgRead => "bg_read",
+            BundledTool::BgWrite => "bg_write",
+            BundledTool::BgStop => "bg_stop",
+        }
+    }
+
+    /// The bundled tool with this id, if any.
+    pub fn from_id(id: &str) -> Option<Self> {
+        Self::ALL.into_iter().find(|tool| tool.id() == id)
+    }
+
+    /// One of the locked set (the seeds' thirteen tools), not an extension beside it.
+    pub fn is_locked(self) -> bool {
+        !matches!(
+            self,
+            BundledTool::ApplyPatch
+                | BundledTool::BgStart
+                | BundledTool::BgRead
+                | BundledTool::BgWrite
+                | BundledTool::BgStop
+        )
+    }
+}

@@ -11,81 +11,7 @@ use serde_json::Value;
 
 use super::{ToolContext, ToolError, ToolOutput};
 use crate::capability::RequirementSet;
-
-/// The kind hint a front-end uses to draw a call (mirrors ACP's `ToolKind`).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
-#[serde(rename_all = "snake_case")]
-pub enum ToolKind {
-    Read,
-    Edit,
-    Delete,
-    Move,
-    Search,
-    Execute,
-    Think,
-    Fetch,
-    SwitchMode,
-    Other,
-}
-
-impl ToolKind {
-    pub fn as_str(self) -> &'static str {
-        match self {
-            ToolKind::Read => "read",
-            ToolKind::Edit => "edit",
-            ToolKind::Delete => "delete",
-            ToolKind::Move => "move",
-            ToolKind::Search => "search",
-            ToolKind::Execute => "execute",
-            ToolKind::Think => "think",
-            ToolKind::Fetch => "fetch",
-            ToolKind::SwitchMode => "switch_mode",
-            ToolKind::Other => "other",
-        }
-    }
-}
-
-/// Which argument names the thing a call acts on: the permission engine matches rules against it
-/// and derives approval keys from it.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "snake_case", tag = "type", content = "field")]
-pub enum Subject {
-    /// The call has no subject (todo, question).
-    None,
-    /// A file path argument (absolute or workspace-relative). `None` field means "the workspace".
-    Path(Option<String>),
-    /// A shell command line argument.
-    Command(String),
-    /// A URL argument; the subject is its host.
-    Url(String),
-    /// A free-text query (web_search); the subject is the configured search host.
-    Query(String),
-    /// Files named inside the arguments (a patch's files): the tool lists them when it parses a
-    /// call ([`ParsedCall::paths`]); each is checked and decided like the subject of a write,
-    /// and the call's decision is the strictest of theirs.
-    Paths,
-}
-
-/// Where a tool comes from (reported by `/tools` and `keel tools`).
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "snake_case", tag = "layer", content = "name")]
-pub enum Origin {
-    Bundled,
-    Global,
-    Project,
-    Mcp(String),
-}
-
-impl std::fmt::Display for Origin {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        match self {
-            Origin::Bundled => f.write_str("bundled"),
-            Origin::Global => f.write_str("global"),
-            Origin::Project => f.write_str("project"),
-            Origin::Mcp(server) => write!(f, "mcp:{server}"),
-        }
-    }
-}
+use crate::contract::{CallTarget, Origin, Subject, ToolKind};
 
 /// What a tool publishes at registration.
 #[derive(Debug, Clone, Serialize)]
@@ -451,6 +377,12 @@ pub trait Tool: Send + Sync + 'static {
         ctx: &ToolContext,
     ) -> impl Future<Output = Result<ToolOutput, ToolError>> + Send;
 
+    /// What the call acts on, from its arguments ([`CallTarget`], shaped as the spec's
+    /// [`Subject`]). The default is [`CallTarget::None`] (a tool without a subject).
+    fn target(&self, _params: &Self::Params) -> CallTarget {
+        CallTarget::None
+    }
+
     /// The call's title and locations, from its arguments. The default is the spec's title.
     fn describe(&self, _params: &Self::Params, _how: Describe<'_>) -> CallView {
         CallView::default()
@@ -482,8 +414,8 @@ pub trait Tool: Send + Sync + 'static {
 
 /// A call whose arguments were validated against the schema and deserialized, once.
 pub struct ParsedCall {
-    /// The subject argument as written (a path, for a [`Subject::Path`] tool), if present.
-    pub subject_arg: Option<String>,
+    /// What the call acts on, as its tool read it from the arguments.
+    pub target: CallTarget,
     /// The subject path, resolved once (set by the engine before the capability check).
     pub subject: Option<std::path::PathBuf>,
     /// How the call is shown.
@@ -508,6 +440,7 @@ pub struct CallPath {
 impl std::fmt::Debug for ParsedCall {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("ParsedCall")
+            .field("target", &self.target)
             .field("subject", &self.subject)
             .field("view", &self.view)
             .field("prepared", &self.prepared)
@@ -521,7 +454,7 @@ impl ParsedCall {
     pub fn json(spec: &ToolSpec, args: &Value) -> Self {
         crate::runtime::tally::count(crate::runtime::tally::Event::Parse);
         Self {
-            subject_arg: subject_arg(&spec.subject, args),
+            target: CallTarget::from_json(&spec.subject, args),
             subject: None,
             view: CallView {
                 title: spec.title.clone(),
@@ -542,7 +475,7 @@ impl ParsedCall {
     ) -> Self {
         crate::runtime::tally::count(crate::runtime::tally::Event::Parse);
         Self {
-            subject_arg: None,
+            target: CallTarget::None,
             subject: None,
             view,
             prepared: None,
@@ -632,7 +565,7 @@ pub trait DynTool: Send + Sync {
                 roots: ctx.runtime.roots(),
             },
         )?;
-        if let Some(path) = &call.subject_arg {
+        if let Some(path) = call.target.path() {
             let access = if self.spec().mutating {
                 crate::capability::Access::Write
             } else {
@@ -698,14 +631,6 @@ impl<T: Tool> Typed<T> {
         call.params.downcast_ref::<T::Params>().ok_or_else(|| {
             ToolError::invariant("running a tool call", "a parsed call reached another tool")
         })
-    }
-}
-
-/// The string argument named by a subject, if the call has one.
-pub fn subject_arg(subject: &Subject, args: &Value) -> Option<String> {
-    match subject {
-        Subject::Path(Some(field)) => args.get(field).and_then(Value::as_str).map(str::to_owned),
-        _ => None,
     }
 }
 
@@ -810,7 +735,7 @@ impl<T: Tool> DynTool for Typed<T> {
             view.title = self.spec.title.clone();
         }
         Ok(ParsedCall {
-            subject_arg: subject_arg(&self.spec.subject, args),
+            target: self.tool.target(&params),
             subject: None,
             view,
             prepared: None,

@@ -34,7 +34,7 @@ use crate::tool::{
 };
 
 /// The tool's id.
-pub const APPLY_PATCH_ID: &str = "apply_patch";
+pub const ID: &str = crate::tool::BundledTool::ApplyPatch.id();
 
 /// Arguments of `apply_patch`.
 #[derive(Debug, Clone, Deserialize, JsonSchema)]
@@ -63,7 +63,7 @@ impl std::fmt::Debug for ApplyPatchTool {
 impl ApplyPatchTool {
     /// The tool, ready to register.
     pub fn wrap() -> Result<Arc<dyn DynTool>, ToolError> {
-        let spec = ToolSpec::new::<ApplyPatchParams>(APPLY_PATCH_ID, DESCRIPTION)
+        let spec = ToolSpec::new::<ApplyPatchParams>(ID, DESCRIPTION)
             .kind(ToolKind::Edit)
             .title("Apply a patch")
             .subject(Subject::Paths)
@@ -74,7 +74,7 @@ impl ApplyPatchTool {
         let validator = jsonschema::validator_for(&spec.parameters).map_err(|e| {
             ToolError::invariant(
                 "registering a tool",
-                format!("tool `{APPLY_PATCH_ID}` has an invalid parameter schema: {e}"),
+                format!("tool `{ID}` has an invalid parameter schema: {e}"),
             )
         })?;
         Ok(Arc::new(Self { spec, validator }))
@@ -116,10 +116,10 @@ impl DynTool for ApplyPatchTool {
     }
 
     fn parse(&self, args: &Value, how: Describe<'_>) -> Result<ParsedCall, ToolError> {
-        validate_with(&self.validator, APPLY_PATCH_ID, args)?;
+        validate_with(&self.validator, ID, args)?;
         let params =
             ApplyPatchParams::deserialize(args).map_err(|e| ToolError::InvalidArguments {
-                tool: APPLY_PATCH_ID.to_owned(),
+                tool: ID.to_owned(),
                 message: e.to_string(),
             })?;
         let patch = patch::parse(&params.input).map_err(|e| {
@@ -470,7 +470,7 @@ impl PatchPlan {
                 }
                 tracing::warn!(file = %file.shown, %error, restored, "apply_patch rolled back");
                 return Err(match error {
-                    ToolError::Refused(refusal) => ToolError::Refused(refusal),
+                    crate::runtime::AccessError::Refused(refusal) => ToolError::Refused(refusal),
                     other => ToolError::Io {
                         message,
                         source: Some(Arc::new(other)),
@@ -535,7 +535,7 @@ impl PatchPlan {
             summary.join("\n")
         );
         let (text, output_path) = ctx
-            .cap_bytes(APPLY_PATCH_ID, message, ctx.session.limits.read_bytes)
+            .cap_bytes(ID, message, ctx.session.limits.read_bytes)
             .await?;
         let files: Vec<Value> = self
             .files

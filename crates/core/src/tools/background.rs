@@ -25,14 +25,20 @@ use crate::capability::{RequirementSet, ShellRunRequirement};
 use crate::runtime::jobs::{JobOutput, JobRequest, JobState, Place};
 use crate::tool::view::{code, given, one_line};
 use crate::tool::{
-    CallView, Describe, Prepared, Preview, Subject, Tool, ToolContext, ToolError, ToolKind,
-    ToolOutput, ToolProgress, ToolSpec,
+    CallTarget, CallView, CommandTarget, Describe, Prepared, Preview, Subject, Tool, ToolContext,
+    ToolError, ToolKind, ToolOutput, ToolProgress, ToolSpec,
 };
 
 /// How long `bg_start` waits for the command's first output.
 pub const START_WAIT: Duration = Duration::from_secs(1);
 /// The longest wait a read waits (a longer `wait` is cut to it).
 pub const MAX_WAIT: Duration = Duration::from_secs(600);
+
+/// The tools' ids, as the registry spells them.
+pub const START_ID: &str = crate::tool::BundledTool::BgStart.id();
+pub const READ_ID: &str = crate::tool::BundledTool::BgRead.id();
+pub const WRITE_ID: &str = crate::tool::BundledTool::BgWrite.id();
+pub const STOP_ID: &str = crate::tool::BundledTool::BgStop.id();
 
 const START: &str = "\
 Starts a command in the background (a server, a watcher, a long build) like bash, same sandbox \
@@ -99,15 +105,22 @@ impl Tool for BgStartTool {
     type Params = BgStartParams;
 
     fn spec(&self) -> ToolSpec {
-        ToolSpec::new::<BgStartParams>("bg_start", START)
+        ToolSpec::new::<BgStartParams>(START_ID, START)
             .kind(ToolKind::Execute)
             .title("Start a background command")
             .subject(Subject::Command("command".into()))
-            .decided_as("bash")
-            .requires(
-                RequirementSet::fs_read(&["{workspace}/**"])
-                    .with_shell(ShellRunRequirement::any_args("bash")),
-            )
+            .decided_as(super::bash::ID)
+            .requires(RequirementSet::fs_read(&["{workspace}/**"]).with_shell(
+                ShellRunRequirement::any_args(crate::runtime::process::SHELL),
+            ))
+    }
+
+    fn target(&self, params: &BgStartParams) -> CallTarget {
+        CallTarget::Command(CommandTarget {
+            line: params.command.clone(),
+            cwd: params.cwd.clone(),
+            unsandboxed: params.unsandboxed == Some(true),
+        })
     }
 
     fn describe(&self, params: &BgStartParams, _how: Describe<'_>) -> CallView {
@@ -180,7 +193,7 @@ impl Tool for BgReadTool {
     type Params = BgReadParams;
 
     fn spec(&self) -> ToolSpec {
-        ToolSpec::new::<BgReadParams>("bg_read", READ)
+        ToolSpec::new::<BgReadParams>(READ_ID, READ)
             .kind(ToolKind::Read)
             .title("Read a background command's output")
             .read_only()
@@ -212,7 +225,7 @@ impl Tool for BgWriteTool {
     type Params = BgWriteParams;
 
     fn spec(&self) -> ToolSpec {
-        ToolSpec::new::<BgWriteParams>("bg_write", WRITE)
+        ToolSpec::new::<BgWriteParams>(WRITE_ID, WRITE)
             .kind(ToolKind::Execute)
             .title("Write to a background command")
     }
@@ -244,7 +257,7 @@ impl Tool for BgStopTool {
 
     fn spec(&self) -> ToolSpec {
         // Stopping changes nothing but the session's own processes: allowed in every mode.
-        ToolSpec::new::<BgStopParams>("bg_stop", STOP)
+        ToolSpec::new::<BgStopParams>(STOP_ID, STOP)
             .kind(ToolKind::Execute)
             .title("Stop a background command")
             .read_only()

@@ -28,9 +28,12 @@ use crate::runtime::process::{KILL_GRACE, OutputCapture, ShellEnding, ShellOutpu
 use crate::runtime::sandbox::Confinement;
 use crate::tool::view::{given, one_line};
 use crate::tool::{
-    Artifact, CallView, Describe, Prepared, Preview, Subject, Tool, ToolContext, ToolError,
-    ToolKind, ToolOutput, ToolSpec,
+    Artifact, CallTarget, CallView, CommandTarget, Describe, Prepared, Preview, Subject, Tool,
+    ToolContext, ToolError, ToolKind, ToolOutput, ToolSpec,
 };
+
+/// The tool's id, as the registry spells it.
+pub const ID: &str = crate::tool::BundledTool::Bash.id();
 
 /// The timeout when the call gives none.
 pub const DEFAULT_TIMEOUT: Duration = Duration::from_secs(120);
@@ -78,7 +81,7 @@ pub(crate) fn working_directory(
     ctx: &ToolContext,
 ) -> Result<PathBuf, ToolError> {
     match cwd {
-        Some(cwd) => ctx.runtime.resolve_checked(cwd, Access::Read),
+        Some(cwd) => Ok(ctx.runtime.resolve_checked(cwd, Access::Read)?),
         None if ctx.runtime.roots().is_empty() => Err(ToolError::BadArgument(
             "no workspace is open; pass an absolute `cwd`".into(),
         )),
@@ -101,7 +104,10 @@ impl BashTool {
             return Err(ToolError::Unavailable("no terminal backend".into()));
         };
         let cwd = ctx.runtime.check_shell(&params.command, &cwd)?;
-        let invocation = ctx.runtime.shell_invocation(&params.command, &cwd)?;
+        let invocation = ctx
+            .runtime
+            .shell_invocation(&params.command, &cwd)
+            .map_err(crate::runtime::AccessError::from)?;
         let request = TerminalRequest {
             command: params.command.clone(),
             program: invocation.program.clone(),
@@ -146,14 +152,21 @@ impl Tool for BashTool {
     type Params = BashParams;
 
     fn spec(&self) -> ToolSpec {
-        ToolSpec::new::<BashParams>("bash", DESCRIPTION)
+        ToolSpec::new::<BashParams>(ID, DESCRIPTION)
             .kind(ToolKind::Execute)
             .title("Run a command")
             .subject(Subject::Command("command".into()))
-            .requires(
-                RequirementSet::fs_read(&["{workspace}/**"])
-                    .with_shell(ShellRunRequirement::any_args("bash")),
-            )
+            .requires(RequirementSet::fs_read(&["{workspace}/**"]).with_shell(
+                ShellRunRequirement::any_args(crate::runtime::process::SHELL),
+            ))
+    }
+
+    fn target(&self, params: &BashParams) -> CallTarget {
+        CallTarget::Command(CommandTarget {
+            line: params.command.clone(),
+            cwd: params.cwd.clone(),
+            unsandboxed: params.unsandboxed == Some(true),
+        })
     }
 
     fn describe(&self, params: &BashParams, _how: Describe<'_>) -> CallView {
@@ -180,7 +193,7 @@ impl Tool for BashTool {
         let mut process = ctx.runtime.spawn_shell(&params.command, &cwd)?;
         let capture = OutputCapture {
             limit: ctx.session.limits.bash_bytes,
-            sidecar: ctx.session.next_sidecar("bash"),
+            sidecar: ctx.session.next_sidecar(ID),
         };
         let shell = process
             .wait_with_output(capture, timeout, &ctx.cancel, &ctx.progress)

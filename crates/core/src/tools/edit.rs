@@ -20,9 +20,12 @@ use serde::Deserialize;
 use super::text::{self, FileChange, LineEndings, TextError, TextFile};
 use crate::capability::{Access, RequirementSet};
 use crate::tool::{
-    Artifact, CallView, Describe, FileStamp, Prepared, Preview, Subject, Tool, ToolContext,
-    ToolError, ToolKind, ToolOutput, ToolSpec,
+    Artifact, CallTarget, CallView, Describe, FileStamp, Prepared, Preview, Subject, Tool,
+    ToolContext, ToolError, ToolKind, ToolOutput, ToolSpec,
 };
+
+/// The tool's id, as the registry spells it.
+pub const ID: &str = crate::tool::BundledTool::Edit.id();
 
 /// Files larger than this are not edited (an edit holds the old and new text in memory).
 pub const MAX_EDIT_BYTES: u64 = 64 * 1024 * 1024;
@@ -62,7 +65,7 @@ impl Tool for EditTool {
     type Params = EditParams;
 
     fn spec(&self) -> ToolSpec {
-        ToolSpec::new::<EditParams>("edit", DESCRIPTION)
+        ToolSpec::new::<EditParams>(ID, DESCRIPTION)
             .kind(ToolKind::Edit)
             .title("Edit a file")
             .subject(Subject::Path(Some("file_path".into())))
@@ -70,6 +73,10 @@ impl Tool for EditTool {
                 &["{workspace}/**"],
                 &["{workspace}/**"],
             ))
+    }
+
+    fn target(&self, params: &EditParams) -> CallTarget {
+        CallTarget::Path(params.file_path.clone())
     }
 
     fn describe(&self, params: &EditParams, how: Describe<'_>) -> CallView {
@@ -104,7 +111,7 @@ impl Tool for EditTool {
             &plan.canonical,
             plan.stamp.as_ref(),
             &plan.shown,
-            ("edit", "edit"),
+            (ID, "edit"),
             Some(&plan.bytes),
         )
         .await?;
@@ -191,7 +198,7 @@ impl EditPlan {
                 "{shown} is not a regular file (a device, socket or pipe); edit changes files only"
             )));
         }
-        text::require_fresh_read(ctx, &canonical, &shown, &stamp, "edit")?;
+        text::require_fresh_read(ctx, &canonical, &shown, &stamp, ID)?;
         if stamp.len > MAX_EDIT_BYTES {
             return Err(ToolError::BadArgument(format!(
                 "{shown} is {} bytes, more than edit handles ({MAX_EDIT_BYTES}); use a \
@@ -201,7 +208,7 @@ impl EditPlan {
         }
         let (old, source) = text::current_bytes(ctx, &canonical).await?;
         if source == text::ContentSource::Disk && old.len() as u64 != stamp.len {
-            return Err(text::changed(&shown, "it changed while being read", "edit"));
+            return Err(text::changed(&shown, "it changed while being read", ID));
         }
         let mut file = TextFile::decode(old).map_err(|e| undecodable(&shown, &e))?;
         let old_text = std::mem::take(&mut file.text);
@@ -277,7 +284,7 @@ impl EditPlan {
             message.push_str(&change.unified);
         }
         let (text, output_path) = ctx
-            .cap_bytes("edit", message, ctx.session.limits.read_bytes)
+            .cap_bytes(ID, message, ctx.session.limits.read_bytes)
             .await?;
         let path = self.canonical.display().to_string();
         let line = change.first_line.unwrap_or(self.line);

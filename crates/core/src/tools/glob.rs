@@ -31,8 +31,12 @@ use crate::runtime::walk::{Filters, Flow, FoundFile};
 use crate::runtime::{Runtime, SearchAccess, tally};
 use crate::tool::view::{code, given};
 use crate::tool::{
-    CallView, Describe, Subject, Tool, ToolContext, ToolError, ToolKind, ToolOutput, ToolSpec,
+    CallTarget, CallView, Describe, Subject, Tool, ToolContext, ToolError, ToolKind, ToolOutput,
+    ToolSpec,
 };
+
+/// The tool's id, as the registry spells it.
+pub const ID: &str = crate::tool::BundledTool::Glob.id();
 
 const DESCRIPTION: &str = "\
 Finds files by glob pattern; returns workspace-relative paths, sorted.
@@ -59,11 +63,18 @@ impl Tool for GlobTool {
     type Params = GlobParams;
 
     fn spec(&self) -> ToolSpec {
-        ToolSpec::new::<GlobParams>("glob", DESCRIPTION)
+        ToolSpec::new::<GlobParams>(ID, DESCRIPTION)
             .kind(ToolKind::Search)
             .subject(Subject::Path(Some("path".into())))
             .requires(RequirementSet::fs_read(&["{workspace}/**"]))
             .read_only()
+    }
+
+    fn target(&self, params: &GlobParams) -> CallTarget {
+        params
+            .path
+            .clone()
+            .map_or(CallTarget::None, CallTarget::Path)
     }
 
     fn describe(&self, params: &GlobParams, how: Describe<'_>) -> CallView {
@@ -129,7 +140,7 @@ impl Tool for GlobTool {
         entries.sort_unstable();
         let total = entries.len();
         let limit = ctx.session.limits.glob_entries;
-        let (shown, output_path) = ctx.cap_entries("glob", entries, limit).await?;
+        let (shown, output_path) = ctx.cap_entries(ID, entries, limit).await?;
         let mut text = shown.join("\n");
         if output_path.is_some() {
             text.push_str(&format!(

@@ -42,8 +42,12 @@ use crate::runtime::walk::{Filters, Flow, FoundFile};
 use crate::runtime::{Runtime, SearchAccess, tally};
 use crate::tool::view::{code, given, one_line};
 use crate::tool::{
-    CallView, Describe, Subject, Tool, ToolContext, ToolError, ToolKind, ToolOutput, ToolSpec,
+    CallTarget, CallView, Describe, Subject, Tool, ToolContext, ToolError, ToolKind, ToolOutput,
+    ToolSpec,
 };
+
+/// The tool's id, as the registry spells it.
+pub const ID: &str = crate::tool::BundledTool::Grep.id();
 
 /// Lines longer than this are cut in the text the model reads (the sidecar keeps them whole).
 pub const MAX_LINE_BYTES: usize = 1000;
@@ -118,11 +122,18 @@ impl Tool for GrepTool {
     type Params = GrepParams;
 
     fn spec(&self) -> ToolSpec {
-        ToolSpec::new::<GrepParams>("grep", DESCRIPTION)
+        ToolSpec::new::<GrepParams>(ID, DESCRIPTION)
             .kind(ToolKind::Search)
             .subject(Subject::Path(Some("path".into())))
             .requires(RequirementSet::fs_read(&["{workspace}/**"]))
             .read_only()
+    }
+
+    fn target(&self, params: &GrepParams) -> CallTarget {
+        params
+            .path
+            .clone()
+            .map_or(CallTarget::None, CallTarget::Path)
     }
 
     fn describe(&self, params: &GrepParams, how: Describe<'_>) -> CallView {
@@ -570,7 +581,7 @@ async fn report_content(
     let mut output_path = None;
     if (shown as u64) < total_matches {
         let (full, _) = render(usize::MAX, None);
-        output_path = Some(ctx.spill("grep", full.as_bytes()).await?);
+        output_path = Some(ctx.spill(ID, full.as_bytes()).await?);
         notes.push(format!(
             "showing the first {shown} of {total_matches} matching lines"
         ));
@@ -618,7 +629,7 @@ async fn report_files(
         entries.truncate(head_limit);
         notes.push(format!("head_limit: showing {head_limit} of {total} files"));
     }
-    let (shown, output_path) = ctx.cap_entries("grep", entries, limit).await?;
+    let (shown, output_path) = ctx.cap_entries(ID, entries, limit).await?;
     if output_path.is_some() {
         notes.push(format!(
             "showing the first {} of {total} files",

@@ -75,7 +75,17 @@ pub fn bundled(env: &dyn Fn(&str) -> Option<String>) -> Result<Registry, Bundled
 
 #[cfg(test)]
 mod tests {
-    use crate::tool::{Subject, ToolKind};
+    use crate::tool::{BundledTool, Subject, ToolKind};
+
+    #[test]
+    fn the_registry_holds_exactly_the_bundled_ids_in_their_order() {
+        let registry = super::bundled(&|_| None).unwrap();
+        let ids: Vec<&str> = registry.specs().map(|s| s.id.as_str()).collect();
+        let bundled: Vec<&str> = BundledTool::ALL.iter().map(|t| t.id()).collect();
+        assert_eq!(ids, bundled);
+        let locked = BundledTool::ALL.iter().filter(|t| t.is_locked()).count();
+        assert_eq!(locked, 13);
+    }
 
     #[test]
     fn bundled_tools_are_the_locked_set_then_the_extensions_with_their_shapes() {

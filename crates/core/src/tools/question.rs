@@ -16,6 +16,9 @@ use crate::tool::{
     ToolKind, ToolOutput, ToolSpec,
 };
 
+/// The tool's id, as the registry spells it.
+pub const ID: &str = crate::tool::BundledTool::Question.id();
+
 /// The error every headless session returns for `question`.
 pub const HEADLESS_MESSAGE: &str = "The question tool is not available: no user is present \
 (headless run). Make your best judgement and say what you assumed.";
@@ -90,7 +93,7 @@ impl Tool for QuestionTool {
     type Params = QuestionParams;
 
     fn spec(&self) -> ToolSpec {
-        ToolSpec::new::<QuestionParams>("question", DESCRIPTION)
+        ToolSpec::new::<QuestionParams>(ID, DESCRIPTION)
             .kind(ToolKind::Other)
             .title("Ask the user")
             .read_only()

@@ -18,9 +18,12 @@ use super::text::{self, TextError};
 use crate::capability::{Access, RequirementSet};
 use crate::tool::view::given;
 use crate::tool::{
-    Artifact, CallView, Describe, Subject, Tool, ToolContext, ToolError, ToolKind, ToolOutput,
-    ToolSpec,
+    Artifact, CallTarget, CallView, Describe, Subject, Tool, ToolContext, ToolError, ToolKind,
+    ToolOutput, ToolSpec,
 };
+
+/// The tool's id, as the registry spells it.
+pub const ID: &str = crate::tool::BundledTool::Read.id();
 
 /// Lines returned when the call gives no `limit`.
 pub const DEFAULT_LIMIT: u64 = 2000;
@@ -62,12 +65,16 @@ impl Tool for ReadTool {
     type Params = ReadParams;
 
     fn spec(&self) -> ToolSpec {
-        ToolSpec::new::<ReadParams>("read", DESCRIPTION)
+        ToolSpec::new::<ReadParams>(ID, DESCRIPTION)
             .kind(ToolKind::Read)
             .title("Read a file")
             .read_only()
             .subject(Subject::Path(Some("file_path".into())))
             .requires(RequirementSet::fs_read(&["{workspace}/**", "{session}/**"]))
+    }
+
+    fn target(&self, params: &ReadParams) -> CallTarget {
+        CallTarget::Path(params.file_path.clone())
     }
 
     fn describe(&self, params: &ReadParams, how: Describe<'_>) -> CallView {
@@ -163,7 +170,7 @@ async fn editor_text(ctx: &ToolContext, canonical: &Path) -> Result<Option<Strin
     match ctx.runtime.read_editor_text(canonical).await {
         None => Ok(None),
         Some(Ok(text)) => Ok(Some(text)),
-        Some(Err(error @ ToolError::Stale(_))) => Err(error),
+        Some(Err(error @ crate::runtime::AccessError::Stale(_))) => Err(error.into()),
         Some(Err(error)) => {
             tracing::warn!(%error, "the editor could not serve the file; reading the disk");
             Ok(None)

@@ -18,7 +18,7 @@ use crate::tool::{
 };
 
 /// The tool's id.
-pub const TASK_TOOL_ID: &str = "task";
+pub const ID: &str = crate::tool::BundledTool::Task.id();
 
 /// The model's copy of a child's answer is cut here (the whole answer goes to a sidecar file).
 pub const TASK_RESULT_BYTES: usize = 64 * 1024;
@@ -62,7 +62,7 @@ impl Tool for TaskTool {
 
     fn spec(&self) -> ToolSpec {
         // Read-only itself: every call of the child is checked and gated on its own.
-        ToolSpec::new::<TaskParams>(TASK_TOOL_ID, DESCRIPTION)
+        ToolSpec::new::<TaskParams>(ID, DESCRIPTION)
             .kind(ToolKind::Think)
             .title("Run a subtask")
             .read_only()
@@ -91,7 +91,7 @@ impl Tool for TaskTool {
             ToolError::Unavailable("subagents are not available in this session".into())
         })?;
         let invalid = |message: &str| ToolError::InvalidArguments {
-            tool: TASK_TOOL_ID.into(),
+            tool: ID.into(),
             message: message.into(),
         };
         let text = match (params.prompt, params.wait, params.cancel) {
@@ -120,7 +120,7 @@ impl Tool for TaskTool {
                 ));
             }
         };
-        let (text, sidecar) = ctx.cap_bytes(TASK_TOOL_ID, text, TASK_RESULT_BYTES).await?;
+        let (text, sidecar) = ctx.cap_bytes(ID, text, TASK_RESULT_BYTES).await?;
         let mut output = ToolOutput::text(text);
         output.output_path = sidecar;
         Ok(output)

@@ -22,6 +22,9 @@ steps as you go.";
 
 pub use crate::tool::{TodoPriority, TodoStatus};
 
+/// The tool's id, as the registry spells it.
+pub const ID: &str = crate::tool::BundledTool::Todo.id();
+
 /// One item of the list.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
@@ -60,7 +63,7 @@ impl Tool for TodoTool {
     type Params = TodoParams;
 
     fn spec(&self) -> ToolSpec {
-        ToolSpec::new::<TodoParams>("todo", DESCRIPTION)
+        ToolSpec::new::<TodoParams>(ID, DESCRIPTION)
             .kind(ToolKind::Think)
             .title("Update the plan")
             .subject(Subject::None)

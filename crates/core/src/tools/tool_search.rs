@@ -7,7 +7,7 @@
 //! returns is wired into the session's following requests.
 
 use std::collections::HashMap;
-use std::sync::Arc;
+use std::sync::{Arc, Mutex};
 
 use schemars::JsonSchema;
 use serde::Deserialize;
@@ -16,6 +16,9 @@ use crate::tool::view::{given, one_line};
 use crate::tool::{
     CallView, Describe, Subject, Tool, ToolContext, ToolError, ToolKind, ToolOutput, ToolSpec,
 };
+
+/// The tool's id, as the registry spells it.
+pub const ID: &str = crate::tool::BundledTool::ToolSearch.id();
 
 const DESCRIPTION: &str = "Find and load tools not offered yet (MCP and extension tools) by \
 what they do or by exact name. Call the tools it returns by name.";
@@ -212,7 +215,7 @@ impl Tool for ToolSearchTool {
     type Params = ToolSearchParams;
 
     fn spec(&self) -> ToolSpec {
-        ToolSpec::new::<ToolSearchParams>("tool_search", DESCRIPTION)
+        ToolSpec::new::<ToolSearchParams>(ID, DESCRIPTION)
             .kind(ToolKind::Search)
             .title("Search tools")
             .subject(Subject::None)
@@ -235,7 +238,8 @@ impl Tool for ToolSearchTool {
         params: ToolSearchParams,
         ctx: &ToolContext,
     ) -> Result<ToolOutput, ToolError> {
-        let Some(index) = ctx.session.tool_index() else {
+        let state = ctx.session.private::<SessionToolIndex>();
+        let Some(index) = state.index() else {
             return Ok(ToolOutput::text(
                 "Every available tool is already loaded; there is nothing to search.",
             ));
@@ -254,8 +258,7 @@ impl Tool for ToolSearchTool {
             ))
             .with("found", 0));
         }
-        ctx.session
-            .select_tools(found.iter().map(|tool| tool.id.clone()));
+        state.select(found.iter().map(|tool| tool.id.clone()));
         let mut text = format!(
             "{} tools found and loaded; call them by name:\n",
             found.len()
@@ -269,6 +272,45 @@ impl Tool for ToolSearchTool {
 }
 
 /// Builds the index the session keeps for `tool_search`.
+/// `tool_search`'s state in a session ([`crate::tool::SessionState::private`]): the extension
+/// tools left out of requests (none below the budget), and the ids it returned, wired into the
+/// following requests.
+#[derive(Debug, Default)]
+pub struct SessionToolIndex {
+    index: Mutex<Option<Arc<ToolIndex>>>,
+    selected: Mutex<Vec<String>>,
+}
+
+fn locked<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(std::sync::PoisonError::into_inner)
+}
+
+impl SessionToolIndex {
+    /// The index `tool_search` searches, when tools are left out of requests.
+    pub fn index(&self) -> Option<Arc<ToolIndex>> {
+        locked(&self.index).clone()
+    }
+
+    pub fn set_index(&self, index: Option<Arc<ToolIndex>>) {
+        *locked(&self.index) = index;
+    }
+
+    /// Wires tools `tool_search` found into the following requests.
+    pub fn select(&self, ids: impl IntoIterator<Item = String>) {
+        let mut selected = locked(&self.selected);
+        for id in ids {
+            if !selected.contains(&id) {
+                selected.push(id);
+            }
+        }
+    }
+
+    /// The tools `tool_search` found so far.
+    pub fn selected(&self) -> Vec<String> {
+        locked(&self.selected).clone()
+    }
+}
+
 pub fn index_of(tools: &[Arc<dyn crate::tool::DynTool>]) -> ToolIndex {
     ToolIndex::new(
         tools

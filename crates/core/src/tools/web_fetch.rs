@@ -16,8 +16,12 @@ use crate::runtime::net::{DEFAULT_FETCH_TIMEOUT, DEFAULT_MAX_RESPONSE_BYTES};
 use crate::runtime::{FetchOptions, FetchResponse};
 use crate::tool::view::{given, url_host};
 use crate::tool::{
-    CallView, Describe, Subject, Tool, ToolContext, ToolError, ToolKind, ToolOutput, ToolSpec,
+    CallTarget, CallView, Describe, Subject, Tool, ToolContext, ToolError, ToolKind, ToolOutput,
+    ToolSpec,
 };
+
+/// The tool's id, as the registry spells it.
+pub const ID: &str = crate::tool::BundledTool::WebFetch.id();
 
 const DESCRIPTION: &str = "Fetches an http(s) page or file as text: HTML as markdown (or \
 `format`), JSON pretty-printed; binary files and local or private addresses are refused. Long \
@@ -71,12 +75,16 @@ impl Tool for WebFetchTool {
     type Params = WebFetchParams;
 
     fn spec(&self) -> ToolSpec {
-        ToolSpec::new::<WebFetchParams>("web_fetch", DESCRIPTION)
+        ToolSpec::new::<WebFetchParams>(ID, DESCRIPTION)
             .kind(ToolKind::Fetch)
             .title("Fetch a page")
             .read_only()
             .subject(Subject::Url("url".into()))
             .requires(RequirementSet::net_hosts(&["*"]))
+    }
+
+    fn target(&self, params: &WebFetchParams) -> CallTarget {
+        CallTarget::Url(params.url.clone())
     }
 
     fn describe(&self, params: &WebFetchParams, _how: Describe<'_>) -> CallView {
@@ -124,7 +132,7 @@ impl Tool for WebFetchTool {
             ));
         }
         let limit = ctx.session.limits.web_fetch_bytes;
-        let (head, output_path) = ctx.cap_bytes("web_fetch", text, limit).await?;
+        let (head, output_path) = ctx.cap_bytes(ID, text, limit).await?;
         let mut output = ToolOutput::text(head)
             .with("url", response.url.as_str())
             .with("status", response.status);

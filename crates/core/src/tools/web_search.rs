@@ -26,8 +26,12 @@ use crate::capability::RequirementSet;
 use crate::runtime::{FetchOptions, FetchResponse, Runtime};
 use crate::tool::view::given;
 use crate::tool::{
-    CallView, Describe, Subject, Tool, ToolContext, ToolError, ToolKind, ToolOutput, ToolSpec,
+    CallTarget, CallView, Describe, Subject, Tool, ToolContext, ToolError, ToolKind, ToolOutput,
+    ToolSpec,
 };
+
+/// The tool's id, as the registry spells it.
+pub const ID: &str = crate::tool::BundledTool::WebSearch.id();
 
 /// Environment variable naming a SearXNG instance (`https://searx.example.org`).
 pub const ENV_SEARXNG_URL: &str = "KEEL_SEARXNG_URL";
@@ -512,13 +516,17 @@ impl Tool for WebSearchTool {
     fn spec(&self) -> ToolSpec {
         let hosts: Vec<String> = self.providers.iter().map(|p| p.host()).collect();
         let hosts: Vec<&str> = hosts.iter().map(String::as_str).collect();
-        ToolSpec::new::<WebSearchParams>("web_search", DESCRIPTION)
+        ToolSpec::new::<WebSearchParams>(ID, DESCRIPTION)
             .kind(ToolKind::Fetch)
             .title("Search the web")
             .read_only()
             .subject(Subject::Query("query".into()))
             .requires(RequirementSet::net_hosts(&hosts))
             .unavailable(self.providers.is_empty())
+    }
+
+    fn target(&self, params: &WebSearchParams) -> CallTarget {
+        CallTarget::Query(params.query.clone())
     }
 
     fn describe(&self, params: &WebSearchParams, _how: Describe<'_>) -> CallView {
@@ -543,7 +551,7 @@ impl Tool for WebSearchTool {
         let query = params.query.trim();
         if query.is_empty() {
             return Err(ToolError::InvalidArguments {
-                tool: "web_search".into(),
+                tool: ID.into(),
                 message: "query is blank".into(),
             });
         }

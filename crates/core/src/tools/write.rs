@@ -17,9 +17,12 @@ use serde::Deserialize;
 use super::text::{self, FileChange};
 use crate::capability::{Access, RequirementSet};
 use crate::tool::{
-    Artifact, CallView, Describe, FileStamp, Prepared, Preview, Subject, Tool, ToolContext,
-    ToolError, ToolKind, ToolOutput, ToolSpec,
+    Artifact, CallTarget, CallView, Describe, FileStamp, Prepared, Preview, Subject, Tool,
+    ToolContext, ToolError, ToolKind, ToolOutput, ToolSpec,
 };
+
+/// The tool's id, as the registry spells it.
+pub const ID: &str = crate::tool::BundledTool::Write.id();
 
 /// Existing files larger than this are overwritten without a diff (only their head is read, to
 /// keep their line endings and byte-order mark).
@@ -49,7 +52,7 @@ impl Tool for WriteTool {
     type Params = WriteParams;
 
     fn spec(&self) -> ToolSpec {
-        ToolSpec::new::<WriteParams>("write", DESCRIPTION)
+        ToolSpec::new::<WriteParams>(ID, DESCRIPTION)
             .kind(ToolKind::Edit)
             .title("Write a file")
             .subject(Subject::Path(Some("file_path".into())))
@@ -57,6 +60,10 @@ impl Tool for WriteTool {
                 &["{workspace}/**"],
                 &["{workspace}/**"],
             ))
+    }
+
+    fn target(&self, params: &WriteParams) -> CallTarget {
+        CallTarget::Path(params.file_path.clone())
     }
 
     fn describe(&self, params: &WriteParams, how: Describe<'_>) -> CallView {
@@ -90,7 +97,7 @@ impl Tool for WriteTool {
             &plan.canonical,
             plan.stamp.as_ref(),
             &plan.shown,
-            ("write", "overwrite"),
+            (ID, "overwrite"),
             (!unchanged).then_some(plan.new.as_slice()),
         )
         .await?;
@@ -238,7 +245,7 @@ impl WritePlan {
             }
         }
         let (text, output_path) = ctx
-            .cap_bytes("write", message, ctx.session.limits.read_bytes)
+            .cap_bytes(ID, message, ctx.session.limits.read_bytes)
             .await?;
         let path = self.canonical.display().to_string();
         let mut output = ToolOutput {

@@ -196,14 +196,14 @@ fn each_file_is_decided_as_a_write_to_it() {
                 let args = json!({ "file_path": user, "content": "x" });
                 let as_write = policy.decide(&Call {
                     spec: &write,
-                    args: &args,
+                    target: &super::policy_support::target(&write, &args),
                     runtime: &runtime,
                 });
                 let path = canonical(file);
                 let as_patch = policy.decide_paths(
                     &Call {
                         spec: &patch,
-                        args: &json!({"input": ""}),
+                        target: &keel_core::tool::CallTarget::None,
                         runtime: &runtime,
                     },
                     &[(user.as_str(), path.as_path())],
@@ -235,7 +235,7 @@ fn each_file_is_decided_as_a_write_to_it() {
         policy.decide_paths(
             &Call {
                 spec: &patch,
-                args: &json!({"input": ""}),
+                target: &keel_core::tool::CallTarget::None,
                 runtime: &runtime,
             },
             &files,

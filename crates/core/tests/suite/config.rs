@@ -527,7 +527,7 @@ fn configured_rules_reach_the_permission_engine_with_their_files() {
         let args = serde_json::json!({ "file_path": path });
         policy.decide(&Call {
             spec: &spec,
-            args: &args,
+            target: &super::policy_support::target(&spec, &args),
             runtime: &runtime,
         })
     };
@@ -614,7 +614,7 @@ fn engine_config_carries_the_settings_and_refuses_rules_it_cannot_enforce() {
     let args = serde_json::json!({"command": "ls"});
     let decision = session.policy().decide(&keel_core::policy::Call {
         spec: bash.spec(),
-        args: &args,
+        target: &super::policy_support::target(bash.spec(), &args),
         runtime: session.runtime(),
     });
     assert_eq!(decision.action, keel_core::policy::Action::Deny);

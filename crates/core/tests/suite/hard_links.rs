@@ -13,7 +13,7 @@ fn decide(world: &World, mode: Mode, headless: bool, tool: &str, args: Value) ->
     let spec = spec(tool);
     policy.decide(&Call {
         spec: &spec,
-        args: &args,
+        target: &super::policy_support::target(&spec, &args),
         runtime: &runtime,
     })
 }

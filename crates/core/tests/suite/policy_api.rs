@@ -24,7 +24,7 @@ fn decide(
     let spec = spec(tool);
     policy.decide(&Call {
         spec: &spec,
-        args: &args,
+        target: &super::policy_support::target(&spec, &args),
         runtime: &runtime,
     })
 }
@@ -45,7 +45,7 @@ fn the_policy_is_send_and_sync_and_shared_across_threads() {
                 let args = json!({ "command": format!("cargo test -p crate{i}") });
                 let decision = policy.decide(&Call {
                     spec: &spec,
-                    args: &args,
+                    target: &super::policy_support::target(&spec, &args),
                     runtime: &runtime,
                 });
                 policy.remember(&decision, Answer::AllowAlways);

@@ -69,7 +69,7 @@ fn decide_timed(
     let started = std::time::Instant::now();
     let decision = policy.decide(&Call {
         spec: &spec,
-        args: &args,
+        target: &super::policy_support::target(&spec, &args),
         runtime: &runtime,
     });
     let took = started.elapsed();

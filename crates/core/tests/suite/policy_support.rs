@@ -7,7 +7,7 @@ use std::path::{Path, PathBuf};
 use keel_core::capability::{RequirementSet, ShellRunRequirement};
 use keel_core::policy::{Mode, Policy, PolicyLayers, Trust};
 use keel_core::runtime::{Runtime, RuntimeConfig};
-use keel_core::tool::{Origin, Subject, ToolKind, ToolSpec};
+use keel_core::tool::{CallTarget, Origin, Subject, ToolKind, ToolSpec};
 
 /// A temporary world:
 /// ```text
@@ -181,4 +181,21 @@ pub fn fixture(name: &str) -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR"))
         .join("../../fixtures/policy")
         .join(name)
+}
+
+/// What a call with these JSON arguments acts on, read as the bundled tools read theirs from
+/// their typed arguments (a shell call's `cwd` and `unsandboxed` included).
+pub fn target(spec: &ToolSpec, args: &serde_json::Value) -> CallTarget {
+    match CallTarget::from_json(&spec.subject, args) {
+        CallTarget::Command(mut command) => {
+            command.cwd = args
+                .get("cwd")
+                .and_then(serde_json::Value::as_str)
+                .map(str::to_owned);
+            command.unsandboxed =
+                args.get("unsandboxed").and_then(serde_json::Value::as_bool) == Some(true);
+            CallTarget::Command(command)
+        }
+        other => other,
+    }
 }

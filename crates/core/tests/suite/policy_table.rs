@@ -135,7 +135,7 @@ fn run(case: &Case) -> Result<(), String> {
         let args = to_json(&world, &prior.args);
         let decision = policy.decide(&Call {
             spec: &spec,
-            args: &args,
+            target: &super::policy_support::target(&spec, &args),
             runtime: &runtime,
         });
         let answer: Answer = prior.answer.parse()?;
@@ -145,7 +145,7 @@ fn run(case: &Case) -> Result<(), String> {
     let args = to_json(&world, &case.args);
     let decision = policy.decide(&Call {
         spec: &spec,
-        args: &args,
+        target: &super::policy_support::target(&spec, &args),
         runtime: &runtime,
     });
     let report = render_check(&decision);

@@ -371,4 +371,20 @@ fn kept_serializations_give_the_body_of_a_fresh_history() {
     let changed = body(&history);
     assert!(changed.contains("entry point"), "{changed}");
     assert_eq!(changed, fresh(&history));
+    // A long conversation, its kept runs merged as it grows (turns of uneven lengths, some
+    // merged into the last user message, some sending nothing), and a request's copy of the
+    // history that outlives the session's next change.
+    for turn in 0..60 {
+        let text = format!("turn {turn} ").repeat(1 + (turn * 7) % 23);
+        history.push_merged(Message::user_text(text.clone()));
+        if turn % 5 == 0 {
+            history.push_merged(Message::user_text("and more"));
+        }
+        let held = history.clone();
+        assert_eq!(body(&history), fresh(&history), "turn {turn}");
+        let answer = if turn % 9 == 0 { String::new() } else { text };
+        history.push_merged(Message::assistant_text(answer));
+        assert_eq!(body(&held), fresh(&held), "turn {turn}");
+        assert_eq!(body(&history), fresh(&history), "turn {turn}");
+    }
 }

@@ -15,8 +15,8 @@ use std::sync::{Arc, Mutex};
 
 use futures::future::BoxFuture;
 use keel_core::capability::RequirementSet;
+use keel_core::runtime::AccessError;
 use keel_core::runtime::{FileBackend, Runtime, RuntimeConfig};
-use keel_core::tool::ToolError;
 
 use super::tool_support::workspace_scope;
 
@@ -169,7 +169,7 @@ async fn a_directory_swapped_for_a_symlink_during_1000_writes_lands_nothing_outs
             .await
         {
             Ok(()) => written += 1,
-            Err(ToolError::Stale(message)) => {
+            Err(AccessError::Stale(message)) => {
                 assert!(message.contains("changed while writing"), "{message}");
                 refused += 1;
             }
@@ -214,7 +214,7 @@ async fn a_directory_swapped_for_a_symlink_during_1000_reads_reads_nothing_outsi
                 assert_eq!(String::from_utf8(bytes).unwrap(), INSIDE);
                 read += 1;
             }
-            Err(ToolError::Stale(message)) => {
+            Err(AccessError::Stale(message)) => {
                 assert!(
                     message.contains("changed while it was being opened"),
                     "{message}"
@@ -435,9 +435,9 @@ async fn a_failed_open_keeps_the_os_error_as_its_source() {
         .and_then(|source| source.downcast_ref::<std::io::Error>())
         .map(std::io::Error::kind);
     assert_eq!(source, Some(std::io::ErrorKind::NotFound));
-    // The tool's error carries it on, its text unchanged.
+    // The runtime's error, then the tool's, carry it on, its text unchanged.
     let text = error.to_string();
-    let tool_error = ToolError::from(error);
+    let tool_error = keel_core::tool::ToolError::from(AccessError::from(error));
     assert_eq!(tool_error.to_string(), text);
     assert!(std::error::Error::source(&tool_error).is_some());
 }

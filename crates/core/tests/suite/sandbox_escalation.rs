@@ -12,7 +12,7 @@ fn decide(policy: &Policy, runtime: &Runtime, args: &Value) -> Decision {
     let spec = spec("bash");
     policy.decide(&Call {
         spec: &spec,
-        args,
+        target: &super::policy_support::target(&spec, args),
         runtime,
     })
 }

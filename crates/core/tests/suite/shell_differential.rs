@@ -413,7 +413,7 @@ fn contained_lines_run_exactly_what_keel_analysed() {
         };
         let decision = policy.decide(&Call {
             spec: &bash,
-            args: &args,
+            target: &super::policy_support::target(&bash, &args),
             runtime: &runtime,
         });
         if !decision.contained {

@@ -323,7 +323,7 @@ impl TerminalBackend for FakeTerminal {
         request: TerminalRequest,
         progress: ProgressSink,
         _cancel: CancellationToken,
-    ) -> BoxFuture<'a, Result<TerminalOutcome, ToolError>> {
+    ) -> BoxFuture<'a, Result<TerminalOutcome, keel_core::runtime::AccessError>> {
         self.requests.lock().unwrap().push(request);
         progress.send(ToolProgress::Terminal(self.outcome.terminal_id.clone()));
         let outcome = self.outcome.clone();

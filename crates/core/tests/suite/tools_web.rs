@@ -433,7 +433,10 @@ async fn a_stalling_server_times_out() {
         .runtime
         .fetch(&server.url("/slow"), options, &CancellationToken::new())
         .await;
-    assert!(matches!(result, Err(ToolError::Timeout(_))), "{result:?}");
+    assert!(
+        matches!(result, Err(keel_core::runtime::AccessError::Timeout(_))),
+        "{result:?}"
+    );
 }
 
 #[tokio::test]

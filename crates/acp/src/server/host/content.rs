@@ -6,8 +6,9 @@ use agent_client_protocol::v1::schema::{
 };
 use keel_core::tool::{Artifact, Envelope, TodoPriority, TodoStatus};
 
-use super::super::kinds::{self, LockedTool, ToolRef};
+use super::super::kinds::{self, ToolRef};
 use super::{CallState, FINAL_OUTPUT};
+use keel_core::tool::BundledTool;
 
 /// `text` in a fenced block whose fence no line of `text` can close.
 pub fn fenced(text: &str, language: &str) -> String {
@@ -133,7 +134,7 @@ pub(super) fn final_content(call: &CallState, envelope: &Envelope) -> Vec<ToolCa
     let mut shown = head(text, FINAL_OUTPUT).to_owned();
     let elided = text.len() - shown.len();
     match call.tool() {
-        ToolRef::Locked(LockedTool::Todo) => {
+        ToolRef::Locked(BundledTool::Todo) => {
             // The plan as text: a card with no content shows its raw output instead.
             if let Some(plan) = plan_text(&envelope.artifacts) {
                 content.push(ToolCallContent::from(plan));
@@ -141,9 +142,9 @@ pub(super) fn final_content(call: &CallState, envelope: &Envelope) -> Vec<ToolCa
             return content;
         }
         ToolRef::Locked(
-            LockedTool::Bash | LockedTool::Read | LockedTool::Glob | LockedTool::Grep,
+            BundledTool::Bash | BundledTool::Read | BundledTool::Glob | BundledTool::Grep,
         ) => {
-            let language = if matches!(call.tool(), ToolRef::Locked(LockedTool::Bash)) {
+            let language = if matches!(call.tool(), ToolRef::Locked(BundledTool::Bash)) {
                 "console"
             } else {
                 ""

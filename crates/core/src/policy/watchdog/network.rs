@@ -189,8 +189,8 @@ impl Watchdog<'_> {
             };
             // A glob is a credential read when it could match one on the file system.
             secret(word)
-                || (crate::policy::evaluate::has_glob(word)
-                    && crate::policy::evaluate::glob_matches(word, &command.cwd, &self.context)
+                || (crate::policy::read_only::has_glob(word)
+                    && crate::policy::read_only::glob_matches(word, &command.cwd, &self.context)
                         .is_some_and(|found| found.iter().any(|p| p.to_str().is_some_and(secret))))
         })
     }

@@ -7,7 +7,7 @@ use std::path::{Path, PathBuf};
 use tokio::io::AsyncWriteExt as _;
 
 use super::{MARKER_RESERVE, OutputCapture, READ_CHUNK, SIDECAR_MAX_BYTES};
-use crate::tool::InternalError;
+use crate::contract::InternalError;
 
 /// Keeps the first `limit` bytes and a tail of `limit / 2` in memory; past `limit`, writes
 /// everything to the sidecar file (up to [`SIDECAR_MAX_BYTES`]).

@@ -81,15 +81,20 @@ impl HostGate for CheckGate {
     }
 }
 
-/// Runs the self-test of `mechanism` with `helper` (`prefix` before `run`). Inside a tokio
-/// runtime (a multi-threaded one: this call blocks its thread) the filtering proxy is tested
-/// too.
-pub fn self_test(helper: &Path, prefix: &[String], mechanism: Mechanism) -> MechanismReport {
+/// Runs the self-test of `mechanism` with `helper` (`prefix` before `run`), the guards told
+/// apart by `guard` (the watchdog's, `policy::watchdog::guard_rules`). Inside a tokio runtime
+/// (a multi-threaded one: this call blocks its thread) the filtering proxy is tested too.
+pub fn self_test(
+    helper: &Path,
+    prefix: &[String],
+    mechanism: Mechanism,
+    guard: super::GuardRules,
+) -> MechanismReport {
     let base = std::env::temp_dir().join(format!(
         "keel-sandbox-check-{}",
         uuid::Uuid::new_v4().simple()
     ));
-    let report = run_probe(&base, helper, prefix, mechanism);
+    let report = run_probe(&base, helper, prefix, mechanism, guard);
     let _ = std::fs::remove_dir_all(&base);
     report.unwrap_or_else(|error| MechanismReport {
         mechanism,
@@ -229,6 +234,7 @@ impl Layout {
                 self.workspace_credential.clone(),
             ],
             env_allow: super::profile::default_env_allow(),
+            mask_ruleset: None,
         }
     }
 }
@@ -364,6 +370,7 @@ fn run_probe(
     helper: &Path,
     prefix: &[String],
     mechanism: Mechanism,
+    guard: super::GuardRules,
 ) -> Result<MechanismReport, CheckError> {
     let layout = Layout::create(base)?;
     let ws = &layout.ws;
@@ -372,7 +379,7 @@ fn run_probe(
             vec![ws.clone()],
             Arc::new(|_: &Path, _: &std::fs::Metadata| false),
         )
-        .with_guard(Some(crate::policy::watchdog::guard_rules())),
+        .with_guard(Some(guard)),
     );
     let mut guarded = super::GuardSnapshot::take(std::slice::from_ref(ws), Some(&index));
     let (protected, pinned) =

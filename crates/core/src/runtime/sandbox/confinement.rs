@@ -66,6 +66,7 @@ impl ConfinementCheck {
             .and_then(|t| status_line(&t).and_then(|l| serde_json::from_str(l).ok()));
         match status {
             Some(status) if status.nonce == self.nonce && status.mechanism != "none" => {
+                super::mask::saw_mechanism(&status.mechanism);
                 Confinement::Confined {
                     restored: self.guarded.restore(status.mechanism == "namespaces"),
                     mechanism: status.mechanism,

@@ -18,6 +18,7 @@ pub mod check;
 mod confinement;
 pub mod credentials;
 pub mod guard;
+pub mod mask;
 pub mod proxy;
 pub mod server;
 
@@ -326,6 +327,9 @@ pub struct ShellInvocation {
     pub env: Vec<(String, String)>,
     /// `Some` when the helper runs the command.
     pub check: Option<ConfinementCheck>,
+    /// The prebuilt credential masks the command must inherit ([`mask::MaskFd::inherit`]), when
+    /// the profile names them ([`Profile::mask_ruleset`]).
+    pub mask: Option<mask::MaskFd>,
     /// Why the command runs unconfined without asking the helper (`off`, no helper).
     pub unconfined: Option<String>,
 }
@@ -367,22 +371,6 @@ pub enum SandboxError {
         "a command allowed without asking runs only from Keel's rendering of it, and this one has none"
     )]
     NotRendered,
-}
-
-/// No helper where one is required is the user's setting (the model tells the user); a sandbox
-/// that cannot be prepared is a failure of Keel.
-impl From<SandboxError> for crate::tool::ToolError {
-    fn from(error: SandboxError) -> Self {
-        match error {
-            SandboxError::NoHelper => crate::tool::ToolError::Unavailable(error.to_string()),
-            SandboxError::Io { .. }
-            | SandboxError::Profile(_)
-            | SandboxError::NotUtf8(_)
-            | SandboxError::NotRendered => {
-                crate::tool::ToolError::internal("preparing the sandbox", error)
-            }
-        }
-    }
 }
 
 /// What a command gets read-only again inside its `writable` paths (`.git/hooks`,
@@ -466,6 +454,11 @@ impl super::Runtime {
         })
     }
 
+    /// What the prebuilt credential masks of this session have cost so far ([`mask`]).
+    pub fn mask_stats(&self) -> mask::MaskStats {
+        self.inner.masks.stats()
+    }
+
     /// The environment variables commands keep: [`DEFAULT_ENV_ALLOW`] and `[sandbox] env`.
     pub fn command_env_allow(&self) -> Vec<String> {
         let mut allow = profile::default_env_allow();
@@ -479,15 +472,35 @@ impl super::Runtime {
     }
 
     /// What runs `bash -c command` in `cwd` (canonical, already checked): the sandbox helper
-    /// with a fresh profile, or `bash` itself when the sandbox is off or has no helper.
-    #[expect(
-        clippy::disallowed_methods,
-        reason = "the runtime is where ambient authority lives"
-    )]
+    /// with a fresh profile, or `bash` itself when the sandbox is off or has no helper. For a
+    /// program another process starts (the editor's terminal): it inherits nothing from Keel.
     pub fn shell_invocation(
         &self,
         command: &str,
         cwd: &Path,
+    ) -> Result<ShellInvocation, SandboxError> {
+        self.shell_invocation_with(command, cwd, false)
+    }
+
+    /// [`Self::shell_invocation`] for a command Keel spawns itself, which can inherit Keel's
+    /// prebuilt credential masks ([`ShellInvocation::mask`]).
+    pub fn local_shell_invocation(
+        &self,
+        command: &str,
+        cwd: &Path,
+    ) -> Result<ShellInvocation, SandboxError> {
+        self.shell_invocation_with(command, cwd, true)
+    }
+
+    #[expect(
+        clippy::disallowed_methods,
+        reason = "the runtime is where ambient authority lives"
+    )]
+    fn shell_invocation_with(
+        &self,
+        command: &str,
+        cwd: &Path,
+        local: bool,
     ) -> Result<ShellInvocation, SandboxError> {
         // A contained command runs as Keel rendered it, and only the command it rendered.
         let command = if self.contained {
@@ -506,6 +519,7 @@ impl super::Runtime {
             args: vec!["-c".into(), command.to_owned()],
             env: Vec::new(),
             check: None,
+            mask: None,
             unconfined: Some(reason.to_owned()),
         };
         if spec.settings.mode == SandboxMode::Off {
@@ -553,6 +567,14 @@ impl super::Runtime {
                 .endpoint(&dir, &self.inner.scope, spec.loopback_upstream_for_tests)
                 .ok();
         }
+        // Under the Landlock fallback, the masks as one ruleset built beforehand.
+        let mask = if local && mask::wanted(profile.mechanism) {
+            let classify = spec.credentials.as_ref().map(|rules| &rules.0);
+            self.inner.masks.ruleset_for(&profile.masked, classify)
+        } else {
+            None
+        };
+        profile.mask_ruleset = mask.as_ref().map(mask::MaskFd::raw);
         let text = serde_json::to_string(&profile).map_err(SandboxError::Profile)?;
         let utf8 = |path: &Path| {
             path.to_str()
@@ -590,6 +612,7 @@ impl super::Runtime {
                 status_file,
                 guarded,
             }),
+            mask,
             unconfined: None,
         })
     }
@@ -681,6 +704,7 @@ impl super::Runtime {
             network: settings.network && !self.contained,
             proxy: None,
             masked,
+            mask_ruleset: None,
             env_allow,
         };
         (profile, guarded)
