@@ -106,6 +106,8 @@ struct Inner {
     proxy: Arc<sandbox::proxy::ProxyState>,
     /// The workspace's credential files, for commands nobody approved (built on first use).
     credentials: Option<Arc<sandbox::CredentialIndex>>,
+    /// Where commands' status files go (made on first use; [`sandbox::StatusDir`]).
+    status_dir: Arc<sandbox::StatusDir>,
     /// The credential masks as Landlock rulesets, for the fallback ([`sandbox::mask`]).
     masks: Arc<sandbox::mask::MaskRulesets>,
 }
@@ -269,6 +271,7 @@ impl Runtime {
                 net: Arc::new(net::NetState::new(NetPolicy::default())),
                 proxy: Arc::new(sandbox::proxy::ProxyState::default()),
                 credentials: credential_index(&config.sandbox, &roots),
+                status_dir: Arc::default(),
                 masks: Arc::default(),
                 roots,
             }),
