@@ -171,7 +171,7 @@ impl Eq for CredentialRules {}
 
 /// Where a session's commands leave their status files (created, written twice, read back and
 /// removed per command): a directory of the session's own on a memory file system, so none of
-/// that waits on a disk other programs write to (decision 0036: on ext4, during builds, the
+/// that waits on a disk other programs write to (decision 0037: on ext4, during builds, the
 /// create alone took 0.64 ms on average, up to 15 ms). The scratch directory itself when it is already in memory;
 /// else a fresh `0700` directory in `/dev/shm`, made at the first command and removed with the
 /// session (a Keel killed by SIGKILL leaves it, empty but for a running command's file, as it
