@@ -331,33 +331,20 @@ impl Engine {
         }
     }
 
-    fn build_session(
+    /// The session's runtime: its roots and scratch directory, the capabilities its tools
+    /// need, the sandbox as configured (credentials and guards from the watchdog's lists), the
+    /// editor's backends, Keel's own configuration protected.
+    fn session_runtime(
         &self,
-        id: String,
-        options: SessionOptions,
-        stored: Option<&[StoredEvent]>,
-    ) -> Result<Session, AgentError> {
-        // A reopened session keeps its last mode and model unless the caller names them.
-        let mut last_mode = None;
-        let mut last_model = None;
-        let mut last_cost = None;
-        let mut last_thinking = None;
-        for event in stored.unwrap_or_default() {
-            match event {
-                StoredEvent::Mode { mode } => last_mode = mode.parse::<Mode>().ok(),
-                StoredEvent::Model { model } => last_model = Some(model.clone()),
-                StoredEvent::Usage { cost, .. } => last_cost = *cost,
-                StoredEvent::ThinkingBudget { budget } => last_thinking = Some(*budget),
-                _ => {}
-            }
-        }
-        let mut registry = self.registry()?;
+        registry: &Registry,
+        scratch_dir: &Path,
+        options: &mut SessionOptions,
+    ) -> Result<Runtime, AgentError> {
         let requirements = registry
             .specs()
             .fold(self.config.manifest.clone(), |set, spec| {
                 set.union(&spec.requires)
             });
-        let scratch_dir = self.config.scratch_root.join(format!("session-{id}"));
         let runtime = Runtime::new(RuntimeConfig {
             roots: options.roots.clone(),
             requirements,
@@ -372,7 +359,7 @@ impl Engine {
                 })
                 .collect(),
             user_data: self.config.user_data_dir.clone(),
-            scratch_dir: scratch_dir.clone(),
+            scratch_dir: scratch_dir.to_path_buf(),
             sandbox: SandboxSpec {
                 read_only: options.mode.unwrap_or(self.config.mode) == Mode::ReadOnly,
                 credentials: Some(crate::policy::watchdog::credential_rules(
@@ -394,8 +381,87 @@ impl Engine {
             },
         })
         .map_err(SetupError::from)?
-        .with_backends(options.files, options.terminals)
+        .with_backends(options.files.take(), options.terminals.take())
         .with_protected(self.config.global_config_dir.iter().cloned());
+        Ok(runtime)
+    }
+
+    /// The session's MCP servers, started now, in the background: a slow or broken server never
+    /// holds the session up.
+    fn start_mcp(
+        &self,
+        servers: Vec<crate::mcp::McpServerConfig>,
+        registry: &Registry,
+        scratch_dir: &Path,
+        runtime: &Runtime,
+        options: &mut SessionOptions,
+    ) -> crate::mcp::McpHub {
+        let mcp = crate::mcp::McpHub::new(
+            servers,
+            registry.specs().map(|spec| spec.id.clone()).collect(),
+            scratch_dir.join("mcp"),
+        );
+        mcp.set_runtime(runtime.clone());
+        mcp.set_package_caches(self.config.cache_dir.as_ref().map(|dir| dir.join("mcp")));
+        mcp.set_disabled(self.config.disabled_tools.clone());
+        if let Some(notify) = options.notify.take() {
+            mcp.set_notify(notify);
+        }
+        if let Some(changed) = options.prompts_changed.take() {
+            mcp.set_prompts_changed(changed);
+        }
+        mcp.start();
+        mcp
+    }
+
+    /// The workspace's trust as the trust store holds it (untrusted when it cannot be read).
+    fn stored_trust(&self, workspace: &Path) -> Trust {
+        match self.trust_store().map(|store| store.trust_of(workspace)) {
+            Some(Ok(trust)) => trust,
+            Some(Err(error)) => {
+                tracing::warn!(%error, "cannot read the trust store; the project is untrusted");
+                Trust::Unknown
+            }
+            None => Trust::Unknown,
+        }
+    }
+
+    /// The policy's layers for a workspace (the user's and, once trusted, the project's rule
+    /// files); Keel's own state is never a tool's to change, whatever the mode.
+    fn policy_layers(
+        &self,
+        workspace: &Path,
+        trust: Trust,
+    ) -> Result<PolicyLayers, crate::policy::PolicyError> {
+        let mut layers =
+            PolicyLayers::load(workspace, self.config.global_config_dir.as_deref(), trust)?;
+        if let Some(dir) = &self.config.user_data_dir {
+            layers.protected.push(dir.clone());
+            // As it resolves too, the way the runtime's own protected set holds it.
+            if let Ok(real) = crate::runtime::paths::resolve(dir)
+                && real != *dir
+            {
+                layers.protected.push(real);
+            }
+        }
+        Ok(layers)
+    }
+
+    fn build_session(
+        &self,
+        id: String,
+        mut options: SessionOptions,
+        stored: Option<&[StoredEvent]>,
+    ) -> Result<Session, AgentError> {
+        let Kept {
+            mode: last_mode,
+            model: last_model,
+            cost: last_cost,
+            thinking: last_thinking,
+        } = Kept::of(stored.unwrap_or_default());
+        let mut registry = self.registry()?;
+        let scratch_dir = self.config.scratch_root.join(format!("session-{id}"));
+        let runtime = self.session_runtime(&registry, &scratch_dir, &mut options)?;
         // The workspace's credential files, listed before the first command needs them.
         if let Ok(handle) = tokio::runtime::Handle::try_current() {
             let warm = runtime.clone();
@@ -406,29 +472,10 @@ impl Engine {
         let workspace = runtime.root().to_path_buf();
         let trust = match options.trust {
             Some(trust) => trust,
-            None => match self.trust_store().map(|store| store.trust_of(&workspace)) {
-                Some(Ok(trust)) => trust,
-                Some(Err(error)) => {
-                    tracing::warn!(%error, "cannot read the trust store; the project is untrusted");
-                    Trust::Unknown
-                }
-                None => Trust::Unknown,
-            },
+            None => self.stored_trust(&workspace),
         };
         let setup = |e: crate::policy::PolicyError| AgentError::Setup(e.into());
-        let mut layers =
-            PolicyLayers::load(&workspace, self.config.global_config_dir.as_deref(), trust)
-                .map_err(setup)?;
-        // Keel's own state is never a tool's to change, whatever the mode.
-        if let Some(dir) = &self.config.user_data_dir {
-            layers.protected.push(dir.clone());
-            // As it resolves too, the way the runtime's own protected set holds it.
-            if let Ok(real) = crate::runtime::paths::resolve(dir)
-                && real != *dir
-            {
-                layers.protected.push(real);
-            }
-        }
+        let mut layers = self.policy_layers(&workspace, trust).map_err(setup)?;
         let fingerprint = crate::policy::project_fingerprint(&workspace).ok();
         // Tool files: the user's, and the project's once trusted (they name programs to run).
         for note in crate::tools::extension::extend_registry(
@@ -465,28 +512,15 @@ impl Engine {
             mcp_access = loaded.mcp_access;
         }
         // An editor's server gets what the configuration's table of its name lets it reach.
-        mcp_servers.extend(options.mcp_servers.into_iter().map(|mut server| {
-            if let Some(access) = mcp_access.get(&server.name) {
-                server.access = access.clone();
-            }
-            server
-        }));
-        // Started now, in the background: a slow or broken server never holds the session up.
-        let mcp = crate::mcp::McpHub::new(
-            mcp_servers,
-            registry.specs().map(|spec| spec.id.clone()).collect(),
-            scratch_dir.join("mcp"),
-        );
-        mcp.set_runtime(runtime.clone());
-        mcp.set_package_caches(self.config.cache_dir.as_ref().map(|dir| dir.join("mcp")));
-        mcp.set_disabled(self.config.disabled_tools.clone());
-        if let Some(notify) = options.notify {
-            mcp.set_notify(notify);
-        }
-        if let Some(changed) = options.prompts_changed {
-            mcp.set_prompts_changed(changed);
-        }
-        mcp.start();
+        mcp_servers.extend(std::mem::take(&mut options.mcp_servers).into_iter().map(
+            |mut server| {
+                if let Some(access) = mcp_access.get(&server.name) {
+                    server.access = access.clone();
+                }
+                server
+            },
+        ));
+        let mcp = self.start_mcp(mcp_servers, &registry, &scratch_dir, &runtime, &mut options);
         let policy = Arc::new(Policy::new(layers, mode, !options.interactive).map_err(setup)?);
         // Confined commands reach the hosts the session's rules allow through the sandbox's
         // filtering proxy (docs/sandbox.md).
@@ -542,4 +576,31 @@ fn same_workspace(id: &str, stored: &Path, asked: &Path) -> Result<(), AgentErro
         stored.display(),
         asked.display()
     ))))
+}
+
+/// What a reopened session keeps from its log unless the caller names it: its last mode,
+/// model, cost and thinking budget.
+#[derive(Default)]
+struct Kept {
+    mode: Option<Mode>,
+    model: Option<String>,
+    cost: Option<f64>,
+    /// The last budget recorded (itself `None` when thinking was turned off).
+    thinking: Option<Option<u32>>,
+}
+
+impl Kept {
+    fn of(stored: &[StoredEvent]) -> Self {
+        let mut kept = Kept::default();
+        for event in stored {
+            match event {
+                StoredEvent::Mode { mode } => kept.mode = mode.parse::<Mode>().ok(),
+                StoredEvent::Model { model } => kept.model = Some(model.clone()),
+                StoredEvent::Usage { cost, .. } => kept.cost = *cost,
+                StoredEvent::ThinkingBudget { budget } => kept.thinking = Some(*budget),
+                _ => {}
+            }
+        }
+        kept
+    }
 }

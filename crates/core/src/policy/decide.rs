@@ -714,6 +714,7 @@ impl Policy {
     }
 
     /// `Ok` when the rules allow `host` without asking; otherwise why not.
+    // String error: the reason the proxy puts as it is in its `403`.
     pub fn command_host(&self, host: &str) -> Result<(), String> {
         let (rules, trusted, mode) = self.host_rules();
         if mode == Mode::Ask {
@@ -763,6 +764,7 @@ impl crate::runtime::sandbox::proxy::HostGate for PolicyHostGate {
         self.0.commands_reach_any_host()
     }
 
+    // String error: the reason the proxy puts as it is in its `403`.
     fn check(&self, host: &str) -> Result<(), String> {
         self.0.command_host(host)
     }

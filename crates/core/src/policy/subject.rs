@@ -89,6 +89,7 @@ pub enum CallSubject {
 
 /// Resolves the call's subject. An error is a reason to deny (the call cannot be checked).
 /// `canonical`: the subject path as the engine already resolved it (not resolved again).
+// String error: the reason of the denial, shown to the model and the user as it is.
 pub fn subject_of(
     call: &Call<'_>,
     context: &ShellContext<'_>,
@@ -138,6 +139,7 @@ pub fn subject_of(
 
 /// The subject of a call acting on the file `user` (`canonical`: already resolved by the
 /// engine, not resolved again).
+// String error: the reason of the denial, shown to the model and the user as it is.
 pub fn path_subject(
     call: &Call<'_>,
     context: &ShellContext<'_>,
@@ -198,6 +200,7 @@ pub fn mcp_name(server: &str, id: &str) -> String {
 /// crate, which takes `http:/host`, `http:host` and backslashes as `http://host`), so the host
 /// the policy decides on is the host the request goes to. Anything else (a URL without a
 /// scheme, which the fetch refuses) is read as `https://`.
+// String error: the reason of the denial, shown to the model and the user as it is.
 pub fn normalize_host(url: &str) -> Result<String, String> {
     let url = url.trim();
     let parsed = match url::Url::parse(url) {

@@ -492,6 +492,19 @@ impl super::Runtime {
         self.shell_invocation_with(command, cwd, true)
     }
 
+    /// A contained command runs as Keel rendered it, and only the command it rendered.
+    fn command_to_run<'a>(&'a self, command: &'a str) -> Result<&'a str, SandboxError> {
+        if !self.contained {
+            return Ok(command);
+        }
+        match &self.rendering {
+            Some(rendering) if rendering.0 == command && !rendering.1.is_empty() => {
+                Ok(rendering.1.as_str())
+            }
+            _ => Err(SandboxError::NotRendered),
+        }
+    }
+
     #[expect(
         clippy::disallowed_methods,
         reason = "the runtime is where ambient authority lives"
@@ -502,17 +515,7 @@ impl super::Runtime {
         cwd: &Path,
         local: bool,
     ) -> Result<ShellInvocation, SandboxError> {
-        // A contained command runs as Keel rendered it, and only the command it rendered.
-        let command = if self.contained {
-            match &self.rendering {
-                Some(rendering) if rendering.0 == command && !rendering.1.is_empty() => {
-                    rendering.1.as_str()
-                }
-                _ => return Err(SandboxError::NotRendered),
-            }
-        } else {
-            command
-        };
+        let command = self.command_to_run(command)?;
         let spec = &self.inner.sandbox;
         let direct = |reason: &str| ShellInvocation {
             program: PathBuf::from("bash"),
