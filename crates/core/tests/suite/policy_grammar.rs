@@ -99,6 +99,41 @@ fn quote(word: &str) -> String {
     shell_words::quote(word).into_owned()
 }
 
+/// A soup's operands, by the grammar's operand kind, and whether one is forbidden.
+fn soup_operands(
+    rng: &mut Rng,
+    grammar: &keel_core::policy::grammar::Grammar,
+    forbidden: &[String],
+) -> (Vec<String>, bool) {
+    let mut bad = false;
+    let mut operands: Vec<String> = Vec::new();
+    match grammar.operand_kind() {
+        Operands::None => {}
+        Operands::Text => {
+            if rng.below(2) == 0 {
+                operands.push(format!("+{}", rng.pick(TEXT)));
+            }
+        }
+        Operands::Jq => operands.push(".name".to_owned()),
+        Operands::PatternPath => operands.push("main".to_owned()),
+        Operands::Path => {}
+    }
+    if matches!(
+        grammar.operand_kind(),
+        Operands::Path | Operands::PatternPath | Operands::Jq
+    ) {
+        for _ in 0..rng.below(3) {
+            if rng.below(3) == 0 {
+                bad = true;
+                operands.push(rng.pick(forbidden).clone());
+            } else {
+                operands.push((*rng.pick(INSIDE)).to_owned());
+            }
+        }
+    }
+    (operands, bad)
+}
+
 /// One random call of a GNU-style grammar, and whether it names something forbidden (a
 /// disallowed option, a program, a path outside the workspace or a credential).
 fn soup(
@@ -193,31 +228,8 @@ fn soup(
             _ => {}
         }
     }
-    let mut operands: Vec<String> = Vec::new();
-    match grammar.operand_kind() {
-        Operands::None => {}
-        Operands::Text => {
-            if rng.below(2) == 0 {
-                operands.push(format!("+{}", rng.pick(TEXT)));
-            }
-        }
-        Operands::Jq => operands.push(".name".to_owned()),
-        Operands::PatternPath => operands.push("main".to_owned()),
-        Operands::Path => {}
-    }
-    if matches!(
-        grammar.operand_kind(),
-        Operands::Path | Operands::PatternPath | Operands::Jq
-    ) {
-        for _ in 0..rng.below(3) {
-            if rng.below(3) == 0 {
-                bad = true;
-                operands.push(rng.pick(forbidden).clone());
-            } else {
-                operands.push((*rng.pick(INSIDE)).to_owned());
-            }
-        }
-    }
+    let (operands, named) = soup_operands(rng, grammar, forbidden);
+    bad |= named;
     if !operands.is_empty() && rng.below(3) == 0 {
         words.push("--".to_owned());
     }

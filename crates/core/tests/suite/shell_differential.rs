@@ -385,6 +385,55 @@ fn sorted(mut runs: Vec<Run>) -> Vec<Run> {
     runs
 }
 
+/// What ran against what Keel analysed: every recorded command is one the analysis holds (in
+/// its directory), exactly the ones it says run, and the lines compared with bash running them
+/// as written ran the same. The failures, and how many commands ran.
+fn compare(
+    expected: &[(Line, Vec<Run>, Option<Vec<Run>>)],
+    ran: &[Vec<Run>],
+    rendered: &[(PathBuf, String)],
+    raw: &[(usize, (PathBuf, String))],
+    ran_raw: &[Vec<Run>],
+) -> (Vec<String>, usize) {
+    let mut failures = Vec::new();
+    let mut commands_run = 0;
+    for (((line, all, run), got), (_, script)) in expected.iter().zip(ran).zip(rendered) {
+        commands_run += got.len();
+        // Every recorded command is one the analysis holds, in its directory.
+        let mut pool = all.clone();
+        for command in got {
+            match pool.iter().position(|c| c == command) {
+                Some(at) => {
+                    pool.remove(at);
+                }
+                None => failures.push(format!(
+                    "{:?} (cwd {:?}) ran {command:?}, which Keel did not analyse\n  rendered: {script:?}\n  analysed: {all:?}",
+                    line.text, line.cwd
+                )),
+            }
+        }
+        // And exactly the ones the analysis says run (a `cd` that fails ends the line).
+        if let Some(run) = run
+            && sorted(got.clone()) != sorted(run.clone())
+        {
+            failures.push(format!(
+                "{:?} (cwd {:?}) ran {got:?}, the analysis says {run:?}\n  rendered: {script:?}",
+                line.text, line.cwd
+            ));
+        }
+    }
+    for ((index, (_, text)), got) in raw.iter().zip(ran_raw) {
+        let line = &expected[*index].0;
+        if sorted(got.clone()) != sorted(ran[*index].clone()) {
+            failures.push(format!(
+                "bash ran {text:?} (cwd {:?}) as {got:?}, Keel's rendering as {:?}\n  rendered: {:?}",
+                line.cwd, ran[*index], rendered[*index].1
+            ));
+        }
+    }
+    (failures, commands_run)
+}
+
 #[test]
 fn contained_lines_run_exactly_what_keel_analysed() {
     let started = std::time::Instant::now();
@@ -454,42 +503,7 @@ fn contained_lines_run_exactly_what_keel_analysed() {
         let raw_runs = record(&raw_items, &world.home, &scratch, "raw");
         (rendered_runs.join().unwrap(), raw_runs)
     });
-    let mut failures = Vec::new();
-    let mut commands_run = 0;
-    for (((line, all, run), got), (_, script)) in expected.iter().zip(&ran).zip(&rendered) {
-        commands_run += got.len();
-        // Every recorded command is one the analysis holds, in its directory.
-        let mut pool = all.clone();
-        for command in got {
-            match pool.iter().position(|c| c == command) {
-                Some(at) => {
-                    pool.remove(at);
-                }
-                None => failures.push(format!(
-                    "{:?} (cwd {:?}) ran {command:?}, which Keel did not analyse\n  rendered: {script:?}\n  analysed: {all:?}",
-                    line.text, line.cwd
-                )),
-            }
-        }
-        // And exactly the ones the analysis says run (a `cd` that fails ends the line).
-        if let Some(run) = run
-            && sorted(got.clone()) != sorted(run.clone())
-        {
-            failures.push(format!(
-                "{:?} (cwd {:?}) ran {got:?}, the analysis says {run:?}\n  rendered: {script:?}",
-                line.text, line.cwd
-            ));
-        }
-    }
-    for ((index, (_, text)), got) in raw.iter().zip(&ran_raw) {
-        let line = &expected[*index].0;
-        if sorted(got.clone()) != sorted(ran[*index].clone()) {
-            failures.push(format!(
-                "bash ran {text:?} (cwd {:?}) as {got:?}, Keel's rendering as {:?}\n  rendered: {:?}",
-                line.cwd, ran[*index], rendered[*index].1
-            ));
-        }
-    }
+    let (failures, commands_run) = compare(&expected, &ran, &rendered, &raw, &ran_raw);
     let shown: Vec<&String> = failures.iter().take(15).collect();
     assert!(
         failures.is_empty(),
