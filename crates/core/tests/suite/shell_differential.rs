@@ -260,6 +260,10 @@ fn furnish(world: &World) {
 /// One command as recorded or analysed: its physical directory and its argv.
 type Run = (PathBuf, Vec<String>);
 
+/// A contained line, every command its analysis holds, and the ones it says run (`None`: not
+/// known, a nested shell decides).
+type Expected = (Line, Vec<Run>, Option<Vec<Run>>);
+
 /// Runs each `(start, script)` under bash (in a subshell each, from `start`), with every
 /// command reaching a handler that records it; the records per script.
 fn record(items: &[(PathBuf, String)], home: &Path, scratch: &Path, name: &str) -> Vec<Vec<Run>> {
@@ -389,7 +393,7 @@ fn sorted(mut runs: Vec<Run>) -> Vec<Run> {
 /// its directory), exactly the ones it says run, and the lines compared with bash running them
 /// as written ran the same. The failures, and how many commands ran.
 fn compare(
-    expected: &[(Line, Vec<Run>, Option<Vec<Run>>)],
+    expected: &[Expected],
     ran: &[Vec<Run>],
     rendered: &[(PathBuf, String)],
     raw: &[(usize, (PathBuf, String))],
