@@ -310,28 +310,50 @@ pub fn drop_capabilities() -> std::io::Result<()> {
 /// first list) and each of its entries is taken again, down to the masked paths themselves,
 /// which get no rule. Symlinks below a split entry get no rule either (Landlock would grant
 /// their target); what they point to inside the entries is reachable through its own rule.
+fn around_masked(entries: &[PathBuf], masked: &[PathBuf]) -> (Vec<PathBuf>, Vec<PathBuf>) {
+    let Ok((listed, whole)) = split_around_masked(entries, masked, |_| {
+        Ok::<_, std::convert::Infallible>(Some(()))
+    });
+    (listed.into_iter().map(|(dir, ())| dir).collect(), whole)
+}
+
+/// The directories that may only be listed (each with its caller's token) and the entries
+/// granted whole.
+pub type Split<T> = (Vec<(PathBuf, T)>, Vec<PathBuf>);
+
+/// [`around_masked`]'s walk, shared with Keel, which builds the same rules once for many
+/// commands: `before_listing` is called on each directory to be split before it is read (Keel
+/// watches it there, so an entry made after the read is seen); `Ok(None)` leaves the directory
+/// out (nothing below it is granted), an error ends the walk. The listed directories come back
+/// with what `before_listing` gave for each.
 #[expect(
     clippy::disallowed_methods,
     reason = "the sandbox helper is part of the runtime, where ambient authority lives"
 )]
-fn around_masked(entries: &[PathBuf], masked: &[PathBuf]) -> (Vec<PathBuf>, Vec<PathBuf>) {
+pub fn split_around_masked<T, E>(
+    entries: &[PathBuf],
+    masked: &[PathBuf],
+    mut before_listing: impl FnMut(&Path) -> std::result::Result<Option<T>, E>,
+) -> std::result::Result<Split<T>, E> {
     let mut listed = Vec::new();
     let mut whole = Vec::new();
     let mut todo: Vec<PathBuf> = entries.to_vec();
     while let Some(entry) = todo.pop() {
-        let inside: Vec<&PathBuf> = masked.iter().filter(|m| m.starts_with(&entry)).collect();
-        if inside.is_empty() {
+        if !masked.iter().any(|m| m.starts_with(&entry)) {
             whole.push(entry);
             continue;
         }
-        if inside.iter().any(|m| **m == entry) {
+        if masked.contains(&entry) {
             continue;
         }
+        let Some(token) = before_listing(&entry)? else {
+            continue;
+        };
         let Ok(children) = std::fs::read_dir(&entry) else {
             // Not a directory we can list: nothing below it is granted.
             continue;
         };
-        listed.push(entry);
+        listed.push((entry, token));
         for child in children.flatten() {
             let is_link = child.file_type().is_ok_and(|t| t.is_symlink());
             if !is_link {
@@ -339,7 +361,7 @@ fn around_masked(entries: &[PathBuf], masked: &[PathBuf]) -> (Vec<PathBuf>, Vec<
             }
         }
     }
-    (listed, whole)
+    Ok((listed, whole))
 }
 
 /// The seccomp filter under which `socket(domain != AF_UNIX)` and `io_uring_setup` fail with

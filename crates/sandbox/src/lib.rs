@@ -23,7 +23,7 @@ pub mod profile;
 mod reaper;
 
 pub use error::{Error, NamespaceFailure, Result};
-pub use fallback::landlock_abi;
+pub use fallback::{landlock_abi, split_around_masked};
 pub use helper::{main, standalone};
 pub use profile::{
     DEFAULT_ENV_ALLOW, DEFAULT_HOME_READABLE, DEFAULT_HOME_WRITABLE, HELPER_BUILD, Mechanism,

@@ -265,43 +265,22 @@ impl Built {
             })
             .chain(masked.iter().cloned())
             .collect();
-        let mut listed_dirs = HashMap::new();
-        let mut listed = Vec::new();
-        let mut whole = Vec::new();
-        let mut todo = vec![PathBuf::from("/")];
-        while let Some(entry) = todo.pop() {
-            if !covered.iter().any(|m| m.starts_with(&entry)) {
-                whole.push(entry);
-                continue;
-            }
-            if covered.contains(&entry) {
-                continue;
-            }
-            // Watched before it is read: an entry made after the read is seen by the watch.
-            let wd = match inotify.add_watch(&entry, WATCHED) {
-                Ok(wd) => wd,
+        // Each split directory is watched before it is read: an entry made after the read is
+        // seen by the watch.
+        let (listed_dirs, whole) = keel_sandbox::split_around_masked(
+            &[PathBuf::from("/")],
+            &covered,
+            |dir| match inotify.add_watch(dir, WATCHED) {
+                Ok(wd) => Ok(Some(wd)),
                 // Not a directory (or gone): nothing below it is granted.
-                Err(Errno::ENOTDIR | Errno::ENOENT) => continue,
-                Err(source) => {
-                    return Err(BuildError::Watch {
-                        path: entry,
-                        source,
-                    });
-                }
-            };
-            let Ok(children) = std::fs::read_dir(&entry) else {
-                continue;
-            };
-            listed_dirs.insert(wd, entry.clone());
-            listed.push(entry);
-            for child in children.flatten() {
-                // A symlink gets no rule (Landlock would grant its target); what it points to
-                // is reachable through its own rule.
-                if !child.file_type().is_ok_and(|t| t.is_symlink()) {
-                    todo.push(child.path());
-                }
-            }
-        }
+                Err(Errno::ENOTDIR | Errno::ENOENT) => Ok(None),
+                Err(source) => Err(BuildError::Watch {
+                    path: dir.to_path_buf(),
+                    source,
+                }),
+            },
+        )?;
+        let listed: Vec<&PathBuf> = listed_dirs.iter().map(|(dir, _)| dir).collect();
         let ruleset = Ruleset::default()
             .set_compatibility(CompatLevel::BestEffort)
             .handle_access(handled())?
@@ -319,7 +298,7 @@ impl Built {
             ruleset,
             fd: MaskFd(Arc::new(fd)),
             inotify,
-            listed: listed_dirs,
+            listed: listed_dirs.into_iter().map(|(dir, wd)| (wd, dir)).collect(),
             gone: 0,
         })
     }
