@@ -321,7 +321,7 @@ fn around_masked(entries: &[PathBuf], masked: &[PathBuf]) -> (Vec<PathBuf>, Vec<
 /// granted whole.
 pub type Split<T> = (Vec<(PathBuf, T)>, Vec<PathBuf>);
 
-/// [`around_masked`]'s walk, shared with Keel, which builds the same rules once for many
+/// The fallback's own walk (`around_masked`), shared with Keel, which builds the same rules once for many
 /// commands: `before_listing` is called on each directory to be split before it is read (Keel
 /// watches it there, so an entry made after the read is seen); `Ok(None)` leaves the directory
 /// out (nothing below it is granted), an error ends the walk. The listed directories come back
