@@ -321,11 +321,11 @@ fn around_masked(entries: &[PathBuf], masked: &[PathBuf]) -> (Vec<PathBuf>, Vec<
 /// granted whole.
 pub type Split<T> = (Vec<(PathBuf, T)>, Vec<PathBuf>);
 
-/// The fallback's own walk (`around_masked`), shared with Keel, which builds the same rules once for many
-/// commands: `before_listing` is called on each directory to be split before it is read (Keel
-/// watches it there, so an entry made after the read is seen); `Ok(None)` leaves the directory
-/// out (nothing below it is granted), an error ends the walk. The listed directories come back
-/// with what `before_listing` gave for each.
+/// The fallback's own walk (`around_masked`), shared with Keel, which builds the same rules once
+/// for many commands: `before_listing` is called on each directory to be split before it is
+/// read (Keel watches it there, so an entry made after the read is seen); `Ok(None)` leaves the
+/// directory out (nothing below it is granted), an error ends the walk. The listed directories
+/// come back with what `before_listing` gave for each.
 #[expect(
     clippy::disallowed_methods,
     reason = "the sandbox helper is part of the runtime, where ambient authority lives"
