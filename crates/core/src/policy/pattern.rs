@@ -307,9 +307,12 @@ impl Pattern {
     fn matches_path(&self, subject: &str, restrictive: bool) -> bool {
         let pattern = self.text.trim_start_matches("./").trim_end_matches('/');
         let (subject, pattern) = if restrictive {
-            (nfc(subject).to_lowercase(), nfc(pattern).to_lowercase())
+            (fold(subject), fold(pattern))
         } else {
-            (subject.to_owned(), pattern.to_owned())
+            (
+                std::borrow::Cow::Borrowed(subject),
+                std::borrow::Cow::Borrowed(pattern),
+            )
         };
         match self.kind {
             PatternKind::Exact => subject == pattern,
@@ -317,14 +320,14 @@ impl Pattern {
                 subject == pattern
                     || pattern.is_empty()
                     || subject
-                        .strip_prefix(pattern.as_str())
+                        .strip_prefix(&*pattern)
                         .is_some_and(|rest| rest.starts_with('/'))
             }
             PatternKind::Glob => self.globs.as_ref().is_some_and(|g| {
                 if restrictive {
-                    g.path_folded.is_match(&subject)
+                    g.path_folded.is_match(&*subject)
                 } else {
-                    g.path.is_match(&subject)
+                    g.path.is_match(&*subject)
                 }
             }),
             PatternKind::Class => false,
@@ -397,6 +400,21 @@ fn word_prefix(text: &str, prefix: &str) -> bool {
 
 pub(crate) fn base_name(program: &str) -> &str {
     program.rsplit('/').next().unwrap_or(program)
+}
+
+/// `nfc(text).to_lowercase()`, the folded spelling restrictive matching compares, borrowed when
+/// folding changes nothing (ASCII without capitals: most paths, so the search gate, which folds
+/// every path a search finds, allocates nothing for it).
+pub(crate) fn fold(text: &str) -> std::borrow::Cow<'_, str> {
+    // Without a short cut, so that the check runs over many bytes at once.
+    let plain = text.bytes().fold(true, |plain, b| {
+        plain & b.is_ascii() & !b.is_ascii_uppercase()
+    });
+    if plain {
+        std::borrow::Cow::Borrowed(text)
+    } else {
+        std::borrow::Cow::Owned(nfc(text).to_lowercase())
+    }
 }
 
 /// Unicode NFC, the canonical spelling restrictive matching compares.

@@ -161,7 +161,7 @@ pub fn path_subject(
         canonical
             .strip_prefix(h)
             .ok()
-            .map(|rest| format!("~/{}", rest.display()))
+            .map(|rest| format!("~/{}", rest.to_string_lossy()))
     });
     let session = canonical
         .strip_prefix(call.runtime.scratch_dir())
@@ -170,12 +170,12 @@ pub fn path_subject(
             if rest.as_os_str().is_empty() {
                 SESSION.to_owned()
             } else {
-                format!("{SESSION}/{}", rest.display())
+                format!("{SESSION}/{}", rest.to_string_lossy())
             }
         });
     Ok(CallSubject::Path(PathSubject {
         user: user.to_owned(),
-        absolute: canonical.display().to_string(),
+        absolute: canonical.to_string_lossy().into_owned(),
         canonical,
         relative,
         home,

@@ -514,11 +514,11 @@ impl Runtime {
     pub fn display_path(&self, path: &Path) -> String {
         for root in &self.inner.roots {
             if let Ok(rel) = path.strip_prefix(root) {
-                let rel = rel.display().to_string();
+                let rel = rel.to_string_lossy().into_owned();
                 return if rel.is_empty() { ".".to_owned() } else { rel };
             }
         }
-        path.display().to_string()
+        path.to_string_lossy().into_owned()
     }
 
     /// Metadata of a canonical, in-scope path (not following a final symlink: it was resolved).
