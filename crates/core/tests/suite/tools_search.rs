@@ -459,6 +459,59 @@ async fn grep_skips_binary_files() {
 }
 
 #[tokio::test]
+async fn grep_reads_small_and_large_files_alike() {
+    // Files up to 64 KiB are read whole and searched as a slice, larger ones streamed: the
+    // same lines, counts, binary verdicts and UTF-16 transcoding either way.
+    let ws = Workspace::new();
+    let filler = |size: usize| {
+        let line = "filler line without the word\n";
+        let mut text = line.repeat((size - "needle end\n".len()) / line.len());
+        text.push_str(&"x".repeat(size - text.len() - "needle end\n".len()));
+        text.push_str("needle end\n");
+        assert_eq!(text.len(), size);
+        text
+    };
+    for size in [65_535, 65_536, 65_537, 200_000] {
+        ws.file(&format!("text_{size}.txt"), &filler(size));
+        let mut blob = format!("needle first\n{}", filler(size - 13)).into_bytes();
+        blob[size - 20] = 0;
+        ws.file(&format!("blob_{size}.bin"), &blob);
+    }
+    let mut utf16 = vec![0xff, 0xfe];
+    utf16.extend(
+        "a needle in utf-16\n"
+            .encode_utf16()
+            .flat_map(u16::to_le_bytes),
+    );
+    ws.file("utf16.txt", &utf16);
+    ws.file("empty.txt", "");
+    let out = ws
+        .grep(json!({"pattern": "needle", "output_mode": "count"}))
+        .await
+        .unwrap();
+    assert_eq!(
+        out.text,
+        "text_200000.txt:1\ntext_65535.txt:1\ntext_65536.txt:1\ntext_65537.txt:1\nutf16.txt:1"
+    );
+    assert_eq!(out.data["binary_files_skipped"], json!(4));
+    let out = ws
+        .grep(json!({"pattern": "needle", "output_mode": "content"}))
+        .await
+        .unwrap();
+    assert!(
+        out.text
+            .contains("text_65536.txt:2260:xxxxxxxxxxxxxxneedle end\n"),
+        "{}",
+        out.text
+    );
+    assert!(
+        out.text.contains("utf16.txt:1:a needle in utf-16\n"),
+        "{}",
+        out.text
+    );
+}
+
+#[tokio::test]
 async fn grep_caps_matches_and_spills_the_whole_output() {
     let ws = Workspace::new();
     let body: String = (1..=300).map(|i| format!("match {i}\n")).collect();
