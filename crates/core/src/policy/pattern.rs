@@ -88,6 +88,9 @@ struct Globs {
     /// Case-insensitive forms, used by restrictive rules.
     path_folded: GlobMatcher,
     text_folded: GlobMatcher,
+    /// Both path forms match every subject (`**`: the regex `^.*$`, whose `.` matches any
+    /// byte), so the search gate's path decisions skip running them.
+    every_path: bool,
 }
 
 /// A compiled pattern.
@@ -156,11 +159,16 @@ impl Pattern {
                 .map_err(|e| e.kind().to_string())
         };
         let folded = nfc(&source);
+        let path = build(true, false, &source)?;
+        let path_folded = build(true, true, &folded)?;
+        let every_path =
+            path.glob().regex() == "(?-u)^.*$" && path_folded.glob().regex() == "(?-u)(?i)^.*$";
         let globs = Globs {
-            path: build(true, false, &source)?,
+            path,
             text: build(false, false, &source)?,
-            path_folded: build(true, true, &folded)?,
+            path_folded,
             text_folded: build(false, true, &folded)?,
+            every_path,
         };
         Ok(Self {
             kind: PatternKind::Glob,
@@ -324,7 +332,9 @@ impl Pattern {
                         .is_some_and(|rest| rest.starts_with('/'))
             }
             PatternKind::Glob => self.globs.as_ref().is_some_and(|g| {
-                if restrictive {
+                if g.every_path {
+                    true
+                } else if restrictive {
                     g.path_folded.is_match(&*subject)
                 } else {
                     g.path.is_match(&*subject)
@@ -430,6 +440,31 @@ pub(crate) fn nfc(text: &str) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_double_star_matches_every_path_without_its_regex() {
+        let all = Pattern::glob("**").unwrap();
+        assert!(all.globs.as_ref().is_some_and(|g| g.every_path));
+        for path in ["", "a", "/abs/b.rs", ".env", "a/\n/b", "a\u{fffd}b", "x/"] {
+            let target = Target::Name(path);
+            assert!(
+                all.matches(&target, false) && all.matches(&target, true),
+                "{path:?}"
+            );
+            let g = all.globs.as_ref().unwrap();
+            assert!(
+                g.path.is_match(path) && g.path_folded.is_match(path),
+                "{path:?}"
+            );
+        }
+        for glob in ["**/*.rs", "*", "src/**", "**/.env"] {
+            let pattern = Pattern::glob(glob).unwrap();
+            assert!(
+                !pattern.globs.as_ref().is_some_and(|g| g.every_path),
+                "{glob}"
+            );
+        }
+    }
 
     #[test]
     fn specificity_orders_shapes() {

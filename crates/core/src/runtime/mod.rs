@@ -514,11 +514,14 @@ impl Runtime {
     pub fn display_path(&self, path: &Path) -> String {
         for root in &self.inner.roots {
             if let Ok(rel) = path.strip_prefix(root) {
-                let rel = rel.to_string_lossy().into_owned();
+                let rel = rel
+                    .to_str()
+                    .map_or_else(|| rel.to_string_lossy().into_owned(), str::to_owned);
                 return if rel.is_empty() { ".".to_owned() } else { rel };
             }
         }
-        path.to_string_lossy().into_owned()
+        path.to_str()
+            .map_or_else(|| path.to_string_lossy().into_owned(), str::to_owned)
     }
 
     /// Metadata of a canonical, in-scope path (not following a final symlink: it was resolved).
