@@ -472,7 +472,7 @@ async fn grep_reads_small_and_large_files_alike() {
         text
     };
     for size in [65_535, 65_536, 65_537, 200_000] {
-        ws.file(&format!("text_{size}.txt"), &filler(size));
+        ws.file(&format!("text_{size}.txt"), filler(size));
         let mut blob = format!("needle first\n{}", filler(size - 13)).into_bytes();
         blob[size - 20] = 0;
         ws.file(&format!("blob_{size}.bin"), &blob);

@@ -728,7 +728,7 @@ pub fn is_secret_path(home: Option<&Path>, path: &Path) -> bool {
         // and also `<workspace>/backup/.aws/x` or `<workspace>/.ssh/deploy` (a workspace's
         // own `.ssh`, `.gnupg`, `.docker/config.json`, ...). Every component may start one.
         if let Some(home) = home
-            && let Some(relative) = below(&text, home)
+            && let Some(relative) = below(text, home)
             && SECRET_DIRS
                 .iter()
                 .chain(SECRET_FILES)
