@@ -435,10 +435,10 @@ impl Zygote {
                     return self.end_all();
                 }
             }
-            // Always: a starter's message is queued before its end is seen.
-            let _ = ready[1];
-            self.from_holder();
-            if ready[0] && !self.retiring && !self.from_keel() {
+            // Whether or not `ready[1]` says so: a starter's message is queued before its end
+            // is seen, and must be read before its end is taken for a kill.
+            self.read_holder();
+            if ready[0] && !self.retiring && !self.read_keel() {
                 // Keel is gone (its end closed without `Retire`): nobody waits for the commands.
                 return self.end_all();
             }
@@ -462,7 +462,7 @@ impl Zygote {
     }
 
     /// One message from Keel; `false` when Keel's end is closed.
-    fn from_keel(&mut self) -> bool {
+    fn read_keel(&mut self) -> bool {
         let (n, fds) = match recv_with_fds(self.control.as_fd(), &mut self.buffer, true) {
             Ok(Some(message)) => message,
             Ok(None) => return false,
@@ -528,7 +528,7 @@ impl Zygote {
     }
 
     /// Every message queued from the holder and the starters.
-    fn from_holder(&mut self) {
+    fn read_holder(&mut self) {
         loop {
             let n = match recv_with_fds(self.to_holder.as_fd(), &mut self.buffer, true) {
                 Ok(Some((n, _))) => n,

@@ -18,7 +18,6 @@
 
 #![expect(
     clippy::disallowed_methods,
-    clippy::disallowed_types,
     reason = "the runtime is where ambient authority lives"
 )]
 
