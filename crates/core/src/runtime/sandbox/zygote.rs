@@ -84,6 +84,9 @@ pub struct Zygotes {
     current: Mutex<Option<Zygote>>,
     /// Zygotes started so far (for tests and the benchmark).
     started: AtomicU64,
+    /// The key whose zygote could not start (no Landlock, no list of children): its commands
+    /// go straight to the helper, without trying again each time.
+    failed: Mutex<Option<(String, Option<MaskFd>)>>,
 }
 
 impl std::fmt::Debug for Zygotes {
@@ -201,8 +204,22 @@ impl Zygotes {
                 old.retire();
             }
             if current.is_none() {
-                self.started.fetch_add(1, Ordering::Relaxed);
-                *current = Some(Zygote::start(warm)?);
+                let mut failed = self.failed.lock().unwrap_or_else(PoisonError::into_inner);
+                if failed.as_ref() == Some(&warm.key()) {
+                    return Err(WarmError::Unavailable(
+                        "the zygote of this profile could not start".into(),
+                    ));
+                }
+                match Zygote::start(warm) {
+                    Ok(zygote) => {
+                        self.started.fetch_add(1, Ordering::Relaxed);
+                        *current = Some(zygote);
+                    }
+                    Err(error) => {
+                        *failed = Some(warm.key());
+                        return Err(error);
+                    }
+                }
             }
             let Some(zygote) = current.as_ref() else {
                 break;
