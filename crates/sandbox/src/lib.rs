@@ -12,6 +12,8 @@
 //! - `init`: the PID namespace's init (stage 2) and the forwarder to Keel's filtering proxy.
 //! - `reaper`: the fallback's supervisor (a subreaper that leaves nothing behind).
 //! - `fallback`: Landlock + seccomp, with every capability dropped.
+//! - [`zygote`]: the fallback's warm holder: one Landlock domain per session and profile, each
+//!   contained command forked from it.
 //! - [`Error`]: why the helper refuses (nothing of the program ran).
 
 mod error;
@@ -21,6 +23,7 @@ mod init;
 mod namespaces;
 pub mod profile;
 mod reaper;
+pub mod zygote;
 
 pub use error::{Error, NamespaceFailure, Result};
 pub use fallback::{landlock_abi, split_around_masked};
