@@ -512,17 +512,14 @@ fn threads_cpu(pid: u32) -> Duration {
 /// its threads (`/proc/PID/stat`): where a turn's CPU goes, counted over many turns.
 fn faults_and_modes(pid: u32) -> [u64; 4] {
     let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap_or_default();
-    let fields: Vec<u64> = stat
+    let fields: Vec<&str> = stat
         .rsplit_once(')')
-        .map(|(_, rest)| {
-            rest.split_whitespace()
-                .filter_map(|f| f.parse().ok())
-                .collect()
-        })
+        .map(|(_, rest)| rest.split_whitespace().collect())
         .unwrap_or_default();
-    // After the state: ppid pgrp session tty tpgid flags minflt cminflt majflt cmajflt utime stime.
-    let at = |index: usize| fields.get(index).copied().unwrap_or(0);
-    [at(6), at(8), at(10), at(11)]
+    // After the name: state ppid pgrp session tty tpgid flags minflt cminflt majflt cmajflt
+    // utime stime (tpgid is -1 without a terminal).
+    let at = |index: usize| fields.get(index).and_then(|f| f.parse().ok()).unwrap_or(0);
+    [at(7), at(9), at(11), at(12)]
 }
 
 /// A 300-turn session of 4 KB prompts on one `keel acp` process: Keel's CPU per turn over the

@@ -83,18 +83,16 @@ pub fn children_cpu_time(pid: u32) -> std::time::Duration {
 /// from the field after the state.
 fn stat_ticks(pid: u32, field: usize) -> std::time::Duration {
     let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap_or_default();
-    let fields: Vec<u64> = stat
+    // The fields after the state, as they are: tpgid is -1 for a process without a terminal,
+    // so dropping what does not parse as a count would shift every later field.
+    let fields: Vec<&str> = stat
         .rsplit_once(')')
-        .map(|(_, rest)| {
-            rest.split_whitespace()
-                .filter_map(|f| f.parse().ok())
-                .collect()
-        })
+        .map(|(_, rest)| rest.split_whitespace().skip(1).collect())
         .unwrap_or_default();
     // After the state: ppid pgrp session tty tpgid flags minflt cminflt majflt cmajflt utime
     // stime cutime cstime. USER_HZ is 100 on Linux.
-    let ticks =
-        fields.get(field).copied().unwrap_or(0) + fields.get(field + 1).copied().unwrap_or(0);
+    let at = |index: usize| -> u64 { fields.get(index).and_then(|f| f.parse().ok()).unwrap_or(0) };
+    let ticks = at(field) + at(field + 1);
     std::time::Duration::from_millis(ticks * 10)
 }
 
