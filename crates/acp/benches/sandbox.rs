@@ -522,7 +522,7 @@ fn contained_cost(
     }
 }
 
-/// The same contained profile from the fallback's warm holder (decision 0038): one zygote whose
+/// The same contained profile from the fallback's warm holder (decision 0039): one zygote whose
 /// holder applied the profile's ruleset and the prebuilt masks once, each command forked from
 /// it. Spawn → exit is from the request until the zygote's `exit` answer (everything the
 /// command left ended) and the end of its output; the CPU is the zygote's, the holder's, the

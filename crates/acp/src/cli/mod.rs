@@ -476,7 +476,7 @@ pub fn main() -> ExitCode {
     }
 }
 
-/// Every thread allocates from glibc's main arena (docs/decisions/0038-lean-one-malloc-arena.md):
+/// Every thread allocates from glibc's main arena (docs/decisions/0040-one-malloc-arena.md):
 /// by default each thread that allocates gets an arena of its own, up to eight per core, and
 /// each keeps what it freed; Keel's threads mostly wait, and small allocations come from each
 /// thread's cache without the arena's lock. `MALLOC_ARENA_MAX` or `GLIBC_TUNABLES` in the

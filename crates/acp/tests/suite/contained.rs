@@ -604,7 +604,7 @@ fn children_with(parent: u32, arg: &str) -> Vec<u32> {
 }
 
 /// Under the fallback, forced, contained commands come from the session's warm holder
-/// (decision 0038): one `keel-sandbox zygote` child of `keel` serves the session's calls, and
+/// (decision 0039): one `keel-sandbox zygote` child of `keel` serves the session's calls, and
 /// still no credential reaches the model and nothing is written.
 #[tokio::test]
 async fn contained_commands_under_the_fallback_come_from_the_warm_holder() {

@@ -1,4 +1,4 @@
-//! The Landlock fallback's warm holder (decision 0038): contained commands forked from one
+//! The Landlock fallback's warm holder (decision 0039): contained commands forked from one
 //! per-session Landlock domain instead of building their own. Real processes under the forced
 //! fallback: a command from the holder cannot read a masked credential, write, or connect; a
 //! cancel ends it and everything it started (a `setsid` daemon included); a command that kills

@@ -1,6 +1,6 @@
 //! The fallback's warm domain: `keel-sandbox zygote --control FD`, one per session and per
 //! contained profile, which keeps a Landlock domain alive and forks each contained command from
-//! it (docs/sandbox.md, "The warm holder"; decision 0038).
+//! it (docs/sandbox.md, "The warm holder"; decision 0039).
 //!
 //! `landlock_restrict_self` copies every rule of the caller's domain into the new one, so a
 //! domain of 6,000 rules (the credential masks of a large workspace) costs about 1.3 ms per

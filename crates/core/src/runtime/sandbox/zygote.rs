@@ -1,4 +1,4 @@
-//! The Landlock fallback's warm holder, Keel's side (decision 0038; the helper's side is
+//! The Landlock fallback's warm holder, Keel's side (decision 0039; the helper's side is
 //! `keel_sandbox::zygote`).
 //!
 //! A contained command under the fallback used to build its own Landlock domain: the profile's
