@@ -265,7 +265,9 @@ type Run = (PathBuf, Vec<String>);
 type Expected = (Line, Vec<Run>, Option<Vec<Run>>);
 
 /// Runs each `(start, script)` under bash (in a subshell each, from `start`), with every
-/// command reaching a handler that records it; the records per script.
+/// command reaching a handler that records it; the records per script. A record is written in
+/// one `write` (its newlines sent as `\x1c`: bash's `printf` flushes at each newline, and the
+/// stages of a pipeline append to the log at the same time).
 fn record(items: &[(PathBuf, String)], home: &Path, scratch: &Path, name: &str) -> Vec<Vec<Run>> {
     // Bash's own directory on the child's `PATH` holds only `bash` (for `bash -c`, whose
     // commands reach the exported handler too).
@@ -278,7 +280,7 @@ fn record(items: &[(PathBuf, String)], home: &Path, scratch: &Path, name: &str) 
          command_not_found_handle() {\n\
            local record=\"$PWD\" word\n\
            for word in \"$@\"; do record+=$'\\x1f'\"$word\"; done\n\
-           builtin printf '%s\\x1e' \"$record\" >> \"$KEEL_LOG\"\n\
+           builtin printf '%s\\x1e' \"${record//$'\\n'/$'\\x1c'}\" >> \"$KEEL_LOG\"\n\
            [[ $1 != grep ]]\n\
          }\n\
          export -f command_not_found_handle\n",
@@ -327,9 +329,10 @@ fn record(items: &[(PathBuf, String)], home: &Path, scratch: &Path, name: &str) 
             continue;
         }
         let mut fields = record.split('\u{1f}');
-        let pwd = fields.next().unwrap();
+        let pwd = fields.next().unwrap().replace('\u{1c}', "\n");
+        let pwd = pwd.as_str();
         let dir = std::fs::canonicalize(pwd).unwrap_or_else(|_| PathBuf::from(pwd));
-        let argv: Vec<String> = fields.map(str::to_owned).collect();
+        let argv: Vec<String> = fields.map(|word| word.replace('\u{1c}', "\n")).collect();
         out[current.expect("a record before the first marker")].push((dir, argv));
     }
     out
