@@ -186,6 +186,21 @@ fn open_status(profile: &Profile) -> Result<std::fs::File> {
         .map_err(Error::OpenStatus)
 }
 
+/// Opens Keel's FIFO ([`Profile::done_fifo`]) for writing without waiting (Keel holds its read
+/// end open before the helper starts). `None` when the profile names none, or it is not a FIFO
+/// or cannot be opened: Keel then waits for the helper's exit, as it would anyway.
+fn open_done(profile: &Profile) -> Option<std::fs::File> {
+    use std::os::unix::fs::{FileTypeExt as _, OpenOptionsExt as _};
+    let path = profile.done_fifo.as_ref()?;
+    let file = std::fs::OpenOptions::new()
+        .write(true)
+        .custom_flags(libc::O_NONBLOCK)
+        .open(path)
+        .ok()?;
+    let fifo = file.metadata().is_ok_and(|meta| meta.file_type().is_fifo());
+    fifo.then_some(file)
+}
+
 /// Writes the status line: the program is confined by `mechanism` (`namespaces`, `landlock`, or
 /// `none`), with `notes` on what is not enforced. Written once confinement is in place and
 /// before the program starts.
@@ -235,8 +250,10 @@ fn run(profile: &Profile, program: &[OsString]) -> i32 {
         Err(error) => return fail(&error),
     };
     if profile.mechanism != Mechanism::Landlock {
+        // Opened here, on the host's file system: init writes to it from inside the new root.
+        let done = open_done(profile);
         match namespaces::enter(profile, ids) {
-            Ok(proxy) => return init::start(profile, ids, program, status, proxy),
+            Ok(proxy) => return init::start(profile, ids, program, status, done, proxy),
             Err(e) => notes.push(format!("namespaces unavailable: {e}")),
         }
     }

@@ -78,6 +78,7 @@ impl Layout {
             masked: vec![self.home.join(".cargo/credentials.toml")],
             env_allow: vec!["PATH".into()],
             mask_ruleset: None,
+            done_fifo: None,
         }
     }
 
@@ -284,4 +285,69 @@ fn the_helper_ends_as_the_program_did() {
         let output = layout.run(&profile, "kill -TERM $$");
         assert_eq!(output.status.signal(), Some(15), "{mechanism:?}");
     }
+}
+
+/// Under namespaces, init says the program is done on Keel's FIFO (`Profile::done_fifo`) only
+/// once its namespace is empty: a daemon the program left running, in a session of its own behind
+/// a double fork, is gone when the line arrives, though the helper itself may not have exited
+/// yet. The line carries the program's end: its exit code or its signal.
+#[test]
+fn init_says_done_only_once_its_namespace_is_empty() {
+    use std::io::Read as _;
+    use std::os::unix::process::ExitStatusExt as _;
+    let layout = Layout::new();
+    let fifo = layout.root.join("done");
+    nix::unistd::mkfifo(&fifo, nix::sys::stat::Mode::S_IRWXU).unwrap();
+    let mut profile = layout.profile(Mechanism::Namespaces);
+    profile.done_fifo = Some(fifo.clone());
+    // Read and write, as Keel opens it: the helper's open does not wait, and no end of file.
+    let mut reader = std::fs::OpenOptions::new()
+        .read(true)
+        .write(true)
+        .open(&fifo)
+        .unwrap();
+    let (lines, received) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
+        let mut line = [0u8; 256];
+        while let Ok(n) = reader.read(&mut line) {
+            let _ = lines.send(String::from_utf8_lossy(&line[..n]).into_owned());
+        }
+    });
+    // The daemon's name is put together by the script, so the helper's own command line (which
+    // holds the script) does not carry it; the program waits until the daemon runs.
+    let daemon = "keel-done-daemon";
+    let script = "d=keel-done; (setsid sh -c 'echo > started; sleep 30; true' \"$d-daemon\" &); \
+                  while [ ! -e started ]; do sleep 0.01; done; exit 7";
+    let file = layout.root.join("profile.json");
+    std::fs::write(&file, serde_json::to_string(&profile).unwrap()).unwrap();
+    let helper = |script: &str| {
+        Command::new(HELPER)
+            .args(["run", "--profile"])
+            .arg(&file)
+            .args(["--", "/bin/sh", "-c", script])
+            .spawn()
+            .unwrap()
+    };
+    let mut child = helper(script);
+    let line = received
+        .recv_timeout(std::time::Duration::from_secs(60))
+        .unwrap();
+    assert_eq!(line, "done nonce-1 code 7\n");
+    assert!(layout.workspace.join("started").exists());
+    let alive: Vec<String> = std::fs::read_dir("/proc")
+        .unwrap()
+        .flatten()
+        .filter_map(|entry| std::fs::read(entry.path().join("cmdline")).ok())
+        .map(|cmdline| text(&cmdline).replace('\0', " "))
+        .filter(|cmdline| cmdline.contains(daemon))
+        .collect();
+    assert!(alive.is_empty(), "left running after done: {alive:?}");
+    assert_eq!(child.wait().unwrap().code(), Some(7));
+
+    let mut child = helper("kill -KILL $$");
+    let line = received
+        .recv_timeout(std::time::Duration::from_secs(60))
+        .unwrap();
+    assert_eq!(line, "done nonce-1 signal 9\n");
+    assert_eq!(child.wait().unwrap().signal(), Some(9));
 }

@@ -263,6 +263,79 @@ async fn background_leftovers_are_ended_when_the_command_exits() {
     assert!(!running_with("60.0202"));
 }
 
+/// The pids of the live processes with `arg` among their arguments whose parent is `parent`.
+fn children_with(parent: u32, arg: &str) -> Vec<i32> {
+    let mut found = Vec::new();
+    for entry in std::fs::read_dir("/proc").unwrap().flatten() {
+        let Some(pid) = entry
+            .file_name()
+            .to_str()
+            .and_then(|n| n.parse::<i32>().ok())
+        else {
+            continue;
+        };
+        let Ok(cmdline) = std::fs::read(entry.path().join("cmdline")) else {
+            continue;
+        };
+        let Ok(stat) = std::fs::read_to_string(entry.path().join("stat")) else {
+            continue;
+        };
+        let ppid = stat
+            .rsplit_once(')')
+            .and_then(|(_, rest)| rest.split_ascii_whitespace().nth(1))
+            .and_then(|p| p.parse::<u32>().ok());
+        if ppid == Some(parent) && cmdline.split(|b| *b == 0).any(|a| a == arg.as_bytes()) {
+            found.push(pid);
+        }
+    }
+    found
+}
+
+/// Under namespaces a command is done once the namespace's init says so (its namespace
+/// emptied, daemons included), not once the helper has exited: with the helper's first stage
+/// stopped, so that it cannot exit, the result still comes, with the program's exit code,
+/// everything it printed, and nothing it started left running.
+#[tokio::test]
+async fn a_command_is_done_when_init_has_emptied_its_namespace_not_when_the_helper_exits() {
+    use nix::sys::signal::{Signal, kill};
+    use nix::unistd::Pid;
+    let ws = Workspace::new();
+    let command = "setsid sleep 60.0301 & seq 1 3000; \
+                   while [ ! -e go ]; do sleep 0.01; done; exit 3";
+    let run = ws.bash(json!({ "command": command }));
+    let stop = async {
+        // The helper's first stage: the child of this process that runs the command.
+        let helper = loop {
+            if let [pid] = children_with(std::process::id(), command)[..] {
+                break Pid::from_raw(pid);
+            }
+            tokio::time::sleep(std::time::Duration::from_millis(10)).await;
+        };
+        kill(helper, Signal::SIGSTOP).unwrap();
+        std::fs::write(ws.root.join("go"), "").unwrap();
+        helper
+    };
+    let (out, helper) = tokio::time::timeout(std::time::Duration::from_secs(60), async {
+        tokio::join!(run, stop)
+    })
+    .await
+    .expect("the command was not reported done while its helper could not exit");
+    let out = out.unwrap();
+    assert_eq!(out.data["sandbox"], json!("namespaces"), "{}", out.text);
+    assert_eq!(out.data["exit_code"], json!(3), "{}", out.text);
+    let printed: String = (1..=3000).map(|i| format!("{i}\n")).collect();
+    assert!(out.text.starts_with(&printed), "{}", out.text);
+    assert!(!running_with("60.0301"), "the daemon outlived its command");
+    // The helper was still there (stopped) when the result came; let it go and it ends.
+    assert!(!children_with(std::process::id(), command).is_empty());
+    kill(helper, Signal::SIGCONT).unwrap();
+    while std::fs::read_to_string(format!("/proc/{helper}/stat"))
+        .is_ok_and(|stat| !stat.contains(") Z"))
+    {
+        tokio::time::sleep(std::time::Duration::from_millis(10)).await;
+    }
+}
+
 #[tokio::test]
 async fn cancellation_kills_the_group_and_progress_streams() {
     let mut ws = Workspace::new();

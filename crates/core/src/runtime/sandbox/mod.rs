@@ -189,6 +189,20 @@ impl StatusDir {
     }
 }
 
+/// Makes the FIFO `path` (mode `0600`, in the private status directory); `false` when it cannot.
+fn make_fifo(path: &Path) -> bool {
+    match nix::unistd::mkfifo(
+        path,
+        nix::sys::stat::Mode::S_IRUSR | nix::sys::stat::Mode::S_IWUSR,
+    ) {
+        Ok(()) => true,
+        Err(e) => {
+            tracing::debug!(path = %path.display(), error = %e, "no done FIFO; waiting for the helper's exit");
+            false
+        }
+    }
+}
+
 /// A fresh private directory in `/dev/shm`, when `scratch` is not in memory already.
 #[expect(
     clippy::disallowed_types,
@@ -558,6 +572,12 @@ impl super::Runtime {
             .unwrap_or(&dir)
             .join(format!("{}.status", uuid::Uuid::new_v4().simple()));
         let (mut profile, guarded) = self.profile(cwd, &nonce, &status_file, tmp_dir, staging_dir);
+        // A command Keel waits on itself is reported done from init's line on this FIFO, before
+        // the helper's exit (`runtime::process`); the editor's terminal waits for the exit.
+        let done_fifo = local
+            .then(|| status_file.with_extension("done"))
+            .filter(|fifo| make_fifo(fifo));
+        profile.done_fifo.clone_from(&done_fifo);
         if !spec.settings.network
             && !self.contained
             && let Some(gate) = &self.inner.proxy.gate
@@ -614,6 +634,7 @@ impl super::Runtime {
                 profile_file,
                 status_file,
                 guarded,
+                done_fifo,
             }),
             mask,
             unconfined: None,
@@ -708,6 +729,7 @@ impl super::Runtime {
             proxy: None,
             masked,
             mask_ruleset: None,
+            done_fifo: None,
             env_allow,
         };
         (profile, guarded)
