@@ -110,6 +110,12 @@ pub fn main(_prefix: &[OsString], args: Vec<OsString>) -> i32 {
         let _ = writeln!(std::io::stdout(), "{HELPER_BUILD}");
         return 0;
     }
+    // `keep SOCKET`: the session's namespace keeper (module `keeper`).
+    if let [keep, socket] = &args[..]
+        && keep == "keep"
+    {
+        return crate::keeper::keep(Path::new(socket));
+    }
     let parsed = match parse(args) {
         Ok(parsed) => parsed,
         Err(error) => return fail(&error),

@@ -89,6 +89,12 @@ pub struct Profile {
     /// for the helper's exit.
     #[serde(default)]
     pub done_fifo: Option<PathBuf>,
+    /// The session's namespace keeper (`keel-sandbox keep SOCKET`), with the network off: the
+    /// helper joins its user namespace and takes a fresh network namespace it made ahead of
+    /// time, instead of creating one on the command's path. `None`, or a keeper that is gone
+    /// or does not answer at once: the helper creates its own.
+    #[serde(default)]
+    pub keeper: Option<PathBuf>,
 }
 
 /// The line init writes to [`Profile::done_fifo`] once its namespace is empty: the profile's

@@ -79,6 +79,7 @@ impl Layout {
             env_allow: vec!["PATH".into()],
             mask_ruleset: None,
             done_fifo: None,
+            keeper: None,
         }
     }
 
@@ -350,4 +351,68 @@ fn init_says_done_only_once_its_namespace_is_empty() {
         .unwrap();
     assert_eq!(line, "done nonce-1 signal 9\n");
     assert_eq!(child.wait().unwrap().signal(), Some(9));
+}
+
+/// The namespace keeper (`keel-sandbox keep SOCKET`) hands each command a network namespace it
+/// made ahead, offline but for the loopback, and one command's only: the next gets another. It
+/// serves its parent's children only: a helper started by another process makes its own.
+#[test]
+fn the_keeper_hands_each_child_of_its_parent_a_network_namespace_of_its_own() {
+    let layout = Layout::new();
+    let socket = layout.root.join("keeper.sock");
+    let mut keeper = Command::new(HELPER)
+        .arg("keep")
+        .arg(&socket)
+        .spawn()
+        .unwrap();
+    let host = std::fs::read_link("/proc/self/ns/net").unwrap();
+    // The keeper's spare namespace, once it has made it.
+    let spare = || loop {
+        let spare = std::fs::read_link(format!("/proc/{}/ns/net", keeper.id())).unwrap();
+        if spare != host && socket.exists() {
+            return text(spare.as_os_str().as_encoded_bytes());
+        }
+        std::thread::sleep(std::time::Duration::from_millis(10));
+    };
+    let mut profile = layout.profile(Mechanism::Namespaces);
+    profile.keeper = Some(socket.clone());
+    let script = "readlink /proc/self/ns/net; tail -n +3 /proc/net/dev | cut -d: -f1 | tr -d ' '";
+    let network = |output: Output| {
+        assert!(output.status.success(), "{}", text(&output.stderr));
+        text(&output.stdout)
+    };
+    let first = spare();
+    assert_eq!(
+        network(layout.run(&profile, script)),
+        format!("{first}\nlo\n")
+    );
+    let second = spare();
+    assert_ne!(first, second);
+    assert_eq!(
+        network(layout.run(&profile, script)),
+        format!("{second}\nlo\n")
+    );
+
+    // Started by another process (a shell), the helper is refused and makes its own namespace.
+    let third = spare();
+    let file = layout.root.join("profile.json");
+    let nested = Command::new("/bin/sh")
+        .arg("-c")
+        .arg(format!(
+            "{HELPER} run --profile {} -- /bin/sh -c \"$0\"; true",
+            file.display()
+        ))
+        .arg(script)
+        .output()
+        .unwrap();
+    let own = network(nested);
+    assert!(own.ends_with("\nlo\n"), "{own}");
+    assert_ne!(own, format!("{third}\nlo\n"));
+    assert_eq!(
+        spare(),
+        third,
+        "the keeper handed its namespace to a stranger"
+    );
+    keeper.kill().unwrap();
+    keeper.wait().unwrap();
 }

@@ -177,6 +177,7 @@ fn the_helper_applies_the_handed_ruleset_and_closes_it() {
         env_allow: vec!["PATH".into()],
         mask_ruleset: Some(fd.raw()),
         done_fifo: None,
+        keeper: None,
     };
     let file = root.join("profile.json");
     std::fs::write(&file, serde_json::to_string(&profile).unwrap()).unwrap();

@@ -236,6 +236,7 @@ impl Layout {
             env_allow: super::profile::default_env_allow(),
             mask_ruleset: None,
             done_fifo: None,
+            keeper: None,
         }
     }
 }

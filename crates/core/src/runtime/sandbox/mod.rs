@@ -18,6 +18,7 @@ pub mod check;
 mod confinement;
 pub mod credentials;
 pub mod guard;
+pub(crate) mod keeper;
 pub mod mask;
 pub mod proxy;
 pub mod server;
@@ -578,6 +579,11 @@ impl super::Runtime {
             .then(|| status_file.with_extension("done"))
             .filter(|fifo| make_fifo(fifo));
         profile.done_fifo.clone_from(&done_fifo);
+        // The session's keeper holds each command's network namespace ready; the editor's
+        // terminal is not Keel's child, which is all the keeper serves.
+        if local && !profile.network && profile.mechanism != Mechanism::Landlock {
+            profile.keeper = self.inner.keeper.socket(helper, helper_prefix, &dir);
+        }
         if !spec.settings.network
             && !self.contained
             && let Some(gate) = &self.inner.proxy.gate
@@ -730,6 +736,7 @@ impl super::Runtime {
             masked,
             mask_ruleset: None,
             done_fifo: None,
+            keeper: None,
             env_allow,
         };
         (profile, guarded)
