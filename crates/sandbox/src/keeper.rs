@@ -6,6 +6,8 @@
 //! only: once handed out, the keeper makes the next one. Its mount, PID and inner user
 //! namespaces each command still makes for itself.
 //!
+//! It ends when Keel does: its standard input is a pipe only Keel holds.
+//!
 //! Only Keel's own children are served (the peer's parent must be the keeper's parent, checked
 //! with `SO_PEERCRED` and `/proc`): a command's program never is (it runs under the helper),
 //! and outside the fallback it cannot reach the socket at all (it is not in its root). When the
@@ -24,7 +26,6 @@ use std::path::Path;
 use std::time::Duration;
 
 use nix::sched::{CloneFlags, setns, unshare};
-use nix::sys::signal::Signal;
 use nix::sys::socket::{
     ControlMessage, ControlMessageOwned, MsgFlags, getsockopt, recvmsg, sendmsg,
     sockopt::PeerCredentials,
@@ -47,7 +48,6 @@ pub(crate) fn keep(socket: &Path) -> i32 {
 }
 
 fn serve(socket: &Path) -> Result<std::convert::Infallible> {
-    let _ = nix::sys::prctl::set_pdeathsig(Signal::SIGKILL);
     let parent = getppid();
     if parent.as_raw() == 1 {
         return Err(Error::Orphaned);
@@ -66,6 +66,9 @@ fn serve(socket: &Path) -> Result<std::convert::Infallible> {
         loopback_up().map_err(|e| Error::sys("the loopback", e))?;
         let net = namespace_file("net")?;
         loop {
+            if !keel_alive(&listener) {
+                std::process::exit(0);
+            }
             let Ok((stream, _)) = listener.accept() else {
                 continue;
             };
@@ -85,6 +88,38 @@ fn serve(socket: &Path) -> Result<std::convert::Infallible> {
                 break;
             }
         }
+    }
+}
+
+/// Waits until a helper connects to `listener` (`true`) or Keel is gone (`false`): the keeper's
+/// standard input is a pipe whose other end only Keel holds, so its end of file is Keel's end,
+/// however Keel ended. (Not a parent death signal: that follows the thread that started the
+/// keeper, and Keel's threads come and go.)
+fn keel_alive(listener: &UnixListener) -> bool {
+    let mut fds = [
+        libc::pollfd {
+            fd: listener.as_raw_fd(),
+            events: libc::POLLIN,
+            revents: 0,
+        },
+        libc::pollfd {
+            fd: libc::STDIN_FILENO,
+            events: libc::POLLIN,
+            revents: 0,
+        },
+    ];
+    loop {
+        // SAFETY: `fds` is a live array of two `pollfd`s, and its length is passed with it.
+        #[expect(
+            unsafe_code,
+            reason = "poll(2) has no wrapper in the enabled nix features (see SAFETY)"
+        )]
+        let ready = unsafe { libc::poll(fds.as_mut_ptr(), 2, -1) };
+        if ready < 0 && nix::errno::Errno::last() == nix::errno::Errno::EINTR {
+            continue;
+        }
+        // Standard input readable, hung up or invalid: Keel is gone (Keel never writes to it).
+        return ready > 0 && fds[1].revents == 0;
     }
 }
 

@@ -363,6 +363,7 @@ fn the_keeper_hands_each_child_of_its_parent_a_network_namespace_of_its_own() {
     let mut keeper = Command::new(HELPER)
         .arg("keep")
         .arg(&socket)
+        .stdin(std::process::Stdio::piped())
         .spawn()
         .unwrap();
     let host = std::fs::read_link("/proc/self/ns/net").unwrap();
@@ -413,6 +414,7 @@ fn the_keeper_hands_each_child_of_its_parent_a_network_namespace_of_its_own() {
         third,
         "the keeper handed its namespace to a stranger"
     );
-    keeper.kill().unwrap();
-    keeper.wait().unwrap();
+    // Its parent gone (its standard input closed), it exits.
+    drop(keeper.stdin.take());
+    assert!(keeper.wait().unwrap().success());
 }

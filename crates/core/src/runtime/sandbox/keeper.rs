@@ -4,7 +4,8 @@
 //! the command's path. Started at a session's first command that has the network off, and again
 //! at the next command when it was killed; one that exits on its own cannot serve here and is
 //! not started again. A command that finds no keeper answering makes its own namespaces, as
-//! before. Killed with the session (and, by its parent death signal, with Keel).
+//! before. Killed with the session; it exits when Keel does (its standard input, a pipe whose
+//! other end Keel holds, ends).
 
 use std::path::{Path, PathBuf};
 use std::sync::Mutex;
@@ -57,7 +58,8 @@ impl Keeper {
             .arg("keep")
             .arg(&socket)
             .env_clear()
-            .stdin(std::process::Stdio::null())
+            // Its end of file is Keel's end (the keeper then exits), however Keel ends.
+            .stdin(std::process::Stdio::piped())
             .stdout(std::process::Stdio::null())
             .stderr(std::process::Stdio::null())
             .process_group(0)
