@@ -575,7 +575,8 @@ impl super::Runtime {
         let (mut profile, guarded) = self.profile(cwd, &nonce, &status_file, tmp_dir, staging_dir);
         // A command Keel waits on itself is reported done from init's line on this FIFO, before
         // the helper's exit (`runtime::process`); the editor's terminal waits for the exit.
-        let done_fifo = local
+        // (Only under namespaces: the fallback has no init to write it.)
+        let done_fifo = (local && profile.mechanism != Mechanism::Landlock)
             .then(|| status_file.with_extension("done"))
             .filter(|fifo| make_fifo(fifo));
         profile.done_fifo.clone_from(&done_fifo);
