@@ -132,17 +132,8 @@ async fn model_share(mock: &MockModel, raw: &dyn keel_core::provider::Provider) 
     started.elapsed()
 }
 
-async fn in_process(mock: &MockModel, scratch: &Path) {
-    let mut config = EngineConfig::new(Arc::new(|_: &str| None), scratch.to_path_buf());
-    config.providers = vec![provider(mock)];
-    config.model = Some("anthropic/bench-model".into());
-    config.manifest = config
-        .manifest
-        .with_shell(ShellRunRequirement::any_args("*"));
-    let bare_engine = Engine::new(config.clone());
-    let factory: Arc<dyn SessionFactory> = Arc::new(EngineSessions::new(Engine::new(config)));
-    let raw = provider(mock).build().unwrap();
-
+/// `initialize` round trips, each on a fresh connection to the in-process server.
+async fn initialize_round_trips(factory: &Arc<dyn SessionFactory>) -> Vec<Duration> {
     let mut initialize = Vec::new();
     for run in 0..WARMUP + ROUND_TRIPS {
         let (agent_end, client_end) = pipe();
@@ -158,19 +149,19 @@ async fn in_process(mock: &MockModel, scratch: &Path) {
         client.close().await.unwrap();
         server.await.unwrap().unwrap();
     }
+    initialize
+}
 
-    let (agent_end, client_end) = pipe();
-    let _server = tokio::spawn(keel_acp::server::serve(factory.clone(), agent_end));
-    let client = TestClient::connect(ClientOptions::default(), client_end)
-        .await
-        .unwrap();
-    client.initialize().await.unwrap();
+/// `session/new` round trips in `root`, and the time until each session is open.
+async fn new_session_round_trips(
+    client: &TestClient,
+    root: &Path,
+) -> (Vec<Duration>, Vec<Duration>) {
     let mut new_session = Vec::new();
     let mut session_open = Vec::new();
-    let (_dir, root) = workspace();
     for run in 0..WARMUP + ROUND_TRIPS {
         let started = Instant::now();
-        let session = client.new_session(&root, &[]).await.unwrap().session_id;
+        let session = client.new_session(root, &[]).await.unwrap().session_id;
         let created = started.elapsed();
         // The engine session opens in the background; a slash command waits for it.
         client.prompt(&session, "/help").await.unwrap();
@@ -179,14 +170,17 @@ async fn in_process(mock: &MockModel, scratch: &Path) {
             session_open.push(started.elapsed());
         }
     }
+    (new_session, session_open)
+}
 
-    // The engine's share of session/new: opening a session directly.
+/// The engine's share of session/new: opening a session directly.
+fn engine_opens(engine: &Engine, root: &Path) -> Vec<Duration> {
     let mut open_session = Vec::new();
     for run in 0..WARMUP + ROUND_TRIPS {
         let started = Instant::now();
-        let session = bare_engine
+        let session = engine
             .open_session(SessionOptions {
-                roots: vec![root.clone()],
+                roots: vec![root.to_path_buf()],
                 interactive: true,
                 ..SessionOptions::default()
             })
@@ -196,18 +190,30 @@ async fn in_process(mock: &MockModel, scratch: &Path) {
         }
         session.close();
     }
+    open_session
+}
 
-    // Its biggest parts: the tool registry and the permission rules.
-    let mut registry = Vec::new();
-    let mut policy = Vec::new();
-    let mut model = Vec::new();
+/// The biggest parts of opening a session: the tool registry, the permission rules and
+/// resolving the model.
+struct OpenParts {
+    registry: Vec<Duration>,
+    policy: Vec<Duration>,
+    model: Vec<Duration>,
+}
+
+fn open_parts(engine: &Engine, root: &Path) -> OpenParts {
+    let mut parts = OpenParts {
+        registry: Vec::new(),
+        policy: Vec::new(),
+        model: Vec::new(),
+    };
     for run in 0..WARMUP + ROUND_TRIPS {
         let started = Instant::now();
-        bare_engine.registry().unwrap();
+        engine.registry().unwrap();
         let built = started.elapsed();
         let started = Instant::now();
         keel_core::policy::Policy::load(
-            &root,
+            root,
             None,
             keel_core::policy::Mode::Allowlist,
             false,
@@ -216,19 +222,28 @@ async fn in_process(mock: &MockModel, scratch: &Path) {
         .unwrap();
         let loaded = started.elapsed();
         let started = Instant::now();
-        let slot = bare_engine.resolve_model(None);
+        let slot = engine.resolve_model(None);
         assert!(slot.resolved.is_ok());
         if run >= WARMUP {
-            registry.push(built);
-            policy.push(loaded);
-            model.push(started.elapsed());
+            parts.registry.push(built);
+            parts.policy.push(loaded);
+            parts.model.push(started.elapsed());
         }
     }
+    parts
+}
 
+/// The read/edit/bash turn in a fresh session and workspace each time, and the model's share of
+/// each (the same replies through the provider alone).
+async fn timed_turns(
+    client: &TestClient,
+    mock: &MockModel,
+    raw: &dyn keel_core::provider::Provider,
+) -> (Vec<Duration>, Vec<Duration>) {
     let mut turns = Vec::new();
     let mut models = Vec::new();
     for run in 0..WARMUP + TURNS {
-        let model = model_share(mock, raw.as_ref()).await;
+        let model = model_share(mock, raw).await;
         let (_dir, root) = workspace();
         let session = client.new_session(&root, &[]).await.unwrap().session_id;
         client.prompt(&session, "/help").await.unwrap();
@@ -247,6 +262,33 @@ async fn in_process(mock: &MockModel, scratch: &Path) {
             models.push(model);
         }
     }
+    (turns, models)
+}
+
+async fn in_process(mock: &MockModel, scratch: &Path) {
+    let mut config = EngineConfig::new(Arc::new(|_: &str| None), scratch.to_path_buf());
+    config.providers = vec![provider(mock)];
+    config.model = Some("anthropic/bench-model".into());
+    config.manifest = config
+        .manifest
+        .with_shell(ShellRunRequirement::any_args("*"));
+    let bare_engine = Engine::new(config.clone());
+    let factory: Arc<dyn SessionFactory> = Arc::new(EngineSessions::new(Engine::new(config)));
+    let raw = provider(mock).build().unwrap();
+
+    let initialize = initialize_round_trips(&factory).await;
+
+    let (agent_end, client_end) = pipe();
+    let _server = tokio::spawn(keel_acp::server::serve(factory.clone(), agent_end));
+    let client = TestClient::connect(ClientOptions::default(), client_end)
+        .await
+        .unwrap();
+    client.initialize().await.unwrap();
+    let (_dir, root) = workspace();
+    let (new_session, session_open) = new_session_round_trips(&client, &root).await;
+    let open_session = engine_opens(&bare_engine, &root);
+    let parts = open_parts(&bare_engine, &root);
+    let (turns, models) = timed_turns(&client, mock, raw.as_ref()).await;
     let agent: Vec<Duration> = turns
         .iter()
         .zip(&models)
@@ -258,9 +300,9 @@ async fn in_process(mock: &MockModel, scratch: &Path) {
     report("session/new round trip", new_session);
     report("  until the session is open (/help answered)", session_open);
     report("  engine.open_session alone", open_session);
-    report("    of which the tool registry", registry);
-    report("    of which the permission rules", policy);
-    report("    of which resolving the model", model);
+    report("    of which the tool registry", parts.registry);
+    report("    of which the permission rules", parts.policy);
+    report("    of which resolving the model", parts.model);
     report("read/edit/bash turn, 4 requests, 2 approvals", turns);
     report("  model share (same replies, provider only)", models);
     report("  agent time (turn - model share)", agent);

@@ -21,7 +21,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use agent_client_protocol::v1::schema::{PermissionOptionKind, StopReason};
+use agent_client_protocol::v1::schema::{PermissionOptionKind, SessionId, StopReason};
 use keel_testkit::acp_client::{ClientOptions, PermissionReply, TestClient, isolated_env};
 use keel_testkit::measure::{
     MachineCpu, StallProbe, children_cpu_time, cpu_time, load_average, status_kib, vmstat,
@@ -230,11 +230,9 @@ fn left_behind(roots: &[PathBuf]) -> usize {
         .count()
 }
 
-async fn concurrent_sessions(mock: &MockModel, mean_delay: Duration) {
-    MODEL_DELAY_MS.store(
-        u64::try_from(mean_delay.as_millis()).unwrap(),
-        Ordering::Relaxed,
-    );
+/// One workspace a session, each holding its own counter at 0: the guards and the canonical
+/// paths.
+fn counter_workspaces() -> (Vec<tempfile::TempDir>, Vec<PathBuf>) {
     let mut dirs = Vec::new();
     let mut roots = Vec::new();
     for session in 0..SESSIONS {
@@ -248,16 +246,14 @@ async fn concurrent_sessions(mock: &MockModel, mean_delay: Duration) {
         roots.push(root);
         dirs.push(dir);
     }
-    let keel = spawn(mock, &roots[0], SESSIONS * TURNS_EACH * 2).await;
-    let client = Arc::new(keel.client);
-    let mut sessions = Vec::new();
-    for root in &roots {
-        sessions.push(client.new_session(root, &[]).await.unwrap().session_id);
-    }
+    (dirs, roots)
+}
+
+/// The largest `VmRSS` of `pid` seen, sampled every 20 ms until the task is aborted.
+fn sample_peak_rss(pid: u32) -> (Arc<AtomicU64>, tokio::task::JoinHandle<()>) {
     let peak = Arc::new(AtomicU64::new(0));
     let sampler = {
         let peak = peak.clone();
-        let pid = keel.pid;
         tokio::spawn(async move {
             loop {
                 if let Some(rss) = status_kib(pid, "VmRSS") {
@@ -267,77 +263,153 @@ async fn concurrent_sessions(mock: &MockModel, mean_delay: Duration) {
             }
         })
     };
-    let started = Instant::now();
-    let cpu_before = cpu_time(keel.pid);
-    let own_cpu_before = cpu_time(std::process::id());
-    let commands_cpu_before = children_cpu_time(keel.pid);
-    let machine_before = MachineCpu::now();
-    let faults_before = (vmstat("pgmajfault"), vmstat("pgscan_direct"));
-    let probe = StallProbe::start().unwrap();
+    (peak, sampler)
+}
+
+/// A turn's times: the whole turn, the model's thinking (what the mock actually waited, at
+/// least the nominal delays), and the nominal delays.
+type TurnTimes = (Duration, Duration, Duration);
+
+/// What one session's turns gave: each turn's times, each turn's overhead split into
+/// [`PHASES`], and the turns that failed.
+struct SessionRun {
+    times: Vec<TurnTimes>,
+    parts: Vec<[Duration; PHASES.len()]>,
+    errors: usize,
+}
+
+/// Session `index`'s [`TURNS_EACH`] turns, one after the other.
+async fn run_session(
+    client: Arc<TestClient>,
+    session: SessionId,
+    index: usize,
+    mean_delay: Duration,
+) -> SessionRun {
+    let mut run = SessionRun {
+        times: Vec::new(),
+        parts: Vec::new(),
+        errors: 0,
+    };
+    // With a thinking model, sessions start spread over a second, as an editor's threads
+    // do not all send at once (the saturated run starts them together).
+    if !mean_delay.is_zero() {
+        tokio::time::sleep(Duration::from_millis(20) * u32::try_from(index).unwrap()).await;
+    }
+    for turn in 0..TURNS_EACH {
+        let waited_before = waited(index).load(Ordering::Relaxed);
+        arrivals(index).lock().unwrap().clear();
+        let asked = Instant::now();
+        match client
+            .prompt(&session, &format!("session {index} turn {turn}"))
+            .await
+        {
+            Ok(answer) if answer.stop_reason == StopReason::EndTurn => {}
+            _ => run.errors += 1,
+        }
+        let ended = Instant::now();
+        let waited_at_end = waited(index).load(Ordering::Relaxed);
+        run.parts.extend(phases(
+            asked,
+            &arrivals(index).lock().unwrap(),
+            ended,
+            waited_at_end,
+        ));
+        let nominal: Duration = (0..REQUESTS_A_TURN as usize)
+            .map(|step| model_delay(index, turn, step))
+            .sum();
+        let actual = Duration::from_nanos(waited_at_end - waited_before);
+        run.times
+            .push((ended - asked, actual.max(nominal), nominal));
+    }
+    run
+}
+
+/// Every session's turns at once, gathered.
+async fn run_sessions(
+    client: &Arc<TestClient>,
+    sessions: &[SessionId],
+    mean_delay: Duration,
+) -> SessionRun {
     let mut runs = Vec::new();
     for (index, session) in sessions.iter().enumerate() {
-        let client = client.clone();
-        let session = session.clone();
-        runs.push(tokio::spawn(async move {
-            let mut times = Vec::new();
-            let mut parts = Vec::new();
-            let mut errors = 0;
-            // With a thinking model, sessions start spread over a second, as an editor's threads
-            // do not all send at once (the saturated run starts them together).
-            if !mean_delay.is_zero() {
-                tokio::time::sleep(Duration::from_millis(20) * u32::try_from(index).unwrap()).await;
-            }
-            for turn in 0..TURNS_EACH {
-                let waited_before = waited(index).load(Ordering::Relaxed);
-                arrivals(index).lock().unwrap().clear();
-                let asked = Instant::now();
-                match client
-                    .prompt(&session, &format!("session {index} turn {turn}"))
-                    .await
-                {
-                    Ok(answer) if answer.stop_reason == StopReason::EndTurn => {}
-                    _ => errors += 1,
-                }
-                let ended = Instant::now();
-                let waited_at_end = waited(index).load(Ordering::Relaxed);
-                parts.extend(phases(
-                    asked,
-                    &arrivals(index).lock().unwrap(),
-                    ended,
-                    waited_at_end,
-                ));
-                let nominal: Duration = (0..REQUESTS_A_TURN as usize)
-                    .map(|step| model_delay(index, turn, step))
-                    .sum();
-                let actual = Duration::from_nanos(waited_at_end - waited_before);
-                times.push((ended - asked, actual.max(nominal), nominal));
-            }
-            (times, parts, errors)
-        }));
+        runs.push(tokio::spawn(run_session(
+            client.clone(),
+            session.clone(),
+            index,
+            mean_delay,
+        )));
     }
-    let mut times = Vec::new();
-    let mut parts = Vec::new();
-    let mut errors = 0;
+    let mut all = SessionRun {
+        times: Vec::new(),
+        parts: Vec::new(),
+        errors: 0,
+    };
     for run in runs {
-        let (run_times, run_parts, run_errors) = run.await.unwrap();
-        times.extend(run_times);
-        parts.extend(run_parts);
-        errors += run_errors;
+        let run = run.await.unwrap();
+        all.times.extend(run.times);
+        all.parts.extend(run.parts);
+        all.errors += run.errors;
     }
-    let wall = started.elapsed();
-    let cpu = cpu_time(keel.pid) - cpu_before;
-    let own_cpu = cpu_time(std::process::id()) - own_cpu_before;
-    let commands_cpu = children_cpu_time(keel.pid) - commands_cpu_before;
-    let machine = MachineCpu::now().since(machine_before);
-    let faults = (
-        vmstat("pgmajfault") - faults_before.0,
-        vmstat("pgscan_direct") - faults_before.1,
-    );
-    let stalls = probe.stop();
-    sampler.abort();
-    // Every session's own answers, and its own counter, bumped once per turn.
+    all
+}
+
+/// The counters a run's costs are read from, taken before its first prompt.
+struct Meter {
+    started: Instant,
+    cpu: Duration,
+    own_cpu: Duration,
+    commands_cpu: Duration,
+    machine: MachineCpu,
+    faults: (u64, u64),
+    probe: StallProbe,
+}
+
+/// What a run cost: its wall time, the CPU time of `keel acp`, of this process and of the
+/// commands, the machine's, page faults and reclaim, and the machine's pauses.
+struct Costs {
+    wall: Duration,
+    cpu: Duration,
+    own_cpu: Duration,
+    commands_cpu: Duration,
+    machine: MachineCpu,
+    faults: (u64, u64),
+    stalls: keel_testkit::measure::Stalls,
+}
+
+impl Meter {
+    fn start(pid: u32) -> Self {
+        Meter {
+            started: Instant::now(),
+            cpu: cpu_time(pid),
+            own_cpu: cpu_time(std::process::id()),
+            commands_cpu: children_cpu_time(pid),
+            machine: MachineCpu::now(),
+            faults: (vmstat("pgmajfault"), vmstat("pgscan_direct")),
+            probe: StallProbe::start().unwrap(),
+        }
+    }
+
+    fn stop(self, pid: u32) -> Costs {
+        Costs {
+            wall: self.started.elapsed(),
+            cpu: cpu_time(pid) - self.cpu,
+            own_cpu: cpu_time(std::process::id()) - self.own_cpu,
+            commands_cpu: children_cpu_time(pid) - self.commands_cpu,
+            machine: MachineCpu::now().since(self.machine),
+            faults: (
+                vmstat("pgmajfault") - self.faults.0,
+                vmstat("pgscan_direct") - self.faults.1,
+            ),
+            stalls: self.probe.stop(),
+        }
+    }
+}
+
+/// The sessions that did not get their own answers, or whose counter was not bumped once per
+/// turn.
+fn with_cross_talk(client: &TestClient, sessions: &[SessionId], roots: &[PathBuf]) -> usize {
     let mut cross_talk = 0;
-    for (index, (session, root)) in sessions.iter().zip(&roots).enumerate() {
+    for (index, (session, root)) in sessions.iter().zip(roots).enumerate() {
         let said: String = client
             .updates(session)
             .iter()
@@ -363,15 +435,15 @@ async fn concurrent_sessions(mock: &MockModel, mean_delay: Duration) {
             cross_talk += 1;
         }
     }
-    let final_rss = status_kib(keel.pid, "VmRSS").unwrap_or(0);
-    let hwm = status_kib(keel.pid, "VmHWM").unwrap_or(0);
-    let agent: Vec<Duration> = times.iter().map(|(turn, ..)| *turn).collect();
-    let client = Arc::into_inner(client).unwrap();
-    client.close().await.unwrap();
-    tokio::time::sleep(Duration::from_millis(500)).await;
-    let leftovers = left_behind(&roots);
-    let mut agent = agent;
+    cross_talk
+}
+
+/// The run's header, wall time, turn latency and the agent's overhead (by phase when the model
+/// thinks).
+fn report_turns(mean_delay: Duration, wall: Duration, run: &mut SessionRun) {
+    let times = &run.times;
     let turns = times.len();
+    let mut agent: Vec<Duration> = times.iter().map(|(turn, ..)| *turn).collect();
     // The agent's overhead in a turn: everything but the model's thinking (the time the mock
     // actually waited before each answer); commands, approvals and loopback round trips count
     // as overhead. Against the nominal delays, the mock's own lateness would count too.
@@ -417,25 +489,51 @@ async fn concurrent_sessions(mock: &MockModel, mean_delay: Duration) {
         );
     }
     if !mean_delay.is_zero() {
-        report_phases(&mut parts);
+        report_phases(&mut run.parts);
     }
+}
+
+/// How a run ended for `keel acp`: its memory (kB), the failed turns, the sessions with cross
+/// talk and the processes left behind.
+struct Ending {
+    hwm: u64,
+    peak_sampled: u64,
+    final_rss: u64,
+    errors: usize,
+    cross_talk: usize,
+    leftovers: usize,
+}
+
+/// The run's memory, CPU time (`keel acp`'s, the commands', the bench's, the machine's), the
+/// machine's pauses and the failures.
+fn report_costs(costs: &Costs, turns: usize, ending: &Ending) {
+    let Costs {
+        cpu,
+        own_cpu,
+        commands_cpu,
+        machine,
+        faults,
+        stalls,
+        ..
+    } = costs;
+    let turns = u32::try_from(turns).unwrap();
     println!(
         "  keel acp RSS: peak (VmHWM) {:.1} MiB, sampled max {:.1} MiB, at the end {:.1} MiB",
-        hwm as f64 / 1024.0,
-        peak.load(Ordering::Relaxed) as f64 / 1024.0,
-        final_rss as f64 / 1024.0
+        ending.hwm as f64 / 1024.0,
+        ending.peak_sampled as f64 / 1024.0,
+        ending.final_rss as f64 / 1024.0
     );
     println!(
         "  keel acp CPU time: {cpu:.2?} in all, {:.2?} a turn (the agent's own work; commands, sandbox helpers and the mock are other processes)",
-        cpu / u32::try_from(turns).unwrap()
+        *cpu / turns
     );
     println!(
         "  commands' CPU time (sandbox helper, bash, cat): {commands_cpu:.2?} in all, {:.2?} a turn",
-        commands_cpu / u32::try_from(turns).unwrap()
+        *commands_cpu / turns
     );
     println!(
         "  the bench's own CPU time (client and mock model): {own_cpu:.2?} in all, {:.2?} a turn",
-        own_cpu / u32::try_from(turns).unwrap()
+        *own_cpu / turns
     );
     println!(
         "  the machine (/proc/stat): {:.2?} busy; {:.2?} stolen by the hypervisor (time this machine's CPUs were ready to run and did not)",
@@ -453,8 +551,45 @@ async fn concurrent_sessions(mock: &MockModel, mean_delay: Duration) {
         stalls.long_total,
     );
     println!(
-        "  errors {errors}, sessions with cross talk {cross_talk}, processes left behind {leftovers}"
+        "  errors {}, sessions with cross talk {}, processes left behind {}",
+        ending.errors, ending.cross_talk, ending.leftovers
     );
+}
+
+async fn concurrent_sessions(mock: &MockModel, mean_delay: Duration) {
+    MODEL_DELAY_MS.store(
+        u64::try_from(mean_delay.as_millis()).unwrap(),
+        Ordering::Relaxed,
+    );
+    let (dirs, roots) = counter_workspaces();
+    let keel = spawn(mock, &roots[0], SESSIONS * TURNS_EACH * 2).await;
+    let client = Arc::new(keel.client);
+    let mut sessions = Vec::new();
+    for root in &roots {
+        sessions.push(client.new_session(root, &[]).await.unwrap().session_id);
+    }
+    let (peak, sampler) = sample_peak_rss(keel.pid);
+    let meter = Meter::start(keel.pid);
+    let mut run = run_sessions(&client, &sessions, mean_delay).await;
+    let costs = meter.stop(keel.pid);
+    sampler.abort();
+    // Every session's own answers, and its own counter, bumped once per turn.
+    let cross_talk = with_cross_talk(&client, &sessions, &roots);
+    let final_rss = status_kib(keel.pid, "VmRSS").unwrap_or(0);
+    let hwm = status_kib(keel.pid, "VmHWM").unwrap_or(0);
+    let client = Arc::into_inner(client).unwrap();
+    client.close().await.unwrap();
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    let ending = Ending {
+        hwm,
+        peak_sampled: peak.load(Ordering::Relaxed),
+        final_rss,
+        errors: run.errors,
+        cross_talk,
+        leftovers: left_behind(&roots),
+    };
+    report_turns(mean_delay, costs.wall, &mut run);
+    report_costs(&costs, run.times.len(), &ending);
     drop(dirs);
 }
 

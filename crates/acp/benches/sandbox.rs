@@ -39,7 +39,9 @@ use keel_testkit::measure::{children_cpu_time, load_average};
 use keel_testkit::mock_model::{MockModel, Turn};
 use serde_json::json;
 
-use keel_core::runtime::sandbox::{DEFAULT_HOME_READABLE, Mechanism, Profile};
+use keel_core::runtime::sandbox::{
+    Classify, CredentialIndex, DEFAULT_HOME_READABLE, Mechanism, Profile,
+};
 use nix::time::{ClockId, clock_gettime};
 
 const WARMUP: usize = 5;
@@ -308,73 +310,90 @@ fn main() {
     println!("load after: {}", load_average());
 }
 
-/// The contained profile's cost over the approved one, in a workspace of 100,000 files holding
-/// 50 credential files: the credential list per command (the index, warm: one inotify drain)
-/// and the helper with 50 masks against the same helper without them. Under the fallback also
-/// with the masks as the ruleset Keel builds once (`mask::MaskRulesets`, decision 0033): its
-/// first build, its check per command (warm: one inotify drain), and the helper applying it.
-/// `KEEL_BENCH_ONLY=contained` runs this alone, under the fallback.
-fn contained_cost(
-    base: &Path,
-    me: &Path,
-    program_dir: &Path,
-    helper: &str,
-    mechanisms: &[Mechanism],
-) {
-    const DIRS: usize = 1000;
-    const FILES: usize = 100;
-    const SECRETS: usize = 50;
+/// The contained profile's workspace (`big/` under the base): this many directories of
+/// [`BIG_FILES`] empty files each, with [`BIG_SECRETS`] `.env` files spread among them.
+const BIG_DIRS: usize = 1000;
+const BIG_FILES: usize = 100;
+const BIG_SECRETS: usize = 50;
+
+/// Writes the 100,000-file workspace with its credential files; its path.
+fn big_workspace(base: &Path) -> PathBuf {
     let ws = base.join("big");
-    for d in 0..DIRS {
+    for d in 0..BIG_DIRS {
         let dir = ws.join(format!("d{d:04}"));
         std::fs::create_dir_all(&dir).unwrap();
-        for f in 0..FILES {
+        for f in 0..BIG_FILES {
             std::fs::File::create(dir.join(format!("f{f:03}.txt"))).unwrap();
         }
     }
-    for i in 0..SECRETS {
+    for i in 0..BIG_SECRETS {
         std::fs::write(
-            ws.join(format!("d{:04}/.env", i * (DIRS / SECRETS))),
+            ws.join(format!("d{:04}/.env", i * (BIG_DIRS / BIG_SECRETS))),
             "K=v\n",
         )
         .unwrap();
     }
-    let classify = keel_core::policy::watchdog::credential_rules(None).0;
-    let index =
-        keel_core::runtime::sandbox::CredentialIndex::new(vec![ws.clone()], classify.clone());
+    ws
+}
+
+/// The credential list from the index: the first (the walk) and its time in milliseconds, then
+/// each warm list's time.
+fn credential_lists(index: &CredentialIndex) -> (Vec<PathBuf>, f64, Vec<f64>) {
     let t0 = Instant::now();
     let first = index.current();
     let walk = t0.elapsed().as_secs_f64() * 1000.0;
-    assert_eq!(first.len(), SECRETS);
+    assert_eq!(first.len(), BIG_SECRETS);
     let mut lists = Vec::new();
     for _ in 0..RUNS {
         let t = Instant::now();
         let found = index.current();
         lists.push(t.elapsed().as_secs_f64() * 1000.0);
-        assert_eq!(found.len(), SECRETS);
+        assert_eq!(found.len(), BIG_SECRETS);
     }
-    println!(
-        "contained profile, {} files, {SECRETS} credential files (first walk {walk:.1} ms)",
-        DIRS * FILES + SECRETS
-    );
-    let list = row("credential list per command (warm index)", lists, None);
-    for &mechanism in mechanisms {
-        let mut plain = profile_value(base, mechanism, program_dir);
-        plain.cwd = ws.clone();
-        plain.writable = Vec::new();
-        plain.readable.push(ws.clone());
+    (first, walk, lists)
+}
+
+/// What the contained profile's runs share: where profiles are written, the stamping program,
+/// the helper, the big workspace and the credential files found in it.
+struct Contained<'a> {
+    base: &'a Path,
+    me: &'a Path,
+    program_dir: &'a Path,
+    helper: &'a str,
+    ws: PathBuf,
+    credentials: Vec<PathBuf>,
+}
+
+impl Contained<'_> {
+    /// A read-only profile in the big workspace: nothing writable, the workspace readable.
+    fn read_only(&self, mechanism: Mechanism) -> Profile {
+        let mut profile = profile_value(self.base, mechanism, self.program_dir);
+        profile.cwd = self.ws.clone();
+        profile.writable = Vec::new();
+        profile.readable.push(self.ws.clone());
+        profile
+    }
+
+    /// The helper with the credential files masked against the same helper without them:
+    /// spawn -> exit medians and mean CPU times, the unmasked first.
+    fn masks_against_none(&self, mechanism: Mechanism) -> (Vec<f64>, Vec<f64>) {
+        let plain = self.read_only(mechanism);
         let mut masked = plain.clone();
-        masked.masked = first.clone();
+        masked.masked = self.credentials.clone();
         let mut medians = Vec::new();
         let mut cpus = Vec::new();
         for (name, profile) in [
             ("read-only, no masks", plain),
             ("contained, 50 masks", masked),
         ] {
-            let path = write_profile(base, &profile, name);
+            let path = write_profile(self.base, &profile, name);
             let (_, exit, cpu) = time(|| {
-                let mut cmd = Command::new(helper);
-                cmd.arg("run").arg("--profile").arg(&path).arg("--").arg(me);
+                let mut cmd = Command::new(self.helper);
+                cmd.arg("run")
+                    .arg("--profile")
+                    .arg(&path)
+                    .arg("--")
+                    .arg(self.me);
                 cmd
             });
             medians.push(row(
@@ -385,39 +404,48 @@ fn contained_cost(
             cpus.push(cpu);
             println!("{:<44} mean {cpu:>6.2} ms", format!("{name}: CPU time"));
         }
-        println!(
-            "{:<44} {:.2} ms (masks {:.2} + list {list:.3})",
-            format!("contained cost, {mechanism:?}"),
-            medians[1] - medians[0] + list,
-            medians[1] - medians[0],
-        );
-        if mechanism != Mechanism::Landlock {
-            continue;
-        }
-        // The masks as one ruleset Keel builds (once per change of the list) and the helper
-        // inherits.
+        (medians, cpus)
+    }
+
+    /// The masks as one ruleset Keel builds (once per change of the list) and the helper
+    /// inherits: its first build, its check per command, and the helper applying it, against
+    /// `medians` and `cpus` of [`Contained::masks_against_none`]; `list` is the credential list's
+    /// median.
+    fn prebuilt_masks(
+        &self,
+        mechanism: Mechanism,
+        classify: &Classify,
+        list: f64,
+        medians: &[f64],
+        cpus: &[f64],
+    ) {
         let masks = keel_core::runtime::sandbox::mask::MaskRulesets::default();
         let t0 = Instant::now();
-        let fd = masks.ruleset_for(&first, Some(&classify)).unwrap();
+        let fd = masks
+            .ruleset_for(&self.credentials, Some(classify))
+            .unwrap();
         let build = t0.elapsed().as_secs_f64() * 1000.0;
         let mut checks = Vec::new();
         for _ in 0..RUNS {
             let t = Instant::now();
-            let again = masks.ruleset_for(&first, Some(&classify)).unwrap();
+            let again = masks
+                .ruleset_for(&self.credentials, Some(classify))
+                .unwrap();
             checks.push(t.elapsed().as_secs_f64() * 1000.0);
             assert_eq!(again, fd);
         }
         assert_eq!(masks.stats().built, 1);
-        let mut prebuilt = profile_value(base, mechanism, program_dir);
-        prebuilt.cwd = ws.clone();
-        prebuilt.writable = Vec::new();
-        prebuilt.readable.push(ws.clone());
-        prebuilt.masked = first.clone();
+        let mut prebuilt = self.read_only(mechanism);
+        prebuilt.masked = self.credentials.clone();
         prebuilt.mask_ruleset = Some(fd.raw());
-        let path = write_profile(base, &prebuilt, "contained prebuilt");
+        let path = write_profile(self.base, &prebuilt, "contained prebuilt");
         let (_, exit, cpu) = time(|| {
-            let mut cmd = Command::new(helper);
-            cmd.arg("run").arg("--profile").arg(&path).arg("--").arg(me);
+            let mut cmd = Command::new(self.helper);
+            cmd.arg("run")
+                .arg("--profile")
+                .arg(&path)
+                .arg("--")
+                .arg(self.me);
             fd.inherit(&mut cmd);
             cmd
         });
@@ -442,6 +470,50 @@ fn contained_cost(
     }
 }
 
+/// The contained profile's cost over the approved one, in a workspace of 100,000 files holding
+/// 50 credential files: the credential list per command (the index, warm: one inotify drain)
+/// and the helper with 50 masks against the same helper without them. Under the fallback also
+/// with the masks as the ruleset Keel builds once (`mask::MaskRulesets`, decision 0033): its
+/// first build, its check per command (warm: one inotify drain), and the helper applying it.
+/// `KEEL_BENCH_ONLY=contained` runs this alone, under the fallback.
+fn contained_cost(
+    base: &Path,
+    me: &Path,
+    program_dir: &Path,
+    helper: &str,
+    mechanisms: &[Mechanism],
+) {
+    let ws = big_workspace(base);
+    let classify = keel_core::policy::watchdog::credential_rules(None).0;
+    let index = CredentialIndex::new(vec![ws.clone()], classify.clone());
+    let (credentials, walk, lists) = credential_lists(&index);
+    println!(
+        "contained profile, {} files, {BIG_SECRETS} credential files (first walk {walk:.1} ms)",
+        BIG_DIRS * BIG_FILES + BIG_SECRETS
+    );
+    let list = row("credential list per command (warm index)", lists, None);
+    let contained = Contained {
+        base,
+        me,
+        program_dir,
+        helper,
+        ws,
+        credentials,
+    };
+    for &mechanism in mechanisms {
+        let (medians, cpus) = contained.masks_against_none(mechanism);
+        println!(
+            "{:<44} {:.2} ms (masks {:.2} + list {list:.3})",
+            format!("contained cost, {mechanism:?}"),
+            medians[1] - medians[0] + list,
+            medians[1] - medians[0],
+        );
+        if mechanism == Mechanism::Landlock {
+            contained.prebuilt_masks(mechanism, &classify, list, &medians, &cpus);
+        }
+    }
+}
+
 /// The guard's cost per command that may write the workspace (docs/sandbox.md, "Files other
 /// programs run"), in the 100,000-file workspace of [`contained_cost`] with a repository's
 /// hooks and configuration, an editor's and CI's files, and `.envrc` files: the snapshot before
@@ -449,7 +521,7 @@ fn contained_cost(
 /// nothing changed), and the helper with the top-level ones bound read-only against the same
 /// helper without them. Target: at most 0.5 ms (median).
 fn guard_cost(base: &Path, me: &Path, program_dir: &Path, helper: &str) {
-    use keel_core::runtime::sandbox::{CredentialIndex, GuardSnapshot, protected_paths};
+    use keel_core::runtime::sandbox::{GuardSnapshot, protected_paths};
     let ws = base.join("big");
     let hooks = ws.join(".git/hooks");
     std::fs::create_dir_all(&hooks).unwrap();

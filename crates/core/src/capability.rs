@@ -401,14 +401,9 @@ impl Access {
     }
 }
 
-/// A refusal by the capability check, with the reason the model sees.
-#[derive(Debug, Clone, thiserror::Error, PartialEq, Eq)]
-#[error("{reason}")]
-pub struct Refusal {
-    pub capability: &'static str,
-    pub subject: String,
-    pub reason: String,
-}
+/// A refusal by the capability check, with the reason the model sees: part of the contract, so
+/// that a [`ToolError`](crate::contract::ToolError) can carry it.
+pub use crate::contract::Refusal;
 
 /// The effective capability scope of an agent: compiled once per session.
 #[derive(Debug, Clone)]

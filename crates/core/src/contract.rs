@@ -1,11 +1,13 @@
 //! The contract every layer shares, depending on nothing else in keel-core: what a tool is
 //! ([`ToolKind`], [`Subject`], [`Origin`]), what one call acts on ([`CallTarget`]), what a
 //! running call reports ([`ToolProgress`] through a [`ProgressSink`]), what a read saw
-//! ([`FileStamp`]) and a failure of Keel itself ([`InternalError`]). The runtime, the tools, the
-//! policy and the turn loop all use these; [`crate::tool`] re-exports them.
+//! ([`FileStamp`]), how a call or an access fails ([`ToolError`], with a [`Refusal`] of the
+//! capability check) and a failure of Keel itself ([`InternalError`]). The runtime, the tools,
+//! the policy and the turn loop all use these; [`crate::tool`] re-exports them, the runtime
+//! names the error [`AccessError`](crate::runtime::AccessError).
 
 use std::sync::Arc;
-use std::time::SystemTime;
+use std::time::{Duration, SystemTime};
 
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
@@ -242,8 +244,7 @@ impl ProgressSink {
     }
 }
 
-/// A source error kept behind a failure (cheap to clone, so a
-/// [`ToolError`](crate::tool::ToolError) stays `Clone`).
+/// A source error kept behind a failure (cheap to clone, so a [`ToolError`] stays `Clone`).
 pub type ErrorSource = std::sync::Arc<dyn std::error::Error + Send + Sync + 'static>;
 
 /// A failure of Keel itself: what it was doing and the error, kept whole for the log and the
@@ -301,3 +302,147 @@ impl PartialEq for InternalError {
 #[derive(Debug, thiserror::Error)]
 #[error("{0}")]
 struct Invariant(String);
+
+/// A refusal by the capability check, with the reason the model sees
+/// ([`crate::capability::Scope`] makes them; `capability` re-exports it).
+#[derive(Debug, Clone, thiserror::Error, PartialEq, Eq)]
+#[error("{reason}")]
+pub struct Refusal {
+    pub capability: &'static str,
+    pub subject: String,
+    pub reason: String,
+}
+
+/// A failed call or access, by audience: what a tool returns, and what the runtime's accesses
+/// fail with (as [`AccessError`](crate::runtime::AccessError)), so a tool's `?` passes the
+/// runtime's error on as it is.
+///
+/// Every variant but [`ToolError::Internal`] is for the model: its `Display` is the envelope's
+/// `error_text`, a message the model can act on (fix an argument, read the file again, pick
+/// another path, ask the user). [`ToolError::Internal`] is a failure of Keel itself (its own
+/// state on the disk, a task that panicked, a broken invariant): the turn loop logs it with its
+/// source chain, shows it to the user, and the model reads only a short neutral message.
+/// None aborts the turn.
+#[derive(Debug, Clone, thiserror::Error)]
+pub enum ToolError {
+    /// The arguments do not match the schema (or do not deserialize).
+    #[error("invalid arguments for `{tool}`: {message}")]
+    InvalidArguments { tool: String, message: String },
+    /// Arguments that parse but ask for what cannot be done (a bad regex or glob, a range past
+    /// the end, a NUL byte in a path, a directory where a file is needed, contradicting fields, a
+    /// URL that does not parse).
+    #[error("{0}")]
+    BadArgument(String),
+    /// What the call names is not there (a file, the text to replace, a handle, a skill, a
+    /// background command).
+    #[error("{0}")]
+    NotFound(String),
+    /// The file is not what the model last saw (changed since it was read, or while the call
+    /// ran): read it again.
+    #[error("{0}")]
+    Stale(String),
+    /// The capability check refused an access.
+    #[error("{0}")]
+    Refused(Refusal),
+    /// The permission engine or the user denied the call, or the access waits for the user's
+    /// word (a hard-linked file).
+    #[error("{0}")]
+    Denied(String),
+    /// This session cannot do it (no workspace, no terminal, no key configured, headless, no
+    /// sandbox helper where one is required).
+    #[error("{0}")]
+    Unavailable(String),
+    /// The operating system refused or failed an operation on the model's subject (a file of the
+    /// workspace, a command to start); the message names the subject, the source is the OS error.
+    #[error("{message}")]
+    Io {
+        message: String,
+        #[source]
+        source: Option<ErrorSource>,
+    },
+    /// Something the call reached outside Keel failed: a web server, an MCP server, the editor,
+    /// a subagent's model.
+    #[error("{message}")]
+    External {
+        message: String,
+        #[source]
+        source: Option<ErrorSource>,
+    },
+    /// The tool or the access outlived its timeout.
+    #[error("timed out after {}s", .0.as_secs_f32())]
+    Timeout(Duration),
+    /// The session aborted the call.
+    #[error("cancelled by the user")]
+    Cancelled,
+    /// A failure of Keel itself: for the user and the log, never for the model.
+    #[error("{}", InternalError::FOR_MODEL)]
+    Internal(InternalError),
+}
+
+impl ToolError {
+    /// An OS failure on the model's subject, the OS error kept as the source.
+    pub fn io(message: impl Into<String>, source: std::io::Error) -> Self {
+        ToolError::Io {
+            message: message.into(),
+            source: Some(Arc::new(source)),
+        }
+    }
+
+    /// An outside failure with no source error (an HTTP status, a server's own message).
+    pub fn external(message: impl Into<String>) -> Self {
+        ToolError::External {
+            message: message.into(),
+            source: None,
+        }
+    }
+
+    /// An outside failure with the error that caused it.
+    pub fn external_from(
+        message: impl Into<String>,
+        source: impl std::error::Error + Send + Sync + 'static,
+    ) -> Self {
+        ToolError::External {
+            message: message.into(),
+            source: Some(Arc::new(source)),
+        }
+    }
+
+    /// A failure of Keel itself while doing `context` (a short phrase, no paths).
+    pub fn internal(
+        context: &'static str,
+        source: impl std::error::Error + Send + Sync + 'static,
+    ) -> Self {
+        ToolError::Internal(InternalError::new(context, source))
+    }
+
+    /// A broken invariant of Keel (no source error: the message says what did not hold).
+    pub fn invariant(context: &'static str, what: impl Into<String>) -> Self {
+        ToolError::Internal(InternalError::invariant(context, what))
+    }
+}
+
+/// Two errors are equal when they are the same variant saying the same thing (sources compare by
+/// their text).
+impl PartialEq for ToolError {
+    fn eq(&self, other: &Self) -> bool {
+        match (self, other) {
+            (ToolError::Internal(a), ToolError::Internal(b)) => a == b,
+            _ => {
+                std::mem::discriminant(self) == std::mem::discriminant(other)
+                    && self.to_string() == other.to_string()
+            }
+        }
+    }
+}
+
+impl From<Refusal> for ToolError {
+    fn from(refusal: Refusal) -> Self {
+        ToolError::Refused(refusal)
+    }
+}
+
+impl From<InternalError> for ToolError {
+    fn from(error: InternalError) -> Self {
+        ToolError::Internal(error)
+    }
+}

@@ -6,6 +6,7 @@ mod background;
 mod binary;
 mod cancel;
 mod commands;
+mod compaction;
 mod contained;
 mod editor;
 mod faults;

@@ -300,7 +300,7 @@ pub async fn run_in_terminal(
                 while let Ok(update) = progress.try_recv() {
                     turn.host.event(AgentEvent::ToolProgress { call_id: call_id.into(), progress: update });
                 }
-                return result.map_err(ToolError::from);
+                return result;
             }
         }
     }

@@ -24,12 +24,12 @@ pub mod view;
 /// Defined in the leaf every layer shares ([`crate::contract`]).
 pub use crate::contract::{
     CallTarget, CommandTarget, ErrorSource, FileStamp, InternalError, Origin, ProgressBudget,
-    ProgressSink, Subject, ToolKind, ToolProgress,
+    ProgressSink, Subject, ToolError, ToolKind, ToolProgress,
 };
 pub use context::{Asker, Limits, SessionState, SubagentRequest, Subagents, ToolContext, head_of};
 pub use envelope::{
     Artifact, Deprecation, Envelope, EnvelopeKind, Metadata, PlanEntry, TodoPriority, TodoStatus,
-    ToolError, ToolOutput,
+    ToolOutput,
 };
 pub use question::{QuestionItem, QuestionOption};
 pub use registry::{BundledTool, Registry, RegistryError};

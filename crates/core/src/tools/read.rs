@@ -170,7 +170,7 @@ async fn editor_text(ctx: &ToolContext, canonical: &Path) -> Result<Option<Strin
     match ctx.runtime.read_editor_text(canonical).await {
         None => Ok(None),
         Some(Ok(text)) => Ok(Some(text)),
-        Some(Err(error @ crate::runtime::AccessError::Stale(_))) => Err(error.into()),
+        Some(Err(error @ crate::runtime::AccessError::Stale(_))) => Err(error),
         Some(Err(error)) => {
             tracing::warn!(%error, "the editor could not serve the file; reading the disk");
             Ok(None)

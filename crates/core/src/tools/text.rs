@@ -330,7 +330,7 @@ pub async fn inspect(
         }
         Err(error) => match ctx.runtime.stamp(canonical).await {
             None => Ok(None),
-            Some(_) => Err(error.into()),
+            Some(_) => Err(error),
         },
     }
 }
@@ -352,7 +352,7 @@ pub async fn current_bytes(
     match ctx.runtime.read_editor_text(canonical).await {
         Some(Ok(text)) => return Ok((text.into_bytes(), ContentSource::Editor)),
         // The path changed around the editor's read: the call fails, nothing is used.
-        Some(Err(error @ crate::runtime::AccessError::Stale(_))) => return Err(error.into()),
+        Some(Err(error @ crate::runtime::AccessError::Stale(_))) => return Err(error),
         Some(Err(error)) => {
             tracing::warn!(%error, "the editor could not serve the file; reading the disk");
         }

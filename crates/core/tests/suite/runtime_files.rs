@@ -435,9 +435,9 @@ async fn a_failed_open_keeps_the_os_error_as_its_source() {
         .and_then(|source| source.downcast_ref::<std::io::Error>())
         .map(std::io::Error::kind);
     assert_eq!(source, Some(std::io::ErrorKind::NotFound));
-    // The runtime's error, then the tool's, carry it on, its text unchanged.
+    // The runtime's error, which is the tool's, carries it on, its text unchanged.
     let text = error.to_string();
-    let tool_error = keel_core::tool::ToolError::from(AccessError::from(error));
+    let tool_error: keel_core::tool::ToolError = AccessError::from(error);
     assert_eq!(tool_error.to_string(), text);
     assert!(std::error::Error::source(&tool_error).is_some());
 }
