@@ -302,6 +302,10 @@ fn init_says_done_only_once_its_namespace_is_empty() {
     let mut profile = layout.profile(Mechanism::Namespaces);
     profile.done_fifo = Some(fifo.clone());
     // Read and write, as Keel opens it: the helper's open does not wait, and no end of file.
+    #[expect(
+        clippy::disallowed_types,
+        reason = "the test holds the FIFO's read end as Keel does"
+    )]
     let mut reader = std::fs::OpenOptions::new()
         .read(true)
         .write(true)

@@ -32,7 +32,6 @@ impl Keeper {
     /// `None`.
     #[expect(
         clippy::disallowed_methods,
-        clippy::disallowed_types,
         reason = "the runtime is where ambient authority lives"
     )]
     pub(crate) fn socket(&self, helper: &Path, prefix: &[String], dir: &Path) -> Option<PathBuf> {
