@@ -15,7 +15,13 @@
 //!    namespace mapped back to the caller's uid (which also locks every mount), sets
 //!    `PR_SET_NO_NEW_PRIVS`, writes the nonce to the status file and starts the program. It
 //!    reaps orphans and forwards signals to the whole namespace; when the program exits, init
-//!    exits and the kernel kills everything left in the namespace.
+//!    kills and reaps everything left in the namespace, writes the program's end to Keel's FIFO
+//!    when the profile names one (`Profile::done_fifo`: Keel reports the command done from it,
+//!    before the namespaces' teardown), and exits.
+//!
+//! With the network off and a keeper named (`Profile::keeper`, `keel-sandbox keep SOCKET`, module
+//! `keeper`), stage 1 joins the keeper's user namespace and a network namespace it made ahead
+//! instead of creating them.
 //!
 //! When namespaces are not available, the fallback is Landlock (file system) + seccomp (no
 //! sockets but Unix ones when the network is off), with a child subreaper
