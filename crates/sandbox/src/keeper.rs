@@ -159,7 +159,7 @@ pub(crate) enum Joined {
 /// In the helper: joins the keeper's user namespace and a fresh network namespace of its (in
 /// that order: the second takes the capabilities the first gives).
 pub(crate) fn join(socket: &Path) -> Joined {
-    let Ok([user, net]) = receive(socket) else {
+    let Some([user, net]) = receive(socket) else {
         return Joined::Nothing;
     };
     if setns(&user, CloneFlags::CLONE_NEWUSER).is_err() {
@@ -172,12 +172,11 @@ pub(crate) fn join(socket: &Path) -> Joined {
 }
 
 /// The keeper's two descriptors (its user namespace, then a network namespace), asked for on
-/// `socket`. `Err` when it is gone, slow or refuses.
-fn receive(socket: &Path) -> Result<[OwnedFd; 2], String> {
-    let stream = UnixStream::connect(socket).map_err(|e| e.to_string())?;
-    stream
-        .set_read_timeout(Some(ANSWER_WITHIN))
-        .map_err(|e| e.to_string())?;
+/// `socket`. `None` when it is gone, slow or refuses (the helper needs no reason: it makes its
+/// own namespaces either way).
+fn receive(socket: &Path) -> Option<[OwnedFd; 2]> {
+    let stream = UnixStream::connect(socket).ok()?;
+    stream.set_read_timeout(Some(ANSWER_WITHIN)).ok()?;
     let mut byte = [0u8; 1];
     let mut buffer = nix::cmsg_space!([RawFd; 2]);
     let mut iov = [IoSliceMut::new(&mut byte)];
@@ -187,9 +186,9 @@ fn receive(socket: &Path) -> Result<[OwnedFd; 2], String> {
         Some(&mut buffer),
         MsgFlags::MSG_CMSG_CLOEXEC,
     )
-    .map_err(|e| e.to_string())?;
+    .ok()?;
     let mut fds: Vec<OwnedFd> = Vec::new();
-    for message in message.cmsgs().map_err(|e| e.to_string())? {
+    for message in message.cmsgs().ok()? {
         if let ControlMessageOwned::ScmRights(received) = message {
             for fd in received {
                 // SAFETY: the kernel just installed `fd` in this process for this message;
@@ -202,6 +201,5 @@ fn receive(socket: &Path) -> Result<[OwnedFd; 2], String> {
             }
         }
     }
-    let count = fds.len();
-    <[OwnedFd; 2]>::try_from(fds).map_err(|_| format!("the keeper sent {count} descriptors"))
+    <[OwnedFd; 2]>::try_from(fds).ok()
 }
