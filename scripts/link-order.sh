@@ -15,18 +15,24 @@ nm --defined-only --print-size --radix=d target/release/keel |
     awk 'NF == 4 && $3 ~ /^[tTwW]$/ {print $4, $2 + 0}' > "$out/symbols"
 # The functions of the keel binary in the order callgrind met them (a trailing 'N marks a
 # recursion level; callgrind files code outside `.text`, as in `.text.keel_hot`, under `???`,
-# and names the binary does not define are dropped below). Names over 1,000 bytes (a few dozen
-# async state machines: a few KiB of code in all, but megabytes of name) are left out.
+# and names the binary does not define are dropped below).
 awk '/^ob=/ { keel = ($0 ~ /\/keel$/ || $0 == "ob=???") }
      keel && /^fn=/ { name = substr($0, 4); sub(/\x27[0-9]+$/, "", name);
-                      if (length(name) <= 1000 && !seen[name]++) print name }' \
+                      if (!seen[name]++) print name }' \
     "$out/callgrind.out" > "$out/ran"
 # Each function's section is named without the hash at the end of its symbol: the hash depends
 # on the profile (release or bench) and on the crates' build metadata, the rest of the name does
-# not. A generic whose name leaves out its type parameters (`<T as Debug>::fmt`) matches every
-# instance, most of them cold: such a name is kept only while what it matches is at most four
-# times what ran, plus one fault-around window (64 KiB).
-awk 'function key(name) { sub(/17h[0-9a-f]+E$/, "17h*", name); return name }
+# not, nor does the `.N` that LTO appends to a local copy it renames (`.N` becomes `*`). A name over 1,000 bytes
+# (the drop glue and state machines of async code: a few dozen, a few KiB of code in all, up
+# to 270 KB of name each) is named by its first 500 bytes. A generic whose name leaves out its
+# type parameters (`<T as Debug>::fmt`) matches every instance, most of them cold: such a name
+# is kept only while what it matches is at most four times what ran, plus one fault-around
+# window (64 KiB).
+awk 'function key(name,  renamed) {
+         if (length(name) > 1000) return substr(name, 1, 500) "*";
+         renamed = sub(/\.[0-9]+$/, "", name);
+         if (sub(/17h[0-9a-f]+E$/, "17h*", name)) return name;
+         return renamed ? name "*" : name }
      NR == FNR { size[$1] = $2; matched[key($1)] += $2; next }
      ($0 in size) { k = key($0); ran[k] += size[$0]; if (!(k in first)) { first[k] = ++n; order[n] = k } }
      END { for (i = 1; i <= n; i++) { k = order[i]; if (matched[k] <= 4 * ran[k] + 65536) print k } }' \

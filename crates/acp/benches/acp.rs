@@ -7,12 +7,13 @@
 //!    straight through the provider, and subtracted: agent time = turn − model share.
 //! 2. The `keel acp` binary over stdio: process spawn → `initialize` response, `session/new`,
 //!    the same turn, and the process's peak RSS (`VmHWM`) after it. Skipped when the binary
-//!    does not serve ACP.
+//!    does not serve ACP (`KEEL_BENCH_ONLY=binary` runs it alone).
 //!
 //! 3. A long session on one `keel acp` process: 300 text turns of 4 KB prompts, and the
 //!    process's CPU time (all its threads, from `/proc/PID/task/*/schedstat`, in ns) per turn
 //!    over the first 50 turns and over the last 50: how Keel's own work grows with the
-//!    conversation (`KEEL_BENCH_ONLY=long` runs it alone).
+//!    conversation, with the page faults and the user / system split of the two windows
+//!    (`KEEL_BENCH_ONLY=long` runs it alone).
 //! 4. A command's own cost: ten `true` commands in one turn on `keel acp`, each call's
 //!    `in_progress` → `completed` as the client receives them, under namespaces and under the
 //!    Landlock fallback (`KEEL_BENCH_ONLY=commands` runs it alone).
@@ -549,6 +550,20 @@ fn threads_cpu(pid: u32) -> Duration {
     Duration::from_nanos(total)
 }
 
+/// Minor faults, major faults, user and system time (10 ms ticks) of process `pid` so far, all
+/// its threads (`/proc/PID/stat`): where a turn's CPU goes, counted over many turns.
+fn faults_and_modes(pid: u32) -> [u64; 4] {
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap_or_default();
+    let fields: Vec<&str> = stat
+        .rsplit_once(')')
+        .map(|(_, rest)| rest.split_whitespace().collect())
+        .unwrap_or_default();
+    // After the name: state ppid pgrp session tty tpgid flags minflt cminflt majflt cmajflt
+    // utime stime (tpgid is -1 without a terminal).
+    let at = |index: usize| fields.get(index).and_then(|f| f.parse().ok()).unwrap_or(0);
+    [at(7), at(9), at(11), at(12)]
+}
+
 /// A 300-turn session of 4 KB prompts on one `keel acp` process: Keel's CPU per turn over the
 /// first 50 turns and the last 50.
 async fn long_session() {
@@ -604,7 +619,33 @@ async fn long_session() {
             "callgrind_control failed"
         );
     };
+    // `KEEL_BENCH_PERF=DIR`: `perf record` (cpu-clock samples, kernel and user, with call
+    // graphs) of `keel acp` over each window, to `DIR/first.data` and `DIR/last.data`.
+    let perf_dir = std::env::var_os("KEEL_BENCH_PERF").map(PathBuf::from);
+    let start_perf = |name: &str| {
+        let dir = perf_dir.as_ref()?;
+        let child = std::process::Command::new("perf")
+            .args(["record", "-q", "-g", "-e", "cpu-clock", "-F", "20000", "-p"])
+            .arg(pid.to_string())
+            .arg("-o")
+            .arg(dir.join(format!("{name}.data")))
+            .spawn()
+            .ok()?;
+        // Time for perf to attach before the window's first turn.
+        std::thread::sleep(Duration::from_millis(500));
+        Some(child)
+    };
+    let stop_perf = |child: Option<std::process::Child>| {
+        if let Some(mut child) = child {
+            let perf = nix::unistd::Pid::from_raw(i32::try_from(child.id()).unwrap());
+            nix::sys::signal::kill(perf, nix::sys::signal::Signal::SIGINT).unwrap();
+            child.wait().unwrap();
+        }
+    };
+    let mut perf = None;
     let mut per_turn = Vec::with_capacity(LONG_TURNS);
+    // Minor faults, major faults, user and system ticks at the start and end of each window.
+    let mut windows = Vec::new();
     let started = Instant::now();
     for turn in 0..LONG_TURNS {
         let line =
@@ -613,6 +654,13 @@ async fn long_session() {
             line.repeat(LONG_PROMPT_BYTES / line.len() + 1)[..LONG_PROMPT_BYTES].to_owned();
         if dump_turns.contains(&turn) {
             dump(format!("before turn {turn}"));
+        }
+        if turn == 0 || turn == LONG_WINDOW || turn == LONG_TURNS - LONG_WINDOW {
+            windows.push(faults_and_modes(pid));
+            stop_perf(perf.take());
+            if turn != LONG_WINDOW {
+                perf = start_perf(if turn == 0 { "first" } else { "last" });
+            }
         }
         let before = threads_cpu(pid);
         let answer = client.prompt(&session, &prompt).await.unwrap();
@@ -623,6 +671,8 @@ async fn long_session() {
         assert_eq!(answer.stop_reason, StopReason::EndTurn);
     }
     let elapsed = started.elapsed();
+    windows.push(faults_and_modes(pid));
+    stop_perf(perf.take());
     let peak = status_kib(pid, "VmHWM");
     client.close().await.unwrap();
     let mean = |turns: &[Duration]| turns.iter().sum::<Duration>() / turns.len() as u32;
@@ -646,6 +696,25 @@ async fn long_session() {
         early[LONG_WINDOW / 2],
         sorted[LONG_WINDOW / 2]
     );
+    if let [first_start, first_end, last_start, last_end] = windows[..] {
+        let per = |index: usize, start: [u64; 4], end: [u64; 4]| {
+            end[index].saturating_sub(start[index]) as f64 / LONG_WINDOW as f64
+        };
+        println!(
+            "  page faults per turn: first {LONG_WINDOW} {:.1} minor ({:.2} major), last {LONG_WINDOW} {:.1} minor ({:.2} major)",
+            per(0, first_start, first_end),
+            per(1, first_start, first_end),
+            per(0, last_start, last_end),
+            per(1, last_start, last_end),
+        );
+        println!(
+            "  user / system CPU per turn (10 ms ticks, coarse): first {LONG_WINDOW} {:.2} / {:.2} ms, last {LONG_WINDOW} {:.2} / {:.2} ms",
+            10.0 * per(2, first_start, first_end),
+            10.0 * per(3, first_start, first_end),
+            10.0 * per(2, last_start, last_end),
+            10.0 * per(3, last_start, last_end),
+        );
+    }
     if let Some(peak) = peak {
         println!(
             "  peak RSS (VmHWM) after the session: {:.1} MiB",
@@ -664,6 +733,10 @@ async fn main() {
         }
         Ok("long") => {
             long_session().await;
+            return;
+        }
+        Ok("binary") => {
+            binary(&MockModel::start().await).await;
             return;
         }
         Ok("commands") => {

@@ -6,7 +6,9 @@ fn main() -> std::process::ExitCode {
     // every shell command.
     let args: Vec<std::ffi::OsString> = std::env::args_os().skip(1).collect();
     if args.first().is_some_and(|a| a == "sandbox")
-        && args.get(1).is_some_and(|a| a == "run" || a == "init")
+        && args
+            .get(1)
+            .is_some_and(|a| a == "run" || a == "init" || a == "zygote")
     {
         let prefix = [std::ffi::OsString::from("sandbox")];
         let code = keel_sandbox::main(&prefix, args[1..].to_vec());

@@ -122,6 +122,10 @@ pub fn main(_prefix: &[OsString], args: Vec<OsString>) -> i32 {
     {
         return crate::keeper::keep(Path::new(socket));
     }
+    // `zygote --control FD`: the fallback's warm holder of one profile (module `zygote`).
+    if args.first().is_some_and(|stage| stage == "zygote") {
+        return crate::zygote::main(&args[1..]);
+    }
     let parsed = match parse(args) {
         Ok(parsed) => parsed,
         Err(error) => return fail(&error),
@@ -138,7 +142,7 @@ pub fn main(_prefix: &[OsString], args: Vec<OsString>) -> i32 {
 }
 
 /// The profile from [`PROFILE_ENV`] (no `--profile FILE`).
-fn load_from_env() -> Result<Profile> {
+pub(crate) fn load_from_env() -> Result<Profile> {
     let text = std::env::var(PROFILE_ENV).map_err(|e| match e {
         std::env::VarError::NotPresent => Error::NoProfile,
         std::env::VarError::NotUnicode(_) => Error::ProfileNotUnicode,

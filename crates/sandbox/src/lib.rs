@@ -13,6 +13,8 @@
 //! - `keeper`: the session's namespace keeper (a user namespace, network namespaces made ahead).
 //! - `reaper`: the fallback's supervisor (a subreaper that leaves nothing behind).
 //! - `fallback`: Landlock + seccomp, with every capability dropped.
+//! - [`zygote`]: the fallback's warm holder: one Landlock domain per session and profile, each
+//!   contained command forked from it.
 //! - [`Error`]: why the helper refuses (nothing of the program ran).
 
 mod error;
@@ -23,6 +25,7 @@ mod keeper;
 mod namespaces;
 pub mod profile;
 mod reaper;
+pub mod zygote;
 
 pub use error::{Error, NamespaceFailure, Result};
 pub use fallback::{landlock_abi, split_around_masked};

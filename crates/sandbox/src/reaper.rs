@@ -25,6 +25,12 @@ use crate::helper::{
 use crate::profile::Profile;
 use crate::{EXIT_HELPER_FAILED, fallback};
 
+/// What every command under the fallback is told is not enforced.
+pub(crate) const FALLBACK_NOTE: &str = "Landlock fallback: .git/hooks, .git/config, .keel and \
+     the other files other programs run are writable while the command runs (Keel puts them \
+     back after it); Unix sockets by path are reachable; no process's /proc (the command's own \
+     included)";
+
 /// Stage 1 under the fallback (or with no confinement at all): forks the reaper, which runs the
 /// program, and forwards signals to it, as stage 1 does to the namespace's init.
 pub(crate) fn start(
@@ -98,13 +104,7 @@ fn reaper(
     let proxy_port = confinement.as_ref().and_then(|c| c.proxy_port);
     if let Some(confinement) = &confinement {
         notes.extend(confinement.notes.iter().cloned());
-        notes.push(
-            "Landlock fallback: .git/hooks, .git/config, .keel and the other files other \
-             programs run are writable while the command runs (Keel puts them back after it); \
-             Unix sockets by path are reachable; no process's /proc (the command's own \
-             included)"
-                .into(),
-        );
+        notes.push(FALLBACK_NOTE.into());
     }
     let mut command = program_command(profile, first, rest);
     command

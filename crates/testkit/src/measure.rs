@@ -83,11 +83,19 @@ pub fn children_cpu_time(pid: u32) -> std::time::Duration {
 /// from the field after the state.
 fn stat_ticks(pid: u32, field: usize) -> std::time::Duration {
     let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap_or_default();
+    ticks_at(&stat, field)
+}
+
+/// [`stat_ticks`] of the text of a `/proc/PID/stat`.
+fn ticks_at(stat: &str, field: usize) -> std::time::Duration {
+    // Each field keeps its position: `tpgid` is -1 without a controlling terminal, and a
+    // field that does not parse as a count must not shift the ones after it.
     let fields: Vec<u64> = stat
         .rsplit_once(')')
         .map(|(_, rest)| {
             rest.split_whitespace()
-                .filter_map(|f| f.parse().ok())
+                .skip(1)
+                .map(|f| f.parse().unwrap_or(0))
                 .collect()
         })
         .unwrap_or_default();
@@ -170,5 +178,20 @@ impl StallProbe {
     pub fn stop(self) -> Stalls {
         self.stop.store(true, std::sync::atomic::Ordering::Relaxed);
         self.thread.join().unwrap_or_default()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::ticks_at;
+    use std::time::Duration;
+
+    #[test]
+    fn cpu_ticks_are_read_at_their_place_without_a_terminal() {
+        // A process without a controlling terminal: tpgid is -1. utime 7, stime 5, cutime 30,
+        // cstime 20.
+        let stat = "42 (a (b) c) S 1 42 42 0 -1 4194304 100 0 0 0 7 5 30 20 20 0 3 0";
+        assert_eq!(ticks_at(stat, 10), Duration::from_millis(120));
+        assert_eq!(ticks_at(stat, 12), Duration::from_millis(500));
     }
 }

@@ -455,6 +455,7 @@ pub type Outcome = Result<u8, Failure>;
 
 /// The binary's entry point.
 pub fn main() -> ExitCode {
+    one_malloc_arena();
     let cli = Cli::parse();
     if let Err(failure) = logging::init(&cli) {
         return report(failure);
@@ -472,6 +473,28 @@ pub fn main() -> ExitCode {
     match outcome {
         Ok(code) => ExitCode::from(code),
         Err(failure) => report(failure),
+    }
+}
+
+/// Every thread allocates from glibc's main arena (docs/decisions/0040-one-malloc-arena.md):
+/// by default each thread that allocates gets an arena of its own, up to eight per core, and
+/// each keeps what it freed; Keel's threads mostly wait, and small allocations come from each
+/// thread's cache without the arena's lock. `MALLOC_ARENA_MAX` or `GLIBC_TUNABLES` in the
+/// environment keep their say.
+fn one_malloc_arena() {
+    #[cfg(all(target_os = "linux", target_env = "gnu"))]
+    if std::env::var_os("MALLOC_ARENA_MAX").is_none()
+        && std::env::var_os("GLIBC_TUNABLES").is_none()
+    {
+        // SAFETY: mallopt only changes glibc's allocator settings, and runs before any other
+        // thread exists; a value it refuses leaves the defaults.
+        #[expect(
+            unsafe_code,
+            reason = "glibc's mallopt, called before any thread starts"
+        )]
+        unsafe {
+            libc::mallopt(libc::M_ARENA_MAX, 1);
+        }
     }
 }
 

@@ -585,3 +585,77 @@ async fn everyday_commands_print_what_unconfined_bash_prints() {
     assert!(EVERYDAY.len() >= 40);
     client.close().await.unwrap();
 }
+
+/// The live processes whose parent is `parent` and whose arguments include `arg`.
+fn children_with(parent: u32, arg: &str) -> Vec<u32> {
+    std::fs::read_dir("/proc")
+        .unwrap()
+        .flatten()
+        .filter_map(|entry| entry.file_name().to_str()?.parse::<u32>().ok())
+        .filter(|pid| {
+            let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap_or_default();
+            let ppid = stat
+                .rsplit_once(')')
+                .and_then(|(_, rest)| rest.split_whitespace().nth(1)?.parse::<u32>().ok());
+            let cmdline = std::fs::read(format!("/proc/{pid}/cmdline")).unwrap_or_default();
+            ppid == Some(parent) && cmdline.split(|b| *b == 0).any(|a| a == arg.as_bytes())
+        })
+        .collect()
+}
+
+/// Under the fallback, forced, contained commands come from the session's warm holder
+/// (decision 0039): one `keel-sandbox zygote` child of `keel` serves the session's calls, and
+/// still no credential reaches the model and nothing is written.
+#[tokio::test]
+async fn contained_commands_under_the_fallback_come_from_the_warm_holder() {
+    let calls = [
+        bash("cat README.md src/main.rs"),
+        bash("ls -a"),
+        bash("wc -l README.md"),
+    ];
+    let mock = MockModel::start().await;
+    for (i, args) in calls.iter().enumerate() {
+        mock.push_anthropic(Turn::new().tool_call(format!("t{i}"), "bash", args.clone()));
+    }
+    mock.push_anthropic(Turn::text_only("done"));
+    let home = KeelHome::new();
+    seed(&home);
+    let before = snapshot(&home.root);
+    let client = home
+        .client(
+            &mock,
+            ClientOptions::default().permissions(vec![
+                PermissionReply::Choose(
+                    PermissionOptionKind::RejectOnce
+                );
+                calls.len()
+            ]),
+            &[TEST_MODEL, ("KEEL_SANDBOX_MECHANISM", "landlock")],
+        )
+        .await;
+    let session = client
+        .new_session(&home.root, &[])
+        .await
+        .unwrap()
+        .session_id;
+    let answer = client.prompt(&session, "look around").await.unwrap();
+    assert_eq!(answer.stop_reason, StopReason::EndTurn);
+    let keel = client.pid().unwrap();
+    assert_eq!(
+        children_with(keel, "zygote").len(),
+        1,
+        "no warm holder served the session"
+    );
+    for request in mock.requests() {
+        assert!(!request.raw_body.contains(CANARY), "{}", request.raw_body);
+    }
+    assert_eq!(before, snapshot(&home.root), "the workspace changed");
+    let results: Vec<String> = last_tool_results(&mock)
+        .iter()
+        .map(|part| part["content"].to_string())
+        .collect();
+    assert!(results[0].contains("# probe"), "{results:?}");
+    assert!(results[1].contains(".env"), "{results:?}");
+    assert!(results[2].contains("1 README.md"), "{results:?}");
+    client.close().await.unwrap();
+}

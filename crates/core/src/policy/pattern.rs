@@ -88,6 +88,9 @@ struct Globs {
     /// Case-insensitive forms, used by restrictive rules.
     path_folded: GlobMatcher,
     text_folded: GlobMatcher,
+    /// Both path forms match every subject (`**`: the regex `^.*$`, whose `.` matches any
+    /// byte), so the search gate's path decisions skip running them.
+    every_path: bool,
 }
 
 /// A compiled pattern.
@@ -156,11 +159,16 @@ impl Pattern {
                 .map_err(|e| e.kind().to_string())
         };
         let folded = nfc(&source);
+        let path = build(true, false, &source)?;
+        let path_folded = build(true, true, &folded)?;
+        let every_path =
+            path.glob().regex() == "(?-u)^.*$" && path_folded.glob().regex() == "(?-u)(?i)^.*$";
         let globs = Globs {
-            path: build(true, false, &source)?,
+            path,
             text: build(false, false, &source)?,
-            path_folded: build(true, true, &folded)?,
+            path_folded,
             text_folded: build(false, true, &folded)?,
+            every_path,
         };
         Ok(Self {
             kind: PatternKind::Glob,
@@ -307,9 +315,12 @@ impl Pattern {
     fn matches_path(&self, subject: &str, restrictive: bool) -> bool {
         let pattern = self.text.trim_start_matches("./").trim_end_matches('/');
         let (subject, pattern) = if restrictive {
-            (nfc(subject).to_lowercase(), nfc(pattern).to_lowercase())
+            (fold(subject), fold(pattern))
         } else {
-            (subject.to_owned(), pattern.to_owned())
+            (
+                std::borrow::Cow::Borrowed(subject),
+                std::borrow::Cow::Borrowed(pattern),
+            )
         };
         match self.kind {
             PatternKind::Exact => subject == pattern,
@@ -317,14 +328,16 @@ impl Pattern {
                 subject == pattern
                     || pattern.is_empty()
                     || subject
-                        .strip_prefix(pattern.as_str())
+                        .strip_prefix(&*pattern)
                         .is_some_and(|rest| rest.starts_with('/'))
             }
             PatternKind::Glob => self.globs.as_ref().is_some_and(|g| {
-                if restrictive {
-                    g.path_folded.is_match(&subject)
+                if g.every_path {
+                    true
+                } else if restrictive {
+                    g.path_folded.is_match(&*subject)
                 } else {
-                    g.path.is_match(&subject)
+                    g.path.is_match(&*subject)
                 }
             }),
             PatternKind::Class => false,
@@ -399,6 +412,21 @@ pub(crate) fn base_name(program: &str) -> &str {
     program.rsplit('/').next().unwrap_or(program)
 }
 
+/// `nfc(text).to_lowercase()`, the folded spelling restrictive matching compares, borrowed when
+/// folding changes nothing (ASCII without capitals: most paths, so the search gate, which folds
+/// every path a search finds, allocates nothing for it).
+pub(crate) fn fold(text: &str) -> std::borrow::Cow<'_, str> {
+    // Without a short cut, so that the check runs over many bytes at once.
+    let plain = text.bytes().fold(true, |plain, b| {
+        plain & b.is_ascii() & !b.is_ascii_uppercase()
+    });
+    if plain {
+        std::borrow::Cow::Borrowed(text)
+    } else {
+        std::borrow::Cow::Owned(nfc(text).to_lowercase())
+    }
+}
+
 /// Unicode NFC, the canonical spelling restrictive matching compares.
 pub(crate) fn nfc(text: &str) -> String {
     if text.is_ascii() {
@@ -412,6 +440,31 @@ pub(crate) fn nfc(text: &str) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_double_star_matches_every_path_without_its_regex() {
+        let all = Pattern::glob("**").unwrap();
+        assert!(all.globs.as_ref().is_some_and(|g| g.every_path));
+        for path in ["", "a", "/abs/b.rs", ".env", "a/\n/b", "a\u{fffd}b", "x/"] {
+            let target = Target::Name(path);
+            assert!(
+                all.matches(&target, false) && all.matches(&target, true),
+                "{path:?}"
+            );
+            let g = all.globs.as_ref().unwrap();
+            assert!(
+                g.path.is_match(path) && g.path_folded.is_match(path),
+                "{path:?}"
+            );
+        }
+        for glob in ["**/*.rs", "*", "src/**", "**/.env"] {
+            let pattern = Pattern::glob(glob).unwrap();
+            assert!(
+                !pattern.globs.as_ref().is_some_and(|g| g.every_path),
+                "{glob}"
+            );
+        }
+    }
 
     #[test]
     fn specificity_orders_shapes() {

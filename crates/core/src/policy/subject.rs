@@ -137,6 +137,13 @@ pub fn subject_of(
     }
 }
 
+/// A path's text, checked as UTF-8 first (faster than the lossy conversion, with the same
+/// result for the paths that are UTF-8): the search gate builds a subject for every file found.
+fn text_of(path: &Path) -> std::borrow::Cow<'_, str> {
+    path.to_str()
+        .map_or_else(|| path.to_string_lossy(), std::borrow::Cow::Borrowed)
+}
+
 /// The subject of a call acting on the file `user` (`canonical`: already resolved by the
 /// engine, not resolved again).
 // String error: the reason of the denial, shown to the model and the user as it is.
@@ -161,7 +168,7 @@ pub fn path_subject(
         canonical
             .strip_prefix(h)
             .ok()
-            .map(|rest| format!("~/{}", rest.display()))
+            .map(|rest| format!("~/{}", text_of(rest)))
     });
     let session = canonical
         .strip_prefix(call.runtime.scratch_dir())
@@ -170,12 +177,12 @@ pub fn path_subject(
             if rest.as_os_str().is_empty() {
                 SESSION.to_owned()
             } else {
-                format!("{SESSION}/{}", rest.display())
+                format!("{SESSION}/{}", text_of(rest))
             }
         });
     Ok(CallSubject::Path(PathSubject {
         user: user.to_owned(),
-        absolute: canonical.display().to_string(),
+        absolute: text_of(&canonical).into_owned(),
         canonical,
         relative,
         home,

@@ -112,6 +112,8 @@ struct Inner {
     masks: Arc<sandbox::mask::MaskRulesets>,
     /// The session's namespace keeper (started on first use; [`sandbox::keeper`]).
     keeper: Arc<sandbox::keeper::Keeper>,
+    /// The fallback's warm holder of contained commands ([`sandbox::zygote`]).
+    zygotes: Arc<sandbox::zygote::Zygotes>,
 }
 
 /// The capability-checked surface handed to every tool. Cheap to clone.
@@ -276,6 +278,7 @@ impl Runtime {
                 status_dir: Arc::default(),
                 masks: Arc::default(),
                 keeper: Arc::default(),
+                zygotes: Arc::default(),
                 roots,
             }),
             linked_reads: false,
@@ -517,11 +520,14 @@ impl Runtime {
     pub fn display_path(&self, path: &Path) -> String {
         for root in &self.inner.roots {
             if let Ok(rel) = path.strip_prefix(root) {
-                let rel = rel.display().to_string();
+                let rel = rel
+                    .to_str()
+                    .map_or_else(|| rel.to_string_lossy().into_owned(), str::to_owned);
                 return if rel.is_empty() { ".".to_owned() } else { rel };
             }
         }
-        path.display().to_string()
+        path.to_str()
+            .map_or_else(|| path.to_string_lossy().into_owned(), str::to_owned)
     }
 
     /// Metadata of a canonical, in-scope path (not following a final symlink: it was resolved).

@@ -179,10 +179,108 @@ impl Runtime {
         let invocation = self.local_shell_invocation(command, &cwd)?;
         let (reader, writer) = std::io::pipe().map_err(|e| failed("pipe", e))?;
         let writer_for_stderr = writer.try_clone().map_err(|e| failed("pipe", e))?;
+        let environment = self.command_environment();
+        let output =
+            pipe::Receiver::from_owned_fd(OwnedFd::from(reader)).map_err(|e| failed("pipe", e))?;
+        if let Some(warm) = invocation.warm.as_ref().filter(|_| !stdin)
+            && let Some(env) = utf8_environment(&environment)
+        {
+            let stdout = OwnedFd::from(writer.try_clone().map_err(|e| failed("pipe", e))?);
+            match self.inner.zygotes.spawn(
+                warm,
+                &cwd,
+                env,
+                stdout,
+                OwnedFd::from(writer_for_stderr),
+            ) {
+                Ok(child) => {
+                    drop(writer);
+                    let pid = i32::try_from(child.id()).unwrap_or(i32::MAX);
+                    tracing::debug!(pid, cwd = %cwd.display(), "started a contained command from the warm holder");
+                    return Ok(ShellProcess {
+                        child: Leader::Warm(child),
+                        pgid: Pid::from_raw(pid),
+                        output: Some(output),
+                        done: None,
+                        stdin: None,
+                        scratch_dir: self.scratch_dir().to_path_buf(),
+                        status: None,
+                        finished: false,
+                        invocation,
+                    });
+                }
+                Err(error @ super::sandbox::zygote::WarmError::NoAnswer(_)) => {
+                    return Err(AccessError::io(
+                        format!("cannot start bash: {error}"),
+                        std::io::Error::other(error.to_string()),
+                    ));
+                }
+                Err(error) => {
+                    tracing::debug!(%error, "the warm holder is not available; the helper runs the command");
+                    return self.spawn_helper(
+                        invocation,
+                        &cwd,
+                        &environment,
+                        (writer, None),
+                        stdin,
+                        output,
+                    );
+                }
+            }
+        }
+        self.spawn_helper(
+            invocation,
+            &cwd,
+            &environment,
+            (writer, Some(writer_for_stderr)),
+            stdin,
+            output,
+        )
+    }
+
+    /// The environment every command gets: the allowlist of Keel's own, the quiet settings,
+    /// without Keel's credentials.
+    fn command_environment(&self) -> Vec<(std::ffi::OsString, std::ffi::OsString)> {
+        let mut environment: Vec<(std::ffi::OsString, std::ffi::OsString)> =
+            super::sandbox::profile::allowed_environment(&self.command_env_allow());
+        let scrub = super::secrets::scrub_list();
+        environment.retain(|(name, _)| {
+            !QUIET_ENV.iter().any(|(quiet, _)| name == quiet)
+                && !scrub.iter().any(|secret| name == secret.as_str())
+        });
+        environment.extend(
+            QUIET_ENV
+                .iter()
+                .map(|(name, value)| ((*name).into(), (*value).into())),
+        );
+        environment
+    }
+
+    /// Starts the invocation's program (the sandbox helper, or `bash`) as a child of Keel.
+    #[expect(
+        clippy::disallowed_methods,
+        reason = "the runtime is where ambient authority lives"
+    )]
+    fn spawn_helper(
+        &self,
+        invocation: ShellInvocation,
+        cwd: &Path,
+        environment: &[(std::ffi::OsString, std::ffi::OsString)],
+        (writer, writer_for_stderr): (std::io::PipeWriter, Option<std::io::PipeWriter>),
+        stdin: bool,
+        output: pipe::Receiver,
+    ) -> Result<ShellProcess, AccessError> {
+        let failed = |what: &str, e: std::io::Error| {
+            AccessError::io(format!("cannot start bash ({what}): {e}"), e)
+        };
+        let writer_for_stderr = match writer_for_stderr {
+            Some(writer) => writer,
+            None => writer.try_clone().map_err(|e| failed("pipe", e))?,
+        };
         let mut builder = tokio::process::Command::new(&invocation.program);
         builder
             .args(&invocation.args)
-            .current_dir(&cwd)
+            .current_dir(cwd)
             .stdin(if stdin { Stdio::piped() } else { Stdio::null() })
             .stdout(writer)
             .stderr(writer_for_stderr)
@@ -192,17 +290,7 @@ impl Runtime {
             // was to end under the Landlock fallback.
             .kill_on_drop(false);
         // An allowlist, not a scrub: `DATABASE_URL` or `MYSQL_PWD` have no secret-looking name.
-        builder
-            .env_clear()
-            .envs(super::sandbox::profile::allowed_environment(
-                &self.command_env_allow(),
-            ));
-        for (key, value) in QUIET_ENV {
-            builder.env(key, value);
-        }
-        for key in super::secrets::scrub_list() {
-            builder.env_remove(key);
-        }
+        builder.env_clear().envs(environment.iter().cloned());
         for (key, value) in &invocation.env {
             builder.env(key, value);
         }
@@ -236,11 +324,9 @@ impl Runtime {
             .ok_or_else(|| {
                 AccessError::invariant("starting bash", "bash exited before it could be tracked")
             })?;
-        let output =
-            pipe::Receiver::from_owned_fd(OwnedFd::from(reader)).map_err(|e| failed("pipe", e))?;
         tracing::debug!(pid, cwd = %cwd.display(), "spawned shell command");
         Ok(ShellProcess {
-            child,
+            child: Leader::Process(child),
             pgid: Pid::from_raw(pid),
             output: Some(output),
             done,
@@ -253,10 +339,45 @@ impl Runtime {
     }
 }
 
+/// The environment as text, for a warm holder's request; `None` when a value is not UTF-8 (the
+/// helper then runs the command).
+fn utf8_environment(
+    environment: &[(std::ffi::OsString, std::ffi::OsString)],
+) -> Option<Vec<(String, String)>> {
+    environment
+        .iter()
+        .map(|(name, value)| Some((name.to_str()?.to_owned(), value.to_str()?.to_owned())))
+        .collect()
+}
+
+/// What Keel waits on for a command: its own child (the sandbox helper, or `bash`), or a
+/// command the session's warm holder started ([`super::sandbox::zygote`]).
+#[derive(Debug)]
+enum Leader {
+    Process(tokio::process::Child),
+    Warm(super::sandbox::zygote::WarmChild),
+}
+
+impl Leader {
+    async fn wait(&mut self) -> std::io::Result<ExitStatus> {
+        match self {
+            Leader::Process(child) => child.wait().await,
+            Leader::Warm(child) => child.wait().await,
+        }
+    }
+
+    fn try_wait(&mut self) -> std::io::Result<Option<ExitStatus>> {
+        match self {
+            Leader::Process(child) => child.try_wait(),
+            Leader::Warm(child) => child.try_wait(),
+        }
+    }
+}
+
 /// A running `bash -c` command: the leader of its own process group.
 #[derive(Debug)]
 pub struct ShellProcess {
-    child: tokio::process::Child,
+    child: Leader,
     pgid: Pid,
     output: Option<pipe::Receiver>,
     /// The read end of the helper's done FIFO ([`super::sandbox::ConfinementCheck::done_fifo`]).

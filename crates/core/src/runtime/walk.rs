@@ -82,6 +82,8 @@ pub struct OpenedFile {
     /// A regular file (not a FIFO, device or directory swapped in after the listing).
     pub regular: bool,
     pub links: u64,
+    /// The size the `fstat` saw.
+    pub len: u64,
 }
 
 impl FoundFile<'_> {
@@ -113,6 +115,7 @@ impl FoundFile<'_> {
         Ok(OpenedFile {
             regular: meta.is_file(),
             links: std::os::unix::fs::MetadataExt::nlink(&meta),
+            len: meta.len(),
             file,
         })
     }

@@ -20,8 +20,9 @@
 //! read would be allowed, named in a note when it would be asked (`.env`, keys, hard links),
 //! left out when denied; so a glob that re-includes hidden files cannot show a secret's
 //! content. Each file is opened once, relative to its directory's descriptor (no symlink
-//! followed), and its type and link count are taken from that descriptor: one open and one
-//! stat per file searched.
+//! followed), and its type, link count and size are taken from that descriptor: one open and one
+//! stat per file searched. A file of at most 64 KiB (most of them) is then read whole with one
+//! `read` and searched as a slice; a larger one is streamed.
 
 use std::path::{Path, PathBuf};
 use std::sync::Mutex;
@@ -53,6 +54,10 @@ pub const ID: &str = crate::tool::BundledTool::Grep.id();
 pub const MAX_LINE_BYTES: usize = 1000;
 /// The search stops collecting past this much matched text (a runaway pattern over a huge tree).
 pub const MAX_COLLECTED_BYTES: usize = 64 * 1024 * 1024;
+/// Files up to this size are read whole, in one `read`, and searched as a slice. It is the part
+/// of a slice `grep-searcher` looks through for a NUL before searching (its buffer capacity), so
+/// a file read whole is judged binary exactly when the streaming search would have met the NUL.
+const WHOLE_READ_BYTES: usize = 64 * 1024;
 
 const DESCRIPTION: &str = "\
 Searches file contents with a regex (ripgrep syntax), respecting .gitignore.
@@ -261,6 +266,8 @@ impl Search {
         };
         let errors = runtime.walk_files(base, &filters, || {
             let mut searcher = self.searcher.build();
+            // One buffer per thread for the files read whole (zeroed once, then overwritten).
+            let mut buffer = vec![0u8; WHOLE_READ_BYTES + 1];
             let shared = &shared;
             move |found: &FoundFile<'_>| {
                 if cancel.is_cancelled() || shared.full.load(Ordering::Relaxed) {
@@ -279,7 +286,13 @@ impl Search {
                 };
                 match access {
                     SearchAccess::Read => {
-                        self.search_file(&mut searcher, runtime, found, shared, cancel);
+                        self.search_file(
+                            (&mut searcher, &mut buffer),
+                            runtime,
+                            found,
+                            shared,
+                            cancel,
+                        );
                     }
                     SearchAccess::NameOnly => shared.withheld(found.path().to_path_buf()),
                     SearchAccess::Hidden => {}
@@ -312,7 +325,7 @@ impl Search {
 
     fn search_file(
         &self,
-        searcher: &mut Searcher,
+        (searcher, buffer): (&mut Searcher, &mut [u8]),
         runtime: &Runtime,
         found: &FoundFile<'_>,
         shared: &Shared,
@@ -329,20 +342,37 @@ impl Search {
         // Opened relative to its directory, no symlink followed; a file swapped for something
         // else than a regular file is not read, and a hard-linked one only when the call was
         // approved for it.
-        let file = match found.open() {
+        let (file, len) = match found.open() {
             Ok(opened) if opened.regular => {
                 if opened.links > 1 && !runtime.reads_linked_files() {
                     shared.withheld(found.path().to_path_buf());
                     return;
                 }
-                opened.file
+                (opened.file, opened.len)
             }
             Ok(_) | Err(_) => {
                 shared.unreadable.fetch_add(1, Ordering::Relaxed);
                 return;
             }
         };
-        match searcher.search_file(&self.matcher, &file, &mut sink) {
+        let searched = match usize::try_from(len) {
+            // Most files: read whole and searched as a slice (one `read` where the streaming
+            // search makes three: the byte-order mark's, the content's and the end's).
+            Ok(len) if len <= WHOLE_READ_BYTES => match read_whole(&file, &mut buffer[..=len]) {
+                Ok(read) if read <= len => {
+                    searcher.search_slice(&self.matcher, &buffer[..read], &mut sink)
+                }
+                // Grown since the `fstat`: the rest streamed after what was read.
+                Ok(read) => searcher.search_reader(
+                    &self.matcher,
+                    std::io::Read::chain(&buffer[..read], &file),
+                    &mut sink,
+                ),
+                Err(e) => Err(e),
+            },
+            _ => searcher.search_file(&self.matcher, &file, &mut sink),
+        };
+        match searched {
             Err(_) => {
                 shared.unreadable.fetch_add(1, Ordering::Relaxed);
             }
@@ -366,6 +396,28 @@ impl Search {
                     .push(hits);
             }
             Ok(()) => {}
+        }
+    }
+}
+
+/// Reads a regular file into `buffer` (its size as the `fstat` saw it, plus one byte): the bytes
+/// read. A regular file's `read` returns less than asked only at its end, so the file is read
+/// once when it has not grown; a read that fills the buffer means it grew.
+fn read_whole(mut file: &std::fs::File, buffer: &mut [u8]) -> std::io::Result<usize> {
+    use std::io::Read as _;
+    let expected = buffer.len() - 1;
+    let mut read = 0;
+    loop {
+        match file.read(&mut buffer[read..]) {
+            Ok(0) => return Ok(read),
+            Ok(n) => {
+                read += n;
+                if read >= expected {
+                    return Ok(read);
+                }
+            }
+            Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
+            Err(e) => return Err(e),
         }
     }
 }

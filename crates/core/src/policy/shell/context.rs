@@ -135,6 +135,21 @@ pub fn normalize(path: &Path) -> PathBuf {
 /// Characters that hide what a text says: zero-width and bidirectional controls, and
 /// look-alikes of `/` and `.`. The engine refuses paths and commands that contain them.
 pub fn confusable_char(text: &str) -> Option<char> {
+    if text.is_ascii() {
+        // Every listed character lies outside ASCII: only the control characters remain (the
+        // search gate asks this of every path a search finds). Looked for over all the bytes
+        // at once first, then found.
+        let controls = text.bytes().fold(false, |seen, b| {
+            seen | (b.is_ascii_control() & !matches!(b, b'\n' | b'\t' | b'\r'))
+        });
+        if !controls {
+            return None;
+        }
+        return text
+            .bytes()
+            .find(|b| b.is_ascii_control() && !matches!(*b, b'\n' | b'\t' | b'\r'))
+            .map(char::from);
+    }
     text.chars().find(|c| {
         matches!(
             *c,

@@ -19,7 +19,7 @@ use std::fmt;
 use std::path::{Path, PathBuf};
 
 use super::commands::is_secret_name;
-use super::pattern::nfc;
+use super::pattern::{fold, nfc};
 use super::shell::{
     ShellAnalysis, ShellContext, SimpleCommand, confusable_char, is_harmless_device,
 };
@@ -248,23 +248,22 @@ const SECRET_FILES: &[&str] = &[
 /// (`http.<url>.extraheader`), and remote URLs carry `user:token@`. A file tool's read of one
 /// asks, as for any credential file.
 fn is_git_config(path: &Path) -> bool {
-    let text = nfc(&path.to_string_lossy()).to_lowercase();
+    is_git_config_text(&fold(&path.to_string_lossy()))
+}
+
+/// [`is_git_config`] on a path already folded (NFC, lower case).
+fn is_git_config_text(text: &str) -> bool {
     let mut parts = text.rsplit('/');
     let name = parts.next().unwrap_or_default();
     (name == "config" || name == "config.worktree") && parts.any(|part| part == ".git")
 }
 
-/// Whether `path` is a repository's configuration file ([`is_git_config`]) that holds a
-/// credential: an `extraheader` (a CI checkout keeps the job's token there), a
-/// `[credential]` section, or a URL with a password (`https://user:token@host`). A file that
-/// exists but cannot be read within bounds counts as holding one. Commands (`cat .git/config`,
-/// `grep -r`) then read a credential; an ordinary repository's configuration stays readable.
-fn git_config_holds_credential(path: &Path) -> bool {
-    is_git_config(path) && config_text_holds_credential(path)
-}
-
-/// Whether the git configuration file at `path` holds a credential (see
-/// [`git_config_holds_credential`]).
+/// Whether the git configuration file at `path` (a repository's, [`is_git_config`], or the
+/// user's, [`is_user_git_config_text`]) holds a credential: an `extraheader` (a CI checkout
+/// keeps the job's token there), a `[credential]` section, or a URL with a password
+/// (`https://user:token@host`). A file that exists but cannot be read within bounds counts as
+/// holding one. Commands (`cat .git/config`, `grep -r`) then read a credential; an ordinary
+/// repository's configuration stays readable.
 fn config_text_holds_credential(path: &Path) -> bool {
     let Some(bytes) = crate::runtime::probe::read_bounded(path, super::gitrepo::MAX_CONFIG_BYTES)
     else {
@@ -284,13 +283,10 @@ fn config_text_holds_credential(path: &Path) -> bool {
         })
 }
 
-/// Whether `path` is the user's own git configuration (`~/.gitconfig`,
-/// `~/.config/git/config`, or a copy by that name) and holds a credential, as
-/// [`git_config_holds_credential`] reads one.
-fn user_git_config_holds_credential(path: &Path) -> bool {
-    let text = nfc(&path.to_string_lossy()).to_lowercase();
-    (text.ends_with("/.gitconfig") || text.ends_with("/.config/git/config"))
-        && config_text_holds_credential(path)
+/// Whether a folded path (NFC, lower case) names the user's own git configuration
+/// (`~/.gitconfig`, `~/.config/git/config`, or a copy by that name).
+fn is_user_git_config_text(text: &str) -> bool {
+    text.ends_with("/.gitconfig") || text.ends_with("/.config/git/config")
 }
 
 /// Whether the directory at `path` is a credential store as a whole (`.ssh`, `.aws`,
@@ -356,7 +352,8 @@ pub struct Watchdog<'a> {
 
 /// `path` relative to `base`, both compared in lower case NFC. `None` when not below.
 fn below(path: &str, base: &Path) -> Option<String> {
-    let base = nfc(&base.to_string_lossy()).to_lowercase();
+    let base = base.to_string_lossy();
+    let base = fold(&base);
     let base = base.trim_end_matches('/');
     if path == base {
         return Some(String::new());
@@ -709,16 +706,21 @@ pub fn guard_rules() -> crate::runtime::sandbox::GuardRules {
 /// Whether `path` is a credential file, with `home` the user's home directory.
 pub fn is_secret_path(home: Option<&Path>, path: &Path) -> bool {
     {
+        // Folded once: the search gate asks this of every file a search finds.
+        let lossy = path
+            .to_str()
+            .map_or_else(|| path.to_string_lossy(), std::borrow::Cow::Borrowed);
+        let text = fold(&lossy);
+        let text = text.as_ref();
         if path
             .file_name()
             .and_then(|n| n.to_str())
             .is_some_and(is_secret_name)
-            || git_config_holds_credential(path)
-            || user_git_config_holds_credential(path)
+            || (is_git_config_text(text) && config_text_holds_credential(path))
+            || (is_user_git_config_text(text) && config_text_holds_credential(path))
         {
             return true;
         }
-        let text = nfc(&path.to_string_lossy()).to_lowercase();
         if text.ends_with("/.ssh/known_hosts") || text.ends_with(".pub") {
             return false;
         }
@@ -726,7 +728,7 @@ pub fn is_secret_path(home: Option<&Path>, path: &Path) -> bool {
         // and also `<workspace>/backup/.aws/x` or `<workspace>/.ssh/deploy` (a workspace's
         // own `.ssh`, `.gnupg`, `.docker/config.json`, ...). Every component may start one.
         if let Some(home) = home
-            && let Some(relative) = below(&text, home)
+            && let Some(relative) = below(text, home)
             && SECRET_DIRS
                 .iter()
                 .chain(SECRET_FILES)
@@ -735,19 +737,38 @@ pub fn is_secret_path(home: Option<&Path>, path: &Path) -> bool {
             return true;
         }
         // Elsewhere a credential directory counts for what is inside it (a directory named
-        // `.ssh` is not itself read by `cd`).
-        let components: Vec<&str> = text.split('/').filter(|c| !c.is_empty()).collect();
-        // `.envs/.production/.postgres` (cookiecutter-django's layout): every file below.
-        if components.iter().rev().skip(1).any(|c| *c == ".envs") {
-            return true;
-        }
-        (0..components.len()).any(|start| {
-            let relative = components[start..].join("/");
-            SECRET_DIRS.iter().any(|s| {
-                relative
-                    .strip_prefix(s)
-                    .is_some_and(|rest| rest.len() > 1 && rest.starts_with('/'))
-            }) || SECRET_FILES.iter().any(|s| at_or_below(&relative, s))
+        // `.ssh` is not itself read by `cd`). Every entry (and `.envs`) begins with a dot
+        // (`secret_entries_begin_with_a_dot`), so only the rest of the path from a component
+        // that begins with one can be one: those are looked at, in the path as it is when it
+        // has no empty component (every path a search finds), else in the path without them.
+        let joined;
+        let text = if text.contains("//") || text.ends_with('/') {
+            joined = text
+                .split('/')
+                .filter(|c| !c.is_empty())
+                .collect::<Vec<_>>()
+                .join("/");
+            joined.as_str()
+        } else {
+            text
+        };
+        let mut starts = text
+            .starts_with('.')
+            .then_some(0)
+            .into_iter()
+            .chain(text.match_indices("/.").map(|(at, _)| at + 1));
+        starts.any(|start| {
+            let relative = &text[start..];
+            // `.envs/.production/.postgres` (cookiecutter-django's layout): every file below.
+            relative
+                .strip_prefix(".envs/")
+                .is_some_and(|rest| !rest.is_empty())
+                || SECRET_DIRS.iter().any(|s| {
+                    relative
+                        .strip_prefix(s)
+                        .is_some_and(|rest| rest.len() > 1 && rest.starts_with('/'))
+                })
+                || SECRET_FILES.iter().any(|s| at_or_below(relative, s))
         })
     }
 }

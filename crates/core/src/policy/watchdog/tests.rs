@@ -329,3 +329,44 @@ fn the_sandbox_guards_what_other_programs_run() {
         assert_eq!(super::guarded_entry(Path::new(path)), expected, "{path}");
     }
 }
+
+#[test]
+fn secret_entries_begin_with_a_dot() {
+    // `is_secret_path` passes over paths without a component that begins with a dot.
+    for entry in SECRET_DIRS.iter().chain(SECRET_FILES) {
+        assert!(entry.starts_with('.'), "{entry}");
+    }
+}
+
+#[test]
+fn secret_paths_found_below_any_component() {
+    let home = Path::new("/home/u");
+    for (path, secret) in [
+        ("/srv/app/backup/.aws/credentials", true),
+        ("/srv/app/.ssh/deploy", true),
+        ("/srv/app/.ssh", false),
+        ("/srv/app/x/.docker/config.json", true),
+        ("/srv/app/x/.docker/other.json", false),
+        ("/srv/app/.envs/.production/.postgres", true),
+        ("/srv/app/.config/gcloud/x", true),
+        ("/srv/app/.config/other/x", false),
+        ("/srv/app/src/main.rs", false),
+        ("/srv/app/src/.hidden/main.rs", false),
+        ("/home/u/.kube/config", true),
+        ("/home/u/.ssh/known_hosts", false),
+        ("/srv/App/.SSH/Deploy", true),
+        ("relative/.ssh/key", true),
+        (".ssh/key", true),
+        ("/srv//app/.ssh/key", true),
+        ("/srv/app/.ssh/", false),
+        ("/srv//.envs/x", true),
+        ("/srv/.envs", false),
+        ("/srv/a/./.aws/x", true),
+    ] {
+        assert_eq!(
+            is_secret_path(Some(home), Path::new(path)),
+            secret,
+            "{path}"
+        );
+    }
+}

@@ -89,13 +89,15 @@ fn handled() -> BitFlags<AccessFs> {
 }
 
 /// A prebuilt ruleset's descriptor (close-on-exec in Keel; [`MaskFd::inherit`] hands it to one
-/// child). Shared: a command holds it until it has started.
+/// child). Shared: a command holds it until it has started. Two are equal when they are the same
+/// ruleset with the same rules (a rule added since, for an entry that appeared, makes another
+/// generation: a domain built before lacks it, see [`super::zygote`]).
 #[derive(Debug, Clone)]
-pub struct MaskFd(Arc<OwnedFd>);
+pub struct MaskFd(Arc<OwnedFd>, u64);
 
 impl PartialEq for MaskFd {
     fn eq(&self, other: &Self) -> bool {
-        Arc::ptr_eq(&self.0, &other.0)
+        Arc::ptr_eq(&self.0, &other.0) && self.1 == other.1
     }
 }
 
@@ -111,24 +113,29 @@ impl MaskFd {
     /// cleared in the child only, between `fork` and `exec`, so no other program Keel starts
     /// meanwhile gets it (one that could add rules to it). The helper sets it again at once.
     pub fn inherit(&self, command: &mut std::process::Command) {
-        use std::os::unix::process::CommandExt as _;
-        let fd = self.raw();
-        // SAFETY: the closure runs in the child between `fork` and `exec` and makes one system
-        // call (`fcntl`), which is async-signal-safe; the descriptor is open in the child (the
-        // invocation holding it outlives the spawn).
-        #[expect(
-            unsafe_code,
-            reason = "pre_exec with one async-signal-safe system call (see SAFETY)"
-        )]
-        unsafe {
-            command.pre_exec(move || {
-                if libc::fcntl(fd, libc::F_SETFD, 0) == 0 {
-                    Ok(())
-                } else {
-                    Err(std::io::Error::last_os_error())
-                }
-            });
-        }
+        inherit_fd(command, self.raw());
+    }
+}
+
+/// Lets the program `command` starts inherit descriptor `fd` (close-on-exec in Keel) at its
+/// number: the flag is cleared in the child only, between `fork` and `exec`.
+pub(crate) fn inherit_fd(command: &mut std::process::Command, fd: RawFd) {
+    use std::os::unix::process::CommandExt as _;
+    // SAFETY: the closure runs in the child between `fork` and `exec` and makes one system
+    // call (`fcntl`), which is async-signal-safe; the descriptor is open in the child (the
+    // caller holds it until the spawn returns).
+    #[expect(
+        unsafe_code,
+        reason = "pre_exec with one async-signal-safe system call (see SAFETY)"
+    )]
+    unsafe {
+        command.pre_exec(move || {
+            if libc::fcntl(fd, libc::F_SETFD, 0) == 0 {
+                Ok(())
+            } else {
+                Err(std::io::Error::last_os_error())
+            }
+        });
     }
 }
 
@@ -219,6 +226,9 @@ impl MaskRulesets {
         if let Some(at) = kept.iter().position(|built| built.masked == key) {
             if let Some(added) = kept[at].refresh(classify) {
                 stats.added += added;
+                if added > 0 {
+                    kept[at].fd.1 += 1;
+                }
                 return Some(kept[at].fd.clone());
             }
             kept.remove(at);
@@ -296,7 +306,7 @@ impl Built {
             masked,
             covered,
             ruleset,
-            fd: MaskFd(Arc::new(fd)),
+            fd: MaskFd(Arc::new(fd), 0),
             inotify,
             listed: listed_dirs.into_iter().map(|(dir, wd)| (wd, dir)).collect(),
             gone: 0,

@@ -22,6 +22,7 @@ pub(crate) mod keeper;
 pub mod mask;
 pub mod proxy;
 pub mod server;
+pub mod zygote;
 
 pub use keel_sandbox::{PROFILE_ENV, helper, landlock_abi, profile};
 
@@ -345,6 +346,9 @@ pub struct ShellInvocation {
     /// The prebuilt credential masks the command must inherit ([`mask::MaskFd::inherit`]), when
     /// the profile names them ([`Profile::mask_ruleset`]).
     pub mask: Option<mask::MaskFd>,
+    /// A contained command under the fallback: how to run it from the session's warm holder
+    /// instead of a helper of its own ([`zygote`]; Keel's own spawns with stdin `/dev/null`).
+    pub warm: Option<zygote::WarmStart>,
     /// Why the command runs unconfined without asking the helper (`off`, no helper).
     pub unconfined: Option<String>,
 }
@@ -474,6 +478,11 @@ impl super::Runtime {
         self.inner.masks.stats()
     }
 
+    /// The fallback's warm holder of this session's contained commands ([`zygote`]).
+    pub fn warm_holders(&self) -> &zygote::Zygotes {
+        &self.inner.zygotes
+    }
+
     /// The environment variables commands keep: [`DEFAULT_ENV_ALLOW`] and `[sandbox] env`.
     pub fn command_env_allow(&self) -> Vec<String> {
         let mut allow = profile::default_env_allow();
@@ -538,6 +547,7 @@ impl super::Runtime {
             env: Vec::new(),
             check: None,
             mask: None,
+            warm: None,
             unconfined: Some(reason.to_owned()),
         };
         if spec.settings.mode == SandboxMode::Off {
@@ -606,6 +616,31 @@ impl super::Runtime {
         };
         profile.mask_ruleset = mask.as_ref().map(mask::MaskFd::raw);
         let text = serde_json::to_string(&profile).map_err(SandboxError::Profile)?;
+        // A contained command under the fallback: forked from the session's warm holder of this
+        // profile (the same for every contained command but for what the request carries).
+        let warm = (local
+            && self.contained
+            && mask::wanted(profile.mechanism)
+            && profile.proxy.is_none()
+            && !profile.network)
+            .then(|| {
+                let mut domain = profile.clone();
+                domain.nonce = String::new();
+                domain.status_file = PathBuf::new();
+                domain.cwd = PathBuf::new();
+                serde_json::to_string(&domain).ok()
+            })
+            .flatten()
+            .filter(|domain| domain.len() <= MAX_PROFILE_ENV_BYTES)
+            .map(|domain| zygote::WarmStart {
+                helper: helper.to_path_buf(),
+                prefix: helper_prefix.to_vec(),
+                profile: domain,
+                mask: mask.clone(),
+                argv: vec!["bash".to_owned(), "-c".to_owned(), command.to_owned()],
+                nonce: nonce.clone(),
+                status_file: status_file.clone(),
+            });
         let utf8 = |path: &Path| {
             path.to_str()
                 .map(str::to_owned)
@@ -644,6 +679,7 @@ impl super::Runtime {
                 done_fifo,
             }),
             mask,
+            warm,
             unconfined: None,
         })
     }

@@ -14,15 +14,15 @@ use keel_core::tools::grep::GrepTool;
 use serde_json::{Value, json};
 
 /// A workspace `ws/`, a scratch dir and a directory `outside/` next to it.
-struct Workspace {
+pub(super) struct Workspace {
     _dir: tempfile::TempDir,
-    root: PathBuf,
-    outside: PathBuf,
-    ctx: ToolContext,
+    pub(super) root: PathBuf,
+    pub(super) outside: PathBuf,
+    pub(super) ctx: ToolContext,
 }
 
 impl Workspace {
-    fn new() -> Self {
+    pub(super) fn new() -> Self {
         let dir = tempfile::tempdir().unwrap();
         let base = std::fs::canonicalize(dir.path()).unwrap();
         let root = base.join("ws");
@@ -39,23 +39,23 @@ impl Workspace {
         }
     }
 
-    fn file(&self, relative: &str, content: impl AsRef<[u8]>) -> PathBuf {
+    pub(super) fn file(&self, relative: &str, content: impl AsRef<[u8]>) -> PathBuf {
         let path = self.root.join(relative);
         std::fs::create_dir_all(path.parent().unwrap()).unwrap();
         std::fs::write(&path, content).unwrap();
         path
     }
 
-    async fn glob(&self, args: Value) -> Result<ToolOutput, ToolError> {
+    pub(super) async fn glob(&self, args: Value) -> Result<ToolOutput, ToolError> {
         run(Typed::wrap(GlobTool).unwrap(), args, &self.ctx).await
     }
 
-    async fn grep(&self, args: Value) -> Result<ToolOutput, ToolError> {
+    pub(super) async fn grep(&self, args: Value) -> Result<ToolOutput, ToolError> {
         run(Typed::wrap(GrepTool).unwrap(), args, &self.ctx).await
     }
 }
 
-async fn run(
+pub(super) async fn run(
     tool: Arc<dyn DynTool>,
     args: Value,
     ctx: &ToolContext,
@@ -63,11 +63,11 @@ async fn run(
     tool.execute(args, ctx).await
 }
 
-fn lines(text: &str) -> Vec<&str> {
+pub(super) fn lines(text: &str) -> Vec<&str> {
     text.lines().collect()
 }
 
-fn assert_invalid(result: Result<ToolOutput, ToolError>, needle: &str) {
+pub(super) fn assert_invalid(result: Result<ToolOutput, ToolError>, needle: &str) {
     match result {
         Err(ToolError::InvalidArguments { message, .. }) => {
             assert!(message.contains(needle), "{message:?} lacks {needle:?}")
@@ -76,7 +76,7 @@ fn assert_invalid(result: Result<ToolOutput, ToolError>, needle: &str) {
     }
 }
 
-fn assert_refused(result: Result<ToolOutput, ToolError>) {
+pub(super) fn assert_refused(result: Result<ToolOutput, ToolError>) {
     match result {
         Err(ToolError::Refused(refusal)) => assert_eq!(refusal.capability, "fs.read"),
         other => panic!("expected a refusal, got {other:?}"),
@@ -264,7 +264,7 @@ async fn paths_outside_the_workspace_are_refused() {
     assert!(out.text.starts_with("No files match"), "{}", out.text);
 }
 
-fn sample_tree(ws: &Workspace) {
+pub(super) fn sample_tree(ws: &Workspace) {
     ws.file(
         "src/main.rs",
         "fn main() {\n    let x = 1;\n    helper(x);\n}\n",
@@ -459,6 +459,59 @@ async fn grep_skips_binary_files() {
 }
 
 #[tokio::test]
+async fn grep_reads_small_and_large_files_alike() {
+    // Files up to 64 KiB are read whole and searched as a slice, larger ones streamed: the
+    // same lines, counts, binary verdicts and UTF-16 transcoding either way.
+    let ws = Workspace::new();
+    let filler = |size: usize| {
+        let line = "filler line without the word\n";
+        let mut text = line.repeat((size - "needle end\n".len()) / line.len());
+        text.push_str(&"x".repeat(size - text.len() - "needle end\n".len()));
+        text.push_str("needle end\n");
+        assert_eq!(text.len(), size);
+        text
+    };
+    for size in [65_535, 65_536, 65_537, 200_000] {
+        ws.file(&format!("text_{size}.txt"), filler(size));
+        let mut blob = format!("needle first\n{}", filler(size - 13)).into_bytes();
+        blob[size - 20] = 0;
+        ws.file(&format!("blob_{size}.bin"), &blob);
+    }
+    let mut utf16 = vec![0xff, 0xfe];
+    utf16.extend(
+        "a needle in utf-16\n"
+            .encode_utf16()
+            .flat_map(u16::to_le_bytes),
+    );
+    ws.file("utf16.txt", &utf16);
+    ws.file("empty.txt", "");
+    let out = ws
+        .grep(json!({"pattern": "needle", "output_mode": "count"}))
+        .await
+        .unwrap();
+    assert_eq!(
+        out.text,
+        "text_200000.txt:1\ntext_65535.txt:1\ntext_65536.txt:1\ntext_65537.txt:1\nutf16.txt:1"
+    );
+    assert_eq!(out.data["binary_files_skipped"], json!(4));
+    let out = ws
+        .grep(json!({"pattern": "needle", "output_mode": "content"}))
+        .await
+        .unwrap();
+    assert!(
+        out.text
+            .contains("text_65536.txt:2260:xxxxxxxxxxxxxxneedle end\n"),
+        "{}",
+        out.text
+    );
+    assert!(
+        out.text.contains("utf16.txt:1:a needle in utf-16\n"),
+        "{}",
+        out.text
+    );
+}
+
+#[tokio::test]
 async fn grep_caps_matches_and_spills_the_whole_output() {
     let ws = Workspace::new();
     let body: String = (1..=300).map(|i| format!("match {i}\n")).collect();
@@ -505,7 +558,7 @@ async fn grep_caps_matches_and_spills_the_whole_output() {
 }
 
 /// The lines of a result without the bracketed notes.
-fn shown_lines(text: &str) -> Vec<&str> {
+pub(super) fn shown_lines(text: &str) -> Vec<&str> {
     text.lines().filter(|l| !l.starts_with('[')).collect()
 }
 
@@ -549,219 +602,4 @@ async fn grep_accepts_a_single_file_path() {
     assert_eq!(out.text, "src/lib.rs:2:    // TODO: check\n");
 }
 
-#[tokio::test]
-async fn ignore_files_above_a_repository_root_do_not_apply() {
-    // The temp dir above the workspace ignores `*.rs` (a home directory kept in git often
-    // ignores `*`); the workspace is its own repository, so that rule is not its business.
-    let ws = Workspace::new();
-    std::fs::write(ws.root.parent().unwrap().join(".gitignore"), "*.rs\n").unwrap();
-    ws.file("src/lib.rs", "fn needle() {}\n");
-    let out = ws.glob(json!({"pattern": "**/*.rs"})).await.unwrap();
-    assert!(out.text.starts_with("No files match"), "{}", out.text);
-    std::fs::create_dir(ws.root.join(".git")).unwrap();
-    ws.file(".gitignore", "/ignored/\n");
-    ws.file("ignored/x.rs", "fn needle() {}\n");
-    let out = ws.glob(json!({"pattern": "**/*.rs"})).await.unwrap();
-    assert_eq!(out.text, "src/lib.rs");
-    let out = ws
-        .grep(json!({"pattern": "needle", "path": "src"}))
-        .await
-        .unwrap();
-    assert_eq!(out.text, "src/lib.rs");
-}
-
-/// Every file under the workspace, as ripgrep's own walker (the `ignore` crate, with the
-/// settings Keel's searches used before their walk was their own) lists them.
-fn ignore_crate_files(
-    ws: &Workspace,
-    filters: impl FnOnce(&mut ignore::WalkBuilder),
-) -> Vec<String> {
-    let mut builder = ws.ctx.runtime.walker(&ws.root).unwrap();
-    filters(&mut builder);
-    let mut files: Vec<String> = builder
-        .build()
-        .flatten()
-        .filter(|entry| entry.file_type().is_some_and(|t| t.is_file()))
-        .map(|entry| {
-            entry
-                .path()
-                .strip_prefix(&ws.root)
-                .unwrap()
-                .to_string_lossy()
-                .into_owned()
-        })
-        .collect();
-    files.sort();
-    files
-}
-
-/// A tree that exercises the ignore rules: negations, directory-only and rooted patterns,
-/// `.ignore` over `.gitignore`, a nested `.gitignore`, hidden names re-included by a rule,
-/// `.git/info/exclude`, a nested repository, files and directories by symlink.
-fn ignore_tree(ws: &Workspace, repository: bool) {
-    for (path, text) in [
-        (
-            ".gitignore",
-            "*.log\n!keep.log\nbuild/\n/rooted.txt\n!.shown\n",
-        ),
-        ("a.log", "x"),
-        ("keep.log", "x"),
-        ("build/x.rs", "x"),
-        ("sub/build/y.rs", "x"),
-        ("rooted.txt", "x"),
-        ("sub/rooted.txt", "x"),
-        (".shown", "x"),
-        (".hidden", "x"),
-        (".hiddendir/z.rs", "x"),
-        ("sub/.gitignore", "!a.log\n*.tmp\n!by_ignore.rs\n"),
-        ("sub/.ignore", "by_ignore.rs\n"),
-        ("sub/a.log", "x"),
-        ("sub/t.tmp", "x"),
-        ("sub/by_ignore.rs", "x"),
-        ("excluded.rs", "x"),
-        ("nested/a.log", "x"),
-        ("nested/b.rs", "x"),
-        ("deep/er/est/file.rs", "x"),
-        ("deep/er/notes.md", "x"),
-        ("src/main.rs", "x"),
-    ] {
-        ws.file(path, text);
-    }
-    std::os::unix::fs::symlink(ws.root.join("src"), ws.root.join("linked_dir")).unwrap();
-    std::os::unix::fs::symlink(ws.root.join("src/main.rs"), ws.root.join("linked.rs")).unwrap();
-    if repository {
-        ws.file(".git/info/exclude", "excluded.rs\n");
-        ws.file("nested/.git/HEAD", "ref: refs/heads/main\n");
-    }
-}
-
-/// The search walk keeps ripgrep's ignore semantics: `glob` lists, and `grep` searches, exactly
-/// the files the `ignore` crate's walker yields, inside a repository and outside one, with and
-/// without the call's own glob and type filters.
-#[tokio::test]
-async fn the_search_walk_lists_what_ripgreps_walker_lists() {
-    for repository in [true, false] {
-        let ws = Workspace::new();
-        ignore_tree(&ws, repository);
-        let expected = ignore_crate_files(&ws, |_| {});
-        assert!(expected.contains(&"sub/a.log".to_owned()), "{expected:?}");
-        assert!(expected.contains(&".shown".to_owned()), "{expected:?}");
-        assert!(
-            !expected.contains(&"sub/by_ignore.rs".to_owned()),
-            "{expected:?}"
-        );
-        assert_eq!(
-            expected.contains(&"excluded.rs".to_owned()),
-            !repository,
-            "{expected:?}"
-        );
-        assert_eq!(
-            expected.contains(&"nested/a.log".to_owned()),
-            repository,
-            "{expected:?}"
-        );
-        let listed = ws.glob(json!({"pattern": "**"})).await.unwrap();
-        assert_eq!(lines(&listed.text), expected, "repository: {repository}");
-        let searched = ws.grep(json!({"pattern": "x"})).await.unwrap();
-        assert_eq!(lines(&searched.text), expected, "repository: {repository}");
-
-        for glob in ["*.log", "!sub/**", ".hid*"] {
-            let expected = ignore_crate_files(&ws, |walk| {
-                let mut builder = ignore::overrides::OverrideBuilder::new(&ws.root);
-                builder.add(glob).unwrap();
-                walk.overrides(builder.build().unwrap());
-            });
-            let searched = ws
-                .grep(json!({"pattern": "x", "glob": glob}))
-                .await
-                .unwrap();
-            let shown = if searched.text.starts_with("No matches") {
-                Vec::new()
-            } else {
-                lines(&searched.text)
-            };
-            assert_eq!(shown, expected, "repository: {repository}, glob {glob}");
-        }
-        let types = {
-            let mut builder = ignore::types::TypesBuilder::new();
-            builder.add_defaults().select("rust");
-            builder.build().unwrap()
-        };
-        let expected = ignore_crate_files(&ws, |walk| {
-            walk.types(types);
-        });
-        let searched = ws
-            .grep(json!({"pattern": "x", "type": "rust"}))
-            .await
-            .unwrap();
-        assert_eq!(lines(&searched.text), expected, "repository: {repository}");
-        assert!(
-            !expected.iter().any(|f| f.starts_with("linked")),
-            "{expected:?}"
-        );
-    }
-}
-
-/// Counts the opens and stats of one grep call over the workspace.
-async fn grep_costs(ws: &Workspace) -> (usize, usize, usize) {
-    use keel_core::runtime::tally::{self, Tally};
-    let counter = Tally::new();
-    let out = tally::scope(
-        counter.clone(),
-        ws.grep(json!({"pattern": "needle", "output_mode": "count"})),
-    )
-    .await
-    .unwrap();
-    let counts = counter.counts();
-    let files: usize = out.data["files"].as_u64().unwrap() as usize;
-    (counts.open, counts.stat, files)
-}
-
-/// grep costs one open and one stat per file it searches (ripgrep's cost): each file is opened
-/// once relative to its directory's descriptor, and its type and links come from that
-/// descriptor. Directories cost one open each and no stat; an ignore file one open.
-#[tokio::test]
-async fn grep_opens_and_stats_each_file_once() {
-    let ws = Workspace::new();
-    ws.file(".gitignore", "*.skip\n");
-    let dirs = ["a", "a/b", "c", "c/d/e"];
-    for dir in dirs {
-        for i in 0..10 {
-            ws.file(&format!("{dir}/f{i}.txt"), "one needle\n");
-        }
-        ws.file(&format!("{dir}/ignored.skip"), "needle\n");
-    }
-    let (opens, stats, files) = grep_costs(&ws).await;
-    assert_eq!(files, 40);
-    // The workspace root's directories and ignore file, and the path of the call resolved:
-    // a handful per call, whatever the number of files.
-    let depth = ws.root.components().count();
-    let per_call = 2 * depth + 8;
-    let directories = dirs.len() + 3;
-    assert!(
-        opens <= files + directories + 1 + per_call,
-        "{opens} opens for {files} files in {directories} directories"
-    );
-    assert!(stats <= files + per_call, "{stats} stats for {files} files");
-    // Forty more files in the same directories cost forty opens and forty stats more.
-    for dir in dirs {
-        for i in 10..20 {
-            ws.file(&format!("{dir}/f{i}.txt"), "one needle\n");
-        }
-    }
-    let (more_opens, more_stats, more_files) = grep_costs(&ws).await;
-    assert_eq!(more_files, 80);
-    eprintln!(
-        "grep: {opens} opens, {stats} stats for {files} files; {more_opens}, {more_stats} for {more_files}"
-    );
-    assert!(
-        more_opens - opens <= 40,
-        "40 more files cost {} more opens",
-        more_opens - opens
-    );
-    assert!(
-        more_stats - stats <= 40,
-        "40 more files cost {} more stats",
-        more_stats - stats
-    );
-}
+mod walk;
