@@ -15,7 +15,13 @@
 //!    namespace mapped back to the caller's uid (which also locks every mount), sets
 //!    `PR_SET_NO_NEW_PRIVS`, writes the nonce to the status file and starts the program. It
 //!    reaps orphans and forwards signals to the whole namespace; when the program exits, init
-//!    exits and the kernel kills everything left in the namespace.
+//!    kills and reaps everything left in the namespace, writes the program's end to Keel's FIFO
+//!    when the profile names one (`Profile::done_fifo`: Keel reports the command done from it,
+//!    before the namespaces' teardown), and exits.
+//!
+//! With the network off and a keeper named (`Profile::keeper`, `keel-sandbox keep SOCKET`, module
+//! `keeper`), stage 1 joins the keeper's user namespace and a network namespace it made ahead
+//! instead of creating them.
 //!
 //! When namespaces are not available, the fallback is Landlock (file system) + seccomp (no
 //! sockets but Unix ones when the network is off), with a child subreaper
@@ -110,6 +116,12 @@ pub fn main(_prefix: &[OsString], args: Vec<OsString>) -> i32 {
         let _ = writeln!(std::io::stdout(), "{HELPER_BUILD}");
         return 0;
     }
+    // `keep SOCKET`: the session's namespace keeper (module `keeper`).
+    if let [keep, socket] = &args[..]
+        && keep == "keep"
+    {
+        return crate::keeper::keep(Path::new(socket));
+    }
     // `zygote --control FD`: the fallback's warm holder of one profile (module `zygote`).
     if args.first().is_some_and(|stage| stage == "zygote") {
         return crate::zygote::main(&args[1..]);
@@ -190,6 +202,21 @@ fn open_status(profile: &Profile) -> Result<std::fs::File> {
         .map_err(Error::OpenStatus)
 }
 
+/// Opens Keel's FIFO ([`Profile::done_fifo`]) for writing without waiting (Keel holds its read
+/// end open before the helper starts). `None` when the profile names none, or it is not a FIFO
+/// or cannot be opened: Keel then waits for the helper's exit, as it would anyway.
+fn open_done(profile: &Profile) -> Option<std::fs::File> {
+    use std::os::unix::fs::{FileTypeExt as _, OpenOptionsExt as _};
+    let path = profile.done_fifo.as_ref()?;
+    let file = std::fs::OpenOptions::new()
+        .write(true)
+        .custom_flags(libc::O_NONBLOCK)
+        .open(path)
+        .ok()?;
+    let fifo = file.metadata().is_ok_and(|meta| meta.file_type().is_fifo());
+    fifo.then_some(file)
+}
+
 /// Writes the status line: the program is confined by `mechanism` (`namespaces`, `landlock`, or
 /// `none`), with `notes` on what is not enforced. Written once confinement is in place and
 /// before the program starts.
@@ -239,8 +266,10 @@ fn run(profile: &Profile, program: &[OsString]) -> i32 {
         Err(error) => return fail(&error),
     };
     if profile.mechanism != Mechanism::Landlock {
+        // Opened here, on the host's file system: init writes to it from inside the new root.
+        let done = open_done(profile);
         match namespaces::enter(profile, ids) {
-            Ok(proxy) => return init::start(profile, ids, program, status, proxy),
+            Ok(proxy) => return init::start(profile, ids, program, status, done, proxy),
             Err(e) => notes.push(format!("namespaces unavailable: {e}")),
         }
     }

@@ -14,9 +14,11 @@ use std::ffi::OsString;
 use std::io::Write as _;
 use std::os::unix::process::CommandExt as _;
 
+use nix::errno::Errno;
 use nix::mount::{MntFlags, MsFlags, mount, umount2};
 use nix::sched::{CloneFlags, unshare};
 use nix::sys::signal::{Signal, kill};
+use nix::sys::wait::{WaitPidFlag, waitpid};
 use nix::unistd::{ForkResult, Gid, Pid, Uid, chdir, pivot_root};
 
 use crate::error::{Error, NamespaceFailure, Result};
@@ -25,7 +27,7 @@ use crate::helper::{
     supervise, write_guard, write_status,
 };
 use crate::namespaces::write_file;
-use crate::profile::{Mechanism, Profile};
+use crate::profile::{Mechanism, Profile, done_line};
 use crate::{EXIT_HELPER_FAILED, fallback};
 
 /// Stage 1, namespaces in place: a new PID namespace whose init is stage 2, a fork of this
@@ -35,6 +37,7 @@ pub(crate) fn start(
     ids: (u32, u32),
     program: &[OsString],
     mut status_file: std::fs::File,
+    done: Option<std::fs::File>,
     proxy: bool,
 ) -> i32 {
     if let Err(e) = unshare(CloneFlags::CLONE_NEWPID) {
@@ -52,9 +55,13 @@ pub(crate) fn start(
     let forked = unsafe { nix::unistd::fork() };
     let init_pid = match forked {
         Ok(ForkResult::Child) => {
-            std::process::exit(init(profile, ids, program, proxy, &mut status_file))
+            std::process::exit(init(profile, ids, program, proxy, &mut status_file, done))
         }
-        Ok(ForkResult::Parent { child }) => child,
+        Ok(ForkResult::Parent { child }) => {
+            // Init's to write: this process's copy would only outlive the message.
+            drop(done);
+            child
+        }
         Err(e) => return fail(&Error::sys("starting the namespace init", e)),
     };
     // Keel's proof that the namespace is empty: init has exited (the kernel lets init finish
@@ -142,6 +149,7 @@ fn init(
     program: &[OsString],
     proxy: bool,
     status_file: &mut std::fs::File,
+    done: Option<std::fs::File>,
 ) -> i32 {
     // If stage 1 dies (SIGKILL from Keel), so does this namespace.
     let _ = nix::sys::prctl::set_pdeathsig(Signal::SIGKILL);
@@ -190,7 +198,33 @@ fn init(
     if let Ending::Signal(signal) = ending {
         let _ = status_file.write_all(format!("\nsignal {}\n", signal as i32).as_bytes());
     }
+    if let Some(mut done) = done {
+        // Keel reports the command done from this line, before this process and stage 1 exit
+        // (their exits tear the namespaces down, each waiting for an RCU grace period): so
+        // first make the namespace as empty as init's own exit would.
+        empty_namespace();
+        let (code, signal) = match ending {
+            Ending::Code(code) => (Some(code), None),
+            Ending::Signal(signal) => (None, Some(signal as i32)),
+        };
+        let _ = done.write_all(done_line(&profile.nonce, code, signal).as_bytes());
+    }
     ending.code()
+}
+
+/// Kills every other process of the namespace and reaps it: on return, init is the namespace's
+/// only process. Every process of a PID namespace descends from its init (orphans are
+/// reparented to it), so as long as one is left, init has a child to wait for; `ECHILD` means
+/// none is left. Each round kills again, in case a process forked before it was killed.
+fn empty_namespace() {
+    loop {
+        // `kill(-1, sig)` from init reaches every other process of the namespace.
+        let _ = kill(Pid::from_raw(-1), Signal::SIGKILL);
+        match waitpid(Pid::from_raw(-1), Some(WaitPidFlag::__WALL)) {
+            Ok(_) | Err(Errno::EINTR) => {}
+            Err(_) => return,
+        }
+    }
 }
 
 /// Inside the command's network namespace: a listener on its own `127.0.0.1` whose connections

@@ -10,6 +10,7 @@
 //! - [`helper`]: the entry point and stage 1 (which mechanism, signals, the status file).
 //! - `namespaces`: the user, mount and network namespaces and the new root.
 //! - `init`: the PID namespace's init (stage 2) and the forwarder to Keel's filtering proxy.
+//! - `keeper`: the session's namespace keeper (a user namespace, network namespaces made ahead).
 //! - `reaper`: the fallback's supervisor (a subreaper that leaves nothing behind).
 //! - `fallback`: Landlock + seccomp, with every capability dropped.
 //! - [`zygote`]: the fallback's warm holder: one Landlock domain per session and profile, each
@@ -20,6 +21,7 @@ mod error;
 mod fallback;
 pub mod helper;
 mod init;
+mod keeper;
 mod namespaces;
 pub mod profile;
 mod reaper;

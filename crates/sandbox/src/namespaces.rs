@@ -21,6 +21,7 @@ use nix::sched::{CloneFlags, unshare};
 use nix::sys::statvfs::{FsFlags, statvfs};
 
 use crate::error::{Error, Result};
+use crate::keeper::Joined;
 use crate::profile::{Profile, SYSTEM_DIRS};
 
 pub(crate) fn write_file(path: &str, text: &str) -> Result<()> {
@@ -33,19 +34,31 @@ pub(crate) fn write_file(path: &str, text: &str) -> Result<()> {
 pub(crate) fn enter(profile: &Profile, (uid, gid): (u32, u32)) -> Result<bool> {
     std::fs::create_dir_all(&profile.staging_dir)
         .map_err(|e| Error::io(&profile.staging_dir, e))?;
-    let mut flags = CloneFlags::CLONE_NEWUSER | CloneFlags::CLONE_NEWNS;
-    if !profile.network {
+    // The session's keeper: its user namespace, and a network namespace of this command's own
+    // made ahead (its loopback up). Without it, both are made here.
+    let joined = match (&profile.keeper, profile.network) {
+        (Some(socket), false) => crate::keeper::join(socket),
+        _ => Joined::Nothing,
+    };
+    let mut flags = CloneFlags::CLONE_NEWNS;
+    if joined == Joined::Nothing {
+        flags |= CloneFlags::CLONE_NEWUSER;
+    }
+    if !profile.network && joined != Joined::Both {
         flags |= CloneFlags::CLONE_NEWNET;
     }
     unshare(flags).map_err(|e| Error::sys("unshare", e))?;
-    write_file("/proc/self/setgroups", "deny")?;
-    write_file("/proc/self/uid_map", &format!("0 {uid} 1"))?;
-    write_file("/proc/self/gid_map", &format!("0 {gid} 1"))?;
+    if joined == Joined::Nothing {
+        write_file("/proc/self/setgroups", "deny")?;
+        write_file("/proc/self/uid_map", &format!("0 {uid} 1"))?;
+        write_file("/proc/self/gid_map", &format!("0 {gid} 1"))?;
+    }
     let mut proxy = false;
     if !profile.network {
         // The new network namespace's own loopback (not the host's): test servers inside the
         // command work; nothing outside is reachable. Optional (without it, no proxy either).
-        proxy = loopback_up().is_ok() && profile.proxy.is_some();
+        // The keeper's namespaces have theirs up already.
+        proxy = (joined == Joined::Both || loopback_up().is_ok()) && profile.proxy.is_some();
     }
     mount(
         None::<&str>,
@@ -81,7 +94,7 @@ fn bind_socket(socket: &Path, target: &Path) -> Result<()> {
 }
 
 /// Sets `lo` (interface 1 in a new network namespace) up with one `RTM_NEWLINK` netlink request.
-fn loopback_up() -> Result<(), Errno> {
+pub(crate) fn loopback_up() -> Result<(), Errno> {
     use nix::sys::socket::{
         AddressFamily, MsgFlags, SockFlag, SockProtocol, SockType, recv, send, socket,
     };

@@ -81,6 +81,49 @@ pub struct Profile {
     /// one is removed before the program starts, whoever started the helper.
     #[serde(default)]
     pub env_allow: Vec<String>,
+    /// A FIFO Keel reads (keel-core's `runtime::process`), under namespaces: once the program
+    /// has exited, init ends and reaps every other process of its namespace and only then
+    /// writes [`done_line`] to it, before init's and the helper's own exits (which tear the
+    /// namespaces down, waiting for RCU grace periods). Keel reports the command done from it
+    /// and reaps the helper afterwards. `None` (the editor's terminal, the fallback): Keel waits
+    /// for the helper's exit.
+    #[serde(default)]
+    pub done_fifo: Option<PathBuf>,
+    /// The session's namespace keeper (`keel-sandbox keep SOCKET`), with the network off: the
+    /// helper joins its user namespace and takes a fresh network namespace it made ahead of
+    /// time, instead of creating one on the command's path. `None`, or a keeper that is gone
+    /// or does not answer at once: the helper creates its own.
+    #[serde(default)]
+    pub keeper: Option<PathBuf>,
+}
+
+/// The line init writes to [`Profile::done_fifo`] once its namespace is empty: the profile's
+/// nonce and how the program ended (`code N` or `signal N`).
+pub fn done_line(nonce: &str, code: Option<i32>, signal: Option<i32>) -> String {
+    match (code, signal) {
+        (_, Some(signal)) => format!("done {nonce} signal {signal}\n"),
+        (code, None) => format!("done {nonce} code {}\n", code.unwrap_or(-1)),
+    }
+}
+
+/// How the program ended, from a [`done_line`] with this `nonce`: `Ok(exit code)` or
+/// `Err(signal)`. `None` for anything else (another nonce, a partial line).
+pub fn parse_done_line(text: &str, nonce: &str) -> Option<Result<i32, i32>> {
+    let line = text.strip_suffix('\n')?;
+    let mut words = line.split(' ');
+    if words.next()? != "done" || words.next()? != nonce {
+        return None;
+    }
+    let kind = words.next()?;
+    let number: i32 = words.next()?.parse().ok()?;
+    if words.next().is_some() {
+        return None;
+    }
+    match kind {
+        "code" if (0..=255).contains(&number) => Some(Ok(number)),
+        "signal" if number > 0 => Some(Err(number)),
+        _ => None,
+    }
 }
 
 /// How a confined command reaches Keel's filtering proxy (keel-core's `runtime::sandbox::proxy`).
@@ -209,6 +252,24 @@ pub const DEFAULT_ENV_ALLOW: &[&str] = &[
 #[cfg(test)]
 mod tests {
     use super::env_allowed;
+
+    #[test]
+    fn a_done_line_reads_back_only_with_its_nonce() {
+        use super::{done_line, parse_done_line};
+        assert_eq!(
+            parse_done_line(&done_line("n1", Some(3), None), "n1"),
+            Some(Ok(3))
+        );
+        assert_eq!(
+            parse_done_line(&done_line("n1", None, Some(9)), "n1"),
+            Some(Err(9))
+        );
+        assert_eq!(parse_done_line(&done_line("n1", Some(0), None), "n2"), None);
+        assert_eq!(parse_done_line("done n1 code 0", "n1"), None);
+        assert_eq!(parse_done_line("done n1 code 0 x\n", "n1"), None);
+        assert_eq!(parse_done_line("done n1 code 300\n", "n1"), None);
+        assert_eq!(parse_done_line("done n1 signal 0\n", "n1"), None);
+    }
 
     #[test]
     fn the_environment_allowlist_takes_names_and_prefixes() {

@@ -78,6 +78,8 @@ impl Layout {
             masked: vec![self.home.join(".cargo/credentials.toml")],
             env_allow: vec!["PATH".into()],
             mask_ruleset: None,
+            done_fifo: None,
+            keeper: None,
         }
     }
 
@@ -284,4 +286,139 @@ fn the_helper_ends_as_the_program_did() {
         let output = layout.run(&profile, "kill -TERM $$");
         assert_eq!(output.status.signal(), Some(15), "{mechanism:?}");
     }
+}
+
+/// Under namespaces, init says the program is done on Keel's FIFO (`Profile::done_fifo`) only
+/// once its namespace is empty: a daemon the program left running, in a session of its own behind
+/// a double fork, is gone when the line arrives, though the helper itself may not have exited
+/// yet. The line carries the program's end: its exit code or its signal.
+#[test]
+fn init_says_done_only_once_its_namespace_is_empty() {
+    use std::io::Read as _;
+    use std::os::unix::process::ExitStatusExt as _;
+    let layout = Layout::new();
+    let fifo = layout.root.join("done");
+    nix::unistd::mkfifo(&fifo, nix::sys::stat::Mode::S_IRWXU).unwrap();
+    let mut profile = layout.profile(Mechanism::Namespaces);
+    profile.done_fifo = Some(fifo.clone());
+    // Read and write, as Keel opens it: the helper's open does not wait, and no end of file.
+    #[expect(
+        clippy::disallowed_types,
+        reason = "the test holds the FIFO's read end as Keel does"
+    )]
+    let mut reader = std::fs::OpenOptions::new()
+        .read(true)
+        .write(true)
+        .open(&fifo)
+        .unwrap();
+    let (lines, received) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
+        let mut line = [0u8; 256];
+        while let Ok(n) = reader.read(&mut line) {
+            let _ = lines.send(String::from_utf8_lossy(&line[..n]).into_owned());
+        }
+    });
+    // The daemon's name is put together by the script, so the helper's own command line (which
+    // holds the script) does not carry it; the program waits until the daemon runs.
+    let daemon = "keel-done-daemon";
+    let script = "d=keel-done; (setsid sh -c 'echo > started; sleep 30; true' \"$d-daemon\" &); \
+                  while [ ! -e started ]; do sleep 0.01; done; exit 7";
+    let file = layout.root.join("profile.json");
+    std::fs::write(&file, serde_json::to_string(&profile).unwrap()).unwrap();
+    let helper = |script: &str| {
+        Command::new(HELPER)
+            .args(["run", "--profile"])
+            .arg(&file)
+            .args(["--", "/bin/sh", "-c", script])
+            .spawn()
+            .unwrap()
+    };
+    let mut child = helper(script);
+    let line = received
+        .recv_timeout(std::time::Duration::from_secs(60))
+        .unwrap();
+    assert_eq!(line, "done nonce-1 code 7\n");
+    assert!(layout.workspace.join("started").exists());
+    let alive: Vec<String> = std::fs::read_dir("/proc")
+        .unwrap()
+        .flatten()
+        .filter_map(|entry| std::fs::read(entry.path().join("cmdline")).ok())
+        .map(|cmdline| text(&cmdline).replace('\0', " "))
+        .filter(|cmdline| cmdline.contains(daemon))
+        .collect();
+    assert!(alive.is_empty(), "left running after done: {alive:?}");
+    assert_eq!(child.wait().unwrap().code(), Some(7));
+
+    let mut child = helper("kill -KILL $$");
+    let line = received
+        .recv_timeout(std::time::Duration::from_secs(60))
+        .unwrap();
+    assert_eq!(line, "done nonce-1 signal 9\n");
+    assert_eq!(child.wait().unwrap().signal(), Some(9));
+}
+
+/// The namespace keeper (`keel-sandbox keep SOCKET`) hands each command a network namespace it
+/// made ahead, offline but for the loopback, and one command's only: the next gets another. It
+/// serves its parent's children only: a helper started by another process makes its own.
+#[test]
+fn the_keeper_hands_each_child_of_its_parent_a_network_namespace_of_its_own() {
+    let layout = Layout::new();
+    let socket = layout.root.join("keeper.sock");
+    let mut keeper = Command::new(HELPER)
+        .arg("keep")
+        .arg(&socket)
+        .stdin(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let host = std::fs::read_link("/proc/self/ns/net").unwrap();
+    // The keeper's spare namespace, once it has made it.
+    let spare = || loop {
+        let spare = std::fs::read_link(format!("/proc/{}/ns/net", keeper.id())).unwrap();
+        if spare != host && socket.exists() {
+            return text(spare.as_os_str().as_encoded_bytes());
+        }
+        std::thread::sleep(std::time::Duration::from_millis(10));
+    };
+    let mut profile = layout.profile(Mechanism::Namespaces);
+    profile.keeper = Some(socket.clone());
+    let script = "readlink /proc/self/ns/net; tail -n +3 /proc/net/dev | cut -d: -f1 | tr -d ' '";
+    let network = |output: Output| {
+        assert!(output.status.success(), "{}", text(&output.stderr));
+        text(&output.stdout)
+    };
+    let first = spare();
+    assert_eq!(
+        network(layout.run(&profile, script)),
+        format!("{first}\nlo\n")
+    );
+    let second = spare();
+    assert_ne!(first, second);
+    assert_eq!(
+        network(layout.run(&profile, script)),
+        format!("{second}\nlo\n")
+    );
+
+    // Started by another process (a shell), the helper is refused and makes its own namespace.
+    let third = spare();
+    let file = layout.root.join("profile.json");
+    let nested = Command::new("/bin/sh")
+        .arg("-c")
+        .arg(format!(
+            "{HELPER} run --profile {} -- /bin/sh -c \"$0\"; true",
+            file.display()
+        ))
+        .arg(script)
+        .output()
+        .unwrap();
+    let own = network(nested);
+    assert!(own.ends_with("\nlo\n"), "{own}");
+    assert_ne!(own, format!("{third}\nlo\n"));
+    assert_eq!(
+        spare(),
+        third,
+        "the keeper handed its namespace to a stranger"
+    );
+    // Its parent gone (its standard input closed), it exits.
+    drop(keeper.stdin.take());
+    assert!(keeper.wait().unwrap().success());
 }

@@ -400,6 +400,14 @@ fn sandbox_check_proves_both_mechanisms() {
         );
         assert!(!stdout.contains("FAIL"), "{stdout}");
         assert!(stdout.contains("commands run confined"), "{stdout}");
+        // Under namespaces the claims are proved through a namespace keeper, as commands run.
+        assert_eq!(
+            stdout
+                .matches("the probe ran in a network namespace from the session's namespace keeper")
+                .count(),
+            1,
+            "{stdout}"
+        );
     }
 }
 

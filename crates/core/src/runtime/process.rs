@@ -201,6 +201,7 @@ impl Runtime {
                         child: Leader::Warm(child),
                         pgid: Pid::from_raw(pid),
                         output: Some(output),
+                        done: None,
                         stdin: None,
                         scratch_dir: self.scratch_dir().to_path_buf(),
                         status: None,
@@ -296,6 +297,22 @@ impl Runtime {
         if let Some(mask) = &invocation.mask {
             mask.inherit(builder.as_std_mut());
         }
+        // A foreground command is reported done from init's line on this FIFO (opened before
+        // the helper, which opens it without waiting); a background one waits for the exit.
+        let done = if stdin {
+            None
+        } else {
+            invocation
+                .check
+                .as_ref()
+                .and_then(|check| check.done_fifo.as_deref())
+                .and_then(|fifo| {
+                    pipe::OpenOptions::new()
+                        .read_write(true)
+                        .open_receiver(fifo)
+                        .ok()
+                })
+        };
         let mut child = builder.spawn().map_err(|e| failed("spawn", e))?;
         let stdin = child.stdin.take();
         // The command holds the parent's copies of the pipe's write end: close them now, or the
@@ -312,6 +329,7 @@ impl Runtime {
             child: Leader::Process(child),
             pgid: Pid::from_raw(pid),
             output: Some(output),
+            done,
             stdin,
             scratch_dir: self.scratch_dir().to_path_buf(),
             status: None,
@@ -362,6 +380,8 @@ pub struct ShellProcess {
     child: Leader,
     pgid: Pid,
     output: Option<pipe::Receiver>,
+    /// The read end of the helper's done FIFO ([`super::sandbox::ConfinementCheck::done_fifo`]).
+    done: Option<pipe::Receiver>,
     /// The write end of stdin ([`Runtime::spawn_shell_with_stdin`] only).
     stdin: Option<tokio::process::ChildStdin>,
     scratch_dir: PathBuf,
@@ -456,6 +476,9 @@ impl ShellProcess {
         let mut stream = Utf8Stream::default();
         let mut buffer = vec![0u8; READ_CHUNK];
         let mut output = self.output.take();
+        let mut done = self.done.take();
+        // Init said its namespace is empty: the command is done before the helper has exited.
+        let mut emptied = false;
         let deadline = tokio::time::sleep(timeout);
         tokio::pin!(deadline);
         let mut ending = ShellEnding::Exited;
@@ -479,6 +502,16 @@ impl ShellProcess {
                         output = None;
                     }
                 },
+                line = read_done(&mut done) => {
+                    match line.ok().and_then(|line| self.done_status(&line)) {
+                        Some(status) => {
+                            self.status = Some(status);
+                            emptied = true;
+                        }
+                        // Not a line Keel can take: wait for the helper's exit instead.
+                        None => done = None,
+                    }
+                }
                 status = self.child.wait() => {
                     let status = status
                         .map_err(|e| AccessError::internal("waiting for a bash process", e))?;
@@ -486,9 +519,27 @@ impl ShellProcess {
                 }
             }
         }
-        // The command is done, timed out or cancelled: end its whole group (on a normal exit,
-        // whatever it left running in the background), so the pipe closes.
-        self.kill_group().await;
+        if emptied {
+            // Every process of the command is gone (init reaped them all before it wrote the
+            // line), so everything it printed is in the pipe: read it without waiting for the
+            // end of file, which comes with the helper's own exit. The helper's group holds only
+            // the helper (the program has a session of its own); it is reaped once it exits.
+            if let Some(reader) = output.as_mut() {
+                loop {
+                    match reader.try_read(&mut buffer) {
+                        Ok(0) => break,
+                        Ok(n) => accept(&buffer[..n], &mut collector, &mut stream, progress).await,
+                        Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
+                        Err(_) => break,
+                    }
+                }
+            }
+            output = None;
+        } else {
+            // The command is done, timed out or cancelled: end its whole group (on a normal
+            // exit, whatever it left running in the background), so the pipe closes.
+            self.kill_group().await;
+        }
         if self.status.is_none() {
             // Wait for the leader itself (the group is being killed), so its status is known.
             self.status = self.child.wait().await.ok();
@@ -523,6 +574,16 @@ impl ShellProcess {
             ending,
             confinement: self.invocation.confinement(),
             gone_verified,
+        })
+    }
+
+    /// The program's exit status from init's line on the done FIFO, when Keel can take it
+    /// ([`super::sandbox::ConfinementCheck::done_ending`]).
+    fn done_status(&self, line: &str) -> Option<ExitStatus> {
+        let ending = self.invocation.check.as_ref()?.done_ending(line)?;
+        Some(match ending {
+            Ok(code) => ExitStatus::from_raw(code << 8),
+            Err(signal) => ExitStatus::from_raw(signal),
         })
     }
 
@@ -684,6 +745,17 @@ pub(super) async fn read_chunk(
         Some(reader) => reader.read(buffer).await,
         None => std::future::pending().await,
     }
+}
+
+/// Reads init's line from the done FIFO; pends forever without one.
+async fn read_done(done: &mut Option<pipe::Receiver>) -> std::io::Result<String> {
+    let Some(reader) = done else {
+        return std::future::pending().await;
+    };
+    // One line of a few dozen bytes, written at once (a FIFO write under `PIPE_BUF` is atomic).
+    let mut line = [0u8; 256];
+    let n = reader.read(&mut line).await?;
+    Ok(String::from_utf8_lossy(&line[..n]).into_owned())
 }
 
 async fn accept(

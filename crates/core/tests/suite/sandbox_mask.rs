@@ -176,6 +176,8 @@ fn the_helper_applies_the_handed_ruleset_and_closes_it() {
         masked: vec![ws.join("listed.txt")],
         env_allow: vec!["PATH".into()],
         mask_ruleset: Some(fd.raw()),
+        done_fifo: None,
+        keeper: None,
     };
     let file = root.join("profile.json");
     std::fs::write(&file, serde_json::to_string(&profile).unwrap()).unwrap();

@@ -263,6 +263,146 @@ async fn background_leftovers_are_ended_when_the_command_exits() {
     assert!(!running_with("60.0202"));
 }
 
+/// The pids of the live processes with `arg` among their arguments whose parent is `parent`.
+fn children_with(parent: u32, arg: &str) -> Vec<i32> {
+    let mut found = Vec::new();
+    for entry in std::fs::read_dir("/proc").unwrap().flatten() {
+        let Some(pid) = entry
+            .file_name()
+            .to_str()
+            .and_then(|n| n.parse::<i32>().ok())
+        else {
+            continue;
+        };
+        let Ok(cmdline) = std::fs::read(entry.path().join("cmdline")) else {
+            continue;
+        };
+        let Ok(stat) = std::fs::read_to_string(entry.path().join("stat")) else {
+            continue;
+        };
+        let ppid = stat
+            .rsplit_once(')')
+            .and_then(|(_, rest)| rest.split_ascii_whitespace().nth(1))
+            .and_then(|p| p.parse::<u32>().ok());
+        if ppid == Some(parent) && cmdline.split(|b| *b == 0).any(|a| a == arg.as_bytes()) {
+            found.push(pid);
+        }
+    }
+    found
+}
+
+/// Under namespaces a command is done once the namespace's init says so (its namespace
+/// emptied, daemons included), not once the helper has exited: with the helper's first stage
+/// stopped, so that it cannot exit, the result still comes, with the program's exit code,
+/// everything it printed, and nothing it started left running.
+#[tokio::test]
+async fn a_command_is_done_when_init_has_emptied_its_namespace_not_when_the_helper_exits() {
+    use nix::sys::signal::{Signal, kill};
+    use nix::unistd::Pid;
+    let ws = Workspace::new();
+    let command = "setsid sleep 60.0301 & seq 1 3000; echo > started; \
+                   while [ ! -e go ]; do sleep 0.01; done; exit 3";
+    let run = ws.bash(json!({ "command": command }));
+    let stop = async {
+        // Once the program runs, the helper's first stage (the child of this process that runs
+        // the command) only waits for init.
+        while !ws.root.join("started").exists() {
+            tokio::time::sleep(std::time::Duration::from_millis(10)).await;
+        }
+        let [helper] = children_with(std::process::id(), command)[..] else {
+            panic!("no single helper runs the command");
+        };
+        let helper = Pid::from_raw(helper);
+        kill(helper, Signal::SIGSTOP).unwrap();
+        std::fs::write(ws.root.join("go"), "").unwrap();
+        helper
+    };
+    let (out, helper) = tokio::time::timeout(std::time::Duration::from_secs(60), async {
+        tokio::join!(run, stop)
+    })
+    .await
+    .expect("the command was not reported done while its helper could not exit");
+    let out = out.unwrap();
+    assert_eq!(out.data["sandbox"], json!("namespaces"), "{}", out.text);
+    assert_eq!(out.data["exit_code"], json!(3), "{}", out.text);
+    let printed: String = (1..=3000).map(|i| format!("{i}\n")).collect();
+    assert!(out.text.starts_with(&printed), "{}", out.text);
+    assert!(!running_with("60.0301"), "the daemon outlived its command");
+    // The helper was still there (stopped) when the result came; let it go and it ends.
+    assert!(!children_with(std::process::id(), command).is_empty());
+    kill(helper, Signal::SIGCONT).unwrap();
+    while std::fs::read_to_string(format!("/proc/{helper}/stat"))
+        .is_ok_and(|stat| !stat.contains(") Z"))
+    {
+        tokio::time::sleep(std::time::Duration::from_millis(10)).await;
+    }
+}
+
+/// The session's namespace keeper holds each command's network namespace ready: a command gets
+/// the one the keeper made ahead, its own (the next command's is another) and offline (only its
+/// loopback). A keeper killed mid-session is replaced; the command that finds it gone makes its
+/// own namespace, offline too.
+#[tokio::test]
+async fn the_namespace_keeper_gives_each_command_its_own_offline_network() {
+    use nix::sys::signal::{Signal, kill};
+    use nix::unistd::Pid;
+    let ws = Workspace::new();
+    let network = async || {
+        let out = ws
+            .bash(json!({"command": "readlink /proc/self/ns/net; \
+                          tail -n +3 /proc/net/dev | cut -d: -f1 | tr -d ' '"}))
+            .await
+            .unwrap();
+        assert_eq!(out.data["sandbox"], json!("namespaces"), "{}", out.text);
+        let mut lines = out.text.lines().map(str::to_owned);
+        let namespace = lines.next().unwrap();
+        let interfaces: Vec<String> = lines.collect();
+        assert_eq!(interfaces, ["lo"], "{}", out.text);
+        namespace
+    };
+    let host = std::fs::read_link("/proc/self/ns/net").unwrap();
+    let host = host.to_str().unwrap().to_owned();
+    // This session's keeper (other tests run theirs), by its socket.
+    let socket = ws.ctx.session.scratch_dir.join("sandbox/keeper.sock");
+    let socket = socket.to_str().unwrap();
+    // The keeper, ready: a child of this process, in a network namespace it made ahead.
+    let ready = async || loop {
+        if let [pid] = children_with(std::process::id(), socket)[..] {
+            let spare = std::fs::read_link(format!("/proc/{pid}/ns/net"))
+                .map(|link| link.to_string_lossy().into_owned());
+            if let Ok(spare) = spare
+                && spare != host
+            {
+                break (Pid::from_raw(pid), spare);
+            }
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(10)).await;
+    };
+
+    let first = network().await;
+    assert_ne!(first, host);
+    let (keeper, spare) = ready().await;
+    let second = network().await;
+    assert_eq!(
+        second, spare,
+        "the command did not get the keeper's namespace"
+    );
+    let (_, spare) = ready().await;
+    assert_ne!(spare, second);
+    let third = network().await;
+    assert_eq!(third, spare);
+
+    kill(keeper, Signal::SIGKILL).unwrap();
+    while children_with(std::process::id(), socket).contains(&keeper.as_raw()) {
+        tokio::time::sleep(std::time::Duration::from_millis(10)).await;
+    }
+    let fourth = network().await;
+    assert_ne!(fourth, host);
+    let (replaced, spare) = ready().await;
+    assert_ne!(replaced, keeper);
+    assert_eq!(network().await, spare);
+}
+
 #[tokio::test]
 async fn cancellation_kills_the_group_and_progress_streams() {
     let mut ws = Workspace::new();

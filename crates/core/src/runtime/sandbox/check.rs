@@ -235,6 +235,8 @@ impl Layout {
             ],
             env_allow: super::profile::default_env_allow(),
             mask_ruleset: None,
+            done_fifo: None,
+            keeper: None,
         }
     }
 }
@@ -392,7 +394,12 @@ fn run_probe(
     let _stop_proxy = cancel.clone().drop_guard();
     let proxy = start_proxy(&layout.scratch, upstream.port, &cancel);
     let endpoint = proxy.as_ref().and_then(|p| p.as_ref().ok()).cloned();
-    let profile = layout.profile(mechanism, &nonce, (protected, pinned), endpoint);
+    let mut profile = layout.profile(mechanism, &nonce, (protected, pinned), endpoint);
+    // Under namespaces, through a namespace keeper, as Keel's own commands run.
+    let keeper = (mechanism != Mechanism::Landlock)
+        .then(|| ProbeKeeper::start(helper, prefix, &layout.scratch))
+        .flatten();
+    profile.keeper = keeper.as_ref().map(|keeper| keeper.socket.clone());
     let profile_file = layout.scratch.join("profile.json");
     let text = serde_json::to_string(&profile).map_err(CheckError::Profile)?;
     std::fs::write(&profile_file, text).map_err(at(&profile_file))?;
@@ -410,12 +417,21 @@ fn run_probe(
         _ => "namespaces",
     };
     let status_text = std::fs::read_to_string(&profile.status_file).unwrap_or_default();
-    let available = match super::status_line(&status_text)
+    let mut available = match super::status_line(&status_text)
         .and_then(|line| serde_json::from_str::<Status>(line).ok())
     {
         Some(status) if status.nonce == nonce && status.mechanism == wanted => Ok(status.notes),
         _ => Err(run.stderr.trim().to_owned()),
     };
+    if let (Some(keeper), Ok(notes)) = (&keeper, &mut available) {
+        notes.push(if keeper.served() {
+            "the probe ran in a network namespace from the session's namespace keeper, as \
+             commands do"
+                .to_owned()
+        } else {
+            "the namespace keeper did not serve the probe: it made its own namespaces".to_owned()
+        });
+    }
     let seen = Seen {
         ran: run.stdout.contains("probe-done"),
         outsider_seen: running(&mut outside.outsider),
@@ -456,6 +472,56 @@ fn run_probe(
         claims,
         proxy: proxy_status,
     })
+}
+
+/// A namespace keeper for the probe (`keel-sandbox keep`, as a session has one), holding a
+/// network namespace ready.
+struct ProbeKeeper {
+    child: Spawned,
+    socket: PathBuf,
+    /// The network namespace it held before the probe.
+    spare: PathBuf,
+}
+
+impl ProbeKeeper {
+    /// Starts one and waits (up to two seconds) until it holds a namespace; `None` when it does
+    /// not (the probe then makes its own namespaces, as a command would).
+    fn start(helper: &Path, prefix: &[String], scratch: &Path) -> Option<ProbeKeeper> {
+        let socket = scratch.join("keeper.sock");
+        let child = Spawned(
+            Command::new(helper)
+                .args(prefix)
+                .arg("keep")
+                .arg(&socket)
+                .stdin(Stdio::piped())
+                .stdout(Stdio::null())
+                .stderr(Stdio::null())
+                .process_group(0)
+                .spawn()
+                .ok()?,
+        );
+        let own = std::fs::read_link("/proc/self/ns/net").ok()?;
+        for _ in 0..200 {
+            if let Ok(spare) = std::fs::read_link(format!("/proc/{}/ns/net", child.id()))
+                && spare != own
+                && socket.exists()
+            {
+                return Some(ProbeKeeper {
+                    child,
+                    socket,
+                    spare,
+                });
+            }
+            std::thread::sleep(Duration::from_millis(10));
+        }
+        None
+    }
+
+    /// Whether it handed its namespace out (it holds another now).
+    fn served(&self) -> bool {
+        std::fs::read_link(format!("/proc/{}/ns/net", self.child.id()))
+            .is_ok_and(|now| now != self.spare)
+    }
 }
 
 /// What was seen of one run of the probe, from inside (its output) and from outside.

@@ -45,6 +45,9 @@ pub struct ConfinementCheck {
     /// The files other programs run, as they were before the command ([`super::guard`]): what it
     /// created or changed is put back once it is gone.
     pub guarded: GuardSnapshot,
+    /// The FIFO the namespace's init says the command is done on ([`super::Profile::done_fifo`]),
+    /// for a command Keel spawns itself.
+    pub done_fifo: Option<PathBuf>,
 }
 
 impl ConfinementCheck {
@@ -55,7 +58,7 @@ impl ConfinementCheck {
     )]
     pub fn finish(&self) -> Confinement {
         let status = std::fs::read_to_string(&self.status_file);
-        if let Some(file) = &self.profile_file {
+        for file in self.profile_file.iter().chain(&self.done_fifo) {
             let _ = std::fs::remove_file(file);
         }
         let _ = std::fs::remove_file(&self.status_file);
@@ -83,6 +86,24 @@ impl ConfinementCheck {
                 reason: "the sandbox helper did not confirm that it confined the command".into(),
             },
         }
+    }
+}
+
+impl ConfinementCheck {
+    /// How the program ended, from the line the namespace's init wrote to [`Self::done_fifo`]
+    /// once it had ended and reaped every other process of its namespace: `Ok(exit code)` or
+    /// `Err(signal)`. Taken only with this command's nonce, and only when the status file says
+    /// the command ran under namespaces (where the FIFO is outside the command's view and init's
+    /// descriptor out of its reach); `None` otherwise, and Keel waits for the helper's exit.
+    #[expect(
+        clippy::disallowed_methods,
+        reason = "the runtime is where ambient authority lives"
+    )]
+    pub fn done_ending(&self, line: &str) -> Option<Result<i32, i32>> {
+        let ending = super::profile::parse_done_line(line, &self.nonce)?;
+        let text = std::fs::read_to_string(&self.status_file).ok()?;
+        let status: Status = serde_json::from_str(status_line(&text)?).ok()?;
+        (status.nonce == self.nonce && status.mechanism == "namespaces").then_some(ending)
     }
 }
 

@@ -18,6 +18,7 @@ pub mod check;
 mod confinement;
 pub mod credentials;
 pub mod guard;
+pub(crate) mod keeper;
 pub mod mask;
 pub mod proxy;
 pub mod server;
@@ -187,6 +188,20 @@ impl StatusDir {
             .get_or_init(|| memory_dir(scratch))
             .as_ref()
             .map(tempfile::TempDir::path)
+    }
+}
+
+/// Makes the FIFO `path` (mode `0600`, in the private status directory); `false` when it cannot.
+fn make_fifo(path: &Path) -> bool {
+    match nix::unistd::mkfifo(
+        path,
+        nix::sys::stat::Mode::S_IRUSR | nix::sys::stat::Mode::S_IWUSR,
+    ) {
+        Ok(()) => true,
+        Err(e) => {
+            tracing::debug!(path = %path.display(), error = %e, "no done FIFO; waiting for the helper's exit");
+            false
+        }
     }
 }
 
@@ -568,6 +583,18 @@ impl super::Runtime {
             .unwrap_or(&dir)
             .join(format!("{}.status", uuid::Uuid::new_v4().simple()));
         let (mut profile, guarded) = self.profile(cwd, &nonce, &status_file, tmp_dir, staging_dir);
+        // A command Keel waits on itself is reported done from init's line on this FIFO, before
+        // the helper's exit (`runtime::process`); the editor's terminal waits for the exit.
+        // (Only under namespaces: the fallback has no init to write it.)
+        let done_fifo = (local && profile.mechanism != Mechanism::Landlock)
+            .then(|| status_file.with_extension("done"))
+            .filter(|fifo| make_fifo(fifo));
+        profile.done_fifo.clone_from(&done_fifo);
+        // The session's keeper holds each command's network namespace ready; the editor's
+        // terminal is not Keel's child, which is all the keeper serves.
+        if local && !profile.network && profile.mechanism != Mechanism::Landlock {
+            profile.keeper = self.inner.keeper.socket(helper, helper_prefix, &dir);
+        }
         if !spec.settings.network
             && !self.contained
             && let Some(gate) = &self.inner.proxy.gate
@@ -649,6 +676,7 @@ impl super::Runtime {
                 profile_file,
                 status_file,
                 guarded,
+                done_fifo,
             }),
             mask,
             warm,
@@ -744,6 +772,8 @@ impl super::Runtime {
             proxy: None,
             masked,
             mask_ruleset: None,
+            done_fifo: None,
+            keeper: None,
             env_allow,
         };
         (profile, guarded)

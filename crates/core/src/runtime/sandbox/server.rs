@@ -320,6 +320,7 @@ impl crate::runtime::Runtime {
                 // Nothing is put back: the server outlives the point where the status is read.
                 // What the guard lists at the top of a writable path is bound read-only.
                 guarded: super::GuardSnapshot::default(),
+                done_fifo: None,
             }),
             unconfined: None,
         })
