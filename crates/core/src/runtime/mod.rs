@@ -44,7 +44,7 @@ pub mod walk;
 pub use backends::{
     FileBackend, TerminalBackend, TerminalExit, TerminalOutcome, TerminalRequest, TerminalSnapshot,
 };
-pub use error::AccessError;
+pub use error::{AccessError, FileError};
 use handed_over::{HandedOver, same_handed_over};
 pub use io::remove_scratch;
 use io::{atomic_write, io_error, io_message, write_error, write_whole_unsynced};
@@ -155,52 +155,6 @@ pub enum SearchAccess {
 /// is readable.
 pub trait SearchGate: Send + Sync + Debug {
     fn access(&self, runtime: &Runtime, canonical: &Path) -> SearchAccess;
-}
-
-/// Why a file could not be opened for reading.
-#[derive(Debug, thiserror::Error)]
-pub enum FileError {
-    /// The capability check refused the path.
-    #[error(transparent)]
-    Refused(#[from] Refusal),
-    /// A regular file with several hard links: another name of it may lie outside the
-    /// workspace, so its content is not provably the workspace's.
-    #[error(
-        "{shown} has {links} hard links, so Keel cannot prove that its content belongs to the \
-         workspace (another of its names may lie outside). Reading it needs the user's approval: \
-         call `read` on it to ask."
-    )]
-    HardLinked { shown: String, links: u64 },
-    /// A symlink appeared on the checked path between the check and the open.
-    #[error("{shown} changed while it was being opened (a symlink appeared on its path); refused")]
-    Changed { shown: String },
-    /// Not a regular file (a device, socket or pipe swapped in).
-    #[error("{shown} is not a regular file")]
-    NotAFile { shown: String },
-    /// The operating system failed the open (the message names the path; the source is the OS
-    /// error), or the path is a directory (no source).
-    #[error("{message}")]
-    Io {
-        message: String,
-        #[source]
-        source: Option<std::io::Error>,
-    },
-}
-
-impl From<FileError> for AccessError {
-    fn from(error: FileError) -> Self {
-        match error {
-            FileError::Refused(refusal) => refusal.into(),
-            FileError::Io { message, source } => AccessError::Io {
-                message,
-                source: source.map(|source| -> crate::contract::ErrorSource { Arc::new(source) }),
-            },
-            // A hard-linked file waits for the user's say (through `read`, which asks).
-            other @ FileError::HardLinked { .. } => AccessError::Denied(other.to_string()),
-            other @ FileError::Changed { .. } => AccessError::Stale(other.to_string()),
-            other @ FileError::NotAFile { .. } => AccessError::BadArgument(other.to_string()),
-        }
-    }
 }
 
 /// The session's index of the workspace's credential files and guarded entries, when the

@@ -27,7 +27,6 @@ use std::time::Duration;
 use nix::errno::Errno;
 use nix::sys::signal::{Signal, killpg};
 use nix::unistd::Pid;
-use tokio::io::AsyncReadExt as _;
 use tokio::net::unix::pipe;
 use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
@@ -36,13 +35,14 @@ use super::AccessError;
 use super::sandbox::{Confinement, ShellInvocation};
 use super::{Runtime, paths};
 use crate::capability::Access;
-use crate::contract::{InternalError, ProgressSink, ToolProgress};
+use crate::contract::{InternalError, ProgressSink};
 
 /// The program every shell command runs under (`bash -c command`): the name the shell scope
 /// is checked against.
 pub const SHELL: &str = "bash";
 pub(super) use capture::open_sidecar;
-use capture::{Collector, Utf8Stream};
+pub(super) use capture::read_chunk;
+use capture::{Collector, Sink, Utf8Stream, accept, read_done};
 
 /// How long a process group gets between `SIGTERM` and `SIGKILL`.
 pub const KILL_GRACE: Duration = Duration::from_secs(2);
@@ -524,17 +524,15 @@ impl ShellProcess {
             // line), so everything it printed is in the pipe: read it without waiting for the
             // end of file, which comes with the helper's own exit. The helper's group holds only
             // the helper (the program has a session of its own); it is reaped once it exits.
-            if let Some(reader) = output.as_mut() {
-                loop {
-                    match reader.try_read(&mut buffer) {
-                        Ok(0) => break,
-                        Ok(n) => accept(&buffer[..n], &mut collector, &mut stream, progress).await,
-                        Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
-                        Err(_) => break,
-                    }
-                }
+            if let Some(reader) = output.take() {
+                let mut sink = Sink {
+                    buffer: &mut buffer,
+                    collector: &mut collector,
+                    stream: &mut stream,
+                    progress,
+                };
+                sink.read_what_is_there(&reader).await;
             }
-            output = None;
         } else {
             // The command is done, timed out or cancelled: end its whole group (on a normal
             // exit, whatever it left running in the background), so the pipe closes.
@@ -545,19 +543,14 @@ impl ShellProcess {
             self.status = self.child.wait().await.ok();
         }
         // Read what is left in the pipe; bounded, in case a process escaped the group.
-        if let Some(reader) = output.as_mut() {
-            let drain_until = Instant::now() + DRAIN_GRACE;
-            loop {
-                tokio::select! {
-                    () = tokio::time::sleep_until(drain_until) => break,
-                    read = reader.read(&mut buffer) => match read {
-                        Ok(0) => break,
-                        Ok(n) => accept(&buffer[..n], &mut collector, &mut stream, progress).await,
-                        Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
-                        Err(_) => break,
-                    },
-                }
-            }
+        if let Some(mut reader) = output {
+            let mut sink = Sink {
+                buffer: &mut buffer,
+                collector: &mut collector,
+                stream: &mut stream,
+                progress,
+            };
+            sink.drain(&mut reader, Instant::now() + DRAIN_GRACE).await;
         }
         self.finished = true;
         let gone_verified = ending != ShellEnding::Exited && self.tree_gone().await;
@@ -734,39 +727,4 @@ fn group_members(pgid: Pid) -> Option<Vec<Pid>> {
         }
     }
     Some(members)
-}
-
-/// Reads a chunk from the pipe; pends forever once the pipe is closed.
-pub(super) async fn read_chunk(
-    output: &mut Option<pipe::Receiver>,
-    buffer: &mut [u8],
-) -> std::io::Result<usize> {
-    match output {
-        Some(reader) => reader.read(buffer).await,
-        None => std::future::pending().await,
-    }
-}
-
-/// Reads init's line from the done FIFO; pends forever without one.
-async fn read_done(done: &mut Option<pipe::Receiver>) -> std::io::Result<String> {
-    let Some(reader) = done else {
-        return std::future::pending().await;
-    };
-    // One line of a few dozen bytes, written at once (a FIFO write under `PIPE_BUF` is atomic).
-    let mut line = [0u8; 256];
-    let n = reader.read(&mut line).await?;
-    Ok(String::from_utf8_lossy(&line[..n]).into_owned())
-}
-
-async fn accept(
-    chunk: &[u8],
-    collector: &mut Collector,
-    stream: &mut Utf8Stream,
-    progress: &ProgressSink,
-) {
-    let text = stream.push(chunk);
-    if !text.is_empty() {
-        progress.send(ToolProgress::Output(text));
-    }
-    collector.push(chunk).await;
 }

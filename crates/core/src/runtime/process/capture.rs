@@ -1,13 +1,15 @@
 //! What a command printed, kept as the model will read it: a bounded head and tail in memory,
 //! the whole output in a sidecar file past the cap, and output streamed as text without
-//! splitting a character.
+//! splitting a character; and the reads that feed it from the command's pipe.
 
 use std::path::{Path, PathBuf};
 
-use tokio::io::AsyncWriteExt as _;
+use tokio::io::{AsyncReadExt as _, AsyncWriteExt as _};
+use tokio::net::unix::pipe;
+use tokio::time::Instant;
 
 use super::{MARKER_RESERVE, OutputCapture, READ_CHUNK, SIDECAR_MAX_BYTES};
-use crate::contract::InternalError;
+use crate::contract::{InternalError, ProgressSink, ToolProgress};
 
 /// Keeps the first `limit` bytes and a tail of `limit / 2` in memory; past `limit`, writes
 /// everything to the sidecar file (up to [`SIDECAR_MAX_BYTES`]).
@@ -219,6 +221,89 @@ fn incomplete_suffix(bytes: &[u8]) -> usize {
         return if needed > back { back } else { 0 };
     }
     0
+}
+
+/// Reads a chunk from the pipe; pends forever once the pipe is closed.
+pub(in crate::runtime) async fn read_chunk(
+    output: &mut Option<pipe::Receiver>,
+    buffer: &mut [u8],
+) -> std::io::Result<usize> {
+    match output {
+        Some(reader) => reader.read(buffer).await,
+        None => std::future::pending().await,
+    }
+}
+
+/// Reads init's line from the done FIFO; pends forever without one.
+pub(super) async fn read_done(done: &mut Option<pipe::Receiver>) -> std::io::Result<String> {
+    let Some(reader) = done else {
+        return std::future::pending().await;
+    };
+    // One line of a few dozen bytes, written at once (a FIFO write under `PIPE_BUF` is atomic).
+    let mut line = [0u8; 256];
+    let n = reader.read(&mut line).await?;
+    Ok(String::from_utf8_lossy(&line[..n]).into_owned())
+}
+
+/// Where a command's output goes once its process is done: the buffer it is read into, and
+/// what takes each chunk.
+pub(super) struct Sink<'a> {
+    pub(super) buffer: &'a mut [u8],
+    pub(super) collector: &'a mut Collector,
+    pub(super) stream: &'a mut Utf8Stream,
+    pub(super) progress: &'a ProgressSink,
+}
+
+impl Sink<'_> {
+    /// Takes what the pipe holds now, without waiting for its end (which comes with the
+    /// helper's own exit).
+    pub(super) async fn read_what_is_there(&mut self, reader: &pipe::Receiver) {
+        loop {
+            match reader.try_read(self.buffer) {
+                Ok(0) => break,
+                Ok(n) => {
+                    accept(
+                        &self.buffer[..n],
+                        self.collector,
+                        self.stream,
+                        self.progress,
+                    )
+                    .await
+                }
+                Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
+                Err(_) => break,
+            }
+        }
+    }
+
+    /// Takes what is left in the pipe until its end or `until` (in case a process escaped the
+    /// group and holds the pipe open).
+    pub(super) async fn drain(&mut self, reader: &mut pipe::Receiver, until: Instant) {
+        loop {
+            tokio::select! {
+                () = tokio::time::sleep_until(until) => break,
+                read = reader.read(self.buffer) => match read {
+                    Ok(0) => break,
+                    Ok(n) => accept(&self.buffer[..n], self.collector, self.stream, self.progress).await,
+                    Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
+                    Err(_) => break,
+                },
+            }
+        }
+    }
+}
+
+pub(super) async fn accept(
+    chunk: &[u8],
+    collector: &mut Collector,
+    stream: &mut Utf8Stream,
+    progress: &ProgressSink,
+) {
+    let text = stream.push(chunk);
+    if !text.is_empty() {
+        progress.send(ToolProgress::Output(text));
+    }
+    collector.push(chunk).await;
 }
 
 #[cfg(test)]

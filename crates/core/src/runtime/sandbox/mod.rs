@@ -22,6 +22,8 @@ pub(crate) mod keeper;
 pub mod mask;
 pub mod proxy;
 pub mod server;
+mod small_helper;
+mod status;
 pub mod zygote;
 
 pub use keel_sandbox::{PROFILE_ENV, helper, landlock_abi, profile};
@@ -40,6 +42,9 @@ pub use profile::{
     DEFAULT_ENV_ALLOW, DEFAULT_HOME_READABLE, DEFAULT_HOME_WRITABLE, Mechanism, Profile,
     SYSTEM_DIRS, Status,
 };
+pub use small_helper::{HELPER_BINARY, SmallHelper};
+pub(crate) use status::StatusDir;
+use status::make_fifo;
 
 /// `[sandbox] mode`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, Default, JsonSchema)]
@@ -171,167 +176,8 @@ impl PartialEq for CredentialRules {
 
 impl Eq for CredentialRules {}
 
-/// Where a session's commands leave their status files (created, written twice, read back and
-/// removed per command): a directory of the session's own on a memory file system, so none of
-/// that waits on a disk other programs write to (decision 0037: on ext4, during builds, the
-/// create alone took 0.64 ms on average, up to 15 ms). The scratch directory itself when it is already in memory;
-/// else a fresh `0700` directory in `/dev/shm`, made at the first command and removed with the
-/// session (a Keel killed by SIGKILL leaves it, empty but for a running command's file, as it
-/// leaves its scratch directory); else (no `/dev/shm`) the scratch directory as it is.
-#[derive(Debug, Default)]
-pub(crate) struct StatusDir(std::sync::OnceLock<Option<tempfile::TempDir>>);
-
-impl StatusDir {
-    /// The directory, unless `scratch` (the session's sandbox directory) is the one to use.
-    fn get(&self, scratch: &Path) -> Option<&Path> {
-        self.0
-            .get_or_init(|| memory_dir(scratch))
-            .as_ref()
-            .map(tempfile::TempDir::path)
-    }
-}
-
-/// Makes the FIFO `path` (mode `0600`, in the private status directory); `false` when it cannot.
-fn make_fifo(path: &Path) -> bool {
-    match nix::unistd::mkfifo(
-        path,
-        nix::sys::stat::Mode::S_IRUSR | nix::sys::stat::Mode::S_IWUSR,
-    ) {
-        Ok(()) => true,
-        Err(e) => {
-            tracing::debug!(path = %path.display(), error = %e, "no done FIFO; waiting for the helper's exit");
-            false
-        }
-    }
-}
-
-/// A fresh private directory in `/dev/shm`, when `scratch` is not in memory already.
-#[expect(
-    clippy::disallowed_types,
-    clippy::disallowed_methods,
-    reason = "the runtime is where ambient authority lives"
-)]
-fn memory_dir(scratch: &Path) -> Option<tempfile::TempDir> {
-    use nix::sys::statfs::{TMPFS_MAGIC, statfs};
-    use std::os::unix::fs::PermissionsExt as _;
-    let in_memory = |path: &Path| statfs(path).is_ok_and(|fs| fs.filesystem_type() == TMPFS_MAGIC);
-    if in_memory(scratch) || !in_memory(Path::new(SHARED_MEMORY)) {
-        return None;
-    }
-    match tempfile::Builder::new()
-        .prefix("keel-status-")
-        .permissions(std::fs::Permissions::from_mode(0o700))
-        .tempdir_in(SHARED_MEMORY)
-    {
-        Ok(dir) => Some(dir),
-        Err(e) => {
-            tracing::debug!(error = %e, "no status directory in {SHARED_MEMORY}; using the scratch directory");
-            None
-        }
-    }
-}
-
-/// The memory file system every Linux system mounts for POSIX shared memory.
-const SHARED_MEMORY: &str = "/dev/shm";
-
 /// The largest profile sent in [`PROFILE_ENV`] (the kernel takes up to 128 KiB per variable).
 const MAX_PROFILE_ENV_BYTES: usize = 96 * 1024;
-
-/// The small helper binary installed next to `keel` (`crates/acp/src/bin/keel-sandbox.rs`, whose
-/// `main` is [`keel_sandbox::standalone`]).
-pub const HELPER_BINARY: &str = "keel-sandbox";
-
-impl SandboxSpec {
-    /// The spec for the `keel` binary at `keel`: its helper is the small [`HELPER_BINARY`] in
-    /// the same directory when there is one (a command then starts without mapping and
-    /// relocating all of Keel) and from this build, else `keel sandbox` itself. Both run the
-    /// same [`keel_sandbox::main`]; a `keel-sandbox` from another build would also refuse the profile
-    /// ([`profile::HELPER_BUILD`]).
-    pub fn keel(settings: SandboxSettings, keel: Option<PathBuf>, home: Option<PathBuf>) -> Self {
-        let mut spec = Self {
-            settings,
-            home,
-            ..Self::default()
-        };
-        spec.set_keel(keel);
-        spec
-    }
-
-    /// Makes the `keel` binary at `keel` the helper, as [`SandboxSpec::keel`] does.
-    pub fn set_keel(&mut self, keel: Option<PathBuf>) {
-        self.small_helper = keel
-            .as_deref()
-            .and_then(|keel| Some(keel.parent()?.join(HELPER_BINARY)))
-            .filter(|helper| super::probe::is_executable_file(helper))
-            .map(|path| Arc::new(SmallHelper::new(path)));
-        self.helper = keel;
-        self.helper_prefix = vec!["sandbox".into()];
-    }
-
-    /// The program and the arguments before `run` that confine a command: the small helper when
-    /// it is from this build (asked once), else [`SandboxSpec::helper`]. `None`: no helper.
-    pub fn helper_command(&self) -> Option<(&Path, &[String])> {
-        if let Some(small) = &self.small_helper
-            && small.is_this_build()
-        {
-            return Some((&small.path, &[]));
-        }
-        Some((self.helper.as_deref()?, &self.helper_prefix))
-    }
-}
-
-/// A `keel-sandbox` beside `keel`. A stale one (left from another build, or beside a `keel`
-/// rebuilt alone by `cargo run --bin keel`) would refuse every profile; it is asked for its
-/// build once, at the first command (`keel-sandbox build`, about 1 ms), and passed over when
-/// it differs.
-#[derive(Debug)]
-pub struct SmallHelper {
-    pub path: PathBuf,
-    this_build: std::sync::OnceLock<bool>,
-}
-
-impl SmallHelper {
-    pub fn new(path: PathBuf) -> Self {
-        Self {
-            path,
-            this_build: std::sync::OnceLock::new(),
-        }
-    }
-
-    /// Whether it prints this build's [`profile::HELPER_BUILD`] (asked once).
-    #[expect(
-        clippy::disallowed_methods,
-        reason = "the runtime is where ambient authority lives"
-    )]
-    pub fn is_this_build(&self) -> bool {
-        *self.this_build.get_or_init(|| {
-            let answer = std::process::Command::new(&self.path)
-                .arg("build")
-                .stdin(std::process::Stdio::null())
-                .stderr(std::process::Stdio::null())
-                .output();
-            let same = answer.as_ref().is_ok_and(|output| {
-                output.status.success()
-                    && String::from_utf8_lossy(&output.stdout).trim() == profile::HELPER_BUILD
-            });
-            if !same {
-                tracing::warn!(
-                    helper = %self.path.display(),
-                    "keel-sandbox beside keel is from another build; commands run through `keel sandbox run`"
-                );
-            }
-            same
-        })
-    }
-}
-
-impl PartialEq for SmallHelper {
-    fn eq(&self, other: &Self) -> bool {
-        self.path == other.path
-    }
-}
-
-impl Eq for SmallHelper {}
 
 /// A shell command ready to start: the program, its arguments, and how to check confinement.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -590,23 +436,7 @@ impl super::Runtime {
             .then(|| status_file.with_extension("done"))
             .filter(|fifo| make_fifo(fifo));
         profile.done_fifo.clone_from(&done_fifo);
-        // The session's keeper holds each command's network namespace ready; the editor's
-        // terminal is not Keel's child, which is all the keeper serves.
-        if local && !profile.network && profile.mechanism != Mechanism::Landlock {
-            profile.keeper = self.inner.keeper.socket(helper, helper_prefix, &dir);
-        }
-        if !spec.settings.network
-            && !self.contained
-            && let Some(gate) = &self.inner.proxy.gate
-            && gate.any_allowed()
-        {
-            // Without the proxy (it could not start) the command simply has no network.
-            profile.proxy = self
-                .inner
-                .proxy
-                .endpoint(&dir, &self.inner.scope, spec.loopback_upstream_for_tests)
-                .ok();
-        }
+        self.attach_network(&mut profile, local, (helper, helper_prefix), &dir);
         // Under the Landlock fallback, the masks as one ruleset built beforehand.
         let mask = if local && mask::wanted(profile.mechanism) {
             let classify = spec.credentials.as_ref().map(|rules| &rules.0);
@@ -616,57 +446,14 @@ impl super::Runtime {
         };
         profile.mask_ruleset = mask.as_ref().map(mask::MaskFd::raw);
         let text = serde_json::to_string(&profile).map_err(SandboxError::Profile)?;
-        // A contained command under the fallback: forked from the session's warm holder of this
-        // profile (the same for every contained command but for what the request carries).
-        let warm = (local
-            && self.contained
-            && mask::wanted(profile.mechanism)
-            && profile.proxy.is_none()
-            && !profile.network)
-            .then(|| {
-                let mut domain = profile.clone();
-                domain.nonce = String::new();
-                domain.status_file = PathBuf::new();
-                domain.cwd = PathBuf::new();
-                serde_json::to_string(&domain).ok()
-            })
-            .flatten()
-            .filter(|domain| domain.len() <= MAX_PROFILE_ENV_BYTES)
-            .map(|domain| zygote::WarmStart {
-                helper: helper.to_path_buf(),
-                prefix: helper_prefix.to_vec(),
-                profile: domain,
-                mask: mask.clone(),
-                argv: vec!["bash".to_owned(), "-c".to_owned(), command.to_owned()],
-                nonce: nonce.clone(),
-                status_file: status_file.clone(),
-            });
-        let utf8 = |path: &Path| {
-            path.to_str()
-                .map(str::to_owned)
-                .ok_or_else(|| SandboxError::NotUtf8(path.to_path_buf()))
-        };
-        // The profile travels in the environment, so what the editor's terminal shows (and
-        // runs) reads `keel-sandbox run -- bash -c COMMAND`; one larger than a variable may
-        // hold goes through a file.
-        let mut args = helper_prefix.to_vec();
-        args.push("run".to_owned());
-        let mut env = Vec::new();
-        let mut profile_file = None;
-        if text.len() <= MAX_PROFILE_ENV_BYTES {
-            env.push((PROFILE_ENV.to_owned(), text));
-        } else {
-            let file = dir.join(format!("{nonce}.json"));
-            std::fs::write(&file, text).map_err(|e| io(&file, e))?;
-            args.extend(["--profile".to_owned(), utf8(&file)?]);
-            profile_file = Some(file);
-        }
-        args.extend([
-            "--".to_owned(),
-            "bash".to_owned(),
-            "-c".to_owned(),
-            command.to_owned(),
-        ]);
+        let warm = local
+            .then(|| self.warm_start(&profile, mask.as_ref(), (helper, helper_prefix), command))
+            .flatten();
+        let HelperArgs {
+            args,
+            env,
+            profile_file,
+        } = helper_args(helper_prefix, text, &dir, &nonce, command)?;
         Ok(ShellInvocation {
             program: helper.to_path_buf(),
             args,
@@ -681,6 +468,69 @@ impl super::Runtime {
             mask,
             warm,
             unconfined: None,
+        })
+    }
+
+    /// Where a confined command's network goes: the session's keeper holds each command's
+    /// network namespace ready (the editor's terminal is not Keel's child, which is all the
+    /// keeper serves); an approved command with allowed hosts reaches them through the proxy.
+    fn attach_network(
+        &self,
+        profile: &mut Profile,
+        local: bool,
+        (helper, helper_prefix): (&Path, &[String]),
+        dir: &Path,
+    ) {
+        let spec = &self.inner.sandbox;
+        if local && !profile.network && profile.mechanism != Mechanism::Landlock {
+            profile.keeper = self.inner.keeper.socket(helper, helper_prefix, dir);
+        }
+        if !spec.settings.network
+            && !self.contained
+            && let Some(gate) = &self.inner.proxy.gate
+            && gate.any_allowed()
+        {
+            // Without the proxy (it could not start) the command simply has no network.
+            profile.proxy = self
+                .inner
+                .proxy
+                .endpoint(dir, &self.inner.scope, spec.loopback_upstream_for_tests)
+                .ok();
+        }
+    }
+
+    /// A contained command under the fallback, Keel's own: forked from the session's warm
+    /// holder of this profile (the same for every contained command but for what the request
+    /// carries: the nonce, the status file, the working directory).
+    fn warm_start(
+        &self,
+        profile: &Profile,
+        mask: Option<&mask::MaskFd>,
+        (helper, helper_prefix): (&Path, &[String]),
+        command: &str,
+    ) -> Option<zygote::WarmStart> {
+        if !self.contained
+            || !mask::wanted(profile.mechanism)
+            || profile.proxy.is_some()
+            || profile.network
+        {
+            return None;
+        }
+        let mut domain = profile.clone();
+        domain.nonce = String::new();
+        domain.status_file = PathBuf::new();
+        domain.cwd = PathBuf::new();
+        let domain = serde_json::to_string(&domain)
+            .ok()
+            .filter(|domain| domain.len() <= MAX_PROFILE_ENV_BYTES)?;
+        Some(zygote::WarmStart {
+            helper: helper.to_path_buf(),
+            prefix: helper_prefix.to_vec(),
+            profile: domain,
+            mask: mask.cloned(),
+            argv: vec!["bash".to_owned(), "-c".to_owned(), command.to_owned()],
+            nonce: profile.nonce.clone(),
+            status_file: profile.status_file.clone(),
         })
     }
 
@@ -813,43 +663,57 @@ impl super::Runtime {
     }
 }
 
-#[cfg(test)]
-mod tests {
-    use std::os::unix::fs::PermissionsExt as _;
-    use std::path::Path;
-
-    use nix::sys::statfs::{TMPFS_MAGIC, statfs};
-
-    use super::{SHARED_MEMORY, StatusDir};
-
-    fn in_memory(path: &Path) -> bool {
-        statfs(path).unwrap().filesystem_type() == TMPFS_MAGIC
+/// The helper's arguments and environment for `bash -c command`. The profile travels in the
+/// environment, so what the editor's terminal shows (and runs) reads `keel-sandbox run -- bash
+/// -c COMMAND`; one larger than a variable may hold goes through a file in `dir` (returned, for
+/// its removal).
+#[expect(
+    clippy::disallowed_methods,
+    reason = "the runtime is where ambient authority lives"
+)]
+fn helper_args(
+    helper_prefix: &[String],
+    profile: String,
+    dir: &Path,
+    nonce: &str,
+    command: &str,
+) -> Result<HelperArgs, SandboxError> {
+    let mut args = helper_prefix.to_vec();
+    args.push("run".to_owned());
+    let mut env = Vec::new();
+    let mut profile_file = None;
+    if profile.len() <= MAX_PROFILE_ENV_BYTES {
+        env.push((PROFILE_ENV.to_owned(), profile));
+    } else {
+        let file = dir.join(format!("{nonce}.json"));
+        std::fs::write(&file, profile).map_err(|source| SandboxError::Io {
+            path: file.clone(),
+            source,
+        })?;
+        let text = file
+            .to_str()
+            .map(str::to_owned)
+            .ok_or_else(|| SandboxError::NotUtf8(file.clone()))?;
+        args.extend(["--profile".to_owned(), text]);
+        profile_file = Some(file);
     }
+    args.extend([
+        "--".to_owned(),
+        "bash".to_owned(),
+        "-c".to_owned(),
+        command.to_owned(),
+    ]);
+    Ok(HelperArgs {
+        args,
+        env,
+        profile_file,
+    })
+}
 
-    #[test]
-    #[expect(
-        clippy::disallowed_methods,
-        reason = "the test looks at the directory the runtime made"
-    )]
-    fn status_files_go_to_a_private_directory_in_memory_unless_the_scratch_is() {
-        // A scratch directory already in memory is used as it is.
-        assert!(in_memory(Path::new(SHARED_MEMORY)));
-        let status = StatusDir::default();
-        assert_eq!(status.get(Path::new(SHARED_MEMORY)), None);
-
-        // One on a disk gets a directory of its own in /dev/shm, private, made once and
-        // removed with the session.
-        let scratch = Path::new(env!("CARGO_MANIFEST_DIR"));
-        let status = StatusDir::default();
-        let dir = status.get(scratch).map(Path::to_path_buf);
-        assert_eq!(dir.is_some(), !in_memory(scratch));
-        if let Some(dir) = dir {
-            assert!(dir.starts_with(SHARED_MEMORY));
-            let mode = std::fs::metadata(&dir).unwrap().permissions().mode();
-            assert_eq!(mode & 0o777, 0o700);
-            assert_eq!(status.get(scratch), Some(dir.as_path()));
-            drop(status);
-            assert!(!dir.exists());
-        }
-    }
+/// What [`helper_args`] gives: the helper's arguments, its environment, and the profile's file
+/// when the profile went through one.
+struct HelperArgs {
+    args: Vec<String>,
+    env: Vec<(String, String)>,
+    profile_file: Option<PathBuf>,
 }
