@@ -175,6 +175,60 @@ fn find_program(command: &str, path: Option<&str>, cwd: &Path) -> Option<PathBuf
         .find(|candidate| is_executable_file(candidate))
 }
 
+/// A server's working directory, environment and program, before the sandbox is decided.
+struct ServerStart {
+    program: PathBuf,
+    env: Vec<(String, String)>,
+    cwd: PathBuf,
+}
+
+impl ServerStart {
+    /// The server started as it is, unconfined for `reason`.
+    fn direct(self, launch: &ServerLaunch<'_>, reason: &str) -> ServerInvocation {
+        ServerInvocation {
+            // A path is the one found against the server's working directory.
+            program: if launch.command.contains('/') {
+                self.program
+            } else {
+                PathBuf::from(launch.command)
+            },
+            args: launch.args.to_vec(),
+            env: self.env,
+            cwd: self.cwd,
+            check: None,
+            unconfined: Some(reason.to_owned()),
+        }
+    }
+}
+
+fn io_error(what: &Path, e: std::io::Error) -> ServerLaunchError {
+    ServerLaunchError::Io(format!("{}: {e}", what.display()))
+}
+
+/// Hands the helper its profile `text`: in the environment when it is small enough, else
+/// written to `file`, named in `args`, and returned.
+#[expect(
+    clippy::disallowed_methods,
+    reason = "the runtime is where ambient authority lives"
+)]
+fn pass_profile(
+    text: String,
+    file: &Path,
+    env: &mut Vec<(String, String)>,
+    args: &mut Vec<String>,
+) -> Result<Option<PathBuf>, ServerLaunchError> {
+    if text.len() <= MAX_PROFILE_ENV_BYTES {
+        env.push((PROFILE_ENV.to_owned(), text));
+        return Ok(None);
+    }
+    std::fs::write(file, &text).map_err(|e| io_error(file, e))?;
+    let utf8 = file
+        .to_str()
+        .ok_or_else(|| ServerLaunchError::Io(format!("{} is not UTF-8", file.display())))?;
+    args.extend(["--profile".to_owned(), utf8.to_owned()]);
+    Ok(Some(file.to_path_buf()))
+}
+
 impl crate::runtime::Runtime {
     /// The environment a server gets: Keel's [`crate::runtime::mcp::INHERITED_ENV`] (never a
     /// credential), the launchers' settings, then its configured `env`.
@@ -210,101 +264,42 @@ impl crate::runtime::Runtime {
         launch: &ServerLaunch<'_>,
     ) -> Result<ServerInvocation, ServerLaunchError> {
         let spec = &self.inner.sandbox;
-        let io = |what: &Path, e: std::io::Error| {
-            ServerLaunchError::Io(format!("{}: {e}", what.display()))
-        };
-        let workspace = self.inner.roots.first().cloned().unwrap_or_default();
-        let cwd = if launch.project {
-            workspace.clone()
-        } else {
-            let dir = server_dir(launch.neutral, launch.name);
-            std::fs::create_dir_all(&dir).map_err(|e| io(&dir, e))?;
-            crate::runtime::probe::canonical_or_same(&dir)
-        };
-        let env = Self::server_env(launch);
-        let path = env
-            .iter()
-            .find(|(key, _)| key == "PATH")
-            .map(|(_, value)| value.as_str());
-        let Some(program) = find_program(launch.command, path, &cwd) else {
-            return Err(ServerLaunchError::NotFound(format!(
-                "cannot start `{}`: {}",
-                launch.command,
-                if launch.command.contains('/') {
-                    "no such executable file"
-                } else {
-                    "not found on PATH"
-                }
-            )));
-        };
-        let direct = |reason: &str| ServerInvocation {
-            // A path is the one found against the server's working directory.
-            program: if launch.command.contains('/') {
-                program.clone()
-            } else {
-                PathBuf::from(launch.command)
-            },
-            args: launch.args.to_vec(),
-            env: env.clone(),
-            cwd: cwd.clone(),
-            check: None,
-            unconfined: Some(reason.to_owned()),
-        };
+        let start = self.server_start(launch)?;
         if spec.settings.mode == SandboxMode::Off {
-            return Ok(direct("the sandbox is off ([sandbox] mode = \"off\")"));
+            return Ok(start.direct(launch, "the sandbox is off ([sandbox] mode = \"off\")"));
         }
         let Some((helper, helper_prefix)) = spec.helper_command() else {
             if spec.settings.mode == SandboxMode::Required {
                 return Err(ServerLaunchError::NoHelper);
             }
-            return Ok(direct("no sandbox helper is configured"));
+            return Ok(start.direct(launch, "no sandbox helper is configured"));
         };
+        let ServerStart {
+            program,
+            mut env,
+            cwd,
+        } = start;
         let dir = self.inner.scratch_dir.join("sandbox");
         let tmp_dir = self.inner.scratch_dir.join("mcp-tmp");
         let staging_dir = dir.join("root");
         for path in [&dir, &tmp_dir, &staging_dir] {
-            std::fs::create_dir_all(path).map_err(|e| io(path, e))?;
+            std::fs::create_dir_all(path).map_err(|e| io_error(path, e))?;
         }
         let nonce = uuid::Uuid::new_v4().simple().to_string();
         let status_file = dir.join(format!("{nonce}.status"));
-        // Its own package caches, unless its `env` names others.
-        let caches = server_dir(
-            &launch.caches.map_or_else(
-                || self.inner.scratch_dir.join("mcp-cache"),
-                Path::to_path_buf,
-            ),
-            launch.name,
-        );
-        let mut env = env;
-        let mut own_caches = Vec::new();
-        for (key, sub) in SERVER_CACHES {
-            if launch.env.iter().any(|(k, _)| k == key) {
-                continue;
-            }
-            let dir = caches.join(sub);
-            std::fs::create_dir_all(&dir).map_err(|e| io(&dir, e))?;
-            let dir = crate::runtime::probe::canonical_or_same(&dir);
-            env.push(((*key).to_owned(), dir.display().to_string()));
-            own_caches.push(dir);
-        }
+        let own_caches = self.server_caches(launch, &mut env)?;
         let (mut profile, guarded) = self.profile(&cwd, &nonce, &status_file, tmp_dir, staging_dir);
         self.server_profile(&mut profile, launch, &program, &env, own_caches, &guarded);
         let text = serde_json::to_string(&profile)
             .map_err(|e| ServerLaunchError::Io(format!("profile: {e}")))?;
         let mut args = helper_prefix.to_vec();
         args.push("run".to_owned());
-        let mut profile_file = None;
-        if text.len() <= MAX_PROFILE_ENV_BYTES {
-            env.push((PROFILE_ENV.to_owned(), text));
-        } else {
-            let file = dir.join(format!("{nonce}.json"));
-            std::fs::write(&file, &text).map_err(|e| io(&file, e))?;
-            let utf8 = file
-                .to_str()
-                .ok_or_else(|| ServerLaunchError::Io(format!("{} is not UTF-8", file.display())))?;
-            args.extend(["--profile".to_owned(), utf8.to_owned()]);
-            profile_file = Some(file);
-        }
+        let profile_file = pass_profile(
+            text,
+            &dir.join(format!("{nonce}.json")),
+            &mut env,
+            &mut args,
+        )?;
         args.push("--".to_owned());
         args.push(launch.command.to_owned());
         args.extend(launch.args.iter().cloned());
@@ -324,6 +319,71 @@ impl crate::runtime::Runtime {
             }),
             unconfined: None,
         })
+    }
+
+    /// The server's working directory (created), environment and program, found on that
+    /// environment's `PATH` against that directory.
+    #[expect(
+        clippy::disallowed_methods,
+        reason = "the runtime is where ambient authority lives"
+    )]
+    fn server_start(&self, launch: &ServerLaunch<'_>) -> Result<ServerStart, ServerLaunchError> {
+        let cwd = if launch.project {
+            self.inner.roots.first().cloned().unwrap_or_default()
+        } else {
+            let dir = server_dir(launch.neutral, launch.name);
+            std::fs::create_dir_all(&dir).map_err(|e| io_error(&dir, e))?;
+            crate::runtime::probe::canonical_or_same(&dir)
+        };
+        let env = Self::server_env(launch);
+        let path = env
+            .iter()
+            .find(|(key, _)| key == "PATH")
+            .map(|(_, value)| value.as_str());
+        let Some(program) = find_program(launch.command, path, &cwd) else {
+            return Err(ServerLaunchError::NotFound(format!(
+                "cannot start `{}`: {}",
+                launch.command,
+                if launch.command.contains('/') {
+                    "no such executable file"
+                } else {
+                    "not found on PATH"
+                }
+            )));
+        };
+        Ok(ServerStart { program, env, cwd })
+    }
+
+    /// The server's own package caches ([`SERVER_CACHES`]), created, unless its `env` names
+    /// others: each is added to `env`, and the directories are returned.
+    #[expect(
+        clippy::disallowed_methods,
+        reason = "the runtime is where ambient authority lives"
+    )]
+    fn server_caches(
+        &self,
+        launch: &ServerLaunch<'_>,
+        env: &mut Vec<(String, String)>,
+    ) -> Result<Vec<PathBuf>, ServerLaunchError> {
+        let caches = server_dir(
+            &launch.caches.map_or_else(
+                || self.inner.scratch_dir.join("mcp-cache"),
+                Path::to_path_buf,
+            ),
+            launch.name,
+        );
+        let mut own_caches = Vec::new();
+        for (key, sub) in SERVER_CACHES {
+            if launch.env.iter().any(|(k, _)| k == key) {
+                continue;
+            }
+            let dir = caches.join(sub);
+            std::fs::create_dir_all(&dir).map_err(|e| io_error(&dir, e))?;
+            let dir = crate::runtime::probe::canonical_or_same(&dir);
+            env.push(((*key).to_owned(), dir.display().to_string()));
+            own_caches.push(dir);
+        }
+        Ok(own_caches)
     }
 
     /// Turns a command's profile (`profile`, built for the server's working directory) into the
