@@ -464,25 +464,15 @@ impl Zygote {
     /// is left; whether none is.
     fn kill_orphans(&self) -> bool {
         let me = getpid();
-        let until = Instant::now() + SWEEP_LIMIT;
-        loop {
+        kill_until_none(|| {
             self.reap();
-            let orphans: Vec<i32> = children(me.as_raw())
+            let orphans = children(me.as_raw())
                 .unwrap_or_default()
                 .into_iter()
                 .filter(|pid| *pid != self.holder.as_raw())
                 .collect();
-            if orphans.is_empty() {
-                return true;
-            }
-            if Instant::now() >= until {
-                return false;
-            }
-            for pid in orphans {
-                let _ = kill(Pid::from_raw(pid), Signal::SIGKILL);
-            }
-            std::thread::sleep(Duration::from_millis(1));
-        }
+            Some(orphans)
+        })
     }
 
     /// Ends everything: the holder, every starter and command, every orphan; answers every

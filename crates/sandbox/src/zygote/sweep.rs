@@ -37,21 +37,27 @@ pub(super) fn alive(pid: Pid) -> bool {
 /// Kills every descendant of `starter` (the starter reaps them; what they leave reparents to
 /// it) until it has no child left; whether it has none.
 pub(super) fn sweep(starter: Pid) -> bool {
+    // Unreadable: the starter is gone; it ends only once it has no child left, and a starter
+    // killed earlier left its orphans to the zygote (`Zygote::kill_orphans`).
+    kill_until_none(|| children(starter.as_raw()))
+}
+
+/// Kills what `living` lists (`None`: nothing is left to watch) until it lists nothing or
+/// [`SWEEP_LIMIT`] has passed; whether nothing is left.
+pub(super) fn kill_until_none(mut living: impl FnMut() -> Option<Vec<i32>>) -> bool {
     let until = Instant::now() + SWEEP_LIMIT;
     loop {
-        // Unreadable: the starter is gone; it ends only once it has no child left, and a
-        // starter killed earlier left its orphans to the zygote (`Zygote::kill_orphans`).
-        let Some(children) = children(starter.as_raw()) else {
+        let Some(processes) = living() else {
             return true;
         };
-        if children.is_empty() {
+        if processes.is_empty() {
             return true;
         }
         if Instant::now() >= until {
             return false;
         }
-        for child in children {
-            let _ = kill(Pid::from_raw(child), Signal::SIGKILL);
+        for pid in processes {
+            let _ = kill(Pid::from_raw(pid), Signal::SIGKILL);
         }
         std::thread::sleep(Duration::from_millis(1));
     }
