@@ -371,16 +371,11 @@ fn the_keeper_hands_each_child_of_its_parent_a_network_namespace_of_its_own() {
         .spawn()
         .unwrap();
     let host = std::fs::read_link("/proc/self/ns/net").unwrap();
-    // The keeper's spare namespace, once it has made it (after the one handed out last: the
-    // next is made once the helper that took it has exited).
-    let spare = |handed: Option<&str>| loop {
+    // The keeper's spare namespace, once it has made it.
+    let spare = || loop {
         let spare = std::fs::read_link(format!("/proc/{}/ns/net", keeper.id())).unwrap();
-        let spare = text(spare.as_os_str().as_encoded_bytes());
-        if spare != text(host.as_os_str().as_encoded_bytes())
-            && Some(spare.as_str()) != handed
-            && socket.exists()
-        {
-            return spare;
+        if spare != host && socket.exists() {
+            return text(spare.as_os_str().as_encoded_bytes());
         }
         std::thread::sleep(std::time::Duration::from_millis(10));
     };
@@ -391,12 +386,12 @@ fn the_keeper_hands_each_child_of_its_parent_a_network_namespace_of_its_own() {
         assert!(output.status.success(), "{}", text(&output.stderr));
         text(&output.stdout)
     };
-    let first = spare(None);
+    let first = spare();
     assert_eq!(
         network(layout.run(&profile, script)),
         format!("{first}\nlo\n")
     );
-    let second = spare(Some(&first));
+    let second = spare();
     assert_ne!(first, second);
     assert_eq!(
         network(layout.run(&profile, script)),
@@ -404,7 +399,7 @@ fn the_keeper_hands_each_child_of_its_parent_a_network_namespace_of_its_own() {
     );
 
     // Started by another process (a shell), the helper is refused and makes its own namespace.
-    let third = spare(Some(&second));
+    let third = spare();
     let file = layout.root.join("profile.json");
     let nested = Command::new("/bin/sh")
         .arg("-c")
@@ -419,7 +414,7 @@ fn the_keeper_hands_each_child_of_its_parent_a_network_namespace_of_its_own() {
     assert!(own.ends_with("\nlo\n"), "{own}");
     assert_ne!(own, format!("{third}\nlo\n"));
     assert_eq!(
-        spare(Some(&second)),
+        spare(),
         third,
         "the keeper handed its namespace to a stranger"
     );
