@@ -3,8 +3,7 @@
 //! loopback, up). A command's helper asks it for the two over a Unix socket
 //! ([`crate::Profile::keeper`]) and joins them instead of creating a network namespace on the
 //! command's path (most of what `unshare` costs). Each network namespace goes to one command
-//! only: once handed out, the keeper makes the next one when that command's helper has
-//! exited (or at once, when another command asks first). Its mount, PID and inner user
+//! only: once handed out, the keeper makes the next one. Its mount, PID and inner user
 //! namespaces each command still makes for itself.
 //!
 //! It ends when Keel does: its standard input is a pipe only Keel holds.
@@ -73,9 +72,9 @@ fn serve(socket: &Path) -> Result<std::convert::Infallible> {
             let Ok((stream, _)) = listener.accept() else {
                 continue;
             };
-            let Some(helper) = keel_child(&stream, parent) else {
+            if !from_keel(&stream, parent) {
                 continue;
-            };
+            }
             let fds = [user.as_raw_fd(), net.as_raw_fd()];
             let sent = sendmsg::<()>(
                 stream.as_raw_fd(),
@@ -85,10 +84,7 @@ fn serve(socket: &Path) -> Result<std::convert::Infallible> {
                 None,
             );
             if sent.is_ok() {
-                // Handed out: never to another command. The next one is made once this helper
-                // is gone, off its command's path (made beside it, on two cores, it takes a
-                // core the command needs), or at once when another command asks first.
-                wait_for_exit_or_request(&listener, helper);
+                // Handed out: never to another command.
                 break;
             }
         }
@@ -135,45 +131,18 @@ fn namespace_file(kind: &str) -> Result<OwnedFd> {
         .map_err(|e| Error::io_in(path, e))
 }
 
-/// The pid of the peer of `stream` when it is a child of `keel` (a helper Keel started).
-fn keel_child(stream: &UnixStream, keel: nix::unistd::Pid) -> Option<i32> {
-    let peer = getsockopt(stream, PeerCredentials).ok()?;
-    let stat = std::fs::read_to_string(format!("/proc/{}/stat", peer.pid())).ok()?;
-    let parent = stat
-        .rsplit_once(')')
-        .and_then(|(_, rest)| rest.split_ascii_whitespace().nth(1))
-        .and_then(|ppid| ppid.parse::<i32>().ok());
-    (parent == Some(keel.as_raw())).then_some(peer.pid())
-}
-
-/// Waits until process `helper` has exited, a request waits on `listener`, or Keel is gone
-/// (its pipe on standard input closed); returns at once when `helper` cannot be watched.
-fn wait_for_exit_or_request(listener: &UnixListener, helper: i32) {
-    // SAFETY: integer arguments only.
-    #[expect(unsafe_code, reason = "pidfd_open has no wrapper in nix (see SAFETY)")]
-    let raw = unsafe { libc::syscall(libc::SYS_pidfd_open, helper, 0) };
-    let Some(raw) = RawFd::try_from(raw).ok().filter(|fd| *fd >= 0) else {
-        return;
+/// Whether the peer of `stream` is a child of `keel` (a helper Keel started).
+fn from_keel(stream: &UnixStream, keel: nix::unistd::Pid) -> bool {
+    let Ok(peer) = getsockopt(stream, PeerCredentials) else {
+        return false;
     };
-    // SAFETY: the kernel just returned this new descriptor; nothing else owns it.
-    #[expect(unsafe_code, reason = "adopting a new pidfd (see SAFETY)")]
-    let pidfd = unsafe { OwnedFd::from_raw_fd(raw) };
-    let mut fds =
-        [listener.as_raw_fd(), pidfd.as_raw_fd(), libc::STDIN_FILENO].map(|fd| libc::pollfd {
-            fd,
-            events: libc::POLLIN,
-            revents: 0,
-        });
-    loop {
-        // SAFETY: `fds` is a live array of three `pollfd`; the kernel writes only their
-        // `revents` during the call.
-        #[expect(unsafe_code, reason = "poll(2) on a live array (see SAFETY)")]
-        let ready = unsafe { libc::poll(fds.as_mut_ptr(), 3, -1) };
-        if ready < 0 && nix::errno::Errno::last() == nix::errno::Errno::EINTR {
-            continue;
-        }
-        return;
-    }
+    let Ok(stat) = std::fs::read_to_string(format!("/proc/{}/stat", peer.pid())) else {
+        return false;
+    };
+    stat.rsplit_once(')')
+        .and_then(|(_, rest)| rest.split_ascii_whitespace().nth(1))
+        .and_then(|ppid| ppid.parse::<i32>().ok())
+        == Some(keel.as_raw())
 }
 
 /// What the helper joined of the keeper's namespaces.
