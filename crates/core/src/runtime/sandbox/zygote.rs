@@ -65,6 +65,11 @@ impl WarmStart {
     fn key(&self) -> (String, Option<MaskFd>) {
         (self.profile.clone(), self.mask.clone())
     }
+
+    /// Whether a zygote of `key` serves this command (compared without copying the profile).
+    fn served_by(&self, key: &(String, Option<MaskFd>)) -> bool {
+        key.0 == self.profile && key.1 == self.mask
+    }
 }
 
 /// Why a command could not go through a warm holder.
@@ -196,16 +201,15 @@ impl Zygotes {
         // holder): nothing of the command ran until the zygote said `started`.
         let mut last = String::new();
         for _ in 0..2 {
-            if current
-                .as_mut()
-                .is_some_and(|z| z.key != warm.key() || !matches!(z.process.try_wait(), Ok(None)))
-                && let Some(old) = current.take()
+            if current.as_mut().is_some_and(|z| {
+                !warm.served_by(&z.key) || !matches!(z.process.try_wait(), Ok(None))
+            }) && let Some(old) = current.take()
             {
                 old.retire();
             }
             if current.is_none() {
                 let mut failed = self.failed.lock().unwrap_or_else(PoisonError::into_inner);
-                if failed.as_ref() == Some(&warm.key()) {
+                if failed.as_ref().is_some_and(|key| warm.served_by(key)) {
                     return Err(WarmError::Unavailable(
                         "the zygote of this profile could not start".into(),
                     ));
