@@ -19,20 +19,17 @@
               and reads /proc outside Keel's runtime"
 )]
 
-use std::io::{IoSlice, IoSliceMut};
-use std::os::fd::{AsRawFd as _, FromRawFd as _, OwnedFd, RawFd};
+use std::os::fd::{AsFd as _, AsRawFd as _, OwnedFd};
 use std::os::unix::net::{UnixListener, UnixStream};
 use std::path::Path;
 use std::time::Duration;
 
 use nix::sched::{CloneFlags, setns, unshare};
-use nix::sys::socket::{
-    ControlMessage, ControlMessageOwned, MsgFlags, getsockopt, recvmsg, sendmsg,
-    sockopt::PeerCredentials,
-};
+use nix::sys::socket::{getsockopt, sockopt::PeerCredentials};
 use nix::unistd::{getgid, getppid, getuid};
 
 use crate::error::{Error, Result};
+use crate::fds::{poll_in, recv_with_fds, send_with_fds};
 use crate::namespaces::{loopback_up, write_file};
 
 /// How long a helper waits for the keeper's answer before it makes its own namespaces.
@@ -76,14 +73,7 @@ fn serve(socket: &Path) -> Result<std::convert::Infallible> {
                 continue;
             }
             let fds = [user.as_raw_fd(), net.as_raw_fd()];
-            let sent = sendmsg::<()>(
-                stream.as_raw_fd(),
-                &[IoSlice::new(b"n")],
-                &[ControlMessage::ScmRights(&fds)],
-                MsgFlags::empty(),
-                None,
-            );
-            if sent.is_ok() {
+            if send_with_fds(stream.as_fd(), b"n", &fds).is_ok() {
                 // Handed out: never to another command.
                 break;
             }
@@ -96,31 +86,8 @@ fn serve(socket: &Path) -> Result<std::convert::Infallible> {
 /// however Keel ended. (Not a parent death signal: that follows the thread that started the
 /// keeper, and Keel's threads come and go.)
 fn keel_alive(listener: &UnixListener) -> bool {
-    let mut fds = [
-        libc::pollfd {
-            fd: listener.as_raw_fd(),
-            events: libc::POLLIN,
-            revents: 0,
-        },
-        libc::pollfd {
-            fd: libc::STDIN_FILENO,
-            events: libc::POLLIN,
-            revents: 0,
-        },
-    ];
-    loop {
-        // SAFETY: `fds` is a live array of two `pollfd`s, and its length is passed with it.
-        #[expect(
-            unsafe_code,
-            reason = "poll(2) has no wrapper in the enabled nix features (see SAFETY)"
-        )]
-        let ready = unsafe { libc::poll(fds.as_mut_ptr(), 2, -1) };
-        if ready < 0 && nix::errno::Errno::last() == nix::errno::Errno::EINTR {
-            continue;
-        }
-        // Standard input readable, hung up or invalid: Keel is gone (Keel never writes to it).
-        return ready > 0 && fds[1].revents == 0;
-    }
+    let ready = poll_in(&[listener.as_raw_fd(), libc::STDIN_FILENO], None);
+    ready[0] && !ready[1]
 }
 
 /// This process's namespace of `kind`, as a descriptor.
@@ -177,29 +144,6 @@ pub(crate) fn join(socket: &Path) -> Joined {
 fn receive(socket: &Path) -> Option<[OwnedFd; 2]> {
     let stream = UnixStream::connect(socket).ok()?;
     stream.set_read_timeout(Some(ANSWER_WITHIN)).ok()?;
-    let mut byte = [0u8; 1];
-    let mut buffer = nix::cmsg_space!([RawFd; 2]);
-    let mut iov = [IoSliceMut::new(&mut byte)];
-    let message = recvmsg::<()>(
-        stream.as_raw_fd(),
-        &mut iov,
-        Some(&mut buffer),
-        MsgFlags::MSG_CMSG_CLOEXEC,
-    )
-    .ok()?;
-    let mut fds: Vec<OwnedFd> = Vec::new();
-    for message in message.cmsgs().ok()? {
-        if let ControlMessageOwned::ScmRights(received) = message {
-            for fd in received {
-                // SAFETY: the kernel just installed `fd` in this process for this message;
-                // nothing else owns it.
-                #[expect(
-                    unsafe_code,
-                    reason = "taking ownership of a received descriptor (see SAFETY)"
-                )]
-                fds.push(unsafe { OwnedFd::from_raw_fd(fd) });
-            }
-        }
-    }
+    let (_, fds) = recv_with_fds(stream.as_fd(), &mut [0u8; 1], false).ok()??;
     <[OwnedFd; 2]>::try_from(fds).ok()
 }

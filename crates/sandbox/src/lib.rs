@@ -19,6 +19,7 @@
 
 mod error;
 mod fallback;
+mod fds;
 pub mod helper;
 mod init;
 mod keeper;
