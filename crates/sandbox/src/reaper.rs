@@ -152,18 +152,25 @@ fn reaper(
     ending.code()
 }
 
+/// Reaps every child that has ended, without waiting; whether none is left at all (`ECHILD`).
+pub(crate) fn reap_ended() -> bool {
+    loop {
+        match waitpid(Pid::from_raw(-1), Some(WaitPidFlag::WNOHANG)) {
+            Err(Errno::ECHILD) => return true,
+            Ok(WaitStatus::StillAlive) | Err(_) => return false,
+            Ok(_) => {}
+        }
+    }
+}
+
 /// Kills every child of this process (orphans included, this being a subreaper) until none is
 /// left; returns whether none is (`waitpid` says so).
 fn kill_descendants() -> bool {
     let me = getpid().as_raw();
     for _ in 0..1000 {
-        loop {
-            match waitpid(Pid::from_raw(-1), Some(WaitPidFlag::WNOHANG)) {
-                // No child at all (the usual case): nothing to look for.
-                Err(Errno::ECHILD) => return true,
-                Ok(WaitStatus::StillAlive) | Err(_) => break,
-                Ok(_) => {}
-            }
+        // No child at all (the usual case): nothing to look for.
+        if reap_ended() {
+            return true;
         }
         let children = children_of(me);
         for child in children {

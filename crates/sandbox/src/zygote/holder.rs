@@ -58,11 +58,7 @@ pub(super) fn hold(profile: &Profile, socket: &OwnedFd, zygote: Pid) -> i32 {
     let proxy_port = prepared.proxy_port;
     let mut buffer = vec![0u8; MAX_MESSAGE];
     loop {
-        while let Ok(status) = waitpid(Pid::from_raw(-1), Some(WaitPidFlag::WNOHANG)) {
-            if status == WaitStatus::StillAlive {
-                break;
-            }
-        }
+        reaper::reap_ended();
         let (n, fds) = match recv_with_fds(socket.as_fd(), &mut buffer, false) {
             Ok(Some(message)) => message,
             // The zygote is gone or retired the holder.

@@ -44,7 +44,7 @@ use std::time::{Duration, Instant};
 use nix::errno::Errno;
 use nix::sys::signal::{SigSet, SigmaskHow, Signal, kill, killpg, sigprocmask};
 use nix::sys::signalfd::SignalFd;
-use nix::sys::wait::{WaitPidFlag, WaitStatus, waitpid};
+use nix::sys::wait::waitpid;
 use nix::unistd::{ForkResult, Pid, getpid, getppid};
 
 use crate::error::Error;
@@ -233,7 +233,7 @@ impl Zygote {
     /// holder is gone.
     fn serve(&mut self, keel: Pid) -> i32 {
         loop {
-            self.reap();
+            reaper::reap_ended();
             if self.retiring && self.running.is_empty() {
                 return self.end_all();
             }
@@ -281,15 +281,6 @@ impl Zygote {
             }
             for id in ids {
                 self.check_running(id);
-            }
-        }
-    }
-
-    /// Reaps what reached the zygote (the holder, orphans it kills).
-    fn reap(&self) {
-        while let Ok(status) = waitpid(Pid::from_raw(-1), Some(WaitPidFlag::WNOHANG)) {
-            if status == WaitStatus::StillAlive {
-                break;
             }
         }
     }
@@ -346,7 +337,9 @@ impl Zygote {
             .is_ok()
         });
         if !sent {
-            let _ = writeln!(reply, "failed the sandbox holder is gone");
+            // Nothing ran, and this zygote is ending (it has not seen its holder's end yet):
+            // Keel asks a fresh one.
+            let _ = writeln!(reply, "gone the sandbox holder is gone");
             return;
         }
         self.running.insert(
@@ -465,7 +458,7 @@ impl Zygote {
     fn kill_orphans(&self) -> bool {
         let me = getpid();
         kill_until_none(|| {
-            self.reap();
+            reaper::reap_ended();
             let orphans = children(me.as_raw())
                 .unwrap_or_default()
                 .into_iter()

@@ -64,17 +64,13 @@ pub(super) fn kill_until_none(mut living: impl FnMut() -> Option<Vec<i32>>) -> b
 }
 
 /// Kills every descendant of this process (a subreaper: all of them end up its children) and
-/// reaps them; whether none is left.
+/// reaps them; whether none is left (only `waitpid` says so: the list in `/proc` may lag).
 pub(super) fn kill_descendants_of_self() -> bool {
     let me = getpid().as_raw();
     let until = Instant::now() + SWEEP_LIMIT;
     loop {
-        loop {
-            match waitpid(Pid::from_raw(-1), Some(WaitPidFlag::WNOHANG)) {
-                Err(Errno::ECHILD) => return true,
-                Ok(WaitStatus::StillAlive) | Err(_) => break,
-                Ok(_) => {}
-            }
+        if reaper::reap_ended() {
+            return true;
         }
         if Instant::now() >= until {
             return false;

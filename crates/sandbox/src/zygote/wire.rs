@@ -23,8 +23,9 @@ pub const MAX_MESSAGE: usize = 1 << 20;
 #[derive(Debug, Clone, Serialize, Deserialize)]
 pub enum ToZygote {
     /// Run a command. Sent with [`COMMAND_FDS`] descriptors: stdin, stdout, stderr, and one end
-    /// of a stream socket the zygote answers on (`started PID`, then `exit STATUS`, or `failed
-    /// REASON`, one line each).
+    /// of a stream socket the zygote answers on (`started PID`, then `exit STATUS`; or `failed
+    /// REASON`; or `gone REASON` when this zygote is ending and a fresh one should be asked;
+    /// one line each).
     Run(CommandRequest),
     /// Take no more commands; end once the running ones have (a new holder replaces this one).
     Retire,

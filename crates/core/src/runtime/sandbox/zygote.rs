@@ -322,7 +322,8 @@ enum Started {
     Pid(i32),
     /// The command could not start (`failed REASON`).
     Failed(String),
-    /// The zygote went away, or said something else, before starting it.
+    /// The zygote went away, said it is ending (`gone REASON`: its holder is dead), or said
+    /// something else, before starting it: a fresh zygote is asked.
     Gone(String),
 }
 
