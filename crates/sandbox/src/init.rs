@@ -273,18 +273,16 @@ fn relay_to_proxy(client: std::net::TcpStream) {
 /// pivot); returns notes on what is not enforced.
 fn confine_init(profile: &Profile, uid: u32, gid: u32) -> Result<Vec<String>> {
     let notes = Vec::new();
-    let root = profile.staging_dir.as_path();
-    let proc = root.join("proc");
-    std::fs::create_dir_all(&proc).map_err(|e| Error::io_in("/proc", e))?;
+    // Stage 1 made the mount point (`namespaces::build_root`).
+    chdir(&profile.staging_dir).map_err(|e| Error::sys("chdir to the new root", e))?;
     mount(
         Some("proc"),
-        &proc,
+        "proc",
         Some("proc"),
         MsFlags::MS_NOSUID | MsFlags::MS_NODEV | MsFlags::MS_NOEXEC,
         None::<&str>,
     )
     .map_err(|e| Error::sys("mounting /proc", e))?;
-    chdir(root).map_err(|e| Error::sys("chdir to the new root", e))?;
     pivot_root(".", ".").map_err(|e| Error::sys("pivot_root", e))?;
     umount2(".", MntFlags::MNT_DETACH).map_err(|e| Error::sys("detaching the old root", e))?;
     chdir("/").map_err(|e| Error::sys("chdir /", e))?;

@@ -18,7 +18,9 @@ use std::sync::Arc;
 use nix::errno::Errno;
 use nix::mount::{MsFlags, mount};
 use nix::sched::{CloneFlags, unshare};
+use nix::sys::stat::{Mode, SFlag, mknod};
 use nix::sys::statvfs::{FsFlags, statvfs};
+use nix::unistd::{chdir, mkdir};
 
 use crate::error::{Error, Result};
 use crate::keeper::Joined;
@@ -32,8 +34,12 @@ pub(crate) fn write_file(path: &str, text: &str) -> Result<()> {
 /// Returns whether the filtering proxy's socket is in the new root (and the namespace's
 /// loopback up, for the forwarder).
 pub(crate) fn enter(profile: &Profile, (uid, gid): (u32, u32)) -> Result<bool> {
-    std::fs::create_dir_all(&profile.staging_dir)
-        .map_err(|e| Error::io(&profile.staging_dir, e))?;
+    // The staging directory is there from the session's previous commands, but for the first.
+    match mkdir(&profile.staging_dir, DIR_MODE) {
+        Ok(()) | Err(Errno::EEXIST) => {}
+        Err(_) => std::fs::create_dir_all(&profile.staging_dir)
+            .map_err(|e| Error::io(&profile.staging_dir, e))?,
+    }
     // The session's keeper: its user namespace, and a network namespace of this command's own
     // made ahead (its loopback up). Without it, both are made here.
     let joined = match (&profile.keeper, profile.network) {
@@ -68,21 +74,19 @@ pub(crate) fn enter(profile: &Profile, (uid, gid): (u32, u32)) -> Result<bool> {
         None::<&str>,
     )
     .map_err(|e| Error::sys("making / private", e))?;
-    build_root(profile)?;
+    let mut root = build_root(profile)?;
     if let (true, Some(endpoint)) = (proxy, &profile.proxy) {
-        let root = profile.staging_dir.as_path();
-        let target = in_root(root, Path::new(crate::SOCKET_IN_ROOT));
-        proxy = bind_socket(&endpoint.socket, &target).is_ok();
+        proxy = bind_socket(&mut root, &endpoint.socket).is_ok();
     }
     Ok(proxy)
 }
 
-/// Shows the proxy's Unix socket at `target` in the new root (a bind mount of the socket).
-fn bind_socket(socket: &Path, target: &Path) -> Result<()> {
-    if let Some(parent) = target.parent() {
-        std::fs::create_dir_all(parent).map_err(|e| Error::io(parent, e))?;
-    }
-    std::fs::File::create(target).map_err(|e| Error::io(target, e))?;
+/// Shows the proxy's Unix socket at [`crate::SOCKET_IN_ROOT`] in the new root (a bind mount of
+/// the socket).
+fn bind_socket(root: &mut Root<'_>, socket: &Path) -> Result<()> {
+    let target = in_root(Path::new(crate::SOCKET_IN_ROOT));
+    root.file(target)
+        .map_err(|e| Error::sys("the proxy's socket", e))?;
     mount(
         Some(socket),
         target,
@@ -137,130 +141,278 @@ pub(crate) fn loopback_up() -> Result<(), Errno> {
     }
 }
 
-pub(crate) fn in_root(root: &Path, path: &Path) -> PathBuf {
-    root.join(path.strip_prefix("/").unwrap_or(path))
+/// `path` (absolute, on the host) as a path relative to the new root's top, which is the
+/// working directory while the root is built (`.` for `/` itself).
+fn in_root(path: &Path) -> &Path {
+    match path.strip_prefix("/") {
+        Ok(rest) if !rest.as_os_str().is_empty() => rest,
+        Ok(_) => Path::new("."),
+        Err(_) => path,
+    }
 }
 
-fn build_root(profile: &Profile) -> Result<()> {
-    let root = profile.staging_dir.as_path();
-    let mounts = Mounts {
-        points: std::cell::OnceCell::new(),
-        staging: root.to_path_buf(),
-    };
+/// The new root while it is built. The working directory is its top (the tmpfs on the staging
+/// directory), so each mount point is named by a short relative path, and `dirs` holds the
+/// directories of the root known to exist (made here, or mount points): a mount point is made
+/// with one `mkdir` per missing directory, and nothing is looked up first (`EEXIST` is the
+/// answer where a directory may exist already: below a bind mount of a host directory).
+struct Root<'a> {
+    /// The staging directory (absolute).
+    path: &'a Path,
+    /// Relative paths of directories known to exist in the new root.
+    dirs: Vec<PathBuf>,
+    mounts: Mounts,
+}
+
+/// `mkdir`'s and `mknod`'s mode for mount points (the umask applies, as for `create_dir_all`
+/// and `File::create`, which made them before).
+const DIR_MODE: Mode = Mode::from_bits_truncate(0o777);
+const FILE_MODE: Mode = Mode::from_bits_truncate(0o666);
+
+impl Root<'_> {
+    /// Makes the directory `dir` (relative) and those above it that are not known to exist.
+    fn dir(&mut self, dir: &Path) -> Result<(), Errno> {
+        let known = |dirs: &[PathBuf], path: &Path| {
+            path.as_os_str().is_empty() || path == Path::new(".") || dirs.iter().any(|d| d == path)
+        };
+        if known(&self.dirs, dir) {
+            return Ok(());
+        }
+        // The nearest known ancestor; every directory below it is made from the top down (one
+        // call each: once one is new, those below it are missing for certain).
+        let missing: Vec<&Path> = dir
+            .ancestors()
+            .take_while(|path| !known(&self.dirs, path))
+            .collect();
+        for path in missing.into_iter().rev() {
+            match mkdir(path, DIR_MODE) {
+                Ok(()) | Err(Errno::EEXIST) => self.dirs.push(path.to_path_buf()),
+                Err(e) => return Err(e),
+            }
+        }
+        Ok(())
+    }
+
+    /// Makes the empty file `file` (relative) to bind a file onto, and its directory; an
+    /// existing file is left as it is (`mknod` neither opens nor truncates it).
+    fn file(&mut self, file: &Path) -> Result<(), Errno> {
+        if let Some(parent) = file.parent() {
+            self.dir(parent)?;
+        }
+        match mknod(file, SFlag::S_IFREG, FILE_MODE, 0) {
+            Ok(()) | Err(Errno::EEXIST) => Ok(()),
+            Err(e) => Err(e),
+        }
+    }
+
+    /// Records a mount on `target` (relative): what was known below it is hidden now.
+    fn mounted(&mut self, target: &Path) -> Result<()> {
+        if target == Path::new(".") {
+            // The top itself: the working directory still holds the covered one.
+            self.dirs.clear();
+            return chdir(self.path).map_err(|e| Error::sys("chdir to the new root", e));
+        }
+        self.dirs
+            .retain(|dir| dir == target || !dir.starts_with(target));
+        Ok(())
+    }
+
+    /// Shows the host's `source` at the same path in the new root (one look at `source`: a
+    /// directory or a file, whose mount point is made to match).
+    fn bind(&mut self, source: &Path, read_only: bool) -> Result<()> {
+        let what = || format!("binding {}", source.display());
+        let meta = std::fs::metadata(source).map_err(|e| Error::io_in(what(), e))?;
+        self.bind_at(source, in_root(source), meta.is_dir(), read_only)
+    }
+
+    /// [`Root::bind`] of a path that may be missing (the home allowlist): left out then.
+    fn bind_if_there(&mut self, source: &Path, read_only: bool) -> Result<()> {
+        match std::fs::metadata(source) {
+            Ok(meta) => self.bind_at(source, in_root(source), meta.is_dir(), read_only),
+            Err(_) => Ok(()),
+        }
+    }
+
+    fn bind_at(&mut self, source: &Path, target: &Path, dir: bool, read_only: bool) -> Result<()> {
+        let what = || format!("binding {}", source.display());
+        if dir {
+            self.dir(target)
+        } else {
+            self.file(target)
+        }
+        .map_err(|e| Error::sys(what(), e))?;
+        mount(
+            Some(source),
+            target,
+            None::<&str>,
+            MsFlags::MS_BIND | MsFlags::MS_REC,
+            None::<&str>,
+        )
+        .map_err(|e| Error::sys(what(), e))?;
+        self.mounted(target)?;
+        if read_only {
+            self.read_only(target, source)?;
+        }
+        Ok(())
+    }
+
+    /// Makes the mount on `target` (relative) and every mount below it read-only.
+    fn read_only(&self, target: &Path, source: &Path) -> Result<()> {
+        match set_read_only_recursive(target) {
+            Ok(()) => Ok(()),
+            Err(Errno::ENOSYS) => remount_read_only(&self.path.join(target), source, &self.mounts),
+            Err(e) => Err(Error::sys(
+                format!("remounting {} read-only", self.path.join(target).display()),
+                e,
+            )),
+        }
+    }
+}
+
+/// Builds the new root on a tmpfs on the staging directory, which becomes the working
+/// directory; returns it, for the proxy's socket.
+fn build_root(profile: &Profile) -> Result<Root<'_>> {
+    let staging = profile.staging_dir.as_path();
     mount(
         Some("tmpfs"),
-        root,
+        staging,
         Some("tmpfs"),
         MsFlags::MS_NOSUID | MsFlags::MS_NODEV,
         Some("mode=0755"),
     )
     .map_err(|e| Error::sys("tmpfs on the new root", e))?;
+    chdir(staging).map_err(|e| Error::sys("chdir to the new root", e))?;
+    let mut root = Root {
+        path: staging,
+        dirs: Vec::new(),
+        mounts: Mounts {
+            points: std::cell::OnceCell::new(),
+            staging: staging.to_path_buf(),
+        },
+    };
     for dir in SYSTEM_DIRS {
         let dir = Path::new(dir);
-        match std::fs::symlink_metadata(dir) {
-            Ok(meta) if meta.file_type().is_symlink() => {
-                let target = std::fs::read_link(dir).map_err(|e| Error::io(dir, e))?;
-                symlink(&target, in_root(root, dir)).map_err(|e| Error::io(dir, e))?;
-            }
-            Ok(meta) if meta.is_dir() => bind(root, dir, true, &mounts)?,
-            _ => {}
+        // One call tells a link (copied as it is), a directory or anything else (`EINVAL`: not
+        // a link) and a missing one (left out).
+        match std::fs::read_link(dir) {
+            Ok(target) => symlink(&target, in_root(dir)).map_err(|e| Error::io(dir, e))?,
+            Err(e) if e.raw_os_error() == Some(libc::EINVAL) => system_dir(&mut root, dir)?,
+            Err(_) => {}
         }
     }
-    let tmp = root.join("tmp");
-    std::fs::create_dir_all(&tmp).map_err(|e| Error::io_in("/tmp", e))?;
-    bind_at(&profile.tmp_dir, &tmp, false, &mounts)?;
+    // The private `/tmp`: its mount point is new on the fresh tmpfs; a missing source fails
+    // the bind.
+    let tmp = Path::new("tmp");
+    root.dir(tmp).map_err(|e| Error::sys("/tmp", e))?;
+    mount(
+        Some(&profile.tmp_dir),
+        tmp,
+        None::<&str>,
+        MsFlags::MS_BIND | MsFlags::MS_REC,
+        None::<&str>,
+    )
+    .map_err(|e| Error::sys(format!("binding {}", profile.tmp_dir.display()), e))?;
+    root.mounted(tmp)?;
     // The home directory itself is an empty directory on the tmpfs: only the allowlist shows.
     if let Some(home) = &profile.home {
-        let _ = std::fs::create_dir_all(in_root(root, home));
+        let _ = root.dir(in_root(home));
     }
     for path in &profile.home_readable {
-        if path.exists() {
-            bind(root, path, true, &mounts)?;
-        }
+        root.bind_if_there(path, true)?;
     }
     for path in &profile.home_writable {
-        if path.exists() {
-            bind(root, path, false, &mounts)?;
-        }
+        root.bind_if_there(path, false)?;
     }
     for path in &profile.readable {
-        bind(root, path, true, &mounts)?;
+        root.bind(path, true)?;
     }
     for path in &profile.writable {
-        bind(root, path, false, &mounts)?;
+        root.bind(path, false)?;
     }
     for path in &profile.pinned {
-        bind(root, path, false, &mounts)?;
+        root.bind(path, false)?;
     }
     for path in &profile.protected {
-        bind(root, path, true, &mounts)?;
+        root.bind(path, true)?;
     }
-    mask(profile, root, &mounts)?;
-    build_dev(root, &mounts)
+    mask(profile, &mut root)?;
+    build_dev(&mut root)?;
+    // `/proc`'s mount point (init mounts it, from inside the new PID namespace).
+    root.dir(Path::new("proc"))
+        .map_err(|e| Error::sys("/proc", e))?;
+    Ok(root)
+}
+
+/// A system directory that is not a link: bound read-only when it is a directory. Anything
+/// else (a file) fails the bind with `ENOTDIR` and is left out, as a missing one is.
+fn system_dir(root: &mut Root<'_>, dir: &Path) -> Result<()> {
+    let target = in_root(dir);
+    root.dir(target)
+        .map_err(|e| Error::sys(format!("binding {}", dir.display()), e))?;
+    match mount(
+        Some(dir),
+        target,
+        None::<&str>,
+        MsFlags::MS_BIND | MsFlags::MS_REC,
+        None::<&str>,
+    ) {
+        Ok(()) => {}
+        Err(Errno::ENOTDIR) => {
+            let _ = std::fs::remove_dir(target);
+            root.dirs.retain(|known| known != target);
+            return Ok(());
+        }
+        Err(e) => return Err(Error::sys(format!("binding {}", dir.display()), e)),
+    }
+    root.mounted(target)?;
+    root.read_only(target, dir)
 }
 
 /// Covers each [`Profile::masked`] path that exists in the new root: a directory with an
 /// empty read-only tmpfs, anything else with an empty read-only file. The path is looked at
 /// without following a final symlink (Keel lists real files and directories only; a link there
 /// now is left alone, its target being checked on its own).
-fn mask(profile: &Profile, root: &Path, mounts: &Mounts) -> Result<()> {
-    let mut empty: Option<PathBuf> = None;
+fn mask(profile: &Profile, root: &mut Root<'_>) -> Result<()> {
+    // The empty file bound onto masked files: made on the new root's tmpfs at the first one,
+    // and unlinked at the end (the binds keep it).
+    const EMPTY: &str = ".keel-empty";
+    let mut empty = false;
     for path in &profile.masked {
-        let target = in_root(root, path);
-        let Ok(meta) = std::fs::symlink_metadata(&target) else {
+        let target = in_root(path);
+        let Ok(meta) = std::fs::symlink_metadata(target) else {
             continue;
         };
         if meta.is_dir() {
             mount(
                 Some("tmpfs"),
-                &target,
+                target,
                 Some("tmpfs"),
                 MsFlags::MS_NOSUID | MsFlags::MS_NODEV | MsFlags::MS_NOEXEC | MsFlags::MS_RDONLY,
                 Some("mode=0555,size=4k"),
             )
             .map_err(|e| Error::sys(format!("masking {}", path.display()), e))?;
+            root.mounted(target)?;
         } else if !meta.file_type().is_symlink() {
-            let source = match &empty {
-                Some(source) => source.clone(),
-                None => {
-                    let source = profile.staging_dir.with_extension("empty");
-                    std::fs::write(&source, b"").map_err(|e| Error::io(&source, e))?;
-                    empty.insert(source).clone()
-                }
-            };
-            bind_at(&source, &target, true, mounts)?;
+            if !empty {
+                mknod(EMPTY, SFlag::S_IFREG, Mode::from_bits_truncate(0o444), 0)
+                    .map_err(|e| Error::sys("the empty file for masks", e))?;
+                empty = true;
+            }
+            // The target exists (just looked at): no mount point to make.
+            let what = || format!("masking {}", path.display());
+            mount(
+                Some(EMPTY),
+                target,
+                None::<&str>,
+                MsFlags::MS_BIND,
+                None::<&str>,
+            )
+            .map_err(|e| Error::sys(what(), e))?;
+            root.read_only(target, Path::new(EMPTY))?;
         }
     }
-    Ok(())
-}
-
-fn bind(root: &Path, path: &Path, read_only: bool, mounts: &Mounts) -> Result<()> {
-    bind_at(path, &in_root(root, path), read_only, mounts)
-}
-
-fn bind_at(source: &Path, target: &Path, read_only: bool, mounts: &Mounts) -> Result<()> {
-    let what = || format!("binding {}", source.display());
-    let meta = std::fs::metadata(source).map_err(|e| Error::io_in(what(), e))?;
-    if meta.is_dir() {
-        std::fs::create_dir_all(target).map_err(|e| Error::io_in(what(), e))?;
-    } else {
-        if let Some(parent) = target.parent() {
-            std::fs::create_dir_all(parent).map_err(|e| Error::io_in(what(), e))?;
-        }
-        if !target.exists() {
-            std::fs::File::create(target).map_err(|e| Error::io_in(what(), e))?;
-        }
-    }
-    mount(
-        Some(source),
-        target,
-        None::<&str>,
-        MsFlags::MS_BIND | MsFlags::MS_REC,
-        None::<&str>,
-    )
-    .map_err(|e| Error::sys(what(), e))?;
-    if read_only {
-        remount_read_only(target, source, mounts)?;
+    if empty {
+        nix::unistd::unlink(EMPTY).map_err(|e| Error::sys("the empty file for masks", e))?;
     }
     Ok(())
 }
@@ -410,24 +562,27 @@ fn unescape(field: &str) -> OsString {
     std::ffi::OsStr::from_bytes(&out).to_os_string()
 }
 
-fn build_dev(root: &Path, mounts: &Mounts) -> Result<()> {
-    let dev = root.join("dev");
-    std::fs::create_dir_all(&dev).map_err(|e| Error::io_in("/dev", e))?;
+/// A minimal `/dev`: a fresh tmpfs with six nodes bound from the host's, the usual links, a
+/// private pty instance and shared memory. Everything on it is new: nothing is looked up.
+fn build_dev(root: &mut Root<'_>) -> Result<()> {
+    let dev = Path::new("dev");
+    root.dir(dev).map_err(|e| Error::sys("/dev", e))?;
     mount(
         Some("tmpfs"),
-        &dev,
+        dev,
         Some("tmpfs"),
         MsFlags::MS_NOSUID | MsFlags::MS_NOEXEC,
         Some("mode=0755"),
     )
     .map_err(|e| Error::sys("tmpfs on /dev", e))?;
-    let _ = mounts;
+    root.mounted(dev)?;
     for name in ["null", "zero", "full", "random", "urandom", "tty"] {
-        // The node to bind onto, in the fresh tmpfs: one `openat`, no checks (a missing
+        // The node to bind onto, in the fresh tmpfs: one `mknod`, no checks (a missing
         // source fails the bind, and is skipped).
         let source = Path::new("/dev").join(name);
         let target = dev.join(name);
-        std::fs::File::create(&target).map_err(|e| Error::io(&target, e))?;
+        mknod(&target, SFlag::S_IFREG, FILE_MODE, 0)
+            .map_err(|e| Error::sys(format!("/dev/{name}"), e))?;
         match mount(
             Some(&source),
             &target,
@@ -437,7 +592,7 @@ fn build_dev(root: &Path, mounts: &Mounts) -> Result<()> {
         ) {
             Ok(()) => {}
             Err(Errno::ENOENT) => {
-                let _ = std::fs::remove_file(&target);
+                let _ = nix::unistd::unlink(&target);
             }
             Err(e) => return Err(Error::sys(format!("binding {}", source.display()), e)),
         }
@@ -453,23 +608,25 @@ fn build_dev(root: &Path, mounts: &Mounts) -> Result<()> {
     }
     let pts = dev.join("pts");
     let shm = dev.join("shm");
-    let _ = std::fs::create_dir_all(&pts);
-    let _ = std::fs::create_dir_all(&shm);
     // Optional: a private pty instance and shared memory (programs that need them still run).
-    let _ = mount(
-        Some("devpts"),
-        &pts,
-        Some("devpts"),
-        MsFlags::MS_NOSUID | MsFlags::MS_NOEXEC,
-        Some("newinstance,ptmxmode=0666,mode=620"),
-    );
-    let _ = mount(
-        Some("tmpfs"),
-        &shm,
-        Some("tmpfs"),
-        MsFlags::MS_NOSUID | MsFlags::MS_NODEV,
-        Some("mode=1777"),
-    );
+    if root.dir(&pts).is_ok() {
+        let _ = mount(
+            Some("devpts"),
+            &pts,
+            Some("devpts"),
+            MsFlags::MS_NOSUID | MsFlags::MS_NOEXEC,
+            Some("newinstance,ptmxmode=0666,mode=620"),
+        );
+    }
+    if root.dir(&shm).is_ok() {
+        let _ = mount(
+            Some("tmpfs"),
+            &shm,
+            Some("tmpfs"),
+            MsFlags::MS_NOSUID | MsFlags::MS_NODEV,
+            Some("mode=1777"),
+        );
+    }
     Ok(())
 }
 
