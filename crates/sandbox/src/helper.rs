@@ -184,11 +184,65 @@ fn check_build(profile: &Profile) -> Result<()> {
     })
 }
 
-/// `keel-sandbox`'s `main`: the helper on its own, with the process's arguments.
+/// The helper on its own, with the process's arguments, from a `main` that Rust's runtime
+/// started. Returns the exit code.
 pub fn standalone() -> std::process::ExitCode {
     let args: Vec<OsString> = std::env::args_os().skip(1).collect();
     let code = main(&[], args);
     std::process::ExitCode::from(u8::try_from(code).unwrap_or(u8::MAX))
+}
+
+/// The helper binaries' `main` (`keel-sandbox`, `keel-sandbox-standalone`), which are built
+/// without Rust's runtime start-up (`#![no_main]`): of it, the helper keeps what it relies on,
+/// standard descriptors that are open (a closed one is opened on `/dev/null`, so that no file
+/// the helper opens takes its number) and `SIGPIPE` ignored (a reader gone is an error, not the
+/// helper's death; the program gets the default back, as `Command` resets it), and leaves out
+/// the guard page set-up for the main thread's stack (reading and parsing `/proc/self/maps`, an
+/// alternate signal stack and its handlers: 20 system calls and a few page faults, on every
+/// command's path). Exits with the helper's code, clamped as [`standalone`] does.
+pub fn start() -> ! {
+    open_standard_descriptors();
+    // SAFETY: `SIG_IGN` installs no handler (no code runs on the signal); this runs before
+    // any thread is started.
+    #[expect(
+        unsafe_code,
+        reason = "setting a signal's disposition to ignored (see SAFETY)"
+    )]
+    let _ =
+        unsafe { nix::sys::signal::signal(Signal::SIGPIPE, nix::sys::signal::SigHandler::SigIgn) };
+    let args: Vec<OsString> = std::env::args_os().skip(1).collect();
+    let code = main(&[], args);
+    // `exit` flushes standard output first (`build` prints the build there).
+    std::process::exit(i32::from(u8::try_from(code).unwrap_or(u8::MAX)))
+}
+
+/// Opens `/dev/null` on each closed standard descriptor (one `poll` when none is).
+fn open_standard_descriptors() {
+    let mut polled = [0, 1, 2].map(|fd| libc::pollfd {
+        fd,
+        events: 0,
+        revents: 0,
+    });
+    // SAFETY: `polled` is a live array of `pollfd` of the length given; the kernel writes only
+    // its `revents` fields during the call.
+    #[expect(unsafe_code, reason = "poll on a live array (see SAFETY)")]
+    let result = unsafe { libc::poll(polled.as_mut_ptr(), polled.len() as libc::nfds_t, 0) };
+    if result <= 0 {
+        return;
+    }
+    for entry in polled {
+        if entry.revents & libc::POLLNVAL != 0 {
+            // The lowest free number: the closed one, kept open for the process's life and
+            // inherited (no `O_CLOEXEC`), as a standard descriptor is.
+            if let Ok(null) = nix::fcntl::open(
+                "/dev/null",
+                nix::fcntl::OFlag::O_RDWR,
+                nix::sys::stat::Mode::empty(),
+            ) {
+                let _ = std::os::fd::IntoRawFd::into_raw_fd(null);
+            }
+        }
+    }
 }
 
 /// Opens (and empties) the status file; done before confinement, which may hide it.

@@ -30,7 +30,7 @@ pub mod zygote;
 
 pub use error::{Error, NamespaceFailure, Result};
 pub use fallback::{landlock_abi, split_around_masked};
-pub use helper::{main, standalone};
+pub use helper::{main, standalone, start};
 pub use profile::{
     DEFAULT_ENV_ALLOW, DEFAULT_HOME_READABLE, DEFAULT_HOME_WRITABLE, HELPER_BUILD, Mechanism,
     Profile, ProxyEndpoint, SYSTEM_DIRS, Status,

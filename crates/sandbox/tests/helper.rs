@@ -422,3 +422,39 @@ fn the_keeper_hands_each_child_of_its_parent_a_network_namespace_of_its_own() {
     drop(keeper.stdin.take());
     assert!(keeper.wait().unwrap().success());
 }
+
+/// The helper starts without Rust's runtime start-up (`keel_sandbox::start`) but keeps what it
+/// did: started with its standard input closed, the helper opens `/dev/null` there (so no file
+/// of its own takes that number, and the program gets an open standard input), and the program
+/// starts with `SIGPIPE` at its default (the helper itself ignores it).
+#[test]
+fn the_program_gets_open_standard_descriptors_and_the_default_sigpipe() {
+    for mechanism in [Mechanism::Namespaces, Mechanism::Landlock] {
+        let layout = Layout::new();
+        let profile = layout.profile(mechanism);
+        let file = layout.root.join("profile.json");
+        std::fs::write(&file, serde_json::to_string(&profile).unwrap()).unwrap();
+        // `yes` into a reader that leaves: killed by SIGPIPE without a word, unless it is
+        // ignored (then `yes` says "Broken pipe").
+        let script = "if { true <&0; } 2>/dev/null; then echo stdin-open; fi; \
+                      said=$({ yes | head -n 1 >/dev/null; } 2>&1); \
+                      if [ -z \"$said\" ]; then echo sigpipe-default; else echo \"$said\"; fi";
+        let output = Command::new("/bin/sh")
+            .args([
+                "-c",
+                "exec \"$0\" run --profile \"$1\" -- /bin/sh -c \"$2\" 0<&-",
+            ])
+            .arg(HELPER)
+            .arg(&file)
+            .arg(script)
+            .output()
+            .unwrap();
+        let stdout = text(&output.stdout);
+        assert!(output.status.success(), "{mechanism:?}: {output:?}");
+        assert!(stdout.contains("stdin-open"), "{mechanism:?}: {stdout}");
+        assert!(
+            stdout.contains("sigpipe-default"),
+            "{mechanism:?}: {stdout}"
+        );
+    }
+}

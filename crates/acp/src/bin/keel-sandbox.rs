@@ -1,8 +1,20 @@
 //! `keel-sandbox run [--profile FILE] -- PROGRAM ARGS...`: the sandbox helper every shell command
 //! runs through, as a small binary installed next to `keel` (which finds it there). It is the
 //! crate `keel-sandbox` alone (no part of keel-core or of this crate is linked in), so starting
-//! it costs far less than starting `keel` itself (`keel sandbox run`, the fallback).
+//! it costs far less than starting `keel` itself (`keel sandbox run`, the fallback). It starts
+//! without Rust's runtime start-up ([`keel_sandbox::start`] says what it keeps of it).
 
-fn main() -> std::process::ExitCode {
-    keel_sandbox::standalone()
+#![no_main]
+
+/// The C `main`: the helper's arguments are read from the process (`std::env::args_os`).
+#[expect(
+    unsafe_code,
+    reason = "the process's entry point, without Rust's runtime start-up (keel_sandbox::start)"
+)]
+#[unsafe(no_mangle)]
+extern "C" fn main(
+    _argc: std::ffi::c_int,
+    _argv: *const *const std::ffi::c_char,
+) -> std::ffi::c_int {
+    keel_sandbox::start()
 }
