@@ -140,6 +140,7 @@ fn profile_value(base: &Path, mechanism: Mechanism, program_dir: &Path) -> Profi
         proxy: None,
         masked: Vec::new(),
         mask_ruleset: None,
+        mask_socket: None,
         done_fifo: None,
         keeper: None,
         // The stamping program is told by a variable of its own that it is the one timed.
