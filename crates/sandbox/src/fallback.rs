@@ -484,6 +484,11 @@ fn socket_filter(tcp: bool) -> Result<BpfProgram, BackendError> {
         );
     } else {
         socket_rules.push(rule(vec![condition(0, SeccompCmpOp::Ne, unix)?])?);
+        // Without a network every socket is a Unix one, and Landlock (before ABI 9) cannot say
+        // where one may connect by path: the session bus (`systemd-run --user` starts anything
+        // outside every layer), the Docker socket, an agent. So no `connect` at all;
+        // `socketpair` and inherited sockets still work, and abstract names are scoped anyway.
+        rules.insert(libc::SYS_connect, Vec::new());
     }
     rules.insert(libc::SYS_socket, socket_rules);
     rules.insert(libc::SYS_io_uring_setup, Vec::new());
