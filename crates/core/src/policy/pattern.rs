@@ -146,6 +146,9 @@ pub struct Pattern {
     kind: PatternKind,
     text: String,
     globs: Option<Box<Globs>>,
+    /// The length of the literal text (characters, glob characters not counted), for
+    /// [`Pattern::specificity`], which ranks every matching rule of every decision.
+    literal: usize,
 }
 
 impl PartialEq for Pattern {
@@ -160,12 +163,22 @@ const GLOB_CHARS: &[char] = &['*', '?', '[', ']', '{', '}'];
 pub const SESSION: &str = "{session}";
 
 impl Pattern {
-    pub fn any() -> Self {
+    fn new(kind: PatternKind, text: String, globs: Option<Box<Globs>>) -> Self {
+        let literal = match kind {
+            PatternKind::Exact | PatternKind::Prefix => text.chars().count(),
+            PatternKind::Glob => text.chars().filter(|c| !GLOB_CHARS.contains(c)).count(),
+            PatternKind::Class | PatternKind::Any => 0,
+        };
         Self {
-            kind: PatternKind::Any,
-            text: "*".to_owned(),
-            globs: None,
+            kind,
+            text,
+            globs,
+            literal,
         }
+    }
+
+    pub fn any() -> Self {
+        Self::new(PatternKind::Any, "*".to_owned(), None)
     }
 
     /// A literal subject, or a glob when the text holds glob characters; `*` is [`Pattern::any`].
@@ -189,11 +202,7 @@ impl Pattern {
             None => ("", text),
         };
         if !rest.contains(GLOB_CHARS) {
-            return Ok(Self {
-                kind: PatternKind::Exact,
-                text: text.to_owned(),
-                globs: None,
-            });
+            return Ok(Self::new(PatternKind::Exact, text.to_owned(), None));
         }
         let source = format!("{literal_head}{rest}");
         let build = |separator: bool, fold: bool, text: &str| {
@@ -218,20 +227,16 @@ impl Pattern {
             every_path,
             dfas: Default::default(),
         };
-        Ok(Self {
-            kind: PatternKind::Glob,
-            text: text.to_owned(),
-            globs: Some(Box::new(globs)),
-        })
+        Ok(Self::new(
+            PatternKind::Glob,
+            text.to_owned(),
+            Some(Box::new(globs)),
+        ))
     }
 
     /// A literal subject, never read as a glob.
     pub fn exact(text: &str) -> Self {
-        Self {
-            kind: PatternKind::Exact,
-            text: text.trim().to_owned(),
-            globs: None,
-        }
+        Self::new(PatternKind::Exact, text.trim().to_owned(), None)
     }
 
     /// A prefix: whole words for commands, whole components for paths and names.
@@ -246,19 +251,11 @@ impl Pattern {
                 "the prefix is longer than {MAX_PATTERN_BYTES} bytes"
             ));
         }
-        Ok(Self {
-            kind: PatternKind::Prefix,
-            text: text.to_owned(),
-            globs: None,
-        })
+        Ok(Self::new(PatternKind::Prefix, text.to_owned(), None))
     }
 
     pub fn class(class: CommandClass) -> Self {
-        Self {
-            kind: PatternKind::Class,
-            text: class.as_str().to_owned(),
-            globs: None,
-        }
+        Self::new(PatternKind::Class, class.as_str().to_owned(), None)
     }
 
     pub fn kind(&self) -> PatternKind {
@@ -273,15 +270,8 @@ impl Pattern {
     /// class (1) > any (0).
     pub fn specificity(&self) -> (u8, usize) {
         match self.kind {
-            PatternKind::Exact => (3, self.text.chars().count()),
-            PatternKind::Prefix => (2, self.text.chars().count()),
-            PatternKind::Glob => (
-                2,
-                self.text
-                    .chars()
-                    .filter(|c| !GLOB_CHARS.contains(c))
-                    .count(),
-            ),
+            PatternKind::Exact => (3, self.literal),
+            PatternKind::Prefix | PatternKind::Glob => (2, self.literal),
             PatternKind::Class => (1, 0),
             PatternKind::Any => (0, 0),
         }
