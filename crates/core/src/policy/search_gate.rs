@@ -200,37 +200,41 @@ impl Reader {
 
     /// The access to `canonical`, or `None` when it is to be decided in full.
     fn access(&self, canonical: &Path) -> Option<SearchAccess> {
-        let text = canonical.to_str().filter(|t| t.is_ascii())?;
-        let (dir, name) = text.rsplit_once('/')?;
-        if name.is_empty() || name == "." || name == ".." || name.len() > NAME_MAX {
+        use std::os::unix::ffi::OsStrExt as _;
+        let bytes = canonical.as_os_str().as_bytes();
+        if !bytes.is_ascii() {
             return None;
         }
+        let slash = bytes.iter().rposition(|&b| b == b'/')?;
+        let (dir, name) = (&bytes[..slash], &bytes[slash + 1..]);
         // Control characters are the only confusable ones in ASCII (denied by the watchdog).
-        if name.bytes().any(confusable_byte) {
+        if name.is_empty()
+            || name == b"."
+            || name == b".."
+            || name.len() > NAME_MAX
+            || name.iter().any(|&b| confusable_byte(b))
+        {
             return None;
         }
-        let mut buffer = [0u8; NAME_MAX];
-        let folded = &mut buffer[..name.len()];
-        folded.copy_from_slice(name.as_bytes());
-        folded.make_ascii_lowercase();
-        let folded = std::str::from_utf8(folded).ok()?;
         DIRS.with(|cache| {
             let mut cache = cache.borrow_mut();
-            if !cache
-                .as_ref()
-                .is_some_and(|c| c.reader == self.id && c.dir == dir)
-            {
-                *cache = Some(DirCache {
-                    reader: self.id,
-                    dir: dir.to_owned(),
-                    files: Files::of(self, dir),
-                });
+            let cache = &mut *cache;
+            if cache.reader != Some(self.id) || cache.dir.as_bytes() != dir {
+                let dir = std::str::from_utf8(dir).ok()?;
+                cache.files = Files::of(self, dir);
+                cache.dir.clear();
+                cache.dir.push_str(dir);
+                cache.reader = Some(self.id);
             }
-            let files = cache.as_ref()?.files.as_ref()?;
+            let name = std::str::from_utf8(name).ok()?;
+            cache.folded.clear();
+            cache.folded.push_str(name);
+            cache.folded.make_ascii_lowercase();
+            let files = cache.files.as_ref()?;
             if files.special.iter().any(|special| special == name) {
                 return None;
             }
-            Some(self.decide(files, canonical, name, folded))
+            Some(self.decide(files, canonical, name, &cache.folded))
         })
     }
 
@@ -277,14 +281,23 @@ fn confusable_byte(b: u8) -> bool {
 
 /// The last directory one thread decided files of.
 struct DirCache {
-    reader: u64,
+    reader: Option<u64>,
     dir: String,
     /// `None`: its files are decided in full.
     files: Option<Files>,
+    /// The current file's name in lower case (a buffer kept from file to file).
+    folded: String,
 }
 
 thread_local! {
-    static DIRS: RefCell<Option<DirCache>> = const { RefCell::new(None) };
+    static DIRS: RefCell<DirCache> = const {
+        RefCell::new(DirCache {
+            reader: None,
+            dir: String::new(),
+            files: None,
+            folded: String::new(),
+        })
+    };
 }
 
 /// What holds for every file of one directory.
