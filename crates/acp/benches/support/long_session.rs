@@ -116,15 +116,23 @@ struct LongRun {
     elapsed: Duration,
     /// Keel's CPU time in each turn.
     per_turn: Vec<Duration>,
+    /// The bytes of each turn's request body, as the mock model received them.
+    body_bytes: Vec<usize>,
     /// Minor faults, major faults, user and system ticks at the start and end of each window.
     windows: Vec<[u64; 4]>,
 }
 
 /// The long session's [`LONG_TURNS`] prompts on `client`'s open `session`.
-async fn long_turns(client: &TestClient, session: &SessionId, probes: &Probes) -> LongRun {
+async fn long_turns(
+    client: &TestClient,
+    session: &SessionId,
+    probes: &Probes,
+    bodies: &BodySizes,
+) -> LongRun {
     let pid = probes.pid;
     let mut perf = None;
     let mut per_turn = Vec::with_capacity(LONG_TURNS);
+    let mut turn_bodies = Vec::with_capacity(LONG_TURNS);
     let mut windows = Vec::new();
     let started = Instant::now();
     for turn in 0..LONG_TURNS {
@@ -143,6 +151,7 @@ async fn long_turns(client: &TestClient, session: &SessionId, probes: &Probes) -
         let before = threads_cpu(pid);
         let answer = client.prompt(session, &prompt).await.unwrap();
         per_turn.push(threads_cpu(pid).saturating_sub(before));
+        turn_bodies.push(bodies.take_largest());
         probes.dump_at(turn, format!("turn {turn}"));
         assert_eq!(answer.stop_reason, StopReason::EndTurn);
     }
@@ -152,8 +161,69 @@ async fn long_turns(client: &TestClient, session: &SessionId, probes: &Probes) -
     LongRun {
         elapsed,
         per_turn,
+        body_bytes: turn_bodies,
         windows,
     }
+}
+
+/// The sizes of the request bodies the mock model received since the last look (the title
+/// request of the first turn is one of them).
+#[derive(Clone, Default)]
+struct BodySizes(Arc<std::sync::Mutex<Vec<usize>>>);
+
+impl BodySizes {
+    fn record(&self, bytes: usize) {
+        self.0.lock().unwrap().push(bytes);
+    }
+
+    /// The largest body received since the last call: the turn's own request.
+    fn take_largest(&self) -> usize {
+        std::mem::take(&mut *self.0.lock().unwrap())
+            .into_iter()
+            .max()
+            .unwrap_or(0)
+    }
+}
+
+/// The socket's floor: the CPU time a bare writer spends sending `sizes` bytes, one write each,
+/// over a loopback TCP connection to a thread that reads and drops them (the median write of
+/// three passes). This is what any client of a stateless model API pays to send the
+/// conversation, whoever it is: the kernel's copy into the socket and its TCP and loopback work
+/// grow with the body.
+fn socket_floor(sizes: &[usize]) -> Duration {
+    use std::io::{Read, Write};
+    let listener = std::net::TcpListener::bind(("127.0.0.1", 0)).unwrap();
+    let address = listener.local_addr().unwrap();
+    let reader = std::thread::spawn(move || {
+        let (mut stream, _) = listener.accept().unwrap();
+        let mut buffer = vec![0u8; 256 * 1024];
+        while stream.read(&mut buffer).is_ok_and(|read| read > 0) {}
+    });
+    let mut stream = std::net::TcpStream::connect(address).unwrap();
+    stream.set_nodelay(true).unwrap();
+    let body = vec![b'x'; sizes.iter().copied().max().unwrap_or(0)];
+    let thread_cpu = || {
+        let time = nix::time::clock_gettime(nix::time::ClockId::CLOCK_THREAD_CPUTIME_ID).unwrap();
+        Duration::new(time.tv_sec() as u64, time.tv_nsec() as u32)
+    };
+    // One pass to grow the connection's buffers as a long-lived connection's are, three measured.
+    for &size in sizes {
+        stream.write_all(&body[..size]).unwrap();
+    }
+    let mut writes = Vec::with_capacity(3 * sizes.len());
+    for _ in 0..3 {
+        for &size in sizes {
+            let before = thread_cpu();
+            stream.write_all(&body[..size]).unwrap();
+            writes.push(thread_cpu() - before);
+            // The next request leaves after the answer, as a turn's does: not back to back.
+            std::thread::sleep(Duration::from_micros(200));
+        }
+    }
+    drop(stream);
+    reader.join().unwrap();
+    writes.sort();
+    writes[writes.len() / 2]
 }
 
 /// Prints the long session's figures: CPU per turn of the two windows, their page faults and
@@ -172,14 +242,31 @@ fn report_long_session(run: &LongRun, peak: Option<u64>) {
         "  Keel's CPU per turn: first {LONG_WINDOW} turns {first:.2?}, last {LONG_WINDOW} {last:.2?}: {:.2}x (target <= 1.2x)",
         last.as_secs_f64() / first.as_secs_f64()
     );
+    let first_bodies = &run.body_bytes[..LONG_WINDOW];
+    let last_bodies = &run.body_bytes[LONG_TURNS - LONG_WINDOW..];
+    let mean_kb = |sizes: &[usize]| sizes.iter().sum::<usize>() as f64 / sizes.len() as f64 / 1e3;
+    let (floor_first, floor_last) = (socket_floor(first_bodies), socket_floor(last_bodies));
+    println!(
+        "  request body per turn: first {LONG_WINDOW} {:.0} KB, last {LONG_WINDOW} {:.0} KB; the socket's floor for those bytes (a bare writer over loopback): {floor_first:.2?} -> {floor_last:.2?}",
+        mean_kb(first_bodies),
+        mean_kb(last_bodies),
+    );
     let mut sorted = per_turn[LONG_TURNS - LONG_WINDOW..].to_vec();
     sorted.sort();
     let mut early = per_turn[..LONG_WINDOW].to_vec();
     early.sort();
+    let (median_first, median_last) = (early[LONG_WINDOW / 2], sorted[LONG_WINDOW / 2]);
     println!(
-        "  medians: first {LONG_WINDOW} {:.2?}, last {LONG_WINDOW} {:.2?}",
-        early[LONG_WINDOW / 2],
-        sorted[LONG_WINDOW / 2]
+        "  medians: first {LONG_WINDOW} {median_first:.2?}, last {LONG_WINDOW} {median_last:.2?}: {:.2}x",
+        median_last.as_secs_f64() / median_first.as_secs_f64()
+    );
+    let (own_first, own_last) = (
+        median_first.saturating_sub(floor_first),
+        median_last.saturating_sub(floor_last),
+    );
+    println!(
+        "  Keel's median CPU per turn less the socket's floor: {own_first:.2?} -> {own_last:.2?}: {:.2}x",
+        own_last.as_secs_f64() / own_first.as_secs_f64()
     );
     if let [first_start, first_end, last_start, last_end] = run.windows[..] {
         let per = |index: usize, start: [u64; 4], end: [u64; 4]| {
@@ -215,7 +302,10 @@ pub(crate) async fn long_session() {
     // The mock keeps no request: its own work on ever larger bodies is not Keel's. Every
     // request (the turns', and the session title's) gets a short answer.
     mock.lean();
-    mock.respond_with(Arc::new(|_, _| {
+    let bodies = BodySizes::default();
+    let recorder = bodies.clone();
+    mock.respond_with(Arc::new(move |_, request| {
+        recorder.record(request.raw_body.len());
         Some(Reply::anthropic(&Turn::text_only("Noted.").usage(1000, 10)))
     }));
     let program = PathBuf::from(env!("CARGO_BIN_EXE_keel"));
@@ -244,7 +334,8 @@ pub(crate) async fn long_session() {
         dump_turns,
         perf_dir: std::env::var_os("KEEL_BENCH_PERF").map(PathBuf::from),
     };
-    let run = long_turns(&client, &session, &probes).await;
+    bodies.take_largest();
+    let run = long_turns(&client, &session, &probes, &bodies).await;
     let peak = status_kib(probes.pid, "VmHWM");
     client.close().await.unwrap();
     report_long_session(&run, peak);
