@@ -418,6 +418,10 @@ mod tests {
         runtime: Runtime,
     }
 
+    #[expect(
+        clippy::disallowed_methods,
+        reason = "the test lays its world out on disk"
+    )]
     fn world() -> World {
         let dir = tempfile::tempdir().unwrap();
         let tmp = std::fs::canonicalize(dir.path()).unwrap();

@@ -518,6 +518,10 @@ fn the_per_directory_credential_check_says_what_the_full_one_says() {
 }
 
 #[test]
+#[expect(
+    clippy::disallowed_methods,
+    reason = "the test writes git configurations on disk"
+)]
 fn the_per_directory_credential_check_reads_user_git_configurations() {
     let home = tempfile::tempdir().unwrap();
     let home = std::fs::canonicalize(home.path()).unwrap();
