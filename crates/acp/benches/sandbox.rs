@@ -140,6 +140,7 @@ fn profile_value(base: &Path, mechanism: Mechanism, program_dir: &Path) -> Profi
         proxy: None,
         masked: Vec::new(),
         mask_ruleset: None,
+        mask_socket: None,
         done_fifo: None,
         keeper: None,
         // The stamping program is told by a variable of its own that it is the one timed.
@@ -462,6 +463,7 @@ impl Contained<'_> {
             exit,
             None,
         );
+        self.fetched_masks(&prebuilt, &fd);
         warm_holder(
             &prebuilt,
             &fd,
@@ -476,6 +478,42 @@ impl Contained<'_> {
             format!("contained cost, prebuilt, {mechanism:?}"),
             applied - medians[0] + check + list,
             applied - medians[0],
+        );
+    }
+
+    /// The same ruleset fetched from Keel's socket by a helper that inherits nothing, as the
+    /// editor's terminal starts it (`mask_server`): a one-use key per command, in its
+    /// environment.
+    fn fetched_masks(&self, prebuilt: &Profile, fd: &keel_core::runtime::sandbox::mask::MaskFd) {
+        let server = keel_core::runtime::sandbox::mask_server::MaskServer::default();
+        let dir = self.base.join("mask-server");
+        std::fs::create_dir_all(&dir).unwrap();
+        let (socket, _, _) = server.offer(&dir, fd.clone()).unwrap();
+        let mut fetching = prebuilt.clone();
+        fetching.mask_ruleset = None;
+        fetching.mask_socket = Some(socket);
+        let path = write_profile(self.base, &fetching, "contained fetched");
+        let mut offers = Vec::new();
+        let (_, exit, cpu) = time(|| {
+            let (_, key, offer) = server.offer(&dir, fd.clone()).unwrap();
+            offers.push(offer);
+            let mut cmd = Command::new(self.helper);
+            cmd.arg("run")
+                .arg("--profile")
+                .arg(&path)
+                .arg("--")
+                .arg(self.me)
+                .env(keel_sandbox::MASK_KEY_ENV, key);
+            cmd
+        });
+        println!(
+            "{:<44} mean {cpu:>6.2} ms",
+            "contained, masks fetched (terminal): CPU time"
+        );
+        row(
+            "contained, masks fetched (terminal): spawn -> exit",
+            exit,
+            None,
         );
     }
 }

@@ -5,7 +5,11 @@
 //! need it, and setuid programs lose their power.
 
 use std::collections::BTreeMap;
+use std::io::Write as _;
+use std::os::fd::{AsFd as _, AsRawFd as _, OwnedFd};
+use std::os::unix::net::UnixStream;
 use std::path::{Path, PathBuf};
+use std::time::Duration;
 
 use landlock::{
     ABI, Access, AccessFs, AccessNet, CompatLevel, Compatible as _, NetPort, Ruleset,
@@ -189,6 +193,53 @@ pub fn confine(profile: &Profile) -> Result<(Vec<String>, Option<u16>)> {
     let mut prepared = prepare(profile)?;
     prepared.apply().map_err(Error::Apply)?;
     Ok((std::mem::take(&mut prepared.notes), prepared.proxy_port))
+}
+
+/// How long the helper waits for Keel's answer on [`Profile::mask_socket`] before it splits the
+/// rules itself.
+const MASK_ANSWER_WITHIN: Duration = Duration::from_millis(500);
+
+/// Asks Keel for its prebuilt mask ruleset ([`Profile::mask_socket`], with the key in
+/// [`crate::MASK_KEY_ENV`]) when this helper inherited none and has paths to mask, and names it
+/// in the profile ([`Profile::mask_ruleset`]). The descriptor (close-on-exec) must stay open
+/// until the program has started. Nothing, or a note when Keel did not answer: the rules are
+/// split here, as without a socket.
+#[expect(
+    clippy::disallowed_methods,
+    reason = "the sandbox helper is part of the runtime, where ambient authority lives"
+)]
+pub fn fetch_mask(profile: &mut Profile, notes: &mut Vec<String>) -> Option<OwnedFd> {
+    if profile.mask_ruleset.is_some() || profile.masked.is_empty() {
+        return None;
+    }
+    let socket = profile.mask_socket.as_ref()?;
+    let key = std::env::var(crate::MASK_KEY_ENV).ok()?;
+    let asked = || -> std::io::Result<Option<OwnedFd>> {
+        let mut stream = UnixStream::connect(socket)?;
+        stream.set_read_timeout(Some(MASK_ANSWER_WITHIN))?;
+        stream.set_write_timeout(Some(MASK_ANSWER_WITHIN))?;
+        stream.write_all(format!("{key}\n").as_bytes())?;
+        let answer = crate::fds::recv_with_fds(stream.as_fd(), &mut [0u8; 1], false)?;
+        Ok(answer
+            .and_then(|(_, fds)| <[OwnedFd; 1]>::try_from(fds).ok())
+            .map(|[fd]| fd))
+    };
+    match asked() {
+        Ok(Some(fd)) => {
+            profile.mask_ruleset = Some(fd.as_raw_fd());
+            Some(fd)
+        }
+        Ok(None) => {
+            notes.push("Keel had no credential masks for this command; split here".into());
+            None
+        }
+        Err(error) => {
+            notes.push(format!(
+                "the credential masks Keel built could not be fetched ({error}); split here"
+            ));
+            None
+        }
+    }
 }
 
 /// Sets close-on-exec on the descriptor [`Profile::mask_ruleset`] names, whatever it is and

@@ -110,3 +110,30 @@ pub(crate) fn poll_in(fds: &[RawFd], timeout: Option<Duration>) -> Vec<bool> {
         return polled.iter().map(|p| p.revents != 0).collect();
     }
 }
+
+/// Marks every descriptor from 3 up close-on-exec, so that the program about to be executed
+/// gets only its standard input, output and error: nothing the helper was started with (the
+/// editor's terminal, a build tool's jobserver, a leaked file of whoever started Keel) crosses
+/// into the sandbox, where a descriptor would reach what its paths could not. Only system calls:
+/// it runs between `fork` and `exec`. Kernels without `close_range` (before 5.11) get the
+/// flag descriptor by descriptor up to 4,096.
+pub fn close_inherited_on_exec() {
+    // SAFETY: integer arguments only; the kernel reads no memory.
+    #[expect(
+        unsafe_code,
+        reason = "close_range and fcntl on numbered descriptors (see SAFETY)"
+    )]
+    unsafe {
+        let done = libc::syscall(
+            libc::SYS_close_range,
+            3u32,
+            u32::MAX,
+            libc::CLOSE_RANGE_CLOEXEC,
+        );
+        if done != 0 {
+            for fd in 3..4096 {
+                let _ = libc::fcntl(fd, libc::F_SETFD, libc::FD_CLOEXEC);
+            }
+        }
+    }
+}

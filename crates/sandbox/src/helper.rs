@@ -136,7 +136,7 @@ pub fn main(_prefix: &[OsString], args: Vec<OsString>) -> i32 {
     };
     fallback::close_mask_on_exec(&profile);
     match parsed.stage.as_str() {
-        "run" => run(&profile, &parsed.program),
+        "run" => run(profile, &parsed.program),
         other => fail(&Error::UnknownStage(other.to_owned())),
     }
 }
@@ -251,7 +251,7 @@ pub(crate) fn signalled(status: &mut std::fs::File) -> (String, Option<Signal>) 
 }
 
 /// Stage 1.
-fn run(profile: &Profile, program: &[OsString]) -> i32 {
+fn run(mut profile: Profile, program: &[OsString]) -> i32 {
     // Whoever started the helper (Keel, or the editor's terminal) going away, by exit, crash or
     // SIGKILL, takes the command with it: the kernel kills stage 1, whose death kills stage 2
     // and with it the PID namespace. (The fallback turns this into a SIGTERM it handles.)
@@ -261,22 +261,25 @@ fn run(profile: &Profile, program: &[OsString]) -> i32 {
     }
     let mut notes = Vec::new();
     let ids = (getuid().as_raw(), getgid().as_raw());
-    let status = match open_status(profile) {
+    let status = match open_status(&profile) {
         Ok(file) => file,
         Err(error) => return fail(&error),
     };
     if profile.mechanism != Mechanism::Landlock {
         // Opened here, on the host's file system: init writes to it from inside the new root.
-        let done = open_done(profile);
-        match namespaces::enter(profile, ids) {
-            Ok(proxy) => return init::start(profile, ids, program, status, done, proxy),
+        let done = open_done(&profile);
+        match namespaces::enter(&profile, ids) {
+            Ok(proxy) => return init::start(&profile, ids, program, status, done, proxy),
             Err(e) => notes.push(format!("namespaces unavailable: {e}")),
         }
     }
     if profile.mechanism != Mechanism::Namespaces {
-        match fallback::prepare(profile) {
+        // Keel's prebuilt masks, when this helper could not inherit them (the editor's
+        // terminal started it); held until the program has started.
+        let _mask = fallback::fetch_mask(&mut profile, &mut notes);
+        match fallback::prepare(&profile) {
             Ok(prepared) => {
-                return reaper::start(profile, program, status, Some(prepared), notes);
+                return reaper::start(&profile, program, status, Some(prepared), notes);
             }
             Err(e) => notes.push(format!("Landlock/seccomp unavailable: {e}")),
         }
@@ -284,7 +287,7 @@ fn run(profile: &Profile, program: &[OsString]) -> i32 {
     if profile.required {
         return fail(&Error::Required { notes });
     }
-    reaper::start(profile, program, status, None, notes)
+    reaper::start(&profile, program, status, None, notes)
 }
 
 /// The proxy variables a confined program gets when Keel's filtering proxy is its way out.
@@ -378,7 +381,7 @@ pub(crate) fn supervise(main: Pid, signals: &SigSet, forward: impl Fn(Signal)) -
 pub(crate) fn own_session(command: &mut Command, confinement: Option<fallback::Prepared>) {
     let mut confinement = confinement;
     // SAFETY: the closure runs in the child between `fork` and `exec` and makes system calls
-    // only (setsid, prctl, capset, landlock_restrict_self, seccomp); the helper is
+    // only (setsid, close_range, prctl, capset, landlock_restrict_self, seccomp); the helper is
     // single-threaded, so no lock can be held in the child.
     #[expect(
         unsafe_code,
@@ -387,6 +390,7 @@ pub(crate) fn own_session(command: &mut Command, confinement: Option<fallback::P
     unsafe {
         command.pre_exec(move || {
             nix::unistd::setsid()?;
+            crate::fds::close_inherited_on_exec();
             match confinement.as_mut() {
                 Some(confinement) => confinement.apply(),
                 None => {

@@ -136,6 +136,7 @@ fn fallback_exec(
     if let Some(port) = proxy_port {
         proxy_env(&mut command, port);
     }
+    crate::fds::close_inherited_on_exec();
     Error::Exec {
         program: first.to_string_lossy().into_owned(),
         source: command.exec(),

@@ -19,7 +19,7 @@
 
 mod error;
 mod fallback;
-mod fds;
+pub mod fds;
 pub mod helper;
 mod init;
 mod keeper;
@@ -39,6 +39,11 @@ pub use profile::{
 /// The variable that carries a command's [`Profile`] (JSON) to the helper, instead of
 /// `--profile FILE`.
 pub const PROFILE_ENV: &str = "KEEL_SANDBOX_PROFILE";
+
+/// The variable that carries the key to Keel's prebuilt credential masks
+/// ([`Profile::mask_socket`]) to a helper another process starts: in the environment, which no
+/// other program may read, not in the arguments or the profile.
+pub const MASK_KEY_ENV: &str = "KEEL_SANDBOX_MASK_KEY";
 
 /// The helper's own failures (bad arguments, a profile it cannot read, a refusal, a setup error
 /// after the point of no return): nothing of the program ran.

@@ -77,6 +77,12 @@ pub struct Profile {
     /// before the program starts. `None`: the helper splits the rules itself.
     #[serde(default)]
     pub mask_ruleset: Option<i32>,
+    /// Under the Landlock fallback, for a helper another process starts (the editor's
+    /// terminal), which inherits nothing from Keel: the Unix socket where Keel offers the same
+    /// ruleset (`keel_core::runtime::sandbox::mask_server`) to the holder of the key in
+    /// [`crate::MASK_KEY_ENV`]. No answer at once: the helper splits the rules itself.
+    #[serde(default)]
+    pub mask_socket: Option<PathBuf>,
     /// The environment variables the program keeps, by name (`LC_*`: a prefix); every other
     /// one is removed before the program starts, whoever started the helper.
     #[serde(default)]

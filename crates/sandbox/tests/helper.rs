@@ -78,6 +78,7 @@ impl Layout {
             masked: vec![self.home.join(".cargo/credentials.toml")],
             env_allow: vec!["PATH".into()],
             mask_ruleset: None,
+            mask_socket: None,
             done_fifo: None,
             keeper: None,
         }
@@ -272,6 +273,41 @@ fn namespaces_confine_the_program() {
 #[test]
 fn the_fallback_confines_the_program() {
     confines(Mechanism::Landlock, "landlock");
+}
+
+/// A descriptor the helper's starter leaked into it (no close-on-exec: an editor's terminal, a
+/// build tool's jobserver) does not reach the program, which could write through it where no path
+/// of its profile lets it.
+fn leaked_descriptors_stay_out(mechanism: Mechanism) {
+    use std::os::fd::AsRawFd as _;
+    let layout = Layout::new();
+    let leaked = std::fs::File::create(layout.outside.join("leaked")).unwrap();
+    nix::fcntl::fcntl(
+        &leaked,
+        nix::fcntl::FcntlArg::F_SETFD(nix::fcntl::FdFlag::empty()),
+    )
+    .unwrap();
+    let script = format!(
+        "echo through 2>/dev/null >&{fd} && echo WROTE; echo done",
+        fd = leaked.as_raw_fd()
+    );
+    let output = layout.run(&layout.profile(mechanism), &script);
+    let stdout = text(&output.stdout);
+    assert_eq!(stdout, "done\n", "{}", text(&output.stderr));
+    assert_eq!(
+        std::fs::read_to_string(layout.outside.join("leaked")).unwrap(),
+        ""
+    );
+}
+
+#[test]
+fn namespaces_keep_leaked_descriptors_out() {
+    leaked_descriptors_stay_out(Mechanism::Namespaces);
+}
+
+#[test]
+fn the_fallback_keeps_leaked_descriptors_out() {
+    leaked_descriptors_stay_out(Mechanism::Landlock);
 }
 
 /// The program's end is the helper's: its exit code, or the signal that killed it.

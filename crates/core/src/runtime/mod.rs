@@ -110,6 +110,8 @@ struct Inner {
     status_dir: Arc<sandbox::StatusDir>,
     /// The credential masks as Landlock rulesets, for the fallback ([`sandbox::mask`]).
     masks: Arc<sandbox::mask::MaskRulesets>,
+    /// The same masks offered to helpers the editor's terminal starts ([`sandbox::mask_server`]).
+    mask_server: Arc<sandbox::mask_server::MaskServer>,
     /// The session's namespace keeper (started on first use; [`sandbox::keeper`]).
     keeper: Arc<sandbox::keeper::Keeper>,
     /// The fallback's warm holder of contained commands ([`sandbox::zygote`]).
@@ -238,6 +240,7 @@ impl Runtime {
                 credentials: credential_index(&config.sandbox, &roots),
                 status_dir: Arc::default(),
                 masks: Arc::default(),
+                mask_server: Arc::default(),
                 keeper: Arc::default(),
                 zygotes: Arc::default(),
                 roots,

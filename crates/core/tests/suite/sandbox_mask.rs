@@ -10,6 +10,7 @@ use std::sync::Arc;
 
 use keel_core::capability::{RequirementSet, ShellRunRequirement};
 use keel_core::runtime::sandbox::mask::MaskRulesets;
+use keel_core::runtime::sandbox::mask_server::MaskServer;
 use keel_core::runtime::sandbox::profile::{HELPER_BUILD, Mechanism, Profile};
 use keel_core::runtime::{Runtime, RuntimeConfig};
 use keel_core::tool::{DynTool, Limits, ProgressSink, SessionState, ToolContext, Typed};
@@ -176,6 +177,7 @@ fn the_helper_applies_the_handed_ruleset_and_closes_it() {
         masked: vec![ws.join("listed.txt")],
         env_allow: vec!["PATH".into()],
         mask_ruleset: Some(fd.raw()),
+        mask_socket: None,
         done_fifo: None,
         keeper: None,
     };
@@ -222,4 +224,150 @@ fn the_helper_applies_the_handed_ruleset_and_closes_it() {
     let stdout = String::from_utf8_lossy(&output.stdout);
     assert!(output.status.success(), "{stdout}");
     assert_eq!(stdout, "plain\n");
+}
+
+/// How many descriptors Keel's mask server answers `key` with (0 or 1).
+fn descriptors_for(socket: &Path, key: &str) -> usize {
+    use std::io::Write as _;
+    use std::os::fd::AsFd as _;
+    let mut stream = std::os::unix::net::UnixStream::connect(socket).unwrap();
+    stream.write_all(format!("{key}\n").as_bytes()).unwrap();
+    let answer = keel_sandbox::fds::recv_with_fds(stream.as_fd(), &mut [0u8; 1], false).unwrap();
+    answer.map_or(0, |(_, fds)| fds.len())
+}
+
+/// A helper the editor's terminal starts inherits nothing from Keel: it fetches the session's
+/// ruleset from Keel's socket with the key in its environment (here a ruleset that masks a file
+/// the profile's list does not name, so only the fetched ruleset can hide it, and the rules are
+/// not split around the list). The key is taken once, a wrong or withdrawn key gets nothing,
+/// and neither the key nor the descriptor reaches the program.
+#[test]
+fn a_helper_that_inherits_nothing_fetches_the_ruleset_once_with_its_key() {
+    let dir = tempfile::tempdir().unwrap();
+    let root = std::fs::canonicalize(dir.path()).unwrap();
+    let ws = root.join("ws");
+    write(&ws.join("listed.txt"), "listed-secret\n");
+    write(&ws.join("handed.txt"), "handed-secret\n");
+    write(&ws.join("plain.txt"), "plain\n");
+    for sub in ["tmp", "stage", "sandbox"] {
+        std::fs::create_dir_all(root.join(sub)).unwrap();
+    }
+    let masks = MaskRulesets::default();
+    let ruleset = masks.ruleset_for(&[ws.join("handed.txt")], None).unwrap();
+    let server = MaskServer::default();
+    let (socket, key, _offer) = server
+        .offer(&root.join("sandbox"), ruleset.clone())
+        .unwrap();
+    assert_eq!(
+        descriptors_for(&socket, "0123456789abcdef0123456789abcdef"),
+        0
+    );
+    let profile = Profile {
+        build: HELPER_BUILD.to_owned(),
+        nonce: "n".into(),
+        status_file: root.join("status"),
+        required: true,
+        mechanism: Mechanism::Landlock,
+        cwd: ws.clone(),
+        writable: Vec::new(),
+        readable: vec![ws.clone()],
+        protected: Vec::new(),
+        pinned: Vec::new(),
+        home: None,
+        home_readable: Vec::new(),
+        home_writable: Vec::new(),
+        tmp_dir: root.join("tmp"),
+        staging_dir: root.join("stage"),
+        network: false,
+        proxy: None,
+        masked: vec![ws.join("listed.txt")],
+        env_allow: vec!["PATH".into()],
+        mask_ruleset: None,
+        mask_socket: Some(socket.clone()),
+        done_fifo: None,
+        keeper: None,
+    };
+    let file = root.join("profile.json");
+    std::fs::write(&file, serde_json::to_string(&profile).unwrap()).unwrap();
+    let script = "cat handed.txt 2>/dev/null; cat listed.txt plain.txt; \
+                  env | grep -c KEEL_SANDBOX_MASK_KEY; \
+                  exec 2>/dev/null; for n in {3..64}; do (exec 200>&$n) && echo open $n; done; true";
+    let output = Command::new(PathBuf::from(env!("CARGO_BIN_EXE_keel-core-sandbox")))
+        .args(["run", "--profile"])
+        .arg(&file)
+        .args(["--", "/bin/bash", "-c", script])
+        .env(keel_sandbox::MASK_KEY_ENV, &key)
+        .output()
+        .unwrap();
+    let stdout = String::from_utf8_lossy(&output.stdout);
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert_eq!(stdout, "listed-secret\nplain\n0\n", "{stderr}");
+    // Taken once.
+    assert_eq!(descriptors_for(&socket, &key), 0);
+
+    // An offer is withdrawn when it is dropped; one held is answered.
+    let (_, withdrawn, offer) = server
+        .offer(&root.join("sandbox"), ruleset.clone())
+        .unwrap();
+    drop(offer);
+    assert_eq!(descriptors_for(&socket, &withdrawn), 0);
+    let (_, held, _offer) = server.offer(&root.join("sandbox"), ruleset).unwrap();
+    assert_eq!(descriptors_for(&socket, &held), 1);
+}
+
+/// The wiring of the editor's terminal: a contained command's invocation for another process to
+/// start carries the key in its environment only (not its arguments, not its profile), names the
+/// session's socket in its profile, and its helper, started with nothing inherited, takes the
+/// offer and keeps the credentials out.
+#[tokio::test]
+async fn a_terminal_invocation_offers_the_masks_under_a_key_of_its_own() {
+    let dir = tempfile::tempdir().unwrap();
+    let base = std::fs::canonicalize(dir.path()).unwrap();
+    let root = base.join("ws");
+    let scratch = base.join("scratch");
+    write(&root.join(".env"), &format!("{SECRET}-env\n"));
+    write(&root.join("src/lib.rs"), "pub fn plain() {}\n");
+    let runtime = fallback_runtime(&root, scratch);
+    let command = "cat .env 2>&1; cat src/lib.rs";
+    let contained = runtime.contained(command, command);
+    let invocation = contained.shell_invocation(command, &root).unwrap();
+    let env_value = |name: &str| {
+        invocation
+            .env
+            .iter()
+            .find(|(key, _)| key == name)
+            .map(|(_, value)| value.clone())
+    };
+    let key = env_value(keel_sandbox::MASK_KEY_ENV).expect("a key in the environment");
+    let profile_text = env_value(keel_sandbox::PROFILE_ENV).expect("the profile");
+    assert!(!profile_text.contains(&key));
+    assert!(!invocation.args.iter().any(|arg| arg.contains(&key)));
+    let profile: Profile = serde_json::from_str(&profile_text).unwrap();
+    let socket = profile.mask_socket.expect("the session's socket");
+    assert_eq!(profile.mask_ruleset, None);
+
+    let output = Command::new(&invocation.program)
+        .args(&invocation.args)
+        .envs(invocation.env.iter().map(|(k, v)| (k, v)))
+        .current_dir(&root)
+        .output()
+        .unwrap();
+    let stdout = String::from_utf8_lossy(&output.stdout);
+    assert!(output.status.success(), "{stdout}");
+    assert!(!stdout.contains(SECRET), "{stdout}");
+    assert!(stdout.contains("pub fn plain()"), "{stdout}");
+    match invocation.confinement() {
+        keel_core::runtime::sandbox::Confinement::Confined {
+            mechanism, notes, ..
+        } => {
+            assert_eq!(mechanism, "landlock");
+            assert!(
+                !notes.iter().any(|note| note.contains("split here")),
+                "{notes:?}"
+            );
+        }
+        other => panic!("not confined: {other:?}"),
+    }
+    // The helper took the offer.
+    assert_eq!(descriptors_for(&socket, &key), 0);
 }

@@ -141,15 +141,16 @@ fn start(
     if let Some(port) = proxy_port {
         proxy_env(&mut command, port);
     }
-    // SAFETY: the closure runs in the child between `fork` and `exec` and makes one system call
-    // (setsid); the starter is single-threaded.
+    // SAFETY: the closure runs in the child between `fork` and `exec` and makes system calls
+    // only (setsid, close_range); the starter is single-threaded.
     #[expect(
         unsafe_code,
-        reason = "pre_exec with one async-signal-safe system call (see SAFETY)"
+        reason = "pre_exec with async-signal-safe system calls only (see SAFETY)"
     )]
     unsafe {
         command.pre_exec(|| {
             nix::unistd::setsid()?;
+            crate::fds::close_inherited_on_exec();
             Ok(())
         });
     }

@@ -235,6 +235,7 @@ impl Layout {
             ],
             env_allow: super::profile::default_env_allow(),
             mask_ruleset: None,
+            mask_socket: None,
             done_fifo: None,
             keeper: None,
         }

@@ -20,6 +20,7 @@ pub mod credentials;
 pub mod guard;
 pub(crate) mod keeper;
 pub mod mask;
+pub mod mask_server;
 pub mod proxy;
 pub mod server;
 mod small_helper;
@@ -192,6 +193,9 @@ pub struct ShellInvocation {
     /// The prebuilt credential masks the command must inherit ([`mask::MaskFd::inherit`]), when
     /// the profile names them ([`Profile::mask_ruleset`]).
     pub mask: Option<mask::MaskFd>,
+    /// The prebuilt credential masks offered to a helper another process starts (the editor's
+    /// terminal), withdrawn when this invocation is dropped ([`mask_server`]).
+    pub mask_offer: Option<mask_server::MaskOffer>,
     /// A contained command under the fallback: how to run it from the session's warm holder
     /// instead of a helper of its own ([`zygote`]; Keel's own spawns with stdin `/dev/null`).
     pub warm: Option<zygote::WarmStart>,
@@ -393,6 +397,7 @@ impl super::Runtime {
             env: Vec::new(),
             check: None,
             mask: None,
+            mask_offer: None,
             warm: None,
             unconfined: Some(reason.to_owned()),
         };
@@ -445,15 +450,22 @@ impl super::Runtime {
             None
         };
         profile.mask_ruleset = mask.as_ref().map(mask::MaskFd::raw);
+        let offered = (!local)
+            .then(|| self.offer_masks(&mut profile, &dir))
+            .flatten();
         let text = serde_json::to_string(&profile).map_err(SandboxError::Profile)?;
         let warm = local
             .then(|| self.warm_start(&profile, mask.as_ref(), (helper, helper_prefix), command))
             .flatten();
         let HelperArgs {
             args,
-            env,
+            mut env,
             profile_file,
         } = helper_args(helper_prefix, text, &dir, &nonce, command)?;
+        let mask_offer = offered.map(|(key, offer)| {
+            env.push((keel_sandbox::MASK_KEY_ENV.to_owned(), key));
+            offer
+        });
         Ok(ShellInvocation {
             program: helper.to_path_buf(),
             args,
@@ -466,9 +478,33 @@ impl super::Runtime {
                 done_fifo,
             }),
             mask,
+            mask_offer,
             warm,
             unconfined: None,
         })
+    }
+
+    /// Under the Landlock fallback, for a helper another process starts (the editor's
+    /// terminal): offers the session's prebuilt mask ruleset on the session's socket and names
+    /// the socket in `profile`. The key for the helper's environment and the offer to hold.
+    fn offer_masks(
+        &self,
+        profile: &mut Profile,
+        dir: &Path,
+    ) -> Option<(String, mask_server::MaskOffer)> {
+        if !mask::wanted(profile.mechanism) || profile.masked.is_empty() {
+            return None;
+        }
+        let classify = self
+            .inner
+            .sandbox
+            .credentials
+            .as_ref()
+            .map(|rules| &rules.0);
+        let ruleset = self.inner.masks.ruleset_for(&profile.masked, classify)?;
+        let (socket, key, offer) = self.inner.mask_server.offer(dir, ruleset)?;
+        profile.mask_socket = Some(socket);
+        Some((key, offer))
     }
 
     /// Where a confined command's network goes: the session's keeper holds each command's
@@ -622,6 +658,7 @@ impl super::Runtime {
             proxy: None,
             masked,
             mask_ruleset: None,
+            mask_socket: None,
             done_fifo: None,
             keeper: None,
             env_allow,
