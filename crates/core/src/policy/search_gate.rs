@@ -15,7 +15,7 @@
 //!
 //! The decision is the policy's own ([`Policy::decide`]'s, for a read of the file by the same
 //! tool), but a search asks it of every file, so the gate compiles what decides a read for the
-//! call once ([`Reader`]: the mode, the trust, the rules that name the tool or its capability,
+//! call once (`Reader`: the mode, the trust, the rules that name the tool or its capability,
 //! the home directory), and decides each file in two parts: what holds for every file of a
 //! directory (which spelling of the directory each rule sees, how far each glob's DFA gets
 //! through it, which credential stores it lies in) once per directory, per thread; what
