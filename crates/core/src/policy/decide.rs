@@ -8,6 +8,7 @@
 //! 4. headless: a prompt becomes a denial with [`HEADLESS_DENIAL`](super::HEADLESS_DENIAL).
 
 use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Mutex, MutexGuard};
 
 use super::draft::{Draft, checked_subject};
@@ -38,6 +39,9 @@ pub struct Policy {
     /// A subagent's policy: the session's live policy, consulted on every decision (its mode,
     /// trust and answers as they are now; the stricter of the two applies).
     parent: Option<std::sync::Arc<Policy>>,
+    /// Counts the changes of `state` (bumped while it is locked), so that what was compiled
+    /// from a snapshot of it ([`super::PolicySearchGate`]) can tell it is still current.
+    changes: AtomicU64,
 }
 
 #[derive(Debug)]
@@ -103,6 +107,7 @@ impl Policy {
                 unconfined: Vec::new(),
             }),
             parent: None,
+            changes: AtomicU64::new(0),
         })
     }
 
@@ -143,6 +148,7 @@ impl Policy {
                 unconfined: state.unconfined.clone(),
             }),
             parent: Some(self.clone()),
+            changes: AtomicU64::new(0),
         }
     }
 
@@ -150,10 +156,26 @@ impl Policy {
         self.state.lock().unwrap_or_else(|e| e.into_inner())
     }
 
+    /// The state, locked for a change: the change counter moves before the lock is released.
+    fn lock_to_change(&self) -> MutexGuard<'_, State> {
+        let state = self.lock();
+        self.changes.fetch_add(1, Ordering::AcqRel);
+        state
+    }
+
+    /// A number that changes whenever the mode, trust or answers that decide
+    /// ([`Policy::live`]) may have changed: this policy's and its session's.
+    pub(crate) fn changes(&self) -> u64 {
+        let own = self.changes.load(Ordering::Acquire);
+        self.parent
+            .as_ref()
+            .map_or(own, |parent| own.wrapping_add(parent.changes()))
+    }
+
     /// The mode, trust and answers that decide now: this policy's own, and for a subagent's
     /// the stricter mode and trust of its own and its session's (live), with the session's
     /// answers before its own.
-    fn live(&self) -> (Mode, Trust, Vec<Rule>, Vec<ApprovalKey>) {
+    pub(super) fn live(&self) -> (Mode, Trust, Vec<Rule>, Vec<ApprovalKey>) {
         let (mode, trust, session, unconfined) = {
             let state = self.lock();
             (
@@ -181,7 +203,7 @@ impl Policy {
     }
 
     pub fn set_mode(&self, mode: Mode) {
-        self.lock().mode = mode;
+        self.lock_to_change().mode = mode;
     }
 
     pub fn trust(&self) -> Trust {
@@ -190,7 +212,7 @@ impl Policy {
 
     /// Changes the project's trust (after the user answered the trust prompt).
     pub fn set_trust(&self, trust: Trust) {
-        self.lock().trust = trust;
+        self.lock_to_change().trust = trust;
     }
 
     pub fn headless(&self) -> bool {
@@ -204,7 +226,7 @@ impl Policy {
 
     /// Forgets every answer of the session.
     pub fn clear_session(&self) {
-        let mut state = self.lock();
+        let mut state = self.lock_to_change();
         state.session.clear();
         state.unconfined.clear();
     }
@@ -305,6 +327,32 @@ impl Policy {
     /// takes from the descriptor it reads ([`super::PolicySearchGate`]). Touches no file.
     pub(crate) fn decide_found(&self, call: &Call<'_>, canonical: &std::path::Path) -> Decision {
         self.decide_with(call, false, Target::Subject(Some(canonical)), false)
+    }
+
+    /// What decides a read by `tool` (of `capability`) now, for [`super::PolicySearchGate`]'s
+    /// compiled reader: the change counter first (so a change made while the snapshot is
+    /// taken leaves it stale, never wrong), the mode, the trust, every rule whose permission
+    /// names the tool or capability (in the order [`Policy::decide`] sees them) and the home
+    /// directory.
+    pub(super) fn read_snapshot(&self, tool: &str, capability: Option<Capability>) -> ReadSnapshot {
+        let changes = self.changes();
+        let (mode, trust, session, _) = self.live();
+        let rules = self
+            .manifest
+            .iter()
+            .flat_map(|s| s.rules.iter())
+            .chain(self.project.iter().flat_map(|s| s.rules.iter()))
+            .chain(session.iter())
+            .filter(|rule| rule.permission.matches(tool, capability))
+            .cloned()
+            .collect();
+        ReadSnapshot {
+            changes,
+            mode,
+            trusted: trust.is_trusted(),
+            rules,
+            home: self.home.clone(),
+        }
     }
 
     /// The decision order (the module's overview): the capability check, the rules and the
@@ -482,7 +530,7 @@ impl Policy {
     /// decision's keys (only when it could be cached), deny rules for the keys that were asked
     /// about (or, for a line without keys, for its exact text).
     pub fn remember(&self, decision: &Decision, answer: Answer) {
-        let mut state = self.lock();
+        let mut state = self.lock_to_change();
         let additions: Vec<(Pattern, Action)> = match answer {
             Answer::AllowOnce | Answer::RejectOnce => Vec::new(),
             Answer::AllowAlways => {
@@ -607,6 +655,16 @@ impl Policy {
         })?;
         Ok(path)
     }
+}
+
+/// [`Policy::read_snapshot`].
+#[derive(Debug, Clone)]
+pub(super) struct ReadSnapshot {
+    pub(super) changes: u64,
+    pub(super) mode: Mode,
+    pub(super) trusted: bool,
+    pub(super) rules: Vec<Rule>,
+    pub(super) home: Option<PathBuf>,
 }
 
 /// What a decision is about: the call's subject (its path resolved by the engine, when it has

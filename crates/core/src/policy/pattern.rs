@@ -91,6 +91,53 @@ struct Globs {
     /// Both path forms match every subject (`**`: the regex `^.*$`, whose `.` matches any
     /// byte), so the search gate's path decisions skip running them.
     every_path: bool,
+    /// `path` and `path_folded` as DFAs the search gate runs over a directory's spelling once,
+    /// then over each file name ([`Pattern::in_dir`]); built on first use, `None` when the
+    /// glob's DFA would be too large.
+    dfas: [std::sync::OnceLock<Option<std::sync::Arc<PathDfa>>>; 2],
+}
+
+/// A glob's path regex as a DFA anchored at the start of the subject (`MatchKind::All`: any
+/// match counts, as for `is_match`).
+type PathDfa = regex_automata::dfa::dense::DFA<Vec<u32>>;
+
+/// Largest DFA built for a glob (a larger one is matched with its regex, file by file).
+const MAX_DFA_BYTES: usize = 1 << 20;
+
+/// The spelling of a path a pattern is matched against ([`Pattern::path_form`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum PathForm {
+    /// `*`: every subject, whatever its spellings.
+    Every,
+    /// A class: no path.
+    Never,
+    /// Workspace-relative.
+    Relative,
+    /// Absolute (`/...`).
+    Absolute,
+    /// Under the home directory (`~/...`).
+    Home,
+    /// Under the session's scratch directory (`{session}/...`).
+    Session,
+}
+
+/// How a path pattern matches the files of one directory, whose spelling in the pattern's
+/// [`PathForm`] is a prefix `p` (each file's spelling being `p` + its name).
+#[derive(Debug, Clone)]
+pub(crate) enum InDir {
+    /// Every file of the directory.
+    Every,
+    /// No file of it.
+    None,
+    /// The file of that name (folded for restrictive rules).
+    Named(String),
+    /// The files whose name takes the glob's DFA from this state (after `p`) to a match.
+    Dfa(
+        std::sync::Arc<PathDfa>,
+        regex_automata::util::primitives::StateID,
+    ),
+    /// Matched file by file with the glob's regex on `p` + the name.
+    Glob,
 }
 
 /// A compiled pattern.
@@ -99,6 +146,9 @@ pub struct Pattern {
     kind: PatternKind,
     text: String,
     globs: Option<Box<Globs>>,
+    /// The length of the literal text (characters, glob characters not counted), for
+    /// [`Pattern::specificity`], which ranks every matching rule of every decision.
+    literal: usize,
 }
 
 impl PartialEq for Pattern {
@@ -113,12 +163,22 @@ const GLOB_CHARS: &[char] = &['*', '?', '[', ']', '{', '}'];
 pub const SESSION: &str = "{session}";
 
 impl Pattern {
-    pub fn any() -> Self {
+    fn new(kind: PatternKind, text: String, globs: Option<Box<Globs>>) -> Self {
+        let literal = match kind {
+            PatternKind::Exact | PatternKind::Prefix => text.chars().count(),
+            PatternKind::Glob => text.chars().filter(|c| !GLOB_CHARS.contains(c)).count(),
+            PatternKind::Class | PatternKind::Any => 0,
+        };
         Self {
-            kind: PatternKind::Any,
-            text: "*".to_owned(),
-            globs: None,
+            kind,
+            text,
+            globs,
+            literal,
         }
+    }
+
+    pub fn any() -> Self {
+        Self::new(PatternKind::Any, "*".to_owned(), None)
     }
 
     /// A literal subject, or a glob when the text holds glob characters; `*` is [`Pattern::any`].
@@ -142,11 +202,7 @@ impl Pattern {
             None => ("", text),
         };
         if !rest.contains(GLOB_CHARS) {
-            return Ok(Self {
-                kind: PatternKind::Exact,
-                text: text.to_owned(),
-                globs: None,
-            });
+            return Ok(Self::new(PatternKind::Exact, text.to_owned(), None));
         }
         let source = format!("{literal_head}{rest}");
         let build = |separator: bool, fold: bool, text: &str| {
@@ -169,21 +225,18 @@ impl Pattern {
             path_folded,
             text_folded: build(false, true, &folded)?,
             every_path,
+            dfas: Default::default(),
         };
-        Ok(Self {
-            kind: PatternKind::Glob,
-            text: text.to_owned(),
-            globs: Some(Box::new(globs)),
-        })
+        Ok(Self::new(
+            PatternKind::Glob,
+            text.to_owned(),
+            Some(Box::new(globs)),
+        ))
     }
 
     /// A literal subject, never read as a glob.
     pub fn exact(text: &str) -> Self {
-        Self {
-            kind: PatternKind::Exact,
-            text: text.trim().to_owned(),
-            globs: None,
-        }
+        Self::new(PatternKind::Exact, text.trim().to_owned(), None)
     }
 
     /// A prefix: whole words for commands, whole components for paths and names.
@@ -198,19 +251,11 @@ impl Pattern {
                 "the prefix is longer than {MAX_PATTERN_BYTES} bytes"
             ));
         }
-        Ok(Self {
-            kind: PatternKind::Prefix,
-            text: text.to_owned(),
-            globs: None,
-        })
+        Ok(Self::new(PatternKind::Prefix, text.to_owned(), None))
     }
 
     pub fn class(class: CommandClass) -> Self {
-        Self {
-            kind: PatternKind::Class,
-            text: class.as_str().to_owned(),
-            globs: None,
-        }
+        Self::new(PatternKind::Class, class.as_str().to_owned(), None)
     }
 
     pub fn kind(&self) -> PatternKind {
@@ -225,15 +270,8 @@ impl Pattern {
     /// class (1) > any (0).
     pub fn specificity(&self) -> (u8, usize) {
         match self.kind {
-            PatternKind::Exact => (3, self.text.chars().count()),
-            PatternKind::Prefix => (2, self.text.chars().count()),
-            PatternKind::Glob => (
-                2,
-                self.text
-                    .chars()
-                    .filter(|c| !GLOB_CHARS.contains(c))
-                    .count(),
-            ),
+            PatternKind::Exact => (3, self.literal),
+            PatternKind::Prefix | PatternKind::Glob => (2, self.literal),
             PatternKind::Class => (1, 0),
             PatternKind::Any => (0, 0),
         }
@@ -370,6 +408,168 @@ impl Pattern {
     }
 }
 
+/// The search gate's matching of path patterns one directory at a time: what
+/// [`Pattern::matches`] says of a [`Target::Path`] whose spelling in the pattern's form is a
+/// directory's prefix followed by a file name.
+impl Pattern {
+    /// The spelling of a path this pattern is matched against, as [`Pattern::matches`] picks it.
+    pub(crate) fn path_form(&self) -> PathForm {
+        match self.kind {
+            PatternKind::Any => PathForm::Every,
+            PatternKind::Class => PathForm::Never,
+            PatternKind::Exact | PatternKind::Prefix | PatternKind::Glob => {
+                if self.text.starts_with('/') {
+                    PathForm::Absolute
+                } else if self.text.starts_with("~/") || self.text == "~" {
+                    PathForm::Home
+                } else if self.text.starts_with(SESSION) {
+                    PathForm::Session
+                } else {
+                    PathForm::Relative
+                }
+            }
+        }
+    }
+
+    /// The text a path is compared with (exact and prefix patterns): without a leading `./`
+    /// or trailing `/`, folded for restrictive matching.
+    pub(crate) fn path_text(&self, restrictive: bool) -> String {
+        let pattern = self.text.trim_start_matches("./").trim_end_matches('/');
+        if restrictive {
+            fold(pattern).into_owned()
+        } else {
+            pattern.to_owned()
+        }
+    }
+
+    /// How the pattern matches the files of a directory whose spelling in the pattern's form
+    /// is `prefix` (empty, or ending with `/`; folded for restrictive matching), each file's
+    /// spelling being `prefix` + its name (a name: not empty, without `/`). `text` is
+    /// [`Pattern::path_text`] of the same `restrictive`.
+    pub(crate) fn in_dir(&self, text: &str, prefix: &str, restrictive: bool) -> InDir {
+        // The file named `rest` when the pattern is `prefix` + `rest` and `rest` is a name.
+        let named = || {
+            text.strip_prefix(prefix)
+                .filter(|rest| !rest.is_empty() && !rest.contains('/'))
+                .map_or(InDir::None, |rest| InDir::Named(rest.to_owned()))
+        };
+        match self.kind {
+            PatternKind::Any => InDir::Every,
+            PatternKind::Class => InDir::None,
+            PatternKind::Exact => named(),
+            PatternKind::Prefix => {
+                // The spelling `prefix` + name is below the pattern when `prefix` already is.
+                if text.is_empty()
+                    || prefix
+                        .strip_prefix(text)
+                        .is_some_and(|rest| rest.starts_with('/'))
+                {
+                    InDir::Every
+                } else {
+                    named()
+                }
+            }
+            PatternKind::Glob => {
+                let Some(globs) = &self.globs else {
+                    return InDir::None;
+                };
+                if globs.every_path {
+                    return InDir::Every;
+                }
+                let Some(dfa) = globs.dfa(restrictive) else {
+                    return InDir::Glob;
+                };
+                use regex_automata::dfa::Automaton as _;
+                let start = regex_automata::util::start::Config::new()
+                    .anchored(regex_automata::Anchored::Yes);
+                let Ok(mut state) = dfa.start_state(&start) else {
+                    return InDir::Glob;
+                };
+                for &byte in prefix.as_bytes() {
+                    state = dfa.next_state(state, byte);
+                    if dfa.is_dead_state(state) {
+                        return InDir::None;
+                    }
+                }
+                InDir::Dfa(dfa.clone(), state)
+            }
+        }
+    }
+
+    /// Whether the pattern matches the file `name` of a directory ([`Pattern::in_dir`] of the
+    /// same `prefix` and `restrictive`; `name` folded for restrictive matching).
+    pub(crate) fn matches_in_dir(
+        &self,
+        in_dir: &InDir,
+        prefix: &str,
+        name: &str,
+        restrictive: bool,
+    ) -> bool {
+        match in_dir {
+            InDir::Every => true,
+            InDir::None => false,
+            InDir::Named(named) => named == name,
+            InDir::Dfa(dfa, state) => {
+                use regex_automata::dfa::Automaton as _;
+                let mut state = *state;
+                for &byte in name.as_bytes() {
+                    state = dfa.next_state(state, byte);
+                }
+                dfa.is_match_state(dfa.next_eoi_state(state))
+            }
+            InDir::Glob => self.globs.as_ref().is_some_and(|g| {
+                let subject = format!("{prefix}{name}");
+                if restrictive {
+                    g.path_folded.is_match(&subject)
+                } else {
+                    g.path.is_match(&subject)
+                }
+            }),
+        }
+    }
+}
+
+impl Globs {
+    /// The DFA of `path` (`folded`: of `path_folded`), built on first use.
+    fn dfa(&self, folded: bool) -> Option<&std::sync::Arc<PathDfa>> {
+        let matcher = if folded {
+            &self.path_folded
+        } else {
+            &self.path
+        };
+        self.dfas[usize::from(folded)]
+            .get_or_init(|| path_dfa(matcher.glob().regex()).map(std::sync::Arc::new))
+            .as_ref()
+    }
+}
+
+/// The DFA of a glob's regex (built as globset builds its regex: bytes, `.` matching any byte),
+/// when the regex is anchored at both ends (globset's always are) and the DFA stays small.
+fn path_dfa(regex: &str) -> Option<PathDfa> {
+    use regex_automata::dfa::{StartKind, dense};
+    let body = regex.strip_prefix("(?-u)")?;
+    let body = body.strip_prefix("(?i)").unwrap_or(body);
+    if !body.starts_with('^') || !body.ends_with('$') {
+        return None;
+    }
+    dense::Builder::new()
+        .syntax(
+            regex_automata::util::syntax::Config::new()
+                .utf8(false)
+                .dot_matches_new_line(true),
+        )
+        .thompson(regex_automata::nfa::thompson::Config::new().utf8(false))
+        .configure(
+            dense::DFA::config()
+                .match_kind(regex_automata::MatchKind::All)
+                .start_kind(StartKind::Anchored)
+                .dfa_size_limit(Some(MAX_DFA_BYTES))
+                .determinize_size_limit(Some(MAX_DFA_BYTES)),
+        )
+        .build(regex)
+        .ok()
+}
+
 impl fmt::Display for Pattern {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self.kind {
@@ -462,6 +662,143 @@ mod tests {
             assert!(
                 !pattern.globs.as_ref().is_some_and(|g| g.every_path),
                 "{glob}"
+            );
+        }
+    }
+
+    /// Globs, prefixes and exact patterns of every shape the per-directory matching splits.
+    const SHAPES: &[&str] = &[
+        "**",
+        "**/*.rs",
+        "**/*.RS",
+        "*.rs",
+        "src/**",
+        "src/**/*.rs",
+        "src/*/[a-c]*.rs",
+        "**/.env",
+        "**/.env.*",
+        "**/.ENV",
+        "**/{a,bb}?.rs",
+        "docs/*.md",
+        "[!x]*/*",
+        "**/x/**",
+        "src/a.rs",
+        "SRC/A.RS",
+        "a/b/**/c",
+        "**/[[:upper:]]*",
+        "?",
+        "*",
+        "~/x/**",
+        "/abs/**",
+        "./src/",
+        "src\\*x",
+        "**/*~",
+        "**/.[a-z]*",
+        "{session}/*.log",
+    ];
+
+    #[test]
+    fn per_directory_matching_says_what_full_matching_says() {
+        let dirs = [
+            "",
+            "src/",
+            "SRC/",
+            "src/a/",
+            "src/A/b/",
+            "docs/",
+            "x/",
+            "a/b/",
+            "a/b/x/c/",
+            ".git/",
+            "/abs/",
+            "~/x/",
+            "~/",
+            "{session}/",
+            "src/x/y/",
+            "docs/src/",
+        ];
+        let names = [
+            "a.rs",
+            "A.RS",
+            "b.rs",
+            "ab.rs",
+            "bbx.rs",
+            "x.md",
+            ".env",
+            ".env.local",
+            ".ENV.x",
+            "c",
+            "x",
+            "a.rs~",
+            ".hidden",
+            "Main.rs",
+            "src",
+            "*x",
+            "ax.rs",
+        ];
+        let mut compared = 0;
+        for shape in SHAPES {
+            let pattern = Pattern::glob(shape).unwrap();
+            let prefixes = [Pattern::prefix(shape).unwrap(), Pattern::exact(shape)];
+            for pattern in std::iter::once(&pattern).chain(&prefixes) {
+                for restrictive in [false, true] {
+                    let text = pattern.path_text(restrictive);
+                    for dir in dirs {
+                        let prefix = if restrictive {
+                            dir.to_ascii_lowercase()
+                        } else {
+                            dir.to_owned()
+                        };
+                        let in_dir = pattern.in_dir(&text, &prefix, restrictive);
+                        for name in names {
+                            let subject = format!("{dir}{name}");
+                            let full = pattern.matches(&Target::Name(&subject), restrictive);
+                            let name = if restrictive {
+                                name.to_ascii_lowercase()
+                            } else {
+                                name.to_owned()
+                            };
+                            let fast = pattern.matches_in_dir(&in_dir, &prefix, &name, restrictive);
+                            assert_eq!(
+                                fast, full,
+                                "{pattern} on {subject:?} (restrictive {restrictive}, {in_dir:?})"
+                            );
+                            compared += 1;
+                        }
+                    }
+                }
+            }
+        }
+        assert!(compared > 20_000, "{compared}");
+    }
+
+    #[test]
+    fn globs_are_run_as_dfas() {
+        for shape in SHAPES {
+            let pattern = Pattern::glob(shape).unwrap();
+            let Some(globs) = &pattern.globs else {
+                continue;
+            };
+            if globs.every_path {
+                continue;
+            }
+            for folded in [false, true] {
+                assert!(globs.dfa(folded).is_some(), "{shape} ({folded})");
+            }
+        }
+        // A glob whose DFA would be too large is matched with its regex.
+        let large = Pattern::glob(&format!("*a{}", "?".repeat(24))).unwrap();
+        let in_dir = large.in_dir(&large.path_text(false), "", false);
+        assert!(matches!(in_dir, InDir::Glob), "{in_dir:?}");
+        for subject in [
+            "a".repeat(25),
+            "a".repeat(24),
+            format!("xa{}", "b".repeat(24)),
+        ] {
+            assert_eq!(
+                large.matches_in_dir(&in_dir, "", &subject, false),
+                large.matches(&Target::Name(&subject), false),
+                "{subject}"
             );
         }
     }
