@@ -153,11 +153,14 @@ pub fn prepare(profile: &Profile) -> Result<Prepared> {
         // The one TCP connection the program may make: to Keel's proxy on the loopback.
         created = created.add_rule(NetPort::new(port, AccessNet::ConnectTcp))?;
     }
-    let seccomp = if profile.network {
-        None
-    } else {
-        Some(socket_filter(proxy_port.is_some())?)
+    // Always a filter: the kernel objects no namespace separates under the fallback (keyrings,
+    // SysV IPC, terminal injection); sockets too when the network is off.
+    let sockets = match (profile.network, proxy_port) {
+        (true, _) => Sockets::Any,
+        (false, Some(_)) => Sockets::ProxyOnly,
+        (false, None) => Sockets::None,
     };
+    let seccomp = Some(socket_filter(sockets)?);
     Ok(Prepared {
         ruleset: Some(created),
         mask,
@@ -184,6 +187,21 @@ impl Prepared {
             seccompiler::apply_filter(program).map_err(std::io::Error::other)?;
         }
         Ok(())
+    }
+}
+
+impl Prepared {
+    /// What a program under namespaces gets besides them: the seccomp filter for what no
+    /// namespace separates ([`kernel_object_rules`]: the user's keyrings, terminal injection),
+    /// with every capability dropped and no new privileges ([`Prepared::apply`]).
+    pub fn for_namespaces() -> Result<Prepared> {
+        Ok(Prepared {
+            ruleset: None,
+            mask: None,
+            seccomp: Some(seccomp_program(kernel_object_rules()?)?),
+            notes: Vec::new(),
+            proxy_port: None,
+        })
     }
 }
 
@@ -415,19 +433,97 @@ pub fn split_around_masked<T, E>(
     Ok((listed, whole))
 }
 
-/// The seccomp filter under which `socket(domain != AF_UNIX)` and `io_uring_setup` fail with
-/// `EPERM`. With `tcp` (the proxy's
-/// way out), plain TCP sockets are allowed too (Landlock decides where they may connect): only
-/// `SOCK_STREAM` with protocol 0 or TCP, so no UDP, raw or SCTP socket escapes Landlock's TCP
-/// rules; and TCP Fast Open, which connects from `sendto`/`sendmsg`, is refused.
-fn socket_filter(tcp: bool) -> Result<BpfProgram, BackendError> {
+/// Which sockets the fallback's filter lets a program make.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Sockets {
+    /// The network is on: any.
+    Any,
+    /// The network is off, but the filtering proxy is the way out: Unix and plain TCP sockets.
+    ProxyOnly,
+    /// The network is off: Unix sockets only, and no `connect`.
+    None,
+}
+
+/// What no namespace separates and no path names, refused (`EPERM`) under both mechanisms:
+/// - the kernel keyrings (`keyctl`, `add_key`, `request_key`): a program inherits the session
+///   keyring of whoever started it (the user's login session: Kerberos tickets, ecryptfs and
+///   other secrets), and the user and persistent keyrings are the user's under the fallback;
+///   keyrings have no namespace of their own. Docker's default profile refuses the same three.
+/// - `TIOCSTI` and `TIOCLINUX` on a terminal: typing into the terminal of whoever started the
+///   helper (its shell runs what was typed once the command ends).
+fn kernel_object_rules() -> Result<BTreeMap<i64, Vec<SeccompRule>>, BackendError> {
+    let mut rules: BTreeMap<i64, Vec<SeccompRule>> = BTreeMap::new();
+    for call in [libc::SYS_keyctl, libc::SYS_add_key, libc::SYS_request_key] {
+        rules.insert(call, Vec::new());
+    }
+    // `TIOCSTI` and `TIOCLINUX` on x86, Arm and RISC-V (the `libc` constants' type differs
+    // between targets).
+    let ioctls = [0x5412u64, 0x541C]
+        .into_iter()
+        .map(|request| {
+            // The request is an `unsigned int`: its low 32 bits are all the kernel reads.
+            SeccompRule::new(vec![SeccompCondition::new(
+                1,
+                SeccompCmpArgLen::Dword,
+                SeccompCmpOp::Eq,
+                request,
+            )?])
+        })
+        .collect::<Result<Vec<_>, _>>()?;
+    rules.insert(libc::SYS_ioctl, ioctls);
+    Ok(rules)
+}
+
+/// System V IPC (shared memory, message queues, semaphores), refused under the fallback: without
+/// an IPC namespace a program could attach any segment of the user's other processes by its id
+/// (`shmat` needs no key) and read or change it. Under namespaces the program has an IPC
+/// namespace of its own instead, where these work.
+const SYSV_IPC: [i64; 11] = [
+    libc::SYS_shmget,
+    libc::SYS_shmat,
+    libc::SYS_shmctl,
+    libc::SYS_msgget,
+    libc::SYS_msgsnd,
+    libc::SYS_msgrcv,
+    libc::SYS_msgctl,
+    libc::SYS_semget,
+    libc::SYS_semop,
+    libc::SYS_semtimedop,
+    libc::SYS_semctl,
+];
+
+fn seccomp_program(rules: BTreeMap<i64, Vec<SeccompRule>>) -> Result<BpfProgram, BackendError> {
+    let arch = std::env::consts::ARCH.try_into()?;
+    let filter = SeccompFilter::new(
+        rules,
+        SeccompAction::Allow,
+        SeccompAction::Errno(libc::EPERM as u32),
+        arch,
+    )?;
+    filter.try_into()
+}
+
+/// The fallback's seccomp filter: [`kernel_object_rules`] and [`SYSV_IPC`] always; with the
+/// network off, `socket(domain != AF_UNIX)` and `io_uring_setup` fail with `EPERM` too. With
+/// [`Sockets::ProxyOnly`] (the proxy's way out), plain TCP sockets are allowed too (Landlock
+/// decides where they may connect): only `SOCK_STREAM` with protocol 0 or TCP, so no UDP, raw or
+/// SCTP socket escapes Landlock's TCP rules; and TCP Fast Open, which connects from
+/// `sendto`/`sendmsg`, is refused.
+fn socket_filter(sockets: Sockets) -> Result<BpfProgram, BackendError> {
+    let mut rules = kernel_object_rules()?;
+    for call in SYSV_IPC {
+        rules.insert(call, Vec::new());
+    }
+    if sockets == Sockets::Any {
+        return seccomp_program(rules);
+    }
+    let tcp = sockets == Sockets::ProxyOnly;
     let condition = |arg: u8, op: SeccompCmpOp, value: u64| {
         SeccompCondition::new(arg, SeccompCmpArgLen::Dword, op, value)
     };
     let rule = |conditions: Vec<SeccompCondition>| SeccompRule::new(conditions);
     let unix = libc::AF_UNIX as u64;
     let mut socket_rules = Vec::new();
-    let mut rules: BTreeMap<i64, Vec<SeccompRule>> = BTreeMap::new();
     if tcp {
         let (inet, inet6) = (libc::AF_INET as u64, libc::AF_INET6 as u64);
         socket_rules.push(rule(vec![
@@ -492,14 +588,7 @@ fn socket_filter(tcp: bool) -> Result<BpfProgram, BackendError> {
     }
     rules.insert(libc::SYS_socket, socket_rules);
     rules.insert(libc::SYS_io_uring_setup, Vec::new());
-    let arch = std::env::consts::ARCH.try_into()?;
-    let filter = SeccompFilter::new(
-        rules,
-        SeccompAction::Allow,
-        SeccompAction::Errno(libc::EPERM as u32),
-        arch,
-    )?;
-    filter.try_into()
+    seccomp_program(rules)
 }
 
 /// The newest Landlock ABI (up to the one Keel uses) this kernel supports, by probing.

@@ -1,0 +1,111 @@
+//! `keel-sandbox-test-kernel WHAT ARG`: reaches a kernel object of the user's by number, as a
+//! confined program could without any path, and says what it got (`read: TEXT`, `injected`) or
+//! `refused: ERROR`. A program for the crate's tests:
+//! - `shm ID`: attaches the System V shared memory segment `ID`, reads its first bytes and
+//!   overwrites them with `CHANGED`.
+//! - `key SERIAL`: reads the key `SERIAL` (`keyctl(KEYCTL_READ)`).
+//! - `mq NAME`: opens the POSIX message queue `NAME` and reads a message.
+//! - `tty TEXT`: makes its standard input (a terminal no session holds) its controlling terminal
+//!   (in a session of its own) and types `TEXT` into it (`TIOCSTI`).
+
+use std::io::Write as _;
+
+/// `Err` with the OS's error of the last failed call.
+fn last_error<T>() -> Result<T, String> {
+    Err(std::io::Error::last_os_error().to_string())
+}
+
+#[expect(
+    unsafe_code,
+    reason = "a test program: the raw System V, keyring, mqueue and tty calls it probes"
+)]
+fn probe(what: &str, arg: &str) -> Result<String, String> {
+    match what {
+        "shm" => {
+            let id: i32 = arg.parse().map_err(|_| "bad id".to_owned())?;
+            // SAFETY: shmat maps a segment (or fails); the bytes are read and written within the
+            // first 16, and the segment is at least that large (the test makes it).
+            unsafe {
+                let address = libc::shmat(id, std::ptr::null(), 0);
+                if address as isize == -1 {
+                    return last_error();
+                }
+                let bytes = std::slice::from_raw_parts_mut(address.cast::<u8>(), 16);
+                let text = String::from_utf8_lossy(bytes)
+                    .trim_end_matches('\0')
+                    .to_owned();
+                bytes[..7].copy_from_slice(b"CHANGED");
+                Ok(format!("read: {text}"))
+            }
+        }
+        "key" => {
+            let serial: libc::c_long = arg.parse().map_err(|_| "bad serial".to_owned())?;
+            let mut buffer = [0u8; 64];
+            // SAFETY: KEYCTL_READ (11) writes at most `buffer.len()` bytes into `buffer`.
+            let n = unsafe {
+                libc::syscall(
+                    libc::SYS_keyctl,
+                    11,
+                    serial,
+                    buffer.as_mut_ptr(),
+                    buffer.len(),
+                )
+            };
+            let n = usize::try_from(n).or_else(|_| last_error())?;
+            let text = buffer.get(..n.min(buffer.len())).unwrap_or_default();
+            Ok(format!("read: {}", String::from_utf8_lossy(text)))
+        }
+        "mq" => {
+            let name = std::ffi::CString::new(arg).map_err(|_| "bad name".to_owned())?;
+            let mut buffer = [0u8; 8192];
+            // SAFETY: mq_open on a NUL-terminated name; mq_receive writes at most
+            // `buffer.len()` bytes (the queue's message size, set by the test, is smaller).
+            unsafe {
+                let queue = libc::mq_open(name.as_ptr(), libc::O_RDONLY | libc::O_NONBLOCK);
+                if queue == -1 {
+                    return last_error();
+                }
+                let n = libc::mq_receive(
+                    queue,
+                    buffer.as_mut_ptr().cast(),
+                    buffer.len(),
+                    std::ptr::null_mut(),
+                );
+                let n = usize::try_from(n).or_else(|_| last_error())?;
+                let text = buffer.get(..n).unwrap_or_default();
+                Ok(format!("read: {}", String::from_utf8_lossy(text)))
+            }
+        }
+        "tty" => {
+            // SAFETY: setsid, then ioctls on descriptor 0 with the argument each expects (an int,
+            // a char).
+            unsafe {
+                // A session of its own, whose leader may take a terminal (fails harmlessly when
+                // it leads one already).
+                libc::setsid();
+                if libc::ioctl(0, libc::TIOCSCTTY, 0) != 0 {
+                    return last_error().map_err(|e| format!("no controlling terminal: {e}"));
+                }
+                for byte in arg.bytes() {
+                    if libc::ioctl(0, libc::TIOCSTI, &raw const byte) != 0 {
+                        return last_error();
+                    }
+                }
+            }
+            Ok("injected".to_owned())
+        }
+        _ => Err(format!("unknown probe {what}")),
+    }
+}
+
+fn main() {
+    let args: Vec<String> = std::env::args().skip(1).collect();
+    let answer = match args.as_slice() {
+        [what, arg] => match probe(what, arg) {
+            Ok(answer) => answer,
+            Err(error) => format!("refused: {error}"),
+        },
+        _ => "usage: keel-sandbox-test-kernel shm|key|mq|tty ARG".to_owned(),
+    };
+    let _ = writeln!(std::io::stdout(), "{answer}");
+}
