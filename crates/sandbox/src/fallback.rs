@@ -492,6 +492,56 @@ const SYSV_IPC: [i64; 11] = [
     libc::SYS_semctl,
 ];
 
+/// Under the fallback, the settings of processes outside that a program of the same user may
+/// change by pid, which Landlock does not see (its scoping covers signals and `ptrace`, not
+/// these): their resource limits (`prlimit64`: an open-files limit of 3 or a CPU-time limit of 0
+/// kills Keel or the editor), their priority, CPU affinity, scheduling policy and I/O priority
+/// (`setpriority`, `sched_set*`, `ioprio_set`: `SCHED_IDLE`, which the user cannot undo without
+/// a privilege). So each is allowed on the caller only (pid 0), and never on every process of
+/// the user (`PRIO_USER`, `IOPRIO_WHO_USER`). Under namespaces the PID namespace does this:
+/// no process outside has a pid there, and the by-user forms skip them.
+fn other_process_rules(rules: &mut BTreeMap<i64, Vec<SeccompRule>>) -> Result<(), BackendError> {
+    const PRIO_USER: u64 = 2;
+    const IOPRIO_WHO_USER: u64 = 3;
+    let condition = |arg: u8, op: SeccompCmpOp, value: u64| {
+        SeccompCondition::new(arg, SeccompCmpArgLen::Dword, op, value)
+    };
+    // A pid argument (`pid_t`, 32 bits) that is not 0: another process or thread.
+    let not_self = |arg: u8| SeccompRule::new(vec![condition(arg, SeccompCmpOp::Ne, 0)?]);
+    // A new limit (a pointer: all 64 bits) for a process that is not the caller; reading
+    // another's limits (no new limit) stays allowed.
+    rules.insert(
+        libc::SYS_prlimit64,
+        vec![SeccompRule::new(vec![
+            condition(0, SeccompCmpOp::Ne, 0)?,
+            SeccompCondition::new(2, SeccompCmpArgLen::Qword, SeccompCmpOp::Ne, 0)?,
+        ])?],
+    );
+    rules.insert(
+        libc::SYS_setpriority,
+        vec![
+            SeccompRule::new(vec![condition(0, SeccompCmpOp::Eq, PRIO_USER)?])?,
+            not_self(1)?,
+        ],
+    );
+    rules.insert(
+        libc::SYS_ioprio_set,
+        vec![
+            SeccompRule::new(vec![condition(0, SeccompCmpOp::Eq, IOPRIO_WHO_USER)?])?,
+            not_self(1)?,
+        ],
+    );
+    for call in [
+        libc::SYS_sched_setaffinity,
+        libc::SYS_sched_setscheduler,
+        libc::SYS_sched_setparam,
+        libc::SYS_sched_setattr,
+    ] {
+        rules.insert(call, vec![not_self(0)?]);
+    }
+    Ok(())
+}
+
 fn seccomp_program(rules: BTreeMap<i64, Vec<SeccompRule>>) -> Result<BpfProgram, BackendError> {
     let arch = std::env::consts::ARCH.try_into()?;
     let filter = SeccompFilter::new(
@@ -503,8 +553,9 @@ fn seccomp_program(rules: BTreeMap<i64, Vec<SeccompRule>>) -> Result<BpfProgram,
     filter.try_into()
 }
 
-/// The fallback's seccomp filter: [`kernel_object_rules`] and [`SYSV_IPC`] always; with the
-/// network off, `socket(domain != AF_UNIX)` and `io_uring_setup` fail with `EPERM` too. With
+/// The fallback's seccomp filter: [`kernel_object_rules`], [`SYSV_IPC`] and
+/// [`other_process_rules`] always; with the network off, `socket(domain != AF_UNIX)` and
+/// `io_uring_setup` fail with `EPERM` too. With
 /// [`Sockets::ProxyOnly`] (the proxy's way out), plain TCP sockets are allowed too (Landlock
 /// decides where they may connect): only `SOCK_STREAM` with protocol 0 or TCP, so no UDP, raw or
 /// SCTP socket escapes Landlock's TCP rules; and TCP Fast Open, which connects from
@@ -514,6 +565,7 @@ fn socket_filter(sockets: Sockets) -> Result<BpfProgram, BackendError> {
     for call in SYSV_IPC {
         rules.insert(call, Vec::new());
     }
+    other_process_rules(&mut rules)?;
     if sockets == Sockets::Any {
         return seccomp_program(rules);
     }

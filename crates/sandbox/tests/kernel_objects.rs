@@ -322,3 +322,89 @@ fn sysctls_cannot_be_written() {
         assert_eq!(answer(&output), "done\n", "{mechanism:?}");
     }
 }
+
+/// A process of the user's outside (here a `sleep` without capabilities, as an ordinary user's
+/// are: a capability it had and the program not would refuse the scheduling changes anyway)
+/// cannot have its limits or scheduling changed by pid: under namespaces it has no pid there,
+/// under the fallback the filter allows these calls on the caller only. The program's own still
+/// work (`ulimit`, `nice`). The probe run outside changes them.
+/// Process `pid`'s open-files limit, nice value, scheduling policy and allowed CPUs, from
+/// `/proc`.
+fn settings(pid: &str) -> String {
+    let read = |name: &str| std::fs::read_to_string(format!("/proc/{pid}/{name}")).unwrap();
+    let limits = read("limits");
+    let stat = read("stat");
+    let status = read("status");
+    // The fields after the command's name (which ends with the last `)`): nice is the 17th,
+    // the policy the 39th.
+    let fields: Vec<&str> = stat
+        .rsplit_once(')')
+        .unwrap()
+        .1
+        .split_whitespace()
+        .collect();
+    format!(
+        "{} nice {} policy {} {}",
+        limits
+            .lines()
+            .find(|l| l.starts_with("Max open files"))
+            .unwrap(),
+        fields[16],
+        fields[38],
+        status
+            .lines()
+            .find(|l| l.starts_with("Cpus_allowed_list"))
+            .unwrap(),
+    )
+}
+
+fn processes_outside_keep_their_settings(mechanism: Mechanism) {
+    let layout = Layout::new();
+    let mut target = Command::new("sleep");
+    target.arg("60");
+    // SAFETY: prctl with integer arguments only, between fork and exec.
+    unsafe {
+        std::os::unix::process::CommandExt::pre_exec(&mut target, || {
+            // An empty bounding set: run by root, the `sleep` gains no capability at exec.
+            for cap in 0..64 {
+                libc::prctl(libc::PR_CAPBSET_DROP, cap, 0, 0, 0);
+            }
+            Ok(())
+        });
+    }
+    let mut target = target.spawn().unwrap();
+    let pid = target.id().to_string();
+    let before = settings(&pid);
+    let inside = layout.probe(&layout.profile(mechanism), "process", &pid);
+    let changed: Vec<&str> = inside.lines().filter(|l| !l.contains("refused")).collect();
+    assert!(changed.is_empty(), "{mechanism:?}: {inside}");
+    assert_eq!(settings(&pid), before);
+
+    let own = layout
+        .command(
+            &layout.profile(mechanism),
+            "ulimit -n 64 && [ \"$(ulimit -n)\" = 64 ] && nice -n 5 sh -c 'echo own'",
+        )
+        .output()
+        .unwrap();
+    assert_eq!(answer(&own), "own\n", "{mechanism:?}");
+
+    let outside = probe_outside("process", &pid);
+    let _ = target.kill();
+    let _ = target.wait();
+    assert!(
+        outside.lines().any(|l| l == "prlimit: changed")
+            && outside.lines().any(|l| l == "setpriority: changed"),
+        "{outside}"
+    );
+}
+
+#[test]
+fn namespaces_leave_processes_outside_alone() {
+    processes_outside_keep_their_settings(Mechanism::Namespaces);
+}
+
+#[test]
+fn the_fallback_leaves_processes_outside_alone() {
+    processes_outside_keep_their_settings(Mechanism::Landlock);
+}

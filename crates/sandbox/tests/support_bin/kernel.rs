@@ -1,5 +1,5 @@
-//! `keel-sandbox-test-kernel WHAT ARG`: reaches a kernel object of the user's by number, as a
-//! confined program could without any path, and says what it got (`read: TEXT`, `injected`) or
+//! `keel-sandbox-test-kernel WHAT ARG`: reaches a kernel object or a process of the user's by
+//! number, as a confined program could without any path, and says what it got (`read: TEXT`, `injected`) or
 //! `refused: ERROR`. A program for the crate's tests:
 //! - `shm ID`: attaches the System V shared memory segment `ID`, reads its first bytes and
 //!   overwrites them with `CHANGED`.
@@ -7,6 +7,8 @@
 //! - `mq NAME`: opens the POSIX message queue `NAME` and reads a message.
 //! - `tty TEXT`: makes its standard input (a terminal no session holds) its controlling terminal
 //!   (in a session of its own) and types `TEXT` into it (`TIOCSTI`).
+//! - `process PID`: changes another process's limits and scheduling by its pid (see
+//!   `change_process`).
 
 use std::io::Write as _;
 
@@ -94,8 +96,67 @@ fn probe(what: &str, arg: &str) -> Result<String, String> {
             }
             Ok("injected".to_owned())
         }
+        "process" => {
+            let pid: libc::pid_t = arg.parse().map_err(|_| "bad pid".to_owned())?;
+            Ok(change_process(pid))
+        }
         _ => Err(format!("unknown probe {what}")),
     }
+}
+
+/// Tries to change process `pid`'s settings by pid: its open-files limit (the soft one, to 7),
+/// its nice value (19), its CPU affinity (the first CPU), its scheduling policy (`SCHED_IDLE`)
+/// and its I/O priority (idle). One line each: `NAME: changed` or `NAME: refused: ERROR`.
+#[expect(
+    unsafe_code,
+    reason = "a test program: the raw scheduling and limit calls it probes"
+)]
+fn change_process(pid: libc::pid_t) -> String {
+    let result = |name: &str, code: libc::c_long| {
+        if code == 0 {
+            format!("{name}: changed\n")
+        } else {
+            format!("{name}: refused: {}\n", std::io::Error::last_os_error())
+        }
+    };
+    let mut out = String::new();
+    // SAFETY: each call gets the argument types it expects: rlimit structs that live across
+    // the call, a CPU set, a sched_param.
+    unsafe {
+        let mut old = libc::rlimit {
+            rlim_cur: 0,
+            rlim_max: 0,
+        };
+        let read = libc::prlimit(pid, libc::RLIMIT_NOFILE, std::ptr::null(), &raw mut old);
+        let limit = libc::rlimit {
+            rlim_cur: 7,
+            rlim_max: old.rlim_max,
+        };
+        let code = if read == 0 {
+            libc::prlimit(
+                pid,
+                libc::RLIMIT_NOFILE,
+                &raw const limit,
+                std::ptr::null_mut(),
+            )
+        } else {
+            read
+        };
+        out += &result("prlimit", code.into());
+        let code = libc::setpriority(libc::PRIO_PROCESS, pid as libc::id_t, 19);
+        out += &result("setpriority", code.into());
+        let mut set: libc::cpu_set_t = std::mem::zeroed();
+        libc::CPU_SET(0, &mut set);
+        let code = libc::sched_setaffinity(pid, std::mem::size_of::<libc::cpu_set_t>(), &set);
+        out += &result("sched_setaffinity", code.into());
+        let param = libc::sched_param { sched_priority: 0 };
+        let code = libc::sched_setscheduler(pid, libc::SCHED_IDLE, &param);
+        out += &result("sched_setscheduler", code.into());
+        // IOPRIO_WHO_PROCESS (1), class IDLE (3) << 13.
+        let code = libc::syscall(libc::SYS_ioprio_set, 1, pid, 3 << 13);
+        out += &result("ioprio_set", code);
+    }
+    out.trim_end().to_owned()
 }
 
 fn main() {
