@@ -554,11 +554,12 @@ fn seccomp_program(rules: BTreeMap<i64, Vec<SeccompRule>>) -> Result<BpfProgram,
 }
 
 /// The fallback's seccomp filter: [`kernel_object_rules`], [`SYSV_IPC`] and
-/// [`other_process_rules`] always; with the network off, `socket(domain != AF_UNIX)` and
-/// `io_uring_setup` fail with `EPERM` too. With
-/// [`Sockets::ProxyOnly`] (the proxy's way out), plain TCP sockets are allowed too (Landlock
-/// decides where they may connect): only `SOCK_STREAM` with protocol 0 or TCP, so no UDP, raw or
-/// SCTP socket escapes Landlock's TCP rules; and TCP Fast Open, which connects from
+/// [`other_process_rules`] always; with the network off, `socket(domain != AF_UNIX)`, Unix
+/// datagram sockets (and socket pairs), `connect` and `io_uring_setup` fail with `EPERM` too.
+/// With [`Sockets::ProxyOnly`] (the proxy's way out), `connect` is allowed and plain TCP
+/// sockets are the only ones (Landlock decides where they may connect; no Unix socket, which
+/// could connect by path): only `SOCK_STREAM` with protocol 0 or TCP, so no UDP, raw or SCTP
+/// socket escapes Landlock's TCP rules; and TCP Fast Open, which connects from
 /// `sendto`/`sendmsg`, is refused.
 fn socket_filter(sockets: Sockets) -> Result<BpfProgram, BackendError> {
     let mut rules = kernel_object_rules()?;
@@ -578,8 +579,9 @@ fn socket_filter(sockets: Sockets) -> Result<BpfProgram, BackendError> {
     let mut socket_rules = Vec::new();
     if tcp {
         let (inet, inet6) = (libc::AF_INET as u64, libc::AF_INET6 as u64);
+        // No Unix socket at all: `connect` must stay allowed for the proxy's TCP connection,
+        // and a Unix one could reach any socket by path (the session bus, the Docker socket).
         socket_rules.push(rule(vec![
-            condition(0, SeccompCmpOp::Ne, unix)?,
             condition(0, SeccompCmpOp::Ne, inet)?,
             condition(0, SeccompCmpOp::Ne, inet6)?,
         ])?);
@@ -638,6 +640,23 @@ fn socket_filter(sockets: Sockets) -> Result<BpfProgram, BackendError> {
         // `socketpair` and inherited sockets still work, and abstract names are scoped anyway.
         rules.insert(libc::SYS_connect, Vec::new());
     }
+    // No Unix datagram socket (with or without the proxy): `sendto` and `sendmsg` name their
+    // destination by path without any `connect` (the system log, `systemd`'s notification
+    // sockets, any datagram socket of the user's), and a socket pair's may too.
+    let datagram = libc::SOCK_DGRAM as u64;
+    if !tcp {
+        socket_rules.push(rule(vec![
+            condition(0, SeccompCmpOp::Eq, unix)?,
+            condition(1, SeccompCmpOp::MaskedEq(0xf), datagram)?,
+        ])?);
+    }
+    rules.insert(
+        libc::SYS_socketpair,
+        vec![rule(vec![
+            condition(0, SeccompCmpOp::Eq, unix)?,
+            condition(1, SeccompCmpOp::MaskedEq(0xf), datagram)?,
+        ])?],
+    );
     rules.insert(libc::SYS_socket, socket_rules);
     rules.insert(libc::SYS_io_uring_setup, Vec::new());
     seccomp_program(rules)

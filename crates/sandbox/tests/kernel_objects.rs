@@ -408,3 +408,65 @@ fn namespaces_leave_processes_outside_alone() {
 fn the_fallback_leaves_processes_outside_alone() {
     processes_outside_keep_their_settings(Mechanism::Landlock);
 }
+
+/// A Unix datagram socket outside (the system log, `systemd`'s notification sockets): under
+/// the fallback without the network, `sendto` names it by path with no `connect`, from a
+/// socket of the program's or one of a socket pair; both are refused (under namespaces the
+/// socket is not in the root). The probe run outside delivers.
+fn datagrams_stay_in(mechanism: Mechanism) {
+    let layout = Layout::new();
+    let path = layout.root.join("outside.sock");
+    let listener = std::os::unix::net::UnixDatagram::bind(&path).unwrap();
+    listener.set_nonblocking(true).unwrap();
+    let path = path.to_str().unwrap();
+    for what in ["dgram", "dgram-pair"] {
+        let inside = layout.probe(&layout.profile(mechanism), what, path);
+        assert!(
+            inside.starts_with("refused: "),
+            "{mechanism:?} {what}: {inside}"
+        );
+        let mut buffer = [0u8; 64];
+        assert!(listener.recv(&mut buffer).is_err(), "{mechanism:?} {what}");
+    }
+    assert_eq!(probe_outside("dgram", path), "sent\n");
+    let mut buffer = [0u8; 64];
+    let n = listener.recv(&mut buffer).unwrap();
+    assert_eq!(&buffer[..n], b"FROM-SANDBOX");
+}
+
+#[test]
+fn namespaces_send_no_datagram_outside() {
+    datagrams_stay_in(Mechanism::Namespaces);
+}
+
+#[test]
+fn the_fallback_sends_no_datagram_outside() {
+    datagrams_stay_in(Mechanism::Landlock);
+}
+
+/// With the filtering proxy the fallback must allow `connect` (the proxy's TCP port), so it
+/// allows no Unix socket: one could connect by path to anything (the session bus runs any
+/// program outside, the Docker socket is root). The proxy's own TCP connection still works
+/// (keel-core's and keel-acp's proxy tests).
+#[test]
+fn the_fallback_with_the_proxy_connects_to_no_unix_socket() {
+    let layout = Layout::new();
+    let path = layout.root.join("bus");
+    let _listener = std::os::unix::net::UnixListener::bind(&path).unwrap();
+    let connect = env!("CARGO_BIN_EXE_keel-sandbox-test-connect");
+    let mut profile = layout.profile(Mechanism::Landlock);
+    profile.proxy = Some(keel_sandbox::ProxyEndpoint {
+        socket: layout.root.join("proxy.sock"),
+        port: 9,
+    });
+    let output = layout
+        .command(&profile, &format!("{connect} {}", path.display()))
+        .output()
+        .unwrap();
+    let inside = answer(&output);
+    assert!(inside.starts_with("refused: "), "{inside}");
+    let status = std::fs::read_to_string(layout.root.join("status")).unwrap();
+    assert!(status.contains("through Keel's proxy"), "{status}");
+    let outside = answer(&Command::new(connect).arg(&path).output().unwrap());
+    assert_eq!(outside, "connected\n");
+}

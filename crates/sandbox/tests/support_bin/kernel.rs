@@ -7,6 +7,8 @@
 //! - `mq NAME`: opens the POSIX message queue `NAME` and reads a message.
 //! - `tty TEXT`: makes its standard input (a terminal no session holds) its controlling terminal
 //!   (in a session of its own) and types `TEXT` into it (`TIOCSTI`).
+//! - `dgram PATH`, `dgram-pair PATH`: sends a datagram to the Unix socket at `PATH` from an
+//!   unbound datagram socket, or from one of a socket pair (`sent`).
 //! - `process PID`: changes another process's limits and scheduling by its pid (see
 //!   `change_process`).
 
@@ -95,6 +97,16 @@ fn probe(what: &str, arg: &str) -> Result<String, String> {
                 }
             }
             Ok("injected".to_owned())
+        }
+        "dgram" | "dgram-pair" => {
+            let sent = if what == "dgram" {
+                std::os::unix::net::UnixDatagram::unbound()
+                    .and_then(|socket| socket.send_to(b"FROM-SANDBOX", arg))
+            } else {
+                std::os::unix::net::UnixDatagram::pair()
+                    .and_then(|(socket, _)| socket.send_to(b"FROM-SANDBOX", arg))
+            };
+            sent.map(|_| "sent".to_owned()).map_err(|e| e.to_string())
         }
         "process" => {
             let pid: libc::pid_t = arg.parse().map_err(|_| "bad pid".to_owned())?;
