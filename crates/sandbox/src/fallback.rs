@@ -56,13 +56,17 @@ const PROC_ENTRIES: [&str; 22] = [
 
 /// The device nodes a command may read and write under the fallback (no raw disk, memory or
 /// kernel log; `/dev/fd`, `/dev/stdin`, ... are links to the command's own descriptors, whose
-/// targets are checked on their own).
-const DEV_READ_WRITE: [&str; 5] = [
+/// targets are checked on their own). Of `/dev/pts` only the multiplexer (where `/dev/ptmx`
+/// leads on some systems): the other entries are the terminals of the user's other sessions,
+/// which the command could read keystrokes from and write to (under namespaces `/dev/pts` is an
+/// instance of the command's own).
+const DEV_READ_WRITE: [&str; 6] = [
     "/dev/null",
     "/dev/zero",
     "/dev/full",
     "/dev/tty",
     "/dev/ptmx",
+    "/dev/pts/ptmx",
 ];
 /// The device nodes a command may only read.
 const DEV_READ: [&str; 2] = ["/dev/random", "/dev/urandom"];
@@ -122,7 +126,6 @@ pub fn prepare(profile: &Profile) -> Result<Prepared> {
     write.extend(profile.home_writable.iter().cloned());
     write.push(profile.tmp_dir.clone());
     write.extend(DEV_READ_WRITE.map(PathBuf::from));
-    write.push(PathBuf::from("/dev/pts"));
     // Credential files inside what may be read are left out of the rules: their directories
     // may be listed, their other entries read, they themselves not. Keel's prebuilt ruleset
     // does that as a second layer; without one, the rules are split here.

@@ -470,3 +470,42 @@ fn the_fallback_with_the_proxy_connects_to_no_unix_socket() {
     let outside = answer(&Command::new(connect).arg(&path).output().unwrap());
     assert_eq!(outside, "connected\n");
 }
+
+/// Another terminal of the user's (a pseudo-terminal the command was not given: another
+/// session's, where the user types) cannot be opened by its name: under namespaces `/dev/pts`
+/// is an instance of the command's own, under the fallback only its multiplexer is granted.
+/// The probe run outside writes to it.
+fn other_terminals_stay_out(mechanism: Mechanism) {
+    use std::io::Read as _;
+    let layout = Layout::new();
+    let pty = nix::pty::openpty(None, None).unwrap();
+    let name = nix::unistd::ttyname(&pty.slave).unwrap();
+    let name = name.to_str().unwrap();
+    let mut master = std::fs::File::from(pty.master);
+    nix::fcntl::fcntl(
+        &master,
+        nix::fcntl::FcntlArg::F_SETFL(nix::fcntl::OFlag::O_NONBLOCK),
+    )
+    .unwrap();
+    let inside = layout.probe(&layout.profile(mechanism), "write-tty", name);
+    assert!(inside.starts_with("refused: "), "{mechanism:?}: {inside}");
+    let mut buffer = [0u8; 64];
+    assert!(master.read(&mut buffer).is_err(), "{mechanism:?}");
+    assert_eq!(probe_outside("write-tty", name), "wrote\n");
+    let n = master.read(&mut buffer).unwrap();
+    assert!(text_of(&buffer[..n]).contains("FROM-SANDBOX"));
+}
+
+fn text_of(bytes: &[u8]) -> String {
+    String::from_utf8_lossy(bytes).into_owned()
+}
+
+#[test]
+fn namespaces_open_no_terminal_of_another_session() {
+    other_terminals_stay_out(Mechanism::Namespaces);
+}
+
+#[test]
+fn the_fallback_opens_no_terminal_of_another_session() {
+    other_terminals_stay_out(Mechanism::Landlock);
+}

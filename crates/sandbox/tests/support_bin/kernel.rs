@@ -9,6 +9,7 @@
 //!   (in a session of its own) and types `TEXT` into it (`TIOCSTI`).
 //! - `dgram PATH`, `dgram-pair PATH`: sends a datagram to the Unix socket at `PATH` from an
 //!   unbound datagram socket, or from one of a socket pair (`sent`).
+//! - `write-tty PATH`: opens the terminal at `PATH` by its name and writes a line to it.
 //! - `process PID`: changes another process's limits and scheduling by its pid (see
 //!   `change_process`).
 
@@ -107,6 +108,23 @@ fn probe(what: &str, arg: &str) -> Result<String, String> {
                     .and_then(|(socket, _)| socket.send_to(b"FROM-SANDBOX", arg))
             };
             sent.map(|_| "sent".to_owned()).map_err(|e| e.to_string())
+        }
+        "write-tty" => {
+            let path = std::ffi::CString::new(arg).map_err(|_| "bad path".to_owned())?;
+            // SAFETY: open on a NUL-terminated path; write from a live buffer of its length.
+            unsafe {
+                let fd = libc::open(path.as_ptr(), libc::O_WRONLY | libc::O_NOCTTY);
+                if fd == -1 {
+                    return last_error();
+                }
+                let text = b"FROM-SANDBOX\n";
+                let n = libc::write(fd, text.as_ptr().cast(), text.len());
+                libc::close(fd);
+                if n == -1 {
+                    return last_error();
+                }
+            }
+            Ok("wrote".to_owned())
         }
         "process" => {
             let pid: libc::pid_t = arg.parse().map_err(|_| "bad pid".to_owned())?;
