@@ -56,13 +56,17 @@ const PROC_ENTRIES: [&str; 22] = [
 
 /// The device nodes a command may read and write under the fallback (no raw disk, memory or
 /// kernel log; `/dev/fd`, `/dev/stdin`, ... are links to the command's own descriptors, whose
-/// targets are checked on their own).
-const DEV_READ_WRITE: [&str; 5] = [
+/// targets are checked on their own). Of `/dev/pts` only the multiplexer (where `/dev/ptmx`
+/// leads on some systems): the other entries are the terminals of the user's other sessions,
+/// which the command could read keystrokes from and write to (under namespaces `/dev/pts` is an
+/// instance of the command's own).
+const DEV_READ_WRITE: [&str; 6] = [
     "/dev/null",
     "/dev/zero",
     "/dev/full",
     "/dev/tty",
     "/dev/ptmx",
+    "/dev/pts/ptmx",
 ];
 /// The device nodes a command may only read.
 const DEV_READ: [&str; 2] = ["/dev/random", "/dev/urandom"];
@@ -122,7 +126,6 @@ pub fn prepare(profile: &Profile) -> Result<Prepared> {
     write.extend(profile.home_writable.iter().cloned());
     write.push(profile.tmp_dir.clone());
     write.extend(DEV_READ_WRITE.map(PathBuf::from));
-    write.push(PathBuf::from("/dev/pts"));
     // Credential files inside what may be read are left out of the rules: their directories
     // may be listed, their other entries read, they themselves not. Keel's prebuilt ruleset
     // does that as a second layer; without one, the rules are split here.
@@ -153,11 +156,14 @@ pub fn prepare(profile: &Profile) -> Result<Prepared> {
         // The one TCP connection the program may make: to Keel's proxy on the loopback.
         created = created.add_rule(NetPort::new(port, AccessNet::ConnectTcp))?;
     }
-    let seccomp = if profile.network {
-        None
-    } else {
-        Some(socket_filter(proxy_port.is_some())?)
+    // Always a filter: the kernel objects no namespace separates under the fallback (keyrings,
+    // SysV IPC, terminal injection); sockets too when the network is off.
+    let sockets = match (profile.network, proxy_port) {
+        (true, _) => Sockets::Any,
+        (false, Some(_)) => Sockets::ProxyOnly,
+        (false, None) => Sockets::None,
     };
+    let seccomp = Some(socket_filter(sockets)?);
     Ok(Prepared {
         ruleset: Some(created),
         mask,
@@ -184,6 +190,21 @@ impl Prepared {
             seccompiler::apply_filter(program).map_err(std::io::Error::other)?;
         }
         Ok(())
+    }
+}
+
+impl Prepared {
+    /// What a program under namespaces gets besides them: the seccomp filter for what no
+    /// namespace separates ([`kernel_object_rules`]: the user's keyrings, terminal injection),
+    /// with every capability dropped and no new privileges ([`Prepared::apply`]).
+    pub fn for_namespaces() -> Result<Prepared> {
+        Ok(Prepared {
+            ruleset: None,
+            mask: None,
+            seccomp: Some(seccomp_program(kernel_object_rules()?)?),
+            notes: Vec::new(),
+            proxy_port: None,
+        })
     }
 }
 
@@ -415,23 +436,155 @@ pub fn split_around_masked<T, E>(
     Ok((listed, whole))
 }
 
-/// The seccomp filter under which `socket(domain != AF_UNIX)` and `io_uring_setup` fail with
-/// `EPERM`. With `tcp` (the proxy's
-/// way out), plain TCP sockets are allowed too (Landlock decides where they may connect): only
-/// `SOCK_STREAM` with protocol 0 or TCP, so no UDP, raw or SCTP socket escapes Landlock's TCP
-/// rules; and TCP Fast Open, which connects from `sendto`/`sendmsg`, is refused.
-fn socket_filter(tcp: bool) -> Result<BpfProgram, BackendError> {
+/// Which sockets the fallback's filter lets a program make.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Sockets {
+    /// The network is on: any.
+    Any,
+    /// The network is off, but the filtering proxy is the way out: Unix and plain TCP sockets.
+    ProxyOnly,
+    /// The network is off: Unix sockets only, and no `connect`.
+    None,
+}
+
+/// What no namespace separates and no path names, refused (`EPERM`) under both mechanisms:
+/// - the kernel keyrings (`keyctl`, `add_key`, `request_key`): a program inherits the session
+///   keyring of whoever started it (the user's login session: Kerberos tickets, ecryptfs and
+///   other secrets), and the user and persistent keyrings are the user's under the fallback;
+///   keyrings have no namespace of their own. Docker's default profile refuses the same three.
+/// - `TIOCSTI` and `TIOCLINUX` on a terminal: typing into the terminal of whoever started the
+///   helper (its shell runs what was typed once the command ends).
+fn kernel_object_rules() -> Result<BTreeMap<i64, Vec<SeccompRule>>, BackendError> {
+    let mut rules: BTreeMap<i64, Vec<SeccompRule>> = BTreeMap::new();
+    for call in [libc::SYS_keyctl, libc::SYS_add_key, libc::SYS_request_key] {
+        rules.insert(call, Vec::new());
+    }
+    // `TIOCSTI` and `TIOCLINUX` on x86, Arm and RISC-V (the `libc` constants' type differs
+    // between targets).
+    let ioctls = [0x5412u64, 0x541C]
+        .into_iter()
+        .map(|request| {
+            // The request is an `unsigned int`: its low 32 bits are all the kernel reads.
+            SeccompRule::new(vec![SeccompCondition::new(
+                1,
+                SeccompCmpArgLen::Dword,
+                SeccompCmpOp::Eq,
+                request,
+            )?])
+        })
+        .collect::<Result<Vec<_>, _>>()?;
+    rules.insert(libc::SYS_ioctl, ioctls);
+    Ok(rules)
+}
+
+/// System V IPC (shared memory, message queues, semaphores), refused under the fallback: without
+/// an IPC namespace a program could attach any segment of the user's other processes by its id
+/// (`shmat` needs no key) and read or change it. Under namespaces the program has an IPC
+/// namespace of its own instead, where these work.
+const SYSV_IPC: [i64; 11] = [
+    libc::SYS_shmget,
+    libc::SYS_shmat,
+    libc::SYS_shmctl,
+    libc::SYS_msgget,
+    libc::SYS_msgsnd,
+    libc::SYS_msgrcv,
+    libc::SYS_msgctl,
+    libc::SYS_semget,
+    libc::SYS_semop,
+    libc::SYS_semtimedop,
+    libc::SYS_semctl,
+];
+
+/// Under the fallback, the settings of processes outside that a program of the same user may
+/// change by pid, which Landlock does not see (its scoping covers signals and `ptrace`, not
+/// these): their resource limits (`prlimit64`: an open-files limit of 3 or a CPU-time limit of 0
+/// kills Keel or the editor), their priority, CPU affinity, scheduling policy and I/O priority
+/// (`setpriority`, `sched_set*`, `ioprio_set`: `SCHED_IDLE`, which the user cannot undo without
+/// a privilege). So each is allowed on the caller only (pid 0), and never on every process of
+/// the user (`PRIO_USER`, `IOPRIO_WHO_USER`). Under namespaces the PID namespace does this:
+/// no process outside has a pid there, and the by-user forms skip them.
+fn other_process_rules(rules: &mut BTreeMap<i64, Vec<SeccompRule>>) -> Result<(), BackendError> {
+    const PRIO_USER: u64 = 2;
+    const IOPRIO_WHO_USER: u64 = 3;
+    let condition = |arg: u8, op: SeccompCmpOp, value: u64| {
+        SeccompCondition::new(arg, SeccompCmpArgLen::Dword, op, value)
+    };
+    // A pid argument (`pid_t`, 32 bits) that is not 0: another process or thread.
+    let not_self = |arg: u8| SeccompRule::new(vec![condition(arg, SeccompCmpOp::Ne, 0)?]);
+    // A new limit (a pointer: all 64 bits) for a process that is not the caller; reading
+    // another's limits (no new limit) stays allowed.
+    rules.insert(
+        libc::SYS_prlimit64,
+        vec![SeccompRule::new(vec![
+            condition(0, SeccompCmpOp::Ne, 0)?,
+            SeccompCondition::new(2, SeccompCmpArgLen::Qword, SeccompCmpOp::Ne, 0)?,
+        ])?],
+    );
+    rules.insert(
+        libc::SYS_setpriority,
+        vec![
+            SeccompRule::new(vec![condition(0, SeccompCmpOp::Eq, PRIO_USER)?])?,
+            not_self(1)?,
+        ],
+    );
+    rules.insert(
+        libc::SYS_ioprio_set,
+        vec![
+            SeccompRule::new(vec![condition(0, SeccompCmpOp::Eq, IOPRIO_WHO_USER)?])?,
+            not_self(1)?,
+        ],
+    );
+    for call in [
+        libc::SYS_sched_setaffinity,
+        libc::SYS_sched_setscheduler,
+        libc::SYS_sched_setparam,
+        libc::SYS_sched_setattr,
+    ] {
+        rules.insert(call, vec![not_self(0)?]);
+    }
+    Ok(())
+}
+
+fn seccomp_program(rules: BTreeMap<i64, Vec<SeccompRule>>) -> Result<BpfProgram, BackendError> {
+    let arch = std::env::consts::ARCH.try_into()?;
+    let filter = SeccompFilter::new(
+        rules,
+        SeccompAction::Allow,
+        SeccompAction::Errno(libc::EPERM as u32),
+        arch,
+    )?;
+    filter.try_into()
+}
+
+/// The fallback's seccomp filter: [`kernel_object_rules`], [`SYSV_IPC`] and
+/// [`other_process_rules`] always; with the network off, `socket(domain != AF_UNIX)`, Unix
+/// datagram sockets (and socket pairs), `connect` and `io_uring_setup` fail with `EPERM` too.
+/// With [`Sockets::ProxyOnly`] (the proxy's way out), `connect` is allowed and plain TCP
+/// sockets are the only ones (Landlock decides where they may connect; no Unix socket, which
+/// could connect by path): only `SOCK_STREAM` with protocol 0 or TCP, so no UDP, raw or SCTP
+/// socket escapes Landlock's TCP rules; and TCP Fast Open, which connects from
+/// `sendto`/`sendmsg`, is refused.
+fn socket_filter(sockets: Sockets) -> Result<BpfProgram, BackendError> {
+    let mut rules = kernel_object_rules()?;
+    for call in SYSV_IPC {
+        rules.insert(call, Vec::new());
+    }
+    other_process_rules(&mut rules)?;
+    if sockets == Sockets::Any {
+        return seccomp_program(rules);
+    }
+    let tcp = sockets == Sockets::ProxyOnly;
     let condition = |arg: u8, op: SeccompCmpOp, value: u64| {
         SeccompCondition::new(arg, SeccompCmpArgLen::Dword, op, value)
     };
     let rule = |conditions: Vec<SeccompCondition>| SeccompRule::new(conditions);
     let unix = libc::AF_UNIX as u64;
     let mut socket_rules = Vec::new();
-    let mut rules: BTreeMap<i64, Vec<SeccompRule>> = BTreeMap::new();
     if tcp {
         let (inet, inet6) = (libc::AF_INET as u64, libc::AF_INET6 as u64);
+        // No Unix socket at all: `connect` must stay allowed for the proxy's TCP connection,
+        // and a Unix one could reach any socket by path (the session bus, the Docker socket).
         socket_rules.push(rule(vec![
-            condition(0, SeccompCmpOp::Ne, unix)?,
             condition(0, SeccompCmpOp::Ne, inet)?,
             condition(0, SeccompCmpOp::Ne, inet6)?,
         ])?);
@@ -484,17 +637,32 @@ fn socket_filter(tcp: bool) -> Result<BpfProgram, BackendError> {
         );
     } else {
         socket_rules.push(rule(vec![condition(0, SeccompCmpOp::Ne, unix)?])?);
+        // Without a network every socket is a Unix one, and Landlock (before ABI 9) cannot say
+        // where one may connect by path: the session bus (`systemd-run --user` starts anything
+        // outside every layer), the Docker socket, an agent. So no `connect` at all;
+        // `socketpair` and inherited sockets still work, and abstract names are scoped anyway.
+        rules.insert(libc::SYS_connect, Vec::new());
     }
+    // No Unix datagram socket (with or without the proxy): `sendto` and `sendmsg` name their
+    // destination by path without any `connect` (the system log, `systemd`'s notification
+    // sockets, any datagram socket of the user's), and a socket pair's may too.
+    let datagram = libc::SOCK_DGRAM as u64;
+    if !tcp {
+        socket_rules.push(rule(vec![
+            condition(0, SeccompCmpOp::Eq, unix)?,
+            condition(1, SeccompCmpOp::MaskedEq(0xf), datagram)?,
+        ])?);
+    }
+    rules.insert(
+        libc::SYS_socketpair,
+        vec![rule(vec![
+            condition(0, SeccompCmpOp::Eq, unix)?,
+            condition(1, SeccompCmpOp::MaskedEq(0xf), datagram)?,
+        ])?],
+    );
     rules.insert(libc::SYS_socket, socket_rules);
     rules.insert(libc::SYS_io_uring_setup, Vec::new());
-    let arch = std::env::consts::ARCH.try_into()?;
-    let filter = SeccompFilter::new(
-        rules,
-        SeccompAction::Allow,
-        SeccompAction::Errno(libc::EPERM as u32),
-        arch,
-    )?;
-    filter.try_into()
+    seccomp_program(rules)
 }
 
 /// The newest Landlock ABI (up to the one Keel uses) this kernel supports, by probing.

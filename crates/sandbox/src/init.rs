@@ -158,6 +158,12 @@ fn init(
         Ok(notes) => notes,
         Err(error) => return fail(&error),
     };
+    // What no namespace separates (the keyrings, terminal injection), by seccomp; built before
+    // the status says `namespaces`, so a failure here still leaves the fallback.
+    let filter = match fallback::Prepared::for_namespaces() {
+        Ok(filter) => filter,
+        Err(error) => return fail(&error),
+    };
     let forwarder = if proxy { start_forwarder() } else { None };
     if profile.proxy.is_some() && !profile.network {
         notes.push(match forwarder {
@@ -176,7 +182,7 @@ fn init(
     if let Some(port) = forwarder {
         proxy_env(&mut command, port);
     }
-    own_session(&mut command, None);
+    own_session(&mut command, Some(filter));
     let child = command.spawn();
     let child = match child {
         Ok(child) => child,
@@ -284,6 +290,7 @@ fn confine_init(profile: &Profile, uid: u32, gid: u32) -> Result<Vec<String>> {
         None::<&str>,
     )
     .map_err(|e| Error::sys("mounting /proc", e))?;
+    proc_read_only(std::path::Path::new("proc"))?;
     pivot_root(".", ".").map_err(|e| Error::sys("pivot_root", e))?;
     umount2(".", MntFlags::MNT_DETACH).map_err(|e| Error::sys("detaching the old root", e))?;
     chdir("/").map_err(|e| Error::sys("chdir /", e))?;
@@ -317,4 +324,42 @@ fn confine_init(profile: &Profile, uid: u32, gid: u32) -> Result<Vec<String>> {
     nix::sys::prctl::set_dumpable(false).map_err(|e| Error::sys("dumpable", e))?;
     chdir(&profile.cwd).map_err(|e| Error::sys(format!("chdir {}", profile.cwd.display()), e))?;
     Ok(notes)
+}
+
+/// The entries of the new `/proc` that are the host's, not the namespace's, and that a program
+/// run by root (Keel in a container, on a CI machine) could change through plain file
+/// permissions, with no capability: most sysctls (`kernel.core_pattern` runs a program as root
+/// outside on the next crash; `kernel.hostname` and `kernel.domainname` are the host's, since
+/// the command shares its UTS namespace), interrupt affinities, the PCI bus.
+const PROC_READ_ONLY: [&str; 4] = ["sys", "irq", "bus", "sysrq-trigger"];
+
+/// Makes each of [`PROC_READ_ONLY`] in the new `/proc` a read-only bind mount of itself (locked
+/// by the nested user namespace, so the program cannot make it writable again).
+fn proc_read_only(proc: &std::path::Path) -> Result<()> {
+    let flags = MsFlags::MS_NOSUID | MsFlags::MS_NODEV | MsFlags::MS_NOEXEC;
+    for entry in PROC_READ_ONLY {
+        let path = proc.join(entry);
+        let what = || format!("making /proc/{entry} read-only");
+        // Not looked at first: one this kernel's `/proc` lacks fails the bind with `ENOENT`.
+        match mount(
+            Some(&path),
+            &path,
+            None::<&str>,
+            MsFlags::MS_BIND,
+            None::<&str>,
+        ) {
+            Ok(()) => {}
+            Err(Errno::ENOENT) => continue,
+            Err(e) => return Err(Error::sys(what(), e)),
+        }
+        mount(
+            None::<&str>,
+            &path,
+            None::<&str>,
+            flags | MsFlags::MS_BIND | MsFlags::MS_REMOUNT | MsFlags::MS_RDONLY,
+            None::<&str>,
+        )
+        .map_err(|e| Error::sys(what(), e))?;
+    }
+    Ok(())
 }

@@ -46,7 +46,9 @@ pub(crate) fn enter(profile: &Profile, (uid, gid): (u32, u32)) -> Result<bool> {
         (Some(socket), false) => crate::keeper::join(socket),
         _ => Joined::Nothing,
     };
-    let mut flags = CloneFlags::CLONE_NEWNS;
+    // An IPC namespace of the command's own: System V IPC and POSIX message queues are looked
+    // up by key or id, not by path, and the user's other processes' would be reachable.
+    let mut flags = CloneFlags::CLONE_NEWNS | CloneFlags::CLONE_NEWIPC;
     if joined == Joined::Nothing {
         flags |= CloneFlags::CLONE_NEWUSER;
     }

@@ -287,8 +287,10 @@ fn leaked_descriptors_stay_out(mechanism: Mechanism) {
         nix::fcntl::FcntlArg::F_SETFD(nix::fcntl::FdFlag::empty()),
     )
     .unwrap();
+    // Through bash: `sh` (dash) reads `>&10` and above as a syntax error, and with the other
+    // tests running beside this one the descriptor's number may be that high.
     let script = format!(
-        "echo through 2>/dev/null >&{fd} && echo WROTE; echo done",
+        "bash -c 'echo through 2>/dev/null >&{fd}' && echo WROTE; echo done",
         fd = leaked.as_raw_fd()
     );
     let output = layout.run(&layout.profile(mechanism), &script);
@@ -308,6 +310,46 @@ fn namespaces_keep_leaked_descriptors_out() {
 #[test]
 fn the_fallback_keeps_leaked_descriptors_out() {
     leaked_descriptors_stay_out(Mechanism::Landlock);
+}
+
+/// A Unix socket outside everything the program may read (the session bus, the Docker socket,
+/// an agent's): under namespaces it is not in the program's root; under the fallback, where
+/// Landlock cannot confine a connection by path, a program without the network connects to
+/// nothing. A socket pair the program makes itself still works (the shell's pipes, here).
+fn sockets_outside_stay_out(mechanism: Mechanism) {
+    let layout = Layout::new();
+    let socket = layout.outside.join("bus");
+    let _listener = std::os::unix::net::UnixListener::bind(&socket).unwrap();
+    let probe = PathBuf::from(env!("CARGO_BIN_EXE_keel-sandbox-test-connect"));
+    let mut profile = layout.profile(mechanism);
+    profile.readable.push(probe.parent().unwrap().to_path_buf());
+    let script = format!(
+        "{probe} {socket} | cat; echo done",
+        probe = probe.display(),
+        socket = socket.display()
+    );
+    let output = layout.run(&profile, &script);
+    let stdout = text(&output.stdout);
+    assert!(
+        stdout.starts_with("refused: "),
+        "{stdout}{}",
+        text(&output.stderr)
+    );
+    assert!(stdout.ends_with("done\n"), "{stdout}");
+
+    // The same probe outside the sandbox connects: the socket is live.
+    let direct = Command::new(&probe).arg(&socket).output().unwrap();
+    assert_eq!(text(&direct.stdout), "connected\n");
+}
+
+#[test]
+fn namespaces_keep_sockets_outside_out_of_reach() {
+    sockets_outside_stay_out(Mechanism::Namespaces);
+}
+
+#[test]
+fn the_fallback_connects_to_no_socket_without_a_network() {
+    sockets_outside_stay_out(Mechanism::Landlock);
 }
 
 /// The program's end is the helper's: its exit code, or the signal that killed it.

@@ -233,7 +233,11 @@ pub fn read_only_words(argv: &[String]) -> bool {
 /// the watchdog asks before a command reads one. Compared in lower case, without trailing dots
 /// and spaces (`.env.`, `.env ` are other files on Linux, but hold the same secrets).
 pub fn is_secret_name(name: &str) -> bool {
-    let lowered = name.to_lowercase();
+    is_secret_lowered(&name.to_lowercase())
+}
+
+/// [`is_secret_name`] of a name already in lower case (`name.to_lowercase()`).
+pub(crate) fn is_secret_lowered(lowered: &str) -> bool {
     let name = lowered.trim_end_matches(['.', ' ']);
     const PREFIXES: &[&str] = &[
         "id_rsa",

@@ -8,6 +8,7 @@
 //! 4. headless: a prompt becomes a denial with [`HEADLESS_DENIAL`](super::HEADLESS_DENIAL).
 
 use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Mutex, MutexGuard};
 
 use super::draft::{Draft, checked_subject};
@@ -38,6 +39,9 @@ pub struct Policy {
     /// A subagent's policy: the session's live policy, consulted on every decision (its mode,
     /// trust and answers as they are now; the stricter of the two applies).
     parent: Option<std::sync::Arc<Policy>>,
+    /// Counts the changes of `state` (bumped while it is locked), so that what was compiled
+    /// from a snapshot of it ([`super::PolicySearchGate`]) can tell it is still current.
+    changes: AtomicU64,
 }
 
 #[derive(Debug)]
@@ -103,6 +107,7 @@ impl Policy {
                 unconfined: Vec::new(),
             }),
             parent: None,
+            changes: AtomicU64::new(0),
         })
     }
 
@@ -143,6 +148,7 @@ impl Policy {
                 unconfined: state.unconfined.clone(),
             }),
             parent: Some(self.clone()),
+            changes: AtomicU64::new(0),
         }
     }
 
@@ -150,10 +156,26 @@ impl Policy {
         self.state.lock().unwrap_or_else(|e| e.into_inner())
     }
 
+    /// The state, locked for a change: the change counter moves before the lock is released.
+    fn lock_to_change(&self) -> MutexGuard<'_, State> {
+        let state = self.lock();
+        self.changes.fetch_add(1, Ordering::AcqRel);
+        state
+    }
+
+    /// A number that changes whenever the mode, trust or answers that decide
+    /// ([`Policy::live`]) may have changed: this policy's and its session's.
+    pub(crate) fn changes(&self) -> u64 {
+        let own = self.changes.load(Ordering::Acquire);
+        self.parent
+            .as_ref()
+            .map_or(own, |parent| own.wrapping_add(parent.changes()))
+    }
+
     /// The mode, trust and answers that decide now: this policy's own, and for a subagent's
     /// the stricter mode and trust of its own and its session's (live), with the session's
     /// answers before its own.
-    fn live(&self) -> (Mode, Trust, Vec<Rule>, Vec<ApprovalKey>) {
+    pub(super) fn live(&self) -> (Mode, Trust, Vec<Rule>, Vec<ApprovalKey>) {
         let (mode, trust, session, unconfined) = {
             let state = self.lock();
             (
@@ -181,7 +203,7 @@ impl Policy {
     }
 
     pub fn set_mode(&self, mode: Mode) {
-        self.lock().mode = mode;
+        self.lock_to_change().mode = mode;
     }
 
     pub fn trust(&self) -> Trust {
@@ -190,7 +212,7 @@ impl Policy {
 
     /// Changes the project's trust (after the user answered the trust prompt).
     pub fn set_trust(&self, trust: Trust) {
-        self.lock().trust = trust;
+        self.lock_to_change().trust = trust;
     }
 
     pub fn headless(&self) -> bool {
@@ -204,7 +226,7 @@ impl Policy {
 
     /// Forgets every answer of the session.
     pub fn clear_session(&self) {
-        let mut state = self.lock();
+        let mut state = self.lock_to_change();
         state.session.clear();
         state.unconfined.clear();
     }
@@ -305,6 +327,32 @@ impl Policy {
     /// takes from the descriptor it reads ([`super::PolicySearchGate`]). Touches no file.
     pub(crate) fn decide_found(&self, call: &Call<'_>, canonical: &std::path::Path) -> Decision {
         self.decide_with(call, false, Target::Subject(Some(canonical)), false)
+    }
+
+    /// What decides a read by `tool` (of `capability`) now, for [`super::PolicySearchGate`]'s
+    /// compiled reader: the change counter first (so a change made while the snapshot is
+    /// taken leaves it stale, never wrong), the mode, the trust, every rule whose permission
+    /// names the tool or capability (in the order [`Policy::decide`] sees them) and the home
+    /// directory.
+    pub(super) fn read_snapshot(&self, tool: &str, capability: Option<Capability>) -> ReadSnapshot {
+        let changes = self.changes();
+        let (mode, trust, session, _) = self.live();
+        let rules = self
+            .manifest
+            .iter()
+            .flat_map(|s| s.rules.iter())
+            .chain(self.project.iter().flat_map(|s| s.rules.iter()))
+            .chain(session.iter())
+            .filter(|rule| rule.permission.matches(tool, capability))
+            .cloned()
+            .collect();
+        ReadSnapshot {
+            changes,
+            mode,
+            trusted: trust.is_trusted(),
+            rules,
+            home: self.home.clone(),
+        }
     }
 
     /// The decision order (the module's overview): the capability check, the rules and the
@@ -478,11 +526,26 @@ impl Policy {
         decision
     }
 
+    /// Every rule that may decide a command's host, whether the project is trusted, the mode
+    /// ([`super::host_gate`]).
+    pub(super) fn host_rules(&self) -> (Vec<Rule>, bool, Mode) {
+        let state = self.lock();
+        let rules = self
+            .manifest
+            .iter()
+            .flat_map(|s| s.rules.iter())
+            .chain(self.project.iter().flat_map(|s| s.rules.iter()))
+            .chain(state.session.iter())
+            .cloned()
+            .collect();
+        (rules, state.trust.is_trusted(), state.mode)
+    }
+
     /// Records the user's answer. "Always" answers add session rules: allow rules for the
     /// decision's keys (only when it could be cached), deny rules for the keys that were asked
     /// about (or, for a line without keys, for its exact text).
     pub fn remember(&self, decision: &Decision, answer: Answer) {
-        let mut state = self.lock();
+        let mut state = self.lock_to_change();
         let additions: Vec<(Pattern, Action)> = match answer {
             Answer::AllowOnce | Answer::RejectOnce => Vec::new(),
             Answer::AllowAlways => {
@@ -609,6 +672,16 @@ impl Policy {
     }
 }
 
+/// [`Policy::read_snapshot`].
+#[derive(Debug, Clone)]
+pub(super) struct ReadSnapshot {
+    pub(super) changes: u64,
+    pub(super) mode: Mode,
+    pub(super) trusted: bool,
+    pub(super) rules: Vec<Rule>,
+    pub(super) home: Option<PathBuf>,
+}
+
 /// What a decision is about: the call's subject (its path resolved by the engine, when it has
 /// one), or one file of a multi-file call.
 #[derive(Debug, Clone, Copy)]
@@ -678,94 +751,4 @@ fn strictest(decisions: Vec<Decision>) -> Option<Decision> {
         decision.hard_links = hard_links;
     }
     Some(decision)
-}
-
-/// The sandbox's filtering proxy asks the session's rules which hosts confined commands may
-/// reach: the `shell.net` rules, a permission of their own. A rule or an answer for `web_fetch`
-/// or `net.fetch` never opens it (each answer opens only the door it names). Only an allow
-/// counts (a command cannot wait on a prompt); the mode does not open anything (`yolo` turns
-/// prompts into allows for calls, not for a command's connections), and in `ask` mode nothing
-/// is reached.
-impl Policy {
-    fn host_rules(&self) -> (Vec<Rule>, bool, Mode) {
-        let state = self.lock();
-        let rules = self
-            .manifest
-            .iter()
-            .flat_map(|s| s.rules.iter())
-            .chain(self.project.iter().flat_map(|s| s.rules.iter()))
-            .chain(state.session.iter())
-            .cloned()
-            .collect();
-        (rules, state.trust.is_trusted(), state.mode)
-    }
-
-    /// Whether any rule allows some host to `web_fetch` without asking.
-    pub fn commands_reach_any_host(&self) -> bool {
-        let (rules, trusted, mode) = self.host_rules();
-        mode != Mode::Ask
-            && rules.iter().any(|rule| {
-                rule.action == Action::Allow
-                    && rule
-                        .permission
-                        .matches(COMMAND_HOST_TOOL, Some(Capability::ShellNet))
-                    && (trusted || rule.source.layer() != Layer::Project)
-            })
-    }
-
-    /// `Ok` when the rules allow `host` without asking; otherwise why not.
-    // String error: the reason the proxy puts as it is in its `403`.
-    pub fn command_host(&self, host: &str) -> Result<(), String> {
-        let (rules, trusted, mode) = self.host_rules();
-        if mode == Mode::Ask {
-            return Err("the session's mode is `ask`, which asks before every fetch".into());
-        }
-        let rules: Vec<&Rule> = rules.iter().collect();
-        let context = ShellContext {
-            roots: &[],
-            home: None,
-            runtime: None,
-            scratch: None,
-        };
-        let watchdog = Watchdog {
-            context,
-            protected: &[],
-        };
-        let outcome = evaluate_call(
-            &rules,
-            trusted,
-            COMMAND_HOST_TOOL,
-            Some(Capability::ShellNet),
-            &CallSubject::Host(host.to_owned()),
-            &watchdog,
-        );
-        match outcome.action {
-            Action::Allow => Ok(()),
-            Action::Ask => Err(format!(
-                "no shell.net rule lets shell commands reach {host} (a web_fetch answer does \
-                 not); to allow it, a rule `permission = \"shell.net\"`, `pattern = \"{host}\"`, \
-                 `action = \"allow\"`"
-            )),
-            Action::Deny => Err(format!("the shell.net rules deny {host}")),
-        }
-    }
-}
-
-/// The permission whose rules decide a confined command's hosts (no tool has this id, so only
-/// `shell.net` rules and `*` match it).
-const COMMAND_HOST_TOOL: &str = "shell.net";
-
-/// [`Policy`] as the sandbox proxy's [`HostGate`](crate::runtime::sandbox::proxy::HostGate).
-#[derive(Debug, Clone)]
-pub struct PolicyHostGate(pub std::sync::Arc<Policy>);
-
-impl crate::runtime::sandbox::proxy::HostGate for PolicyHostGate {
-    fn any_allowed(&self) -> bool {
-        self.0.commands_reach_any_host()
-    }
-
-    // String error: the reason the proxy puts as it is in its `403`.
-    fn check(&self, host: &str) -> Result<(), String> {
-        self.0.command_host(host)
-    }
 }

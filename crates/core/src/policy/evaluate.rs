@@ -279,6 +279,24 @@ fn evaluate<'r>(
     trusted: bool,
     allow: bool,
 ) -> Evaluation<'r> {
+    pick(
+        rules.iter().copied().filter(|rule| {
+            rule.permission.matches(tool, capability)
+                && rule.pattern.matches(target, rule.action != Action::Allow)
+        }),
+        trusted,
+        allow,
+    )
+}
+
+/// The winner among the rules that match a subject (in the rules' order, ties going to the
+/// first): the most specific, with the manifest-deny and trust rules applied. `allow`: whether
+/// allow rules may win at all.
+pub(super) fn pick<'r>(
+    matching: impl Iterator<Item = &'r Rule>,
+    trusted: bool,
+    allow: bool,
+) -> Evaluation<'r> {
     let rank = |rule: &Rule| {
         (
             rule.permission.specificity(),
@@ -290,12 +308,7 @@ fn evaluate<'r>(
     let mut best: Option<&Rule> = None;
     let mut best_manifest: Option<&Rule> = None;
     let mut ignored = Vec::new();
-    for rule in rules.iter().copied() {
-        if !rule.permission.matches(tool, capability)
-            || !rule.pattern.matches(target, rule.action != Action::Allow)
-        {
-            continue;
-        }
+    for rule in matching {
         if rule.action == Action::Allow {
             if rule.source.layer() == Layer::Project && !trusted {
                 ignored.push(rule);

@@ -25,6 +25,7 @@ mod evaluate;
 mod explain;
 pub mod gitrepo;
 pub mod grammar;
+mod host_gate;
 pub mod layers;
 pub mod mode;
 pub mod pattern;
@@ -37,8 +38,9 @@ pub mod trust;
 pub mod watchdog;
 pub mod wrappers;
 
-pub use decide::{LayerRules, ListedRule, Policy, PolicyHostGate};
+pub use decide::{LayerRules, ListedRule, Policy};
 pub use explain::{Cause, Explanation, PRECEDENCE, RuleRef, render_check, render_rules};
+pub use host_gate::PolicyHostGate;
 pub use layers::{BUNDLED_POLICY, Layer, PROJECT_DIR, PolicyLayers, RULE_FILE, RuleSource};
 pub use mode::{Mode, UnknownMode};
 pub use pattern::{CommandClass, Pattern, PatternKind};

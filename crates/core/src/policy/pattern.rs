@@ -91,6 +91,53 @@ struct Globs {
     /// Both path forms match every subject (`**`: the regex `^.*$`, whose `.` matches any
     /// byte), so the search gate's path decisions skip running them.
     every_path: bool,
+    /// `path` and `path_folded` as DFAs the search gate runs over a directory's spelling once,
+    /// then over each file name ([`Pattern::in_dir`]); built on first use, `None` when the
+    /// glob's DFA would be too large.
+    dfas: [std::sync::OnceLock<Option<std::sync::Arc<PathDfa>>>; 2],
+}
+
+/// A glob's path regex as a DFA anchored at the start of the subject (`MatchKind::All`: any
+/// match counts, as for `is_match`).
+type PathDfa = regex_automata::dfa::dense::DFA<Vec<u32>>;
+
+/// Largest DFA built for a glob (a larger one is matched with its regex, file by file).
+const MAX_DFA_BYTES: usize = 1 << 20;
+
+/// The spelling of a path a pattern is matched against ([`Pattern::path_form`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum PathForm {
+    /// `*`: every subject, whatever its spellings.
+    Every,
+    /// A class: no path.
+    Never,
+    /// Workspace-relative.
+    Relative,
+    /// Absolute (`/...`).
+    Absolute,
+    /// Under the home directory (`~/...`).
+    Home,
+    /// Under the session's scratch directory (`{session}/...`).
+    Session,
+}
+
+/// How a path pattern matches the files of one directory, whose spelling in the pattern's
+/// [`PathForm`] is a prefix `p` (each file's spelling being `p` + its name).
+#[derive(Debug, Clone)]
+pub(crate) enum InDir {
+    /// Every file of the directory.
+    Every,
+    /// No file of it.
+    None,
+    /// The file of that name (folded for restrictive rules).
+    Named(String),
+    /// The files whose name takes the glob's DFA from this state (after `p`) to a match.
+    Dfa(
+        std::sync::Arc<PathDfa>,
+        regex_automata::util::primitives::StateID,
+    ),
+    /// Matched file by file with the glob's regex on `p` + the name.
+    Glob,
 }
 
 /// A compiled pattern.
@@ -99,6 +146,9 @@ pub struct Pattern {
     kind: PatternKind,
     text: String,
     globs: Option<Box<Globs>>,
+    /// The length of the literal text (characters, glob characters not counted), for
+    /// [`Pattern::specificity`], which ranks every matching rule of every decision.
+    literal: usize,
 }
 
 impl PartialEq for Pattern {
@@ -113,12 +163,22 @@ const GLOB_CHARS: &[char] = &['*', '?', '[', ']', '{', '}'];
 pub const SESSION: &str = "{session}";
 
 impl Pattern {
-    pub fn any() -> Self {
+    fn new(kind: PatternKind, text: String, globs: Option<Box<Globs>>) -> Self {
+        let literal = match kind {
+            PatternKind::Exact | PatternKind::Prefix => text.chars().count(),
+            PatternKind::Glob => text.chars().filter(|c| !GLOB_CHARS.contains(c)).count(),
+            PatternKind::Class | PatternKind::Any => 0,
+        };
         Self {
-            kind: PatternKind::Any,
-            text: "*".to_owned(),
-            globs: None,
+            kind,
+            text,
+            globs,
+            literal,
         }
+    }
+
+    pub fn any() -> Self {
+        Self::new(PatternKind::Any, "*".to_owned(), None)
     }
 
     /// A literal subject, or a glob when the text holds glob characters; `*` is [`Pattern::any`].
@@ -142,11 +202,7 @@ impl Pattern {
             None => ("", text),
         };
         if !rest.contains(GLOB_CHARS) {
-            return Ok(Self {
-                kind: PatternKind::Exact,
-                text: text.to_owned(),
-                globs: None,
-            });
+            return Ok(Self::new(PatternKind::Exact, text.to_owned(), None));
         }
         let source = format!("{literal_head}{rest}");
         let build = |separator: bool, fold: bool, text: &str| {
@@ -169,21 +225,18 @@ impl Pattern {
             path_folded,
             text_folded: build(false, true, &folded)?,
             every_path,
+            dfas: Default::default(),
         };
-        Ok(Self {
-            kind: PatternKind::Glob,
-            text: text.to_owned(),
-            globs: Some(Box::new(globs)),
-        })
+        Ok(Self::new(
+            PatternKind::Glob,
+            text.to_owned(),
+            Some(Box::new(globs)),
+        ))
     }
 
     /// A literal subject, never read as a glob.
     pub fn exact(text: &str) -> Self {
-        Self {
-            kind: PatternKind::Exact,
-            text: text.trim().to_owned(),
-            globs: None,
-        }
+        Self::new(PatternKind::Exact, text.trim().to_owned(), None)
     }
 
     /// A prefix: whole words for commands, whole components for paths and names.
@@ -198,19 +251,11 @@ impl Pattern {
                 "the prefix is longer than {MAX_PATTERN_BYTES} bytes"
             ));
         }
-        Ok(Self {
-            kind: PatternKind::Prefix,
-            text: text.to_owned(),
-            globs: None,
-        })
+        Ok(Self::new(PatternKind::Prefix, text.to_owned(), None))
     }
 
     pub fn class(class: CommandClass) -> Self {
-        Self {
-            kind: PatternKind::Class,
-            text: class.as_str().to_owned(),
-            globs: None,
-        }
+        Self::new(PatternKind::Class, class.as_str().to_owned(), None)
     }
 
     pub fn kind(&self) -> PatternKind {
@@ -225,15 +270,8 @@ impl Pattern {
     /// class (1) > any (0).
     pub fn specificity(&self) -> (u8, usize) {
         match self.kind {
-            PatternKind::Exact => (3, self.text.chars().count()),
-            PatternKind::Prefix => (2, self.text.chars().count()),
-            PatternKind::Glob => (
-                2,
-                self.text
-                    .chars()
-                    .filter(|c| !GLOB_CHARS.contains(c))
-                    .count(),
-            ),
+            PatternKind::Exact => (3, self.literal),
+            PatternKind::Prefix | PatternKind::Glob => (2, self.literal),
             PatternKind::Class => (1, 0),
             PatternKind::Any => (0, 0),
         }
@@ -370,6 +408,168 @@ impl Pattern {
     }
 }
 
+/// The search gate's matching of path patterns one directory at a time: what
+/// [`Pattern::matches`] says of a [`Target::Path`] whose spelling in the pattern's form is a
+/// directory's prefix followed by a file name.
+impl Pattern {
+    /// The spelling of a path this pattern is matched against, as [`Pattern::matches`] picks it.
+    pub(crate) fn path_form(&self) -> PathForm {
+        match self.kind {
+            PatternKind::Any => PathForm::Every,
+            PatternKind::Class => PathForm::Never,
+            PatternKind::Exact | PatternKind::Prefix | PatternKind::Glob => {
+                if self.text.starts_with('/') {
+                    PathForm::Absolute
+                } else if self.text.starts_with("~/") || self.text == "~" {
+                    PathForm::Home
+                } else if self.text.starts_with(SESSION) {
+                    PathForm::Session
+                } else {
+                    PathForm::Relative
+                }
+            }
+        }
+    }
+
+    /// The text a path is compared with (exact and prefix patterns): without a leading `./`
+    /// or trailing `/`, folded for restrictive matching.
+    pub(crate) fn path_text(&self, restrictive: bool) -> String {
+        let pattern = self.text.trim_start_matches("./").trim_end_matches('/');
+        if restrictive {
+            fold(pattern).into_owned()
+        } else {
+            pattern.to_owned()
+        }
+    }
+
+    /// How the pattern matches the files of a directory whose spelling in the pattern's form
+    /// is `prefix` (empty, or ending with `/`; folded for restrictive matching), each file's
+    /// spelling being `prefix` + its name (a name: not empty, without `/`). `text` is
+    /// [`Pattern::path_text`] of the same `restrictive`.
+    pub(crate) fn in_dir(&self, text: &str, prefix: &str, restrictive: bool) -> InDir {
+        // The file named `rest` when the pattern is `prefix` + `rest` and `rest` is a name.
+        let named = || {
+            text.strip_prefix(prefix)
+                .filter(|rest| !rest.is_empty() && !rest.contains('/'))
+                .map_or(InDir::None, |rest| InDir::Named(rest.to_owned()))
+        };
+        match self.kind {
+            PatternKind::Any => InDir::Every,
+            PatternKind::Class => InDir::None,
+            PatternKind::Exact => named(),
+            PatternKind::Prefix => {
+                // The spelling `prefix` + name is below the pattern when `prefix` already is.
+                if text.is_empty()
+                    || prefix
+                        .strip_prefix(text)
+                        .is_some_and(|rest| rest.starts_with('/'))
+                {
+                    InDir::Every
+                } else {
+                    named()
+                }
+            }
+            PatternKind::Glob => {
+                let Some(globs) = &self.globs else {
+                    return InDir::None;
+                };
+                if globs.every_path {
+                    return InDir::Every;
+                }
+                let Some(dfa) = globs.dfa(restrictive) else {
+                    return InDir::Glob;
+                };
+                use regex_automata::dfa::Automaton as _;
+                let start = regex_automata::util::start::Config::new()
+                    .anchored(regex_automata::Anchored::Yes);
+                let Ok(mut state) = dfa.start_state(&start) else {
+                    return InDir::Glob;
+                };
+                for &byte in prefix.as_bytes() {
+                    state = dfa.next_state(state, byte);
+                    if dfa.is_dead_state(state) {
+                        return InDir::None;
+                    }
+                }
+                InDir::Dfa(dfa.clone(), state)
+            }
+        }
+    }
+
+    /// Whether the pattern matches the file `name` of a directory ([`Pattern::in_dir`] of the
+    /// same `prefix` and `restrictive`; `name` folded for restrictive matching).
+    pub(crate) fn matches_in_dir(
+        &self,
+        in_dir: &InDir,
+        prefix: &str,
+        name: &str,
+        restrictive: bool,
+    ) -> bool {
+        match in_dir {
+            InDir::Every => true,
+            InDir::None => false,
+            InDir::Named(named) => named == name,
+            InDir::Dfa(dfa, state) => {
+                use regex_automata::dfa::Automaton as _;
+                let mut state = *state;
+                for &byte in name.as_bytes() {
+                    state = dfa.next_state(state, byte);
+                }
+                dfa.is_match_state(dfa.next_eoi_state(state))
+            }
+            InDir::Glob => self.globs.as_ref().is_some_and(|g| {
+                let subject = format!("{prefix}{name}");
+                if restrictive {
+                    g.path_folded.is_match(&subject)
+                } else {
+                    g.path.is_match(&subject)
+                }
+            }),
+        }
+    }
+}
+
+impl Globs {
+    /// The DFA of `path` (`folded`: of `path_folded`), built on first use.
+    fn dfa(&self, folded: bool) -> Option<&std::sync::Arc<PathDfa>> {
+        let matcher = if folded {
+            &self.path_folded
+        } else {
+            &self.path
+        };
+        self.dfas[usize::from(folded)]
+            .get_or_init(|| path_dfa(matcher.glob().regex()).map(std::sync::Arc::new))
+            .as_ref()
+    }
+}
+
+/// The DFA of a glob's regex (built as globset builds its regex: bytes, `.` matching any byte),
+/// when the regex is anchored at both ends (globset's always are) and the DFA stays small.
+fn path_dfa(regex: &str) -> Option<PathDfa> {
+    use regex_automata::dfa::{StartKind, dense};
+    let body = regex.strip_prefix("(?-u)")?;
+    let body = body.strip_prefix("(?i)").unwrap_or(body);
+    if !body.starts_with('^') || !body.ends_with('$') {
+        return None;
+    }
+    dense::Builder::new()
+        .syntax(
+            regex_automata::util::syntax::Config::new()
+                .utf8(false)
+                .dot_matches_new_line(true),
+        )
+        .thompson(regex_automata::nfa::thompson::Config::new().utf8(false))
+        .configure(
+            dense::DFA::config()
+                .match_kind(regex_automata::MatchKind::All)
+                .start_kind(StartKind::Anchored)
+                .dfa_size_limit(Some(MAX_DFA_BYTES))
+                .determinize_size_limit(Some(MAX_DFA_BYTES)),
+        )
+        .build(regex)
+        .ok()
+}
+
 impl fmt::Display for Pattern {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self.kind {
@@ -438,141 +638,4 @@ pub(crate) fn nfc(text: &str) -> String {
 }
 
 #[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn a_double_star_matches_every_path_without_its_regex() {
-        let all = Pattern::glob("**").unwrap();
-        assert!(all.globs.as_ref().is_some_and(|g| g.every_path));
-        for path in ["", "a", "/abs/b.rs", ".env", "a/\n/b", "a\u{fffd}b", "x/"] {
-            let target = Target::Name(path);
-            assert!(
-                all.matches(&target, false) && all.matches(&target, true),
-                "{path:?}"
-            );
-            let g = all.globs.as_ref().unwrap();
-            assert!(
-                g.path.is_match(path) && g.path_folded.is_match(path),
-                "{path:?}"
-            );
-        }
-        for glob in ["**/*.rs", "*", "src/**", "**/.env"] {
-            let pattern = Pattern::glob(glob).unwrap();
-            assert!(
-                !pattern.globs.as_ref().is_some_and(|g| g.every_path),
-                "{glob}"
-            );
-        }
-    }
-
-    #[test]
-    fn specificity_orders_shapes() {
-        let exact = Pattern::glob("src/main.rs").unwrap();
-        let long = Pattern::glob("src/**/*.rs").unwrap();
-        let short = Pattern::glob("**").unwrap();
-        let prefix = Pattern::prefix("cargo test").unwrap();
-        assert!(exact.specificity() > long.specificity());
-        assert!(long.specificity() > short.specificity());
-        assert!(prefix.specificity() > Pattern::class(CommandClass::ReadOnly).specificity());
-        assert!(
-            Pattern::class(CommandClass::ReadOnly).specificity() > Pattern::any().specificity()
-        );
-    }
-
-    #[test]
-    fn restrictive_matching_folds_case_and_normal_form() {
-        let rule = Pattern::glob("secrets/**").unwrap();
-        let target = |p: &'static str| Target::Path {
-            relative: Some(p),
-            absolute: "/w/x",
-            home: None,
-            session: None,
-        };
-        assert!(rule.matches(&target("SECRETS/a"), true));
-        assert!(!rule.matches(&target("SECRETS/a"), false));
-        let cafe = Pattern::prefix("docs/caf\u{e9}").unwrap();
-        assert!(cafe.matches(&target("docs/cafe\u{301}/x"), true));
-        assert!(!cafe.matches(&target("docs/cafe\u{301}/x"), false));
-    }
-
-    #[test]
-    fn patterns_are_bounded() {
-        let long = "a".repeat(MAX_PATTERN_BYTES + 1);
-        assert!(Pattern::glob(&format!("{long}*")).is_err());
-        assert!(Pattern::prefix(&long).is_err());
-        assert!(Pattern::glob(&"a".repeat(MAX_PATTERN_BYTES)).is_ok());
-    }
-
-    #[test]
-    fn command_prefix_is_word_wise() {
-        let p = Pattern::prefix("git status").unwrap();
-        let words = |s: &str| s.split(' ').map(str::to_owned).collect::<Vec<_>>();
-        let w = words("git status --short");
-        assert!(p.matches(
-            &Target::Command {
-                words: &w,
-                text: "git status --short",
-                read_only: false,
-                outside_grammar: false
-            },
-            false
-        ));
-        let w = words("git statusx");
-        assert!(!p.matches(
-            &Target::Command {
-                words: &w,
-                text: "git statusx",
-                read_only: false,
-                outside_grammar: false
-            },
-            false
-        ));
-        let deny_rm = Pattern::prefix("rm").unwrap();
-        let w = words("/bin/rm -rf x");
-        assert!(deny_rm.matches(
-            &Target::Command {
-                words: &w,
-                text: "/bin/rm -rf x",
-                read_only: false,
-                outside_grammar: false
-            },
-            true
-        ));
-        assert!(!deny_rm.matches(
-            &Target::Command {
-                words: &w,
-                text: "/bin/rm -rf x",
-                read_only: false,
-                outside_grammar: false
-            },
-            false
-        ));
-    }
-
-    #[test]
-    fn session_is_a_name_not_an_alternation() {
-        let glob = Pattern::glob("{session}/**").unwrap();
-        let prefix = Pattern::prefix("{session}").unwrap();
-        let target = |s: &'static str| Target::Path {
-            relative: None,
-            absolute: "/tmp/s/x",
-            home: None,
-            session: Some(s),
-        };
-        for pattern in [&glob, &prefix] {
-            assert!(pattern.matches(&target("{session}/out.txt"), false));
-        }
-        let outside = Target::Path {
-            relative: None,
-            absolute: "/tmp/s/x",
-            home: None,
-            session: None,
-        };
-        assert!(!glob.matches(&outside, false));
-        assert_eq!(
-            Pattern::glob("{session}/a.txt").unwrap().kind(),
-            PatternKind::Exact
-        );
-    }
-}
+mod tests;

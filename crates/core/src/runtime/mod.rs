@@ -151,11 +151,18 @@ pub enum SearchAccess {
     Hidden,
 }
 
+/// Identifies the shared state of a runtime ([`Runtime::paths_of`]): its address stays taken
+/// while this lives.
+#[derive(Debug, Clone)]
+pub(crate) struct PathsOf(std::sync::Weak<Inner>);
+
 /// Decides [`SearchAccess`] for a canonical path, as the permission policy would decide a read
 /// of it by the same tool, on the name alone: hard links are the search's to check, on the
 /// descriptor it reads. The engine installs one per call; without one every file in the scope
 /// is readable.
 pub trait SearchGate: Send + Sync + Debug {
+    /// Asked by [`Runtime::search_access`] of paths its scope check admitted (a gate need not
+    /// check the scope again).
     fn access(&self, runtime: &Runtime, canonical: &Path) -> SearchAccess;
 }
 
@@ -283,13 +290,28 @@ impl Runtime {
         }
     }
 
-    /// What a search may do with a file it found: [`SearchAccess::Read`] when no gate is
-    /// installed.
+    /// What a search may do with a file it found: [`SearchAccess::Hidden`] outside the read
+    /// scope ([`Runtime::check`]), else the gate's answer, [`SearchAccess::Read`] when no gate
+    /// is installed.
     pub fn search_access(&self, canonical: &Path) -> SearchAccess {
+        if self.check(canonical, Access::Read).is_err() {
+            return SearchAccess::Hidden;
+        }
         match &self.search_gate {
             Some(gate) => gate.access(self, canonical),
             None => SearchAccess::Read,
         }
+    }
+
+    /// Whether `other` checks and spells paths as this runtime does: the same roots, scope,
+    /// scratch directory (the same shared state).
+    pub(crate) fn same_paths(&self, other: &PathsOf) -> bool {
+        std::ptr::eq(Arc::as_ptr(&self.inner), other.0.as_ptr())
+    }
+
+    /// What [`Runtime::same_paths`] compares with (holding no runtime alive).
+    pub(crate) fn paths_of(&self) -> PathsOf {
+        PathsOf(Arc::downgrade(&self.inner))
     }
 
     /// The same runtime, allowed to read regular files that have several hard links. The

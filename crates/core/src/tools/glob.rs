@@ -231,9 +231,8 @@ impl Visitor<'_> {
             return Flow::Continue;
         };
         // Names of files whose read would be asked (`.env`) are listed: a name is not the
-        // content. Files whose read is denied are left out.
+        // content. Files whose read is denied (or outside the scope) are left out.
         if self.matcher.is_match(relative)
-            && self.runtime.check(file.path(), Access::Read).is_ok()
             && self.runtime.search_access(file.path()) != SearchAccess::Hidden
         {
             let relative = relative.to_string_lossy();

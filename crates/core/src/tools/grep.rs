@@ -273,16 +273,15 @@ impl Search {
                 if cancel.is_cancelled() || shared.full.load(Ordering::Relaxed) {
                     return Flow::Quit;
                 }
-                if runtime.check(found.path(), Access::Read).is_err() {
-                    return Flow::Continue;
-                }
                 // The path the call named was decided with the call; what the walk finds is
-                // decided file by file, as a read of it would be (its links are counted on
-                // the descriptor the search reads).
-                let access = if found.is_base() {
+                // decided file by file, as a read of it would be (the scope checked first; its
+                // links are counted on the descriptor the search reads).
+                let access = if !found.is_base() {
+                    runtime.search_access(found.path())
+                } else if runtime.check(found.path(), Access::Read).is_ok() {
                     SearchAccess::Read
                 } else {
-                    runtime.search_access(found.path())
+                    SearchAccess::Hidden
                 };
                 match access {
                     SearchAccess::Read => {

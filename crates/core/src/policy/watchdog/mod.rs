@@ -13,6 +13,7 @@
 mod checks;
 mod keel_state;
 mod network;
+mod secret_paths;
 mod text;
 
 use std::fmt;
@@ -23,6 +24,9 @@ use super::pattern::{fold, nfc};
 use super::shell::{
     ShellAnalysis, ShellContext, SimpleCommand, confusable_char, is_harmless_device,
 };
+
+pub(crate) use secret_paths::FilesIn;
+pub use secret_paths::is_secret_path;
 
 /// What kind of danger the watchdog saw.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
@@ -700,76 +704,6 @@ pub fn guard_rules() -> crate::runtime::sandbox::GuardRules {
     crate::runtime::sandbox::GuardRules {
         classify: std::sync::Arc::new(guarded_entry),
         config_runs_code: std::sync::Arc::new(super::gitrepo::config_problem),
-    }
-}
-
-/// Whether `path` is a credential file, with `home` the user's home directory.
-pub fn is_secret_path(home: Option<&Path>, path: &Path) -> bool {
-    {
-        // Folded once: the search gate asks this of every file a search finds.
-        let lossy = path
-            .to_str()
-            .map_or_else(|| path.to_string_lossy(), std::borrow::Cow::Borrowed);
-        let text = fold(&lossy);
-        let text = text.as_ref();
-        if path
-            .file_name()
-            .and_then(|n| n.to_str())
-            .is_some_and(is_secret_name)
-            || (is_git_config_text(text) && config_text_holds_credential(path))
-            || (is_user_git_config_text(text) && config_text_holds_credential(path))
-        {
-            return true;
-        }
-        if text.ends_with("/.ssh/known_hosts") || text.ends_with(".pub") {
-            return false;
-        }
-        // The home directory's credential stores, wherever a copy of them lies: `~/.aws/x`,
-        // and also `<workspace>/backup/.aws/x` or `<workspace>/.ssh/deploy` (a workspace's
-        // own `.ssh`, `.gnupg`, `.docker/config.json`, ...). Every component may start one.
-        if let Some(home) = home
-            && let Some(relative) = below(text, home)
-            && SECRET_DIRS
-                .iter()
-                .chain(SECRET_FILES)
-                .any(|s| at_or_below(&relative, s))
-        {
-            return true;
-        }
-        // Elsewhere a credential directory counts for what is inside it (a directory named
-        // `.ssh` is not itself read by `cd`). Every entry (and `.envs`) begins with a dot
-        // (`secret_entries_begin_with_a_dot`), so only the rest of the path from a component
-        // that begins with one can be one: those are looked at, in the path as it is when it
-        // has no empty component (every path a search finds), else in the path without them.
-        let joined;
-        let text = if text.contains("//") || text.ends_with('/') {
-            joined = text
-                .split('/')
-                .filter(|c| !c.is_empty())
-                .collect::<Vec<_>>()
-                .join("/");
-            joined.as_str()
-        } else {
-            text
-        };
-        let mut starts = text
-            .starts_with('.')
-            .then_some(0)
-            .into_iter()
-            .chain(text.match_indices("/.").map(|(at, _)| at + 1));
-        starts.any(|start| {
-            let relative = &text[start..];
-            // `.envs/.production/.postgres` (cookiecutter-django's layout): every file below.
-            relative
-                .strip_prefix(".envs/")
-                .is_some_and(|rest| !rest.is_empty())
-                || SECRET_DIRS.iter().any(|s| {
-                    relative
-                        .strip_prefix(s)
-                        .is_some_and(|rest| rest.len() > 1 && rest.starts_with('/'))
-                })
-                || SECRET_FILES.iter().any(|s| at_or_below(relative, s))
-        })
     }
 }
 

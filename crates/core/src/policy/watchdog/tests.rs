@@ -370,3 +370,205 @@ fn secret_paths_found_below_any_component() {
         );
     }
 }
+
+/// Every component a generated path is made of: the credential stores and files (each part of
+/// the longer ones), git's, capitals, look-alikes of them, ordinary names.
+const PARTS: &[&str] = &[
+    "src",
+    ".ssh",
+    ".SSH",
+    ".aws",
+    ".gnupg",
+    ".config",
+    "gcloud",
+    "GCloud",
+    "git",
+    ".git",
+    ".Git",
+    ".envs",
+    ".production",
+    ".docker",
+    "config.json",
+    ".kube",
+    "config",
+    ".local",
+    "share",
+    "keyrings",
+    ".m2",
+    ".cache",
+    "huggingface",
+    ".huggingface",
+    ".terraform.d",
+    ".sshx",
+    "x.ssh",
+    ".cargo",
+    "home",
+    "u",
+    "modules",
+    ".password-store",
+    "Work",
+];
+
+/// Every file name tried in each directory.
+const NAMES: &[&str] = &[
+    "main.rs",
+    "README.md",
+    ".env",
+    ".ENV",
+    ".env.local",
+    ".envrc",
+    "prod.env",
+    "id_rsa",
+    "ID_RSA.pub",
+    "id_ed25519",
+    "key.pem",
+    "Server.PEM",
+    "x.pub",
+    "config",
+    "CONFIG",
+    "config.worktree",
+    ".gitconfig",
+    ".GITCONFIG",
+    "known_hosts",
+    "Known_Hosts",
+    "credentials",
+    "credentials.toml",
+    "config.json",
+    "token",
+    "settings.xml",
+    ".netrc",
+    ".NetRC",
+    ".pgpass",
+    ".npmrc",
+    ".vault-token",
+    "gcloud",
+    ".ssh",
+    ".aws",
+    "hosts.yml",
+    "auth.json",
+    "rclone.conf",
+    "secrets.yaml",
+    "x.tfstate",
+    ".env.",
+    "deploy",
+    "authorized_keys",
+    "stored_tokens",
+    "credentials.tfrc.json",
+    "gradle.properties",
+    "composer",
+    "keel",
+    "a",
+    "..x",
+];
+
+/// The directories the per-directory check is compared in: every path of up to three
+/// components of [`PARTS`] below `/`, `/home/u` and `/home/u/Work`.
+fn directories() -> Vec<String> {
+    let mut dirs = Vec::new();
+    for base in ["", "/home/u", "/home/u/Work", "/HOME/U"] {
+        if !base.is_empty() {
+            dirs.push(base.to_owned());
+        }
+        for a in PARTS {
+            dirs.push(format!("{base}/{a}"));
+            for b in PARTS {
+                dirs.push(format!("{base}/{a}/{b}"));
+            }
+        }
+        for (a, b, c) in [
+            (".local", "share", "keyrings"),
+            (".config", "gh", "x"),
+            (".envs", ".production", "x"),
+            ("x", ".config", "rclone"),
+            (".cache", "huggingface", "x"),
+            ("x", ".terraform.d", "y"),
+            ("x", ".git", "modules"),
+            ("Work", ".config", "git"),
+        ] {
+            dirs.push(format!("{base}/{a}/{b}/{c}"));
+        }
+    }
+    dirs
+}
+
+#[test]
+fn the_per_directory_credential_check_says_what_the_full_one_says() {
+    // Paths that do not exist: no git configuration is read, and none holds a credential.
+    let mut compared = 0;
+    for home in [
+        Some(Path::new("/home/u")),
+        Some(Path::new("/home/u/")),
+        Some(Path::new("/HOME/U")),
+        Some(Path::new("/")),
+        None,
+    ] {
+        for dir in directories() {
+            let files = FilesIn::of(home, &dir.to_ascii_lowercase())
+                .unwrap_or_else(|| panic!("{dir}: refused"));
+            for name in NAMES {
+                let path = PathBuf::from(format!("{dir}/{name}"));
+                let full = is_secret_path(home, &path) || is_git_config(&path);
+                let fast = files.holds_credentials(&name.to_ascii_lowercase(), &path);
+                assert_eq!(fast, full, "{} (home {home:?})", path.display());
+                compared += 1;
+            }
+        }
+    }
+    assert!(compared > 500_000, "{compared}");
+}
+
+#[test]
+#[expect(
+    clippy::disallowed_methods,
+    reason = "the test writes git configurations on disk"
+)]
+fn the_per_directory_credential_check_reads_user_git_configurations() {
+    let home = tempfile::tempdir().unwrap();
+    let home = std::fs::canonicalize(home.path()).unwrap();
+    let git = home.join(".config/git");
+    std::fs::create_dir_all(&git).unwrap();
+    for (text, holds) in [
+        ("[user]\n\tname = x\n", false),
+        ("[credential]\n\thelper = store\n", true),
+    ] {
+        std::fs::write(git.join("config"), text).unwrap();
+        std::fs::write(home.join(".gitconfig"), text).unwrap();
+        for path in [git.join("config"), home.join(".gitconfig")] {
+            let dir = path
+                .parent()
+                .unwrap()
+                .to_str()
+                .unwrap()
+                .to_ascii_lowercase();
+            let name = path.file_name().unwrap().to_str().unwrap();
+            let files = FilesIn::of(Some(&home), &dir).unwrap();
+            assert_eq!(
+                files.holds_credentials(name, &path),
+                is_secret_path(Some(&home), &path),
+                "{}",
+                path.display()
+            );
+            assert_eq!(files.holds_credentials(name, &path), holds, "{text}");
+        }
+    }
+}
+
+#[test]
+fn the_per_directory_credential_check_refuses_what_it_cannot_split() {
+    for dir in [
+        "",
+        "/",
+        "relative/x",
+        "/a//b",
+        "/a/./b",
+        "/a/../b",
+        "/a/b/",
+        "/A/b",
+        "/caf\u{e9}",
+    ] {
+        assert!(
+            FilesIn::of(Some(Path::new("/home/u")), dir).is_none(),
+            "{dir:?}"
+        );
+    }
+}

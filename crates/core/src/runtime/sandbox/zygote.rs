@@ -152,17 +152,24 @@ impl Zygote {
         }
     }
 
-    /// Takes no more commands; the running ones finish under it. Its process is waited for
-    /// on a thread of its own (it ends when its last command has).
-    fn retire(mut self) {
+    /// Tells the zygote to take no more commands (the running ones finish under it) and
+    /// closes the control socket; its process is what is left to wait for.
+    fn close(self) -> std::process::Child {
         if let Ok(text) = serde_json::to_vec(&ToZygote::Retire) {
             let _ = send_with_fds(self.control.as_fd(), &text, &[]);
         }
         drop(self.control);
+        self.process
+    }
+
+    /// [`Zygote::close`], its process waited for on a thread of its own (it ends when its last
+    /// command has).
+    fn retire(self) {
+        let mut process = self.close();
         let spawned = std::thread::Builder::new()
             .name("keel-zygote-wait".into())
             .spawn(move || {
-                let _ = self.process.wait();
+                let _ = process.wait();
             });
         if let Err(e) = spawned {
             tracing::debug!(error = %e, "cannot wait for a retired zygote on a thread");
@@ -284,12 +291,8 @@ impl Zygotes {
             .lock()
             .unwrap_or_else(PoisonError::into_inner)
             .take();
-        if let Some(mut zygote) = taken {
-            if let Ok(text) = serde_json::to_vec(&ToZygote::Retire) {
-                let _ = send_with_fds(zygote.control.as_fd(), &text, &[]);
-            }
-            drop(zygote.control);
-            let _ = zygote.process.wait();
+        if let Some(zygote) = taken {
+            let _ = zygote.close().wait();
         }
     }
 }
