@@ -184,8 +184,10 @@ fn the_helper_applies_the_handed_ruleset_and_closes_it() {
     let file = root.join("profile.json");
     std::fs::write(&file, serde_json::to_string(&profile).unwrap()).unwrap();
     let script = format!(
-        "cat handed.txt 2>/dev/null; cat listed.txt plain.txt; \
-         if (exec 9>&{fd}) 2>/dev/null; then echo INHERITED; fi",
+        // Standard error closed for good first: a redirection of the subshell alone would
+        // have bash keep a copy of it at 10 or above, which the ruleset's number may be.
+        "exec 2>/dev/null; cat handed.txt; cat listed.txt plain.txt; \
+         if (exec 200>&{fd}); then echo INHERITED; fi",
         fd = fd.raw()
     );
     let mut command = Command::new(PathBuf::from(env!("CARGO_BIN_EXE_keel-core-sandbox")));
