@@ -70,23 +70,17 @@ impl Kept {
         while let [.., before, last] = self.runs.as_slice()
             && 2 * last.bytes.len() >= before.bytes.len()
         {
-            let (Some(last), Some(before)) = (self.runs.pop(), self.runs.pop()) else {
-                break;
-            };
-            // The longer run grows in place when no request still holds it (the usual case:
-            // a request's body is dropped once sent), so its bytes are neither copied nor
-            // given fresh pages; a run still shared is copied.
-            let mut joined = before
-                .bytes
-                .try_into_mut()
-                .unwrap_or_else(|shared| bytes::BytesMut::from(&shared[..]));
-            if !joined.is_empty() && !last.bytes.is_empty() {
-                joined.extend_from_slice(b",");
+            let mut joined = Vec::with_capacity(before.bytes.len() + 1 + last.bytes.len());
+            joined.extend_from_slice(&before.bytes);
+            if !before.bytes.is_empty() && !last.bytes.is_empty() {
+                joined.push(b',');
             }
             joined.extend_from_slice(&last.bytes);
+            let end = last.end;
+            self.runs.truncate(self.runs.len() - 2);
             self.runs.push(Run {
-                end: last.end,
-                bytes: joined.freeze(),
+                end,
+                bytes: Bytes::from(joined),
             });
         }
     }
