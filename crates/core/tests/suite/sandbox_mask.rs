@@ -140,23 +140,18 @@ async fn prebuilt_masks_hide_credentials_made_linked_or_renamed_after_they_were_
     assert!(fourth.contains("new at the top"), "{fourth}");
 }
 
-/// The helper applies the ruleset it is handed as a layer of its own (here one that masks a
-/// file the profile's list does not name, so only the handed ruleset can hide it), and the
-/// program does not inherit its descriptor.
-#[test]
-fn the_helper_applies_the_handed_ruleset_and_closes_it() {
-    let dir = tempfile::tempdir().unwrap();
-    let root = std::fs::canonicalize(dir.path()).unwrap();
+/// A workspace of three files (`listed.txt` and `handed.txt` hold secrets, `plain.txt` not) under
+/// `root`, and a fallback profile over it that masks `listed.txt` only: a ruleset handed to the
+/// helper that masks `handed.txt` shows it was applied instead of a split around the list.
+fn handed_layout(root: &Path) -> Profile {
     let ws = root.join("ws");
     write(&ws.join("listed.txt"), "listed-secret\n");
     write(&ws.join("handed.txt"), "handed-secret\n");
     write(&ws.join("plain.txt"), "plain\n");
-    for sub in ["tmp", "stage"] {
+    for sub in ["tmp", "stage", "sandbox"] {
         std::fs::create_dir_all(root.join(sub)).unwrap();
     }
-    let masks = MaskRulesets::default();
-    let fd = masks.ruleset_for(&[ws.join("handed.txt")], None).unwrap();
-    let profile = Profile {
+    Profile {
         build: HELPER_BUILD.to_owned(),
         nonce: "n".into(),
         status_file: root.join("status"),
@@ -176,11 +171,25 @@ fn the_helper_applies_the_handed_ruleset_and_closes_it() {
         proxy: None,
         masked: vec![ws.join("listed.txt")],
         env_allow: vec!["PATH".into()],
-        mask_ruleset: Some(fd.raw()),
+        mask_ruleset: None,
         mask_socket: None,
         done_fifo: None,
         keeper: None,
-    };
+    }
+}
+
+/// The helper applies the ruleset it is handed as a layer of its own (here one that masks a
+/// file the profile's list does not name, so only the handed ruleset can hide it), and the
+/// program does not inherit its descriptor.
+#[test]
+fn the_helper_applies_the_handed_ruleset_and_closes_it() {
+    let dir = tempfile::tempdir().unwrap();
+    let root = std::fs::canonicalize(dir.path()).unwrap();
+    let ws = root.join("ws");
+    let mut profile = handed_layout(&root);
+    let masks = MaskRulesets::default();
+    let fd = masks.ruleset_for(&[ws.join("handed.txt")], None).unwrap();
+    profile.mask_ruleset = Some(fd.raw());
     let file = root.join("profile.json");
     std::fs::write(&file, serde_json::to_string(&profile).unwrap()).unwrap();
     let script = format!(
@@ -248,12 +257,7 @@ fn a_helper_that_inherits_nothing_fetches_the_ruleset_once_with_its_key() {
     let dir = tempfile::tempdir().unwrap();
     let root = std::fs::canonicalize(dir.path()).unwrap();
     let ws = root.join("ws");
-    write(&ws.join("listed.txt"), "listed-secret\n");
-    write(&ws.join("handed.txt"), "handed-secret\n");
-    write(&ws.join("plain.txt"), "plain\n");
-    for sub in ["tmp", "stage", "sandbox"] {
-        std::fs::create_dir_all(root.join(sub)).unwrap();
-    }
+    let mut profile = handed_layout(&root);
     let masks = MaskRulesets::default();
     let ruleset = masks.ruleset_for(&[ws.join("handed.txt")], None).unwrap();
     let server = MaskServer::default();
@@ -264,31 +268,7 @@ fn a_helper_that_inherits_nothing_fetches_the_ruleset_once_with_its_key() {
         descriptors_for(&socket, "0123456789abcdef0123456789abcdef"),
         0
     );
-    let profile = Profile {
-        build: HELPER_BUILD.to_owned(),
-        nonce: "n".into(),
-        status_file: root.join("status"),
-        required: true,
-        mechanism: Mechanism::Landlock,
-        cwd: ws.clone(),
-        writable: Vec::new(),
-        readable: vec![ws.clone()],
-        protected: Vec::new(),
-        pinned: Vec::new(),
-        home: None,
-        home_readable: Vec::new(),
-        home_writable: Vec::new(),
-        tmp_dir: root.join("tmp"),
-        staging_dir: root.join("stage"),
-        network: false,
-        proxy: None,
-        masked: vec![ws.join("listed.txt")],
-        env_allow: vec!["PATH".into()],
-        mask_ruleset: None,
-        mask_socket: Some(socket.clone()),
-        done_fifo: None,
-        keeper: None,
-    };
+    profile.mask_socket = Some(socket.clone());
     let file = root.join("profile.json");
     std::fs::write(&file, serde_json::to_string(&profile).unwrap()).unwrap();
     let script = "cat handed.txt 2>/dev/null; cat listed.txt plain.txt; \
