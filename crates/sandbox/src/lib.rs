@@ -51,3 +51,23 @@ pub const EXIT_HELPER_FAILED: i32 = 125;
 
 /// Where the namespace helper shows the filtering proxy's socket inside the command's root.
 pub const SOCKET_IN_ROOT: &str = "/run/keel-proxy.sock";
+
+/// The C `main` of a helper binary (`keel-sandbox`, `keel-sandbox-standalone`), built without
+/// Rust's runtime start-up: the binary's root says `#![no_main]` and then `keel_sandbox::helper_main!();`.
+/// The arguments are read from the process ([`start`] with `std::env::args_os`).
+#[macro_export]
+macro_rules! helper_main {
+    () => {
+        #[expect(
+            unsafe_code,
+            reason = "the process's entry point, without Rust's runtime start-up (keel_sandbox::start)"
+        )]
+        #[unsafe(no_mangle)]
+        extern "C" fn main(
+            _argc: ::std::ffi::c_int,
+            _argv: *const *const ::std::ffi::c_char,
+        ) -> ::std::ffi::c_int {
+            $crate::start()
+        }
+    };
+}

@@ -6,15 +6,4 @@
 
 #![no_main]
 
-/// The C `main`: the helper's arguments are read from the process (`std::env::args_os`).
-#[expect(
-    unsafe_code,
-    reason = "the process's entry point, without Rust's runtime start-up (keel_sandbox::start)"
-)]
-#[unsafe(no_mangle)]
-extern "C" fn main(
-    _argc: std::ffi::c_int,
-    _argv: *const *const std::ffi::c_char,
-) -> std::ffi::c_int {
-    keel_sandbox::start()
-}
+keel_sandbox::helper_main!();

@@ -218,7 +218,6 @@ fn the_helper_applies_the_handed_ruleset_and_closes_it() {
     assert!(!stdout.contains("INHERITED"), "{stdout}");
 
     // Without the descriptor, the helper splits its rules around the profile's list itself.
-    let mut profile = profile;
     profile.mask_ruleset = None;
     std::fs::write(&file, serde_json::to_string(&profile).unwrap()).unwrap();
     let output = Command::new(PathBuf::from(env!("CARGO_BIN_EXE_keel-core-sandbox")))
