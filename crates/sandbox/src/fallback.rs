@@ -163,7 +163,7 @@ pub fn prepare(profile: &Profile) -> Result<Prepared> {
         (false, Some(_)) => Sockets::ProxyOnly,
         (false, None) => Sockets::None,
     };
-    let seccomp = Some(socket_filter(sockets)?);
+    let seccomp = Some(fallback_filter(sockets)?);
     Ok(Prepared {
         ruleset: Some(created),
         mask,
@@ -191,9 +191,7 @@ impl Prepared {
         }
         Ok(())
     }
-}
 
-impl Prepared {
     /// What a program under namespaces gets besides them: the seccomp filter for what no
     /// namespace separates ([`kernel_object_rules`]: the user's keyrings, terminal injection),
     /// with every capability dropped and no new privileges ([`Prepared::apply`]).
@@ -465,12 +463,7 @@ fn kernel_object_rules() -> Result<BTreeMap<i64, Vec<SeccompRule>>, BackendError
         .into_iter()
         .map(|request| {
             // The request is an `unsigned int`: its low 32 bits are all the kernel reads.
-            SeccompRule::new(vec![SeccompCondition::new(
-                1,
-                SeccompCmpArgLen::Dword,
-                SeccompCmpOp::Eq,
-                request,
-            )?])
+            SeccompRule::new(vec![dword(1, SeccompCmpOp::Eq, request)?])
         })
         .collect::<Result<Vec<_>, _>>()?;
     rules.insert(libc::SYS_ioctl, ioctls);
@@ -506,31 +499,28 @@ const SYSV_IPC: [i64; 11] = [
 fn other_process_rules(rules: &mut BTreeMap<i64, Vec<SeccompRule>>) -> Result<(), BackendError> {
     const PRIO_USER: u64 = 2;
     const IOPRIO_WHO_USER: u64 = 3;
-    let condition = |arg: u8, op: SeccompCmpOp, value: u64| {
-        SeccompCondition::new(arg, SeccompCmpArgLen::Dword, op, value)
-    };
     // A pid argument (`pid_t`, 32 bits) that is not 0: another process or thread.
-    let not_self = |arg: u8| SeccompRule::new(vec![condition(arg, SeccompCmpOp::Ne, 0)?]);
+    let not_self = |arg: u8| SeccompRule::new(vec![dword(arg, SeccompCmpOp::Ne, 0)?]);
     // A new limit (a pointer: all 64 bits) for a process that is not the caller; reading
     // another's limits (no new limit) stays allowed.
     rules.insert(
         libc::SYS_prlimit64,
         vec![SeccompRule::new(vec![
-            condition(0, SeccompCmpOp::Ne, 0)?,
+            dword(0, SeccompCmpOp::Ne, 0)?,
             SeccompCondition::new(2, SeccompCmpArgLen::Qword, SeccompCmpOp::Ne, 0)?,
         ])?],
     );
     rules.insert(
         libc::SYS_setpriority,
         vec![
-            SeccompRule::new(vec![condition(0, SeccompCmpOp::Eq, PRIO_USER)?])?,
+            SeccompRule::new(vec![dword(0, SeccompCmpOp::Eq, PRIO_USER)?])?,
             not_self(1)?,
         ],
     );
     rules.insert(
         libc::SYS_ioprio_set,
         vec![
-            SeccompRule::new(vec![condition(0, SeccompCmpOp::Eq, IOPRIO_WHO_USER)?])?,
+            SeccompRule::new(vec![dword(0, SeccompCmpOp::Eq, IOPRIO_WHO_USER)?])?,
             not_self(1)?,
         ],
     );
@@ -543,6 +533,11 @@ fn other_process_rules(rules: &mut BTreeMap<i64, Vec<SeccompRule>>) -> Result<()
         rules.insert(call, vec![not_self(0)?]);
     }
     Ok(())
+}
+
+/// A condition on the low 32 bits of argument `arg` (an `int`, a `pid_t`, a flag word).
+fn dword(arg: u8, op: SeccompCmpOp, value: u64) -> Result<SeccompCondition, BackendError> {
+    SeccompCondition::new(arg, SeccompCmpArgLen::Dword, op, value)
 }
 
 fn seccomp_program(rules: BTreeMap<i64, Vec<SeccompRule>>) -> Result<BpfProgram, BackendError> {
@@ -564,7 +559,7 @@ fn seccomp_program(rules: BTreeMap<i64, Vec<SeccompRule>>) -> Result<BpfProgram,
 /// could connect by path): only `SOCK_STREAM` with protocol 0 or TCP, so no UDP, raw or SCTP
 /// socket escapes Landlock's TCP rules; and TCP Fast Open, which connects from
 /// `sendto`/`sendmsg`, is refused.
-fn socket_filter(sockets: Sockets) -> Result<BpfProgram, BackendError> {
+fn fallback_filter(sockets: Sockets) -> Result<BpfProgram, BackendError> {
     let mut rules = kernel_object_rules()?;
     for call in SYSV_IPC {
         rules.insert(call, Vec::new());
@@ -574,9 +569,6 @@ fn socket_filter(sockets: Sockets) -> Result<BpfProgram, BackendError> {
         return seccomp_program(rules);
     }
     let tcp = sockets == Sockets::ProxyOnly;
-    let condition = |arg: u8, op: SeccompCmpOp, value: u64| {
-        SeccompCondition::new(arg, SeccompCmpArgLen::Dword, op, value)
-    };
     let rule = |conditions: Vec<SeccompCondition>| SeccompRule::new(conditions);
     let unix = libc::AF_UNIX as u64;
     let mut socket_rules = Vec::new();
@@ -585,27 +577,27 @@ fn socket_filter(sockets: Sockets) -> Result<BpfProgram, BackendError> {
         // No Unix socket at all: `connect` must stay allowed for the proxy's TCP connection,
         // and a Unix one could reach any socket by path (the session bus, the Docker socket).
         socket_rules.push(rule(vec![
-            condition(0, SeccompCmpOp::Ne, inet)?,
-            condition(0, SeccompCmpOp::Ne, inet6)?,
+            dword(0, SeccompCmpOp::Ne, inet)?,
+            dword(0, SeccompCmpOp::Ne, inet6)?,
         ])?);
         for domain in [inet, inet6] {
             // The socket type is the low 4 bits (the rest are SOCK_NONBLOCK and SOCK_CLOEXEC).
             for kind in (0..16u64).filter(|k| *k != libc::SOCK_STREAM as u64) {
                 socket_rules.push(rule(vec![
-                    condition(0, SeccompCmpOp::Eq, domain)?,
-                    condition(1, SeccompCmpOp::MaskedEq(0xf), kind)?,
+                    dword(0, SeccompCmpOp::Eq, domain)?,
+                    dword(1, SeccompCmpOp::MaskedEq(0xf), kind)?,
                 ])?);
             }
             socket_rules.push(rule(vec![
-                condition(0, SeccompCmpOp::Eq, domain)?,
-                condition(2, SeccompCmpOp::Ne, 0)?,
-                condition(2, SeccompCmpOp::Ne, libc::IPPROTO_TCP as u64)?,
+                dword(0, SeccompCmpOp::Eq, domain)?,
+                dword(2, SeccompCmpOp::Ne, 0)?,
+                dword(2, SeccompCmpOp::Ne, libc::IPPROTO_TCP as u64)?,
             ])?);
         }
         let fast_open = libc::MSG_FASTOPEN as u64;
         rules.insert(
             libc::SYS_sendto,
-            vec![rule(vec![condition(
+            vec![rule(vec![dword(
                 3,
                 SeccompCmpOp::MaskedEq(fast_open),
                 fast_open,
@@ -613,7 +605,7 @@ fn socket_filter(sockets: Sockets) -> Result<BpfProgram, BackendError> {
         );
         rules.insert(
             libc::SYS_sendmsg,
-            vec![rule(vec![condition(
+            vec![rule(vec![dword(
                 2,
                 SeccompCmpOp::MaskedEq(fast_open),
                 fast_open,
@@ -621,7 +613,7 @@ fn socket_filter(sockets: Sockets) -> Result<BpfProgram, BackendError> {
         );
         rules.insert(
             libc::SYS_sendmmsg,
-            vec![rule(vec![condition(
+            vec![rule(vec![dword(
                 3,
                 SeccompCmpOp::MaskedEq(fast_open),
                 fast_open,
@@ -631,12 +623,12 @@ fn socket_filter(sockets: Sockets) -> Result<BpfProgram, BackendError> {
         rules.insert(
             libc::SYS_setsockopt,
             vec![rule(vec![
-                condition(1, SeccompCmpOp::Eq, libc::IPPROTO_TCP as u64)?,
-                condition(2, SeccompCmpOp::Eq, 30)?,
+                dword(1, SeccompCmpOp::Eq, libc::IPPROTO_TCP as u64)?,
+                dword(2, SeccompCmpOp::Eq, 30)?,
             ])?],
         );
     } else {
-        socket_rules.push(rule(vec![condition(0, SeccompCmpOp::Ne, unix)?])?);
+        socket_rules.push(rule(vec![dword(0, SeccompCmpOp::Ne, unix)?])?);
         // Without a network every socket is a Unix one, and Landlock (before ABI 9) cannot say
         // where one may connect by path: the session bus (`systemd-run --user` starts anything
         // outside every layer), the Docker socket, an agent. So no `connect` at all;
@@ -649,15 +641,15 @@ fn socket_filter(sockets: Sockets) -> Result<BpfProgram, BackendError> {
     let datagram = libc::SOCK_DGRAM as u64;
     if !tcp {
         socket_rules.push(rule(vec![
-            condition(0, SeccompCmpOp::Eq, unix)?,
-            condition(1, SeccompCmpOp::MaskedEq(0xf), datagram)?,
+            dword(0, SeccompCmpOp::Eq, unix)?,
+            dword(1, SeccompCmpOp::MaskedEq(0xf), datagram)?,
         ])?);
     }
     rules.insert(
         libc::SYS_socketpair,
         vec![rule(vec![
-            condition(0, SeccompCmpOp::Eq, unix)?,
-            condition(1, SeccompCmpOp::MaskedEq(0xf), datagram)?,
+            dword(0, SeccompCmpOp::Eq, unix)?,
+            dword(1, SeccompCmpOp::MaskedEq(0xf), datagram)?,
         ])?],
     );
     rules.insert(libc::SYS_socket, socket_rules);
