@@ -320,11 +320,11 @@ fn sockets_outside_stay_out(mechanism: Mechanism) {
     let layout = Layout::new();
     let socket = layout.outside.join("bus");
     let _listener = std::os::unix::net::UnixListener::bind(&socket).unwrap();
-    let probe = PathBuf::from(env!("CARGO_BIN_EXE_keel-sandbox-test-connect"));
+    let probe = PathBuf::from(env!("CARGO_BIN_EXE_keel-sandbox-test-kernel"));
     let mut profile = layout.profile(mechanism);
     profile.readable.push(probe.parent().unwrap().to_path_buf());
     let script = format!(
-        "{probe} {socket} | cat; echo done",
+        "{probe} connect {socket} | cat; echo done",
         probe = probe.display(),
         socket = socket.display()
     );
@@ -338,7 +338,11 @@ fn sockets_outside_stay_out(mechanism: Mechanism) {
     assert!(stdout.ends_with("done\n"), "{stdout}");
 
     // The same probe outside the sandbox connects: the socket is live.
-    let direct = Command::new(&probe).arg(&socket).output().unwrap();
+    let direct = Command::new(&probe)
+        .arg("connect")
+        .arg(&socket)
+        .output()
+        .unwrap();
     assert_eq!(text(&direct.stdout), "connected\n");
 }
 

@@ -455,22 +455,23 @@ fn the_fallback_with_the_proxy_connects_to_no_unix_socket() {
     let layout = Layout::new();
     let path = layout.root.join("bus");
     let _listener = std::os::unix::net::UnixListener::bind(&path).unwrap();
-    let connect = env!("CARGO_BIN_EXE_keel-sandbox-test-connect");
     let mut profile = layout.profile(Mechanism::Landlock);
     profile.proxy = Some(keel_sandbox::ProxyEndpoint {
         socket: layout.root.join("proxy.sock"),
         port: 9,
     });
     let output = layout
-        .command(&profile, &format!("{connect} {}", path.display()))
+        .command(&profile, &format!("{PROBE} connect {}", path.display()))
         .output()
         .unwrap();
     let inside = answer(&output);
     assert!(inside.starts_with("refused: "), "{inside}");
     let status = std::fs::read_to_string(layout.root.join("status")).unwrap();
     assert!(status.contains("through Keel's proxy"), "{status}");
-    let outside = answer(&Command::new(connect).arg(&path).output().unwrap());
-    assert_eq!(outside, "connected\n");
+    assert_eq!(
+        probe_outside("connect", &path.to_string_lossy()),
+        "connected\n"
+    );
 }
 
 /// Another terminal of the user's (a pseudo-terminal the command was not given: another

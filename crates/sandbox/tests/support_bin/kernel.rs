@@ -12,6 +12,7 @@
 //! - `write-tty PATH`: opens the terminal at `PATH` by its name and writes a line to it.
 //! - `process PID`: changes another process's limits and scheduling by its pid (see
 //!   `change_process`).
+//! - `connect PATH`: connects to the Unix socket at `PATH` (`connected`).
 
 use std::io::Write as _;
 
@@ -109,6 +110,13 @@ fn probe(what: &str, arg: &str) -> Result<String, String> {
             };
             sent.map(|_| "sent".to_owned()).map_err(|e| e.to_string())
         }
+        #[expect(
+            clippy::disallowed_methods,
+            reason = "a test program outside Keel: connecting by path is what it probes"
+        )]
+        "connect" => std::os::unix::net::UnixStream::connect(arg)
+            .map(|_| "connected".to_owned())
+            .map_err(|e| e.to_string()),
         "write-tty" => {
             let path = std::ffi::CString::new(arg).map_err(|_| "bad path".to_owned())?;
             // SAFETY: open on a NUL-terminated path; write from a live buffer of its length.
@@ -196,7 +204,7 @@ fn main() {
             Ok(answer) => answer,
             Err(error) => format!("refused: {error}"),
         },
-        _ => "usage: keel-sandbox-test-kernel shm|key|mq|tty ARG".to_owned(),
+        _ => "usage: keel-sandbox-test-kernel WHAT ARG (see the module doc)".to_owned(),
     };
     let _ = writeln!(std::io::stdout(), "{answer}");
 }
