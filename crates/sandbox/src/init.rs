@@ -223,7 +223,7 @@ fn init(
 /// only process. Every process of a PID namespace descends from its init (orphans are
 /// reparented to it), so as long as one is left, init has a child to wait for; `ECHILD` means
 /// none is left. Each round kills again, in case a process forked before it was killed.
-fn empty_namespace() {
+pub(crate) fn empty_namespace() {
     loop {
         // `kill(-1, sig)` from init reaches every other process of the namespace.
         let _ = kill(Pid::from_raw(-1), Signal::SIGKILL);
@@ -282,15 +282,29 @@ fn confine_init(profile: &Profile, uid: u32, gid: u32) -> Result<Vec<String>> {
     let notes = Vec::new();
     // Stage 1 made the mount point (`namespaces::build_root`).
     chdir(&profile.staging_dir).map_err(|e| Error::sys("chdir to the new root", e))?;
+    mount_proc(std::path::Path::new("proc"))?;
+    pivot_into_cwd()?;
+    drop_privileges(&profile.cwd, uid, gid)?;
+    Ok(notes)
+}
+
+/// Mounts the `/proc` of this process's PID namespace on `proc` (a path whose mount point
+/// exists), its host entries read-only ([`PROC_READ_ONLY`]).
+pub(crate) fn mount_proc(proc: &std::path::Path) -> Result<()> {
     mount(
         Some("proc"),
-        "proc",
+        proc,
         Some("proc"),
         MsFlags::MS_NOSUID | MsFlags::MS_NODEV | MsFlags::MS_NOEXEC,
         None::<&str>,
     )
     .map_err(|e| Error::sys("mounting /proc", e))?;
-    proc_read_only(std::path::Path::new("proc"))?;
+    proc_read_only(proc)
+}
+
+/// Makes the working directory (the top of the new root) the root, detaches the old one and
+/// makes the new root's top read-only.
+pub(crate) fn pivot_into_cwd() -> Result<()> {
     pivot_root(".", ".").map_err(|e| Error::sys("pivot_root", e))?;
     umount2(".", MntFlags::MNT_DETACH).map_err(|e| Error::sys("detaching the old root", e))?;
     chdir("/").map_err(|e| Error::sys("chdir /", e))?;
@@ -305,9 +319,13 @@ fn confine_init(profile: &Profile, uid: u32, gid: u32) -> Result<Vec<String>> {
             | MsFlags::MS_NODEV,
         None::<&str>,
     )
-    .map_err(|e| Error::sys("remounting / read-only", e))?;
-    // Drop every capability: a nested user namespace mapped back to the caller, with a new
-    // mount namespace, so every mount above is locked (cannot be unmounted or made writable).
+    .map_err(|e| Error::sys("remounting / read-only", e))
+}
+
+/// Drops every capability (a nested user namespace mapped back to the caller, with a new
+/// mount namespace, so every mount above is locked: it cannot be unmounted or made writable),
+/// sets `no_new_privs`, makes this process not dumpable, and changes to `cwd`.
+pub(crate) fn drop_privileges(cwd: &std::path::Path, uid: u32, gid: u32) -> Result<()> {
     unshare(CloneFlags::CLONE_NEWUSER | CloneFlags::CLONE_NEWNS)
         .map_err(|e| Error::sys("nested user namespace", e))?;
     let _ = write_file("/proc/self/setgroups", "deny");
@@ -322,8 +340,7 @@ fn confine_init(profile: &Profile, uid: u32, gid: u32) -> Result<Vec<String>> {
     // or read its memory and descriptors (that takes CAP_SYS_PTRACE where init was executed,
     // outside). The forwarder, a fork of init, inherits it.
     nix::sys::prctl::set_dumpable(false).map_err(|e| Error::sys("dumpable", e))?;
-    chdir(&profile.cwd).map_err(|e| Error::sys(format!("chdir {}", profile.cwd.display()), e))?;
-    Ok(notes)
+    chdir(cwd).map_err(|e| Error::sys(format!("chdir {}", cwd.display()), e))
 }
 
 /// The entries of the new `/proc` that are the host's, not the namespace's, and that a program

@@ -57,9 +57,7 @@ pub(crate) fn enter(profile: &Profile, (uid, gid): (u32, u32)) -> Result<bool> {
     }
     unshare(flags).map_err(|e| Error::sys("unshare", e))?;
     if joined == Joined::Nothing {
-        write_file("/proc/self/setgroups", "deny")?;
-        write_file("/proc/self/uid_map", &format!("0 {uid} 1"))?;
-        write_file("/proc/self/gid_map", &format!("0 {gid} 1"))?;
+        map_to_root((uid, gid))?;
     }
     let mut proxy = false;
     if !profile.network {
@@ -68,6 +66,24 @@ pub(crate) fn enter(profile: &Profile, (uid, gid): (u32, u32)) -> Result<bool> {
         // The keeper's namespaces have theirs up already.
         proxy = (joined == Joined::Both || loopback_up().is_ok()) && profile.proxy.is_some();
     }
+    make_private()?;
+    let mut root = build_root(profile)?;
+    if let (true, Some(endpoint)) = (proxy, &profile.proxy) {
+        proxy = bind_socket(&mut root, &endpoint.socket).is_ok();
+    }
+    Ok(proxy)
+}
+
+/// Maps the caller (`uid`, `gid` outside) to root in the user namespace it just made.
+fn map_to_root((uid, gid): (u32, u32)) -> Result<()> {
+    write_file("/proc/self/setgroups", "deny")?;
+    write_file("/proc/self/uid_map", &format!("0 {uid} 1"))?;
+    write_file("/proc/self/gid_map", &format!("0 {gid} 1"))
+}
+
+/// Makes every mount of the new mount namespace private: nothing mounted here reaches the
+/// host, nothing the host mounts from now on reaches here.
+fn make_private() -> Result<()> {
     mount(
         None::<&str>,
         "/",
@@ -75,12 +91,37 @@ pub(crate) fn enter(profile: &Profile, (uid, gid): (u32, u32)) -> Result<bool> {
         MsFlags::MS_REC | MsFlags::MS_PRIVATE,
         None::<&str>,
     )
-    .map_err(|e| Error::sys("making / private", e))?;
-    let mut root = build_root(profile)?;
-    if let (true, Some(endpoint)) = (proxy, &profile.proxy) {
-        proxy = bind_socket(&mut root, &endpoint.socket).is_ok();
+    .map_err(|e| Error::sys("making / private", e))
+}
+
+/// The warm holder's root under namespaces (`zygote`, decision 0045): the per-profile part of
+/// [`enter`] and of init's pivot, done once. A user namespace of the holder's own (the caller
+/// mapped to root), a mount namespace with the profile's new root built, a network namespace of
+/// its own with only its loopback (the session's contained commands share it),
+/// the host's `/proc` bound at `/proc` (a command's init mounts the `/proc` of its own PID
+/// namespace over it: the kernel mounts a `/proc` only where one is fully visible already),
+/// the old root detached and the new root read-only.
+pub(crate) fn hold_root(profile: &Profile, ids: (u32, u32)) -> Result<()> {
+    match mkdir(&profile.staging_dir, DIR_MODE) {
+        Ok(()) | Err(Errno::EEXIST) => {}
+        Err(e) => return Err(Error::sys("the staging directory", e)),
     }
-    Ok(proxy)
+    let flags = CloneFlags::CLONE_NEWUSER | CloneFlags::CLONE_NEWNS | CloneFlags::CLONE_NEWNET;
+    unshare(flags).map_err(|e| Error::sys("unshare", e))?;
+    map_to_root(ids)?;
+    // Optional, as for a command of its own: without it a test server inside has no loopback.
+    let _ = loopback_up();
+    make_private()?;
+    build_root(profile)?;
+    mount(
+        Some("/proc"),
+        "proc",
+        None::<&str>,
+        MsFlags::MS_BIND | MsFlags::MS_REC,
+        None::<&str>,
+    )
+    .map_err(|e| Error::sys("binding the host's /proc", e))?;
+    crate::init::pivot_into_cwd()
 }
 
 /// Shows the proxy's Unix socket at [`crate::SOCKET_IN_ROOT`] in the new root (a bind mount of

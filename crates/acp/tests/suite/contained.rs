@@ -608,6 +608,17 @@ fn children_with(parent: u32, arg: &str) -> Vec<u32> {
 /// still no credential reaches the model and nothing is written.
 #[tokio::test]
 async fn contained_commands_under_the_fallback_come_from_the_warm_holder() {
+    contained_commands_come_from_the_warm_holder("landlock").await;
+}
+
+/// Under namespaces, forced, too (decision 0045): the holder's root built once, each command in
+/// a PID, mount and IPC namespace of its own.
+#[tokio::test]
+async fn contained_commands_under_namespaces_come_from_the_warm_holder() {
+    contained_commands_come_from_the_warm_holder("namespaces").await;
+}
+
+async fn contained_commands_come_from_the_warm_holder(mechanism: &str) {
     let calls = [
         bash("cat README.md src/main.rs"),
         bash("ls -a"),
@@ -630,7 +641,7 @@ async fn contained_commands_under_the_fallback_come_from_the_warm_holder() {
                 );
                 calls.len()
             ]),
-            &[TEST_MODEL, ("KEEL_SANDBOX_MECHANISM", "landlock")],
+            &[TEST_MODEL, ("KEEL_SANDBOX_MECHANISM", mechanism)],
         )
         .await;
     let session = client
@@ -657,5 +668,10 @@ async fn contained_commands_under_the_fallback_come_from_the_warm_holder() {
     assert!(results[0].contains("# probe"), "{results:?}");
     assert!(results[1].contains(".env"), "{results:?}");
     assert!(results[2].contains("1 README.md"), "{results:?}");
+    let confined = format!("sandbox: {mechanism}");
+    assert!(
+        results.iter().all(|result| result.contains(&confined)),
+        "{results:?}"
+    );
     client.close().await.unwrap();
 }

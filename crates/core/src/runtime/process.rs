@@ -372,6 +372,15 @@ impl Leader {
             Leader::Warm(child) => child.try_wait(),
         }
     }
+
+    /// Whether every process of the command is known gone though the leader may still be
+    /// ending (a warm holder's init under namespaces, [`super::sandbox::zygote::WarmChild::emptied`]).
+    fn emptied(&self) -> bool {
+        match self {
+            Leader::Process(_) => false,
+            Leader::Warm(child) => child.emptied(),
+        }
+    }
 }
 
 /// A running `bash -c` command: the leader of its own process group.
@@ -516,6 +525,8 @@ impl ShellProcess {
                     let status = status
                         .map_err(|e| AccessError::internal("waiting for a bash process", e))?;
                     self.status = Some(status);
+                    // From the warm holder under namespaces: its PID namespace is empty.
+                    emptied = self.child.emptied();
                 }
             }
         }

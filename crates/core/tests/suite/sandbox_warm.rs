@@ -31,8 +31,8 @@ struct Fixture {
     runtime: Runtime,
 }
 
-/// A workspace with credentials, its session's commands under the fallback, forced.
-fn fixture() -> Fixture {
+/// A workspace with credentials, its session's commands under `mechanism`, forced.
+fn fixture(mechanism: Mechanism) -> Fixture {
     let dir = tempfile::tempdir().unwrap();
     let base = std::fs::canonicalize(dir.path()).unwrap();
     let root = base.join("ws");
@@ -46,7 +46,7 @@ fn fixture() -> Fixture {
     );
     std::fs::create_dir_all(&scratch).unwrap();
     let mut sandbox = super::tool_support::sandbox_spec();
-    sandbox.settings.mechanism = Mechanism::Landlock;
+    sandbox.settings.mechanism = mechanism;
     sandbox.credentials = Some(keel_core::policy::watchdog::credential_rules(None));
     let runtime = Runtime::new(RuntimeConfig {
         roots: vec![root.clone()],
@@ -107,19 +107,33 @@ fn uuid() -> String {
     )
 }
 
-/// Ran confined by the fallback, from the warm holder (its note says so).
-fn assert_warm(output: &ShellOutput) {
+/// Ran confined by `label` (`landlock`, `namespaces`), from the warm holder (its note says
+/// so). A machine without the mechanism fails here, with the confinement it got.
+fn assert_warm_by(output: &ShellOutput, label: &str) {
     match &output.confinement {
         Confinement::Confined {
             mechanism, notes, ..
         } => {
-            assert_eq!(mechanism, "landlock", "{output:?}");
+            assert_eq!(mechanism, label, "not confined by {label}: {output:?}");
             assert!(
                 notes.iter().any(|note| note.contains("warm holder")),
                 "not from the warm holder: {notes:?}"
             );
         }
         other => panic!("not confined: {other:?}"),
+    }
+}
+
+/// Ran confined by the fallback, from the warm holder.
+fn assert_warm(output: &ShellOutput) {
+    assert_warm_by(output, "landlock");
+}
+
+/// The status line's label of `mechanism`.
+fn label(mechanism: Mechanism) -> &'static str {
+    match mechanism {
+        Mechanism::Namespaces => "namespaces",
+        _ => "landlock",
     }
 }
 
@@ -147,7 +161,17 @@ fn sleep_arg(n: u32) -> String {
 
 #[tokio::test]
 async fn a_command_from_the_warm_holder_reads_no_secret_writes_nothing_and_reaches_no_host() {
-    let f = fixture();
+    reads_no_secret_writes_nothing_and_reaches_no_host(Mechanism::Landlock).await;
+}
+
+#[tokio::test]
+async fn under_namespaces_a_warm_command_reads_no_secret_writes_nothing_and_reaches_no_host() {
+    reads_no_secret_writes_nothing_and_reaches_no_host(Mechanism::Namespaces).await;
+}
+
+async fn reads_no_secret_writes_nothing_and_reaches_no_host(mechanism: Mechanism) {
+    let f = fixture(mechanism);
+    let assert_warm = |output: &ShellOutput| assert_warm_by(output, label(mechanism));
     let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
     let port = listener.local_addr().unwrap().port();
 
@@ -193,7 +217,17 @@ async fn a_command_from_the_warm_holder_reads_no_secret_writes_nothing_and_reach
 
 #[tokio::test]
 async fn a_cancel_ends_a_warm_command_and_the_daemon_it_started() {
-    let f = fixture();
+    cancel_ends_the_command_and_its_daemon(Mechanism::Landlock).await;
+}
+
+#[tokio::test]
+async fn under_namespaces_a_cancel_ends_a_warm_command_and_the_daemon_it_started() {
+    cancel_ends_the_command_and_its_daemon(Mechanism::Namespaces).await;
+}
+
+async fn cancel_ends_the_command_and_its_daemon(mechanism: Mechanism) {
+    let f = fixture(mechanism);
+    let assert_warm = |output: &ShellOutput| assert_warm_by(output, label(mechanism));
     let (daemon, main) = (sleep_arg(1), sleep_arg(2));
     let command = format!("(setsid sleep {daemon} &); exec sleep {main}");
     let cancel = CancellationToken::new();
@@ -222,7 +256,7 @@ async fn a_cancel_ends_a_warm_command_and_the_daemon_it_started() {
 
 #[tokio::test]
 async fn a_command_that_kills_its_starter_or_its_holder_leaves_nothing_alive() {
-    let f = fixture();
+    let f = fixture(Mechanism::Landlock);
     let daemon = sleep_arg(3);
     // The daemon says it is up (in the session's private /tmp) before the starter is killed.
     let command = format!(
@@ -266,7 +300,17 @@ async fn a_command_that_kills_its_starter_or_its_holder_leaves_nothing_alive() {
 
 #[tokio::test]
 async fn a_credential_created_between_two_commands_is_masked_for_the_second() {
-    let f = fixture();
+    created_credential_is_masked_for_the_next_command(Mechanism::Landlock).await;
+}
+
+#[tokio::test]
+async fn under_namespaces_a_credential_created_between_two_commands_is_masked_for_the_second() {
+    created_credential_is_masked_for_the_next_command(Mechanism::Namespaces).await;
+}
+
+async fn created_credential_is_masked_for_the_next_command(mechanism: Mechanism) {
+    let f = fixture(mechanism);
+    let assert_warm = |output: &ShellOutput| assert_warm_by(output, label(mechanism));
     let first = f.run("cat src/lib.rs").await;
     assert_warm(&first);
     let first_holder = f.runtime.warm_holders().pid();
@@ -306,17 +350,210 @@ async fn a_credential_created_between_two_commands_is_masked_for_the_second() {
         "the masked list changed, the holder did not"
     );
 
-    // A plain file beside a masked one (a rule added to the same ruleset): readable from the
-    // next command on, through another holder.
+    // A plain file beside a masked one: readable from the next command on. Under the
+    // fallback a rule added to the same ruleset, through another holder; under namespaces the
+    // holder's bind of the workspace shows it (the masked list is the same).
     write(&f.root.join("CHANGES.md"), "changes\n");
     let third = f.run("cat CHANGES.md").await;
     assert_warm(&third);
     assert_eq!(third.text, "changes\n");
-    assert_ne!(f.runtime.warm_holders().pid(), second_holder);
+    if mechanism == Mechanism::Namespaces {
+        assert_eq!(f.runtime.warm_holders().pid(), second_holder);
+    } else {
+        assert_ne!(f.runtime.warm_holders().pid(), second_holder);
+    }
 
     std::fs::write(&go, "").unwrap();
     let slow = slow.await.unwrap();
     assert_warm(&slow);
     assert_eq!(slow.exit_code, Some(0), "{slow:?}");
     assert_eq!(slow.text, "# warm\n");
+}
+
+/// The children of process `pid` (`/proc/PID/task/PID/children`).
+fn children(pid: u32) -> Vec<u32> {
+    std::fs::read_to_string(format!("/proc/{pid}/task/{pid}/children"))
+        .unwrap_or_default()
+        .split_whitespace()
+        .filter_map(|pid| pid.parse().ok())
+        .collect()
+}
+
+/// The parent of process `pid`.
+fn parent(pid: u32) -> u32 {
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap();
+    let (_, rest) = stat.rsplit_once(')').unwrap();
+    rest.split_whitespace().nth(1).unwrap().parse().unwrap()
+}
+
+/// Waits until `path` exists (a command says it is ready there).
+async fn until_exists(path: &Path) {
+    while !path.exists() {
+        tokio::time::sleep(Duration::from_millis(5)).await;
+    }
+}
+
+impl Fixture {
+    /// Starts `command` contained, and a task that waits for it.
+    fn start(&self, command: &str) -> (i32, tokio::task::JoinHandle<ShellOutput>) {
+        let runtime = self.runtime.contained(command, command);
+        let mut process = runtime.spawn_shell(command, &self.root).unwrap();
+        let group = process.process_group();
+        let sidecar = self.scratch.join(format!("out-{}", uuid()));
+        let task = tokio::spawn(async move {
+            process
+                .wait_with_output(
+                    OutputCapture {
+                        limit: 64 * 1024,
+                        sidecar,
+                    },
+                    Duration::from_secs(60),
+                    &CancellationToken::new(),
+                    &ProgressSink::default(),
+                )
+                .await
+                .unwrap()
+        });
+        (group, task)
+    }
+}
+
+/// Under namespaces a command sees only its own PID namespace: the holder and its starter have
+/// no pid there, `kill -9` of its init is ignored by the kernel, and a `kill` of init reaches
+/// the whole namespace (init forwards it): the command and its daemon end, reported killed by
+/// that signal, and the holder serves the next command.
+#[tokio::test]
+async fn under_namespaces_a_command_cannot_reach_its_starter_or_holder_and_a_kill_of_init_ends_it_all()
+ {
+    let f = fixture(Mechanism::Namespaces);
+    let first = f.run("true").await;
+    assert_warm_by(&first, "namespaces");
+    let zygote = f.runtime.warm_holders().pid().unwrap();
+    let holder = children(zygote)[0];
+    let daemon = sleep_arg(7);
+    let command = format!(
+        "setsid sh -c 'echo up > \"$TMPDIR/up\"; exec sleep {daemon}' & \
+         while [ ! -e \"$TMPDIR/up\" ]; do :; done; \
+         kill -9 {holder} {zygote} 2>&1; kill -9 1; echo after-kill-9; kill -TERM 1; exec sleep {}",
+        sleep_arg(8)
+    );
+    let output = f.run(&command).await;
+    assert_warm_by(&output, "namespaces");
+    assert!(output.text.contains("after-kill-9"), "{}", output.text);
+    assert_eq!(
+        output.text.matches("No such process").count(),
+        2,
+        "{}",
+        output.text
+    );
+    assert_eq!(output.signal.as_deref(), Some("SIGTERM"), "{output:?}");
+    assert!(!running_with(&daemon), "the daemon outlived its init");
+    assert!(!running_with(&sleep_arg(8)));
+    let next = f.run("cat README.md").await;
+    assert_warm_by(&next, "namespaces");
+    assert_eq!(next.text, "# warm\n");
+    assert_eq!(f.runtime.warm_holders().pid(), Some(zygote));
+    assert_eq!(f.runtime.warm_holders().started(), 1);
+}
+
+/// Under namespaces, a command's init, its starter, or the holder killed (from outside: the
+/// command cannot reach them) leaves nothing of the command alive, and it is reported killed;
+/// after the holder, the next command gets a new one.
+#[tokio::test]
+async fn under_namespaces_a_killed_init_starter_or_holder_leaves_nothing_alive() {
+    let f = fixture(Mechanism::Namespaces);
+    for (n, victim) in ["init", "starter", "holder"].into_iter().enumerate() {
+        let (daemon, main) = (sleep_arg(10 + 2 * n as u32), sleep_arg(11 + 2 * n as u32));
+        let up = f.tmp().join(format!("up-{victim}"));
+        let command = format!(
+            "setsid sh -c 'echo up > \"$TMPDIR/up-{victim}\"; exec sleep {daemon}' & \
+             exec sleep {main}"
+        );
+        let (init, task) = f.start(&command);
+        until_exists(&up).await;
+        let init = init.unsigned_abs();
+        let pid = match victim {
+            "init" => init,
+            "starter" => parent(init),
+            _ => parent(parent(init)),
+        };
+        nix::sys::signal::kill(
+            nix::unistd::Pid::from_raw(pid as i32),
+            nix::sys::signal::Signal::SIGKILL,
+        )
+        .unwrap();
+        let output = task.await.unwrap();
+        assert_warm_by(&output, "namespaces");
+        assert_eq!(
+            output.signal.as_deref(),
+            Some("SIGKILL"),
+            "{victim}: {output:?}"
+        );
+        assert!(!running_with(&daemon), "the daemon outlived its {victim}");
+        assert!(!running_with(&main), "the command outlived its {victim}");
+    }
+    let next = f.run("cat README.md").await;
+    assert_warm_by(&next, "namespaces");
+    assert_eq!(next.text, "# warm\n");
+    assert_eq!(f.runtime.warm_holders().started(), 2);
+}
+
+/// Under namespaces each command has a mount namespace of its own, a copy of the holder's: the
+/// `/proc` of one command's PID namespace is not in another's mount table, which is the same for
+/// every command, and a command running beside another does not see its processes.
+#[tokio::test]
+async fn under_namespaces_two_commands_mounts_and_processes_stay_apart() {
+    let f = fixture(Mechanism::Namespaces);
+    let table = "cut -d' ' -f5 /proc/self/mountinfo";
+    let first = f.run(table).await;
+    assert_warm_by(&first, "namespaces");
+    let marker = sleep_arg(20);
+    let go = f.tmp().join("go-mounts");
+    let (_, running) = f.start(&format!(
+        "sleep {marker} & while [ ! -e \"$TMPDIR/go-mounts\" ]; do sleep 0.01; done; kill $!"
+    ));
+    while !running_with(&marker) {
+        tokio::time::sleep(Duration::from_millis(5)).await;
+    }
+    let beside = f
+        .run(&format!("{table}; cat /proc/[0-9]*/cmdline | tr '\\0' ' '"))
+        .await;
+    assert_warm_by(&beside, "namespaces");
+    assert!(!beside.text.contains(&marker), "{}", beside.text);
+    assert!(beside.text.starts_with(&first.text), "{}", beside.text);
+    std::fs::write(&go, "").unwrap();
+    assert_eq!(running.await.unwrap().exit_code, Some(0));
+    let last = f.run(table).await;
+    assert_eq!(last.text, first.text);
+    // The holder's bind of the host's `/proc`, and over it the command's own (the kernel
+    // mounts a `/proc` only where one is fully visible; the nested user namespace locks the
+    // command's over it): no other command's.
+    assert_eq!(
+        first.text.lines().filter(|point| *point == "/proc").count(),
+        2,
+        "{}",
+        first.text
+    );
+    assert_eq!(f.runtime.warm_holders().started(), 1);
+}
+
+/// Under namespaces a masked credential replaced on the host by a rename (an editor's save)
+/// takes the holder's mask of it along (the kernel detaches a mount whose mount point is gone):
+/// the holder sees its mount table change and a fresh one, with the mask on the new file, runs
+/// the next command.
+#[tokio::test]
+async fn under_namespaces_a_credential_replaced_by_a_rename_stays_masked() {
+    let f = fixture(Mechanism::Namespaces);
+    let first = f.run("cat .env; cat README.md").await;
+    assert_warm_by(&first, "namespaces");
+    assert_eq!(first.text, "# warm\n");
+    let zygote = f.runtime.warm_holders().pid();
+    let saved = f.root.join(".env.saving");
+    std::fs::write(&saved, format!("TOKEN={SECRET}-renamed\n")).unwrap();
+    std::fs::rename(&saved, f.root.join(".env")).unwrap();
+    let second = f.run("cat .env; cat README.md").await;
+    assert_warm_by(&second, "namespaces");
+    assert!(!second.text.contains(SECRET), "{}", second.text);
+    assert_eq!(second.text, "# warm\n");
+    assert_ne!(f.runtime.warm_holders().pid(), zygote);
 }

@@ -10,10 +10,23 @@ use super::*;
 
 /// Tells the zygote `message` on the holder's socket (a message lost is the zygote's to notice:
 /// the socket's peer is gone).
-fn tell(socket: &OwnedFd, message: &FromHolder) {
+pub(super) fn tell(socket: &OwnedFd, message: &FromHolder) {
     if let Ok(text) = serde_json::to_vec(message) {
         let _ = send_with_fds(socket.as_fd(), &text, &[]);
     }
+}
+
+/// How the holder is confined, and what its starters need of it.
+pub(super) enum Held {
+    /// Landlock and seccomp on the holder itself; its commands inherit the domain by `fork`.
+    Landlock { proxy_port: Option<u16> },
+    /// Namespaces: the holder's root built once ([`super::ns`]); `ids` are the caller's user
+    /// and group outside, `mounts` the holder's `/proc/self/mountinfo` (readable with
+    /// `POLLPRI` once its mount table changed).
+    Namespaces {
+        ids: (u32, u32),
+        mounts: std::fs::File,
+    },
 }
 
 /// The holder: confines itself once, then forks a starter per command. Returns its exit code.
@@ -23,27 +36,31 @@ pub(super) fn hold(profile: &Profile, socket: &OwnedFd, zygote: Pid) -> i32 {
         return EXIT_HELPER_FAILED;
     }
     let _ = nix::sys::prctl::set_dumpable(false);
-    let mut prepared = match fallback::prepare(profile) {
-        Ok(prepared) => prepared,
-        Err(e) => {
-            tell(
-                socket,
-                &FromHolder::Failed {
-                    reason: format!("Landlock/seccomp unavailable: {e}"),
-                },
-            );
+    let confined = if super::ns::wanted(profile) {
+        super::ns::hold(profile)
+    } else {
+        hold_landlock(profile)
+    };
+    let (held, mechanism, notes) = match confined {
+        Ok(confined) => confined,
+        Err(reason) => {
+            tell(socket, &FromHolder::Failed { reason });
             return EXIT_HELPER_FAILED;
         }
     };
-    if let Err(e) = prepared.apply() {
-        tell(
-            socket,
-            &FromHolder::Failed {
-                reason: format!("applying Landlock/seccomp: {e}"),
-            },
-        );
-        return EXIT_HELPER_FAILED;
-    }
+    tell(socket, &FromHolder::Ready { mechanism, notes });
+    serve(profile, socket, &held)
+}
+
+/// Confines the holder with Landlock and seccomp (the fallback); what it holds, the mechanism
+/// and the notes of its commands.
+// String error: the reason is what the holder tells the zygote (`FromHolder::Failed`).
+fn hold_landlock(profile: &Profile) -> Result<(Held, String, Vec<String>), String> {
+    let mut prepared =
+        fallback::prepare(profile).map_err(|e| format!("Landlock/seccomp unavailable: {e}"))?;
+    prepared
+        .apply()
+        .map_err(|e| format!("applying Landlock/seccomp: {e}"))?;
     if let Some(fd) = profile.mask_ruleset {
         // SAFETY: closing a numbered descriptor this process inherited; applied above.
         #[expect(unsafe_code, reason = "close of the inherited ruleset (see SAFETY)")]
@@ -54,8 +71,14 @@ pub(super) fn hold(profile: &Profile, socket: &OwnedFd, zygote: Pid) -> i32 {
     let mut notes = std::mem::take(&mut prepared.notes);
     notes.push(reaper::FALLBACK_NOTE.into());
     notes.push(WARM_NOTE.into());
-    tell(socket, &FromHolder::Ready { notes });
-    let proxy_port = prepared.proxy_port;
+    let held = Held::Landlock {
+        proxy_port: prepared.proxy_port,
+    };
+    Ok((held, "landlock".into(), notes))
+}
+
+/// Forks a starter per command the zygote sends, until the zygote is gone.
+fn serve(profile: &Profile, socket: &OwnedFd, held: &Held) -> i32 {
     let mut buffer = vec![0u8; MAX_MESSAGE];
     loop {
         reaper::reap_ended();
@@ -67,32 +90,34 @@ pub(super) fn hold(profile: &Profile, socket: &OwnedFd, zygote: Pid) -> i32 {
         let Ok(request) = serde_json::from_slice::<HolderRequest>(&buffer[..n]) else {
             continue;
         };
+        let id = request.id;
+        let not_started = |reason: String| tell(socket, &FromHolder::NotStarted { id, reason });
         let Ok(stdio): Result<[OwnedFd; 3], _> = fds.try_into() else {
-            tell(
-                socket,
-                &FromHolder::NotStarted {
-                    id: request.id,
-                    reason: "no standard descriptors".into(),
-                },
-            );
+            not_started("no standard descriptors".into());
             continue;
         };
+        if let Held::Namespaces { mounts, .. } = held
+            && super::ns::changed(mounts)
+        {
+            let reason = "the warm holder's mounts changed".into();
+            tell(socket, &FromHolder::Stale { id, reason });
+            continue;
+        }
         // SAFETY: the holder is single-threaded (a fork of the single-threaded zygote that
         // starts no thread).
         #[expect(unsafe_code, reason = "fork in a single-threaded process (see SAFETY)")]
         let forked = unsafe { nix::unistd::fork() };
         match forked {
-            Ok(ForkResult::Child) => {
-                std::process::exit(start(profile, socket, request, stdio, proxy_port));
-            }
+            Ok(ForkResult::Child) => std::process::exit(match held {
+                Held::Landlock { proxy_port } => {
+                    start(profile, socket, request, stdio, *proxy_port)
+                }
+                Held::Namespaces { ids, .. } => {
+                    super::ns::start(profile, socket, request, stdio, *ids)
+                }
+            }),
             Ok(ForkResult::Parent { .. }) => drop(stdio),
-            Err(e) => tell(
-                socket,
-                &FromHolder::NotStarted {
-                    id: request.id,
-                    reason: format!("fork: {e}"),
-                },
-            ),
+            Err(e) => not_started(format!("fork: {e}")),
         }
     }
 }
@@ -118,26 +143,10 @@ fn start(
         tell(socket, &FromHolder::NotStarted { id, reason });
         EXIT_HELPER_FAILED
     };
-    let Some((first, rest)) = request.argv.split_first() else {
+    let Some(mut command) = request_command(profile, &request, stdio, &profile.tmp_dir) else {
         return not_started("no program".into());
     };
-    let [stdin, stdout, stderr] = stdio;
-    let mut command = Command::new(first);
-    command
-        .args(rest)
-        .env_clear()
-        .envs(
-            request
-                .env
-                .iter()
-                .filter(|(name, _)| crate::profile::env_allowed(&profile.env_allow, name))
-                .map(|(name, value)| (name, value)),
-        )
-        .env("TMPDIR", &profile.tmp_dir)
-        .current_dir(&request.cwd)
-        .stdin(Stdio::from(stdin))
-        .stdout(Stdio::from(stdout))
-        .stderr(Stdio::from(stderr));
+    let first = request.argv.first().cloned().unwrap_or_default();
     if let Some(port) = proxy_port {
         proxy_env(&mut command, port);
     }
@@ -169,6 +178,7 @@ fn start(
             id,
             starter: getpid().as_raw(),
             command: pid,
+            guard: getpid().as_raw(),
         },
     );
     let mut main_done = false;
@@ -185,4 +195,31 @@ fn start(
             Err(_) => return EXIT_HELPER_FAILED,
         }
     }
+}
+
+/// The command `request` asks for, with its standard descriptors: its arguments, its
+/// environment within the profile's allowlist and `TMPDIR` (`tmp`), its working directory.
+/// `None` without a program.
+pub(super) fn request_command(
+    profile: &Profile,
+    request: &HolderRequest,
+    [stdin, stdout, stderr]: [OwnedFd; 3],
+    tmp: &std::path::Path,
+) -> Option<Command> {
+    let (first, rest) = request.argv.split_first()?;
+    let mut command = Command::new(first);
+    let allowed = request
+        .env
+        .iter()
+        .filter(|(name, _)| crate::profile::env_allowed(&profile.env_allow, name));
+    command
+        .args(rest)
+        .env_clear()
+        .envs(allowed.map(|(name, value)| (name, value)))
+        .env("TMPDIR", tmp)
+        .current_dir(&request.cwd)
+        .stdin(Stdio::from(stdin))
+        .stdout(Stdio::from(stdout))
+        .stderr(Stdio::from(stderr));
+    Some(command)
 }

@@ -53,6 +53,7 @@ use crate::profile::{Profile, Status};
 use crate::{EXIT_HELPER_FAILED, fallback, reaper};
 
 mod holder;
+mod ns;
 mod sweep;
 mod wire;
 
@@ -130,6 +131,8 @@ struct Zygote {
     holder_gone: OwnedFd,
     to_holder: OwnedFd,
     signals: SignalFd,
+    /// How the holder confines (`landlock` or `namespaces`), as the status line says it.
+    mechanism: String,
     notes: Vec<String>,
     running: HashMap<u64, Running>,
     next_id: u64,
@@ -197,8 +200,8 @@ impl Zygote {
             Ok(Some((n, _))) => serde_json::from_slice::<FromHolder>(&buffer[..n]).ok(),
             _ => None,
         };
-        let notes = match (message, holder_gone) {
-            (Some(FromHolder::Ready { notes }), Some(gone)) => (notes, gone),
+        let (mechanism, notes, holder_gone) = match (message, holder_gone) {
+            (Some(FromHolder::Ready { mechanism, notes }), Some(gone)) => (mechanism, notes, gone),
             (Some(FromHolder::Failed { reason }), _) => {
                 let _ = waitpid(holder, None);
                 return Err(failed(&control, reason));
@@ -212,16 +215,17 @@ impl Zygote {
         answer_ready(
             &control,
             &Ready::Ready {
-                notes: notes.0.clone(),
+                notes: notes.clone(),
             },
         );
         Ok(Self {
             control,
             holder,
-            holder_gone: notes.1,
+            holder_gone,
             to_holder,
             signals,
-            notes: notes.0,
+            mechanism,
+            notes,
             running: HashMap::new(),
             next_id: 0,
             retiring: false,
@@ -365,11 +369,20 @@ impl Zygote {
                     id,
                     starter,
                     command,
-                }) => self.started(id, Pid::from_raw(starter), Pid::from_raw(command)),
+                    guard,
+                }) => self.started(id, Pid::from_raw(starter), Pid::from_raw(command), guard),
                 Ok(FromHolder::Exited { id, status }) => self.exited(id, status),
                 Ok(FromHolder::NotStarted { id, reason }) => {
                     if let Some(mut running) = self.running.remove(&id) {
                         let _ = writeln!(running.reply, "failed {reason}");
+                    }
+                }
+                Ok(FromHolder::Stale { id, reason }) => {
+                    // Keel retires this zygote and asks a fresh one; the commands running here
+                    // finish first.
+                    self.retiring = true;
+                    if let Some(mut running) = self.running.remove(&id) {
+                        let _ = writeln!(running.reply, "gone {reason}");
                     }
                 }
                 _ => {}
@@ -377,7 +390,7 @@ impl Zygote {
         }
     }
 
-    fn started(&mut self, id: u64, starter: Pid, command: Pid) {
+    fn started(&mut self, id: u64, starter: Pid, command: Pid, guard: i32) {
         let Some(running) = self.running.get_mut(&id) else {
             return;
         };
@@ -388,14 +401,14 @@ impl Zygote {
         };
         let status = Status {
             nonce: running.nonce.clone(),
-            mechanism: "landlock".into(),
+            mechanism: self.mechanism.clone(),
             notes: self.notes.clone(),
         };
         if let Ok(text) = serde_json::to_string(&status) {
             // The status line and the guard in one `write`.
             let _ = running
                 .status_file
-                .write_all(format!("{text}\nguard {starter}\n").as_bytes());
+                .write_all(format!("{text}\nguard {guard}\n").as_bytes());
         }
         running.started = Some((starter, gone, command));
         let _ = writeln!(running.reply, "started {command}");
@@ -410,6 +423,13 @@ impl Zygote {
         let Some((starter, _, _)) = running.started else {
             return;
         };
+        if self.mechanism == "namespaces" {
+            // Init ended and reaped every other process of its PID namespace before it said
+            // so; its own end (the guard, which Keel's check waits for) follows, with the
+            // namespaces' teardown, after the answer. `done`: Keel need not wait for it.
+            let _ = writeln!(running.reply, "done {status}");
+            return;
+        }
         let swept = sweep(starter);
         // A starter already gone (killed after it said so) left its orphans to the zygote.
         let orphans_gone = alive(starter) || self.kill_orphans();

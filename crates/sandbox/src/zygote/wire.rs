@@ -23,9 +23,10 @@ pub const MAX_MESSAGE: usize = 1 << 20;
 #[derive(Debug, Clone, Serialize, Deserialize)]
 pub enum ToZygote {
     /// Run a command. Sent with [`COMMAND_FDS`] descriptors: stdin, stdout, stderr, and one end
-    /// of a stream socket the zygote answers on (`started PID`, then `exit STATUS`; or `failed
-    /// REASON`; or `gone REASON` when this zygote is ending and a fresh one should be asked;
-    /// one line each).
+    /// of a stream socket the zygote answers on (`started PID`, then `exit STATUS`, or under
+    /// namespaces `done STATUS` once the command's PID namespace is empty; or `failed REASON`;
+    /// or `gone REASON` when this zygote is ending and a fresh one should be asked; one line
+    /// each).
     Run(CommandRequest),
     /// Take no more commands; end once the running ones have (a new holder replaces this one).
     Retire,
@@ -64,11 +65,49 @@ pub(super) struct HolderRequest {
 /// What the holder and its starters tell the zygote.
 #[derive(Debug, Serialize, Deserialize)]
 pub(super) enum FromHolder {
-    Ready { notes: Vec<String> },
+    /// Confined: by `mechanism` (`landlock` or `namespaces`, the status line's), with `notes`.
+    Ready {
+        mechanism: String,
+        notes: Vec<String>,
+    },
+    Failed {
+        reason: String,
+    },
+    /// `command` runs: the process Keel waits on and signals as a group (the program under the
+    /// fallback; under namespaces the PID namespace's init, which forwards signals to all of
+    /// it), and `guard`, whose end means nothing of the command is left (the starter; init).
+    Started {
+        id: u64,
+        starter: i32,
+        command: i32,
+        guard: i32,
+    },
+    /// The program's wait status; under namespaces, once its PID namespace is empty.
+    Exited {
+        id: u64,
+        status: i32,
+    },
+    NotStarted {
+        id: u64,
+        reason: String,
+    },
+    /// Nothing ran: the holder's root is no longer what it built (a mount of it went away:
+    /// a masked file replaced on the host takes its mask along), so a fresh holder must run it.
+    Stale {
+        id: u64,
+        reason: String,
+    },
+}
+
+/// What a command's init tells its starter (under namespaces).
+#[derive(Debug, Serialize, Deserialize)]
+pub(super) enum FromInit {
+    /// The program runs.
+    Started,
+    /// Nothing ran.
     Failed { reason: String },
-    Started { id: u64, starter: i32, command: i32 },
-    Exited { id: u64, status: i32 },
-    NotStarted { id: u64, reason: String },
+    /// The program's wait status, once init has ended and reaped every other process.
+    Exited { status: i32 },
 }
 
 /// A `SOCK_SEQPACKET` pair, close-on-exec.

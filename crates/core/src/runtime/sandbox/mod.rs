@@ -535,9 +535,11 @@ impl super::Runtime {
         }
     }
 
-    /// A contained command under the fallback, Keel's own: forked from the session's warm
-    /// holder of this profile (the same for every contained command but for what the request
-    /// carries: the nonce, the status file, the working directory).
+    /// A contained command, Keel's own: forked from the session's warm holder of this profile
+    /// (the same for every contained command but for what the request carries: the nonce, the
+    /// status file, the working directory; and what the holder does not use: the done FIFO,
+    /// the keeper). Under namespaces or the fallback, as the holder finds (decisions 0039,
+    /// 0045).
     fn warm_start(
         &self,
         profile: &Profile,
@@ -545,17 +547,15 @@ impl super::Runtime {
         (helper, helper_prefix): (&Path, &[String]),
         command: &str,
     ) -> Option<zygote::WarmStart> {
-        if !self.contained
-            || !mask::wanted(profile.mechanism)
-            || profile.proxy.is_some()
-            || profile.network
-        {
+        if !self.contained || profile.proxy.is_some() || profile.network {
             return None;
         }
         let mut domain = profile.clone();
         domain.nonce = String::new();
         domain.status_file = PathBuf::new();
         domain.cwd = PathBuf::new();
+        domain.done_fifo = None;
+        domain.keeper = None;
         let domain = serde_json::to_string(&domain)
             .ok()
             .filter(|domain| domain.len() <= MAX_PROFILE_ENV_BYTES)?;

@@ -318,6 +318,9 @@ pub struct WarmChild {
     reply: tokio::net::UnixStream,
     pending: Vec<u8>,
     status: Option<ExitStatus>,
+    /// The zygote said `done`: every process of the command's PID namespace is gone, and
+    /// its init (Keel's process group) is ending with the namespaces' teardown.
+    emptied: bool,
 }
 
 /// The zygote's first answer to a command.
@@ -368,6 +371,7 @@ impl WarmChild {
             reply,
             pending: Vec::new(),
             status: None,
+            emptied: false,
         })
     }
 
@@ -423,12 +427,22 @@ impl WarmChild {
         // Whole lines only: `exit 1` may be the start of `exit 15`.
         let end = self.pending.iter().rposition(|b| *b == b'\n')?;
         let text = String::from_utf8_lossy(&self.pending[..end]);
-        let raw = text
-            .lines()
-            .find_map(|line| line.strip_prefix("exit "))
-            .and_then(|raw| raw.trim().parse::<i32>().ok())?;
+        let (raw, emptied) = text.lines().find_map(|line| {
+            let (raw, emptied) = match line.strip_prefix("exit ") {
+                Some(raw) => (raw, false),
+                None => (line.strip_prefix("done ")?, true),
+            };
+            Some((raw.trim().parse::<i32>().ok()?, emptied))
+        })?;
         let status = ExitStatus::from_raw(raw);
         self.status = Some(status);
+        self.emptied = emptied;
         Some(status)
+    }
+
+    /// Whether the zygote said the command's PID namespace is empty (`done`, under namespaces):
+    /// nothing of the command is left, and its process group (init) is only ending.
+    pub fn emptied(&self) -> bool {
+        self.emptied
     }
 }
