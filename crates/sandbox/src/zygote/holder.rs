@@ -22,10 +22,12 @@ pub(super) enum Held {
     Landlock { proxy_port: Option<u16> },
     /// Namespaces: the holder's root built once ([`super::ns`]); `ids` are the caller's user
     /// and group outside, `mounts` the holder's `/proc/self/mountinfo` (readable with
-    /// `POLLPRI` once its mount table changed).
+    /// `POLLPRI` once its mount table changed), `filter` the namespaces' seccomp filter, built
+    /// once (each command's init takes its copy of it, made by `fork`).
     Namespaces {
         ids: (u32, u32),
         mounts: std::fs::File,
+        filter: Option<fallback::Prepared>,
     },
 }
 
@@ -49,7 +51,8 @@ pub(super) fn hold(profile: &Profile, socket: &OwnedFd, zygote: Pid) -> i32 {
         }
     };
     tell(socket, &FromHolder::Ready { mechanism, notes });
-    serve(profile, socket, &held)
+    let mut held = held;
+    serve(profile, socket, &mut held)
 }
 
 /// Confines the holder with Landlock and seccomp (the fallback); what it holds, the mechanism
@@ -78,7 +81,7 @@ fn hold_landlock(profile: &Profile) -> Result<(Held, String, Vec<String>), Strin
 }
 
 /// Forks a starter per command the zygote sends, until the zygote is gone.
-fn serve(profile: &Profile, socket: &OwnedFd, held: &Held) -> i32 {
+fn serve(profile: &Profile, socket: &OwnedFd, held: &mut Held) -> i32 {
     let mut buffer = vec![0u8; MAX_MESSAGE];
     loop {
         reaper::reap_ended();
@@ -96,7 +99,7 @@ fn serve(profile: &Profile, socket: &OwnedFd, held: &Held) -> i32 {
             not_started("no standard descriptors".into());
             continue;
         };
-        if let Held::Namespaces { mounts, .. } = held
+        if let Held::Namespaces { mounts, .. } = &*held
             && super::ns::changed(mounts)
         {
             let reason = "the warm holder's mounts changed".into();
@@ -112,8 +115,10 @@ fn serve(profile: &Profile, socket: &OwnedFd, held: &Held) -> i32 {
                 Held::Landlock { proxy_port } => {
                     start(profile, socket, request, stdio, *proxy_port)
                 }
-                Held::Namespaces { ids, .. } => {
-                    super::ns::start(profile, socket, request, stdio, *ids)
+                Held::Namespaces { ids, filter, .. } => {
+                    // This process's copy: the holder keeps its own.
+                    let filter = filter.take();
+                    super::ns::start(profile, socket, request, stdio, (*ids, filter))
                 }
             }),
             Ok(ForkResult::Parent { .. }) => drop(stdio),

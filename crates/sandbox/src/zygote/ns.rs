@@ -56,7 +56,13 @@ pub(super) fn hold(profile: &Profile) -> Result<(Held, String, Vec<String>), Str
     // The host's `/proc` (bound at `/proc`): `self` is the holder.
     let mounts = std::fs::File::open("/proc/self/mountinfo")
         .map_err(|e| format!("reading the holder's mounts: {e}"))?;
-    let held = Held::Namespaces { ids, mounts };
+    let filter = fallback::Prepared::for_namespaces()
+        .map_err(|e| format!("the namespaces' seccomp filter: {e}"))?;
+    let held = Held::Namespaces {
+        ids,
+        mounts,
+        filter: Some(filter),
+    };
     Ok((held, "namespaces".into(), vec![WARM_NOTE.into()]))
 }
 
@@ -84,7 +90,7 @@ pub(super) fn start(
     socket: &OwnedFd,
     request: HolderRequest,
     stdio: [OwnedFd; 3],
-    ids: (u32, u32),
+    confinement: ((u32, u32), Option<fallback::Prepared>),
 ) -> i32 {
     let _ = nix::sys::prctl::set_pdeathsig(Signal::SIGKILL);
     let id = request.id;
@@ -106,7 +112,7 @@ pub(super) fn start(
     let init_pid = match forked {
         Ok(ForkResult::Child) => {
             drop(mine);
-            std::process::exit(init(profile, &theirs, &request, stdio, ids));
+            std::process::exit(init(profile, &theirs, &request, stdio, confinement));
         }
         Ok(ForkResult::Parent { child }) => child,
         Err(e) => return not_started(format!("fork: {e}")),
@@ -180,7 +186,7 @@ fn init(
     to_starter: &OwnedFd,
     request: &HolderRequest,
     stdio: [OwnedFd; 3],
-    (uid, gid): (u32, u32),
+    ((uid, gid), filter): ((u32, u32), Option<fallback::Prepared>),
 ) -> i32 {
     let _ = nix::sys::prctl::set_pdeathsig(Signal::SIGKILL);
     let failed = |reason: String| {
@@ -194,9 +200,8 @@ fn init(
     if let Err(e) = confine(&request.cwd, uid, gid) {
         return failed(e.to_string());
     }
-    let filter = match fallback::Prepared::for_namespaces() {
-        Ok(filter) => filter,
-        Err(e) => return failed(e.to_string()),
+    let Some(filter) = filter else {
+        return failed("the namespaces' seccomp filter was taken".into());
     };
     let tmp = std::path::Path::new("/tmp");
     let Some(mut command) = request_command(profile, request, stdio, tmp) else {
