@@ -11,14 +11,18 @@
 //!   mask along) makes it stale, and a fresh holder runs the command.
 //! - **A starter** per command ([`start`]): a fork of the holder; a PID, mount and IPC
 //!   namespace of the command's own (`unshare`: the mount namespace a copy of the holder's,
-//!   so nothing the command mounts reaches the holder or the next command), then forks:
+//!   so nothing the command mounts reaches the holder or the next command), then forks init
+//!   and watches it: an init that ends without its last word was killed, and the starter says
+//!   so.
 //! - **init** ([`init`]): PID 1 of the new namespace, a session of its own. It mounts the
 //!   namespace's `/proc` over the host's (its host entries read-only), drops every capability
 //!   in a nested user namespace (which locks every mount), sets `no_new_privs`, is not
-//!   dumpable, starts the program with the namespaces' seccomp filter in a session of its own,
-//!   forwards signals to the whole namespace, and once the program has exited kills and reaps
-//!   every other process of its namespace before it says so. Keel waits on and signals init's
-//!   group (it holds only init); init's end is the guard.
+//!   dumpable, tells the zygote the command starts (on the holder's socket, with its pid and
+//!   the starter's as the host sees them), starts the program with the namespaces' seccomp
+//!   filter in a session of its own, forwards signals to the whole namespace, and once the
+//!   program has exited kills and reaps every other process of its namespace before it tells
+//!   the zygote how the program ended. Keel waits on and signals init's group (it holds only
+//!   init); init's end is the guard.
 
 #![expect(
     clippy::disallowed_methods,
@@ -83,8 +87,9 @@ pub(super) fn changed(mounts: &std::fs::File) -> bool {
     result != 0 && (result < 0 || polled[0].revents & (libc::POLLPRI | libc::POLLERR) != 0)
 }
 
-/// A starter: the command's PID, mount and IPC namespaces, and its init. Reports to the zygote
-/// what init says. Returns its exit code.
+/// A starter: the command's PID, mount and IPC namespaces, and its init, which tells the
+/// zygote how the command goes. The starter speaks only when init ends without its last word
+/// (killed). Returns its exit code.
 pub(super) fn start(
     profile: &Profile,
     socket: &OwnedFd,
@@ -112,7 +117,8 @@ pub(super) fn start(
     let init_pid = match forked {
         Ok(ForkResult::Child) => {
             drop(mine);
-            std::process::exit(init(profile, &theirs, &request, stdio, confinement));
+            let ends = (socket, &theirs);
+            std::process::exit(init(profile, ends, &request, stdio, confinement));
         }
         Ok(ForkResult::Parent { child }) => child,
         Err(e) => return not_started(format!("fork: {e}")),
@@ -120,78 +126,62 @@ pub(super) fn start(
     // Init's copies are the command's: the pipe's end of file must not wait for this process.
     drop(stdio);
     drop(theirs);
-    follow(socket, id, &mine, init_pid)
+    watch(socket, id, &mine, init_pid)
 }
 
-/// Relays what init says of the command to the zygote.
-fn follow(socket: &OwnedFd, id: u64, from_init: &OwnedFd, init: Pid) -> i32 {
-    let mut buffer = vec![0u8; 64 * 1024];
-    match hear(from_init, &mut buffer) {
-        Some(FromInit::Started) => {
-            let (starter, command) = (getpid().as_raw(), init.as_raw());
-            let guard = command;
-            tell(
-                socket,
-                &FromHolder::Started {
-                    id,
-                    starter,
-                    command,
-                    guard,
-                },
-            );
-        }
-        Some(FromInit::Failed { reason }) => {
-            tell(socket, &FromHolder::NotStarted { id, reason });
-            return EXIT_HELPER_FAILED;
-        }
-        _ => {
-            let reason = "the command's init ended before it started".into();
-            tell(socket, &FromHolder::NotStarted { id, reason });
-            return EXIT_HELPER_FAILED;
+/// Waits for init's last word; without it (init was killed, its namespace with it), tells the
+/// zygote the command was killed, once init is gone. Init's own messages to the zygote, on the
+/// same socket, are all queued before this one.
+fn watch(socket: &OwnedFd, id: u64, from_init: &OwnedFd, init: Pid) -> i32 {
+    let mut buffer = [0u8; 64];
+    loop {
+        match recv_with_fds(from_init.as_fd(), &mut buffer, false) {
+            Ok(Some(_)) => return 0,
+            Err(Errno::EINTR) => {}
+            Ok(None) | Err(_) => break,
         }
     }
-    let status = match hear(from_init, &mut buffer) {
-        Some(FromInit::Exited { status }) => status,
-        _ => {
-            // Init was killed: its end kills the namespace; say so once it is empty.
-            let _ = waitpid(init, None);
-            Signal::SIGKILL as i32
-        }
-    };
+    let _ = waitpid(init, None);
+    let status = Signal::SIGKILL as i32;
     tell(socket, &FromHolder::Exited { id, status });
     0
 }
 
-/// The next message from init; `None` once it is gone.
-fn hear(from_init: &OwnedFd, buffer: &mut [u8]) -> Option<FromInit> {
-    loop {
-        match recv_with_fds(from_init.as_fd(), buffer, false) {
-            Ok(Some((n, _))) => return serde_json::from_slice(&buffer[..n]).ok(),
-            Err(Errno::EINTR) => {}
-            Ok(None) | Err(_) => return None,
-        }
-    }
+/// Tells the starter that init said its last word to the zygote.
+fn done(to_starter: &OwnedFd) {
+    let _ = send_with_fds(to_starter.as_fd(), b"done", &[]);
 }
 
-/// Tells the starter `message` (lost if the starter is gone: its death kills init).
-fn say(to_starter: &OwnedFd, message: &FromInit) {
-    if let Ok(text) = serde_json::to_vec(message) {
-        let _ = send_with_fds(to_starter.as_fd(), &text, &[]);
-    }
+/// This process's pid and its parent's as the host's `/proc` shows them (init reads it before
+/// it mounts its own namespace's over it).
+fn host_pids() -> Option<(i32, i32)> {
+    let stat = std::fs::read_to_string("/proc/self/stat").ok()?;
+    let pid = stat.split(' ').next()?.parse().ok()?;
+    let (_, rest) = stat.rsplit_once(')')?;
+    let parent = rest.split_whitespace().nth(1)?.parse().ok()?;
+    Some((pid, parent))
 }
 
-/// The command's init: PID 1 of its namespace. Returns its exit code.
+/// The command's init: PID 1 of its namespace. It tells the zygote, on the holder's socket
+/// (`to_zygote`, which the starters share), that the command starts, once it is confined and
+/// before the program exists, and how it ended, once its namespace is empty. Returns its exit
+/// code.
 fn init(
     profile: &Profile,
-    to_starter: &OwnedFd,
+    (to_zygote, to_starter): (&OwnedFd, &OwnedFd),
     request: &HolderRequest,
     stdio: [OwnedFd; 3],
     ((uid, gid), filter): ((u32, u32), Option<fallback::Prepared>),
 ) -> i32 {
     let _ = nix::sys::prctl::set_pdeathsig(Signal::SIGKILL);
+    let id = request.id;
     let failed = |reason: String| {
-        say(to_starter, &FromInit::Failed { reason });
+        tell(to_zygote, &FromHolder::NotStarted { id, reason });
+        done(to_starter);
         EXIT_HELPER_FAILED
+    };
+    let Some((me, starter)) = host_pids() else {
+        return failed("init cannot read its pid".into());
     };
     // Keel signals init's group: it holds init alone (the program has a session of its own).
     if let Err(e) = nix::unistd::setsid() {
@@ -203,9 +193,32 @@ fn init(
     let Some(filter) = filter else {
         return failed("the namespaces' seccomp filter was taken".into());
     };
+    let started = FromHolder::Started {
+        id,
+        starter,
+        command: me,
+        guard: me,
+    };
+    tell(to_zygote, &started);
+    let status = run(profile, request, stdio, filter);
+    tell(to_zygote, &FromHolder::Exited { id, status });
+    done(to_starter);
+    0
+}
+
+/// Runs the program under `filter` and supervises it; once it has exited, ends and reaps every
+/// other process of the namespace. Returns the program's wait status (`127` as an exit code
+/// when it could not start, with the reason on its standard error).
+fn run(
+    profile: &Profile,
+    request: &HolderRequest,
+    stdio: [OwnedFd; 3],
+    filter: fallback::Prepared,
+) -> i32 {
     let tmp = std::path::Path::new("/tmp");
+    let stderr = stdio[2].try_clone().ok();
     let Some(mut command) = request_command(profile, request, stdio, tmp) else {
-        return failed("no program".into());
+        return 127 << 8;
     };
     own_session(&mut command, Some(filter));
     let child = command.spawn();
@@ -215,25 +228,29 @@ fn init(
         Ok(child) => child,
         Err(e) => {
             let program = request.argv.first().map_or("", String::as_str);
-            return failed(format!("cannot run {program}: {e}"));
+            if let Some(stderr) = stderr {
+                let _ = writeln!(
+                    std::fs::File::from(stderr),
+                    "keel sandbox: cannot run {program}: {e}"
+                );
+            }
+            return 127 << 8;
         }
     };
+    drop(stderr);
     let Ok(pid) = i32::try_from(child.id()) else {
-        return EXIT_HELPER_FAILED;
+        return Signal::SIGKILL as i32;
     };
-    say(to_starter, &FromInit::Started);
     let signals = block_signals();
     // `kill(-1, sig)` from init reaches every other process of the namespace.
     let ending = supervise(Pid::from_raw(pid), &signals, |signal| {
         let _ = kill(Pid::from_raw(-1), signal);
     });
     crate::init::empty_namespace();
-    let status = match ending {
+    match ending {
         Ending::Code(code) => (code & 0xff) << 8,
         Ending::Signal(signal) => signal as i32,
-    };
-    say(to_starter, &FromInit::Exited { status });
-    0
+    }
 }
 
 /// Init's part of the confinement: the namespace's `/proc` over the host's, then every

@@ -99,17 +99,6 @@ pub(super) enum FromHolder {
     },
 }
 
-/// What a command's init tells its starter (under namespaces).
-#[derive(Debug, Serialize, Deserialize)]
-pub(super) enum FromInit {
-    /// The program runs.
-    Started,
-    /// Nothing ran.
-    Failed { reason: String },
-    /// The program's wait status, once init has ended and reaped every other process.
-    Exited { status: i32 },
-}
-
 /// A `SOCK_SEQPACKET` pair, close-on-exec.
 pub fn seqpacket_pair() -> nix::Result<(OwnedFd, OwnedFd)> {
     socketpair(
