@@ -24,7 +24,7 @@ use std::sync::{Arc, Mutex, PoisonError};
 use nix::errno::Errno;
 use nix::sys::inotify::{AddWatchFlags, InitFlags, Inotify, WatchDescriptor};
 
-use super::guard::{GuardCache, GuardRules, Guarded};
+use super::guard::{GuardCache, GuardLedger, GuardRules, Guarded};
 
 /// Whether the entry at `path` (not followed: its own metadata) is a credential: masked as a
 /// whole when it is a directory.
@@ -42,6 +42,8 @@ pub struct CredentialIndex {
     state: Mutex<Option<State>>,
     /// The copies of guarded files the guard keeps for the session.
     pub guard_cache: GuardCache,
+    /// What the guarded entries were before the session's running writers started.
+    pub guard_ledger: GuardLedger,
 }
 
 impl std::fmt::Debug for CredentialIndex {
@@ -83,6 +85,7 @@ impl CredentialIndex {
             guard: None,
             state: Mutex::new(None),
             guard_cache: GuardCache::default(),
+            guard_ledger: GuardLedger::default(),
         }
     }
 

@@ -18,6 +18,12 @@
 //! says so in the tool result. A new nested repository is kept when nothing in it runs code
 //! (`git init`, a clone), and removed when its configuration or hooks would (`core.fsmonitor`:
 //! the user's next `git status` in the parent runs it through a gitlink).
+//!
+//! Commands that may write the workspace can overlap (a background job and a `bash` call). A
+//! snapshot taken while another such command runs would hold what that one planted as the
+//! "before", and put it back once the planter's own guard had removed it: so the session's
+//! [`GuardLedger`] keeps the entries as they were before the first of the running writers
+//! started, and every snapshot taken while one runs starts from those.
 
 #![expect(
     clippy::disallowed_methods,
@@ -176,6 +182,88 @@ impl GuardCache {
     }
 }
 
+/// The guarded entries as they were before the first of the session's running commands that
+/// may write the workspace started (an "epoch": from one such command's start until none
+/// runs). A snapshot taken during an epoch starts from these, not from what another running
+/// command may have planted meanwhile.
+#[derive(Debug, Default)]
+pub struct GuardLedger {
+    epoch: Mutex<Epoch>,
+}
+
+#[derive(Debug, Default)]
+struct Epoch {
+    /// Commands of the epoch whose guard has not ended.
+    writers: usize,
+    /// The roots the epoch's entries cover.
+    roots: Vec<PathBuf>,
+    before: BTreeMap<PathBuf, (Guarded, Before)>,
+}
+
+impl GuardLedger {
+    /// A command starts with `before` (its own view of `roots`): replaced, for the roots the
+    /// running epoch already covers, by the epoch's entries; the epoch takes the others.
+    fn begin(&self, roots: &[PathBuf], before: &mut BTreeMap<PathBuf, (Guarded, Before)>) {
+        let mut epoch = self.epoch.lock().unwrap_or_else(PoisonError::into_inner);
+        if epoch.writers == 0 {
+            epoch.roots.clear();
+            epoch.before.clear();
+        }
+        epoch.writers += 1;
+        for root in roots {
+            if epoch.roots.contains(root) {
+                before.retain(|path, _| !path.starts_with(root));
+                before.extend(
+                    epoch
+                        .before
+                        .iter()
+                        .filter(|(path, _)| path.starts_with(root))
+                        .map(|(path, entry)| (path.clone(), entry.clone())),
+                );
+            } else {
+                epoch.roots.push(root.clone());
+                epoch.before.extend(
+                    before
+                        .iter()
+                        .filter(|(path, _)| path.starts_with(root))
+                        .map(|(path, entry)| (path.clone(), entry.clone())),
+                );
+            }
+        }
+    }
+
+    fn end(&self) {
+        let mut epoch = self.epoch.lock().unwrap_or_else(PoisonError::into_inner);
+        epoch.writers = epoch.writers.saturating_sub(1);
+        if epoch.writers == 0 {
+            epoch.roots.clear();
+            epoch.before.clear();
+        }
+    }
+}
+
+/// One command's place in its session's [`GuardLedger`]: ended once its guard has put back what
+/// changed, or when the snapshot is dropped without that (the command never ran, or was not
+/// confirmed confined).
+struct Writer {
+    index: Arc<CredentialIndex>,
+    ended: std::sync::atomic::AtomicBool,
+}
+
+impl Writer {
+    fn end(&self) {
+        if !self.ended.swap(true, std::sync::atomic::Ordering::AcqRel) {
+            self.index.guard_ledger.end();
+        }
+    }
+}
+
+impl Drop for Writer {
+    fn drop(&mut self) {
+        self.end();
+    }
+}
+
 /// A file's content, reached without following any symlink.
 fn read_no_follow(path: &Path) -> Option<Vec<u8>> {
     use std::io::Read as _;
@@ -242,6 +330,8 @@ pub struct GuardSnapshot {
     /// or below them is not compared after a command the kernel confined that way, so a change
     /// the user's own editor made meanwhile is not taken back.
     bound: Vec<PathBuf>,
+    /// The command's place in the session's [`GuardLedger`] until its guard has ended.
+    writer: Option<Arc<Writer>>,
 }
 
 impl Default for GuardSnapshot {
@@ -253,6 +343,7 @@ impl Default for GuardSnapshot {
             config_runs_code: None,
             clipped: false,
             bound: Vec::new(),
+            writer: None,
         }
     }
 }
@@ -327,6 +418,18 @@ impl GuardSnapshot {
             };
             before.insert(path, (class, state));
         }
+        // Another command that may write the workspace runs: start from what was there before
+        // it (or the first of them) started, not from what it may have planted.
+        let writer = match &source {
+            Source::Index(index) => {
+                index.guard_ledger.begin(roots, &mut before);
+                Some(Arc::new(Writer {
+                    index: index.clone(),
+                    ended: std::sync::atomic::AtomicBool::new(false),
+                }))
+            }
+            _ => None,
+        };
         GuardSnapshot {
             source,
             roots: roots.to_vec(),
@@ -334,6 +437,7 @@ impl GuardSnapshot {
             config_runs_code: judge,
             clipped,
             bound: Vec::new(),
+            writer,
         }
     }
 
@@ -362,6 +466,14 @@ impl GuardSnapshot {
     /// created; one line for the model per change. `bound_held`: the command ran under
     /// namespaces, so what [`Self::set_bound`] named could not change through it.
     pub fn restore(&self, bound_held: bool) -> Vec<String> {
+        let lines = self.restore_entries(bound_held);
+        if let Some(writer) = &self.writer {
+            writer.end();
+        }
+        lines
+    }
+
+    fn restore_entries(&self, bound_held: bool) -> Vec<String> {
         if self.source == Source::Nothing {
             return Vec::new();
         }
