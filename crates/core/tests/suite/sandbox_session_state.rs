@@ -1,0 +1,216 @@
+//! What a command leaves for the session's next commands through the sandbox's long-lived
+//! pieces, with real processes under the forced Landlock fallback (and namespaces where they
+//! compare): no process of a chain deeper than the sweep looks outlives its command.
+
+use std::path::PathBuf;
+use std::time::Duration;
+
+use keel_core::capability::{RequirementSet, ShellRunRequirement};
+use keel_core::runtime::process::{OutputCapture, ShellOutput};
+use keel_core::runtime::sandbox::Confinement;
+use keel_core::runtime::sandbox::profile::Mechanism;
+use keel_core::runtime::{Runtime, RuntimeConfig};
+use keel_core::tool::ProgressSink;
+use tokio_util::sync::CancellationToken;
+
+struct Fixture {
+    _dir: tempfile::TempDir,
+    root: PathBuf,
+    scratch: PathBuf,
+    runtime: Runtime,
+}
+
+fn fixture(mechanism: Mechanism) -> Fixture {
+    let dir = tempfile::tempdir().unwrap();
+    let base = std::fs::canonicalize(dir.path()).unwrap();
+    let root = base.join("ws");
+    let scratch = base.join("scratch");
+    std::fs::create_dir_all(&root).unwrap();
+    std::fs::write(root.join("README.md"), "# state\n").unwrap();
+    std::fs::create_dir_all(&scratch).unwrap();
+    let mut sandbox = super::tool_support::sandbox_spec();
+    sandbox.settings.mechanism = mechanism;
+    sandbox.credentials = Some(keel_core::policy::watchdog::credential_rules(None));
+    let runtime = Runtime::new(RuntimeConfig {
+        roots: vec![root.clone()],
+        requirements: RequirementSet::fs_read_write(
+            &["{workspace}/**", "{session}/**"],
+            &["{workspace}/**"],
+        )
+        .with_shell(ShellRunRequirement::any_args("bash")),
+        scratch_dir: scratch.clone(),
+        sandbox,
+        ..RuntimeConfig::default()
+    })
+    .unwrap();
+    Fixture {
+        _dir: dir,
+        root,
+        scratch,
+        runtime,
+    }
+}
+
+fn unique(tag: &str) -> String {
+    let nanos = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap()
+        .as_nanos();
+    format!("{tag}-{}-{nanos}", std::process::id())
+}
+
+impl Fixture {
+    /// Runs `command` contained (nobody approved it), or approved, and waits for it.
+    async fn run_as(&self, runtime: &Runtime, command: &str) -> ShellOutput {
+        let mut process = runtime.spawn_shell(command, &self.root).unwrap();
+        process
+            .wait_with_output(
+                OutputCapture {
+                    limit: 64 * 1024,
+                    sidecar: self.scratch.join(unique("out")),
+                },
+                Duration::from_secs(60),
+                &CancellationToken::new(),
+                &ProgressSink::default(),
+            )
+            .await
+            .unwrap()
+    }
+
+    async fn approved(&self, command: &str) -> ShellOutput {
+        self.run_as(&self.runtime, command).await
+    }
+}
+
+fn mechanism_of(output: &ShellOutput) -> (&str, bool) {
+    match &output.confinement {
+        Confinement::Confined {
+            mechanism, notes, ..
+        } => (
+            mechanism.as_str(),
+            notes.iter().any(|note| note.contains("warm holder")),
+        ),
+        other => panic!("not confined: {other:?}"),
+    }
+}
+
+/// Whether a live (not zombie) process is named `name` (its `argv[0]`).
+fn running_named(name: &str) -> bool {
+    let Ok(entries) = std::fs::read_dir("/proc") else {
+        return false;
+    };
+    entries.flatten().any(|entry| {
+        let Ok(cmdline) = std::fs::read(entry.path().join("cmdline")) else {
+            return false;
+        };
+        cmdline.split(|b| *b == 0).next() == Some(name.as_bytes())
+            && std::fs::read_to_string(entry.path().join("stat")).is_ok_and(|stat| {
+                stat.rsplit_once(')')
+                    .is_some_and(|(_, rest)| !rest.trim_start().starts_with('Z'))
+            })
+    })
+}
+
+/// The live processes named `name`.
+fn named(name: &str) -> Vec<i32> {
+    let Ok(entries) = std::fs::read_dir("/proc") else {
+        return Vec::new();
+    };
+    entries
+        .flatten()
+        .filter_map(|entry| {
+            let pid = entry.file_name().to_str()?.parse::<i32>().ok()?;
+            let cmdline = std::fs::read(entry.path().join("cmdline")).ok()?;
+            (cmdline.split(|b| *b == 0).next() == Some(name.as_bytes())).then_some(pid)
+        })
+        .collect()
+}
+
+/// Ends whatever is left named `name` (the test's own processes, by their unique name), so a
+/// failed run leaves nothing behind: stopped first until no new one appears (a chain forks
+/// faster than one kill at a time ends it), then killed.
+fn kill_named(name: &str) {
+    use nix::sys::signal::{Signal, kill};
+    use nix::unistd::Pid;
+    for _ in 0..100 {
+        let mut stopped = std::collections::HashSet::new();
+        loop {
+            let fresh: Vec<i32> = named(name)
+                .into_iter()
+                .filter(|pid| !stopped.contains(pid))
+                .collect();
+            if fresh.is_empty() {
+                break;
+            }
+            for pid in fresh {
+                let _ = kill(Pid::from_raw(pid), Signal::SIGSTOP);
+                stopped.insert(pid);
+            }
+        }
+        for pid in &stopped {
+            let _ = kill(Pid::from_raw(*pid), Signal::SIGKILL);
+        }
+        if !running_named(name) {
+            return;
+        }
+        std::thread::sleep(Duration::from_millis(5));
+    }
+}
+
+/// A chain of 2,500 processes, each the parent of the next (each forks its successor, then
+/// becomes a `sleep` named `name`), in a session of its own so no group kill reaches it. A
+/// subreaper that kills the children it finds, one look at a time, ends one level per look:
+/// the per-command reaper gave up after 1,000 looks, the zygote after two seconds, and the
+/// rest lived on. Each ends by itself after 30 s; until then, one that outlived its command
+/// shows by its name.
+fn deep_chain(name: &str) -> String {
+    format!(
+        "setsid perl -e 'for (1..2500) {{ my $p = fork; die \"fork: $!\" unless defined $p; \
+         if ($p) {{ exec {{\"sleep\"}} \"{name}\", \"30\" }} }} \
+         open(my $f, \">\", \"$ENV{{TMPDIR}}/{name}\"); close $f; \
+         exec {{\"sleep\"}} \"{name}\", \"30\"' & \
+         while [ ! -e \"$TMPDIR/{name}\" ]; do sleep 0.02; done; echo started"
+    )
+}
+
+async fn no_deep_chain_outlives(run: impl AsyncFnOnce(&str) -> ShellOutput, name: &str) {
+    let command = deep_chain(name);
+    let output = run(&command).await;
+    let survived = running_named(name);
+    kill_named(name);
+    assert_eq!(output.text, "started\n", "{output:?}");
+    assert!(
+        !survived,
+        "a process of a deep chain outlived its command: {output:?}"
+    );
+}
+
+#[tokio::test]
+async fn a_deep_chain_does_not_outlive_a_command_under_the_fallback() {
+    let f = fixture(Mechanism::Landlock);
+    let name = unique("keel-chain-fallback");
+    no_deep_chain_outlives(
+        async |command: &str| {
+            let output = f.approved(command).await;
+            assert_eq!(mechanism_of(&output), ("landlock", false));
+            output
+        },
+        &name,
+    )
+    .await;
+}
+
+#[tokio::test]
+async fn a_deep_chain_does_not_outlive_a_command_under_namespaces() {
+    let f = fixture(Mechanism::Namespaces);
+    let name = unique("keel-chain-ns");
+    no_deep_chain_outlives(
+        async |command: &str| {
+            let output = f.approved(command).await;
+            assert_eq!(mechanism_of(&output).0, "namespaces");
+            output
+        },
+        &name,
+    )
+    .await;
+}
