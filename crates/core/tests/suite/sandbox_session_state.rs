@@ -214,3 +214,63 @@ async fn a_deep_chain_does_not_outlive_a_command_under_namespaces() {
     )
     .await;
 }
+
+/// An approved command's server on a Unix socket in the session's `TMPDIR` (a REPL, a debug
+/// or admin endpoint, a terminal multiplexer: here one that runs each line it is sent, with
+/// the approved command's rights), and a contained command of the same session: the contained
+/// command must not reach it. A contained command does no more than `read`; through the
+/// server it would write the workspace.
+async fn a_contained_command_reaches_no_approved_server(mechanism: Mechanism, expected: &str) {
+    let f = fixture(mechanism);
+    let server = "perl -MIO::Socket::UNIX -e '$p = \"$ENV{TMPDIR}/app.sock\"; unlink $p; \
+         $s = IO::Socket::UNIX->new(Type => SOCK_STREAM(), Local => $p, Listen => 5) \
+         or die \"listen: $!\"; open(F, \">\", \"$ENV{TMPDIR}/app.ready\"); close F; \
+         while ($c = $s->accept) { $l = <$c>; system($l); print $c \"ran\\n\"; close $c }'";
+    let cancel = CancellationToken::new();
+    let running = {
+        let mut process = f.runtime.spawn_shell(server, &f.root).unwrap();
+        let cancel = cancel.clone();
+        let sidecar = f.scratch.join(unique("server"));
+        tokio::spawn(async move {
+            process
+                .wait_with_output(
+                    OutputCapture {
+                        limit: 64 * 1024,
+                        sidecar,
+                    },
+                    Duration::from_secs(120),
+                    &cancel,
+                    &ProgressSink::default(),
+                )
+                .await
+                .unwrap()
+        })
+    };
+    while !f.scratch.join("tmp/app.ready").exists() {
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    let client = "perl -MIO::Socket::UNIX -e '$c = IO::Socket::UNIX->new(Type => SOCK_STREAM(), \
+         Peer => \"$ENV{TMPDIR}/app.sock\") or die \"connect: $!\\n\"; \
+         print $c \"echo planted > planted.txt\\n\"; print <$c>' 2>&1; echo tried";
+    let contained = f.run_as(&f.runtime.contained(client, client), client).await;
+    cancel.cancel();
+    let server = running.await.unwrap();
+    assert_eq!(mechanism_of(&server).0, expected, "{server:?}");
+    assert_eq!(mechanism_of(&contained).0, expected, "{contained:?}");
+    assert!(contained.text.contains("tried"), "{contained:?}");
+    assert!(
+        !f.root.join("planted.txt").exists(),
+        "a contained command wrote the workspace through an approved command's server: {contained:?}"
+    );
+    assert!(!contained.text.contains("ran"), "{contained:?}");
+}
+
+#[tokio::test]
+async fn a_contained_command_reaches_no_approved_server_under_namespaces() {
+    a_contained_command_reaches_no_approved_server(Mechanism::Namespaces, "namespaces").await;
+}
+
+#[tokio::test]
+async fn a_contained_command_reaches_no_approved_server_under_the_fallback() {
+    a_contained_command_reaches_no_approved_server(Mechanism::Landlock, "landlock").await;
+}
