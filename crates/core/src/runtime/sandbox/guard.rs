@@ -467,10 +467,17 @@ impl GuardSnapshot {
     /// namespaces, so what [`Self::set_bound`] named could not change through it.
     pub fn restore(&self, bound_held: bool) -> Vec<String> {
         let lines = self.restore_entries(bound_held);
+        self.release();
+        lines
+    }
+
+    /// The command is over for the guard (put back, or not confirmed confined, so nothing to
+    /// compare): it leaves the session's [`GuardLedger`], whatever still holds a copy of this
+    /// snapshot (a background job keeps its invocation).
+    pub fn release(&self) {
         if let Some(writer) = &self.writer {
             writer.end();
         }
-        lines
     }
 
     fn restore_entries(&self, bound_held: bool) -> Vec<String> {
