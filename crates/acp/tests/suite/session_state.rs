@@ -93,3 +93,62 @@ async fn an_overlapping_command_does_not_bring_back_what_a_job_planted_under_nam
 async fn an_overlapping_command_does_not_bring_back_what_a_job_planted_under_the_fallback() {
     overlapping_guards(Mechanism::Landlock, "landlock").await;
 }
+
+/// While a background job that may write the workspace runs, the user lets Keel's own `write`
+/// change a guarded file: that is the file's state from then on, so neither the next command's
+/// guard nor the job's own puts the old content back.
+async fn keels_own_write_during_a_job(mechanism: Mechanism, expected: &str) {
+    let outside = Outside::new();
+    let job = hidden("echo started; while [ ! -e \"$TMPDIR/never\" ]; do sleep 0.05; done");
+    let harness = harness(
+        ClientOptions::default().permissions(allow(10)),
+        mechanism,
+        &outside,
+        vec![
+            Turn::new().tool_call("j1", "bg_start", json!({ "command": job })),
+            Turn::new().tool_call("r1", "read", json!({ "file_path": "nested/.envrc" })),
+            Turn::new().tool_call(
+                "w1",
+                "write",
+                json!({ "file_path": "nested/.envrc", "content": "export EDITED=1\n" }),
+            ),
+            Turn::new().tool_call("b1", "bash", json!({ "command": hidden("echo ran") })),
+            Turn::new().tool_call("s1", "bg_stop", json!({ "id": "bg-1" })),
+            Turn::text_only("done"),
+        ],
+    )
+    .await;
+    git_init(&harness.root);
+    std::fs::create_dir_all(harness.root.join("nested")).unwrap();
+    std::fs::write(harness.root.join("nested/.envrc"), NESTED_ENVRC).unwrap();
+    assert_eq!(
+        harness.prompt("edit during a job").await.stop_reason,
+        StopReason::EndTurn
+    );
+    for call in ["j1", "r1", "w1", "b1", "s1"] {
+        assert_eq!(
+            finished(&harness, call)["status"],
+            json!("completed"),
+            "{call}: {:#}",
+            finished(&harness, call)
+        );
+    }
+    let update = finished(&harness, "b1");
+    assert_eq!(update["rawOutput"]["data"]["sandbox"], json!(expected));
+    assert_eq!(
+        std::fs::read_to_string(harness.root.join("nested/.envrc")).unwrap(),
+        "export EDITED=1\n",
+        "Keel's own write was put back: {update:#} {:#}",
+        finished(&harness, "s1")
+    );
+}
+
+#[tokio::test]
+async fn keels_own_write_during_a_job_is_kept_under_namespaces() {
+    keels_own_write_during_a_job(Mechanism::Auto, "namespaces").await;
+}
+
+#[tokio::test]
+async fn keels_own_write_during_a_job_is_kept_under_the_fallback() {
+    keels_own_write_during_a_job(Mechanism::Landlock, "landlock").await;
+}

@@ -95,6 +95,28 @@ impl CredentialIndex {
         self
     }
 
+    /// Keel itself wrote or removed `path` (a file tool): the guard's session-wide "before"
+    /// takes it and every guarded directory above it as they are now
+    /// ([`super::guard::GuardLedger::keel_wrote`]).
+    pub fn keel_wrote(&self, path: &Path) {
+        let Some(root) = self.roots.iter().find(|root| path.starts_with(root)) else {
+            return;
+        };
+        for entry in path
+            .ancestors()
+            .take_while(|entry| *entry != root.as_path())
+        {
+            let class = self.guard.as_ref().and_then(|rules| {
+                entry
+                    .strip_prefix(root)
+                    .ok()
+                    .and_then(|relative| (rules.classify)(relative))
+            });
+            self.guard_ledger
+                .keel_wrote(entry, class, &self.guard_cache);
+        }
+    }
+
     /// The guard's rules, when the index lists guarded entries.
     pub fn guard_rules(&self) -> Option<&GuardRules> {
         self.guard.as_ref()

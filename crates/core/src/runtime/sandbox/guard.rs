@@ -232,6 +232,49 @@ impl GuardLedger {
         }
     }
 
+    /// `before` with the epoch's entries, as they are now, for the roots the epoch covers (Keel's
+    /// own writes since the epoch started are in them: [`GuardLedger::keel_wrote`]).
+    fn current(
+        &self,
+        roots: &[PathBuf],
+        before: &BTreeMap<PathBuf, (Guarded, Before)>,
+    ) -> BTreeMap<PathBuf, (Guarded, Before)> {
+        let epoch = self.epoch.lock().unwrap_or_else(PoisonError::into_inner);
+        let mut now = before.clone();
+        for root in roots.iter().filter(|root| epoch.roots.contains(root)) {
+            now.retain(|path, _| !path.starts_with(root));
+            now.extend(
+                epoch
+                    .before
+                    .iter()
+                    .filter(|(path, _)| path.starts_with(root))
+                    .map(|(path, entry)| (path.clone(), entry.clone())),
+            );
+        }
+        now
+    }
+
+    /// Keel itself wrote or removed `path` (a file tool, the user's answer): while commands that
+    /// may write run, that is the entry's state to put back, not what it was before them.
+    pub fn keel_wrote(&self, path: &Path, class: Option<Guarded>, cache: &GuardCache) {
+        let mut epoch = self.epoch.lock().unwrap_or_else(PoisonError::into_inner);
+        if epoch.writers == 0 || !epoch.roots.iter().any(|root| path.starts_with(root)) {
+            return;
+        }
+        let class = epoch.before.get(path).map(|(class, _)| *class).or(class);
+        let Some(class) = class else {
+            return;
+        };
+        match state_of(path, cache) {
+            Some(state) => {
+                epoch.before.insert(path.to_path_buf(), (class, state));
+            }
+            None => {
+                epoch.before.remove(path);
+            }
+        }
+    }
+
     fn end(&self) {
         let mut epoch = self.epoch.lock().unwrap_or_else(PoisonError::into_inner);
         epoch.writers = epoch.writers.saturating_sub(1);
@@ -262,6 +305,27 @@ impl Drop for Writer {
     fn drop(&mut self) {
         self.end();
     }
+}
+
+/// What the entry at `path` is now (`None`: nothing is there); a file's content from `cache`.
+fn state_of(path: &Path, cache: &GuardCache) -> Option<Before> {
+    let meta = std::fs::symlink_metadata(path).ok()?;
+    let stamp = Stamp::of(&meta);
+    Some(if meta.is_file() {
+        Before::File {
+            stamp,
+            bytes: cache.content(path, stamp),
+        }
+    } else if meta.is_dir() {
+        Before::Dir { mode: meta.mode() }
+    } else if meta.file_type().is_symlink() {
+        match std::fs::read_link(path) {
+            Ok(target) => Before::Symlink { stamp, target },
+            Err(_) => Before::Other { stamp },
+        }
+    } else {
+        Before::Other { stamp }
+    })
 }
 
 /// A file's content, reached without following any symlink.
@@ -397,26 +461,9 @@ impl GuardSnapshot {
         };
         let mut before = BTreeMap::new();
         for (path, class) in listed {
-            let Ok(meta) = std::fs::symlink_metadata(&path) else {
-                continue;
-            };
-            let stamp = Stamp::of(&meta);
-            let state = if meta.is_file() {
-                Before::File {
-                    stamp,
-                    bytes: cache.content(&path, stamp),
-                }
-            } else if meta.is_dir() {
-                Before::Dir { mode: meta.mode() }
-            } else if meta.file_type().is_symlink() {
-                match std::fs::read_link(&path) {
-                    Ok(target) => Before::Symlink { stamp, target },
-                    Err(_) => Before::Other { stamp },
-                }
-            } else {
-                Before::Other { stamp }
-            };
-            before.insert(path, (class, state));
+            if let Some(state) = state_of(&path, cache) {
+                before.insert(path, (class, state));
+            }
         }
         // Another command that may write the workspace runs: start from what was there before
         // it (or the first of them) started, not from what it may have planted.
@@ -484,6 +531,14 @@ impl GuardSnapshot {
         if self.source == Source::Nothing {
             return Vec::new();
         }
+        // While other commands that may write run, the session's entries as they are to be
+        // (the first one's "before", with Keel's own writes since).
+        let before = match (&self.source, &self.writer) {
+            (Source::Index(index), Some(_)) => {
+                index.guard_ledger.current(&self.roots, &self.before)
+            }
+            _ => self.before.clone(),
+        };
         let held = |path: &Path| bound_held && self.bound.iter().any(|b| path.starts_with(b));
         let mut lines = Vec::new();
         if self.clipped {
@@ -500,7 +555,7 @@ impl GuardSnapshot {
         };
         // Changed or removed, parents first (a path sorts before what is below it).
         let mut gone: Vec<PathBuf> = Vec::new();
-        for (path, (class, before)) in &self.before {
+        for (path, (class, before)) in &before {
             if held(path) || gone.iter().any(|g| path.starts_with(g)) {
                 continue;
             }
@@ -535,7 +590,7 @@ impl GuardSnapshot {
         let mut removed: Vec<PathBuf> = Vec::new();
         let mut created: Vec<(PathBuf, Guarded)> = now
             .into_iter()
-            .filter(|(path, _)| !self.before.contains_key(path))
+            .filter(|(path, _)| !before.contains_key(path))
             .collect();
         created.sort();
         for (path, class) in created {
