@@ -335,7 +335,7 @@ async fn a_command_of_another_session_does_not_bring_back_what_one_planted() {
     let overlapping = run(
         second,
         second_scratch,
-        "touch go; i=0; while ! grep -q ORIGINAL nested/.envrc && [ $i -lt 3000 ]; do \
+        "touch go; i=0; while ! grep -qs ORIGINAL nested/.envrc && [ $i -lt 3000 ]; do \
          sleep 0.01; i=$((i+1)); done; echo waited",
     );
     let planted = planter.await.unwrap();
