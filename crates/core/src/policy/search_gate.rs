@@ -63,22 +63,24 @@ impl PolicySearchGate {
             // A tool without a path argument cannot be asked about one path: name only.
             return SearchAccess::NameOnly;
         };
-        let Some(path) = canonical.to_str() else {
-            // Not UTF-8: the policy could only see a lossy spelling of it.
-            return SearchAccess::NameOnly;
-        };
-        let target = CallTarget::Path(path.to_owned());
+        // A path that is not UTF-8 is decided on its lossy spelling (each invalid sequence a
+        // U+FFFD, which the rules' `*` and prefixes match like any character): a rule that
+        // denies its directory hides it. No rule can name its exact bytes and the read tool
+        // cannot name it at all, so it is never read, at most named.
+        let lossy = canonical.to_string_lossy();
+        let exact = matches!(lossy, std::borrow::Cow::Borrowed(_));
+        let target = CallTarget::Path(lossy.as_ref().to_owned());
         let decision = self.policy.decide_found(
             &Call {
                 spec: &self.spec,
                 target: &target,
                 runtime,
             },
-            canonical,
+            Path::new(lossy.as_ref()),
         );
         match decision.action {
-            Action::Allow => SearchAccess::Read,
-            Action::Ask => SearchAccess::NameOnly,
+            Action::Allow if exact => SearchAccess::Read,
+            Action::Allow | Action::Ask => SearchAccess::NameOnly,
             // Headless turns every prompt into a denial; the name is still harmless.
             Action::Deny if matches!(decision.explanation.cause, Cause::Headless { .. }) => {
                 SearchAccess::NameOnly

@@ -27,6 +27,7 @@ mod sandbox_helper;
 mod sandbox_mask;
 mod sandbox_proxy_rules;
 mod sandbox_warm;
+mod search_paths;
 mod search_sensitive;
 mod shell_differential;
 mod source_rules;

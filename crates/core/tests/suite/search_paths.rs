@@ -1,0 +1,80 @@
+//! The paths a search finally reaches, decided as a read of the same path would be: names the
+//! policy's text cannot spell (not UTF-8), paths too long to be opened by name, a home
+//! directory reached through a symlink. Real files, the real tools, the real policy.
+
+use std::ffi::OsStr;
+use std::os::unix::ffi::OsStrExt as _;
+use std::sync::Arc;
+
+use keel_core::policy::{Mode, PolicySearchGate, Trust};
+use keel_core::tool::{DynTool, Limits, ProgressSink, SessionState, Tool, ToolContext, Typed};
+use keel_core::tools::glob::GlobTool;
+use keel_core::tools::grep::GrepTool;
+use serde_json::{Value, json};
+use tokio_util::sync::CancellationToken;
+
+use super::policy_support::World;
+
+/// A context whose runtime carries the policy's gate for `tool`, as the engine installs it.
+fn gated<T: Tool>(world: &World, tool: &T, headless: bool) -> ToolContext {
+    let policy = Arc::new(world.policy(Mode::Allowlist, headless, Trust::Trusted));
+    let gate = Arc::new(PolicySearchGate::new(policy, tool.spec()));
+    ToolContext {
+        runtime: world.runtime("workspace-writes").with_search_gate(gate),
+        session: Arc::new(SessionState::new(
+            "s1",
+            world.tmp.join("scratch"),
+            Limits::default(),
+            false,
+        )),
+        call_id: "call-1".into(),
+        cancel: CancellationToken::new(),
+        progress: ProgressSink::default(),
+    }
+}
+
+async fn call<T: Tool>(tool: T, ctx: &ToolContext, args: Value) -> String {
+    let tool: Arc<dyn DynTool> = Typed::wrap(tool).unwrap();
+    tool.execute(args, ctx).await.unwrap().text
+}
+
+/// A name that is not UTF-8 (a Latin-1 `é`), as old archives and other systems leave them.
+fn latin1(prefix: &str) -> std::path::PathBuf {
+    let mut bytes = prefix.as_bytes().to_vec();
+    bytes.extend_from_slice(b"caf\xe9.txt");
+    std::path::PathBuf::from(OsStr::from_bytes(&bytes))
+}
+
+/// A file whose read a `deny` rule refuses is left out of every search, named or not: a name
+/// the policy's text cannot spell (not UTF-8) is decided on its readable spelling, not shown
+/// because it cannot be decided.
+#[tokio::test]
+async fn a_name_that_is_not_utf8_in_a_denied_directory_is_not_listed() {
+    let world = World::new();
+    world.write_global_rules(
+        "[[permission]]\npermission = \"fs.read\"\nprefix = \"private\"\naction = \"deny\"\n",
+    );
+    std::fs::create_dir_all(world.ws.join("private")).unwrap();
+    std::fs::create_dir_all(world.ws.join("src")).unwrap();
+    std::fs::write(world.ws.join(latin1("private/")), "TOKEN private\n").unwrap();
+    std::fs::write(world.ws.join("private/plain.txt"), "TOKEN private\n").unwrap();
+    std::fs::write(world.ws.join(latin1("src/")), "TOKEN public\n").unwrap();
+
+    let ctx = gated(&world, &GlobTool, false);
+    let listed = call(GlobTool, &ctx, json!({"pattern": "**/*.txt"})).await;
+    assert!(!listed.contains("private"), "{listed}");
+    // Outside the denied directory the name is still listed (its read would be asked: the
+    // read tool cannot name it).
+    assert!(listed.contains("src/caf"), "{listed}");
+
+    let ctx = gated(&world, &GrepTool, false);
+    let found = call(
+        GrepTool,
+        &ctx,
+        json!({"pattern": "TOKEN", "output_mode": "content"}),
+    )
+    .await;
+    assert!(!found.contains("private"), "{found}");
+    assert!(found.contains("src/caf"), "named in the note: {found}");
+    assert!(!found.contains("TOKEN public"), "not searched: {found}");
+}
