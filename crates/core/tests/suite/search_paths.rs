@@ -78,3 +78,65 @@ async fn a_name_that_is_not_utf8_in_a_denied_directory_is_not_listed() {
     assert!(found.contains("src/caf"), "named in the note: {found}");
     assert!(!found.contains("TOKEN public"), "not searched: {found}");
 }
+
+/// Creates `depth` nested directories named `name` below `dir` (by descriptor: the path soon
+/// outgrows what the kernel resolves by name) and writes `file` in the deepest with `text`.
+/// Returns the deepest directory's path.
+fn deep_file(
+    dir: &std::path::Path,
+    name: &str,
+    depth: usize,
+    file: &str,
+    text: &str,
+) -> std::path::PathBuf {
+    use nix::fcntl::{OFlag, openat};
+    use nix::sys::stat::{Mode, mkdirat};
+    use std::io::Write as _;
+    let mut fd =
+        nix::fcntl::open(dir, OFlag::O_DIRECTORY | OFlag::O_RDONLY, Mode::empty()).unwrap();
+    let mut path = dir.to_path_buf();
+    for _ in 0..depth {
+        mkdirat(&fd, name, Mode::from_bits_truncate(0o755)).unwrap();
+        fd = openat(
+            &fd,
+            name,
+            OFlag::O_DIRECTORY | OFlag::O_RDONLY,
+            Mode::empty(),
+        )
+        .unwrap();
+        path.push(name);
+    }
+    let out = openat(
+        &fd,
+        file,
+        OFlag::O_CREAT | OFlag::O_WRONLY,
+        Mode::from_bits_truncate(0o644),
+    )
+    .unwrap();
+    std::fs::File::from(out).write_all(text.as_bytes()).unwrap();
+    path
+}
+
+/// A git configuration counts as a credential when it holds one; one whose text cannot be
+/// looked at counts as holding one. A search reads files through its directories' descriptors,
+/// so it reaches files whose path is too long to open by name: the look at such a file's text
+/// must not take "cannot open it by name" for "there is nothing there".
+#[tokio::test]
+async fn a_git_configuration_too_deep_to_open_by_name_counts_as_a_credential() {
+    let world = World::new();
+    let config = "[remote \"origin\"]\n\turl = https://me:hunter2@git.example.com/x.git\n";
+    let deep = deep_file(&world.ws, &"d".repeat(200), 24, ".gitconfig", config);
+    assert!(deep.as_os_str().len() > 4096);
+    // The same text at a plain depth is asked about (named, not searched).
+    std::fs::write(world.ws.join(".gitconfig"), config).unwrap();
+
+    let ctx = gated(&world, &GrepTool, false);
+    let found = call(
+        GrepTool,
+        &ctx,
+        json!({"pattern": "hunter2", "glob": "**/.gitconfig", "output_mode": "content"}),
+    )
+    .await;
+    assert!(!found.contains("hunter2@"), "{found}");
+    assert!(found.contains("2 file(s) not searched"), "{found}");
+}

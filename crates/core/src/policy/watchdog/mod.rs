@@ -265,13 +265,21 @@ fn is_git_config_text(text: &str) -> bool {
 /// Whether the git configuration file at `path` (a repository's, [`is_git_config`], or the
 /// user's, [`is_user_git_config_text`]) holds a credential: an `extraheader` (a CI checkout
 /// keeps the job's token there), a `[credential]` section, or a URL with a password
-/// (`https://user:token@host`). A file that exists but cannot be read within bounds counts as
-/// holding one. Commands (`cat .git/config`, `grep -r`) then read a credential; an ordinary
-/// repository's configuration stays readable.
+/// (`https://user:token@host`). A file that cannot be read within bounds counts as holding one
+/// unless it is known not to exist: a path too long to open by name (a search reaches such
+/// files through its directories' descriptors) or one that cannot be looked at is not taken
+/// for an absent file. Commands (`cat .git/config`, `grep -r`) then read a credential; an
+/// ordinary repository's configuration stays readable.
 fn config_text_holds_credential(path: &Path) -> bool {
     let Some(bytes) = crate::runtime::probe::read_bounded(path, super::gitrepo::MAX_CONFIG_BYTES)
     else {
-        return crate::runtime::probe::symlink_metadata(path).is_ok();
+        return match crate::runtime::probe::symlink_metadata(path) {
+            Ok(_) => true,
+            Err(e) => !matches!(
+                e.kind(),
+                std::io::ErrorKind::NotFound | std::io::ErrorKind::NotADirectory
+            ),
+        };
     };
     let text = String::from_utf8_lossy(&bytes).to_lowercase();
     text.contains("extraheader")
