@@ -140,3 +140,73 @@ async fn a_git_configuration_too_deep_to_open_by_name_counts_as_a_credential() {
     assert!(!found.contains("hunter2@"), "{found}");
     assert!(found.contains("2 file(s) not searched"), "{found}");
 }
+
+/// A home directory reached through a symlink (`/home` -> `/var/home` on Fedora's atomic
+/// desktops; `$HOME` as the login set it): the paths a search finds are canonical, so the
+/// rules written from the home directory (`~/...`, the bundled `~/.ssh` deny) must see them
+/// from the home directory's canonical path, as must the watchdog's home checks.
+#[tokio::test]
+async fn rules_from_a_home_directory_reached_through_a_symlink_decide_what_a_search_finds() {
+    use keel_core::capability::RequirementSet;
+    use keel_core::policy::{Policy, PolicyLayers};
+    use keel_core::runtime::{Runtime, RuntimeConfig};
+
+    let world = World::new();
+    let link = world.tmp.join("home-link");
+    std::os::unix::fs::symlink(&world.home, &link).unwrap();
+    world.write_global_rules(
+        "[[permission]]\npermission = \"fs.read\"\nprefix = \"~/private\"\naction = \"deny\"\n",
+    );
+    std::fs::create_dir_all(world.home.join("private")).unwrap();
+    std::fs::write(
+        world.home.join("private/notes.txt"),
+        "TOKEN private notes\n",
+    )
+    .unwrap();
+    std::fs::write(world.home.join(".ssh/deploy"), "TOKEN deploy key\n").unwrap();
+    std::fs::write(world.home.join("todo.txt"), "TOKEN public\n").unwrap();
+
+    // The workspace is the home directory (its canonical path, as the runtime keeps roots).
+    let layers = PolicyLayers::load(&world.home, Some(&world.global), Trust::Trusted)
+        .unwrap()
+        .with_home(Some(link.clone()));
+    let policy = Arc::new(Policy::new(layers, Mode::Allowlist, false).unwrap());
+    let runtime = Runtime::new(RuntimeConfig {
+        roots: vec![link.clone()],
+        requirements: RequirementSet::fs_read(&["{workspace}/**"]),
+        scratch_dir: world.tmp.join("scratch"),
+        ..RuntimeConfig::default()
+    })
+    .unwrap();
+    let ctx = |tool: keel_core::tool::ToolSpec| ToolContext {
+        runtime: runtime.with_search_gate(Arc::new(PolicySearchGate::new(policy.clone(), tool))),
+        session: Arc::new(SessionState::new(
+            "s1",
+            world.tmp.join("scratch"),
+            Limits::default(),
+            false,
+        )),
+        call_id: "call-1".into(),
+        cancel: CancellationToken::new(),
+        progress: ProgressSink::default(),
+    };
+
+    let found = call(
+        GrepTool,
+        &ctx(GrepTool.spec()),
+        json!({"pattern": "TOKEN", "glob": "**/*", "output_mode": "content"}),
+    )
+    .await;
+    assert!(found.contains("todo.txt:1:TOKEN public"), "{found}");
+    // `~/private` is denied: left out. `~/.ssh` is denied by the bundled rules: left out, not
+    // named as a file that asks.
+    assert!(!found.contains("private"), "{found}");
+    assert!(!found.contains("deploy"), "{found}");
+    let listed = call(
+        GlobTool,
+        &ctx(GlobTool.spec()),
+        json!({"pattern": "**/*.txt"}),
+    )
+    .await;
+    assert_eq!(listed.trim(), "todo.txt");
+}

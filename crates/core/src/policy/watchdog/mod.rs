@@ -328,6 +328,8 @@ pub fn is_credential_entry(home: Option<&Path>, path: &Path, meta: &std::fs::Met
 
 /// [`is_credential_entry`] as the sandbox takes it, for the home directory `home`.
 pub fn credential_rules(home: Option<PathBuf>) -> crate::runtime::sandbox::CredentialRules {
+    // The entries classified are canonical: so is the home they are seen from.
+    let home = home.map(|home| crate::runtime::paths::resolve(&home).unwrap_or(home));
     crate::runtime::sandbox::CredentialRules(std::sync::Arc::new(move |path, meta| {
         is_credential_entry(home.as_deref(), path, meta)
     }))
