@@ -91,13 +91,24 @@ pub fn dir_entries(dir: &Path, limit: usize) -> io::Result<Option<Vec<PathBuf>>>
     Ok(Some(paths))
 }
 
-/// At most `limit` bytes of the file at `path`; `None` when it cannot be read or is larger.
+/// At most `limit` bytes of the regular file at `path`; `None` when it cannot be read, is
+/// larger, or is not a regular file. Opened without waiting (`O_NONBLOCK`): a FIFO by the name
+/// looked at (a `.gitconfig` the policy inspects) would otherwise block the open until a writer
+/// comes, and the decision with it.
 #[expect(
     clippy::disallowed_methods,
     reason = "the runtime is where ambient authority lives"
 )]
 pub fn read_bounded(path: &Path, limit: u64) -> Option<Vec<u8>> {
-    let file = std::fs::File::open(path).ok()?;
+    use std::os::unix::fs::OpenOptionsExt as _;
+    let file = std::fs::OpenOptions::new()
+        .read(true)
+        .custom_flags(libc::O_NONBLOCK)
+        .open(path)
+        .ok()?;
+    if !file.metadata().ok()?.is_file() {
+        return None;
+    }
     let mut bytes = Vec::new();
     file.take(limit.saturating_add(1))
         .read_to_end(&mut bytes)

@@ -210,3 +210,30 @@ async fn rules_from_a_home_directory_reached_through_a_symlink_decide_what_a_sea
     .await;
     assert_eq!(listed.trim(), "todo.txt");
 }
+
+/// A git configuration is looked at before a read of it is decided. A FIFO by that name (an
+/// archive unpacked into the workspace can hold one; git cannot) has no writer: opening it to
+/// look would wait for one for ever, and the decision with it. It is answered at once, as a
+/// configuration that cannot be looked at (asked). A regression hangs this test.
+#[test]
+fn a_fifo_named_like_a_git_configuration_is_decided_without_waiting_for_a_writer() {
+    use keel_core::policy::{Action, Call};
+    use keel_core::tool::CallTarget;
+
+    let world = World::new();
+    for name in [".gitconfig", ".git/config"] {
+        let path = world.ws.join(name);
+        let _ = std::fs::remove_file(&path);
+        nix::unistd::mkfifo(&path, nix::sys::stat::Mode::from_bits_truncate(0o644)).unwrap();
+        let policy = world.policy(Mode::Allowlist, false, Trust::Trusted);
+        let runtime = world.runtime("workspace-writes");
+        let spec = super::policy_support::spec("read");
+        let target = CallTarget::Path(name.into());
+        let decision = policy.decide(&Call {
+            spec: &spec,
+            target: &target,
+            runtime: &runtime,
+        });
+        assert_eq!(decision.action, Action::Ask, "{name}: {decision:?}");
+    }
+}
