@@ -7,7 +7,9 @@ use std::os::unix::ffi::OsStrExt as _;
 use std::sync::Arc;
 
 use keel_core::policy::{Mode, PolicySearchGate, Trust};
-use keel_core::tool::{DynTool, Limits, ProgressSink, SessionState, Tool, ToolContext, Typed};
+use keel_core::tool::{
+    DynTool, Limits, ProgressSink, SessionState, Tool, ToolContext, ToolSpec, Typed,
+};
 use keel_core::tools::glob::GlobTool;
 use keel_core::tools::grep::GrepTool;
 use serde_json::{Value, json};
@@ -16,9 +18,9 @@ use tokio_util::sync::CancellationToken;
 use super::policy_support::World;
 
 /// A context whose runtime carries the policy's gate for `tool`, as the engine installs it.
-fn gated<T: Tool>(world: &World, tool: &T, headless: bool) -> ToolContext {
+fn gated(world: &World, tool: ToolSpec, headless: bool) -> ToolContext {
     let policy = Arc::new(world.policy(Mode::Allowlist, headless, Trust::Trusted));
-    let gate = Arc::new(PolicySearchGate::new(policy, tool.spec()));
+    let gate = Arc::new(PolicySearchGate::new(policy, tool));
     ToolContext {
         runtime: world.runtime("workspace-writes").with_search_gate(gate),
         session: Arc::new(SessionState::new(
@@ -60,14 +62,14 @@ async fn a_name_that_is_not_utf8_in_a_denied_directory_is_not_listed() {
     std::fs::write(world.ws.join("private/plain.txt"), "TOKEN private\n").unwrap();
     std::fs::write(world.ws.join(latin1("src/")), "TOKEN public\n").unwrap();
 
-    let ctx = gated(&world, &GlobTool, false);
+    let ctx = gated(&world, GlobTool.spec(), false);
     let listed = call(GlobTool, &ctx, json!({"pattern": "**/*.txt"})).await;
     assert!(!listed.contains("private"), "{listed}");
     // Outside the denied directory the name is still listed (its read would be asked: the
     // read tool cannot name it).
     assert!(listed.contains("src/caf"), "{listed}");
 
-    let ctx = gated(&world, &GrepTool, false);
+    let ctx = gated(&world, GrepTool.spec(), false);
     let found = call(
         GrepTool,
         &ctx,
@@ -130,7 +132,7 @@ async fn a_git_configuration_too_deep_to_open_by_name_counts_as_a_credential() {
     // The same text at a plain depth is asked about (named, not searched).
     std::fs::write(world.ws.join(".gitconfig"), config).unwrap();
 
-    let ctx = gated(&world, &GrepTool, false);
+    let ctx = gated(&world, GrepTool.spec(), false);
     let found = call(
         GrepTool,
         &ctx,
@@ -235,5 +237,66 @@ fn a_fifo_named_like_a_git_configuration_is_decided_without_waiting_for_a_writer
             runtime: &runtime,
         });
         assert_eq!(decision.action, Action::Ask, "{name}: {decision:?}");
+    }
+}
+
+/// The engine resolves a call's path once and decides on where it points; the tool must then
+/// act on that path, not resolve the argument again: a symlink swapped in between (a
+/// background command can swap one in a loop, and a headless session's denials cost nothing)
+/// would point the call at a file nobody decided on. Each step as the engine takes it: parse
+/// and resolve, decide, (the swap), prepare, run.
+#[tokio::test]
+async fn a_symlink_swapped_after_the_decision_does_not_change_what_the_call_reads() {
+    use keel_core::policy::{Action, Call};
+    use keel_core::tools::read::ReadTool;
+
+    let world = World::new();
+    std::fs::write(world.ws.join(".env"), "TOKEN=hunter2\n").unwrap();
+    std::fs::write(world.ws.join("README.md"), "TOKEN=public\n").unwrap();
+    let link = world.ws.join("l");
+    let calls: [(Arc<dyn DynTool>, Value); 3] = [
+        (Typed::wrap(ReadTool).unwrap(), json!({"file_path": "l"})),
+        (
+            Typed::wrap(GrepTool).unwrap(),
+            json!({"pattern": "TOKEN", "path": "l", "output_mode": "content"}),
+        ),
+        (
+            Typed::wrap(GlobTool).unwrap(),
+            json!({"pattern": "**/*", "path": "l"}),
+        ),
+    ];
+    for (tool, args) in calls {
+        let id = tool.spec().id.clone();
+        // grep and read are decided on a file, glob on a directory.
+        let (decided, swapped) = if id == "glob" {
+            ("src", ".git")
+        } else {
+            ("README.md", ".env")
+        };
+        let _ = std::fs::remove_file(&link);
+        std::os::unix::fs::symlink(decided, &link).unwrap();
+        let policy = world.policy(Mode::Allowlist, false, Trust::Trusted);
+        let ctx = gated(&world, tool.spec().clone(), false);
+        let mut call = tool.parse_checked(&args, &ctx).unwrap();
+        let decision = policy.decide_resolved(
+            &Call {
+                spec: tool.spec(),
+                target: &call.target,
+                runtime: &ctx.runtime,
+            },
+            call.subject.as_deref(),
+        );
+        assert_eq!(decision.action, Action::Allow, "{id}: {decision:?}");
+        std::fs::remove_file(&link).unwrap();
+        std::os::unix::fs::symlink(swapped, &link).unwrap();
+        tool.prepare(&mut call, &ctx).await.unwrap();
+        let out = tool.run(call, &ctx).await.unwrap().text;
+        assert!(!out.contains("hunter2"), "{id}: {out}");
+        assert!(!out.contains("config"), "{id}: {out}");
+        if id == "glob" {
+            assert!(out.contains("src/main.rs"), "{id}: {out}");
+        } else {
+            assert!(out.contains("TOKEN=public"), "{id}: {out}");
+        }
     }
 }
