@@ -300,3 +300,73 @@ async fn a_symlink_swapped_after_the_decision_does_not_change_what_the_call_read
         }
     }
 }
+
+/// The sandbox masks the home directory's credential files from commands; a search over a
+/// workspace that is the home directory must not show what the mask hides: each masked file
+/// is one whose read asks (a git configuration only when it holds a credential).
+#[tokio::test]
+async fn what_the_sandbox_masks_in_the_home_directory_a_search_does_not_show() {
+    use keel_core::capability::RequirementSet;
+    use keel_core::policy::watchdog::{home_credentials, is_secret_dir, is_secret_path};
+    use keel_core::policy::{Policy, PolicyLayers};
+    use keel_core::runtime::{Runtime, RuntimeConfig};
+
+    let world = World::new();
+    let home = world.home.clone();
+    let mut masked = Vec::new();
+    for path in home_credentials(&home) {
+        let name = path
+            .strip_prefix(&home)
+            .unwrap()
+            .to_string_lossy()
+            .into_owned();
+        if name.contains("gitconfig") || name.ends_with("git/config") {
+            // Masked whole for commands; for reads a credential when it holds one.
+            continue;
+        }
+        // A credential directory: one file in it.
+        let file = if is_secret_dir(&path) {
+            path.join("stored")
+        } else {
+            path.clone()
+        };
+        std::fs::create_dir_all(file.parent().unwrap()).unwrap();
+        std::fs::write(&file, "hunter2\n").unwrap();
+        masked.push(file);
+    }
+    assert!(masked.len() > 20, "{masked:?}");
+
+    let layers = PolicyLayers::load(&home, Some(&world.global), Trust::Trusted)
+        .unwrap()
+        .with_home(Some(home.clone()));
+    let policy = Arc::new(Policy::new(layers, Mode::Yolo, false).unwrap());
+    let runtime = Runtime::new(RuntimeConfig {
+        roots: vec![home.clone()],
+        requirements: RequirementSet::fs_read(&["{workspace}/**"]),
+        scratch_dir: world.tmp.join("scratch"),
+        ..RuntimeConfig::default()
+    })
+    .unwrap();
+    let ctx = ToolContext {
+        runtime: runtime.with_search_gate(Arc::new(PolicySearchGate::new(policy, GrepTool.spec()))),
+        session: Arc::new(SessionState::new(
+            "s1",
+            world.tmp.join("scratch"),
+            Limits::default(),
+            false,
+        )),
+        call_id: "call-1".into(),
+        cancel: CancellationToken::new(),
+        progress: ProgressSink::default(),
+    };
+    let found = call(
+        GrepTool,
+        &ctx,
+        json!({"pattern": "hunter2", "glob": "**/*", "output_mode": "content"}),
+    )
+    .await;
+    assert!(!found.contains("hunter2"), "{found}");
+    for file in &masked {
+        assert!(is_secret_path(Some(&home), file), "{}", file.display());
+    }
+}

@@ -242,6 +242,7 @@ const SECRET_FILES: &[&str] = &[
     ".config/composer/auth.json",
     ".config/git/credentials",
     ".cache/huggingface/token",
+    ".cache/huggingface/stored_tokens",
     ".huggingface/token",
     // Keel's own, written by `keel login` (`config::credentials`).
     ".config/keel/credentials.toml",
@@ -335,23 +336,16 @@ pub fn credential_rules(home: Option<PathBuf>) -> crate::runtime::sandbox::Crede
     }))
 }
 
-/// The home directory's credential files and directories (from `SECRET_DIRS` and
-/// `SECRET_FILES`, plus the stores other tools keep under `~/.config` and `~/.cache`, and the
-/// git configurations, which count when they hold a credential). The sandbox masks each one
-/// that a command could otherwise see.
+/// The home directory's credential files and directories: `SECRET_DIRS` and `SECRET_FILES`
+/// (what a read asks about, so a search never shows what the mask hides), and the git
+/// configurations, which a read asks about only when they hold a credential. The sandbox masks
+/// each one that a command could otherwise see.
 pub fn home_credentials(home: &Path) -> Vec<PathBuf> {
-    const MORE: &[&str] = &[
-        ".gitconfig",
-        ".config/git/config",
-        ".config/git/credentials",
-        ".cache/huggingface/token",
-        ".huggingface/token",
-        ".cache/huggingface/stored_tokens",
-    ];
+    const GIT_CONFIGS: &[&str] = &[".gitconfig", ".config/git/config"];
     SECRET_DIRS
         .iter()
         .chain(SECRET_FILES)
-        .chain(MORE)
+        .chain(GIT_CONFIGS)
         .map(|relative| home.join(relative))
         .collect()
 }
