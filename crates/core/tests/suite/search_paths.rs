@@ -370,3 +370,37 @@ async fn what_the_sandbox_masks_in_the_home_directory_a_search_does_not_show() {
         assert!(is_secret_path(Some(&home), file), "{}", file.display());
     }
 }
+
+/// A bare repository (`git clone --bare` or `--mirror` makes `<name>.git/`) keeps its
+/// configuration, and the token of a URL cloned with one, in `<name>.git/config`: it is a
+/// repository's configuration as `.git/config` is, for reads and searches alike.
+#[tokio::test]
+async fn a_bare_repository_s_configuration_is_not_searched() {
+    let world = World::new();
+    let config = "[core]\n\tbare = true\n[remote \"origin\"]\n\turl = https://me:hunter2@git.example.com/x.git\n";
+    for dir in ["mirrors/proj.git", "mirrors/Other.GIT/modules/sub"] {
+        std::fs::create_dir_all(world.ws.join(dir)).unwrap();
+        std::fs::write(world.ws.join(dir).join("config"), config).unwrap();
+    }
+    // An ordinary directory's `config` stays searchable.
+    std::fs::create_dir_all(world.ws.join("mirrors/proj.github")).unwrap();
+    std::fs::write(
+        world.ws.join("mirrors/proj.github/config"),
+        "url = public\n",
+    )
+    .unwrap();
+
+    let ctx = gated(&world, GrepTool.spec(), false);
+    let found = call(
+        GrepTool,
+        &ctx,
+        json!({"pattern": "url", "path": "mirrors", "output_mode": "content"}),
+    )
+    .await;
+    assert!(!found.contains("hunter2"), "{found}");
+    assert!(found.contains("2 file(s) not searched"), "{found}");
+    assert!(
+        found.contains("proj.github/config:1:url = public"),
+        "{found}"
+    );
+}

@@ -260,7 +260,14 @@ fn is_git_config(path: &Path) -> bool {
 fn is_git_config_text(text: &str) -> bool {
     let mut parts = text.rsplit('/');
     let name = parts.next().unwrap_or_default();
-    (name == "config" || name == "config.worktree") && parts.any(|part| part == ".git")
+    (name == "config" || name == "config.worktree") && parts.any(is_repository_dir)
+}
+
+/// Whether a folded path component names a repository's own directory: `.git`, or a bare
+/// repository's `<name>.git` (what `git clone --bare` and `--mirror` make), whose `config`
+/// holds the remote's URL as `.git/config` does.
+fn is_repository_dir(component: &str) -> bool {
+    component.ends_with(".git")
 }
 
 /// Whether the git configuration file at `path` (a repository's, [`is_git_config`], or the
