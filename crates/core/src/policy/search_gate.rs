@@ -865,8 +865,12 @@ action = "allow"
                     3 => format!("{}/", world.root.display()),
                     _ => String::new(),
                 };
-                let trailing = if rng.next() % 5 == 0 { "/" } else { "" };
-                let key = if !glob && rng.next() % 2 == 0 {
+                let trailing = if rng.next().is_multiple_of(5) {
+                    "/"
+                } else {
+                    ""
+                };
+                let key = if !glob && rng.next().is_multiple_of(2) {
                     "prefix"
                 } else {
                     "pattern"

@@ -95,17 +95,15 @@ pub fn dir_entries(dir: &Path, limit: usize) -> io::Result<Option<Vec<PathBuf>>>
 /// larger, or is not a regular file. Opened without waiting (`O_NONBLOCK`): a FIFO by the name
 /// looked at (a `.gitconfig` the policy inspects) would otherwise block the open until a writer
 /// comes, and the decision with it.
-#[expect(
-    clippy::disallowed_methods,
-    reason = "the runtime is where ambient authority lives"
-)]
 pub fn read_bounded(path: &Path, limit: u64) -> Option<Vec<u8>> {
-    use std::os::unix::fs::OpenOptionsExt as _;
-    let file = std::fs::OpenOptions::new()
-        .read(true)
-        .custom_flags(libc::O_NONBLOCK)
-        .open(path)
-        .ok()?;
+    use nix::fcntl::OFlag;
+    let fd = nix::fcntl::open(
+        path,
+        OFlag::O_RDONLY | OFlag::O_NONBLOCK | OFlag::O_CLOEXEC,
+        nix::sys::stat::Mode::empty(),
+    )
+    .ok()?;
+    let file = std::fs::File::from(fd);
     if !file.metadata().ok()?.is_file() {
         return None;
     }
