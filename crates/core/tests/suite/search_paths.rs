@@ -404,3 +404,39 @@ async fn a_bare_repository_s_configuration_is_not_searched() {
         "{found}"
     );
 }
+
+/// The ignore files of a search's parents (and a worktree's `.git` file) are read by path,
+/// outside the walk's descriptors. A FIFO by one of those names (`mkfifo .gitignore`, or an
+/// archive unpacked into the workspace) has no writer: reading it would wait for ever, and the
+/// search with it, on a thread no cancellation reaches. It reads as no rules. A regression
+/// hangs this test.
+#[tokio::test]
+async fn a_fifo_named_like_an_ignore_file_above_the_search_does_not_hang_it() {
+    let world = World::new();
+    std::fs::create_dir_all(world.ws.join("sub/src")).unwrap();
+    std::fs::write(world.ws.join("sub/src/lib.rs"), "needle\n").unwrap();
+    for name in [".gitignore", ".ignore"] {
+        nix::unistd::mkfifo(
+            &world.ws.join(name),
+            nix::sys::stat::Mode::from_bits_truncate(0o644),
+        )
+        .unwrap();
+    }
+    // A worktree's `.git` file names its repository: a FIFO there too.
+    nix::unistd::mkfifo(
+        &world.ws.join("sub/.git"),
+        nix::sys::stat::Mode::from_bits_truncate(0o644),
+    )
+    .unwrap();
+    let ctx = gated(&world, GrepTool.spec(), false);
+    let found = call(
+        GrepTool,
+        &ctx,
+        json!({"pattern": "needle", "path": "sub/src"}),
+    )
+    .await;
+    assert_eq!(found, "sub/src/lib.rs");
+    let ctx = gated(&world, GlobTool.spec(), false);
+    let listed = call(GlobTool, &ctx, json!({"pattern": "**/*.rs", "path": "sub"})).await;
+    assert_eq!(listed, "sub/src/lib.rs");
+}
