@@ -28,6 +28,7 @@ mod sandbox_mask;
 mod sandbox_proxy_rules;
 mod sandbox_session_state;
 mod sandbox_warm;
+mod search_paths;
 mod search_sensitive;
 mod shell_differential;
 mod source_rules;
