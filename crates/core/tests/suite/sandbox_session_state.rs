@@ -1,10 +1,6 @@
 //! What a command leaves for the session's next commands through the sandbox's long-lived
 //! pieces, with real processes under the forced Landlock fallback (and namespaces where they
-//! compare): no process of a chain deeper than the sweep looks outlives its command; a
-//! contained command reaches no approved command's server by its socket; what one session's
-//! command planted is not brought back by another's guard; a contained command that stops its
-//! warm holder does not deny the next one; a credential created while a contained command runs
-//! stays out of its reach.
+//! compare): no process of a chain deeper than the sweep looks outlives its command.
 
 use std::path::PathBuf;
 use std::time::Duration;
@@ -79,11 +75,6 @@ impl Fixture {
             )
             .await
             .unwrap()
-    }
-
-    async fn contained(&self, command: &str) -> ShellOutput {
-        self.run_as(&self.runtime.contained(command, command), command)
-            .await
     }
 
     async fn approved(&self, command: &str) -> ShellOutput {
@@ -356,112 +347,4 @@ async fn a_command_of_another_session_does_not_bring_back_what_one_planted() {
         "export ORIGINAL=1\n",
         "the other session's command brought the planted file back: {overlapped:?}"
     );
-}
-
-// Failing until fixed (reported to the lead): the first two in the warm holder's own pieces
-// (crates/sandbox/src/zygote, runtime::sandbox::zygote), which are being changed elsewhere; the
-// last two need a design (docs/sandbox.md, "What the fallback does not cover").
-
-/// `kill -STOP -1` reaches the whole warm domain, the holder included (it is in the domain:
-/// Landlock's signal scope lets a command signal it). The command lets its own starter go on,
-/// so it ends as usual; the holder stays stopped. The next contained command must still run.
-#[tokio::test]
-async fn a_contained_command_that_stops_its_holder_does_not_deny_the_next_one() {
-    let f = fixture(Mechanism::Landlock);
-    let first = f.contained("cat README.md").await;
-    assert_eq!(mechanism_of(&first), ("landlock", true));
-
-    let stopper = f
-        .contained("kill -STOP -1; kill -CONT $PPID; echo stopped")
-        .await;
-    assert_eq!(mechanism_of(&stopper), ("landlock", true));
-    assert_eq!(stopper.text, "stopped\n", "{stopper:?}");
-
-    let runtime = f.runtime.contained("echo next", "echo next");
-    let next = runtime.spawn_shell("echo next", &f.root);
-    let mut next = match next {
-        Ok(process) => process,
-        Err(e) => panic!("the next contained command could not start: {e}"),
-    };
-    let output = next
-        .wait_with_output(
-            OutputCapture {
-                limit: 64 * 1024,
-                sidecar: f.scratch.join(unique("out")),
-            },
-            Duration::from_secs(60),
-            &CancellationToken::new(),
-            &ProgressSink::default(),
-        )
-        .await
-        .unwrap();
-    assert_eq!(output.text, "next\n", "{output:?}");
-}
-
-#[tokio::test]
-async fn a_deep_chain_does_not_outlive_a_warm_command() {
-    let f = fixture(Mechanism::Landlock);
-    let name = unique("keel-chain-warm");
-    no_deep_chain_outlives(
-        async |command: &str| {
-            let output = f.contained(command).await;
-            assert_eq!(mechanism_of(&output), ("landlock", true));
-            output
-        },
-        &name,
-    )
-    .await;
-}
-
-/// A credential created while a contained command runs (the user saves a `.env` during a
-/// long `grep`, or while a contained background job runs): the command's masks were built
-/// when it started (Landlock's domain, the mounts), so it could read the new file, and its
-/// output reaches the model without the question the `read` tool would ask. Fails under both
-/// mechanisms until Keel ends (or re-masks) a running contained command when the masked list
-/// grows (reported to the lead).
-async fn a_credential_created_while_a_contained_command_runs(mechanism: Mechanism) {
-    let f = fixture(mechanism);
-    std::fs::create_dir_all(f.root.join("src")).unwrap();
-    std::fs::write(f.root.join("src/lib.rs"), "pub fn plain() {}\n").unwrap();
-    let command = "touch \"$TMPDIR/waiting\"; i=0; \
-         while [ ! -s src/.env ] && [ $i -lt 3000 ]; do sleep 0.01; i=$((i+1)); done; \
-         cat src/.env 2>&1; echo read";
-    let running = {
-        let runtime = f.runtime.contained(command, command);
-        let mut process = runtime.spawn_shell(command, &f.root).unwrap();
-        let sidecar = f.scratch.join(unique("out"));
-        tokio::spawn(async move {
-            process
-                .wait_with_output(
-                    OutputCapture {
-                        limit: 64 * 1024,
-                        sidecar,
-                    },
-                    Duration::from_secs(60),
-                    &CancellationToken::new(),
-                    &ProgressSink::default(),
-                )
-                .await
-                .unwrap()
-        })
-    };
-    while !f.scratch.join("tmp/waiting").exists() {
-        tokio::time::sleep(Duration::from_millis(10)).await;
-    }
-    std::fs::write(f.root.join("src/.env"), "TOKEN=LATE-SECRET-51c9\n").unwrap();
-    let output = running.await.unwrap();
-    assert!(
-        !output.text.contains("LATE-SECRET"),
-        "a credential created while a contained command ran reached it: {output:?}"
-    );
-}
-
-#[tokio::test]
-async fn a_credential_created_while_a_contained_command_runs_stays_masked_under_namespaces() {
-    a_credential_created_while_a_contained_command_runs(Mechanism::Namespaces).await;
-}
-
-#[tokio::test]
-async fn a_credential_created_while_a_contained_command_runs_stays_masked_under_the_fallback() {
-    a_credential_created_while_a_contained_command_runs(Mechanism::Landlock).await;
 }
