@@ -1,11 +1,6 @@
 //! The process's ledger of guarded entries per workspace root, shared by the commands that
 //! may write it while they overlap (the module above explains why).
 
-#![expect(
-    clippy::disallowed_methods,
-    reason = "the runtime is where ambient authority lives"
-)]
-
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::sync::{Mutex, PoisonError};
