@@ -40,8 +40,8 @@ use crate::profile::Mechanism;
 
 /// The note every command through a holder under namespaces carries.
 const WARM_NOTE: &str = "namespaces, warm holder: contained commands of this session share one \
-                         network namespace with only its loopback (one may reach a server \
-                         another runs on it at the same time, nothing else), each has a PID, \
+                         network namespace with only its loopback (a datagram may reach \
+                         another running at the same time, nothing else), each has a PID, \
                          mount and IPC namespace of its own";
 
 /// Whether a holder of `profile` confines by namespaces: unless the fallback is forced or Keel
@@ -60,7 +60,7 @@ pub(super) fn hold(profile: &Profile) -> Result<(Held, String, Vec<String>), Str
     // The host's `/proc` (bound at `/proc`): `self` is the holder.
     let mounts = std::fs::File::open("/proc/self/mountinfo")
         .map_err(|e| format!("reading the holder's mounts: {e}"))?;
-    let filter = fallback::Prepared::for_namespaces()
+    let filter = fallback::Prepared::for_namespaces(profile)
         .map_err(|e| format!("the namespaces' seccomp filter: {e}"))?;
     let held = Held::Namespaces {
         ids,
