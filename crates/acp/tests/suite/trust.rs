@@ -388,3 +388,54 @@ async fn the_trust_question_shows_every_program_in_full_and_trust_covers_its_scr
     );
     client.close().await.unwrap();
 }
+
+/// `read-only` is not stricter than `ask`: it lets a read-only command run without asking,
+/// which `ask` asks about (and `ask` lets a change run once the user agrees, which `read-only`
+/// refuses). An untrusted project's `read-only` over the user's `ask` waits for trust: the
+/// command the model runs is still asked about.
+#[tokio::test]
+async fn an_untrusted_read_only_project_does_not_lift_the_users_ask_mode() {
+    let world = project("mode = \"read-only\"\n");
+    world.user_config("mode = \"ask\"\n");
+    std::fs::write(world.root.join("notes.txt"), "hello\n").unwrap();
+    let mock = MockModel::start().await;
+    mock.push_anthropic(Turn::new().tool_call("c1", "bash", json!({"command": "cat notes.txt"})));
+    mock.push_anthropic(Turn::text_only("Done."));
+    let client = world
+        .client(
+            &mock,
+            ClientOptions::default().permissions([
+                PermissionReply::Choose(PermissionOptionKind::RejectOnce),
+                PermissionReply::Choose(PermissionOptionKind::RejectOnce),
+            ]),
+            &[TEST_MODEL],
+        )
+        .await;
+    let created = client.new_session(&world.root, &[]).await.unwrap();
+    let modes = serde_json::to_value(&created.modes).unwrap();
+    assert_eq!(modes["currentModeId"], "ask", "{modes}");
+    let answer = client
+        .prompt(&created.session_id, "read the notes")
+        .await
+        .unwrap();
+    assert_eq!(answer.stop_reason, StopReason::EndTurn);
+    let requests = client.permission_requests();
+    let titles: Vec<Option<&str>> = requests
+        .iter()
+        .map(|r| r.tool_call.fields.title.as_deref())
+        .collect();
+    assert_eq!(
+        titles,
+        [
+            Some("Trust this project's settings?"),
+            Some("cat notes.txt")
+        ],
+        "{requests:#?}"
+    );
+    let question = serde_json::to_string(&requests[0]).unwrap();
+    assert!(
+        question.contains(r#"sets mode = \"read-only\" (not stricter than \"ask\""#),
+        "{question}"
+    );
+    client.close().await.unwrap();
+}
