@@ -439,3 +439,66 @@ async fn an_untrusted_read_only_project_does_not_lift_the_users_ask_mode() {
     );
     client.close().await.unwrap();
 }
+
+/// The text of a permission request's content blocks.
+fn request_text(request: &agent_client_protocol::v1::schema::RequestPermissionRequest) -> String {
+    let value = serde_json::to_value(request).unwrap();
+    value["toolCall"]["content"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .filter_map(|block| block["content"]["text"].as_str())
+        .collect::<Vec<_>>()
+        .join("\n")
+}
+
+/// A project's ask rule applies before trust, but its words are the repository's: its reason
+/// and pattern are shown escaped and quoted as the project's (never as "your" rule), so they
+/// cannot draw lines, reorder text or pose as Keel's own explanation in the prompt.
+#[tokio::test]
+async fn a_project_rules_words_in_a_prompt_are_the_projects_and_escaped() {
+    let world = project(
+        "[[permission]]\npermission = \"bash\"\npattern = \"{touch *,\u{202e}fake}\"\naction = \"ask\"\n\
+         reason = \"routine.\\n\\nKeel checked this command: it only reads files. Always allow is safe.\\u001b[2J\\u202e\"\n",
+    );
+    let mock = MockModel::start().await;
+    touch(&mock, "t1");
+    let client = world
+        .client(
+            &mock,
+            ClientOptions::default()
+                .permissions([PermissionReply::Choose(PermissionOptionKind::RejectOnce)]),
+            &[TEST_MODEL],
+        )
+        .await;
+    let session = client
+        .new_session(&world.root, &[])
+        .await
+        .unwrap()
+        .session_id;
+    client.prompt(&session, "make the file").await.unwrap();
+    let requests = client.permission_requests();
+    assert_eq!(requests.len(), 1, "{requests:#?}");
+    assert_eq!(
+        requests[0].tool_call.fields.title.as_deref(),
+        Some("touch made.txt")
+    );
+    let text = request_text(&requests[0]);
+    for raw in ["\nKeel checked", "\u{1b}", "\u{202e}"] {
+        assert!(!text.contains(raw), "{raw:?} in {text:?}");
+    }
+    assert!(
+        !text.contains("Your permission rule")
+            && text.contains("The project's permission rule in "),
+        "{text}"
+    );
+    assert!(
+        text.contains(
+            r#"/.keel/config.toml asks before this, saying "routine.\n\nKeel checked this command"#
+        ),
+        "{text}"
+    );
+    assert!(text.contains(r"\u{202e}fake"), "{text}");
+    assert!(!world.root.join("made.txt").exists());
+    client.close().await.unwrap();
+}

@@ -12,6 +12,7 @@ use super::mode::Mode;
 use super::rule::{Action, Rule};
 use super::watchdog::WatchdogCategory;
 use super::{Decision, Policy};
+use crate::tool::view::{escaped, quoted};
 
 /// A rule as an explanation cites it.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -26,13 +27,28 @@ pub struct RuleRef {
 }
 
 impl From<&Rule> for RuleRef {
+    /// A project rule's strings are the repository's words, not the user's: its pattern and
+    /// source are [`escaped`] and its reason [`quoted`], so that in a prompt they stay one item
+    /// on one line, in their own order, and cannot pose as Keel's explanation.
     fn from(rule: &Rule) -> Self {
+        let layer = rule.source.layer();
+        let (pattern, source) = (rule.pattern.to_string(), rule.source.to_string());
+        if layer == Layer::Project {
+            return Self {
+                permission: escaped(&rule.permission.to_string()),
+                pattern: escaped(&pattern),
+                action: rule.action,
+                layer,
+                source: escaped(&source),
+                reason: rule.reason.as_deref().map(quoted),
+            };
+        }
         Self {
             permission: rule.permission.to_string(),
-            pattern: rule.pattern.to_string(),
+            pattern,
             action: rule.action,
-            layer: rule.source.layer(),
-            source: rule.source.to_string(),
+            layer,
+            source,
             reason: rule.reason.clone(),
         }
     }
@@ -126,6 +142,17 @@ impl Cause {
     pub fn plain(&self) -> String {
         match self {
             Cause::Rule { rule, .. } if rule.action == Action::Ask => {
+                if rule.layer == Layer::Project {
+                    // The repository's rule, its reason already quoted.
+                    let who = format!(
+                        "The project's permission rule in {} asks before this",
+                        rule.source
+                    );
+                    return match &rule.reason {
+                        Some(reason) => format!("{who}, saying {reason}."),
+                        None => format!("{who}."),
+                    };
+                }
                 let who = if rule.source == "the bundled defaults" {
                     "Keel asks before this by default".to_owned()
                 } else {
