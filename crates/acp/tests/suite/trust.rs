@@ -503,6 +503,21 @@ async fn a_project_rules_words_in_a_prompt_are_the_projects_and_escaped() {
     client.close().await.unwrap();
 }
 
+/// `keel trust grant` of the world's workspace, as the user runs it.
+fn grant(world: &KeelHome) {
+    let granted = std::process::Command::new(env!("CARGO_BIN_EXE_keel"))
+        .args(["trust", "grant"])
+        .arg(&world.root)
+        .env_clear()
+        .env("HOME", &world.home)
+        .env("XDG_CONFIG_HOME", world.home.join("config"))
+        .env("XDG_DATA_HOME", world.home.join("data"))
+        .env("XDG_STATE_HOME", world.home.join("state"))
+        .output()
+        .unwrap();
+    assert!(granted.status.success(), "{granted:?}");
+}
+
 /// A tool file's `read_only = true` covers the program it names, not what the model's
 /// arguments make of it: an argument filled into a `sh -c` script is decided as the command
 /// line that runs (the watchdog and the grammars see it), so it asks instead of running.
@@ -518,17 +533,7 @@ async fn an_argument_filled_into_a_tool_files_script_is_decided_as_the_command_i
     )
     .unwrap();
     std::fs::write(world.root.join("f.txt"), "a b c\n").unwrap();
-    let granted = std::process::Command::new(env!("CARGO_BIN_EXE_keel"))
-        .args(["trust", "grant"])
-        .arg(&world.root)
-        .env_clear()
-        .env("HOME", &world.home)
-        .env("XDG_CONFIG_HOME", world.home.join("config"))
-        .env("XDG_DATA_HOME", world.home.join("data"))
-        .env("XDG_STATE_HOME", world.home.join("state"))
-        .output()
-        .unwrap();
-    assert!(granted.status.success(), "{granted:?}");
+    grant(&world);
     let mock = MockModel::start().await;
     mock.push_anthropic(Turn::new().tool_call("w1", "word_count", json!({"path": "f.txt"})));
     mock.push_anthropic(Turn::new().tool_call(
@@ -594,4 +599,83 @@ async fn an_argument_filled_into_a_tool_files_script_is_decided_as_the_command_i
         "{last}"
     );
     client.close().await.unwrap();
+}
+
+/// An untrusted project's MCP servers neither start nor are connected to, before the trust
+/// question or after it is refused: a stdio server that would leave a file, and an HTTP server
+/// whose listener would see a connection.
+#[tokio::test]
+async fn an_untrusted_projects_mcp_servers_never_start_nor_connect() {
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    listener.set_nonblocking(true).unwrap();
+    let port = listener.local_addr().unwrap().port();
+    let world = project("");
+    let started = world.root.join("started");
+    std::fs::write(
+        world.root.join(".keel/config.toml"),
+        format!(
+            "[mcp_servers.local]\ncommand = \"sh\"\nargs = [\"-c\", \"touch {}\"]\n\n\
+             [mcp_servers.remote]\nurl = \"http://127.0.0.1:{port}/mcp\"\n",
+            started.display()
+        ),
+    )
+    .unwrap();
+    let mock = MockModel::start().await;
+    mock.push_anthropic(Turn::text_only("Hello."));
+    let client = world
+        .client(
+            &mock,
+            ClientOptions::default()
+                .permissions([PermissionReply::Choose(PermissionOptionKind::RejectOnce)]),
+            &[TEST_MODEL],
+        )
+        .await;
+    let session = client
+        .new_session(&world.root, &[])
+        .await
+        .unwrap()
+        .session_id;
+    client.prompt(&session, "hi").await.unwrap();
+    let requests = client.permission_requests();
+    assert_eq!(requests.len(), 1, "{requests:#?}");
+    let question = serde_json::to_string(&requests[0]).unwrap();
+    assert!(
+        question.contains(r#"starts the MCP server \"local\""#)
+            && question.contains(r#"starts the MCP server \"remote\""#),
+        "{question}"
+    );
+    client.close().await.unwrap();
+    assert!(!started.exists());
+    assert!(
+        matches!(listener.accept(), Err(e) if e.kind() == std::io::ErrorKind::WouldBlock),
+        "the project's HTTP server was connected to"
+    );
+
+    // Trusted, the next session connects: the listener does see a connection then.
+    std::fs::write(
+        world.root.join(".keel/config.toml"),
+        format!("[mcp_servers.remote]\nurl = \"http://127.0.0.1:{port}/mcp\"\n"),
+    )
+    .unwrap();
+    grant(&world);
+    let client = world
+        .client(&mock, ClientOptions::default(), &[TEST_MODEL])
+        .await;
+    client.new_session(&world.root, &[]).await.unwrap();
+    // The connection is held open (unanswered) until the end, so no failure notice races the
+    // close.
+    let accepted = std::sync::Mutex::new(Vec::new());
+    super::mcp::eventually(
+        "the trusted project's HTTP server is connected to",
+        || match listener.accept() {
+            Ok((stream, _)) => {
+                accepted.lock().unwrap().push(stream);
+                true
+            }
+            Err(_) => false,
+        },
+    )
+    .await;
+    client.close().await.unwrap();
+    drop(accepted);
 }
