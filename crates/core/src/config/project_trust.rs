@@ -226,6 +226,7 @@ fn keep(
         .collect::<Vec<_>>()
         .join(".");
     let is_integer = value.is_integer();
+    let new_int = value.as_integer();
     let value = escaped(&value.to_string());
     let change = match (parts.as_slice(), lookup(base, &parts)) {
         (["mode"], Some(old)) => {
@@ -243,9 +244,14 @@ fn keep(
                 )
             }
         }
-        (_, Some(old)) if is_integer => {
+        // Only a key that caps something is looser when higher; for any other, the value
+        // just differs (a lower `tool_search.max_tools` is not "higher").
+        (_, Some(old))
+            if is_integer && new_int.zip(old.as_integer()).is_some_and(|(n, o)| n > o) =>
+        {
             format!("sets {shown_key} = {value} (higher than {old})")
         }
+        (_, Some(old)) if is_integer => format!("sets {shown_key} = {value} (instead of {old})"),
         _ => format!("sets {shown_key} = {value}"),
     };
     ignored.push(IgnoredSetting {

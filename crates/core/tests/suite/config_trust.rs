@@ -391,3 +391,22 @@ fn a_projects_server_lists_the_paths_it_would_reach_and_waits_for_trust() {
     assert_eq!(table.access().writable, ["."]);
     assert!(!table.access().network);
 }
+
+#[test]
+fn a_held_back_number_says_how_it_differs() {
+    let dirs = Dirs::new();
+    dirs.write_project("[tool_search]\nmax_tools = 0\n\n[limits]\nbashBytes = 99999999\n");
+    let effective = config::load(&dirs.options(false)).unwrap();
+    let changes: Vec<&str> = effective
+        .ignored
+        .iter()
+        .map(|s| s.change.as_str())
+        .collect();
+    assert_eq!(
+        changes,
+        [
+            "sets limits.bashBytes = 99999999 (higher than 204800)",
+            "sets tool_search.max_tools = 0 (instead of 30)"
+        ]
+    );
+}
