@@ -26,6 +26,7 @@ mod sandbox_escalation;
 mod sandbox_helper;
 mod sandbox_mask;
 mod sandbox_proxy_rules;
+mod sandbox_session_state;
 mod sandbox_warm;
 mod search_paths;
 mod search_sensitive;

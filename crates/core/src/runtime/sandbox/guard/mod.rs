@@ -18,6 +18,12 @@
 //! says so in the tool result. A new nested repository is kept when nothing in it runs code
 //! (`git init`, a clone), and removed when its configuration or hooks would (`core.fsmonitor`:
 //! the user's next `git status` in the parent runs it through a gitlink).
+//!
+//! Commands that may write the workspace can overlap (a background job and a `bash` call). A
+//! snapshot taken while another such command runs would hold what that one planted as the
+//! "before", and put it back once the planter's own guard had removed it: so the session's
+//! [`GuardLedger`] keeps the entries as they were before the first of the running writers
+//! started, and every snapshot taken while one runs starts from those.
 
 #![expect(
     clippy::disallowed_methods,
@@ -25,18 +31,19 @@
 )]
 
 use std::collections::{BTreeMap, HashMap};
-use std::ffi::OsStr;
-use std::os::fd::{AsFd as _, OwnedFd};
 use std::os::unix::fs::MetadataExt as _;
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex, PoisonError};
 
-use nix::fcntl::{AtFlags, OFlag, openat};
-use nix::sys::stat::{Mode, fchmod, fstatat, mkdirat};
-use nix::unistd::{UnlinkatFlags, symlinkat, unlinkat};
-
 use super::CredentialIndex;
 use crate::runtime::fsat;
+
+mod ledger;
+mod restore;
+
+pub use ledger::GuardLedger;
+use ledger::Writer;
+use restore::{Outcome, put_back, remove_entry};
 
 /// What a guarded entry is, for the line the model reads.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
@@ -176,6 +183,27 @@ impl GuardCache {
     }
 }
 
+/// What the entry at `path` is now (`None`: nothing is there); a file's content from `cache`.
+fn state_of(path: &Path, cache: &GuardCache) -> Option<Before> {
+    let meta = std::fs::symlink_metadata(path).ok()?;
+    let stamp = Stamp::of(&meta);
+    Some(if meta.is_file() {
+        Before::File {
+            stamp,
+            bytes: cache.content(path, stamp),
+        }
+    } else if meta.is_dir() {
+        Before::Dir { mode: meta.mode() }
+    } else if meta.file_type().is_symlink() {
+        match std::fs::read_link(path) {
+            Ok(target) => Before::Symlink { stamp, target },
+            Err(_) => Before::Other { stamp },
+        }
+    } else {
+        Before::Other { stamp }
+    })
+}
+
 /// A file's content, reached without following any symlink.
 fn read_no_follow(path: &Path) -> Option<Vec<u8>> {
     use std::io::Read as _;
@@ -242,6 +270,8 @@ pub struct GuardSnapshot {
     /// or below them is not compared after a command the kernel confined that way, so a change
     /// the user's own editor made meanwhile is not taken back.
     bound: Vec<PathBuf>,
+    /// The command's place in the session's [`GuardLedger`] until its guard has ended.
+    writer: Option<Arc<Writer>>,
 }
 
 impl Default for GuardSnapshot {
@@ -253,6 +283,7 @@ impl Default for GuardSnapshot {
             config_runs_code: None,
             clipped: false,
             bound: Vec::new(),
+            writer: None,
         }
     }
 }
@@ -306,27 +337,19 @@ impl GuardSnapshot {
         };
         let mut before = BTreeMap::new();
         for (path, class) in listed {
-            let Ok(meta) = std::fs::symlink_metadata(&path) else {
-                continue;
-            };
-            let stamp = Stamp::of(&meta);
-            let state = if meta.is_file() {
-                Before::File {
-                    stamp,
-                    bytes: cache.content(&path, stamp),
-                }
-            } else if meta.is_dir() {
-                Before::Dir { mode: meta.mode() }
-            } else if meta.file_type().is_symlink() {
-                match std::fs::read_link(&path) {
-                    Ok(target) => Before::Symlink { stamp, target },
-                    Err(_) => Before::Other { stamp },
-                }
-            } else {
-                Before::Other { stamp }
-            };
-            before.insert(path, (class, state));
+            if let Some(state) = state_of(&path, cache) {
+                before.insert(path, (class, state));
+            }
         }
+        // Another command that may write the workspace runs: start from what was there before
+        // it (or the first of them) started, not from what it may have planted.
+        let writer = matches!(source, Source::Index(_)).then(|| {
+            GuardLedger::global().begin(roots, &mut before);
+            Arc::new(Writer {
+                roots: roots.to_vec(),
+                ended: std::sync::atomic::AtomicBool::new(false),
+            })
+        });
         GuardSnapshot {
             source,
             roots: roots.to_vec(),
@@ -334,6 +357,7 @@ impl GuardSnapshot {
             config_runs_code: judge,
             clipped,
             bound: Vec::new(),
+            writer,
         }
     }
 
@@ -362,9 +386,30 @@ impl GuardSnapshot {
     /// created; one line for the model per change. `bound_held`: the command ran under
     /// namespaces, so what [`Self::set_bound`] named could not change through it.
     pub fn restore(&self, bound_held: bool) -> Vec<String> {
+        let lines = self.restore_entries(bound_held);
+        self.release();
+        lines
+    }
+
+    /// The command is over for the guard (put back, or not confirmed confined, so nothing to
+    /// compare): it leaves the session's [`GuardLedger`], whatever still holds a copy of this
+    /// snapshot (a background job keeps its invocation).
+    pub fn release(&self) {
+        if let Some(writer) = &self.writer {
+            writer.end();
+        }
+    }
+
+    fn restore_entries(&self, bound_held: bool) -> Vec<String> {
         if self.source == Source::Nothing {
             return Vec::new();
         }
+        // While other commands that may write run, the session's entries as they are to be
+        // (the first one's "before", with Keel's own writes since).
+        let before = match &self.writer {
+            Some(_) => GuardLedger::global().current(&self.roots, &self.before),
+            None => self.before.clone(),
+        };
         let held = |path: &Path| bound_held && self.bound.iter().any(|b| path.starts_with(b));
         let mut lines = Vec::new();
         if self.clipped {
@@ -381,7 +426,7 @@ impl GuardSnapshot {
         };
         // Changed or removed, parents first (a path sorts before what is below it).
         let mut gone: Vec<PathBuf> = Vec::new();
-        for (path, (class, before)) in &self.before {
+        for (path, (class, before)) in &before {
             if held(path) || gone.iter().any(|g| path.starts_with(g)) {
                 continue;
             }
@@ -416,7 +461,7 @@ impl GuardSnapshot {
         let mut removed: Vec<PathBuf> = Vec::new();
         let mut created: Vec<(PathBuf, Guarded)> = now
             .into_iter()
-            .filter(|(path, _)| !self.before.contains_key(path))
+            .filter(|(path, _)| !before.contains_key(path))
             .collect();
         created.sort();
         for (path, class) in created {
@@ -593,136 +638,6 @@ fn installed_hook(dir: &Path) -> Option<String> {
         .take(1024)
         .map(|entry| entry.file_name().to_string_lossy().into_owned())
         .find(|name| !name.ends_with(".sample"))
-}
-
-enum Outcome {
-    Same,
-    PutBack,
-    TooLarge,
-}
-
-/// Puts `path` back to `before` when it changed.
-fn put_back(path: &Path, before: &Before) -> std::io::Result<Outcome> {
-    let now = std::fs::symlink_metadata(path);
-    match (before, &now) {
-        (Before::Dir { .. }, Ok(meta)) if meta.is_dir() => return Ok(Outcome::Same),
-        (Before::File { stamp, .. }, Ok(meta)) if meta.is_file() && Stamp::of(meta) == *stamp => {
-            return Ok(Outcome::Same);
-        }
-        (
-            Before::File {
-                bytes: Some(bytes),
-                stamp,
-            },
-            Ok(meta),
-        ) if meta.is_file()
-            && meta.mode() == stamp.mode
-            && read_no_follow(path).is_some_and(|now| now == **bytes) =>
-        {
-            // Touched, or rewritten with the same bytes: nothing to put back.
-            return Ok(Outcome::Same);
-        }
-        (Before::Symlink { target, .. }, Ok(meta))
-            if meta.file_type().is_symlink()
-                && std::fs::read_link(path).is_ok_and(|now| now == *target) =>
-        {
-            return Ok(Outcome::Same);
-        }
-        (Before::Other { stamp }, Ok(meta)) if Stamp::of(meta) == *stamp => {
-            return Ok(Outcome::Same);
-        }
-        _ => {}
-    }
-    let (parent, name) = split(path)?;
-    let dir = fsat::open_dir_creating(parent, &|_| Ok(()))?;
-    match &now {
-        Ok(meta) if meta.is_dir() => remove_tree_at(&dir, name)?,
-        Ok(_) => unlinkat(&dir, name, UnlinkatFlags::NoRemoveDir)?,
-        Err(_) => {}
-    }
-    match before {
-        Before::File { bytes: None, .. } | Before::Other { .. } => Ok(Outcome::TooLarge),
-        Before::File {
-            bytes: Some(bytes),
-            stamp,
-        } => {
-            fsat::replace_in(&dir, name, bytes)?;
-            let file = openat(
-                &dir,
-                name,
-                OFlag::O_RDONLY | OFlag::O_NOFOLLOW | OFlag::O_CLOEXEC,
-                Mode::empty(),
-            )?;
-            fchmod(file.as_fd(), Mode::from_bits_truncate(stamp.mode & 0o7777))?;
-            Ok(Outcome::PutBack)
-        }
-        Before::Dir { mode } => {
-            mkdirat(&dir, name, Mode::from_bits_truncate(mode & 0o7777))?;
-            Ok(Outcome::PutBack)
-        }
-        Before::Symlink { target, .. } => {
-            symlinkat(target.as_path(), &dir, name)?;
-            Ok(Outcome::PutBack)
-        }
-    }
-}
-
-fn split(path: &Path) -> std::io::Result<(&Path, &OsStr)> {
-    match (path.parent(), path.file_name()) {
-        (Some(parent), Some(name)) => Ok((parent, name)),
-        _ => Err(std::io::Error::new(
-            std::io::ErrorKind::InvalidInput,
-            "not a path below a directory",
-        )),
-    }
-}
-
-/// Removes the entry at `path` (a whole directory tree), reached without following a symlink.
-fn remove_entry(path: &Path) -> std::io::Result<()> {
-    let (parent, name) = split(path)?;
-    let dir = fsat::open(parent, OFlag::O_RDONLY | OFlag::O_DIRECTORY)?;
-    remove_tree_at(&dir, name)
-}
-
-/// Removes `name` inside `dir`: a file or symlink is unlinked, a directory emptied first
-/// (every level opened with `O_NOFOLLOW`, so nothing outside is reached).
-fn remove_tree_at(dir: &OwnedFd, name: &OsStr) -> std::io::Result<()> {
-    remove_tree_depth(dir, name, 0)
-}
-
-fn remove_tree_depth(dir: &OwnedFd, name: &OsStr, depth: usize) -> std::io::Result<()> {
-    let stat = fstatat(dir, name, AtFlags::AT_SYMLINK_NOFOLLOW)?;
-    if stat.st_mode & libc::S_IFMT != libc::S_IFDIR {
-        unlinkat(dir, name, UnlinkatFlags::NoRemoveDir)?;
-        return Ok(());
-    }
-    if depth > 256 {
-        return Err(std::io::Error::other("a directory tree too deep to remove"));
-    }
-    let sub = openat(
-        dir,
-        name,
-        OFlag::O_RDONLY | OFlag::O_DIRECTORY | OFlag::O_NOFOLLOW | OFlag::O_CLOEXEC,
-        Mode::empty(),
-    )?;
-    let names: Vec<std::ffi::OsString> = {
-        let listing = nix::dir::Dir::from_fd(sub.try_clone()?)?;
-        let mut listing = listing;
-        listing
-            .iter()
-            .flatten()
-            .map(|entry| {
-                use std::os::unix::ffi::OsStrExt as _;
-                OsStr::from_bytes(entry.file_name().to_bytes()).to_os_string()
-            })
-            .filter(|entry| entry != "." && entry != "..")
-            .collect()
-    };
-    for entry in names {
-        remove_tree_depth(&sub, &entry, depth + 1)?;
-    }
-    unlinkat(dir, name, UnlinkatFlags::RemoveDir)?;
-    Ok(())
 }
 
 #[cfg(test)]
