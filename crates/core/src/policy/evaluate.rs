@@ -257,7 +257,7 @@ fn evaluate_opaque<'r>(
             && rule.action == Action::Ask
             && rule.pattern.kind() != PatternKind::Any
         {
-            let note = format!("{} also matches the {}", code(&text), RuleRef::from(rule));
+            let note = format!("{} also matches the {}", code(text), RuleRef::from(rule));
             if !notes.contains(&note) {
                 notes.push(note);
             }
