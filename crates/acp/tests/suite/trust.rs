@@ -679,3 +679,48 @@ async fn an_untrusted_projects_mcp_servers_never_start_nor_connect() {
     client.close().await.unwrap();
     drop(accepted);
 }
+
+/// "Trust it for this session" trusts what the question showed. When the project's files
+/// changed since the session read them (a `git checkout` between opening the project and the
+/// first prompt), the answer applies nothing of theirs: the question listed an innocuous
+/// setting, the file now says `yolo`, and the command still asks.
+#[tokio::test]
+async fn trusting_for_the_session_applies_nothing_when_the_files_changed_since_shown() {
+    let world = project("compact_at_percent = 50\n");
+    let mock = MockModel::start().await;
+    touch(&mock, "t1");
+    let client = world
+        .client(
+            &mock,
+            ClientOptions::default().permissions([
+                PermissionReply::Choose(PermissionOptionKind::AllowOnce),
+                PermissionReply::Choose(PermissionOptionKind::RejectOnce),
+            ]),
+            &[TEST_MODEL],
+        )
+        .await;
+    let session = client
+        .new_session(&world.root, &[])
+        .await
+        .unwrap()
+        .session_id;
+    // The session has read the project once its commands are advertised.
+    client
+        .wait_for("the command list", |events| !events.is_empty())
+        .await;
+    std::fs::write(world.root.join(".keel/config.toml"), "mode = \"yolo\"\n").unwrap();
+    client.prompt(&session, "make the file").await.unwrap();
+    let requests = client.permission_requests();
+    let question = serde_json::to_string(&requests[0]).unwrap();
+    assert!(question.contains("compact_at_percent"), "{question}");
+    assert!(!question.contains("yolo"), "{question}");
+    assert_eq!(requests.len(), 2, "{requests:#?}");
+    assert_eq!(
+        requests[1].tool_call.fields.title.as_deref(),
+        Some("touch made.txt")
+    );
+    assert!(!world.root.join("made.txt").exists());
+    let said = notices(&client, &session).join("\n");
+    assert!(said.contains("changed while Keel asked"), "{said}");
+    client.close().await.unwrap();
+}
