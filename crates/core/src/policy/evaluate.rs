@@ -148,9 +148,10 @@ fn evaluate_commands<'r>(
         ignored_notes(&evaluation, &mut notes);
         if let Fit::Rejected { name, reason } = &command.fit {
             notes.push(format!(
-                "{} is outside the read-only grammar of `{name}` ({reason}): it \
+                "{} is outside the read-only grammar of {name} ({reason}): it \
                  has no approval key",
-                code(&text)
+                code(&text),
+                name = code(name),
             ));
         }
         if let Some(word) = option_glob {

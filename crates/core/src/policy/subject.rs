@@ -8,7 +8,6 @@
 //! - [`ApprovalKey`]: `(tool, key)`, deterministic and readable: the workspace-relative path,
 //!   one key per simple command, the host, `server/tool`.
 
-use crate::tool::view::code;
 use std::fmt;
 use std::path::{Path, PathBuf};
 
@@ -17,6 +16,7 @@ use super::pattern::{Pattern, SESSION, escape_glob};
 use super::rule::Capability;
 use super::shell::{Cwd, ShellAnalysis, ShellContext, analyze_from, confusable_char};
 use crate::capability::Access;
+use crate::tool::view::code;
 use crate::tool::{CallTarget, Origin, Subject, ToolKind, ToolSpec};
 
 /// The identity an approval is cached under: the tool and a key derived from the arguments.
@@ -107,8 +107,8 @@ pub fn subject_of(
             path_subject(call, context, user, canonical)
         }
         (Subject::Paths, _) => Err(format!(
-            "the files of a `{}` call are decided one by one (Policy::decide_paths)",
-            spec.id
+            "the files of a {} call are decided one by one (Policy::decide_paths)",
+            code(&spec.id),
         )),
         (Subject::Command(_), CallTarget::Command(command)) => {
             // The command starts where the tool starts it: its `cwd`, resolved as the tool
@@ -125,9 +125,9 @@ pub fn subject_of(
                 analysis: analyze_from(&command.line, context, start),
             })
         }
-        (Subject::Command(_), _) => Err(format!("the `{}` call names no command", spec.id)),
+        (Subject::Command(_), _) => Err(format!("the {} call names no command", code(&spec.id))),
         (Subject::Url(_), CallTarget::Url(url)) => normalize_host(url).map(CallSubject::Host),
-        (Subject::Url(_), _) => Err(format!("the `{}` call names no URL", spec.id)),
+        (Subject::Url(_), _) => Err(format!("the {} call names no URL", code(&spec.id))),
         (Subject::Query(_), _) => {
             let hosts = &spec.requires.net.hosts;
             match hosts.as_slice() {
@@ -219,12 +219,13 @@ pub fn normalize_host(url: &str) -> Result<String, String> {
             } else {
                 format!("https://{url}")
             };
-            url::Url::parse(&with_scheme).map_err(|e| format!("`{url}` is not a valid URL: {e}"))?
+            url::Url::parse(&with_scheme)
+                .map_err(|e| format!("{url} is not a valid URL: {e}", url = code(url)))?
         }
     };
     let host = parsed
         .host_str()
-        .ok_or_else(|| format!("`{url}` has no host"))?;
+        .ok_or_else(|| format!("{url} has no host", url = code(url)))?;
     Ok(host.trim_end_matches('.').to_ascii_lowercase())
 }
 
@@ -297,8 +298,9 @@ pub fn proposals(
             pattern: Pattern::exact(host),
             // The answer opens `web_fetch`'s door only: the words say so.
             wording: format!(
-                "`{tool}` fetches from {} (not shell commands' connections)",
-                code(host)
+                "{tool} fetches from {} (not shell commands' connections)",
+                code(host),
+                tool = code(tool),
             ),
         }],
         CallSubject::Name(name) => vec![Proposal {
@@ -309,7 +311,7 @@ pub fn proposals(
         CallSubject::Nothing => vec![Proposal {
             key: tool.to_owned(),
             pattern: Pattern::any(),
-            wording: format!("every `{tool}` call"),
+            wording: format!("every {tool} call", tool = code(tool)),
         }],
     }
 }
