@@ -13,6 +13,7 @@ use futures::{Sink, Stream};
 use serde_json::Value;
 use tokio::io::{AsyncBufRead, AsyncBufReadExt, AsyncRead, AsyncWrite, AsyncWriteExt, BufReader};
 use tokio::sync::Notify;
+use tokio_util::sync::CancellationToken;
 
 /// Lines over `outgoing`/`incoming`, with requests that follow an `initialize` held back until
 /// its answer has been written.
@@ -25,18 +26,28 @@ pub fn pipelined(
     impl Stream<Item = std::io::Result<String>> + Send + 'static,
 > {
     let gate = Arc::new(InitializeGate::default());
+    // The client stopped reading (its end of the pipe is closed): the connection is over, as at
+    // the end of its input, and ends the same way.
+    let gone = CancellationToken::new();
     let reader = BufReader::new(incoming);
     // Both sides write to the client: the incoming side answers a request it refused as too
     // long itself (the ACP crate never sees that request).
     let writer = Arc::new(tokio::sync::Mutex::new(outgoing));
     let incoming = futures::stream::unfold(
-        (reader, gate.clone(), writer.clone()),
-        async |(mut reader, gate, writer)| {
+        (reader, gate.clone(), writer.clone(), gone.clone()),
+        async |(mut reader, gate, writer, gone)| {
             loop {
-                gate.wait_open().await;
-                let line = match next_line(&mut reader, MAX_LINE).await {
+                let next = async {
+                    gate.wait_open().await;
+                    next_line(&mut reader, MAX_LINE).await
+                };
+                let next = tokio::select! {
+                    () = gone.cancelled() => return None,
+                    next = next => next,
+                };
+                let line = match next {
                     Ok(None) => return None,
-                    Err(error) => return Some((Err(error), (reader, gate, writer))),
+                    Err(error) => return Some((Err(error), (reader, gate, writer, gone))),
                     Ok(Some(Line::Text(text))) => text,
                     Ok(Some(Line::Oversized(refused))) => match refused.answer() {
                         Refusal::ToClient(answer) => {
@@ -47,7 +58,10 @@ pub fn pipelined(
                                 out.flush().await
                             };
                             if let Err(error) = written.await {
-                                return Some((Err(error), (reader, gate, writer.clone())));
+                                if error.kind() == std::io::ErrorKind::BrokenPipe {
+                                    return None;
+                                }
+                                return Some((Err(error), (reader, gate, writer.clone(), gone)));
                             }
                             continue;
                         }
@@ -55,24 +69,38 @@ pub fn pipelined(
                     },
                 };
                 gate.close_on_initialize(&line);
-                return Some((Ok(line), (reader, gate, writer)));
+                return Some((Ok(line), (reader, gate, writer, gone)));
             }
         },
     );
     let outgoing = futures::sink::unfold(
-        (writer, gate, backlog),
-        async |(writer, gate, backlog), mut line: String| {
+        (writer, gate, backlog, gone),
+        async |(writer, gate, backlog, gone), mut line: String| {
+            if gone.is_cancelled() {
+                return Ok((writer, gate, backlog, gone));
+            }
             // One write a message: in blocking mode, each write goes through a thread of its own.
             line.push('\n');
-            {
+            let written = {
                 let mut out = writer.lock().await;
-                out.write_all(line.as_bytes()).await?;
-                out.flush().await?;
+                match out.write_all(line.as_bytes()).await {
+                    Ok(()) => out.flush().await,
+                    Err(error) => Err(error),
+                }
+            };
+            match written {
+                Ok(()) => {}
+                Err(error) if error.kind() == std::io::ErrorKind::BrokenPipe => {
+                    tracing::info!("the client closed its end of the connection");
+                    gone.cancel();
+                    return Ok((writer, gate, backlog, gone));
+                }
+                Err(error) => return Err(error),
             }
             let line = line.strip_suffix('\n').unwrap_or(&line);
             gate.open_on_answer(line);
             backlog.written(line);
-            Ok::<_, std::io::Error>((writer, gate, backlog))
+            Ok::<_, std::io::Error>((writer, gate, backlog, gone))
         },
     );
     Lines::new(Box::pin(outgoing), Box::pin(incoming))

@@ -133,6 +133,59 @@ fn acp_logs_to_the_state_dir_by_default_and_ends_cleanly_on_eof() {
     assert!(log.contains("serving on stdio"), "{log}");
 }
 
+/// An editor that stops reading Keel's output (it closed its end of the pipe: a restart, a
+/// crash) has ended the connection as surely as one that closed Keel's input: Keel ends serving
+/// cleanly, exit status 0 and nothing on stderr, instead of failing on its next write.
+#[test]
+fn acp_ends_cleanly_when_the_editor_stops_reading() {
+    use std::io::Write as _;
+    let sandbox = Sandbox::new();
+    let log = sandbox.home.join("acp.log");
+    let mut child = sandbox
+        .keel_process(&["--log-file", log.to_str().unwrap(), "acp"])
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    drop(child.stdout.take());
+    let mut stdin = child.stdin.take().unwrap();
+    // Every answer now meets a closed pipe; stdin stays open, so only the failed write can end
+    // the server.
+    for id in 0..3 {
+        writeln!(
+            stdin,
+            r#"{{"jsonrpc":"2.0","id":{id},"method":"initialize","params":{{"protocolVersion":1}}}}"#
+        )
+        .unwrap();
+    }
+    stdin.flush().unwrap();
+    let ended = (0..200).any(|_| {
+        std::thread::sleep(std::time::Duration::from_millis(50));
+        child.try_wait().unwrap().is_some()
+    });
+    if !ended {
+        child.kill().unwrap();
+    }
+    let out = child.wait_with_output().unwrap();
+    drop(stdin);
+    assert!(
+        ended,
+        "keel acp kept running with nobody reading its output"
+    );
+    assert_eq!(
+        out.status.code(),
+        Some(0),
+        "stderr: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(
+        out.stderr.is_empty(),
+        "the editor's stderr stays clean: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+}
+
 #[test]
 fn acp_stopped_by_sigterm_exits_cleanly_and_removes_its_scratch() {
     let sandbox = Sandbox::new();

@@ -25,6 +25,7 @@ use super::trust::Trust;
 use super::watchdog::Watchdog;
 use super::{Answer, Call, Decision};
 use crate::runtime::config_files;
+use crate::tool::view::code;
 
 /// The permission engine of one session. `Send + Sync`; the mode, trust and session answers
 /// sit behind a mutex.
@@ -200,7 +201,7 @@ impl Policy {
         } else {
             trust
         };
-        (mode.strictest(parent_mode), trust, rules, unconfined)
+        (mode.within(parent_mode), trust, rules, unconfined)
     }
 
     pub fn mode(&self) -> Mode {
@@ -630,8 +631,8 @@ impl Policy {
     ) -> Result<PathBuf, PolicyError> {
         if decision.proposals.is_empty() {
             return Err(PolicyError::NotCacheable(format!(
-                "the `{}` call has no approval key (it is asked every time)",
-                decision.tool
+                "the {} call has no approval key (it is asked every time)",
+                code(&decision.tool),
             )));
         }
         let state = self.lock();

@@ -18,6 +18,7 @@
 use std::path::{Path, PathBuf};
 
 use crate::runtime::probe;
+use crate::tool::view::code;
 
 /// Configuration files larger than this are not read (and count as unsafe).
 pub const MAX_CONFIG_BYTES: u64 = 256 * 1024;
@@ -33,14 +34,14 @@ pub fn git_problem(cwd: &Path, roots: &[PathBuf], operands: &[PathBuf]) -> Optio
     if in_root {
         return Some(format!(
             "{} holds a repository embedded in the workspace; git would use its configuration",
-            top.display()
+            code(&top.display().to_string())
         ));
     }
     let gitdir = match kind {
         RepoKind::Bare => {
             return Some(format!(
                 "{} is a bare repository; git would use its configuration",
-                top.display()
+                code(&top.display().to_string())
             ));
         }
         RepoKind::DotGitDir => top.join(".git"),
@@ -84,7 +85,7 @@ pub fn git_problem(cwd: &Path, roots: &[PathBuf], operands: &[PathBuf]) -> Optio
         if inside_roots(&gitdir, roots) && !inside_roots(&common, roots) {
             return Some(format!(
                 "{} names a repository outside the workspace",
-                gitdir.join("commondir").display()
+                code(&gitdir.join("commondir").display().to_string())
             ));
         }
         configs.push(common.join("config"));
@@ -96,14 +97,14 @@ pub fn git_problem(cwd: &Path, roots: &[PathBuf], operands: &[PathBuf]) -> Optio
     if inside_roots(&gitdir, roots) && is_present(&gitdir.join("objects/info/alternates")) {
         return Some(format!(
             "{} borrows objects from another repository",
-            gitdir.display()
+            code(&gitdir.display().to_string())
         ));
     }
     for dir in hooks {
         if let Some(hook) = installed_hook(&dir) {
             return Some(format!(
                 "{} is a hook; git runs hooks even for reads (`post-index-change` on `git status`)",
-                hook.display()
+                code(&hook.display().to_string())
             ));
         }
     }
@@ -112,18 +113,24 @@ pub fn git_problem(cwd: &Path, roots: &[PathBuf], operands: &[PathBuf]) -> Optio
             continue;
         }
         let Some(text) = read_small(&config) else {
-            return Some(format!("{} cannot be read", config.display()));
+            return Some(format!(
+                "{} cannot be read",
+                code(&config.display().to_string())
+            ));
         };
         if let Some(problem) = config_problem(&text) {
-            return Some(format!("{}: {problem}", config.display()));
+            return Some(format!(
+                "{}: {problem}",
+                code(&config.display().to_string())
+            ));
         }
     }
     for operand in operands {
         if let Some(nested) = embedded_below(operand, roots) {
             return Some(format!(
                 "{} leads into the repository embedded at {}",
-                operand.display(),
-                nested.display()
+                code(&operand.display().to_string()),
+                code(&nested.display().to_string())
             ));
         }
     }
@@ -152,7 +159,7 @@ fn foreign_gitdir(top: &Path, gitdir: &Path, roots: &[PathBuf]) -> Option<String
         _ => Some(format!(
             "the `.git` file names {}, a repository outside the workspace that is not this \
              worktree's",
-            gitdir.display()
+            code(&gitdir.display().to_string())
         )),
     }
 }
@@ -168,7 +175,7 @@ fn linked_out(gitdir: &Path, roots: &[PathBuf]) -> Option<String> {
     let out = |path: &Path| {
         Some(format!(
             "{} leads to a repository outside the workspace",
-            path.display()
+            code(&path.display().to_string())
         ))
     };
     if !inside_roots(gitdir, roots) {
@@ -515,11 +522,11 @@ pub fn config_problem(text: &str) -> Option<String> {
             // closes the header, and refuse any header that cannot be read, so that no later
             // line escapes the check.
             let Some(close) = header_end(line) else {
-                return Some(format!("the section header `{}`", raw.trim()));
+                return Some(format!("the section header {}", code(raw.trim())));
             };
             let header = &line[1..close];
             let Some(parsed) = parse_header(header) else {
-                return Some(format!("the section header `{}`", raw.trim()));
+                return Some(format!("the section header {}", code(raw.trim())));
             };
             section = Some(parsed);
             line = line[close + 1..].trim_start();
@@ -535,7 +542,7 @@ pub fn config_problem(text: &str) -> Option<String> {
         let valid = name.chars().next().is_some_and(|c| c.is_ascii_alphabetic())
             && name.chars().all(|c| c.is_ascii_alphanumeric() || c == '-');
         let Some((sec, sub)) = &section else {
-            return Some(format!("the line `{}` outside a section", raw.trim()));
+            return Some(format!("the line {} outside a section", code(raw.trim())));
         };
         if !valid || !key_is_safe(sec, sub.as_deref(), &name) {
             let shown = match sub {
@@ -543,7 +550,8 @@ pub fn config_problem(text: &str) -> Option<String> {
                 None => format!("{sec}.{name}"),
             };
             return Some(format!(
-                "`{shown}` is not among the settings known to name no program"
+                "{shown} is not among the settings known to name no program",
+                shown = code(&shown),
             ));
         }
     }

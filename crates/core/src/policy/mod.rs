@@ -53,6 +53,7 @@ pub use trust::{
 pub use watchdog::{Finding, Verdict, Watchdog, WatchdogCategory};
 
 use crate::runtime::Runtime;
+use crate::tool::view::code;
 use crate::tool::{CallTarget, ToolSpec};
 
 /// What the model is told when a call would need approval and no user is present.
@@ -93,8 +94,9 @@ impl std::str::FromStr for Answer {
             "reject-once" => Ok(Answer::RejectOnce),
             "reject-always" => Ok(Answer::RejectAlways),
             other => Err(format!(
-                "unknown answer `{other}`: use allow-once, allow-always, reject-once or \
-                 reject-always"
+                "unknown answer {other}: use allow-once, allow-always, reject-once or \
+                 reject-always",
+                other = code(other),
             )),
         }
     }

@@ -14,6 +14,7 @@ use serde::Deserialize;
 use super::layers::RuleSource;
 use super::pattern::{CommandClass, Pattern, PatternKind, SESSION, Target, command_words};
 use crate::tool::BundledTool;
+use crate::tool::view::code;
 
 /// What a rule (or a decision) does with a call. Also the configuration's
 /// `[[permission]] action` (`allow`, `deny`, `ask`).
@@ -149,10 +150,10 @@ impl Permission {
         let names: Vec<&str> = Capability::ALL.iter().map(|c| c.as_str()).collect();
         if text.contains('.') {
             let suggestion = closest(text, &names)
-                .map(|n| format!("did you mean `{n}`? "))
+                .map(|n| format!("did you mean {n}? ", n = code(n)))
                 .unwrap_or_default();
             return Err((
-                format!("unknown capability `{text}`"),
+                format!("unknown capability {text}", text = code(text)),
                 format!(
                     "{suggestion}use a tool id (`bash`), a capability ({}) or `*`",
                     names.join(", ")
@@ -165,7 +166,7 @@ impl Permission {
                 .all(|c| c.is_ascii_alphanumeric() || matches!(c, '_' | '-' | ':' | '/'));
         if !valid {
             return Err((
-                format!("`{text}` is not a tool id"),
+                format!("{text} is not a tool id", text = code(text)),
                 "tool ids use letters, digits, `_`, `-`, `:` and `/`; or use a capability or `*`"
                     .to_owned(),
             ));
@@ -355,7 +356,7 @@ impl RuleSet {
                         .map(|n| format!("did you mean \"{n}\"? "))
                         .unwrap_or_default();
                     return Err(invalid(
-                        format!("unknown action `{other}`"),
+                        format!("unknown action {other}", other = code(other)),
                         format!("{hint}write action = \"allow\", \"deny\" or \"ask\""),
                     ));
                 }
@@ -373,7 +374,7 @@ impl RuleSet {
             let pattern = if let Some(text) = &raw.pattern {
                 Pattern::glob(text).map_err(|e| {
                     invalid(
-                        format!("invalid pattern `{text}`: {e}"),
+                        format!("invalid pattern {text}: {e}", text = code(text)),
                         "globs use `*`, `**`, `?`, `[...]` and `{a,b}`; escape a literal one \
                          with `\\`"
                             .to_owned(),
@@ -386,7 +387,7 @@ impl RuleSet {
             } else if let Some(class) = &raw.class {
                 if class.trim() != CommandClass::ReadOnly.as_str() {
                     return Err(invalid(
-                        format!("unknown class `{class}`"),
+                        format!("unknown class {class}", class = code(class)),
                         "the only class is \"read-only\"".to_owned(),
                     ));
                 }
@@ -397,7 +398,10 @@ impl RuleSet {
                     == Permission::Tool(BundledTool::Bash.id().to_owned());
                 if !for_commands {
                     return Err(invalid(
-                        format!("class `{class}` applies to shell commands only"),
+                        format!(
+                            "class {class} applies to shell commands only",
+                            class = code(class)
+                        ),
                         "use permission = \"bash\" or \"shell.run\"".to_owned(),
                     ));
                 }
@@ -496,7 +500,11 @@ fn check_examples(
     for example in examples {
         if !matches(example) {
             return Err((
-                format!("{} does not match its example `{example}`", rule.pattern),
+                format!(
+                    "{} does not match its example {example}",
+                    rule.pattern,
+                    example = code(example)
+                ),
                 "correct the pattern or the example".to_owned(),
             ));
         }
@@ -504,7 +512,11 @@ fn check_examples(
     for counter in counterexamples {
         if matches(counter) {
             return Err((
-                format!("{} matches its counterexample `{counter}`", rule.pattern),
+                format!(
+                    "{} matches its counterexample {counter}",
+                    rule.pattern,
+                    counter = code(counter)
+                ),
                 "narrow the pattern or correct the counterexample".to_owned(),
             ));
         }

@@ -16,6 +16,7 @@ use super::pattern::{Pattern, SESSION, escape_glob};
 use super::rule::Capability;
 use super::shell::{Cwd, ShellAnalysis, ShellContext, analyze_from, confusable_char};
 use crate::capability::Access;
+use crate::tool::view::code;
 use crate::tool::{CallTarget, Origin, Subject, ToolKind, ToolSpec};
 
 /// The identity an approval is cached under: the tool and a key derived from the arguments.
@@ -106,8 +107,8 @@ pub fn subject_of(
             path_subject(call, context, user, canonical)
         }
         (Subject::Paths, _) => Err(format!(
-            "the files of a `{}` call are decided one by one (Policy::decide_paths)",
-            spec.id
+            "the files of a {} call are decided one by one (Policy::decide_paths)",
+            code(&spec.id),
         )),
         (Subject::Command(_), CallTarget::Command(command)) => {
             // The command starts where the tool starts it: its `cwd`, resolved as the tool
@@ -124,9 +125,9 @@ pub fn subject_of(
                 analysis: analyze_from(&command.line, context, start),
             })
         }
-        (Subject::Command(_), _) => Err(format!("the `{}` call names no command", spec.id)),
+        (Subject::Command(_), _) => Err(format!("the {} call names no command", code(&spec.id))),
         (Subject::Url(_), CallTarget::Url(url)) => normalize_host(url).map(CallSubject::Host),
-        (Subject::Url(_), _) => Err(format!("the `{}` call names no URL", spec.id)),
+        (Subject::Url(_), _) => Err(format!("the {} call names no URL", code(&spec.id))),
         (Subject::Query(_), _) => {
             let hosts = &spec.requires.net.hosts;
             match hosts.as_slice() {
@@ -218,12 +219,13 @@ pub fn normalize_host(url: &str) -> Result<String, String> {
             } else {
                 format!("https://{url}")
             };
-            url::Url::parse(&with_scheme).map_err(|e| format!("`{url}` is not a valid URL: {e}"))?
+            url::Url::parse(&with_scheme)
+                .map_err(|e| format!("{url} is not a valid URL: {e}", url = code(url)))?
         }
     };
     let host = parsed
         .host_str()
-        .ok_or_else(|| format!("`{url}` has no host"))?;
+        .ok_or_else(|| format!("{url} has no host", url = code(url)))?;
     Ok(host.trim_end_matches('.').to_ascii_lowercase())
 }
 
@@ -276,7 +278,7 @@ pub fn proposals(
             vec![Proposal {
                 key,
                 pattern,
-                wording: format!("{verb} `{shown}`"),
+                wording: format!("{verb} {}", code(&shown)),
             }]
         }
         CallSubject::Command { analysis, .. } => analysis
@@ -285,7 +287,7 @@ pub fn proposals(
             .filter_map(|key| {
                 let pattern = Pattern::prefix(&key).ok()?;
                 Some(Proposal {
-                    wording: format!("commands starting with `{key}`"),
+                    wording: format!("commands starting with {}", code(&key)),
                     key,
                     pattern,
                 })
@@ -295,17 +297,21 @@ pub fn proposals(
             key: host.clone(),
             pattern: Pattern::exact(host),
             // The answer opens `web_fetch`'s door only: the words say so.
-            wording: format!("`{tool}` fetches from `{host}` (not shell commands' connections)"),
+            wording: format!(
+                "{tool} fetches from {} (not shell commands' connections)",
+                code(host),
+                tool = code(tool),
+            ),
         }],
         CallSubject::Name(name) => vec![Proposal {
             key: name.clone(),
             pattern: Pattern::exact(name),
-            wording: format!("calls to `{name}`"),
+            wording: format!("calls to {}", code(name)),
         }],
         CallSubject::Nothing => vec![Proposal {
             key: tool.to_owned(),
             pattern: Pattern::any(),
-            wording: format!("every `{tool}` call"),
+            wording: format!("every {tool} call", tool = code(tool)),
         }],
     }
 }
@@ -320,7 +326,7 @@ pub fn join_wordings(proposals: &[Proposal]) -> Option<String> {
         .iter()
         .all(|p| p.wording.starts_with("commands starting with"))
     {
-        let keys: Vec<String> = proposals.iter().map(|p| format!("`{}`", p.key)).collect();
+        let keys: Vec<String> = proposals.iter().map(|p| code(&p.key)).collect();
         let (last, rest) = keys.split_last()?;
         return Some(format!(
             "commands starting with {} and {last}",

@@ -11,6 +11,7 @@
 
 use super::commands::{is_interpreter, read_only_words};
 use super::pattern::base_name;
+use crate::tool::view::code;
 
 /// A simple command after peeling.
 #[derive(Debug, Clone, Default, PartialEq)]
@@ -163,7 +164,8 @@ pub fn peel(words: &[String], inside: &dyn Fn(&str) -> bool) -> Peeled {
                 Step::NotPlain("`eval` runs a string as code".to_owned())
             }
             "source" | "." => Step::NotPlain(format!(
-                "`{name}` runs another file's commands in this shell"
+                "{name} runs another file's commands in this shell",
+                name = code(&name),
             )),
             _ => Step::Done,
         };
@@ -252,7 +254,11 @@ fn skip_options(argv: &[String], flags: &[&str], valued: &[&str]) -> Step {
         {
             i += 1;
         } else {
-            return Step::NotPlain(format!("`{}` with the unknown option `{arg}`", argv[0]));
+            return Step::NotPlain(format!(
+                "{} with the unknown option {arg}",
+                code(&argv[0]),
+                arg = code(arg)
+            ));
         }
     }
     Step::Inner(i)
@@ -286,12 +292,18 @@ fn env(argv: &[String], out: &mut Peeled) -> Step {
             i += 1;
         } else if let Some((name, value)) = split_assignment(arg) {
             if is_dangerous_variable(name) {
-                return Step::NotPlain(format!("setting `{name}` changes which code runs"));
+                return Step::NotPlain(format!(
+                    "setting {name} changes which code runs",
+                    name = code(name)
+                ));
             }
             out.assignments.push((name.to_owned(), value.to_owned()));
             i += 1;
         } else if arg.starts_with('-') {
-            return Step::NotPlain(format!("`env` with the unknown option `{arg}`"));
+            return Step::NotPlain(format!(
+                "`env` with the unknown option {arg}",
+                arg = code(arg)
+            ));
         } else {
             break;
         }
@@ -326,7 +338,10 @@ fn nice(argv: &[String]) -> Step {
             i += 1;
             break;
         } else if arg.starts_with('-') {
-            return Step::NotPlain(format!("`nice` with the unknown option `{arg}`"));
+            return Step::NotPlain(format!(
+                "`nice` with the unknown option {arg}",
+                arg = code(arg)
+            ));
         } else {
             break;
         }
@@ -348,7 +363,10 @@ fn stdbuf(argv: &[String]) -> Step {
         {
             i += 1;
         } else if arg.starts_with('-') {
-            return Step::NotPlain(format!("`stdbuf` with the unknown option `{arg}`"));
+            return Step::NotPlain(format!(
+                "`stdbuf` with the unknown option {arg}",
+                arg = code(arg)
+            ));
         } else {
             break;
         }
@@ -403,8 +421,8 @@ fn xargs(argv: &[String]) -> Step {
     }
     if !read_only_words(inner) {
         return Step::NotPlain(format!(
-            "`xargs {}` runs a command that may change files on input it does not show",
-            inner[0]
+            "{} runs a command that may change files on input it does not show",
+            code(&format!("xargs {}", inner[0]))
         ));
     }
     Step::Inner(i)
@@ -416,7 +434,8 @@ fn shell(argv: &[String]) -> Step {
     let name = base_name(&argv[0]);
     if !matches!(name, "bash" | "sh" | "dash") {
         return Step::NotPlain(format!(
-            "`{name}` scripts follow expansion rules other than bash's"
+            "{name} scripts follow expansion rules other than bash's",
+            name = code(name),
         ));
     }
     let mut i = 1;
@@ -428,7 +447,7 @@ fn shell(argv: &[String]) -> Step {
             "-o" | "+o" => {
                 let option = argv.get(i + 1).map(String::as_str).unwrap_or("");
                 if !matches!(option, "pipefail" | "errexit" | "nounset" | "xtrace") {
-                    return Step::NotPlain(format!("`{} -o {option}`", argv[0]));
+                    return Step::NotPlain(code(&format!("{} -o {option}", argv[0])).to_string());
                 }
                 i += 2;
             }
@@ -443,21 +462,28 @@ fn shell(argv: &[String]) -> Step {
                 if arg.contains('c') {
                     return match argv.get(i + 1) {
                         Some(script) => Step::Script(script.clone()),
-                        None => Step::NotPlain(format!("`{} -c` without a script", argv[0])),
+                        None => Step::NotPlain(format!(
+                            "{} without a script",
+                            code(&format!("{} -c", argv[0]))
+                        )),
                     };
                 }
                 i += 1;
             }
             _ if arg.starts_with('-') || arg.starts_with('+') => {
-                return Step::NotPlain(format!("`{}` with the option `{arg}`", argv[0]));
+                return Step::NotPlain(format!(
+                    "{} with the option {arg}",
+                    code(&argv[0]),
+                    arg = code(arg)
+                ));
             }
             _ => return Step::Done,
         }
     }
     if i >= argv.len() {
         return Step::NotPlain(format!(
-            "`{}` without a script runs the commands it reads from its input",
-            argv[0]
+            "{} without a script runs the commands it reads from its input",
+            code(&argv[0]),
         ));
     }
     Step::Done
@@ -466,10 +492,11 @@ fn shell(argv: &[String]) -> Step {
 /// Command-specific checks on the peeled argv.
 fn inspect(name: &str, argv: &mut Vec<String>, inside: &dyn Fn(&str) -> bool, out: &mut Peeled) {
     if is_interpreter(name) && !SHELLS.contains(&name) {
-        if let Some(code) = interpreter_inline_code(name, argv) {
-            out.inline_code.push(code);
+        if let Some(inline) = interpreter_inline_code(name, argv) {
+            out.inline_code.push(inline);
             out.not_plain.push(format!(
-                "`{name}` runs inline code given on the command line"
+                "{name} runs inline code given on the command line",
+                name = code(name),
             ));
         }
         return;
@@ -482,8 +509,10 @@ fn inspect(name: &str, argv: &mut Vec<String>, inside: &dyn Fn(&str) -> bool, ou
                     "-exec" | "-execdir" | "-ok" | "-okdir" | "-delete"
                 )
             }) {
-                out.not_plain
-                    .push(format!("`find {action}` acts on every match"));
+                out.not_plain.push(format!(
+                    "{} acts on every match",
+                    code(&format!("find {action}"))
+                ));
             }
         }
         "git" => git(argv, inside, out),
@@ -588,7 +617,8 @@ fn git(argv: &mut Vec<String>, _inside: &dyn Fn(&str) -> bool, out: &mut Peeled)
     if runs_commands {
         out.inline_code.push(argv[2..].join(" "));
         out.not_plain.push(format!(
-            "`git {sub}` runs commands given on the command line"
+            "{} runs commands given on the command line",
+            code(&format!("git {sub}"))
         ));
     }
 }
@@ -599,8 +629,10 @@ fn awk(name: &str, argv: &[String], out: &mut Peeled) {
     while i < argv.len() {
         let arg = argv[i].as_str();
         if arg == "-f" || arg.starts_with("--file") || arg.starts_with("-f") && arg.len() > 2 {
-            out.not_plain
-                .push(format!("`{name} -f` runs a program file"));
+            out.not_plain.push(format!(
+                "{} runs a program file",
+                code(&format!("{name} -f"))
+            ));
             return;
         }
         if matches!(arg, "-F" | "-v" | "--assign" | "--field-separator") {
@@ -622,7 +654,8 @@ fn awk(name: &str, argv: &[String], out: &mut Peeled) {
     out.inline_code.push(program);
     if risky {
         out.not_plain.push(format!(
-            "the `{name}` program runs commands or writes files"
+            "the {name} program runs commands or writes files",
+            name = code(name),
         ));
     }
 }

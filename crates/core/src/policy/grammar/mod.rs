@@ -25,6 +25,7 @@ use std::sync::OnceLock;
 use serde::Deserialize;
 
 use super::pattern::base_name;
+use crate::tool::view::code;
 
 /// The bundled grammars.
 pub const BUNDLED_GRAMMARS: &str = include_str!("grammars.toml");
@@ -202,7 +203,10 @@ fn value_kind(command: &str, text: &str) -> Result<Value, GrammarError> {
         "text" => Ok(Value::Text),
         "path" => Ok(Value::Path),
         "pair" => Ok(Value::Pair),
-        other => Err(invalid(command, format!("unknown value kind `{other}`"))),
+        other => Err(invalid(
+            command,
+            format!("unknown value kind {other}", other = code(other)),
+        )),
     }
 }
 
@@ -216,7 +220,10 @@ fn option_token(command: &str, token: &str) -> Result<(String, Arity), GrammarEr
         },
     };
     if !name.starts_with('-') || name.len() < 2 {
-        return Err(invalid(command, format!("`{token}` is not an option")));
+        return Err(invalid(
+            command,
+            format!("{token} is not an option", token = code(token)),
+        ));
     }
     Ok((name.to_owned(), arity))
 }
@@ -243,9 +250,9 @@ fn expand_into(
     }
     for token in text.split_whitespace() {
         if let Some(set) = token.strip_prefix('@') {
-            let body = sets
-                .get(set)
-                .ok_or_else(|| invalid(command, format!("unknown set `@{set}`")))?;
+            let body = sets.get(set).ok_or_else(|| {
+                invalid(command, format!("unknown set {}", code(&format!("@{set}"))))
+            })?;
             expand_into(command, body, sets, depth + 1, out)?;
         } else {
             out.push(token.to_owned());
@@ -352,7 +359,12 @@ fn compile(
     let style = match entry.style.as_deref() {
         None | Some("gnu") => Style::Gnu,
         Some("find") => Style::Find,
-        Some(other) => return Err(invalid(name, format!("unknown style `{other}`"))),
+        Some(other) => {
+            return Err(invalid(
+                name,
+                format!("unknown style {other}", other = code(other)),
+            ));
+        }
     };
     for token in expand_sets(name, &entry.options, sets)? {
         let (option, arity) = option_token(name, &token)?;
@@ -370,7 +382,10 @@ fn compile(
                 _ => {
                     return Err(invalid(
                         name,
-                        format!("`{option}`: short options are one letter"),
+                        format!(
+                            "{option}: short options are one letter",
+                            option = code(&option)
+                        ),
                     ));
                 }
             }
@@ -385,13 +400,21 @@ fn compile(
         None | Some("always") => Governs::Always,
         Some("subcommands") => Governs::Subcommands,
         Some("flags-only") => Governs::FlagsOnly,
-        Some(other) => return Err(invalid(name, format!("unknown governs `{other}`"))),
+        Some(other) => {
+            return Err(invalid(
+                name,
+                format!("unknown governs {other}", other = code(other)),
+            ));
+        }
     };
     let known: Vec<String> = entry.known.split_whitespace().map(str::to_owned).collect();
     if let Some(clash) = known.iter().find(|k| long.contains_key(*k)) {
         return Err(invalid(
             name,
-            format!("`{clash}` is both allowed and known-only"),
+            format!(
+                "{clash} is both allowed and known-only",
+                clash = code(clash)
+            ),
         ));
     }
     let operands = match entry.operands.as_str() {
@@ -400,7 +423,12 @@ fn compile(
         "path" => Operands::Path,
         "pattern-path" => Operands::PatternPath,
         "jq" => Operands::Jq,
-        other => return Err(invalid(name, format!("unknown operands `{other}`"))),
+        other => {
+            return Err(invalid(
+                name,
+                format!("unknown operands {other}", other = code(other)),
+            ));
+        }
     };
     Ok(Grammar {
         name: name.to_owned(),
@@ -468,12 +496,14 @@ impl Grammar {
         }
         if self.known.iter().any(|k| k == written) {
             return Err(format!(
-                "`{written}` is not among the options that only read"
+                "{written} is not among the options that only read",
+                written = code(written),
             ));
         }
         if !self.abbrev {
             return Err(format!(
-                "`{written}` is not an option this command may be given without a prompt"
+                "{written} is not an option this command may be given without a prompt",
+                written = code(written),
             ));
         }
         let mut candidates: Vec<&str> = self
@@ -486,16 +516,23 @@ impl Grammar {
         candidates.sort_unstable();
         candidates.dedup();
         match candidates.as_slice() {
-            [] => Err(format!("`{written}` is not an option of `{}`", self.name)),
+            [] => Err(format!(
+                "{written} is not an option of {}",
+                code(&self.name),
+                written = code(written)
+            )),
             [full] => match self.long.get(*full) {
                 Some(arity) => Ok(((*full).to_owned(), *arity)),
                 None => Err(format!(
-                    "`{written}` abbreviates `{full}`, which is not among the options that only read"
+                    "{written} abbreviates {full}, which is not among the options that only read",
+                    full = code(full),
+                    written = code(written),
                 )),
             },
             several => Err(format!(
-                "`{written}` is ambiguous (it abbreviates {})",
-                several.join(", ")
+                "{written} is ambiguous (it abbreviates {})",
+                several.join(", "),
+                written = code(written),
             )),
         }
     }
@@ -541,24 +578,27 @@ impl Grammar {
                 };
                 match (arity, attached) {
                     (Arity::Flag, Some(_)) => {
-                        return Err(format!("`{full}` takes no value"));
+                        return Err(format!("{full} takes no value", full = code(&full)));
                     }
                     (Arity::Flag, None) | (Arity::Optional(_), None) => {}
                     (Arity::Optional(kind) | Arity::Required(kind), Some(v)) => {
                         if kind == Value::Pair {
-                            return Err(format!("`{full}` takes two separate words"));
+                            return Err(format!(
+                                "{full} takes two separate words",
+                                full = code(&full)
+                            ));
                         }
                         value(kind, v, &mut paths);
                     }
                     (Arity::Required(Value::Pair), None) => {
                         if i + 2 > args.len() {
-                            return Err(format!("`{full}` needs two values"));
+                            return Err(format!("{full} needs two values", full = code(&full)));
                         }
                         i += 2;
                     }
                     (Arity::Required(kind), None) => {
                         let Some(v) = args.get(i) else {
-                            return Err(format!("`{full}` needs a value"));
+                            return Err(format!("{full} needs a value", full = code(&full)));
                         };
                         value(kind, v, &mut paths);
                         i += 1;
@@ -577,7 +617,8 @@ impl Grammar {
                         break;
                     }
                     return Err(format!(
-                        "`-{c}` is not an option this command may be given without a prompt"
+                        "{} is not an option this command may be given without a prompt",
+                        code(&format!("-{c}"))
                     ));
                 };
                 seen.push(format!("-{c}"));
@@ -591,12 +632,12 @@ impl Grammar {
                         break;
                     }
                     Arity::Required(Value::Pair) => {
-                        return Err(format!("`-{c}` takes two values"));
+                        return Err(format!("{} takes two values", code(&format!("-{c}"))));
                     }
                     Arity::Required(kind) => {
                         if rest.is_empty() {
                             let Some(v) = args.get(i) else {
-                                return Err(format!("`-{c}` needs a value"));
+                                return Err(format!("{} needs a value", code(&format!("-{c}"))));
                             };
                             value(kind, v, &mut paths);
                             i += 1;
@@ -627,28 +668,33 @@ impl Grammar {
         }
         if !self.operands_with.is_empty() && !seen.iter().any(|s| self.operands_with.contains(s)) {
             return Err(format!(
-                "`{}` with operands but without {} does more than read",
-                self.name,
-                self.operands_with.join(" or ")
+                "{} with operands but without {} does more than read",
+                code(&self.name),
+                self.operands_with.join(" or "),
             ));
         }
         if let Some(max) = self.max_operands
             && operands.len() > max
         {
             return Err(format!(
-                "`{}` takes at most {max} operand(s) without writing",
-                self.name
+                "{} takes at most {max} operand(s) without writing",
+                code(&self.name),
             ));
         }
         if let Some(prefix) = &self.operand_prefix
             && let Some(bad) = operands.iter().find(|o| !o.starts_with(prefix.as_str()))
         {
-            return Err(format!("the operand `{bad}` of `{}`", self.name));
+            return Err(format!(
+                "the operand {bad} of {}",
+                code(&self.name),
+                bad = code(bad)
+            ));
         }
         match self.operands {
             Operands::None => Err(format!(
-                "`{}` takes no operands here (`{}`)",
-                self.name, operands[0]
+                "{} takes no operands here ({})",
+                code(&self.name),
+                code(operands[0]),
             )),
             Operands::Text => Ok(()),
             Operands::Path => {
@@ -705,14 +751,15 @@ impl Grammar {
             }
             let Some(arity) = self.primaries.get(arg.as_str()).copied() else {
                 return Err(format!(
-                    "`find {arg}` is not a test or action that only reads"
+                    "{} is not a test or action that only reads",
+                    code(&format!("find {arg}"))
                 ));
             };
             match arity {
                 Arity::Flag => {}
                 Arity::Required(kind) | Arity::Optional(kind) => {
                     let Some(v) = args.get(i) else {
-                        return Err(format!("`find {arg}` needs a value"));
+                        return Err(format!("{} needs a value", code(&format!("find {arg}"))));
                     };
                     if kind == Value::Path {
                         paths.push(v.clone());
@@ -761,7 +808,8 @@ pub fn jq_filter_problem(filter: &str) -> Option<String> {
                     from >= 1 && bytes[from - 1] == b'.' && !(from >= 2 && bytes[from - 2] == b'.');
                 if !field && JQ_FORBIDDEN.contains(&word) {
                     return Some(format!(
-                        "the jq filter uses `{word}`, which reads more than its input"
+                        "the jq filter uses {word}, which reads more than its input",
+                        word = code(word),
                     ));
                 }
             }

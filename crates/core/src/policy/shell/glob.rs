@@ -13,6 +13,8 @@
 
 use std::path::{Path, PathBuf};
 
+use crate::tool::view::code;
+
 /// How many directory entries one word's expansion may look at.
 pub const MAX_GLOB_ENTRIES: usize = 20_000;
 
@@ -176,8 +178,12 @@ fn bracket(part: &[Char], start: usize) -> Result<Option<(Token, usize)>, String
                         return Err("an unterminated character class `[:`".to_owned());
                     };
                     let name = &rest[..end];
-                    let class = Class::named(name)
-                        .ok_or_else(|| format!("an unknown character class `[:{name}:]`"))?;
+                    let class = Class::named(name).ok_or_else(|| {
+                        format!(
+                            "an unknown character class {}",
+                            code(&format!("[:{name}:]"))
+                        )
+                    })?;
                     items.push(Item::Class(class));
                     i += 2 + name.chars().count() + 2;
                     continue;
@@ -301,7 +307,7 @@ pub fn expand(word: &[Char], cwd: &Path) -> Result<Option<Vec<String>>, String> 
                 let name = name.to_str().ok_or_else(|| {
                     format!(
                         "a pattern over a directory holding a name that is not UTF-8 ({})",
-                        dir.display()
+                        code(&dir.display().to_string())
                     )
                 })?;
                 if name.starts_with('.') && !dot {

@@ -15,6 +15,7 @@ use crate::policy::commands::approval_key;
 use crate::policy::grammar::{Fit, fit};
 use crate::policy::pattern::base_name;
 use crate::policy::wrappers::{Peeled, is_dangerous_variable, peel};
+use crate::tool::view::code;
 use words::Word;
 
 pub(super) fn run(script: &str, context: &ShellContext<'_>, start: Cwd) -> ShellAnalysis {
@@ -186,7 +187,7 @@ impl Analyzer<'_, '_> {
             "&&" | "||" | ";" | "\n" => self.joiner = Some(kind.to_owned()),
             "|" | "|&" => {}
             "&" => self.not_plain("a command runs in the background (`&`)"),
-            other => self.not_plain(format!("the shell syntax `{other}`")),
+            other => self.not_plain(format!("the shell syntax {other}", other = code(other))),
         }
     }
 
@@ -465,7 +466,10 @@ impl Analyzer<'_, '_> {
                         None => String::new(),
                     };
                     if is_dangerous_variable(&name) {
-                        self.not_plain(format!("setting `{name}` changes which code runs"));
+                        self.not_plain(format!(
+                            "setting {name} changes which code runs",
+                            name = code(&name)
+                        ));
                     }
                     written.assignments.push((name, value));
                 }
@@ -651,6 +655,6 @@ fn describe(kind: &str) -> String {
         "declaration_command" => "`export`/`declare`/`local`".to_owned(),
         "unset_command" => "`unset`".to_owned(),
         "ERROR" => "the command does not parse as shell (a syntax error)".to_owned(),
-        other => format!("the shell construct `{other}`"),
+        other => format!("the shell construct {other}", other = code(other)),
     }
 }

@@ -17,6 +17,7 @@
 //! an approved line runs as the user wrote it.
 
 use super::{Cwd, Pipeline, Redirect, ShellAnalysis, SimpleCommand, is_harmless_device};
+use crate::tool::view::code;
 
 /// Builtins that change the state of the shell that runs the later commands (which program a
 /// name runs, how words are expanded, what the environment holds, where output goes): the
@@ -104,7 +105,7 @@ pub(super) fn render_pipelines<'p>(
             if stage > 0 {
                 let pipe = &pipeline.pipes[stage - 1];
                 if posix && pipe != "|" {
-                    return Err(format!("`{pipe}` in a script for `sh`"));
+                    return Err(format!("{pipe} in a script for `sh`", pipe = code(pipe)));
                 }
                 out.push(' ');
                 out.push_str(pipe);
@@ -138,7 +139,8 @@ fn simple_command(command: &SimpleCommand, posix: bool) -> Result<String, String
         let name = super::base_name(name);
         if STATEFUL_BUILTINS.contains(&name) {
             return Err(format!(
-                "the builtin `{name}`, which changes the shell's state"
+                "the builtin {name}, which changes the shell's state",
+                name = code(name),
             ));
         }
     }
@@ -162,7 +164,7 @@ fn nested_shell(command: &SimpleCommand, posix: bool) -> Result<String, String> 
         _ => return Err("a nested shell with options, arguments or a wrapper".to_owned()),
     };
     if !matches!(shell, "sh" | "bash") || !command.assignments.is_empty() || command.dynamic {
-        return Err(format!("the nested shell `{shell}`"));
+        return Err(format!("the nested shell {shell}", shell = code(shell)));
     }
     let mut parts = vec![quote(words[0]), quote("-c"), quote(script)];
     for redirect in &command.redirects {
@@ -219,7 +221,7 @@ fn redirection(redirect: &Redirect, posix: bool) -> Result<String, String> {
     }
     let fd = redirect.descriptor.as_deref().unwrap_or("");
     if !fd.chars().all(|c| c.is_ascii_digit()) {
-        return Err(format!("the redirection descriptor `{fd}`"));
+        return Err(format!("the redirection descriptor {fd}", fd = code(fd)));
     }
     let operator = redirect.operator.as_str();
     if redirect.duplicate {
@@ -238,8 +240,8 @@ fn redirection(redirect: &Redirect, posix: bool) -> Result<String, String> {
             Ok(format!("{operator}{}", quote(&redirect.target)))
         }
         _ => Err(format!(
-            "the redirection `{fd}{operator} {}`",
-            redirect.target
+            "the redirection {}",
+            code(&format!("{fd}{operator} {}", redirect.target))
         )),
     }
 }

@@ -9,6 +9,7 @@ use crate::policy::commands::read_only_words;
 use crate::policy::pattern::base_name;
 use crate::policy::shell::{Pipeline, Place, SimpleCommand, is_harmless_device};
 use crate::policy::wrappers::PRIVILEGE_WRAPPERS;
+use crate::tool::view::code;
 
 pub(super) type Findings = Vec<(bool, Finding)>;
 
@@ -186,7 +187,10 @@ impl Watchdog<'_> {
             deny(
                 findings,
                 Category::PrivilegeEscalation,
-                format!("`{wrapper}` runs a command with other privileges"),
+                format!(
+                    "{wrapper} runs a command with other privileges",
+                    wrapper = code(wrapper)
+                ),
             );
         }
         if matches!(
@@ -196,7 +200,7 @@ impl Watchdog<'_> {
             deny(
                 findings,
                 Category::PrivilegeEscalation,
-                format!("`{program}` changes privileges"),
+                format!("{program} changes privileges", program = code(program)),
             );
         }
     }
@@ -217,9 +221,9 @@ impl Watchdog<'_> {
                     findings,
                     Category::Exfiltration,
                     format!(
-                        "`{}` sends the file {} to a network host",
-                        command.text(),
-                        redirect.target
+                        "{} sends the file {} to a network host",
+                        code(&command.text()),
+                        code(&redirect.target),
                     ),
                 );
             }
@@ -230,7 +234,10 @@ impl Watchdog<'_> {
                 deny(
                     findings,
                     Category::GitConfigExecution,
-                    format!("`{name}` makes git run a program of the caller's choice"),
+                    format!(
+                        "{name} makes git run a program of the caller's choice",
+                        name = code(name)
+                    ),
                 );
             }
         }
@@ -244,7 +251,10 @@ impl Watchdog<'_> {
             deny(
                 findings,
                 Category::DeviceWrite,
-                format!("`{program}` formats or repartitions a disk"),
+                format!(
+                    "{program} formats or repartitions a disk",
+                    program = code(program)
+                ),
             );
         }
         if mutating {
@@ -253,7 +263,11 @@ impl Watchdog<'_> {
                     deny(
                         findings,
                         Category::DeviceWrite,
-                        format!("`{}` touches the disk device {operand}", command.text()),
+                        format!(
+                            "{} touches the disk device {}",
+                            code(&command.text()),
+                            code(operand)
+                        ),
                     );
                 }
             }
@@ -286,7 +300,7 @@ impl Watchdog<'_> {
                             deny(
                                 findings,
                                 Category::DeviceWrite,
-                                format!("`dd` writes to the device {target}"),
+                                format!("`dd` writes to the device {}", code(target)),
                             );
                         } else {
                             self.check_destroys(command, &[target], findings);
@@ -360,7 +374,11 @@ impl Watchdog<'_> {
                 deny(
                     findings,
                     Category::DeviceWrite,
-                    format!("`{}` writes to the device {target}", command.text()),
+                    format!(
+                        "{} writes to the device {}",
+                        code(&command.text()),
+                        code(target)
+                    ),
                 );
             }
             return;
@@ -389,9 +407,9 @@ impl Watchdog<'_> {
                 findings,
                 Category::Destruction,
                 format!(
-                    "`{}` writes to {}, outside the workspace",
-                    command.text(),
-                    path.display()
+                    "{} writes to {}, outside the workspace",
+                    code(&command.text()),
+                    code(&path.display().to_string()),
                 ),
             );
         }
@@ -404,7 +422,10 @@ impl Watchdog<'_> {
             deny(
                 findings,
                 Category::Destruction,
-                format!("`{program}` destroys file contents beyond recovery"),
+                format!(
+                    "{program} destroys file contents beyond recovery",
+                    program = code(program)
+                ),
             );
             return;
         }
@@ -421,27 +442,27 @@ impl Watchdog<'_> {
                     findings,
                     Category::Destruction,
                     format!(
-                        "`{}` would delete or overwrite {}, outside the workspace",
-                        command.text(),
-                        path.display()
+                        "{} would delete or overwrite {}, outside the workspace",
+                        code(&command.text()),
+                        code(&path.display().to_string()),
                     ),
                 ),
                 Place::Root(path) if target.contains(['*', '?']) => escalate(
                     findings,
                     Category::Destruction,
                     format!(
-                        "`{}` deletes everything in the workspace root {}",
-                        command.text(),
-                        path.display()
+                        "{} deletes everything in the workspace root {}",
+                        code(&command.text()),
+                        code(&path.display().to_string()),
                     ),
                 ),
                 Place::Root(path) => deny(
                     findings,
                     Category::Destruction,
                     format!(
-                        "`{}` would delete the whole workspace {}",
-                        command.text(),
-                        path.display()
+                        "{} would delete the whole workspace {}",
+                        code(&command.text()),
+                        code(&path.display().to_string()),
                     ),
                 ),
                 Place::Inside(_) => {}
@@ -449,8 +470,9 @@ impl Watchdog<'_> {
                     findings,
                     Category::Destruction,
                     format!(
-                        "cannot tell what `{}` deletes (`{target}` is computed)",
-                        command.text()
+                        "cannot tell what {} deletes ({target} is computed)",
+                        code(&command.text()),
+                        target = code(target),
                     ),
                 ),
             }
@@ -467,7 +489,10 @@ impl Watchdog<'_> {
             deny(
                 findings,
                 Category::PrivilegeEscalation,
-                format!("`chmod {mode}` sets the setuid/setgid bit"),
+                format!(
+                    "{} sets the setuid/setgid bit",
+                    code(&format!("chmod {mode}"))
+                ),
             );
         }
         let recursive = has_short_flag(argv, &['R'], &["--recursive"]);
@@ -476,9 +501,9 @@ impl Watchdog<'_> {
                 Place::Outside(path) => {
                     let home = self.context.home.is_some_and(|h| h == path);
                     let finding = format!(
-                        "`{}` changes permissions of {}, outside the workspace",
-                        command.text(),
-                        path.display()
+                        "{} changes permissions of {}, outside the workspace",
+                        code(&command.text()),
+                        code(&path.display().to_string()),
                     );
                     if recursive || home || path.parent().is_none() {
                         deny(findings, Category::Destruction, finding);
@@ -489,7 +514,7 @@ impl Watchdog<'_> {
                 Place::Unknown if recursive => escalate(
                     findings,
                     Category::Destruction,
-                    format!("cannot tell what `{}` changes", command.text()),
+                    format!("cannot tell what {} changes", code(&command.text())),
                 ),
                 _ => {}
             }
@@ -524,15 +549,15 @@ impl Watchdog<'_> {
                     findings,
                     Category::Destruction,
                     format!(
-                        "`{}` deletes files under {}, outside the workspace",
-                        command.text(),
-                        path.display()
+                        "{} deletes files under {}, outside the workspace",
+                        code(&command.text()),
+                        code(&path.display().to_string()),
                     ),
                 ),
                 Place::Unknown => escalate(
                     findings,
                     Category::Destruction,
-                    format!("cannot tell where `{}` deletes", command.text()),
+                    format!("cannot tell where {} deletes", code(&command.text())),
                 ),
                 _ => {}
             }
@@ -563,7 +588,8 @@ impl Watchdog<'_> {
                         findings,
                         Category::GitConfigExecution,
                         format!(
-                            "`git -c {key}=...` makes git run a program of the caller's choice"
+                            "{} makes git run a program of the caller's choice",
+                            code(&format!("git -c {key}=..."))
                         ),
                     );
                 }
@@ -579,7 +605,10 @@ impl Watchdog<'_> {
                 deny(
                     findings,
                     Category::GitConfigExecution,
-                    format!("`{arg}` ({option}) makes git run a program of the caller's choice"),
+                    format!(
+                        "{arg} ({option}) makes git run a program of the caller's choice",
+                        arg = code(arg)
+                    ),
                 );
             }
             i += 1;
@@ -617,7 +646,10 @@ impl Watchdog<'_> {
                     deny(
                         findings,
                         Category::GitConfigExecution,
-                        format!("`git config {key}` would make git run a program"),
+                        format!(
+                            "{} would make git run a program",
+                            code(&format!("git config {key}"))
+                        ),
                     );
                 }
             }
@@ -653,8 +685,8 @@ impl Watchdog<'_> {
                 findings,
                 Category::RiskyCommand,
                 format!(
-                    "`{}` can discard work that cannot be recovered",
-                    command.text()
+                    "{} can discard work that cannot be recovered",
+                    code(&command.text()),
                 ),
             );
         }

@@ -24,6 +24,7 @@ use super::pattern::{fold, nfc};
 use super::shell::{
     ShellAnalysis, ShellContext, SimpleCommand, confusable_char, is_harmless_device,
 };
+use crate::tool::view::code;
 
 pub(crate) use secret_paths::FilesIn;
 pub use secret_paths::is_secret_path;
@@ -415,7 +416,7 @@ impl Watchdog<'_> {
                     true,
                     Finding {
                         category: WatchdogCategory::DeviceWrite,
-                        reason: format!("writing to the device {text}"),
+                        reason: format!("writing to the device {}", code(&text)),
                     },
                 ));
             }
@@ -424,7 +425,10 @@ impl Watchdog<'_> {
                 false,
                 Finding {
                     category: WatchdogCategory::SecretRead,
-                    reason: format!("{} holds credentials", canonical.display()),
+                    reason: format!(
+                        "{} holds credentials",
+                        code(&canonical.display().to_string())
+                    ),
                 },
             ));
         }
@@ -495,9 +499,9 @@ impl Watchdog<'_> {
                 Finding {
                     category: WatchdogCategory::Exfiltration,
                     reason: format!(
-                        "`{}` reads a credential file in a line where `{}` talks to the network",
-                        secret.text(),
-                        sender.program()
+                        "{} reads a credential file in a line where {} talks to the network",
+                        code(&secret.text()),
+                        code(sender.program()),
                     ),
                 },
             ));
@@ -525,7 +529,7 @@ impl Watchdog<'_> {
                     reason: format!(
                         "{} is another name of a file of Keel's own configuration; only the \
                          user changes it",
-                        path.display()
+                        code(&path.display().to_string())
                     ),
                 });
             }
@@ -538,7 +542,7 @@ impl Watchdog<'_> {
                         category: WatchdogCategory::KeelConfig,
                         reason: format!(
                             "{} is Keel's project configuration; only the user changes it",
-                            path.display()
+                            code(&path.display().to_string())
                         ),
                     });
                 }
@@ -547,7 +551,7 @@ impl Watchdog<'_> {
                         category: WatchdogCategory::GitConfigExecution,
                         reason: format!(
                             "{} makes git run programs; only the user changes it",
-                            path.display()
+                            code(&path.display().to_string())
                         ),
                     });
                 }
@@ -567,7 +571,7 @@ impl Watchdog<'_> {
                         reason: format!(
                             "{} is inside a git repository's own files, which can make git run \
                              programs; only the user changes them",
-                            path.display()
+                            code(&path.display().to_string())
                         ),
                     });
                 }
@@ -579,7 +583,7 @@ impl Watchdog<'_> {
                     category: WatchdogCategory::KeelConfig,
                     reason: format!(
                         "{} is Keel's own configuration; only the user changes it",
-                        path.display()
+                        code(&path.display().to_string())
                     ),
                 });
             }
@@ -593,7 +597,7 @@ impl Watchdog<'_> {
                     category: WatchdogCategory::KeelConfig,
                     reason: format!(
                         "{} is Keel's own configuration; only the user changes it",
-                        path.display()
+                        code(&path.display().to_string())
                     ),
                 });
             }
@@ -602,7 +606,7 @@ impl Watchdog<'_> {
                     category: WatchdogCategory::GitConfigExecution,
                     reason: format!(
                         "{} is the user's git configuration, which can make git run programs",
-                        path.display()
+                        code(&path.display().to_string())
                     ),
                 });
             }
@@ -612,14 +616,20 @@ impl Watchdog<'_> {
             if STARTUP_FILES.iter().any(|f| at_or_below(&relative, f)) {
                 return Some(Finding {
                     category: WatchdogCategory::StartupFile,
-                    reason: format!("{} runs when a shell or session starts", path.display()),
+                    reason: format!(
+                        "{} runs when a shell or session starts",
+                        code(&path.display().to_string())
+                    ),
                 });
             }
         }
         if SYSTEM_STARTUP.iter().any(|f| at_or_below(&text, f)) {
             return Some(Finding {
                 category: WatchdogCategory::StartupFile,
-                reason: format!("{} runs when a shell or session starts", path.display()),
+                reason: format!(
+                    "{} runs when a shell or session starts",
+                    code(&path.display().to_string())
+                ),
             });
         }
         None
@@ -644,7 +654,7 @@ impl Watchdog<'_> {
             reason: format!(
                 "{} is read and acted on by other programs without asking (an editor, CI, a \
                  hook manager, another agent); asked every time",
-                path.display()
+                code(&path.display().to_string())
             ),
         })
     }

@@ -9,6 +9,7 @@ use crate::policy::commands::is_interpreter;
 use crate::policy::pattern::base_name;
 use crate::policy::shell::{Pipeline, SimpleCommand};
 use crate::policy::wrappers::SHELLS;
+use crate::tool::view::code;
 
 const DOWNLOADERS: &[&str] = &[
     "curl",
@@ -69,8 +70,9 @@ impl Watchdog<'_> {
                     findings,
                     Category::DownloadExecute,
                     format!(
-                        "`{}` pipes a download into `{program}`, which runs it",
-                        source.text()
+                        "{} pipes a download into {program}, which runs it",
+                        code(&source.text()),
+                        program = code(program),
                     ),
                 );
             }
@@ -83,10 +85,10 @@ impl Watchdog<'_> {
                         findings,
                         Category::Exfiltration,
                         format!(
-                            "`{}` sends the output of `{}` (credentials or the environment) to \
+                            "{} sends the output of {} (credentials or the environment) to \
                              the network",
-                            downstream.text(),
-                            source.text()
+                            code(&downstream.text()),
+                            code(&source.text()),
                         ),
                     );
                 } else if STDIN_SENDERS.contains(&program) || curl_reads_stdin(&downstream.argv) {
@@ -94,8 +96,8 @@ impl Watchdog<'_> {
                         findings,
                         Category::Exfiltration,
                         format!(
-                            "`{}` sends what it reads from the pipe to a network host",
-                            downstream.text()
+                            "{} sends what it reads from the pipe to a network host",
+                            code(&downstream.text()),
                         ),
                     );
                 }
@@ -116,7 +118,7 @@ impl Watchdog<'_> {
                     deny(
                         findings,
                         Category::Exfiltration,
-                        format!("`curl` uploads the local file {file}"),
+                        format!("`curl` uploads the local file {}", code(&file)),
                     );
                 } else if position > 0 && curl_reads_stdin(argv) {
                     deny(
@@ -134,7 +136,7 @@ impl Watchdog<'_> {
                     deny(
                         findings,
                         Category::Exfiltration,
-                        format!("`wget {arg}` uploads a local file"),
+                        format!("{} uploads a local file", code(&format!("wget {arg}"))),
                     );
                 }
             }
@@ -148,8 +150,9 @@ impl Watchdog<'_> {
                         findings,
                         Category::Exfiltration,
                         format!(
-                            "`{}` copies files to the remote host {destination}",
-                            command.program()
+                            "{} copies files to the remote host {}",
+                            code(command.program()),
+                            code(destination),
                         ),
                     );
                 }
@@ -158,7 +161,7 @@ impl Watchdog<'_> {
         }
         if self.reads_secret(command) {
             let sender = NETWORK_SENDERS.contains(&command.program());
-            let finding = format!("`{}` reads a credential file", command.text());
+            let finding = format!("{} reads a credential file", code(&command.text()));
             if sender {
                 deny(findings, Category::Exfiltration, finding);
             } else {
@@ -226,8 +229,9 @@ impl Watchdog<'_> {
                 findings,
                 Category::DownloadExecute,
                 format!(
-                    "`{}` runs {file}, downloaded earlier in the same command",
-                    command.text()
+                    "{} runs {}, downloaded earlier in the same command",
+                    code(&command.text()),
+                    code(&file),
                 ),
             );
         }

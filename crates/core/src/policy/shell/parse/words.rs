@@ -7,6 +7,7 @@ use tree_sitter::Node;
 use super::super::glob::{self, Char};
 use super::super::{Cwd, Place, Redirect, is_harmless_device};
 use super::{Analyzer, describe};
+use crate::tool::view::code;
 
 impl Analyzer<'_, '_> {
     /// A word after tilde and pathname expansion, as bash expands it (without `nullglob` or
@@ -38,13 +39,18 @@ impl Analyzer<'_, '_> {
         if glob::is_pattern(&chars) && self.posix {
             // dash's dialect differs (`[^x]`, `.*` matching `..`): left to the checks that
             // read a pattern under both.
-            self.unrenderable(format!("a pattern in a script for `sh` (`{text}`)"));
+            self.unrenderable(format!(
+                "a pattern in a script for `sh` ({text})",
+                text = code(&text)
+            ));
         } else if glob::is_pattern(&chars) {
             match &self.cwd {
                 Cwd::Known(dir) => match glob::expand(&chars, dir) {
                     Ok(Some(found)) => return found,
                     Ok(None) => {}
-                    Err(reason) => self.unrenderable(format!("{reason} (in `{text}`)")),
+                    Err(reason) => {
+                        self.unrenderable(format!("{reason} (in {text})", text = code(&text)))
+                    }
                 },
                 Cwd::Unknown => {
                     self.unrenderable("a pattern where the working directory is not known")
@@ -122,7 +128,10 @@ impl Analyzer<'_, '_> {
                     .path()
                     .map(|p| p.display().to_string())
                     .unwrap_or_else(|| redirect.target.clone());
-                self.not_plain(format!("a redirection to `{shown}`, outside the workspace"));
+                self.not_plain(format!(
+                    "a redirection to {shown}, outside the workspace",
+                    shown = code(&shown)
+                ));
             }
         }
         Some(redirect)
@@ -196,7 +205,9 @@ impl Analyzer<'_, '_> {
                     }
                     "command_substitution" => "command substitution `$(...)`".to_owned(),
                     "process_substitution" => "process substitution `<(...)`".to_owned(),
-                    "simple_expansion" | "expansion" => format!("the expansion `{text}`"),
+                    "simple_expansion" | "expansion" => {
+                        format!("the expansion {text}", text = code(text))
+                    }
                     "arithmetic_expansion" => "an arithmetic expansion `$((...))`".to_owned(),
                     "ansi_c_string" => "ANSI-C quoting `$'...'`".to_owned(),
                     "brace_expression" => "a brace expansion (`{a..b}`)".to_owned(),
