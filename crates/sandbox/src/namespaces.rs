@@ -94,7 +94,7 @@ fn make_private() -> Result<()> {
     .map_err(|e| Error::sys("making / private", e))
 }
 
-/// The warm holder's root under namespaces (`zygote`, decision 0046): the per-profile part of
+/// The warm holder's root under namespaces (`zygote`, decision 0048): the per-profile part of
 /// [`enter`] and of init's pivot, done once. A user namespace of the holder's own (the caller
 /// mapped to root), a mount namespace with the profile's new root built, a network namespace of
 /// its own with only its loopback (the session's contained commands share it),

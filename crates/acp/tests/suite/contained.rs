@@ -611,7 +611,7 @@ async fn contained_commands_under_the_fallback_come_from_the_warm_holder() {
     contained_commands_come_from_the_warm_holder("landlock").await;
 }
 
-/// Under namespaces, forced, too (decision 0046): the holder's root built once, each command in
+/// Under namespaces, forced, too (decision 0048): the holder's root built once, each command in
 /// a PID, mount and IPC namespace of its own.
 #[tokio::test]
 async fn contained_commands_under_namespaces_come_from_the_warm_holder() {

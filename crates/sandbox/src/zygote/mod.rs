@@ -1,6 +1,6 @@
 //! The warm holder: `keel-sandbox zygote --control FD`, one per session and per contained
 //! profile, which keeps what confines the profile's commands alive and forks each contained
-//! command from it (docs/sandbox.md, "The warm holder"; decisions 0039 and 0046). Under
+//! command from it (docs/sandbox.md, "The warm holder"; decisions 0039 and 0048). Under
 //! namespaces the holder keeps the profile's new root and each command gets its own PID, mount
 //! and IPC namespace and init (module `ns`); what follows is the fallback's, where the holder
 //! keeps a Landlock domain. The zygote is the same for both.

@@ -1,4 +1,4 @@
-//! The warm holder under namespaces (decision 0046): the holder builds the contained profile's
+//! The warm holder under namespaces (decision 0048): the holder builds the contained profile's
 //! root once, in a user, mount and network namespace of its own, and each command's starter
 //! does only what must be the command's own.
 //!

@@ -539,7 +539,7 @@ impl super::Runtime {
     /// (the same for every contained command but for what the request carries: the nonce, the
     /// status file, the working directory; and what the holder does not use: the done FIFO,
     /// the keeper). Under namespaces or the fallback, as the holder finds (decisions 0039,
-    /// 0046).
+    /// 0048).
     fn warm_start(
         &self,
         profile: &Profile,

@@ -1,4 +1,4 @@
-//! The warm holder, Keel's side (decisions 0039 and 0046; the helper's side is
+//! The warm holder, Keel's side (decisions 0039 and 0048; the helper's side is
 //! `keel_sandbox::zygote`). Under namespaces the holder keeps the contained profile's new root
 //! and each command gets its own PID, mount and IPC namespace and init; its end is answered
 //! `done` once init has emptied the namespace ([`WarmChild::emptied`]). What follows is the
