@@ -143,6 +143,7 @@ fn profile_value(base: &Path, mechanism: Mechanism, program_dir: &Path) -> Profi
         mask_socket: None,
         done_fifo: None,
         keeper: None,
+        no_connect: false,
         // The stamping program is told by a variable of its own that it is the one timed.
         env_allow: keel_core::runtime::sandbox::DEFAULT_ENV_ALLOW
             .iter()

@@ -194,12 +194,17 @@ impl Prepared {
 
     /// What a program under namespaces gets besides them: the seccomp filter for what no
     /// namespace separates ([`kernel_object_rules`]: the user's keyrings, terminal injection),
-    /// with every capability dropped and no new privileges ([`Prepared::apply`]).
-    pub fn for_namespaces() -> Result<Prepared> {
+    /// and with [`Profile::no_connect`] no socket reached by path ([`no_connect_rules`]), with
+    /// every capability dropped and no new privileges ([`Prepared::apply`]).
+    pub fn for_namespaces(profile: &Profile) -> Result<Prepared> {
+        let mut rules = kernel_object_rules()?;
+        if profile.no_connect {
+            no_connect_rules(&mut rules)?;
+        }
         Ok(Prepared {
             ruleset: None,
             mask: None,
-            seccomp: Some(seccomp_program(kernel_object_rules()?)?),
+            seccomp: Some(seccomp_program(rules)?),
             notes: Vec::new(),
             proxy_port: None,
         })
@@ -655,6 +660,28 @@ fn fallback_filter(sockets: Sockets) -> Result<BpfProgram, BackendError> {
     rules.insert(libc::SYS_socket, socket_rules);
     rules.insert(libc::SYS_io_uring_setup, Vec::new());
     seccomp_program(rules)
+}
+
+/// [`Profile::no_connect`] under namespaces: a namespace's own sockets stay usable (its
+/// loopback, socket pairs), but a socket by path is the same file inside as outside, and the
+/// session's `/tmp` and the workspace are shared with the session's other commands. So no
+/// `connect`, no Unix datagram socket (`sendto` names its destination by path) and no
+/// `io_uring` (which connects without the system call), as under the fallback without a
+/// network.
+fn no_connect_rules(rules: &mut BTreeMap<i64, Vec<SeccompRule>>) -> Result<(), BackendError> {
+    let unix = libc::AF_UNIX as u64;
+    let datagram = libc::SOCK_DGRAM as u64;
+    let unix_datagram = || {
+        SeccompRule::new(vec![
+            dword(0, SeccompCmpOp::Eq, unix)?,
+            dword(1, SeccompCmpOp::MaskedEq(0xf), datagram)?,
+        ])
+    };
+    rules.insert(libc::SYS_connect, Vec::new());
+    rules.insert(libc::SYS_socket, vec![unix_datagram()?]);
+    rules.insert(libc::SYS_socketpair, vec![unix_datagram()?]);
+    rules.insert(libc::SYS_io_uring_setup, Vec::new());
+    Ok(())
 }
 
 /// The newest Landlock ABI (up to the one Keel uses) this kernel supports, by probing.

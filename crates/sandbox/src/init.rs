@@ -160,7 +160,7 @@ fn init(
     };
     // What no namespace separates (the keyrings, terminal injection), by seccomp; built before
     // the status says `namespaces`, so a failure here still leaves the fallback.
-    let filter = match fallback::Prepared::for_namespaces() {
+    let filter = match fallback::Prepared::for_namespaces(profile) {
         Ok(filter) => filter,
         Err(error) => return fail(&error),
     };

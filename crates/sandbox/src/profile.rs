@@ -101,6 +101,13 @@ pub struct Profile {
     /// or does not answer at once: the helper creates its own.
     #[serde(default)]
     pub keeper: Option<PathBuf>,
+    /// No `connect` at all, no Unix datagram socket and no `io_uring`, under namespaces too (the
+    /// fallback refuses them whenever the network is off): the program reaches no socket by
+    /// path, such as a server another command of the session listens with in the session's
+    /// `/tmp` or in the workspace, which would act for it with that command's rights. Keel sets
+    /// it for the commands nobody approved.
+    #[serde(default)]
+    pub no_connect: bool,
 }
 
 /// The line init writes to [`Profile::done_fifo`] once its namespace is empty: the profile's

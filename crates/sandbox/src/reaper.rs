@@ -163,8 +163,16 @@ pub(crate) fn reap_ended() -> bool {
     }
 }
 
-/// Kills every child of this process (orphans included, this being a subreaper) until none is
-/// left; returns whether none is (`waitpid` says so).
+/// Kills every descendant of this process (orphans included, this being a subreaper) until none
+/// is left; returns whether none is (`waitpid` says so).
+///
+/// Killing the children found in one look is not enough: a chain of processes that each fork
+/// their successor before they exit (in a session of their own, so no group kill reaches them)
+/// has only its head among the subreaper's children at any time, and grows faster than a kill
+/// per look removes it. So every descendant found is stopped first (`SIGSTOP`: a stopped
+/// process forks no more, and a fork under way when the signal comes is undone), the whole tree
+/// looked at again until a look finds none that was not stopped, and only then are they all
+/// killed.
 fn kill_descendants() -> bool {
     let me = getpid().as_raw();
     for _ in 0..1000 {
@@ -172,28 +180,81 @@ fn kill_descendants() -> bool {
         if reap_ended() {
             return true;
         }
-        let children = children_of(me);
-        for child in children {
-            let _ = kill(Pid::from_raw(child), Signal::SIGKILL);
+        for pid in freeze(me) {
+            let _ = kill(Pid::from_raw(pid), Signal::SIGKILL);
         }
-        std::thread::sleep(std::time::Duration::from_millis(2));
+        std::thread::sleep(std::time::Duration::from_millis(1));
     }
     false
 }
 
-/// The children of this single-threaded process (called only while it has some):
-/// `/proc/self/task/PID/children` where the kernel has it, else (or when that list came back
-/// empty, which it may while children are being created) a scan of `/proc`.
-fn children_of(parent: i32) -> Vec<i32> {
-    if let Ok(list) = std::fs::read_to_string(format!("/proc/self/task/{parent}/children")) {
-        let pids: Vec<i32> = list
-            .split_whitespace()
-            .filter_map(|pid| pid.parse().ok())
-            .collect();
-        if !pids.is_empty() {
-            return pids;
+/// Stops every descendant of process `root` until a look at the whole tree finds none it had
+/// not stopped yet; returns them all (to be killed: a stopped process dies of `SIGKILL`).
+pub(crate) fn freeze(root: i32) -> Vec<i32> {
+    let mut stopped: std::collections::HashSet<i32> = std::collections::HashSet::new();
+    for _ in 0..10_000 {
+        let mut fresh = false;
+        // Every one again, not only the new ones: one not found yet may have continued
+        // (`SIGCONT`) the others.
+        for pid in descendants(root) {
+            let _ = kill(Pid::from_raw(pid), Signal::SIGSTOP);
+            fresh |= stopped.insert(pid);
+        }
+        if !fresh {
+            break;
         }
     }
+    stopped.into_iter().collect()
+}
+
+/// Every descendant of process `root`: the kernel's lists of children, thread by thread, level
+/// by level; else (or when the root's list came back empty, which it may while children are
+/// being created) a scan of `/proc` by parent.
+fn descendants(root: i32) -> Vec<i32> {
+    let mut found = Vec::new();
+    let mut todo = task_children(root)
+        .filter(|children| !children.is_empty())
+        .unwrap_or_else(|| children_by_scan(root));
+    let mut seen: std::collections::HashSet<i32> = std::collections::HashSet::new();
+    while let Some(pid) = todo.pop() {
+        if !seen.insert(pid) || seen.len() > 100_000 {
+            continue;
+        }
+        found.push(pid);
+        match task_children(pid) {
+            Some(children) => todo.extend(children),
+            None => todo.extend(children_by_scan(pid)),
+        }
+    }
+    found
+}
+
+/// The children of every thread of `pid` (`/proc/PID/task/TID/children`); `None` when the
+/// kernel has no such list.
+fn task_children(pid: i32) -> Option<Vec<i32>> {
+    let tasks = std::fs::read_dir(format!("/proc/{pid}/task")).ok()?;
+    let mut children = Vec::new();
+    let mut any = false;
+    for task in tasks.flatten() {
+        let Ok(list) = std::fs::read_to_string(task.path().join("children")) else {
+            continue;
+        };
+        any = true;
+        children.extend(
+            list.split_whitespace()
+                .filter_map(|pid| pid.parse::<i32>().ok()),
+        );
+    }
+    // A process gone meanwhile has no task left: nothing below it either.
+    any.then_some(children).or_else(|| {
+        std::fs::metadata(format!("/proc/{pid}"))
+            .is_err()
+            .then(Vec::new)
+    })
+}
+
+/// The processes whose parent is `parent`, by a scan of `/proc`.
+fn children_by_scan(parent: i32) -> Vec<i32> {
     let Ok(entries) = std::fs::read_dir("/proc") else {
         return Vec::new();
     };

@@ -67,6 +67,7 @@ impl Layout {
             mask_socket: None,
             done_fifo: None,
             keeper: None,
+            no_connect: false,
         }
     }
 

@@ -27,6 +27,7 @@ mod questions;
 mod registry;
 mod sandbox;
 mod sandbox_proxy;
+mod session_state;
 mod sessions;
 mod skills;
 mod slash_commands;

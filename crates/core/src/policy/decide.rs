@@ -97,7 +97,12 @@ impl Policy {
         Ok(Self {
             manifest: layers.manifest,
             project: layers.project,
-            home: layers.home,
+            // Where the home directory finally points: the paths decided are canonical, so
+            // `~/` rules and the watchdog's home checks see them from the canonical home (a
+            // `$HOME` through a symlink, `/home` -> `/var/home`, would match none of them).
+            home: layers
+                .home
+                .map(|home| crate::runtime::paths::resolve(&home).unwrap_or(home)),
             protected: layers.protected,
             headless,
             state: Mutex::new(State {

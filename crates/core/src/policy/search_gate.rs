@@ -63,22 +63,24 @@ impl PolicySearchGate {
             // A tool without a path argument cannot be asked about one path: name only.
             return SearchAccess::NameOnly;
         };
-        let Some(path) = canonical.to_str() else {
-            // Not UTF-8: the policy could only see a lossy spelling of it.
-            return SearchAccess::NameOnly;
-        };
-        let target = CallTarget::Path(path.to_owned());
+        // A path that is not UTF-8 is decided on its lossy spelling (each invalid sequence a
+        // U+FFFD, which the rules' `*` and prefixes match like any character): a rule that
+        // denies its directory hides it. No rule can name its exact bytes and the read tool
+        // cannot name it at all, so it is never read, at most named.
+        let lossy = canonical.to_string_lossy();
+        let exact = matches!(lossy, std::borrow::Cow::Borrowed(_));
+        let target = CallTarget::Path(lossy.as_ref().to_owned());
         let decision = self.policy.decide_found(
             &Call {
                 spec: &self.spec,
                 target: &target,
                 runtime,
             },
-            canonical,
+            Path::new(lossy.as_ref()),
         );
         match decision.action {
-            Action::Allow => SearchAccess::Read,
-            Action::Ask => SearchAccess::NameOnly,
+            Action::Allow if exact => SearchAccess::Read,
+            Action::Allow | Action::Ask => SearchAccess::NameOnly,
             // Headless turns every prompt into a denial; the name is still harmless.
             Action::Deny if matches!(decision.explanation.cause, Cause::Headless { .. }) => {
                 SearchAccess::NameOnly
@@ -776,5 +778,145 @@ action = "allow"
         policy.set_mode(Mode::Allowlist);
         compare(&world, &child, &spec, &paths);
         compare(&world, &policy, &spec, &paths);
+    }
+
+    /// A xorshift generator: the random test is the same on every run.
+    struct Rng(u64);
+
+    impl Rng {
+        fn next(&mut self) -> u64 {
+            self.0 ^= self.0 << 13;
+            self.0 ^= self.0 >> 7;
+            self.0 ^= self.0 << 17;
+            self.0
+        }
+
+        fn pick<'a>(&mut self, items: &[&'a str]) -> &'a str {
+            items[(self.next() % items.len() as u64) as usize]
+        }
+    }
+
+    /// Path components: case, credential stores, glob characters, a backslash, a newline, a
+    /// leading `-`, a trailing dot, a space.
+    const ATOMS: &[&str] = &[
+        "a",
+        "B",
+        "src",
+        "SRC",
+        ".git",
+        ".ssh",
+        ".env",
+        "config",
+        "x.rs",
+        "X.RS",
+        "k.pem",
+        ".aws",
+        "[x]",
+        "{a}",
+        "a b",
+        "-r",
+        "a\\b",
+        "\n",
+        "id_rsa",
+        ".envs",
+        "tok.",
+        "Keys",
+        ".config",
+        "gcloud",
+        "git",
+        "credentials",
+        ".netrc",
+        "c.txt",
+    ];
+
+    /// Glob pieces, escaped and not.
+    const GLOB_ATOMS: &[&str] = &[
+        "*", "**", "?", "[a-c]", "[!a]", "{a,src}", "*.rs", "*.RS", "\\[x]", ".*", "[.]git", "a",
+        "src", ".ssh", "SRC", "x.rs", "config",
+    ];
+
+    /// Random rules (exact, prefix and glob patterns of those pieces, relative, `./`, `~/`,
+    /// `{session}/` and absolute, with and without a trailing `/`, every action, for `grep`,
+    /// `fs.read` and `*`) over random paths up to six components deep: the compiled reader
+    /// answers each path as the full decision does.
+    #[test]
+    fn the_compiled_reader_decides_random_rules_over_random_paths_as_the_full_decision() {
+        let world = world();
+        let mut rng = Rng(0x9e37_79b9_7f4a_7c15);
+        let bases = [
+            world.root.clone(),
+            world.home.clone(),
+            world.tmp.join("outside"),
+            world.scratch.clone(),
+        ];
+        let spec = crate::tools::grep::GrepTool.spec();
+        let (mut compared, mut compiled) = (0, 0);
+        for _ in 0..60 {
+            let mut text = String::new();
+            for _ in 0..6 {
+                let glob = rng.next() % 3 == 2;
+                let parts: Vec<&str> = (0..1 + rng.next() % 3)
+                    .map(|_| rng.pick(if glob { GLOB_ATOMS } else { ATOMS }))
+                    .collect();
+                let anchor = match rng.next() % 6 {
+                    0 => "~/".to_owned(),
+                    1 => "{session}/".to_owned(),
+                    2 => "./".to_owned(),
+                    3 => format!("{}/", world.root.display()),
+                    _ => String::new(),
+                };
+                let trailing = if rng.next().is_multiple_of(5) {
+                    "/"
+                } else {
+                    ""
+                };
+                let key = if !glob && rng.next().is_multiple_of(2) {
+                    "prefix"
+                } else {
+                    "pattern"
+                };
+                let value = toml::Value::String(format!("{anchor}{}{trailing}", parts.join("/")));
+                text.push_str(&format!(
+                    "[[permission]]\npermission = \"{}\"\n{key} = {value}\naction = \"{}\"\n\n",
+                    rng.pick(&["fs.read", "grep", "*"]),
+                    rng.pick(&["allow", "deny", "ask"]),
+                ));
+            }
+            // A glob that does not parse (`[!a]` halves) is refused when the rule loads.
+            let Ok(set) = RuleSet::parse(&text, RuleSource::Global(world.tmp.join("g.toml")))
+            else {
+                continue;
+            };
+            let mut layers = PolicyLayers::bundled()
+                .unwrap()
+                .with_home(Some(world.home.clone()));
+            layers.manifest.push(set);
+            layers.trust = Trust::Trusted;
+            let policy = Arc::new(Policy::new(layers, Mode::Allowlist, false).unwrap());
+            let gate = Arc::new(PolicySearchGate::new(policy, spec.clone()));
+            let runtime = world.runtime.with_search_gate(gate.clone());
+            for _ in 0..3000 {
+                let mut path = bases[(rng.next() % bases.len() as u64) as usize].clone();
+                for _ in 0..=rng.next() % 5 {
+                    path.push(rng.pick(ATOMS));
+                }
+                let fast = runtime.search_access(&path);
+                let full = if runtime
+                    .check(&path, crate::capability::Access::Read)
+                    .is_err()
+                {
+                    SearchAccess::Hidden
+                } else {
+                    gate.decided_in_full(&runtime, &path)
+                };
+                assert_eq!(fast, full, "{}\n{text}", path.display());
+                compared += 1;
+                let reader = gate.reader(&runtime).expect("a reader for a plain read");
+                compiled += usize::from(reader.access(&path).is_some());
+            }
+        }
+        assert!(compared > 150_000, "{compared}");
+        // Most of them were the compiled reader's (the test compares something).
+        assert!(compiled * 10 > compared * 8, "{compiled} of {compared}");
     }
 }

@@ -636,6 +636,23 @@ impl Runtime {
     /// are created one by one, each checked. A symlink swapped onto the path after the check
     /// makes the write fail; it never lands elsewhere.
     pub async fn write(&self, canonical: &Path, bytes: &[u8]) -> Result<(), AccessError> {
+        let written = self.write_file(canonical, bytes).await;
+        if written.is_ok() {
+            self.keel_wrote(canonical).await;
+        }
+        written
+    }
+
+    /// What Keel itself wrote is the state the sandbox's guard keeps while commands that may
+    /// write the workspace run ([`sandbox::guard::GuardLedger`]).
+    async fn keel_wrote(&self, canonical: &Path) {
+        if let Some(index) = self.inner.credentials.clone() {
+            let path = canonical.to_path_buf();
+            let _ = tokio::task::spawn_blocking(move || index.keel_wrote(&path)).await;
+        }
+    }
+
+    async fn write_file(&self, canonical: &Path, bytes: &[u8]) -> Result<(), AccessError> {
         use std::os::unix::fs::MetadataExt as _;
         self.check(canonical, Access::Write)?;
         if let (Some(files), Ok(text)) = (self.inner.files.as_ref(), std::str::from_utf8(bytes)) {
@@ -704,11 +721,15 @@ impl Runtime {
         self.check(canonical, Access::Write)?;
         let path = canonical.to_path_buf();
         let runtime = self.clone();
-        tokio::task::spawn_blocking(move || {
+        let removed = tokio::task::spawn_blocking(move || {
             fsat::remove_file(&path).map_err(|e| write_error(&runtime, &path, e))
         })
         .await
-        .map_err(|e| AccessError::internal("deleting a file (the task failed)", e))?
+        .map_err(|e| AccessError::internal("deleting a file (the task failed)", e))?;
+        if removed.is_ok() {
+            self.keel_wrote(canonical).await;
+        }
+        removed
     }
 
     /// Writes a file under the session's scratch directory (sidecar outputs).

@@ -91,13 +91,22 @@ pub fn dir_entries(dir: &Path, limit: usize) -> io::Result<Option<Vec<PathBuf>>>
     Ok(Some(paths))
 }
 
-/// At most `limit` bytes of the file at `path`; `None` when it cannot be read or is larger.
-#[expect(
-    clippy::disallowed_methods,
-    reason = "the runtime is where ambient authority lives"
-)]
+/// At most `limit` bytes of the regular file at `path`; `None` when it cannot be read, is
+/// larger, or is not a regular file. Opened without waiting (`O_NONBLOCK`): a FIFO by the name
+/// looked at (a `.gitconfig` the policy inspects) would otherwise block the open until a writer
+/// comes, and the decision with it.
 pub fn read_bounded(path: &Path, limit: u64) -> Option<Vec<u8>> {
-    let file = std::fs::File::open(path).ok()?;
+    use nix::fcntl::OFlag;
+    let fd = nix::fcntl::open(
+        path,
+        OFlag::O_RDONLY | OFlag::O_NONBLOCK | OFlag::O_CLOEXEC,
+        nix::sys::stat::Mode::empty(),
+    )
+    .ok()?;
+    let file = std::fs::File::from(fd);
+    if !file.metadata().ok()?.is_file() {
+        return None;
+    }
     let mut bytes = Vec::new();
     file.take(limit.saturating_add(1))
         .read_to_end(&mut bytes)

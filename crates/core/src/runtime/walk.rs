@@ -217,14 +217,10 @@ impl Rules {
         dirs.reverse();
         let mut rules = Self::empty();
         for (dir, git) in dirs {
-            let read = |name: &str| -> Option<Vec<u8>> {
-                tally::count(Event::Open);
-                std::fs::read(dir.join(name)).ok()
-            };
+            let read = |name: &str| read_outside(&dir.join(name));
             let exclude = git.as_ref().and_then(|meta| {
                 let common = git_common_dir(dir, meta.is_file())?;
-                tally::count(Event::Open);
-                std::fs::read(common.join("info/exclude")).ok()
+                read_outside(&common.join("info/exclude"))
             });
             rules = Self::child_of(
                 &rules,
@@ -308,20 +304,14 @@ fn compile(dir: &Path, bytes: Option<Vec<u8>>, name: &str) -> Gitignore {
 
 /// The directory holding a repository's `info/exclude`: `dir/.git`, or for a worktree (a
 /// `.git` file) the common directory its `gitdir` names.
-#[expect(
-    clippy::disallowed_methods,
-    reason = "the runtime is where ambient authority lives"
-)]
 fn git_common_dir(dir: &Path, dot_git_is_file: bool) -> Option<PathBuf> {
     let dot_git = dir.join(".git");
     if !dot_git_is_file {
         return Some(dot_git);
     }
-    tally::count(Event::Open);
-    let text = std::fs::read_to_string(&dot_git).ok()?;
+    let text = String::from_utf8(read_outside(&dot_git)?).ok()?;
     let git_dir = PathBuf::from(text.lines().next()?.strip_prefix("gitdir: ")?);
-    tally::count(Event::Open);
-    let common = std::fs::read_to_string(git_dir.join("commondir")).ok()?;
+    let common = String::from_utf8(read_outside(&git_dir.join("commondir"))?).ok()?;
     let common = common.lines().next()?;
     Some(if common.starts_with('.') {
         git_dir.join(common)
@@ -661,12 +651,19 @@ fn read_at(dir: &OwnedFd, name: &CStr) -> Option<Vec<u8>> {
     Some(bytes)
 }
 
-/// A worktree's exclude file, in the repository's common directory (outside the walk).
-#[expect(
-    clippy::disallowed_methods,
-    reason = "the runtime is where ambient authority lives"
-)]
+/// The first MiB of a file outside the walk, read by path (the ignore files of the base's
+/// parents, a worktree's `.git` file and its repository's `commondir` and `info/exclude`).
+/// Opened without waiting (`O_NONBLOCK`): a FIFO by one of those names reads as empty at once
+/// instead of blocking the walk until a writer comes.
 fn read_outside(path: &Path) -> Option<Vec<u8>> {
     tally::count(Event::Open);
-    std::fs::read(path).ok()
+    let fd = nix::fcntl::open(
+        path,
+        OFlag::O_RDONLY | OFlag::O_NONBLOCK | OFlag::O_CLOEXEC,
+        Mode::empty(),
+    )
+    .ok()?;
+    let mut bytes = Vec::new();
+    File::from(fd).take(1 << 20).read_to_end(&mut bytes).ok()?;
+    Some(bytes)
 }

@@ -18,7 +18,7 @@
 //! clone gives every file the same mtime) and between calls, keeps a directory's files together,
 //! and needs no `stat` per file.
 
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::sync::Mutex;
 
 use globset::{GlobBuilder, GlobMatcher};
@@ -31,8 +31,8 @@ use crate::runtime::walk::{Filters, Flow, FoundFile};
 use crate::runtime::{Runtime, SearchAccess, tally};
 use crate::tool::view::{code, given};
 use crate::tool::{
-    CallTarget, CallView, Describe, Subject, Tool, ToolContext, ToolError, ToolKind, ToolOutput,
-    ToolSpec,
+    CallTarget, CallView, Describe, Prepared, Subject, Tool, ToolContext, ToolError, ToolKind,
+    ToolOutput, ToolSpec,
 };
 
 /// The tool's id, as the registry spells it.
@@ -91,67 +91,99 @@ impl Tool for GlobTool {
         }
     }
 
+    /// Nothing to preview; the plan is the path the engine resolved and decided on, which the
+    /// run searches (resolving `path` again could reach another place: a symlink swapped in
+    /// since the decision, and a file given as `path` is searched on the call's decision).
+    async fn prepare(
+        &self,
+        _params: &GlobParams,
+        subject: Option<&Path>,
+        _ctx: &ToolContext,
+    ) -> Result<Option<Prepared>, ToolError> {
+        Ok(subject.map(|subject| Prepared::new(None, subject.to_path_buf())))
+    }
+
+    async fn run_prepared(
+        &self,
+        params: GlobParams,
+        prepared: Prepared,
+        ctx: &ToolContext,
+    ) -> Result<ToolOutput, ToolError> {
+        let base: PathBuf = prepared.plan()?;
+        ctx.runtime.check(&base, Access::Read)?;
+        glob_at(params, base, ctx).await
+    }
+
     async fn run(&self, params: GlobParams, ctx: &ToolContext) -> Result<ToolOutput, ToolError> {
         let base = ctx
             .runtime
             .resolve_checked(params.path.as_deref().unwrap_or("."), Access::Read)?;
-        let meta = ctx.runtime.metadata(&base).await?;
-        if !meta.is_dir() {
-            return Err(ToolError::BadArgument(format!(
-                "{} is not a directory; `path` names the directory to search",
-                ctx.runtime.display_path(&base)
-            )));
-        }
-        let pattern = relative_pattern(&params.pattern, &base)?;
-        let matcher = GlobBuilder::new(pattern)
-            .literal_separator(true)
-            .backslash_escape(true)
-            .build()
-            .map_err(|e| {
-                ToolError::BadArgument(format!(
-                    "invalid glob pattern `{}`: {}",
-                    params.pattern,
-                    e.kind()
-                ))
-            })?
-            .compile_matcher();
-        let runtime = ctx.runtime.clone();
-        let cancel = ctx.cancel.clone();
-        let walk_base = base.clone();
-        let probe = tally::current();
-        let mut entries = tokio::task::spawn_blocking(move || {
-            tally::within(probe, || {
-                find_files(&runtime, &walk_base, &matcher, &cancel)
-            })
-        })
-        .await
-        .map_err(|e| ToolError::internal("listing files (the task failed)", e))??;
-        if ctx.cancel.is_cancelled() {
-            return Err(ToolError::Cancelled);
-        }
-        if entries.is_empty() {
-            return Ok(ToolOutput::text(format!(
-                "No files match `{}` under {}.",
-                params.pattern,
-                ctx.runtime.display_path(&base)
-            ))
-            .with("count", 0));
-        }
-        entries.sort_unstable();
-        let total = entries.len();
-        let limit = ctx.session.limits.glob_entries;
-        let (shown, output_path) = ctx.cap_entries(ID, entries, limit).await?;
-        let mut text = shown.join("\n");
-        if output_path.is_some() {
-            text.push_str(&format!(
-                "\n[{total} files match; showing the first {}]",
-                shown.len()
-            ));
-        }
-        let mut output = ToolOutput::text(text).with("count", total);
-        output.output_path = output_path;
-        Ok(output)
+        glob_at(params, base, ctx).await
     }
+}
+
+/// Runs the call `params` on `base` (resolved and checked).
+async fn glob_at(
+    params: GlobParams,
+    base: PathBuf,
+    ctx: &ToolContext,
+) -> Result<ToolOutput, ToolError> {
+    let meta = ctx.runtime.metadata(&base).await?;
+    if !meta.is_dir() {
+        return Err(ToolError::BadArgument(format!(
+            "{} is not a directory; `path` names the directory to search",
+            ctx.runtime.display_path(&base)
+        )));
+    }
+    let pattern = relative_pattern(&params.pattern, &base)?;
+    let matcher = GlobBuilder::new(pattern)
+        .literal_separator(true)
+        .backslash_escape(true)
+        .build()
+        .map_err(|e| {
+            ToolError::BadArgument(format!(
+                "invalid glob pattern `{}`: {}",
+                params.pattern,
+                e.kind()
+            ))
+        })?
+        .compile_matcher();
+    let runtime = ctx.runtime.clone();
+    let cancel = ctx.cancel.clone();
+    let walk_base = base.clone();
+    let probe = tally::current();
+    let mut entries = tokio::task::spawn_blocking(move || {
+        tally::within(probe, || {
+            find_files(&runtime, &walk_base, &matcher, &cancel)
+        })
+    })
+    .await
+    .map_err(|e| ToolError::internal("listing files (the task failed)", e))??;
+    if ctx.cancel.is_cancelled() {
+        return Err(ToolError::Cancelled);
+    }
+    if entries.is_empty() {
+        return Ok(ToolOutput::text(format!(
+            "No files match `{}` under {}.",
+            params.pattern,
+            ctx.runtime.display_path(&base)
+        ))
+        .with("count", 0));
+    }
+    entries.sort_unstable();
+    let total = entries.len();
+    let limit = ctx.session.limits.glob_entries;
+    let (shown, output_path) = ctx.cap_entries(ID, entries, limit).await?;
+    let mut text = shown.join("\n");
+    if output_path.is_some() {
+        text.push_str(&format!(
+            "\n[{total} files match; showing the first {}]",
+            shown.len()
+        ));
+    }
+    let mut output = ToolOutput::text(text).with("count", total);
+    output.output_path = output_path;
+    Ok(output)
 }
 
 /// The pattern relative to the search base: a leading `./` is dropped, and an absolute pattern

@@ -43,8 +43,8 @@ use crate::runtime::walk::{Filters, Flow, FoundFile};
 use crate::runtime::{Runtime, SearchAccess, tally};
 use crate::tool::view::{code, given, one_line};
 use crate::tool::{
-    CallTarget, CallView, Describe, Subject, Tool, ToolContext, ToolError, ToolKind, ToolOutput,
-    ToolSpec,
+    CallTarget, CallView, Describe, Prepared, Subject, Tool, ToolContext, ToolError, ToolKind,
+    ToolOutput, ToolSpec,
 };
 
 /// The tool's id, as the registry spells it.
@@ -154,25 +154,57 @@ impl Tool for GrepTool {
         CallView { title, locations }
     }
 
+    /// Nothing to preview; the plan is the path the engine resolved and decided on, which the
+    /// run searches (resolving `path` again could reach another place: a symlink swapped in
+    /// since the decision, and a file given as `path` is searched on the call's decision).
+    async fn prepare(
+        &self,
+        _params: &GrepParams,
+        subject: Option<&Path>,
+        _ctx: &ToolContext,
+    ) -> Result<Option<Prepared>, ToolError> {
+        Ok(subject.map(|subject| Prepared::new(None, subject.to_path_buf())))
+    }
+
+    async fn run_prepared(
+        &self,
+        params: GrepParams,
+        prepared: Prepared,
+        ctx: &ToolContext,
+    ) -> Result<ToolOutput, ToolError> {
+        let base: PathBuf = prepared.plan()?;
+        ctx.runtime.check(&base, Access::Read)?;
+        grep_at(params, base, ctx).await
+    }
+
     async fn run(&self, params: GrepParams, ctx: &ToolContext) -> Result<ToolOutput, ToolError> {
         let base = ctx
             .runtime
             .resolve_checked(params.path.as_deref().unwrap_or("."), Access::Read)?;
-        let is_dir = ctx.runtime.metadata(&base).await?.is_dir();
-        let search = Search::new(&params, &base, is_dir)?;
-        let runtime = ctx.runtime.clone();
-        let cancel = ctx.cancel.clone();
-        let probe = tally::current();
-        let found = tokio::task::spawn_blocking(move || {
-            tally::within(probe, || search.run(&runtime, &base, &cancel))
-        })
-        .await
-        .map_err(|e| ToolError::internal("searching files (the task failed)", e))??;
-        if ctx.cancel.is_cancelled() {
-            return Err(ToolError::Cancelled);
-        }
-        report(&params, found, ctx).await
+        grep_at(params, base, ctx).await
     }
+}
+
+/// Runs the call `params` on `base` (resolved and checked).
+async fn grep_at(
+    params: GrepParams,
+    base: PathBuf,
+    ctx: &ToolContext,
+) -> Result<ToolOutput, ToolError> {
+    let is_dir = ctx.runtime.metadata(&base).await?.is_dir();
+    let search = Search::new(&params, &base, is_dir)?;
+    let runtime = ctx.runtime.clone();
+    let cancel = ctx.cancel.clone();
+    let probe = tally::current();
+    let found = tokio::task::spawn_blocking(move || {
+        tally::within(probe, || search.run(&runtime, &base, &cancel))
+    })
+    .await
+    .map_err(|e| ToolError::internal("searching files (the task failed)", e))??;
+    if ctx.cancel.is_cancelled() {
+        return Err(ToolError::Cancelled);
+    }
+    report(&params, found, ctx).await
 }
 
 /// A compiled search: matcher, searcher settings and walk filters.

@@ -18,8 +18,8 @@ use super::text::{self, TextError};
 use crate::capability::{Access, RequirementSet};
 use crate::tool::view::given;
 use crate::tool::{
-    Artifact, CallTarget, CallView, Describe, Subject, Tool, ToolContext, ToolError, ToolKind,
-    ToolOutput, ToolSpec,
+    Artifact, CallTarget, CallView, Describe, Prepared, Subject, Tool, ToolContext, ToolError,
+    ToolKind, ToolOutput, ToolSpec,
 };
 
 /// The tool's id, as the registry spells it.
@@ -97,71 +97,103 @@ impl Tool for ReadTool {
         }
     }
 
+    /// Nothing to preview; the plan is the path the engine resolved and decided on, which the
+    /// run reads (resolving `file_path` again could reach another file: a symlink swapped in
+    /// since the decision).
+    async fn prepare(
+        &self,
+        _params: &ReadParams,
+        subject: Option<&Path>,
+        _ctx: &ToolContext,
+    ) -> Result<Option<Prepared>, ToolError> {
+        Ok(subject.map(|subject| Prepared::new(None, subject.to_path_buf())))
+    }
+
+    async fn run_prepared(
+        &self,
+        params: ReadParams,
+        prepared: Prepared,
+        ctx: &ToolContext,
+    ) -> Result<ToolOutput, ToolError> {
+        let canonical: std::path::PathBuf = prepared.plan()?;
+        ctx.runtime.check(&canonical, Access::Read)?;
+        read_file(params, canonical, ctx).await
+    }
+
     async fn run(&self, params: ReadParams, ctx: &ToolContext) -> Result<ToolOutput, ToolError> {
         let canonical = ctx
             .runtime
             .resolve_checked(&params.file_path, Access::Read)?;
-        let shown = ctx.runtime.display_path(&canonical);
-        let Some((meta, stamp)) = text::inspect(ctx, &canonical).await? else {
-            return Err(ToolError::NotFound(format!(
-                "{shown} does not exist (looked for {}). Check the path; relative paths start at \
-                 the workspace root.",
-                canonical.display()
-            )));
-        };
-        if meta.is_dir() {
-            return Err(ToolError::BadArgument(format!(
-                "{shown} is a directory, not a file; use `glob` to list its contents"
-            )));
-        }
-        if !meta.is_file() {
-            return Err(ToolError::BadArgument(format!(
-                "{shown} is not a regular file (a device, socket or pipe); read shows files only"
-            )));
-        }
-        // The stamp was taken before the content: a change after it makes a later edit refuse.
-        ctx.session.record_read(&canonical, stamp);
-        let location = Artifact::Location {
-            path: canonical.display().to_string(),
-            line: None,
-        };
-
-        let first = params.offset.unwrap_or(1).max(1);
-        let limit = params.limit.unwrap_or(DEFAULT_LIMIT).max(1);
-        let cap = ctx.session.limits.read_bytes;
-        let mut window = Window::new(first, limit, cap);
-        let eof = match editor_text(ctx, &canonical).await? {
-            Some(editor) => {
-                window.feed(editor.as_bytes());
-                true
-            }
-            None if meta.len() == 0 => true,
-            None => read_into(ctx, &canonical, &shown, meta.len(), &mut window).await?,
-        };
-        let view = window.finish(eof);
-        if view.binary {
-            return Err(refuse(
-                &shown,
-                &TextError::Binary {
-                    reason: "it contains NUL bytes",
-                },
-            ));
-        }
-        if view.total == Some(0) {
-            return Ok(ToolOutput::text(format!("{shown} is empty (0 lines)."))
-                .with("total_lines", 0)
-                .artifact(location));
-        }
-        if let Some(total) = view.total
-            && first > total
-        {
-            return Err(ToolError::BadArgument(format!(
-                "offset {first} is past the end of {shown}, which has {total} lines; use an \
-                 offset from 1 to {total}"
-            )));
-        }
-        Ok(render(view, &shown, meta.len(), cap, canonical.as_path()))
+        read_file(params, canonical, ctx).await
     }
+}
+
+/// Reads the file at `canonical` (resolved and checked) for the call `params`.
+async fn read_file(
+    params: ReadParams,
+    canonical: std::path::PathBuf,
+    ctx: &ToolContext,
+) -> Result<ToolOutput, ToolError> {
+    let shown = ctx.runtime.display_path(&canonical);
+    let Some((meta, stamp)) = text::inspect(ctx, &canonical).await? else {
+        return Err(ToolError::NotFound(format!(
+            "{shown} does not exist (looked for {}). Check the path; relative paths start at \
+             the workspace root.",
+            canonical.display()
+        )));
+    };
+    if meta.is_dir() {
+        return Err(ToolError::BadArgument(format!(
+            "{shown} is a directory, not a file; use `glob` to list its contents"
+        )));
+    }
+    if !meta.is_file() {
+        return Err(ToolError::BadArgument(format!(
+            "{shown} is not a regular file (a device, socket or pipe); read shows files only"
+        )));
+    }
+    // The stamp was taken before the content: a change after it makes a later edit refuse.
+    ctx.session.record_read(&canonical, stamp);
+    let location = Artifact::Location {
+        path: canonical.display().to_string(),
+        line: None,
+    };
+
+    let first = params.offset.unwrap_or(1).max(1);
+    let limit = params.limit.unwrap_or(DEFAULT_LIMIT).max(1);
+    let cap = ctx.session.limits.read_bytes;
+    let mut window = Window::new(first, limit, cap);
+    let eof = match editor_text(ctx, &canonical).await? {
+        Some(editor) => {
+            window.feed(editor.as_bytes());
+            true
+        }
+        None if meta.len() == 0 => true,
+        None => read_into(ctx, &canonical, &shown, meta.len(), &mut window).await?,
+    };
+    let view = window.finish(eof);
+    if view.binary {
+        return Err(refuse(
+            &shown,
+            &TextError::Binary {
+                reason: "it contains NUL bytes",
+            },
+        ));
+    }
+    if view.total == Some(0) {
+        return Ok(ToolOutput::text(format!("{shown} is empty (0 lines)."))
+            .with("total_lines", 0)
+            .artifact(location));
+    }
+    if let Some(total) = view.total
+        && first > total
+    {
+        return Err(ToolError::BadArgument(format!(
+            "offset {first} is past the end of {shown}, which has {total} lines; use an \
+             offset from 1 to {total}"
+        )));
+    }
+    Ok(render(view, &shown, meta.len(), cap, canonical.as_path()))
 }
 
 /// The editor's text of the file, when the editor serves files. An editor error falls back to

@@ -175,6 +175,7 @@ fn handed_layout(root: &Path) -> Profile {
         mask_socket: None,
         done_fifo: None,
         keeper: None,
+        no_connect: false,
     }
 }
 

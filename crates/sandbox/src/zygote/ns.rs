@@ -60,7 +60,7 @@ pub(super) fn hold(profile: &Profile) -> Result<(Held, String, Vec<String>), Str
     // The host's `/proc` (bound at `/proc`): `self` is the holder.
     let mounts = std::fs::File::open("/proc/self/mountinfo")
         .map_err(|e| format!("reading the holder's mounts: {e}"))?;
-    let filter = fallback::Prepared::for_namespaces()
+    let filter = fallback::Prepared::for_namespaces(profile)
         .map_err(|e| format!("the namespaces' seccomp filter: {e}"))?;
     let held = Held::Namespaces {
         ids,

@@ -242,6 +242,7 @@ const SECRET_FILES: &[&str] = &[
     ".config/composer/auth.json",
     ".config/git/credentials",
     ".cache/huggingface/token",
+    ".cache/huggingface/stored_tokens",
     ".huggingface/token",
     // Keel's own, written by `keel login` (`config::credentials`).
     ".config/keel/credentials.toml",
@@ -259,19 +260,34 @@ fn is_git_config(path: &Path) -> bool {
 fn is_git_config_text(text: &str) -> bool {
     let mut parts = text.rsplit('/');
     let name = parts.next().unwrap_or_default();
-    (name == "config" || name == "config.worktree") && parts.any(|part| part == ".git")
+    (name == "config" || name == "config.worktree") && parts.any(is_repository_dir)
+}
+
+/// Whether a folded path component names a repository's own directory: `.git`, or a bare
+/// repository's `<name>.git` (what `git clone --bare` and `--mirror` make), whose `config`
+/// holds the remote's URL as `.git/config` does.
+fn is_repository_dir(component: &str) -> bool {
+    component.ends_with(".git")
 }
 
 /// Whether the git configuration file at `path` (a repository's, [`is_git_config`], or the
 /// user's, [`is_user_git_config_text`]) holds a credential: an `extraheader` (a CI checkout
 /// keeps the job's token there), a `[credential]` section, or a URL with a password
-/// (`https://user:token@host`). A file that exists but cannot be read within bounds counts as
-/// holding one. Commands (`cat .git/config`, `grep -r`) then read a credential; an ordinary
-/// repository's configuration stays readable.
+/// (`https://user:token@host`). A file that cannot be read within bounds counts as holding one
+/// unless it is known not to exist: a path too long to open by name (a search reaches such
+/// files through its directories' descriptors) or one that cannot be looked at is not taken
+/// for an absent file. Commands (`cat .git/config`, `grep -r`) then read a credential; an
+/// ordinary repository's configuration stays readable.
 fn config_text_holds_credential(path: &Path) -> bool {
     let Some(bytes) = crate::runtime::probe::read_bounded(path, super::gitrepo::MAX_CONFIG_BYTES)
     else {
-        return crate::runtime::probe::symlink_metadata(path).is_ok();
+        return match crate::runtime::probe::symlink_metadata(path) {
+            Ok(_) => true,
+            Err(e) => !matches!(
+                e.kind(),
+                std::io::ErrorKind::NotFound | std::io::ErrorKind::NotADirectory
+            ),
+        };
     };
     let text = String::from_utf8_lossy(&bytes).to_lowercase();
     text.contains("extraheader")
@@ -320,28 +336,23 @@ pub fn is_credential_entry(home: Option<&Path>, path: &Path, meta: &std::fs::Met
 
 /// [`is_credential_entry`] as the sandbox takes it, for the home directory `home`.
 pub fn credential_rules(home: Option<PathBuf>) -> crate::runtime::sandbox::CredentialRules {
+    // The entries classified are canonical: so is the home they are seen from.
+    let home = home.map(|home| crate::runtime::paths::resolve(&home).unwrap_or(home));
     crate::runtime::sandbox::CredentialRules(std::sync::Arc::new(move |path, meta| {
         is_credential_entry(home.as_deref(), path, meta)
     }))
 }
 
-/// The home directory's credential files and directories (from `SECRET_DIRS` and
-/// `SECRET_FILES`, plus the stores other tools keep under `~/.config` and `~/.cache`, and the
-/// git configurations, which count when they hold a credential). The sandbox masks each one
-/// that a command could otherwise see.
+/// The home directory's credential files and directories: `SECRET_DIRS` and `SECRET_FILES`
+/// (what a read asks about, so a search never shows what the mask hides), and the git
+/// configurations, which a read asks about only when they hold a credential. The sandbox masks
+/// each one that a command could otherwise see.
 pub fn home_credentials(home: &Path) -> Vec<PathBuf> {
-    const MORE: &[&str] = &[
-        ".gitconfig",
-        ".config/git/config",
-        ".config/git/credentials",
-        ".cache/huggingface/token",
-        ".huggingface/token",
-        ".cache/huggingface/stored_tokens",
-    ];
+    const GIT_CONFIGS: &[&str] = &[".gitconfig", ".config/git/config"];
     SECRET_DIRS
         .iter()
         .chain(SECRET_FILES)
-        .chain(MORE)
+        .chain(GIT_CONFIGS)
         .map(|relative| home.join(relative))
         .collect()
 }

@@ -5,7 +5,7 @@ use std::path::Path;
 
 use super::{
     SECRET_DIRS, SECRET_FILES, at_or_below, below, config_text_holds_credential, fold,
-    is_git_config_text, is_secret_name, is_user_git_config_text,
+    is_git_config_text, is_repository_dir, is_secret_name, is_user_git_config_text,
 };
 
 /// Whether `path` is a credential file, with `home` the user's home directory.
@@ -90,7 +90,8 @@ pub(crate) struct FilesIn {
     /// Folded names that make a file of the directory a credential (`~/.docker/config.json` in
     /// `~/.docker`, `.netrc` anywhere).
     names: Vec<String>,
-    /// The directory has a `.git` component (its `config` is a repository's configuration).
+    /// The directory has a `.git` or `<name>.git` component (its `config` is a repository's
+    /// configuration).
     in_git: bool,
     /// The directory ends with `/.config/git` (its `config` is the user's git configuration).
     user_git: bool,
@@ -113,7 +114,7 @@ impl FilesIn {
             return None;
         }
         let mut files = FilesIn {
-            in_git: dir.split('/').any(|c| c == ".git"),
+            in_git: dir.split('/').any(is_repository_dir),
             user_git: dir.ends_with("/.config/git"),
             ssh: dir.ends_with("/.ssh"),
             ..FilesIn::default()

@@ -483,6 +483,9 @@ fn directories() -> Vec<String> {
             (".cache", "huggingface", "x"),
             ("x", ".terraform.d", "y"),
             ("x", ".git", "modules"),
+            ("mirrors", "proj.git", "modules"),
+            ("x", "proj.GIT", "y"),
+            ("x", "a.github", "y"),
             ("Work", ".config", "git"),
         ] {
             dirs.push(format!("{base}/{a}/{b}/{c}"));

@@ -238,6 +238,7 @@ impl Layout {
             mask_socket: None,
             done_fifo: None,
             keeper: None,
+            no_connect: false,
         }
     }
 }

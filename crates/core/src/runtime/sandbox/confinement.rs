@@ -67,6 +67,12 @@ impl ConfinementCheck {
         let status: Option<Status> = status
             .ok()
             .and_then(|t| status_line(&t).and_then(|l| serde_json::from_str(l).ok()));
+        let confinement = self.confirmed(status);
+        self.guarded.release();
+        confinement
+    }
+
+    fn confirmed(&self, status: Option<Status>) -> Confinement {
         match status {
             Some(status) if status.nonce == self.nonce && status.mechanism != "none" => {
                 super::mask::saw_mechanism(&status.mechanism);

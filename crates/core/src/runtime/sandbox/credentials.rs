@@ -24,7 +24,7 @@ use std::sync::{Arc, Mutex, PoisonError};
 use nix::errno::Errno;
 use nix::sys::inotify::{AddWatchFlags, InitFlags, Inotify, WatchDescriptor};
 
-use super::guard::{GuardCache, GuardRules, Guarded};
+use super::guard::{GuardCache, GuardLedger, GuardRules, Guarded};
 
 /// Whether the entry at `path` (not followed: its own metadata) is a credential: masked as a
 /// whole when it is a directory.
@@ -90,6 +90,27 @@ impl CredentialIndex {
     pub fn with_guard(mut self, rules: Option<GuardRules>) -> Self {
         self.guard = rules;
         self
+    }
+
+    /// Keel itself wrote or removed `path` (a file tool): the guard's process-wide "before"
+    /// takes it and every guarded directory above it as they are now
+    /// ([`super::guard::GuardLedger::keel_wrote`]).
+    pub fn keel_wrote(&self, path: &Path) {
+        let Some(root) = self.roots.iter().find(|root| path.starts_with(root)) else {
+            return;
+        };
+        for entry in path
+            .ancestors()
+            .take_while(|entry| *entry != root.as_path())
+        {
+            let class = self.guard.as_ref().and_then(|rules| {
+                entry
+                    .strip_prefix(root)
+                    .ok()
+                    .and_then(|relative| (rules.classify)(relative))
+            });
+            GuardLedger::global().keel_wrote(entry, class, &self.guard_cache);
+        }
     }
 
     /// The guard's rules, when the index lists guarded entries.

@@ -18,6 +18,12 @@
 //! says so in the tool result. A new nested repository is kept when nothing in it runs code
 //! (`git init`, a clone), and removed when its configuration or hooks would (`core.fsmonitor`:
 //! the user's next `git status` in the parent runs it through a gitlink).
+//!
+//! Commands that may write the workspace can overlap (a background job and a `bash` call). A
+//! snapshot taken while another such command runs would hold what that one planted as the
+//! "before", and put it back once the planter's own guard had removed it: so the session's
+//! [`GuardLedger`] keeps the entries as they were before the first of the running writers
+//! started, and every snapshot taken while one runs starts from those.
 
 #![expect(
     clippy::disallowed_methods,
@@ -176,6 +182,163 @@ impl GuardCache {
     }
 }
 
+/// The guarded entries of a root as they were before the first of its running commands that
+/// may write it started (an "epoch": from one such command's start until none runs), whichever
+/// session of this process runs them (two sessions of one Keel on the same workspace share
+/// it). A snapshot taken during an epoch starts from these, not from what another running
+/// command may have planted meanwhile; Keel's own writes meanwhile go into them
+/// ([`GuardLedger::keel_wrote`]).
+#[derive(Debug)]
+pub struct GuardLedger {
+    epochs: Mutex<BTreeMap<PathBuf, Epoch>>,
+}
+
+#[derive(Debug, Default)]
+struct Epoch {
+    /// Commands of the epoch whose guard has not ended.
+    writers: usize,
+    before: BTreeMap<PathBuf, (Guarded, Before)>,
+}
+
+/// This process's ledger.
+static LEDGER: GuardLedger = GuardLedger {
+    epochs: Mutex::new(BTreeMap::new()),
+};
+
+impl GuardLedger {
+    /// The process's ledger.
+    pub fn global() -> &'static GuardLedger {
+        &LEDGER
+    }
+
+    fn epochs(&self) -> std::sync::MutexGuard<'_, BTreeMap<PathBuf, Epoch>> {
+        self.epochs.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+
+    /// A command starts with `before` (its own view of `roots`): replaced, for each root with
+    /// an epoch running, by the epoch's entries; a root without one starts an epoch with it.
+    fn begin(&self, roots: &[PathBuf], before: &mut BTreeMap<PathBuf, (Guarded, Before)>) {
+        let mut epochs = self.epochs();
+        for root in roots {
+            let epoch = epochs.entry(root.clone()).or_default();
+            if epoch.writers == 0 {
+                epoch.before = under(before, root);
+            } else {
+                before.retain(|path, _| !path.starts_with(root));
+                before.extend(under(&epoch.before, root));
+            }
+            epoch.writers += 1;
+        }
+    }
+
+    /// `before` with the epochs' entries, as they are now, for the roots that have one.
+    fn current(
+        &self,
+        roots: &[PathBuf],
+        before: &BTreeMap<PathBuf, (Guarded, Before)>,
+    ) -> BTreeMap<PathBuf, (Guarded, Before)> {
+        let epochs = self.epochs();
+        let mut now = before.clone();
+        for root in roots {
+            if let Some(epoch) = epochs.get(root) {
+                now.retain(|path, _| !path.starts_with(root));
+                now.extend(under(&epoch.before, root));
+            }
+        }
+        now
+    }
+
+    /// Keel itself wrote or removed `path` (a file tool, which asks about these files): while
+    /// commands that may write its root run, that is the entry's state to put back, not what it
+    /// was before them. `class`: what the entry is, when the policy guards it.
+    pub fn keel_wrote(&self, path: &Path, class: Option<Guarded>, cache: &GuardCache) {
+        let mut epochs = self.epochs();
+        for (_, epoch) in epochs
+            .iter_mut()
+            .filter(|(root, epoch)| epoch.writers > 0 && path.starts_with(root))
+        {
+            let Some(class) = epoch.before.get(path).map(|(class, _)| *class).or(class) else {
+                continue;
+            };
+            match state_of(path, cache) {
+                Some(state) => {
+                    epoch.before.insert(path.to_path_buf(), (class, state));
+                }
+                None => {
+                    epoch.before.remove(path);
+                }
+            }
+        }
+    }
+
+    fn end(&self, roots: &[PathBuf]) {
+        let mut epochs = self.epochs();
+        for root in roots {
+            if let Some(epoch) = epochs.get_mut(root) {
+                epoch.writers = epoch.writers.saturating_sub(1);
+                if epoch.writers == 0 {
+                    epochs.remove(root);
+                }
+            }
+        }
+    }
+}
+
+/// The entries of `entries` at or below `root`.
+fn under(
+    entries: &BTreeMap<PathBuf, (Guarded, Before)>,
+    root: &Path,
+) -> BTreeMap<PathBuf, (Guarded, Before)> {
+    entries
+        .iter()
+        .filter(|(path, _)| path.starts_with(root))
+        .map(|(path, entry)| (path.clone(), entry.clone()))
+        .collect()
+}
+
+/// One command's place in the [`GuardLedger`]: ended once its guard has put back what changed,
+/// or its status was read without that (not confirmed confined), or the snapshot is dropped
+/// (the command never ran).
+struct Writer {
+    roots: Vec<PathBuf>,
+    ended: std::sync::atomic::AtomicBool,
+}
+
+impl Writer {
+    fn end(&self) {
+        if !self.ended.swap(true, std::sync::atomic::Ordering::AcqRel) {
+            GuardLedger::global().end(&self.roots);
+        }
+    }
+}
+
+impl Drop for Writer {
+    fn drop(&mut self) {
+        self.end();
+    }
+}
+
+/// What the entry at `path` is now (`None`: nothing is there); a file's content from `cache`.
+fn state_of(path: &Path, cache: &GuardCache) -> Option<Before> {
+    let meta = std::fs::symlink_metadata(path).ok()?;
+    let stamp = Stamp::of(&meta);
+    Some(if meta.is_file() {
+        Before::File {
+            stamp,
+            bytes: cache.content(path, stamp),
+        }
+    } else if meta.is_dir() {
+        Before::Dir { mode: meta.mode() }
+    } else if meta.file_type().is_symlink() {
+        match std::fs::read_link(path) {
+            Ok(target) => Before::Symlink { stamp, target },
+            Err(_) => Before::Other { stamp },
+        }
+    } else {
+        Before::Other { stamp }
+    })
+}
+
 /// A file's content, reached without following any symlink.
 fn read_no_follow(path: &Path) -> Option<Vec<u8>> {
     use std::io::Read as _;
@@ -242,6 +405,8 @@ pub struct GuardSnapshot {
     /// or below them is not compared after a command the kernel confined that way, so a change
     /// the user's own editor made meanwhile is not taken back.
     bound: Vec<PathBuf>,
+    /// The command's place in the session's [`GuardLedger`] until its guard has ended.
+    writer: Option<Arc<Writer>>,
 }
 
 impl Default for GuardSnapshot {
@@ -253,6 +418,7 @@ impl Default for GuardSnapshot {
             config_runs_code: None,
             clipped: false,
             bound: Vec::new(),
+            writer: None,
         }
     }
 }
@@ -306,27 +472,19 @@ impl GuardSnapshot {
         };
         let mut before = BTreeMap::new();
         for (path, class) in listed {
-            let Ok(meta) = std::fs::symlink_metadata(&path) else {
-                continue;
-            };
-            let stamp = Stamp::of(&meta);
-            let state = if meta.is_file() {
-                Before::File {
-                    stamp,
-                    bytes: cache.content(&path, stamp),
-                }
-            } else if meta.is_dir() {
-                Before::Dir { mode: meta.mode() }
-            } else if meta.file_type().is_symlink() {
-                match std::fs::read_link(&path) {
-                    Ok(target) => Before::Symlink { stamp, target },
-                    Err(_) => Before::Other { stamp },
-                }
-            } else {
-                Before::Other { stamp }
-            };
-            before.insert(path, (class, state));
+            if let Some(state) = state_of(&path, cache) {
+                before.insert(path, (class, state));
+            }
         }
+        // Another command that may write the workspace runs: start from what was there before
+        // it (or the first of them) started, not from what it may have planted.
+        let writer = matches!(source, Source::Index(_)).then(|| {
+            GuardLedger::global().begin(roots, &mut before);
+            Arc::new(Writer {
+                roots: roots.to_vec(),
+                ended: std::sync::atomic::AtomicBool::new(false),
+            })
+        });
         GuardSnapshot {
             source,
             roots: roots.to_vec(),
@@ -334,6 +492,7 @@ impl GuardSnapshot {
             config_runs_code: judge,
             clipped,
             bound: Vec::new(),
+            writer,
         }
     }
 
@@ -362,9 +521,30 @@ impl GuardSnapshot {
     /// created; one line for the model per change. `bound_held`: the command ran under
     /// namespaces, so what [`Self::set_bound`] named could not change through it.
     pub fn restore(&self, bound_held: bool) -> Vec<String> {
+        let lines = self.restore_entries(bound_held);
+        self.release();
+        lines
+    }
+
+    /// The command is over for the guard (put back, or not confirmed confined, so nothing to
+    /// compare): it leaves the session's [`GuardLedger`], whatever still holds a copy of this
+    /// snapshot (a background job keeps its invocation).
+    pub fn release(&self) {
+        if let Some(writer) = &self.writer {
+            writer.end();
+        }
+    }
+
+    fn restore_entries(&self, bound_held: bool) -> Vec<String> {
         if self.source == Source::Nothing {
             return Vec::new();
         }
+        // While other commands that may write run, the session's entries as they are to be
+        // (the first one's "before", with Keel's own writes since).
+        let before = match &self.writer {
+            Some(_) => GuardLedger::global().current(&self.roots, &self.before),
+            None => self.before.clone(),
+        };
         let held = |path: &Path| bound_held && self.bound.iter().any(|b| path.starts_with(b));
         let mut lines = Vec::new();
         if self.clipped {
@@ -381,7 +561,7 @@ impl GuardSnapshot {
         };
         // Changed or removed, parents first (a path sorts before what is below it).
         let mut gone: Vec<PathBuf> = Vec::new();
-        for (path, (class, before)) in &self.before {
+        for (path, (class, before)) in &before {
             if held(path) || gone.iter().any(|g| path.starts_with(g)) {
                 continue;
             }
@@ -416,7 +596,7 @@ impl GuardSnapshot {
         let mut removed: Vec<PathBuf> = Vec::new();
         let mut created: Vec<(PathBuf, Guarded)> = now
             .into_iter()
-            .filter(|(path, _)| !self.before.contains_key(path))
+            .filter(|(path, _)| !before.contains_key(path))
             .collect();
         created.sort();
         for (path, class) in created {

@@ -662,6 +662,9 @@ impl super::Runtime {
             done_fifo: None,
             keeper: None,
             env_allow,
+            // Nobody approved it: no socket of another command by path (the session's `/tmp`
+            // and the workspace are shared with approved ones), as under the fallback.
+            no_connect: self.contained,
         };
         (profile, guarded)
     }
