@@ -1,6 +1,9 @@
 //! What a command leaves for the session's next commands through the sandbox's long-lived
 //! pieces, with real processes under the forced Landlock fallback (and namespaces where they
-//! compare): no process of a chain deeper than the sweep looks outlives its command.
+//! compare): no process of a chain deeper than the sweep looks outlives its command; a
+//! contained command reaches no approved command's server by its socket; what one session's
+//! command planted is not brought back by another's guard; a contained command that stops its
+//! warm holder does not deny the next one.
 
 use std::path::PathBuf;
 use std::time::Duration;
@@ -75,6 +78,11 @@ impl Fixture {
             )
             .await
             .unwrap()
+    }
+
+    async fn contained(&self, command: &str) -> ShellOutput {
+        self.run_as(&self.runtime.contained(command, command), command)
+            .await
     }
 
     async fn approved(&self, command: &str) -> ShellOutput {
@@ -347,4 +355,67 @@ async fn a_command_of_another_session_does_not_bring_back_what_one_planted() {
         "export ORIGINAL=1\n",
         "the other session's command brought the planted file back: {overlapped:?}"
     );
+}
+
+fn label(mechanism: Mechanism) -> &'static str {
+    match mechanism {
+        Mechanism::Namespaces => "namespaces",
+        _ => "landlock",
+    }
+}
+
+/// `kill -STOP -1` reaches every process the command may signal: under the fallback the whole
+/// warm domain, the holder included (Landlock's signal scope lets a command signal it); under
+/// namespaces only its own PID namespace (nothing there but its init, which it may not
+/// signal). The command lets its own starter go on, so it ends as usual; the holder stays stopped. The next contained command must run, from the warm
+/// holder again (a fresh one under the fallback: the zygote retired the stopped one).
+async fn a_command_that_stops_its_holder(mechanism: Mechanism) {
+    let f = fixture(mechanism);
+    let first = f.contained("cat README.md").await;
+    assert_eq!(mechanism_of(&first), (label(mechanism), true));
+    let zygotes = f.runtime.warm_holders().started();
+
+    let stopper = f
+        .contained("kill -STOP -1 2>/dev/null; kill -CONT $PPID 2>/dev/null; echo stopped")
+        .await;
+    assert_eq!(mechanism_of(&stopper), (label(mechanism), true));
+    assert_eq!(stopper.text, "stopped\n", "{stopper:?}");
+
+    let runtime = f.runtime.contained("echo next", "echo next");
+    let next = runtime.spawn_shell("echo next", &f.root);
+    let mut next = match next {
+        Ok(process) => process,
+        Err(e) => panic!("the next contained command could not start: {e}"),
+    };
+    let output = next
+        .wait_with_output(
+            OutputCapture {
+                limit: 64 * 1024,
+                sidecar: f.scratch.join(unique("out")),
+            },
+            Duration::from_secs(60),
+            &CancellationToken::new(),
+            &ProgressSink::default(),
+        )
+        .await
+        .unwrap();
+    assert_eq!(output.text, "next\n", "{output:?}");
+    assert_eq!(mechanism_of(&output), (label(mechanism), true));
+    let fresh = f.runtime.warm_holders().started() - zygotes;
+    match mechanism {
+        // The stopped holder's zygote was retired: the next command got a new one.
+        Mechanism::Landlock => assert_eq!(fresh, 1, "{output:?}"),
+        // The stopper could not reach the holder: the same zygote served the next command.
+        _ => assert_eq!(fresh, 0, "{output:?}"),
+    }
+}
+
+#[tokio::test]
+async fn a_contained_command_that_stops_its_holder_does_not_deny_the_next_one() {
+    a_command_that_stops_its_holder(Mechanism::Landlock).await;
+}
+
+#[tokio::test]
+async fn under_namespaces_a_contained_command_that_stops_its_holder_does_not_deny_the_next_one() {
+    a_command_that_stops_its_holder(Mechanism::Namespaces).await;
 }
