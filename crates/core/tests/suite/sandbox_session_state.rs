@@ -419,3 +419,27 @@ async fn a_contained_command_that_stops_its_holder_does_not_deny_the_next_one() 
 async fn under_namespaces_a_contained_command_that_stops_its_holder_does_not_deny_the_next_one() {
     a_command_that_stops_its_holder(Mechanism::Namespaces).await;
 }
+
+async fn no_deep_chain_outlives_a_warm_command(mechanism: Mechanism, tag: &str) {
+    let f = fixture(mechanism);
+    let name = unique(tag);
+    no_deep_chain_outlives(
+        async |command: &str| {
+            let output = f.contained(command).await;
+            assert_eq!(mechanism_of(&output), (label(mechanism), true));
+            output
+        },
+        &name,
+    )
+    .await;
+}
+
+#[tokio::test]
+async fn a_deep_chain_does_not_outlive_a_warm_command() {
+    no_deep_chain_outlives_a_warm_command(Mechanism::Landlock, "keel-chain-warm").await;
+}
+
+#[tokio::test]
+async fn under_namespaces_a_deep_chain_does_not_outlive_a_warm_command() {
+    no_deep_chain_outlives_a_warm_command(Mechanism::Namespaces, "keel-chain-warm-ns").await;
+}
