@@ -223,14 +223,14 @@ async fn a_deep_chain_does_not_outlive_a_command_under_namespaces() {
     .await;
 }
 
-/// An approved command's server on a Unix socket in the session's `TMPDIR` (a REPL, a debug
-/// or admin endpoint, a terminal multiplexer: here one that runs each line it is sent, with
-/// the approved command's rights), and a contained command of the same session: the contained
-/// command must not reach it. A contained command does no more than `read`; through the
+/// An approved command's server on a Unix socket in the workspace (a REPL, a debug or admin
+/// endpoint, a terminal multiplexer, `gunicorn --bind unix:app.sock`: here one that runs each
+/// line it is sent, with the approved command's rights), and a contained command of the same
+/// session, which reads the workspace: the contained command must not reach it. A contained command does no more than `read`; through the
 /// server it would write the workspace.
 async fn a_contained_command_reaches_no_approved_server(mechanism: Mechanism, expected: &str) {
     let f = fixture(mechanism);
-    let server = "perl -MIO::Socket::UNIX -e '$p = \"$ENV{TMPDIR}/app.sock\"; unlink $p; \
+    let server = "perl -MIO::Socket::UNIX -e '$p = \"app.sock\"; unlink $p; \
          $s = IO::Socket::UNIX->new(Type => SOCK_STREAM(), Local => $p, Listen => 5) \
          or die \"listen: $!\"; open(F, \">\", \"$ENV{TMPDIR}/app.ready\"); close F; \
          while ($c = $s->accept) { $l = <$c>; system($l); print $c \"ran\\n\"; close $c }'";
@@ -258,7 +258,7 @@ async fn a_contained_command_reaches_no_approved_server(mechanism: Mechanism, ex
         tokio::time::sleep(Duration::from_millis(10)).await;
     }
     let client = "perl -MIO::Socket::UNIX -e '$c = IO::Socket::UNIX->new(Type => SOCK_STREAM(), \
-         Peer => \"$ENV{TMPDIR}/app.sock\") or die \"connect: $!\\n\"; \
+         Peer => \"app.sock\") or die \"connect: $!\\n\"; \
          print $c \"echo planted > planted.txt\\n\"; print <$c>' 2>&1; echo tried";
     let contained = f.run_as(&f.runtime.contained(client, client), client).await;
     cancel.cancel();
@@ -442,4 +442,55 @@ async fn a_deep_chain_does_not_outlive_a_warm_command() {
 #[tokio::test]
 async fn under_namespaces_a_deep_chain_does_not_outlive_a_warm_command() {
     no_deep_chain_outlives_a_warm_command(Mechanism::Namespaces, "keel-chain-warm-ns").await;
+}
+
+/// Contained and approved commands of a session do not share a `TMPDIR`: a test runner's
+/// cache there (Jest's, of transformed code) is what a later approved `npm test` runs, and a
+/// contained command must not plant it. What a contained command writes into its `TMPDIR` is
+/// not in the approved command's, and it cannot write the approved one by its path.
+async fn a_contained_command_plants_nothing_in_the_approved_tmpdir(mechanism: Mechanism) {
+    let f = fixture(mechanism);
+    let approved_tmp = f.scratch.join("tmp");
+    std::fs::create_dir_all(&approved_tmp).unwrap();
+    let planter = format!(
+        "mkdir -p \"$TMPDIR/jest\" && echo 'PLANTED-CODE' > \"$TMPDIR/jest/cached.js\" && \
+         echo wrote; {{ echo PLANTED-CODE > {tmp}/direct.js; }} 2>/dev/null || echo refused; \
+         mkdir {tmp}/jest 2>/dev/null || echo refused-dir",
+        tmp = approved_tmp.display()
+    );
+    let contained = f.contained(&planter).await;
+    assert_eq!(mechanism_of(&contained), (label(mechanism), true));
+    assert_eq!(
+        contained.text, "wrote\nrefused\nrefused-dir\n",
+        "{contained:?}"
+    );
+    // Where it wrote: the contained commands' own `TMPDIR` (`/tmp` inside the namespaces).
+    let contained_tmp = f.scratch.join(keel_core::runtime::sandbox::CONTAINED_TMP);
+    assert!(
+        contained_tmp.join("jest/cached.js").exists(),
+        "{contained:?}"
+    );
+
+    let approved = f
+        .approved(
+            "cat \"$TMPDIR/jest/cached.js\" \"$TMPDIR/direct.js\" 2>&1; ls -A \"$TMPDIR\" | grep -qx jest && echo FOUND-JEST; \
+             echo listed",
+        )
+        .await;
+    assert_eq!(mechanism_of(&approved), (label(mechanism), false));
+    assert!(!approved.text.contains("PLANTED-CODE"), "{approved:?}");
+    assert!(!approved.text.contains("FOUND-JEST"), "{approved:?}");
+    assert!(approved.text.ends_with("listed\n"), "{approved:?}");
+    assert!(!approved_tmp.join("direct.js").exists());
+    assert!(!approved_tmp.join("jest").exists());
+}
+
+#[tokio::test]
+async fn a_contained_command_plants_nothing_in_the_approved_tmpdir_under_the_fallback() {
+    a_contained_command_plants_nothing_in_the_approved_tmpdir(Mechanism::Landlock).await;
+}
+
+#[tokio::test]
+async fn a_contained_command_plants_nothing_in_the_approved_tmpdir_under_namespaces() {
+    a_contained_command_plants_nothing_in_the_approved_tmpdir(Mechanism::Namespaces).await;
 }

@@ -93,7 +93,8 @@ impl Fixture {
 
     /// The session's private temporary directory (`TMPDIR` of its commands).
     fn tmp(&self) -> PathBuf {
-        self.scratch.join("tmp")
+        self.scratch
+            .join(keel_core::runtime::sandbox::CONTAINED_TMP)
     }
 }
 
