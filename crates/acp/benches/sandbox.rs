@@ -35,7 +35,7 @@ use std::time::{Duration, Instant};
 
 use agent_client_protocol::v1::schema::{PermissionOptionKind, StopReason};
 use keel_testkit::acp_client::{ClientOptions, PermissionReply, TestClient, isolated_env};
-use keel_testkit::measure::{children_cpu_time, load_average};
+use keel_testkit::measure::{children_cpu_time, load_average, running_with};
 use keel_testkit::mock_model::{MockModel, Turn};
 use serde_json::json;
 
@@ -161,23 +161,6 @@ fn row(name: &str, samples: Vec<f64>, baseline: Option<f64>) -> f64 {
         .unwrap_or_default();
     println!("{name:<44} median {median:>6.2} ms  p95 {p95:>6.2} ms  min {min:>6.2} ms{cost}");
     median
-}
-
-/// Whether a live (not zombie) process has `arg` among its arguments.
-fn running_with(arg: &str) -> bool {
-    let Ok(entries) = std::fs::read_dir("/proc") else {
-        return false;
-    };
-    entries.flatten().any(|entry| {
-        let Ok(cmdline) = std::fs::read(entry.path().join("cmdline")) else {
-            return false;
-        };
-        cmdline.split(|b| *b == 0).any(|a| a == arg.as_bytes())
-            && std::fs::read_to_string(entry.path().join("stat")).is_ok_and(|stat| {
-                stat.rsplit_once(')')
-                    .is_some_and(|(_, rest)| !rest.trim_start().starts_with('Z'))
-            })
-    })
 }
 
 const CANCELS: usize = 30;

@@ -181,6 +181,25 @@ impl StallProbe {
     }
 }
 
+/// Whether a live (not zombie) process has `arg` among its arguments. Commands run in their own
+/// PID namespace, so the pids they print are not the test's: tests and benchmarks mark their
+/// processes with a unique argument instead (`sleep 600.0401`) and look for it here.
+pub fn running_with(arg: &str) -> bool {
+    let Ok(entries) = std::fs::read_dir("/proc") else {
+        return false;
+    };
+    entries.flatten().any(|entry| {
+        let Ok(cmdline) = std::fs::read(entry.path().join("cmdline")) else {
+            return false;
+        };
+        cmdline.split(|b| *b == 0).any(|a| a == arg.as_bytes())
+            && std::fs::read_to_string(entry.path().join("stat")).is_ok_and(|stat| {
+                stat.rsplit_once(')')
+                    .is_some_and(|(_, rest)| !rest.trim_start().starts_with('Z'))
+            })
+    })
+}
+
 #[cfg(test)]
 mod tests {
     use super::ticks_at;

@@ -23,6 +23,7 @@ use keel_core::runtime::sandbox::{SandboxSettings, SandboxSpec};
 use keel_core::runtime::{TerminalOutcome, TerminalRequest};
 use keel_core::tool::{ProgressSink, ToolError};
 use keel_testkit::acp_client::{ClientOptions, Event, TestClient, pipe};
+pub use keel_testkit::measure::running_with;
 use keel_testkit::mock_model::{MockModel, Turn as MockTurn};
 use serde_json::Value;
 use tempfile::TempDir;
@@ -460,22 +461,6 @@ fn normalize(value: Value, ids: &mut Vec<String>) -> Value {
         Value::Array(items) => Value::Array(items.into_iter().map(|i| normalize(i, ids)).collect()),
         other => other,
     }
-}
-
-/// Whether a live (not zombie) process has `arg` among its arguments. Commands run in their own
-/// PID namespace, so the pids they print are not this process's: tests mark their processes
-/// with a unique argument instead (`sleep 600.0401`).
-pub fn running_with(arg: &str) -> bool {
-    std::fs::read_dir("/proc").unwrap().flatten().any(|entry| {
-        let Ok(cmdline) = std::fs::read(entry.path().join("cmdline")) else {
-            return false;
-        };
-        cmdline.split(|b| *b == 0).any(|a| a == arg.as_bytes())
-            && std::fs::read_to_string(entry.path().join("stat")).is_ok_and(|stat| {
-                stat.rsplit_once(')')
-                    .is_some_and(|(_, rest)| !rest.trim_start().starts_with('Z'))
-            })
-    })
 }
 
 /// Waits (up to ten seconds: the kernel reaps a killed namespace asynchronously) until no

@@ -40,8 +40,7 @@ use crate::contract::{InternalError, ProgressSink};
 /// The program every shell command runs under (`bash -c command`): the name the shell scope
 /// is checked against.
 pub const SHELL: &str = "bash";
-pub(super) use capture::open_sidecar;
-pub(super) use capture::read_chunk;
+pub(super) use capture::{CappedFile, Written, read_before, read_chunk};
 use capture::{Collector, Sink, Utf8Stream, accept, read_done};
 
 /// How long a process group gets between `SIGTERM` and `SIGKILL`.

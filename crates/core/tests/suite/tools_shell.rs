@@ -13,6 +13,7 @@ use keel_core::tool::{
 };
 use keel_core::tools::bash::BashTool;
 use keel_core::tools::todo::TodoTool;
+use keel_testkit::measure::running_with;
 use serde_json::{Value, json};
 use tokio::sync::mpsc;
 use tokio_util::sync::CancellationToken;
@@ -56,23 +57,6 @@ impl Workspace {
 
 fn bash_tool() -> Arc<dyn DynTool> {
     Typed::wrap(BashTool).unwrap()
-}
-
-/// Whether a live (not zombie) process has `arg` among its arguments. Commands run in their own
-/// PID namespace, so the pids they print are not this process's pids: tests find their
-/// processes by a unique argument instead.
-fn running_with(arg: &str) -> bool {
-    std::fs::read_dir("/proc").unwrap().flatten().any(|entry| {
-        let Ok(cmdline) = std::fs::read(entry.path().join("cmdline")) else {
-            return false;
-        };
-        let matches = cmdline.split(|b| *b == 0).any(|a| a == arg.as_bytes());
-        matches
-            && std::fs::read_to_string(entry.path().join("stat")).is_ok_and(|stat| {
-                stat.rsplit_once(')')
-                    .is_some_and(|(_, rest)| !rest.trim_start().starts_with('Z'))
-            })
-    })
 }
 
 fn assert_invalid(result: Result<ToolOutput, ToolError>, needle: &str) {

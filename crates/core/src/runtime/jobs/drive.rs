@@ -1,16 +1,14 @@
 //! A job's driver: reads a local command's output or polls the editor's pane until the
 //! command ends, writes the sidecar, and records how it ended.
 
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::Duration;
 
-use tokio::io::{AsyncReadExt as _, AsyncWriteExt as _};
-
 use super::super::TerminalBackend;
 use super::super::process::{
-    DRAIN_GRACE, KILL_GRACE, READ_CHUNK, SIDECAR_MAX_BYTES, ShellProcess, open_sidecar, read_chunk,
-    signal_name,
+    CappedFile, DRAIN_GRACE, KILL_GRACE, READ_CHUNK, ShellProcess, Written, read_before,
+    read_chunk, signal_name,
 };
 use super::super::sandbox::{self, Confinement, ConfinementCheck, ShellInvocation};
 use super::{HELPER_WAIT, Job, JobState, lock};
@@ -129,17 +127,9 @@ pub(super) async fn drive_local(job: Arc<Job>, mut process: ShellProcess) {
     }
     if let Some(reader) = output.as_mut() {
         let until = tokio::time::Instant::now() + DRAIN_GRACE;
-        loop {
-            tokio::select! {
-                () = tokio::time::sleep_until(until) => break,
-                read = reader.read(&mut buffer) => match read {
-                    Ok(0) | Err(_) => break,
-                    Ok(n) => {
-                        sidecar.write(&job, &buffer[..n]).await;
-                        job.push(&buffer[..n]);
-                    }
-                },
-            }
+        while let Some(n) = read_before(reader, &mut buffer, until).await {
+            sidecar.write(&job, &buffer[..n]).await;
+            job.push(&buffer[..n]);
         }
     }
     sidecar.flush(&job).await;
@@ -228,21 +218,18 @@ pub(super) async fn drive_pane(
     job.finish(state);
 }
 
-/// A job's sidecar file: created on the first byte, capped at [`SIDECAR_MAX_BYTES`].
+/// A job's sidecar file: created on the first byte, capped at [`SIDECAR_MAX_BYTES`]
+/// (its faults and its cut noted in the job's output).
 #[derive(Debug)]
 pub(super) struct Sidecar {
-    pub(super) path: PathBuf,
-    pub(super) file: Option<tokio::fs::File>,
-    pub(super) written: u64,
-    pub(super) failed: bool,
+    file: CappedFile,
+    failed: bool,
 }
 
 impl Sidecar {
     pub(super) fn new(path: PathBuf) -> Self {
         Self {
-            path,
-            file: None,
-            written: 0,
+            file: CappedFile::new(path),
             failed: false,
         }
     }
@@ -251,42 +238,28 @@ impl Sidecar {
         if self.failed || bytes.is_empty() {
             return;
         }
-        if self.file.is_none() {
-            match open_sidecar(&self.path).await {
-                Ok(file) => self.file = Some(file),
-                Err(e) => return self.fail(job, &self.path.clone(), e),
+        match self.file.write(bytes).await {
+            Ok(written) => {
+                let mut output = lock(&job.output);
+                output.sidecar_written = true;
+                if written == Written::Cut {
+                    self.failed = true;
+                    output.fault = Some(CappedFile::cut_note());
+                }
             }
-        }
-        let room = SIDECAR_MAX_BYTES.saturating_sub(self.written);
-        let take = usize::try_from(room).unwrap_or(usize::MAX).min(bytes.len());
-        let Some(file) = self.file.as_mut() else {
-            return;
-        };
-        if let Err(e) = file.write_all(&bytes[..take]).await {
-            return self.fail(job, &self.path.clone(), e);
-        }
-        self.written += take as u64;
-        lock(&job.output).sidecar_written = true;
-        if take < bytes.len() {
-            self.failed = true;
-            lock(&job.output).fault = Some(format!(
-                "the sidecar file holds only the first {} MiB",
-                SIDECAR_MAX_BYTES / (1024 * 1024)
-            ));
+            Err(e) => self.fail(job, e),
         }
     }
 
     pub(super) async fn flush(&mut self, job: &Job) {
-        if let Some(file) = self.file.as_mut()
-            && let Err(e) = file.flush().await
-        {
-            self.fail(job, &self.path.clone(), e);
+        if let Err(e) = self.file.flush().await {
+            self.fail(job, e);
         }
     }
 
-    pub(super) fn fail(&mut self, job: &Job, path: &Path, error: std::io::Error) {
+    fn fail(&mut self, job: &Job, error: std::io::Error) {
         self.failed = true;
-        tracing::error!(job = %job.id, path = %path.display(), error = %error, "cannot keep a background command's whole output");
+        tracing::error!(job = %job.id, path = %self.file.path().display(), error = %error, "cannot keep a background command's whole output");
         lock(&job.output).fault = Some(
             "the whole output could not be saved (internal error in Keel; see the log)".to_owned(),
         );

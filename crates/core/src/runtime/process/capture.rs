@@ -18,9 +18,7 @@ pub(super) struct Collector {
     head: Vec<u8>,
     tail: Vec<u8>,
     total: u64,
-    sidecar_path: PathBuf,
-    sidecar: Option<tokio::fs::File>,
-    sidecar_bytes: u64,
+    sidecar: CappedFile,
     sidecar_note: Option<String>,
     fault: Option<InternalError>,
 }
@@ -36,9 +34,7 @@ impl Collector {
             head: Vec::new(),
             tail: Vec::new(),
             total: 0,
-            sidecar_path: capture.sidecar,
-            sidecar: None,
-            sidecar_bytes: 0,
+            sidecar: CappedFile::new(capture.sidecar),
             sidecar_note: None,
             fault: None,
         }
@@ -71,37 +67,22 @@ impl Collector {
         if rest.is_empty() || self.sidecar_note.is_some() {
             return;
         }
-        if self.sidecar.is_none() {
-            match open_sidecar(&self.sidecar_path).await {
-                Ok(file) => self.sidecar = Some(file),
-                Err(e) => {
-                    self.sidecar_failed(e);
-                    return;
-                }
-            }
+        if !self.sidecar.is_open() {
             let head = std::mem::take(&mut self.head);
             self.write_sidecar(&head).await;
             self.head = head;
+            if self.sidecar_note.is_some() {
+                return;
+            }
         }
         self.write_sidecar(rest).await;
     }
 
-    pub(super) async fn write_sidecar(&mut self, bytes: &[u8]) {
-        let Some(file) = self.sidecar.as_mut() else {
-            return;
-        };
-        let room = SIDECAR_MAX_BYTES.saturating_sub(self.sidecar_bytes);
-        let take = usize::try_from(room).unwrap_or(usize::MAX).min(bytes.len());
-        if let Err(e) = file.write_all(&bytes[..take]).await {
-            self.sidecar_failed(e);
-            return;
-        }
-        self.sidecar_bytes += take as u64;
-        if take < bytes.len() {
-            self.sidecar_note = Some(format!(
-                "the sidecar file holds only the first {} MiB",
-                SIDECAR_MAX_BYTES / (1024 * 1024)
-            ));
+    async fn write_sidecar(&mut self, bytes: &[u8]) {
+        match self.sidecar.write(bytes).await {
+            Ok(Written::All) => {}
+            Ok(Written::Cut) => self.sidecar_note = Some(CappedFile::cut_note()),
+            Err(e) => self.sidecar_failed(e),
         }
     }
 
@@ -124,13 +105,13 @@ impl Collector {
                 None,
             );
         }
-        let mut output_path = None;
-        if let Some(mut file) = self.sidecar.take() {
-            match file.flush().await {
-                Ok(()) => output_path = Some(self.sidecar_path.clone()),
-                Err(e) => self.sidecar_failed(e),
+        let output_path = match self.sidecar.flush().await {
+            Ok(path) => path,
+            Err(e) => {
+                self.sidecar_failed(e);
+                None
             }
-        }
+        };
         // Head and tail share the cap with the marker line between them.
         let half = self.limit.saturating_sub(MARKER_RESERVE) / 2;
         let head = cut_head(&self.head[..self.head.len().min(half)]);
@@ -143,6 +124,94 @@ impl Collector {
         text.push_str(&format!("[... {omitted} bytes omitted ...]\n"));
         text.push_str(&String::from_utf8_lossy(tail));
         (text, self.total, output_path, self.sidecar_note, self.fault)
+    }
+}
+
+/// A command's whole output on disk: the file is created at the first write and holds at most
+/// [`SIDECAR_MAX_BYTES`]; what comes past that is left out.
+#[derive(Debug)]
+pub(in crate::runtime) struct CappedFile {
+    path: PathBuf,
+    file: Option<tokio::fs::File>,
+    written: u64,
+}
+
+/// What [`CappedFile::write`] kept of the bytes it was given.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(in crate::runtime) enum Written {
+    All,
+    /// The file reached its cap: the rest of these bytes, and any later, are left out.
+    Cut,
+}
+
+impl CappedFile {
+    pub(in crate::runtime) fn new(path: PathBuf) -> Self {
+        Self {
+            path,
+            file: None,
+            written: 0,
+        }
+    }
+
+    pub(in crate::runtime) fn path(&self) -> &Path {
+        &self.path
+    }
+
+    fn is_open(&self) -> bool {
+        self.file.is_some()
+    }
+
+    /// Appends what fits of `bytes`, creating the file (never following a symlink) first.
+    pub(in crate::runtime) async fn write(&mut self, bytes: &[u8]) -> std::io::Result<Written> {
+        let file = match &mut self.file {
+            Some(file) => file,
+            None => self.file.insert(open_sidecar(&self.path).await?),
+        };
+        let room = SIDECAR_MAX_BYTES.saturating_sub(self.written);
+        let take = usize::try_from(room).unwrap_or(usize::MAX).min(bytes.len());
+        file.write_all(&bytes[..take]).await?;
+        self.written += take as u64;
+        Ok(if take < bytes.len() {
+            Written::Cut
+        } else {
+            Written::All
+        })
+    }
+
+    /// Flushes what was written; the file's path when there is one.
+    pub(in crate::runtime) async fn flush(&mut self) -> std::io::Result<Option<PathBuf>> {
+        match &mut self.file {
+            Some(file) => file.flush().await.map(|()| Some(self.path.clone())),
+            None => Ok(None),
+        }
+    }
+
+    /// The note the model reads once the file was cut.
+    pub(in crate::runtime) fn cut_note() -> String {
+        format!(
+            "the sidecar file holds only the first {} MiB",
+            SIDECAR_MAX_BYTES / (1024 * 1024)
+        )
+    }
+}
+
+/// The next chunk `reader` gives into `buffer` before `until`: its length, or `None` at the
+/// pipe's end, an error, or `until` (when a process escaped the group and holds the pipe open).
+pub(in crate::runtime) async fn read_before(
+    reader: &mut pipe::Receiver,
+    buffer: &mut [u8],
+    until: Instant,
+) -> Option<usize> {
+    loop {
+        tokio::select! {
+            () = tokio::time::sleep_until(until) => return None,
+            read = reader.read(buffer) => match read {
+                Ok(0) => return None,
+                Ok(n) => return Some(n),
+                Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
+                Err(_) => return None,
+            },
+        }
     }
 }
 
@@ -279,16 +348,14 @@ impl Sink<'_> {
     /// Takes what is left in the pipe until its end or `until` (in case a process escaped the
     /// group and holds the pipe open).
     pub(super) async fn drain(&mut self, reader: &mut pipe::Receiver, until: Instant) {
-        loop {
-            tokio::select! {
-                () = tokio::time::sleep_until(until) => break,
-                read = reader.read(self.buffer) => match read {
-                    Ok(0) => break,
-                    Ok(n) => accept(&self.buffer[..n], self.collector, self.stream, self.progress).await,
-                    Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
-                    Err(_) => break,
-                },
-            }
+        while let Some(n) = read_before(reader, self.buffer, until).await {
+            accept(
+                &self.buffer[..n],
+                self.collector,
+                self.stream,
+                self.progress,
+            )
+            .await;
         }
     }
 }

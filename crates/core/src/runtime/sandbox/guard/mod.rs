@@ -31,18 +31,19 @@
 )]
 
 use std::collections::{BTreeMap, HashMap};
-use std::ffi::OsStr;
-use std::os::fd::{AsFd as _, OwnedFd};
 use std::os::unix::fs::MetadataExt as _;
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex, PoisonError};
 
-use nix::fcntl::{AtFlags, OFlag, openat};
-use nix::sys::stat::{Mode, fchmod, fstatat, mkdirat};
-use nix::unistd::{UnlinkatFlags, symlinkat, unlinkat};
-
 use super::CredentialIndex;
 use crate::runtime::fsat;
+
+mod ledger;
+mod restore;
+
+pub use ledger::GuardLedger;
+use ledger::Writer;
+use restore::{Outcome, put_back, remove_entry};
 
 /// What a guarded entry is, for the line the model reads.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
@@ -179,142 +180,6 @@ impl GuardCache {
         let bytes = Arc::new(read_no_follow(path)?);
         files.insert(path.to_path_buf(), (stamp, bytes.clone()));
         Some(bytes)
-    }
-}
-
-/// The guarded entries of a root as they were before the first of its running commands that
-/// may write it started (an "epoch": from one such command's start until none runs), whichever
-/// session of this process runs them (two sessions of one Keel on the same workspace share
-/// it). A snapshot taken during an epoch starts from these, not from what another running
-/// command may have planted meanwhile; Keel's own writes meanwhile go into them
-/// ([`GuardLedger::keel_wrote`]).
-#[derive(Debug)]
-pub struct GuardLedger {
-    epochs: Mutex<BTreeMap<PathBuf, Epoch>>,
-}
-
-#[derive(Debug, Default)]
-struct Epoch {
-    /// Commands of the epoch whose guard has not ended.
-    writers: usize,
-    before: BTreeMap<PathBuf, (Guarded, Before)>,
-}
-
-/// This process's ledger.
-static LEDGER: GuardLedger = GuardLedger {
-    epochs: Mutex::new(BTreeMap::new()),
-};
-
-impl GuardLedger {
-    /// The process's ledger.
-    pub fn global() -> &'static GuardLedger {
-        &LEDGER
-    }
-
-    fn epochs(&self) -> std::sync::MutexGuard<'_, BTreeMap<PathBuf, Epoch>> {
-        self.epochs.lock().unwrap_or_else(PoisonError::into_inner)
-    }
-
-    /// A command starts with `before` (its own view of `roots`): replaced, for each root with
-    /// an epoch running, by the epoch's entries; a root without one starts an epoch with it.
-    fn begin(&self, roots: &[PathBuf], before: &mut BTreeMap<PathBuf, (Guarded, Before)>) {
-        let mut epochs = self.epochs();
-        for root in roots {
-            let epoch = epochs.entry(root.clone()).or_default();
-            if epoch.writers == 0 {
-                epoch.before = under(before, root);
-            } else {
-                before.retain(|path, _| !path.starts_with(root));
-                before.extend(under(&epoch.before, root));
-            }
-            epoch.writers += 1;
-        }
-    }
-
-    /// `before` with the epochs' entries, as they are now, for the roots that have one.
-    fn current(
-        &self,
-        roots: &[PathBuf],
-        before: &BTreeMap<PathBuf, (Guarded, Before)>,
-    ) -> BTreeMap<PathBuf, (Guarded, Before)> {
-        let epochs = self.epochs();
-        let mut now = before.clone();
-        for root in roots {
-            if let Some(epoch) = epochs.get(root) {
-                now.retain(|path, _| !path.starts_with(root));
-                now.extend(under(&epoch.before, root));
-            }
-        }
-        now
-    }
-
-    /// Keel itself wrote or removed `path` (a file tool, which asks about these files): while
-    /// commands that may write its root run, that is the entry's state to put back, not what it
-    /// was before them. `class`: what the entry is, when the policy guards it.
-    pub fn keel_wrote(&self, path: &Path, class: Option<Guarded>, cache: &GuardCache) {
-        let mut epochs = self.epochs();
-        for (_, epoch) in epochs
-            .iter_mut()
-            .filter(|(root, epoch)| epoch.writers > 0 && path.starts_with(root))
-        {
-            let Some(class) = epoch.before.get(path).map(|(class, _)| *class).or(class) else {
-                continue;
-            };
-            match state_of(path, cache) {
-                Some(state) => {
-                    epoch.before.insert(path.to_path_buf(), (class, state));
-                }
-                None => {
-                    epoch.before.remove(path);
-                }
-            }
-        }
-    }
-
-    fn end(&self, roots: &[PathBuf]) {
-        let mut epochs = self.epochs();
-        for root in roots {
-            if let Some(epoch) = epochs.get_mut(root) {
-                epoch.writers = epoch.writers.saturating_sub(1);
-                if epoch.writers == 0 {
-                    epochs.remove(root);
-                }
-            }
-        }
-    }
-}
-
-/// The entries of `entries` at or below `root`.
-fn under(
-    entries: &BTreeMap<PathBuf, (Guarded, Before)>,
-    root: &Path,
-) -> BTreeMap<PathBuf, (Guarded, Before)> {
-    entries
-        .iter()
-        .filter(|(path, _)| path.starts_with(root))
-        .map(|(path, entry)| (path.clone(), entry.clone()))
-        .collect()
-}
-
-/// One command's place in the [`GuardLedger`]: ended once its guard has put back what changed,
-/// or its status was read without that (not confirmed confined), or the snapshot is dropped
-/// (the command never ran).
-struct Writer {
-    roots: Vec<PathBuf>,
-    ended: std::sync::atomic::AtomicBool,
-}
-
-impl Writer {
-    fn end(&self) {
-        if !self.ended.swap(true, std::sync::atomic::Ordering::AcqRel) {
-            GuardLedger::global().end(&self.roots);
-        }
-    }
-}
-
-impl Drop for Writer {
-    fn drop(&mut self) {
-        self.end();
     }
 }
 
@@ -773,136 +638,6 @@ fn installed_hook(dir: &Path) -> Option<String> {
         .take(1024)
         .map(|entry| entry.file_name().to_string_lossy().into_owned())
         .find(|name| !name.ends_with(".sample"))
-}
-
-enum Outcome {
-    Same,
-    PutBack,
-    TooLarge,
-}
-
-/// Puts `path` back to `before` when it changed.
-fn put_back(path: &Path, before: &Before) -> std::io::Result<Outcome> {
-    let now = std::fs::symlink_metadata(path);
-    match (before, &now) {
-        (Before::Dir { .. }, Ok(meta)) if meta.is_dir() => return Ok(Outcome::Same),
-        (Before::File { stamp, .. }, Ok(meta)) if meta.is_file() && Stamp::of(meta) == *stamp => {
-            return Ok(Outcome::Same);
-        }
-        (
-            Before::File {
-                bytes: Some(bytes),
-                stamp,
-            },
-            Ok(meta),
-        ) if meta.is_file()
-            && meta.mode() == stamp.mode
-            && read_no_follow(path).is_some_and(|now| now == **bytes) =>
-        {
-            // Touched, or rewritten with the same bytes: nothing to put back.
-            return Ok(Outcome::Same);
-        }
-        (Before::Symlink { target, .. }, Ok(meta))
-            if meta.file_type().is_symlink()
-                && std::fs::read_link(path).is_ok_and(|now| now == *target) =>
-        {
-            return Ok(Outcome::Same);
-        }
-        (Before::Other { stamp }, Ok(meta)) if Stamp::of(meta) == *stamp => {
-            return Ok(Outcome::Same);
-        }
-        _ => {}
-    }
-    let (parent, name) = split(path)?;
-    let dir = fsat::open_dir_creating(parent, &|_| Ok(()))?;
-    match &now {
-        Ok(meta) if meta.is_dir() => remove_tree_at(&dir, name)?,
-        Ok(_) => unlinkat(&dir, name, UnlinkatFlags::NoRemoveDir)?,
-        Err(_) => {}
-    }
-    match before {
-        Before::File { bytes: None, .. } | Before::Other { .. } => Ok(Outcome::TooLarge),
-        Before::File {
-            bytes: Some(bytes),
-            stamp,
-        } => {
-            fsat::replace_in(&dir, name, bytes)?;
-            let file = openat(
-                &dir,
-                name,
-                OFlag::O_RDONLY | OFlag::O_NOFOLLOW | OFlag::O_CLOEXEC,
-                Mode::empty(),
-            )?;
-            fchmod(file.as_fd(), Mode::from_bits_truncate(stamp.mode & 0o7777))?;
-            Ok(Outcome::PutBack)
-        }
-        Before::Dir { mode } => {
-            mkdirat(&dir, name, Mode::from_bits_truncate(mode & 0o7777))?;
-            Ok(Outcome::PutBack)
-        }
-        Before::Symlink { target, .. } => {
-            symlinkat(target.as_path(), &dir, name)?;
-            Ok(Outcome::PutBack)
-        }
-    }
-}
-
-fn split(path: &Path) -> std::io::Result<(&Path, &OsStr)> {
-    match (path.parent(), path.file_name()) {
-        (Some(parent), Some(name)) => Ok((parent, name)),
-        _ => Err(std::io::Error::new(
-            std::io::ErrorKind::InvalidInput,
-            "not a path below a directory",
-        )),
-    }
-}
-
-/// Removes the entry at `path` (a whole directory tree), reached without following a symlink.
-fn remove_entry(path: &Path) -> std::io::Result<()> {
-    let (parent, name) = split(path)?;
-    let dir = fsat::open(parent, OFlag::O_RDONLY | OFlag::O_DIRECTORY)?;
-    remove_tree_at(&dir, name)
-}
-
-/// Removes `name` inside `dir`: a file or symlink is unlinked, a directory emptied first
-/// (every level opened with `O_NOFOLLOW`, so nothing outside is reached).
-fn remove_tree_at(dir: &OwnedFd, name: &OsStr) -> std::io::Result<()> {
-    remove_tree_depth(dir, name, 0)
-}
-
-fn remove_tree_depth(dir: &OwnedFd, name: &OsStr, depth: usize) -> std::io::Result<()> {
-    let stat = fstatat(dir, name, AtFlags::AT_SYMLINK_NOFOLLOW)?;
-    if stat.st_mode & libc::S_IFMT != libc::S_IFDIR {
-        unlinkat(dir, name, UnlinkatFlags::NoRemoveDir)?;
-        return Ok(());
-    }
-    if depth > 256 {
-        return Err(std::io::Error::other("a directory tree too deep to remove"));
-    }
-    let sub = openat(
-        dir,
-        name,
-        OFlag::O_RDONLY | OFlag::O_DIRECTORY | OFlag::O_NOFOLLOW | OFlag::O_CLOEXEC,
-        Mode::empty(),
-    )?;
-    let names: Vec<std::ffi::OsString> = {
-        let listing = nix::dir::Dir::from_fd(sub.try_clone()?)?;
-        let mut listing = listing;
-        listing
-            .iter()
-            .flatten()
-            .map(|entry| {
-                use std::os::unix::ffi::OsStrExt as _;
-                OsStr::from_bytes(entry.file_name().to_bytes()).to_os_string()
-            })
-            .filter(|entry| entry != "." && entry != "..")
-            .collect()
-    };
-    for entry in names {
-        remove_tree_depth(&sub, &entry, depth + 1)?;
-    }
-    unlinkat(dir, name, UnlinkatFlags::RemoveDir)?;
-    Ok(())
 }
 
 #[cfg(test)]
