@@ -122,7 +122,7 @@ pub fn main(_prefix: &[OsString], args: Vec<OsString>) -> i32 {
     {
         return crate::keeper::keep(Path::new(socket));
     }
-    // `zygote --control FD`: the fallback's warm holder of one profile (module `zygote`).
+    // `zygote --control FD`: the warm holder of one contained profile (module `zygote`).
     if args.first().is_some_and(|stage| stage == "zygote") {
         return crate::zygote::main(&args[1..]);
     }

@@ -13,8 +13,8 @@
 //! - `keeper`: the session's namespace keeper (a user namespace, network namespaces made ahead).
 //! - `reaper`: the fallback's supervisor (a subreaper that leaves nothing behind).
 //! - `fallback`: Landlock + seccomp, with every capability dropped.
-//! - [`zygote`]: the fallback's warm holder: one Landlock domain per session and profile, each
-//!   contained command forked from it.
+//! - [`zygote`]: the warm holder: one per session and contained profile, each contained command
+//!   forked from it (under the fallback one Landlock domain, under namespaces one new root).
 //! - [`Error`]: why the helper refuses (nothing of the program ran).
 
 mod error;

@@ -1,6 +1,9 @@
-//! The fallback's warm domain: `keel-sandbox zygote --control FD`, one per session and per
-//! contained profile, which keeps a Landlock domain alive and forks each contained command from
-//! it (docs/sandbox.md, "The warm holder"; decision 0039).
+//! The warm holder: `keel-sandbox zygote --control FD`, one per session and per contained
+//! profile, which keeps what confines the profile's commands alive and forks each contained
+//! command from it (docs/sandbox.md, "The warm holder"; decisions 0039 and 0045). Under
+//! namespaces the holder keeps the profile's new root and each command gets its own PID, mount
+//! and IPC namespace and init (module `ns`); what follows is the fallback's, where the holder
+//! keeps a Landlock domain. The zygote is the same for both.
 //!
 //! `landlock_restrict_self` copies every rule of the caller's domain into the new one, so a
 //! domain of 6,000 rules (the credential masks of a large workspace) costs about 1.3 ms per

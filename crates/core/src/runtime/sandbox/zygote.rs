@@ -1,5 +1,8 @@
-//! The Landlock fallback's warm holder, Keel's side (decision 0039; the helper's side is
-//! `keel_sandbox::zygote`).
+//! The warm holder, Keel's side (decisions 0039 and 0045; the helper's side is
+//! `keel_sandbox::zygote`). Under namespaces the holder keeps the contained profile's new root
+//! and each command gets its own PID, mount and IPC namespace and init; its end is answered
+//! `done` once init has emptied the namespace ([`WarmChild::emptied`]). What follows is the
+//! fallback's case, where the same holder keeps a Landlock domain.
 //!
 //! A contained command under the fallback used to build its own Landlock domain: the profile's
 //! ruleset and Keel's prebuilt mask ruleset ([`super::mask`]). The kernel copies every rule
