@@ -575,7 +575,10 @@ impl Zygote {
     /// it is gone: a starter still alive is not taken for one of a command yet to start.
     fn end_starter(&mut self, starter: Pid) {
         let _ = kill(starter, Signal::SIGKILL);
-        self.ended.retain(|pid| alive(Pid::from_raw(*pid)));
+        // Pruned now and then, not per command (a look in `/proc` each).
+        if self.ended.len() >= 16 {
+            self.ended.retain(|pid| alive(Pid::from_raw(*pid)));
+        }
         self.ended.push(starter.as_raw());
     }
 
