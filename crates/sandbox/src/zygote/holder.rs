@@ -43,7 +43,7 @@ pub(super) fn hold(profile: &Profile, socket: &OwnedFd, retired: &OwnedFd, zygot
     } else {
         hold_landlock(profile)
     };
-    let (held, mechanism, notes) = match confined {
+    let (mut held, mechanism, notes) = match confined {
         Ok(confined) => confined,
         Err(reason) => {
             tell(socket, &FromHolder::Failed { reason });
@@ -51,7 +51,6 @@ pub(super) fn hold(profile: &Profile, socket: &OwnedFd, retired: &OwnedFd, zygot
         }
     };
     tell(socket, &FromHolder::Ready { mechanism, notes });
-    let mut held = held;
     serve(profile, socket, retired, &mut held)
 }
 

@@ -40,8 +40,8 @@ use crate::profile::Mechanism;
 
 /// The note every command through a holder under namespaces carries.
 const WARM_NOTE: &str = "namespaces, warm holder: contained commands of this session share one \
-                         network namespace with only its loopback (one may reach a server \
-                         another runs on it at the same time, nothing else), each has a PID, \
+                         network namespace with only its loopback (a datagram may reach \
+                         another running at the same time, nothing else), each has a PID, \
                          mount and IPC namespace of its own";
 
 /// Whether a holder of `profile` confines by namespaces: unless the fallback is forced or Keel
