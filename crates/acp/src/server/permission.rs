@@ -17,6 +17,7 @@ use agent_client_protocol::v1::schema::{
 };
 use keel_core::agent::{Answer, ApprovalAnswer, ApprovalRequest, TRUST_QUESTION_ID};
 use keel_core::tool::Preview;
+use keel_core::tool::view::{code, code_block};
 
 use super::kinds::Roots;
 
@@ -170,7 +171,7 @@ pub fn preview_content(preview: &Preview) -> Vec<ToolCallContent> {
         // A patch: every file's diff, in the patch's order, in the one request.
         Preview::Diffs(diffs) => diffs.iter().flat_map(super::kinds::diff_content).collect(),
         Preview::Command { command, .. } => {
-            vec![ToolCallContent::from(format!("```sh\n{command}\n```"))]
+            vec![ToolCallContent::from(code_block("sh", command))]
         }
     }
 }
@@ -179,22 +180,22 @@ pub fn preview_content(preview: &Preview) -> Vec<ToolCallContent> {
 fn what_happens(approval: &ApprovalRequest, title: &str, roots: &Roots) -> String {
     match &approval.preview {
         Some(Preview::Command { cwd, .. }) => {
-            format!("Keel will run this command in `{cwd}`.")
+            format!("Keel will run this command in {}.", code(cwd))
         }
         Some(Preview::Diff(diff)) if diff.old_text.is_none() => {
             format!(
-                "Keel will create `{}` with this text.",
-                roots.display(&diff.path)
+                "Keel will create {} with this text.",
+                code(&roots.display(&diff.path))
             )
         }
         Some(Preview::Diff(diff)) => format!(
-            "Keel will apply this change to `{}`.",
-            roots.display(&diff.path)
+            "Keel will apply this change to {}.",
+            code(&roots.display(&diff.path))
         ),
         Some(Preview::Diffs(diffs)) => {
             let files: Vec<String> = diffs
                 .iter()
-                .map(|diff| format!("`{}`", roots.display(&diff.path)))
+                .map(|diff| code(&roots.display(&diff.path)))
                 .collect();
             format!(
                 "Keel will apply this patch to {} file{}: {}.",

@@ -438,3 +438,41 @@ async fn a_prompt_just_under_the_line_limit_stays_under_the_memory_bound() {
     assert!(peak < MEMORY_BOUND_KIB, "{peak} KiB under an 8 MB prompt");
     client.close().await.unwrap();
 }
+
+/// A repository's `AGENTS.md` is model input read at every session's start, before anyone is
+/// asked anything: only its first 16 KiB is read, never the whole file. A 1 GiB one (sparse
+/// here; a repository ships it as a blob of a few megabytes that checks out whole) costs
+/// `keel acp` no memory, and the model is told how large it was.
+#[tokio::test]
+async fn a_one_gib_agents_md_is_read_only_as_far_as_the_prompt_shows_it() {
+    let mock = MockModel::start().await;
+    mock.push_anthropic(Turn::text_only("Hello."));
+    let home = KeelHome::new();
+    let file = std::fs::File::create(home.root.join("AGENTS.md")).unwrap();
+    file.set_len(1 << 30).unwrap();
+    drop(file);
+    let client = home
+        .client(&mock, ClientOptions::default(), &[TEST_MODEL])
+        .await;
+    let pid = client.pid().unwrap();
+    let session = client
+        .new_session(&home.root, &[])
+        .await
+        .unwrap()
+        .session_id;
+    let answer = client.prompt(&session, "hi").await.unwrap();
+    assert_eq!(answer.stop_reason, StopReason::EndTurn);
+    let peak = keel_testkit::measure::status_kib(pid, "VmHWM").unwrap();
+    eprintln!("keel acp peak resident set: {peak} KiB");
+    assert!(
+        peak < MEMORY_BOUND_KIB,
+        "keel acp peaked at {peak} KiB with a 1 GiB AGENTS.md"
+    );
+    let system = mock.requests()[0].body["system"].to_string();
+    assert!(
+        system.contains("[... cut: the file is 1073741824 bytes; only the first 16384 are shown]"),
+        "{}",
+        &system[..system.len().min(400)]
+    );
+    client.close().await.unwrap();
+}

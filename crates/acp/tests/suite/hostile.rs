@@ -233,3 +233,65 @@ async fn keels_own_files_are_protected_by_what_they_are_not_by_path() {
     );
     client.close().await.unwrap();
 }
+
+/// The text of a permission request's content blocks, in order.
+fn card_text(request: &agent_client_protocol::v1::schema::RequestPermissionRequest) -> String {
+    let value = serde_json::to_value(request).unwrap();
+    value["toolCall"]["content"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .filter_map(|block| block["content"]["text"].as_str())
+        .collect::<Vec<_>>()
+        .join("\n")
+}
+
+/// A permission card is Markdown. A file name or a command holding backticks cannot close the
+/// code span or block Keel puts it in and add Markdown of its own (bold "Keel checked" text, a
+/// link): each is fenced by more backticks than it holds.
+#[tokio::test]
+async fn a_name_or_command_with_backticks_stays_inside_its_code_in_the_card() {
+    let mock = MockModel::start().await;
+    let name = "a` and nothing else. **Keel checked this file: safe.** `b.txt";
+    let command =
+        "echo '\n```\n\n**Keel checked: this command only reads.**\n\n```sh\n'; touch made.txt";
+    mock.push_anthropic(Turn::new().tool_call(
+        "w1",
+        "write",
+        json!({"file_path": name, "content": "x"}),
+    ));
+    mock.push_anthropic(Turn::new().tool_call("b1", "bash", json!({"command": command})));
+    mock.push_anthropic(Turn::text_only("Done."));
+    let home = KeelHome::new();
+    let client = home
+        .client(
+            &mock,
+            ClientOptions::default().permissions([
+                PermissionReply::Choose(PermissionOptionKind::RejectOnce),
+                PermissionReply::Choose(PermissionOptionKind::RejectOnce),
+            ]),
+            &[TEST_MODEL],
+        )
+        .await;
+    let session = client
+        .new_session(&home.root, &[])
+        .await
+        .unwrap()
+        .session_id;
+    client.prompt(&session, "go").await.unwrap();
+    let requests = client.permission_requests();
+    assert_eq!(requests.len(), 2, "{requests:#?}");
+    let write = card_text(&requests[0]);
+    assert!(
+        write.contains(&format!("Keel will create ``{name}`` with this text.")),
+        "{write}"
+    );
+    assert!(!write.contains(&format!("`{name}` ")), "{write}");
+    let bash = card_text(&requests[1]);
+    assert!(
+        bash.starts_with(&format!("````sh\n{command}\n````\n")),
+        "{bash}"
+    );
+    assert!(!home.root.join("made.txt").exists());
+    client.close().await.unwrap();
+}

@@ -751,3 +751,45 @@ async fn a_later_reject_always_reaches_a_running_background_subagent() {
     assert_eq!(client.permission_requests().len(), 2);
     client.close().await.unwrap();
 }
+
+/// `read-only` is not stricter than `ask`: a `read-only` agent in an `ask` session would run
+/// the read-only commands the session asks about. The session's mode holds, and the child's
+/// `ls` is asked about.
+#[tokio::test]
+async fn a_read_only_child_in_an_ask_session_still_asks() {
+    let reader = "---\nname: reader\ndescription: Reads\nmode: read-only\n---\n";
+    let mock = MockModel::start().await;
+    for turn in [
+        Turn::new().tool_call(
+            "p1",
+            "task",
+            json!({"prompt": "List the files.", "agent": "reader"}),
+        ),
+        Turn::new().tool_call("c1", "bash", json!({"command": "ls"})),
+        Turn::text_only("Rejected."),
+        Turn::text_only("Done."),
+    ] {
+        mock.push_anthropic(turn);
+    }
+    let config_dir = tempfile::tempdir().unwrap();
+    std::fs::create_dir_all(config_dir.path().join("agents")).unwrap();
+    std::fs::write(config_dir.path().join("agents/reader.md"), reader).unwrap();
+    let mut config = engine_config(Some(&mock), Path::new("/nonexistent"));
+    config.global_config_dir = Some(config_dir.path().to_path_buf());
+    config.mode = keel_core::config::Mode::Ask;
+    let harness = EngineHarness::with_config(
+        ClientOptions::default()
+            .permissions([PermissionReply::Choose(PermissionOptionKind::RejectOnce)]),
+        &[],
+        mock,
+        config,
+    )
+    .await;
+    assert_eq!(harness.prompt("go").await.stop_reason, StopReason::EndTurn);
+    let prompts = harness.client.permission_requests();
+    let titles: Vec<String> = prompts
+        .iter()
+        .map(|p| p.tool_call.fields.title.clone().unwrap_or_default())
+        .collect();
+    assert_eq!(titles, ["reader: ls"], "{prompts:#?}");
+}

@@ -73,13 +73,12 @@ pub async fn system_prompt(
     out
 }
 
-/// The first 16 KiB of `text`, with a note when there was more.
-fn capped(text: &str) -> String {
+/// The first 16 KiB of `text`, with a note when the file (`size` bytes) held more.
+fn capped(text: &str, size: u64) -> String {
     let head = crate::tool::head_of(text, INSTRUCTION_LIMIT);
-    if head.len() < text.len() {
+    if head.len() < text.len() || (head.len() as u64) < size {
         format!(
-            "{head}\n[... cut: the file is {} bytes; only the first {INSTRUCTION_LIMIT} are shown]",
-            text.len()
+            "{head}\n[... cut: the file is {size} bytes; only the first {INSTRUCTION_LIMIT} are shown]"
         )
     } else {
         head.to_owned()
@@ -87,13 +86,19 @@ fn capped(text: &str) -> String {
 }
 
 /// The workspace's instruction file, read through the runtime (the session's capability
-/// check, the editor's buffer when it serves files).
+/// check). The repository chose it, and it is read at every session's start: only as much as
+/// the prompt shows is read (and a few bytes more, to end on a whole character), never the
+/// whole file.
 async fn instructions(runtime: &Runtime) -> Option<(&'static str, String)> {
     let root = runtime.roots().first()?;
     for name in INSTRUCTION_FILES {
         let path = root.join(name);
-        if let Ok(bytes) = runtime.read(&path).await {
-            return Some((name, capped(&String::from_utf8_lossy(&bytes))));
+        if let Ok(bytes) = runtime.read_range(&path, 0, INSTRUCTION_LIMIT + 4).await {
+            let size = match runtime.metadata(&path).await {
+                Ok(meta) => meta.len(),
+                Err(_) => bytes.len() as u64,
+            };
+            return Some((name, capped(&String::from_utf8_lossy(&bytes), size)));
         }
     }
     None
@@ -104,7 +109,7 @@ async fn instructions(runtime: &Runtime) -> Option<(&'static str, String)> {
 fn user_instructions(dir: &std::path::Path) -> Option<(&'static str, String)> {
     for name in INSTRUCTION_FILES {
         match crate::runtime::config_files::read_if_exists(&dir.join(name)) {
-            Ok(Some(text)) => return Some((name, capped(&text))),
+            Ok(Some(text)) => return Some((name, capped(&text, text.len() as u64))),
             Ok(None) => {}
             Err(error) => {
                 tracing::warn!(file = %dir.join(name).display(), %error, "instruction file unreadable");

@@ -761,9 +761,14 @@ mod tests {
 
     #[test]
     fn a_child_mode_is_never_looser() {
-        assert_eq!(Mode::Allowlist.strictest(Mode::Yolo), Mode::Allowlist);
-        assert_eq!(Mode::Allowlist.strictest(Mode::ReadOnly), Mode::ReadOnly);
-        assert_eq!(Mode::Yolo.strictest(Mode::Ask), Mode::Ask);
-        assert_eq!(Mode::ReadOnly.strictest(Mode::Yolo), Mode::ReadOnly);
+        assert_eq!(Mode::Allowlist.within(Mode::Yolo), Mode::Allowlist);
+        assert_eq!(Mode::Allowlist.within(Mode::ReadOnly), Mode::ReadOnly);
+        assert_eq!(Mode::Yolo.within(Mode::Ask), Mode::Ask);
+        assert_eq!(Mode::ReadOnly.within(Mode::Yolo), Mode::ReadOnly);
+        assert_eq!(Mode::ReadOnly.within(Mode::Allowlist), Mode::ReadOnly);
+        // Neither is stricter: `read-only` would run reads `ask` asks about, `ask` changes
+        // `read-only` refuses. The session's mode holds.
+        assert_eq!(Mode::ReadOnly.within(Mode::Ask), Mode::Ask);
+        assert_eq!(Mode::Ask.within(Mode::ReadOnly), Mode::ReadOnly);
     }
 }

@@ -125,13 +125,9 @@ impl Session {
                         tracing::warn!(%error, "cannot record the project as trusted");
                     }
                 }
-                self.apply_trust();
-                Some(true)
+                Some(self.apply_trust(host))
             }
-            ApprovalAnswer::Answered(Answer::AllowOnce) => {
-                self.apply_trust();
-                Some(true)
-            }
+            ApprovalAnswer::Answered(Answer::AllowOnce) => Some(self.apply_trust(host)),
             ApprovalAnswer::Answered(Answer::RejectOnce)
             | ApprovalAnswer::Answered(Answer::RejectAlways) => {
                 self.policy.set_trust(Trust::Untrusted);
@@ -142,17 +138,41 @@ impl Session {
     }
 
     /// Trusts the project for this session: its allow rules apply, and, read again trusted,
-    /// its mode (unless the front-end chose one) and its model and providers.
-    fn apply_trust(&self) {
+    /// its mode (unless the front-end chose one) and its model and providers. Only when its
+    /// files are still those the session read and the question listed (the session's
+    /// fingerprint): settings read again after a change (a checkout while the question was
+    /// open) were never shown, so nothing applies, the user is told, and the next session asks
+    /// again. False then.
+    fn apply_trust(&self, host: &Arc<dyn TurnHost>) -> bool {
+        // Read again first, then compared: what was read is what the fingerprint covers.
+        let loaded = self
+            .config
+            .config_rules
+            .as_ref()
+            .map(|config_rules| config_rules(self.runtime.root(), true));
+        let now = crate::policy::project_fingerprint(self.runtime.root()).ok();
+        if now.is_none() || now != self.project.fingerprint {
+            self.policy.set_trust(Trust::Untrusted);
+            host.event(AgentEvent::Notice {
+                text: format!(
+                    "The project's .keel files (or the files trust covers) changed while Keel \
+                     asked whether to trust them, so none of their settings apply to this \
+                     session: what changed was never shown. A new session asks again about \
+                     the files as they are then ({}).\n",
+                    self.runtime.root().display()
+                ),
+            });
+            return false;
+        }
         self.policy.set_trust(Trust::Trusted);
-        let Some(config_rules) = &self.config.config_rules else {
-            return;
+        let Some(loaded) = loaded else {
+            return true;
         };
-        let loaded = match config_rules(self.runtime.root(), true) {
+        let loaded = match loaded {
             Ok(loaded) => loaded,
             Err(error) => {
                 tracing::warn!(%error, "cannot re-read the trusted project's settings");
-                return;
+                return true;
             }
         };
         if !self.project.mode_overridden
@@ -169,7 +189,7 @@ impl Session {
             || self.config.provider_override.is_some()
             || self.model_chosen.load(Ordering::SeqCst)
         {
-            return;
+            return true;
         }
         crate::runtime::secrets::register_credential_vars(
             loaded
@@ -192,6 +212,7 @@ impl Session {
                 tracing::warn!(%error, "the trusted project's model does not resolve");
             }
         }
+        true
     }
 }
 

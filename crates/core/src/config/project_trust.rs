@@ -2,7 +2,8 @@
 //! `.keel/config.toml` may only make Keel stricter.
 //!
 //! The project table is classified key by key ([`split`]). A value that *tightens* applies at
-//! once: a stricter `mode` (yolo < allowlist < ask < read-only), a stricter `[sandbox] mode`
+//! once: a stricter `mode` (yolo < allowlist < ask, allowlist < read-only: a partial order,
+//! [`Mode::at_least_as_strict_as`]), a stricter `[sandbox] mode`
 //! (off < auto < required), a lower request or token cap,
 //! a lower output limit, `enabled = false`, a lower (or first) tool timeout, deny and ask rules.
 //! Everything else waits for trust: looser values, providers, `base_url`, `api_key_env`,
@@ -89,10 +90,12 @@ fn tightens(path: &[&str], value: &toml::Value, base: &toml::Table) -> bool {
     match path {
         ["mode"] => {
             // Parsed as the loader parses the file (exact names), so a value it rejects
-            // never counts as stricter.
+            // never counts as stricter. Strictness is a partial order: `read-only` over
+            // `ask` (or `ask` over `read-only`) lets some calls through that the other asks
+            // about or refuses, so it waits for trust.
             let parse = |v: &toml::Value| v.clone().try_into::<Mode>().ok();
             let old = lookup(base, path).and_then(parse).unwrap_or_default();
-            parse(value).is_some_and(|new| new.looseness() <= old.looseness())
+            parse(value).is_some_and(|new| new.at_least_as_strict_as(old))
         }
         ["max_requests_per_turn"] | ["max_tokens"] | ["limits", _] => not_above(value),
         ["sandbox", "mode"] => {
@@ -223,12 +226,32 @@ fn keep(
         .collect::<Vec<_>>()
         .join(".");
     let is_integer = value.is_integer();
+    let new_int = value.as_integer();
     let value = escaped(&value.to_string());
     let change = match (parts.as_slice(), lookup(base, &parts)) {
-        (["mode"], Some(old)) => format!("sets mode = {value} (looser than {old})"),
-        (_, Some(old)) if is_integer => {
+        (["mode"], Some(old)) => {
+            let incomparable = value
+                .trim_matches('"')
+                .parse::<Mode>()
+                .ok()
+                .zip(old.clone().try_into::<Mode>().ok())
+                .is_some_and(|(new, old)| !old.at_least_as_strict_as(new));
+            if !incomparable {
+                format!("sets mode = {value} (looser than {old})")
+            } else {
+                format!(
+                    "sets mode = {value} (not stricter than {old}: each lets through calls the other asks about or refuses)"
+                )
+            }
+        }
+        // Only a key that caps something is looser when higher; for any other, the value
+        // just differs (a lower `tool_search.max_tools` is not "higher").
+        (_, Some(old))
+            if is_integer && new_int.zip(old.as_integer()).is_some_and(|(n, o)| n > o) =>
+        {
             format!("sets {shown_key} = {value} (higher than {old})")
         }
+        (_, Some(old)) if is_integer => format!("sets {shown_key} = {value} (instead of {old})"),
         _ => format!("sets {shown_key} = {value}"),
     };
     ignored.push(IgnoredSetting {

@@ -200,7 +200,7 @@ impl Policy {
         } else {
             trust
         };
-        (mode.strictest(parent_mode), trust, rules, unconfined)
+        (mode.within(parent_mode), trust, rules, unconfined)
     }
 
     pub fn mode(&self) -> Mode {

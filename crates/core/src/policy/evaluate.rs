@@ -13,6 +13,7 @@ use super::shell::{MAX_SCRIPT_BYTES, SimpleCommand, clip, confusable_char};
 use super::subject::CallSubject;
 use super::watchdog::Watchdog;
 use crate::capability::Access;
+use crate::tool::view::code;
 
 /// The winner of one rule evaluation.
 pub(super) struct Evaluation<'r> {
@@ -137,7 +138,8 @@ fn evaluate_commands<'r>(
                 .winner
                 .is_some_and(|rule| rule.source == super::RuleSource::Bundled);
         per_command.push(format!(
-            "`{text}`: {this} ({})",
+            "{}: {this} ({})",
+            code(&text),
             evaluation
                 .winner
                 .map(|r| RuleRef::from(r).to_string())
@@ -146,14 +148,17 @@ fn evaluate_commands<'r>(
         ignored_notes(&evaluation, &mut notes);
         if let Fit::Rejected { name, reason } = &command.fit {
             notes.push(format!(
-                "`{text}` is outside the read-only grammar of `{name}` ({reason}): it \
-                 has no approval key"
+                "{} is outside the read-only grammar of `{name}` ({reason}): it \
+                 has no approval key",
+                code(&text)
             ));
         }
         if let Some(word) = option_glob {
             notes.push(format!(
-                "`{text}`: the shell may expand `{word}` into a name that begins with `-`, \
-                 which the program reads as an option: it has no approval key"
+                "{}: the shell may expand {} into a name that begins with `-`, \
+                 which the program reads as an option: it has no approval key",
+                code(&text),
+                code(word)
             ));
         }
         if this != Action::Allow && option_glob.is_none() {
@@ -252,7 +257,7 @@ fn evaluate_opaque<'r>(
             && rule.action == Action::Ask
             && rule.pattern.kind() != PatternKind::Any
         {
-            let note = format!("`{text}` also matches the {}", RuleRef::from(rule));
+            let note = format!("{} also matches the {}", code(text), RuleRef::from(rule));
             if !notes.contains(&note) {
                 notes.push(note);
             }

@@ -12,6 +12,7 @@ use super::mode::Mode;
 use super::rule::{Action, Rule};
 use super::watchdog::WatchdogCategory;
 use super::{Decision, Policy};
+use crate::tool::view::{code, escaped, quoted};
 
 /// A rule as an explanation cites it.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -26,13 +27,28 @@ pub struct RuleRef {
 }
 
 impl From<&Rule> for RuleRef {
+    /// A project rule's strings are the repository's words, not the user's: its pattern and
+    /// source are [`escaped`] and its reason [`quoted`], so that in a prompt they stay one item
+    /// on one line, in their own order, and cannot pose as Keel's explanation.
     fn from(rule: &Rule) -> Self {
+        let layer = rule.source.layer();
+        let (pattern, source) = (rule.pattern.to_string(), rule.source.to_string());
+        if layer == Layer::Project {
+            return Self {
+                permission: escaped(&rule.permission.to_string()),
+                pattern: escaped(&pattern),
+                action: rule.action,
+                layer,
+                source: escaped(&source),
+                reason: rule.reason.as_deref().map(quoted),
+            };
+        }
         Self {
             permission: rule.permission.to_string(),
-            pattern: rule.pattern.to_string(),
+            pattern,
             action: rule.action,
-            layer: rule.source.layer(),
-            source: rule.source.to_string(),
+            layer,
+            source,
             reason: rule.reason.clone(),
         }
     }
@@ -126,6 +142,17 @@ impl Cause {
     pub fn plain(&self) -> String {
         match self {
             Cause::Rule { rule, .. } if rule.action == Action::Ask => {
+                if rule.layer == Layer::Project {
+                    // The repository's rule, its reason already quoted.
+                    let who = format!(
+                        "The project's permission rule in {} asks before this",
+                        rule.source
+                    );
+                    return match &rule.reason {
+                        Some(reason) => format!("{who}, saying {reason}."),
+                        None => format!("{who}."),
+                    };
+                }
                 let who = if rule.source == "the bundled defaults" {
                     "Keel asks before this by default".to_owned()
                 } else {
@@ -178,7 +205,7 @@ impl Cause {
                 subject,
                 manifest_final,
             } => {
-                let mut text = format!("the {rule} matches `{subject}`");
+                let mut text = format!("the {rule} matches {}", code(subject));
                 if let Some(reason) = &rule.reason {
                     text.push_str(&format!(" ({reason})"));
                 }
@@ -190,7 +217,7 @@ impl Cause {
                 text
             }
             Cause::NoRule { subject } => {
-                format!("no rule matches `{subject}`, and the default is ask")
+                format!("no rule matches {}, and the default is ask", code(subject))
             }
             Cause::NotPlain { reasons } => format!(
                 "the command is not a plain command list ({}), so it has no approval key and is \
@@ -198,15 +225,20 @@ impl Cause {
                 reasons.join("; ")
             ),
             Cause::AskMode { subject, rule } => {
-                let mut text =
-                    format!("mode `ask` asks before each new command, edit or fetch (`{subject}`)");
+                let mut text = format!(
+                    "mode `ask` asks before each new command, edit or fetch ({})",
+                    code(subject)
+                );
                 if let Some(rule) = rule {
                     text.push_str(&format!("; the {rule} would allow it in mode `allowlist`"));
                 }
                 text
             }
             Cause::ReadOnlyMode { subject } => {
-                format!("mode `read-only` is for planning, and `{subject}` may change something")
+                format!(
+                    "mode `read-only` is for planning, and {} may change something",
+                    code(subject)
+                )
             }
             Cause::Yolo { instead_of } => format!(
                 "mode `yolo` answers yes where the rules would ask ({})",
@@ -224,21 +256,27 @@ impl Cause {
                 }
             }
             Cause::NotRendered { subject, reason } => format!(
-                "`{subject}` is read-only by Keel's classification, but Keel runs a command \
+                "{} is read-only by Keel's classification, but Keel runs a command \
                  without asking only from its own rendering of what it analysed, and this one \
-                 has no rendering ({reason})"
+                 has no rendering ({reason})",
+                code(subject)
             ),
             Cause::HardLinked { subject, links } => format!(
-                "`{subject}` has {links} hard links, so Keel cannot prove that its content belongs \
-                 to the workspace (another of its names may lie outside); asked every time"
+                "{} has {links} hard links, so Keel cannot prove that its content belongs \
+                 to the workspace (another of its names may lie outside); asked every time",
+                code(subject)
             ),
             Cause::Unconfined { subject, refused } => match refused {
                 Some(why) => {
-                    format!("`{subject}` asks to run without the kernel sandbox, and {why}")
+                    format!(
+                        "{} asks to run without the kernel sandbox, and {why}",
+                        code(subject)
+                    )
                 }
                 None => format!(
-                    "`{subject}` asks to run without the kernel sandbox, an escalation of its own \
-                     (allowing a command does not lift the sandbox)"
+                    "{} asks to run without the kernel sandbox, an escalation of its own \
+                     (allowing a command does not lift the sandbox)",
+                    code(subject)
                 ),
             },
             Cause::Headless { asked_because } => format!(
@@ -269,11 +307,7 @@ pub fn render_check(decision: &Decision) -> String {
     if decision.keys.is_empty() {
         out.push_str("approval keys: none (not cacheable: asked every time)\n");
     } else {
-        let keys: Vec<String> = decision
-            .keys
-            .iter()
-            .map(|k| format!("`{}`", k.key))
-            .collect();
+        let keys: Vec<String> = decision.keys.iter().map(|k| code(&k.key)).collect();
         out.push_str(&format!("approval keys: {}\n", keys.join(", ")));
     }
     if let Some(scope) = &decision.always_scope {

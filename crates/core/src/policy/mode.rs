@@ -50,22 +50,29 @@ impl Mode {
         }
     }
 
-    /// How much the mode lets through without asking: higher is looser.
-    pub fn looseness(self) -> u8 {
-        match self {
-            Mode::ReadOnly => 0,
-            Mode::Ask => 1,
-            Mode::Allowlist => 2,
-            Mode::Yolo => 3,
+    /// Whether `self` lets through without asking nothing that `other` would not: every call
+    /// `other` asks about, `self` asks about or refuses, and every call `other` refuses, `self`
+    /// refuses. A partial order: `yolo` < `allowlist` < `ask`, and `allowlist` < `read-only`,
+    /// but `ask` and `read-only` are not comparable (`read-only` runs a read-only command or a
+    /// fetch a rule allows without asking, which `ask` asks about; `ask` runs a change once the
+    /// user agrees, which `read-only` refuses).
+    pub fn at_least_as_strict_as(self, other: Mode) -> bool {
+        match (self, other) {
+            (a, b) if a == b => true,
+            (_, Mode::Yolo) => true,
+            (Mode::Ask | Mode::ReadOnly, Mode::Allowlist) => true,
+            _ => false,
         }
     }
 
-    /// The stricter of two modes (a subagent's mode is never looser than its parent's).
-    pub fn strictest(self, other: Mode) -> Mode {
-        if other.looseness() < self.looseness() {
-            other
-        } else {
+    /// A subagent's mode held within its session's: the stricter of the two, and when neither
+    /// is stricter (`ask` and `read-only`), the session's, so the child is never looser than
+    /// its session.
+    pub fn within(self, session: Mode) -> Mode {
+        if self.at_least_as_strict_as(session) {
             self
+        } else {
+            session
         }
     }
 

@@ -570,13 +570,17 @@ fn path_dfa(regex: &str) -> Option<PathDfa> {
         .ok()
 }
 
+// A code span that outlasts the backticks of the text (a pattern may be an approval key: a
+// file name or a command).
+use crate::tool::view::code;
+
 impl fmt::Display for Pattern {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self.kind {
             PatternKind::Any => f.write_str("*"),
-            PatternKind::Exact | PatternKind::Glob => write!(f, "pattern `{}`", self.text),
-            PatternKind::Prefix => write!(f, "prefix `{}`", self.text),
-            PatternKind::Class => write!(f, "class `{}`", self.text),
+            PatternKind::Exact | PatternKind::Glob => write!(f, "pattern {}", code(&self.text)),
+            PatternKind::Prefix => write!(f, "prefix {}", code(&self.text)),
+            PatternKind::Class => write!(f, "class {}", code(&self.text)),
         }
     }
 }

@@ -8,6 +8,7 @@
 //! - [`ApprovalKey`]: `(tool, key)`, deterministic and readable: the workspace-relative path,
 //!   one key per simple command, the host, `server/tool`.
 
+use crate::tool::view::code;
 use std::fmt;
 use std::path::{Path, PathBuf};
 
@@ -276,7 +277,7 @@ pub fn proposals(
             vec![Proposal {
                 key,
                 pattern,
-                wording: format!("{verb} `{shown}`"),
+                wording: format!("{verb} {}", code(&shown)),
             }]
         }
         CallSubject::Command { analysis, .. } => analysis
@@ -285,7 +286,7 @@ pub fn proposals(
             .filter_map(|key| {
                 let pattern = Pattern::prefix(&key).ok()?;
                 Some(Proposal {
-                    wording: format!("commands starting with `{key}`"),
+                    wording: format!("commands starting with {}", code(&key)),
                     key,
                     pattern,
                 })
@@ -295,12 +296,15 @@ pub fn proposals(
             key: host.clone(),
             pattern: Pattern::exact(host),
             // The answer opens `web_fetch`'s door only: the words say so.
-            wording: format!("`{tool}` fetches from `{host}` (not shell commands' connections)"),
+            wording: format!(
+                "`{tool}` fetches from {} (not shell commands' connections)",
+                code(host)
+            ),
         }],
         CallSubject::Name(name) => vec![Proposal {
             key: name.clone(),
             pattern: Pattern::exact(name),
-            wording: format!("calls to `{name}`"),
+            wording: format!("calls to {}", code(name)),
         }],
         CallSubject::Nothing => vec![Proposal {
             key: tool.to_owned(),
@@ -320,7 +324,7 @@ pub fn join_wordings(proposals: &[Proposal]) -> Option<String> {
         .iter()
         .all(|p| p.wording.starts_with("commands starting with"))
     {
-        let keys: Vec<String> = proposals.iter().map(|p| format!("`{}`", p.key)).collect();
+        let keys: Vec<String> = proposals.iter().map(|p| code(&p.key)).collect();
         let (last, rest) = keys.split_last()?;
         return Some(format!(
             "commands starting with {} and {last}",

@@ -668,6 +668,13 @@ pub trait JsonTool: Send + Sync {
     /// The tool's spec and the validator compiled from its parameter schema.
     fn json_spec(&self) -> (&ToolSpec, &jsonschema::Validator);
 
+    /// What a call acts on when the tool derives it from its arguments rather than reading it
+    /// from the field its [`Subject`] names (an extension tool's command line, filled from its
+    /// template). `None` (the default): [`CallTarget::from_json`].
+    fn target_json(&self, _args: &Value) -> Option<CallTarget> {
+        None
+    }
+
     /// Computes a parsed call's preview (stored in `call.prepared`); none by default.
     fn prepare_json<'a>(
         &'a self,
@@ -692,7 +699,11 @@ impl<T: JsonTool> DynTool for T {
 
     fn parse(&self, args: &Value, _how: Describe<'_>) -> Result<ParsedCall, ToolError> {
         self.validate(args)?;
-        Ok(ParsedCall::json(self.spec(), args))
+        let mut call = ParsedCall::json(self.spec(), args);
+        if let Some(target) = self.target_json(args) {
+            call.target = target;
+        }
+        Ok(call)
     }
 
     fn prepare<'a>(

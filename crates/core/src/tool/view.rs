@@ -11,15 +11,6 @@ pub fn one_line(text: &str, limit: usize) -> String {
     }
 }
 
-/// Inline code that survives backticks in the text.
-pub fn code(text: &str) -> String {
-    if text.contains('`') {
-        format!("`` {text} ``")
-    } else {
-        format!("`{text}`")
-    }
-}
-
 /// The host of a URL (no scheme, credentials, port or path), or the URL itself.
 pub fn url_host(url: &str) -> &str {
     let rest = url.split_once("://").map_or(url, |(_, rest)| rest);
@@ -77,6 +68,38 @@ pub fn quoted(text: &str) -> String {
     format!("\"{}\"", escaped(text).replace('"', "\\\""))
 }
 
+/// The longest run of backticks in `text`.
+fn longest_backtick_run(text: &str) -> usize {
+    text.split(|c| c != '`').map(str::len).max().unwrap_or(0)
+}
+
+/// `text` as a Markdown code span inside one of Keel's sentences (a permission card is
+/// Markdown): between backtick runs longer than any it holds, so a backtick in a file name or a
+/// command cannot end the span and add Markdown of its own. A text holding a line break or
+/// another display control is [`escaped`] first: a blank line would end the paragraph, and the
+/// span with it.
+pub fn code(text: &str) -> String {
+    let shown = if text.chars().any(is_display_control) {
+        std::borrow::Cow::Owned(escaped(text))
+    } else {
+        std::borrow::Cow::Borrowed(text)
+    };
+    let fence = "`".repeat(longest_backtick_run(&shown) + 1);
+    let pad = if shown.starts_with('`') || shown.ends_with('`') {
+        " "
+    } else {
+        ""
+    };
+    format!("{fence}{pad}{shown}{pad}{fence}")
+}
+
+/// `text` as a fenced Markdown code block in `language`: the fence is longer than any backtick
+/// run the text holds (three at least), so no line of it closes the block.
+pub fn code_block(language: &str, text: &str) -> String {
+    let fence = "`".repeat((longest_backtick_run(text) + 1).max(3));
+    format!("{fence}{language}\n{text}\n{fence}")
+}
+
 #[cfg(test)]
 mod escape_tests {
     use super::*;
@@ -87,5 +110,15 @@ mod escape_tests {
         assert_eq!(escaped("x\u{202e}y\u{2066}"), "x\\u{202e}y\\u{2066}");
         assert_eq!(quoted("say \"hi\"\\"), "\"say \\\"hi\\\"\\\\\"");
         assert_eq!(quoted("plain"), "\"plain\"");
+    }
+
+    #[test]
+    fn code_spans_and_blocks_outlast_the_backticks_inside() {
+        assert_eq!(code("src/main.rs"), "`src/main.rs`");
+        assert_eq!(code("a` **b** `c"), "``a` **b** `c``");
+        assert_eq!(code("`x``"), "``` `x`` ```");
+        assert_eq!(code("a\n\nb"), "`a\\n\\nb`");
+        assert_eq!(code_block("sh", "ls"), "```sh\nls\n```");
+        assert_eq!(code_block("sh", "x\n```\ny"), "````sh\nx\n```\ny\n````");
     }
 }

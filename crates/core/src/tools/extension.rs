@@ -29,6 +29,10 @@ use crate::tool::{
 /// A call's time limit unless the file says otherwise.
 pub const DEFAULT_TIMEOUT: Duration = Duration::from_secs(60);
 
+/// The [`Subject::Command`] field of an extension tool: no argument of the model's, the command
+/// line is the template filled ([`JsonTool::target_json`]).
+const FILLED_COMMAND: &str = "(the filled argv)";
+
 /// The directory of tool files under a configuration directory.
 pub const TOOLS_DIR: &str = "tools";
 
@@ -121,7 +125,10 @@ impl ExtensionTool {
             }),
             title: file.id.clone(),
             mutating: !file.read_only,
-            subject: Subject::None,
+            // Decided as the command line it runs, filled from the model's arguments: the
+            // grammars, the rules on commands and the watchdog judge what runs, not the tool's
+            // name (an argument filled into a `sh -c` script is shell code).
+            subject: Subject::Command(FILLED_COMMAND.to_owned()),
             origin,
             prompt_hint: None,
             unavailable: false,
@@ -213,6 +220,13 @@ impl ExtensionTool {
 impl JsonTool for ExtensionTool {
     fn json_spec(&self) -> (&ToolSpec, &jsonschema::Validator) {
         (&self.spec, &self.validator)
+    }
+
+    /// The command line the template makes, decided as a `bash` line run in the workspace.
+    fn target_json(&self, args: &Value) -> Option<crate::tool::CallTarget> {
+        Some(crate::tool::CallTarget::command(&shell_words::join(
+            self.fill(args),
+        )))
     }
 
     /// The preview: the command line the template makes.

@@ -38,10 +38,32 @@ fn an_untrusted_project_cannot_loosen_the_mode_but_can_tighten_it() {
         config::load(&dirs.options(false)).unwrap().config.mode,
         Mode::Ask
     );
+    // `read-only` is not stricter than `ask` (it runs reads `ask` asks about): it waits.
     dirs.write_project("mode = \"read-only\"\n");
     let effective = config::load(&dirs.options(false)).unwrap();
+    assert_eq!(effective.config.mode, Mode::Ask);
+    assert_eq!(effective.ignored.len(), 1, "{:?}", effective.ignored);
+    assert!(
+        effective.ignored[0]
+            .change
+            .starts_with("sets mode = \"read-only\" (not stricter than \"ask\""),
+        "{}",
+        effective.ignored[0].change
+    );
+    // Over the default `allowlist`, `read-only` and `ask` are stricter and apply at once.
+    dirs.write_user("");
+    for (written, mode) in [("read-only", Mode::ReadOnly), ("ask", Mode::Ask)] {
+        dirs.write_project(&format!("mode = \"{written}\"\n"));
+        let effective = config::load(&dirs.options(false)).unwrap();
+        assert_eq!(effective.config.mode, mode);
+        assert!(effective.ignored.is_empty(), "{:?}", effective.ignored);
+    }
+    // Nor is `ask` stricter than `read-only` (it runs a change once the user agrees).
+    dirs.write_user("mode = \"read-only\"\n");
+    dirs.write_project("mode = \"ask\"\n");
+    let effective = config::load(&dirs.options(false)).unwrap();
     assert_eq!(effective.config.mode, Mode::ReadOnly);
-    assert!(effective.ignored.is_empty());
+    assert_eq!(effective.ignored.len(), 1, "{:?}", effective.ignored);
 
     // Trusted, the project's mode applies whatever it is.
     dirs.write_project("mode = \"yolo\"\n");
@@ -368,4 +390,23 @@ fn a_projects_server_lists_the_paths_it_would_reach_and_waits_for_trust() {
     assert!(table.is_access_only());
     assert_eq!(table.access().writable, ["."]);
     assert!(!table.access().network);
+}
+
+#[test]
+fn a_held_back_number_says_how_it_differs() {
+    let dirs = Dirs::new();
+    dirs.write_project("[tool_search]\nmax_tools = 0\n\n[limits]\nbashBytes = 99999999\n");
+    let effective = config::load(&dirs.options(false)).unwrap();
+    let changes: Vec<&str> = effective
+        .ignored
+        .iter()
+        .map(|s| s.change.as_str())
+        .collect();
+    assert_eq!(
+        changes,
+        [
+            "sets limits.bashBytes = 99999999 (higher than 204800)",
+            "sets tool_search.max_tools = 0 (instead of 30)"
+        ]
+    );
 }
