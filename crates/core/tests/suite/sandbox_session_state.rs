@@ -1,6 +1,9 @@
 //! What a command leaves for the session's next commands through the sandbox's long-lived
 //! pieces, with real processes under the forced Landlock fallback (and namespaces where they
-//! compare): no process of a chain deeper than the sweep looks outlives its command.
+//! compare): no process of a chain deeper than the sweep looks outlives its command; a
+//! contained command reaches no approved command's server by its socket; what one session's
+//! command planted is not brought back by another's guard; a contained command that stops its
+//! warm holder does not deny the next one.
 
 use std::path::PathBuf;
 use std::time::Duration;
@@ -75,6 +78,11 @@ impl Fixture {
             )
             .await
             .unwrap()
+    }
+
+    async fn contained(&self, command: &str) -> ShellOutput {
+        self.run_as(&self.runtime.contained(command, command), command)
+            .await
     }
 
     async fn approved(&self, command: &str) -> ShellOutput {
@@ -215,14 +223,14 @@ async fn a_deep_chain_does_not_outlive_a_command_under_namespaces() {
     .await;
 }
 
-/// An approved command's server on a Unix socket in the session's `TMPDIR` (a REPL, a debug
-/// or admin endpoint, a terminal multiplexer: here one that runs each line it is sent, with
-/// the approved command's rights), and a contained command of the same session: the contained
-/// command must not reach it. A contained command does no more than `read`; through the
+/// An approved command's server on a Unix socket in the workspace (a REPL, a debug or admin
+/// endpoint, a terminal multiplexer, `gunicorn --bind unix:app.sock`: here one that runs each
+/// line it is sent, with the approved command's rights), and a contained command of the same
+/// session, which reads the workspace: the contained command must not reach it. A contained command does no more than `read`; through the
 /// server it would write the workspace.
 async fn a_contained_command_reaches_no_approved_server(mechanism: Mechanism, expected: &str) {
     let f = fixture(mechanism);
-    let server = "perl -MIO::Socket::UNIX -e '$p = \"$ENV{TMPDIR}/app.sock\"; unlink $p; \
+    let server = "perl -MIO::Socket::UNIX -e '$p = \"app.sock\"; unlink $p; \
          $s = IO::Socket::UNIX->new(Type => SOCK_STREAM(), Local => $p, Listen => 5) \
          or die \"listen: $!\"; open(F, \">\", \"$ENV{TMPDIR}/app.ready\"); close F; \
          while ($c = $s->accept) { $l = <$c>; system($l); print $c \"ran\\n\"; close $c }'";
@@ -250,7 +258,7 @@ async fn a_contained_command_reaches_no_approved_server(mechanism: Mechanism, ex
         tokio::time::sleep(Duration::from_millis(10)).await;
     }
     let client = "perl -MIO::Socket::UNIX -e '$c = IO::Socket::UNIX->new(Type => SOCK_STREAM(), \
-         Peer => \"$ENV{TMPDIR}/app.sock\") or die \"connect: $!\\n\"; \
+         Peer => \"app.sock\") or die \"connect: $!\\n\"; \
          print $c \"echo planted > planted.txt\\n\"; print <$c>' 2>&1; echo tried";
     let contained = f.run_as(&f.runtime.contained(client, client), client).await;
     cancel.cancel();
@@ -347,4 +355,142 @@ async fn a_command_of_another_session_does_not_bring_back_what_one_planted() {
         "export ORIGINAL=1\n",
         "the other session's command brought the planted file back: {overlapped:?}"
     );
+}
+
+fn label(mechanism: Mechanism) -> &'static str {
+    match mechanism {
+        Mechanism::Namespaces => "namespaces",
+        _ => "landlock",
+    }
+}
+
+/// `kill -STOP -1` reaches every process the command may signal: under the fallback the whole
+/// warm domain, the holder included (Landlock's signal scope lets a command signal it); under
+/// namespaces only its own PID namespace (nothing there but its init, which it may not
+/// signal). The command lets its own starter go on, so it ends as usual; the holder stays stopped. The next contained command must run, from the warm
+/// holder again (a fresh one under the fallback: the zygote retired the stopped one).
+async fn a_command_that_stops_its_holder(mechanism: Mechanism) {
+    let f = fixture(mechanism);
+    let first = f.contained("cat README.md").await;
+    assert_eq!(mechanism_of(&first), (label(mechanism), true));
+    let zygotes = f.runtime.warm_holders().started();
+
+    let stopper = f
+        .contained("kill -STOP -1 2>/dev/null; kill -CONT $PPID 2>/dev/null; echo stopped")
+        .await;
+    assert_eq!(mechanism_of(&stopper), (label(mechanism), true));
+    assert_eq!(stopper.text, "stopped\n", "{stopper:?}");
+
+    let runtime = f.runtime.contained("echo next", "echo next");
+    let next = runtime.spawn_shell("echo next", &f.root);
+    let mut next = match next {
+        Ok(process) => process,
+        Err(e) => panic!("the next contained command could not start: {e}"),
+    };
+    let output = next
+        .wait_with_output(
+            OutputCapture {
+                limit: 64 * 1024,
+                sidecar: f.scratch.join(unique("out")),
+            },
+            Duration::from_secs(60),
+            &CancellationToken::new(),
+            &ProgressSink::default(),
+        )
+        .await
+        .unwrap();
+    assert_eq!(output.text, "next\n", "{output:?}");
+    assert_eq!(mechanism_of(&output), (label(mechanism), true));
+    let fresh = f.runtime.warm_holders().started() - zygotes;
+    match mechanism {
+        // The stopped holder's zygote was retired: the next command got a new one.
+        Mechanism::Landlock => assert_eq!(fresh, 1, "{output:?}"),
+        // The stopper could not reach the holder: the same zygote served the next command.
+        _ => assert_eq!(fresh, 0, "{output:?}"),
+    }
+}
+
+#[tokio::test]
+async fn a_contained_command_that_stops_its_holder_does_not_deny_the_next_one() {
+    a_command_that_stops_its_holder(Mechanism::Landlock).await;
+}
+
+#[tokio::test]
+async fn under_namespaces_a_contained_command_that_stops_its_holder_does_not_deny_the_next_one() {
+    a_command_that_stops_its_holder(Mechanism::Namespaces).await;
+}
+
+async fn no_deep_chain_outlives_a_warm_command(mechanism: Mechanism, tag: &str) {
+    let f = fixture(mechanism);
+    let name = unique(tag);
+    no_deep_chain_outlives(
+        async |command: &str| {
+            let output = f.contained(command).await;
+            assert_eq!(mechanism_of(&output), (label(mechanism), true));
+            output
+        },
+        &name,
+    )
+    .await;
+}
+
+#[tokio::test]
+async fn a_deep_chain_does_not_outlive_a_warm_command() {
+    no_deep_chain_outlives_a_warm_command(Mechanism::Landlock, "keel-chain-warm").await;
+}
+
+#[tokio::test]
+async fn under_namespaces_a_deep_chain_does_not_outlive_a_warm_command() {
+    no_deep_chain_outlives_a_warm_command(Mechanism::Namespaces, "keel-chain-warm-ns").await;
+}
+
+/// Contained and approved commands of a session do not share a `TMPDIR`: a test runner's
+/// cache there (Jest's, of transformed code) is what a later approved `npm test` runs, and a
+/// contained command must not plant it. What a contained command writes into its `TMPDIR` is
+/// not in the approved command's, and it cannot write the approved one by its path.
+async fn a_contained_command_plants_nothing_in_the_approved_tmpdir(mechanism: Mechanism) {
+    let f = fixture(mechanism);
+    let approved_tmp = f.scratch.join("tmp");
+    std::fs::create_dir_all(&approved_tmp).unwrap();
+    let planter = format!(
+        "mkdir -p \"$TMPDIR/jest\" && echo 'PLANTED-CODE' > \"$TMPDIR/jest/cached.js\" && \
+         echo wrote; {{ echo PLANTED-CODE > {tmp}/direct.js; }} 2>/dev/null || echo refused; \
+         mkdir {tmp}/jest 2>/dev/null || echo refused-dir",
+        tmp = approved_tmp.display()
+    );
+    let contained = f.contained(&planter).await;
+    assert_eq!(mechanism_of(&contained), (label(mechanism), true));
+    assert_eq!(
+        contained.text, "wrote\nrefused\nrefused-dir\n",
+        "{contained:?}"
+    );
+    // Where it wrote: the contained commands' own `TMPDIR` (`/tmp` inside the namespaces).
+    let contained_tmp = f.scratch.join(keel_core::runtime::sandbox::CONTAINED_TMP);
+    assert!(
+        contained_tmp.join("jest/cached.js").exists(),
+        "{contained:?}"
+    );
+
+    let approved = f
+        .approved(
+            "cat \"$TMPDIR/jest/cached.js\" \"$TMPDIR/direct.js\" 2>&1; ls -A \"$TMPDIR\" | grep -qx jest && echo FOUND-JEST; \
+             echo listed",
+        )
+        .await;
+    assert_eq!(mechanism_of(&approved), (label(mechanism), false));
+    assert!(!approved.text.contains("PLANTED-CODE"), "{approved:?}");
+    assert!(!approved.text.contains("FOUND-JEST"), "{approved:?}");
+    assert!(approved.text.ends_with("listed\n"), "{approved:?}");
+    assert!(!approved_tmp.join("direct.js").exists());
+    assert!(!approved_tmp.join("jest").exists());
+}
+
+#[tokio::test]
+async fn a_contained_command_plants_nothing_in_the_approved_tmpdir_under_the_fallback() {
+    a_contained_command_plants_nothing_in_the_approved_tmpdir(Mechanism::Landlock).await;
+}
+
+#[tokio::test]
+async fn a_contained_command_plants_nothing_in_the_approved_tmpdir_under_namespaces() {
+    a_contained_command_plants_nothing_in_the_approved_tmpdir(Mechanism::Namespaces).await;
 }

@@ -4,7 +4,8 @@
 //! cancel ends it and everything it started (a `setsid` daemon included); a command that kills
 //! its starter or its holder leaves nothing alive and is reported as killed, and the next one
 //! gets a new holder; a credential created between two commands is masked for the second, and
-//! a command running under the old holder finishes there.
+//! a command running under the old holder finishes there; a zygote that does not answer holds
+//! no runtime worker and is replaced.
 
 use std::path::{Path, PathBuf};
 use std::time::Duration;
@@ -93,7 +94,8 @@ impl Fixture {
 
     /// The session's private temporary directory (`TMPDIR` of its commands).
     fn tmp(&self) -> PathBuf {
-        self.scratch.join("tmp")
+        self.scratch
+            .join(keel_core::runtime::sandbox::CONTAINED_TMP)
     }
 }
 
@@ -556,4 +558,55 @@ async fn under_namespaces_a_credential_replaced_by_a_rename_stays_masked() {
     assert!(!second.text.contains(SECRET), "{}", second.text);
     assert_eq!(second.text, "# warm\n");
     assert_ne!(f.runtime.warm_holders().pid(), zygote);
+}
+
+/// A zygote that does not answer (stopped here from outside; before Landlock ABI 6 a command
+/// could stop it too): the command waiting for it holds no runtime worker meanwhile (a task
+/// spawned after it runs on the runtime's only worker before its wait ends), fails without
+/// running twice, and the zygote is killed, not asked again: the next command gets a new one.
+#[tokio::test(flavor = "multi_thread", worker_threads = 1)]
+async fn a_zygote_that_does_not_answer_holds_no_worker_and_is_replaced() {
+    let f = std::sync::Arc::new(fixture(Mechanism::Landlock));
+    assert_warm(&f.run("echo first").await);
+    let zygote = f.runtime.warm_holders().pid().unwrap();
+    let zygote_pid = nix::unistd::Pid::from_raw(i32::try_from(zygote).unwrap());
+    nix::sys::signal::kill(zygote_pid, nix::sys::signal::Signal::SIGSTOP).unwrap();
+
+    let ready = std::sync::Arc::new(tokio::sync::Notify::new());
+    let waiting = tokio::spawn({
+        let (f, ready) = (f.clone(), ready.clone());
+        async move {
+            ready.notify_one();
+            // Synchronous: it waits for the stopped zygote's answer (10 s) on this worker.
+            let runtime = f.runtime.contained("echo stuck", "echo stuck");
+            runtime
+                .spawn_shell("echo stuck", &f.root)
+                .map(|_| ())
+                .map_err(|e| e.to_string())
+        }
+    });
+    ready.notified().await;
+    let other = tokio::spawn(async { "ran" }).await.unwrap();
+    assert_eq!(other, "ran");
+    assert!(
+        !waiting.is_finished(),
+        "a task spawned later ran only once the wait for the zygote had ended"
+    );
+    let stuck = waiting.await.unwrap();
+    assert!(
+        stuck.as_ref().is_err_and(|e| e.contains("did not answer")),
+        "{stuck:?}"
+    );
+
+    let next = f.run("echo next").await;
+    assert_warm(&next);
+    assert_eq!(next.text, "next\n");
+    assert_ne!(f.runtime.warm_holders().pid(), Some(zygote));
+    // Killed (and reaped by Keel's thread): it takes no command again.
+    let mut polls = 0;
+    while std::path::Path::new(&format!("/proc/{zygote}")).exists() {
+        polls += 1;
+        assert!(polls < 3000, "the zygote that did not answer lives on");
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
 }

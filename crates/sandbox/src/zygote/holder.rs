@@ -32,7 +32,7 @@ pub(super) enum Held {
 }
 
 /// The holder: confines itself once, then forks a starter per command. Returns its exit code.
-pub(super) fn hold(profile: &Profile, socket: &OwnedFd, zygote: Pid) -> i32 {
+pub(super) fn hold(profile: &Profile, socket: &OwnedFd, retired: &OwnedFd, zygote: Pid) -> i32 {
     let _ = nix::sys::prctl::set_pdeathsig(Signal::SIGKILL);
     if getppid() != zygote {
         return EXIT_HELPER_FAILED;
@@ -51,7 +51,7 @@ pub(super) fn hold(profile: &Profile, socket: &OwnedFd, zygote: Pid) -> i32 {
         }
     };
     tell(socket, &FromHolder::Ready { mechanism, notes });
-    serve(profile, socket, &mut held)
+    serve(profile, socket, retired, &mut held)
 }
 
 /// Confines the holder with Landlock and seccomp (the fallback); what it holds, the mechanism
@@ -80,7 +80,7 @@ fn hold_landlock(profile: &Profile) -> Result<(Held, String, Vec<String>), Strin
 }
 
 /// Forks a starter per command the zygote sends, until the zygote is gone.
-fn serve(profile: &Profile, socket: &OwnedFd, held: &mut Held) -> i32 {
+fn serve(profile: &Profile, socket: &OwnedFd, retired: &OwnedFd, held: &mut Held) -> i32 {
     let mut buffer = vec![0u8; MAX_MESSAGE];
     loop {
         reaper::reap_ended();
@@ -110,6 +110,11 @@ fn serve(profile: &Profile, socket: &OwnedFd, held: &mut Held) -> i32 {
         #[expect(unsafe_code, reason = "fork in a single-threaded process (see SAFETY)")]
         let forked = unsafe { nix::unistd::fork() };
         match forked {
+            // The zygote retired the holder (it was stopped, and continued since): the zygote
+            // answered this command already, so nothing of it runs.
+            Ok(ForkResult::Child) if poll_in(&[retired.as_raw_fd()], Some(Duration::ZERO))[0] => {
+                std::process::exit(0)
+            }
             Ok(ForkResult::Child) => std::process::exit(match held {
                 Held::Landlock { proxy_port } => {
                     start(profile, socket, request, stdio, *proxy_port)

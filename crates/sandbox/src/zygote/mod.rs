@@ -29,6 +29,12 @@
 //! killed before its command ended, or the holder killed: their orphans reach the zygote (the
 //! subreaper), which kills them all, and reports each command it had as killed (`SIGKILL`). A
 //! zygote without a holder exits; Keel starts another for the next command.
+//!
+//! A command can also stop the holder (`kill -STOP -1` under the fallback). The zygote, its
+//! parent, sees the stop (`SIGCHLD`, `waitpid` with `WUNTRACED`) and retires the holder: it
+//! answers every later command `gone` at once (Keel starts a fresh zygote, with a fresh holder
+//! and domain, for it), lets the commands already running end as they would (or be killed by
+//! their timeout or cancel), then ends everything, the holder included, and exits.
 
 #![expect(
     clippy::disallowed_types,
@@ -47,7 +53,7 @@ use std::time::{Duration, Instant};
 use nix::errno::Errno;
 use nix::sys::signal::{SigSet, SigmaskHow, Signal, kill, killpg, sigprocmask};
 use nix::sys::signalfd::SignalFd;
-use nix::sys::wait::waitpid;
+use nix::sys::wait::{WaitPidFlag, WaitStatus, waitpid};
 use nix::unistd::{ForkResult, Pid, getpid, getppid};
 
 use crate::error::Error;
@@ -140,6 +146,14 @@ struct Zygote {
     running: HashMap<u64, Running>,
     next_id: u64,
     retiring: bool,
+    /// The holder was stopped (a command in its domain sent `SIGSTOP`): it starts nothing more,
+    /// and the zygote ends once its running commands have.
+    holder_stopped: bool,
+    /// Written once the holder is retired: a starter forked after it runs nothing.
+    retired: OwnedFd,
+    /// Starters whose command has ended, killed but maybe not gone yet (checked when the
+    /// holder stops; pruned as they go).
+    ended: Vec<i32>,
     buffer: Vec<u8>,
 }
 
@@ -151,7 +165,13 @@ impl Zygote {
             EXIT_HELPER_FAILED
         };
         let mut set = SigSet::empty();
-        for signal in [Signal::SIGTERM, Signal::SIGINT, Signal::SIGHUP] {
+        // `SIGCHLD` only wakes the loop: a child's end, or the holder stopped.
+        for signal in [
+            Signal::SIGTERM,
+            Signal::SIGINT,
+            Signal::SIGHUP,
+            Signal::SIGCHLD,
+        ] {
             set.add(signal);
         }
         let _ = sigprocmask(SigmaskHow::SIG_BLOCK, Some(&set), None);
@@ -162,6 +182,10 @@ impl Zygote {
         let (to_holder, holder_end) = match seqpacket_pair() {
             Ok(pair) => pair,
             Err(e) => return Err(failed(&control, format!("socketpair: {e}"))),
+        };
+        let (retired_end, retired) = match nix::unistd::pipe2(nix::fcntl::OFlag::O_CLOEXEC) {
+            Ok(pipe) => pipe,
+            Err(e) => return Err(failed(&control, format!("pipe: {e}"))),
         };
         let zygote = getpid();
         if children(zygote.as_raw()).is_none() {
@@ -181,13 +205,15 @@ impl Zygote {
                 drop(control);
                 drop(to_holder);
                 drop(signals);
+                drop(retired);
                 let _ = sigprocmask(SigmaskHow::SIG_UNBLOCK, Some(&set), None);
-                std::process::exit(hold(profile, &holder_end, zygote));
+                std::process::exit(hold(profile, &holder_end, &retired_end, zygote));
             }
             Ok(ForkResult::Parent { child }) => child,
             Err(e) => return Err(failed(&control, format!("fork: {e}"))),
         };
         drop(holder_end);
+        drop(retired_end);
         // The holder has applied the mask ruleset (or failed to): the zygote never needs it.
         if let Some(fd) = profile.mask_ruleset {
             // SAFETY: closing a numbered descriptor this process inherited for this purpose.
@@ -232,6 +258,9 @@ impl Zygote {
             running: HashMap::new(),
             next_id: 0,
             retiring: false,
+            holder_stopped: false,
+            retired,
+            ended: Vec::new(),
             buffer,
         })
     }
@@ -241,7 +270,8 @@ impl Zygote {
     fn serve(&mut self, keel: Pid) -> i32 {
         loop {
             reaper::reap_ended();
-            if self.retiring && self.running.is_empty() {
+            self.check_holder_stopped();
+            if (self.retiring || self.holder_stopped) && self.running.is_empty() {
                 return self.end_all();
             }
             let mut fds = vec![
@@ -269,9 +299,10 @@ impl Zygote {
                 let from_thread_end = signal.is_some_and(|info| {
                     info.ssi_signo == Signal::SIGTERM as u32 && getppid() == keel
                 });
+                let child = signal.is_some_and(|info| info.ssi_signo == Signal::SIGCHLD as u32);
                 // A parent-death signal from the end of Keel's thread alone (Keel lives on) is
                 // not Keel's end: the control socket says when that comes.
-                if !from_thread_end {
+                if !from_thread_end && !child {
                     return self.end_all();
                 }
             }
@@ -314,6 +345,11 @@ impl Zygote {
             return;
         };
         let mut reply = std::os::unix::net::UnixStream::from(reply);
+        if self.holder_stopped {
+            // Nothing ran: Keel retires this zygote and asks a fresh one.
+            let _ = writeln!(reply, "gone the sandbox holder was stopped");
+            return;
+        }
         let status_file = match std::fs::OpenOptions::new()
             .read(true)
             .write(true)
@@ -360,6 +396,61 @@ impl Zygote {
         );
     }
 
+    /// Whether the holder has stopped (a command in its domain sent it `SIGSTOP`): a stopped
+    /// holder forks nothing, so every later command would wait for it in vain. It is retired:
+    /// later commands are answered `gone`, the running ones end as they would, then the zygote
+    /// ends it all. (A holder continued later changes nothing: it is retired already.)
+    fn check_holder_stopped(&mut self) {
+        if self.holder_stopped {
+            return;
+        }
+        let flags = WaitPidFlag::WUNTRACED | WaitPidFlag::WNOHANG;
+        if !matches!(
+            waitpid(self.holder, Some(flags)),
+            Ok(WaitStatus::Stopped(..))
+        ) {
+            return;
+        }
+        self.holder_stopped = true;
+        // The commands sent to it that have not started: each either has a starter already
+        // (forked before the stop: it goes on when continued, and says `started`), or never
+        // will. From the byte on `retired` on, a starter the holder forks (continued later)
+        // runs nothing; one forked before it is among the holder's children now, and one that
+        // ended already said `started` before (read here). Without such a starter, none of them
+        // runs: Keel asks a fresh zygote. With one, they wait for it (or Keel's timeout).
+        let _ = nix::unistd::write(&self.retired, b"r");
+        let holder = self.holder.as_raw();
+        let forked: Vec<i32> = children(holder)
+            .unwrap_or_default()
+            .into_iter()
+            .filter(|pid| alive(Pid::from_raw(*pid)))
+            .collect();
+        self.read_holder();
+        let known: Vec<i32> = self
+            .running
+            .values()
+            .filter_map(|running| running.started.as_ref())
+            .map(|(starter, _, _)| starter.as_raw())
+            .collect();
+        if forked
+            .iter()
+            .any(|pid| !known.contains(pid) && !self.ended.contains(pid))
+        {
+            return;
+        }
+        let waiting: Vec<u64> = self
+            .running
+            .iter()
+            .filter(|(_, running)| running.started.is_none())
+            .map(|(id, _)| *id)
+            .collect();
+        for id in waiting {
+            if let Some(mut running) = self.running.remove(&id) {
+                let _ = writeln!(running.reply, "gone the sandbox holder was stopped");
+            }
+        }
+    }
+
     /// Every message queued from the holder and the starters.
     fn read_holder(&mut self) {
         loop {
@@ -395,6 +486,10 @@ impl Zygote {
 
     fn started(&mut self, id: u64, starter: Pid, command: Pid, guard: i32) {
         let Some(running) = self.running.get_mut(&id) else {
+            // A command nobody waits for any more (answered `gone` when the holder stopped).
+            let _ = killpg(command, Signal::SIGKILL);
+            let _ = kill(command, Signal::SIGKILL);
+            self.end_starter(starter);
             return;
         };
         let Some(gone) = pidfd_open(starter) else {
@@ -439,7 +534,7 @@ impl Zygote {
         if swept && orphans_gone {
             let _ = running.status_file.write_all(b"\nempty\n");
         }
-        let _ = kill(starter, Signal::SIGKILL);
+        self.end_starter(starter);
         let _ = writeln!(running.reply, "exit {status}");
     }
 
@@ -464,7 +559,7 @@ impl Zygote {
             let _ = killpg(command, Signal::SIGKILL);
             let _ = kill(command, Signal::SIGKILL);
             let _ = sweep(starter);
-            let _ = kill(starter, Signal::SIGKILL);
+            self.end_starter(starter);
         }
         if starter_gone {
             // Its orphans reached the zygote: every child but the holder is one.
@@ -474,6 +569,17 @@ impl Zygote {
             }
             let _ = writeln!(running.reply, "exit {}", Signal::SIGKILL as i32);
         }
+    }
+
+    /// Kills a starter whose command has ended (or is not waited for), and remembers it until
+    /// it is gone: a starter still alive is not taken for one of a command yet to start.
+    fn end_starter(&mut self, starter: Pid) {
+        let _ = kill(starter, Signal::SIGKILL);
+        // Pruned now and then, not per command (a look in `/proc` each).
+        if self.ended.len() >= 16 {
+            self.ended.retain(|pid| alive(Pid::from_raw(*pid)));
+        }
+        self.ended.push(starter.as_raw());
     }
 
     /// Kills every child of the zygote but the holder (orphans of a killed starter) until none

@@ -180,6 +180,10 @@ impl Eq for CredentialRules {}
 /// The largest profile sent in [`PROFILE_ENV`] (the kernel takes up to 128 KiB per variable).
 const MAX_PROFILE_ENV_BYTES: usize = 96 * 1024;
 
+/// The private `TMPDIR` of the session's contained commands, in its scratch directory (the
+/// approved commands' is `tmp`, which contained commands cannot write).
+pub const CONTAINED_TMP: &str = "tmp-contained";
+
 /// A shell command ready to start: the program, its arguments, and how to check confinement.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct ShellInvocation {
@@ -420,7 +424,13 @@ impl super::Runtime {
             source,
         };
         let dir = self.inner.scratch_dir.join("sandbox");
-        let tmp_dir = self.inner.scratch_dir.join("tmp");
+        // A contained command's `TMPDIR` is not an approved one's: what nobody approved must
+        // not plant what approved commands run later (a test runner's cache of transformed
+        // code under `$TMPDIR`). One per session, so the warm holder's profile stays the same.
+        let tmp_dir =
+            self.inner
+                .scratch_dir
+                .join(if self.contained { CONTAINED_TMP } else { "tmp" });
         let staging_dir = dir.join("root");
         for path in [&dir, &tmp_dir, &staging_dir] {
             std::fs::create_dir_all(path).map_err(|e| io(path, e))?;
@@ -662,8 +672,9 @@ impl super::Runtime {
             done_fifo: None,
             keeper: None,
             env_allow,
-            // Nobody approved it: no socket of another command by path (the session's `/tmp`
-            // and the workspace are shared with approved ones), as under the fallback.
+            // Nobody approved it: no socket of another command by path (the workspace is
+            // shared with approved ones, and with the other contained commands their `TMPDIR`),
+            // as under the fallback.
             no_connect: self.contained,
         };
         (profile, guarded)

@@ -15,9 +15,15 @@
 //! [`Zygotes`] keeps one zygote: the one of the last contained profile. A different profile
 //! (the masked list changed, so [`super::mask::MaskRulesets`] gave a new ruleset or added a
 //! rule; a working directory outside the roots) retires it (the commands it runs finish under
-//! it) and starts another. A zygote that is gone (a command killed its holder) is replaced at
-//! the next command. When none can start, the command goes through the per-command helper as
-//! before.
+//! it) and starts another. A zygote that is gone (a command killed its holder), or that
+//! answers `gone` (a command stopped its holder), is replaced at the next command; one that
+//! did not answer at all is killed, never asked again. When none can start, the command goes
+//! through the per-command helper as before.
+//!
+//! The wait for the zygote's answer (about a fork and an exec, at most [`START_TIMEOUT`]) never
+//! holds a runtime worker: on a multi-threaded runtime it runs under
+//! [`tokio::task::block_in_place`], which hands the worker's other tasks (the ACP dispatch
+//! loop's among them) to another thread first.
 
 #![expect(
     clippy::disallowed_methods,
@@ -168,7 +174,20 @@ impl Zygote {
     /// [`Zygote::close`], its process waited for on a thread of its own (it ends when its last
     /// command has).
     fn retire(self) {
-        let mut process = self.close();
+        Self::wait_aside(self.close());
+    }
+
+    /// Ends a zygote that did not answer in time (stopped, or stuck): it is never asked again.
+    /// Its holder and starters end by their parent-death signal; the commands it ran are
+    /// answered as killed (their streams close), without `empty`.
+    fn kill(self) {
+        let mut process = self.process;
+        let _ = process.kill();
+        drop(self.control);
+        Self::wait_aside(process);
+    }
+
+    fn wait_aside(mut process: std::process::Child) {
         let spawned = std::thread::Builder::new()
             .name("keel-zygote-wait".into())
             .spawn(move || {
@@ -183,8 +202,27 @@ impl Zygote {
 impl Zygotes {
     /// Starts `warm`'s command through the zygote of its profile (started, or replaced, here):
     /// stdin `/dev/null`, stdout and stderr the given descriptors. Blocks until the command's
-    /// process exists (about a fork and an exec). Must be called inside a tokio runtime.
+    /// process exists (about a fork and an exec), off the runtime's workers on a
+    /// multi-threaded runtime. Must be called inside a tokio runtime.
     pub fn spawn(
+        &self,
+        warm: &WarmStart,
+        cwd: &Path,
+        env: Vec<(String, String)>,
+        stdout: OwnedFd,
+        stderr: OwnedFd,
+    ) -> Result<WarmChild, WarmError> {
+        let multi_threaded = tokio::runtime::Handle::try_current().is_ok_and(|handle| {
+            handle.runtime_flavor() == tokio::runtime::RuntimeFlavor::MultiThread
+        });
+        if multi_threaded {
+            tokio::task::block_in_place(|| self.spawn_blocking(warm, cwd, env, stdout, stderr))
+        } else {
+            self.spawn_blocking(warm, cwd, env, stdout, stderr)
+        }
+    }
+
+    fn spawn_blocking(
         &self,
         warm: &WarmStart,
         cwd: &Path,
@@ -255,7 +293,19 @@ impl Zygotes {
                 }
                 continue;
             }
-            match started(&mut reply)? {
+            let answer = started(&mut reply);
+            let answer = match answer {
+                Ok(answer) => answer,
+                Err(error) => {
+                    // No answer in time: this zygote is stopped or stuck. The command may have
+                    // started, so it is not asked again, here or of a fresh zygote.
+                    if let Some(stuck) = current.take() {
+                        stuck.kill();
+                    }
+                    return Err(error);
+                }
+            };
+            match answer {
                 Started::Pid(pid) => {
                     drop(current);
                     return WarmChild::new(pid, reply);
