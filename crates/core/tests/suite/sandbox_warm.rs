@@ -567,36 +567,51 @@ async fn under_namespaces_a_credential_replaced_by_a_rename_stays_masked() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 1)]
 async fn a_zygote_that_does_not_answer_holds_no_worker_and_is_replaced() {
     let f = std::sync::Arc::new(fixture(Mechanism::Landlock));
-    assert_warm(&f.run("echo first").await);
-    let zygote = f.runtime.warm_holders().pid().unwrap();
-    let zygote_pid = nix::unistd::Pid::from_raw(i32::try_from(zygote).unwrap());
-    nix::sys::signal::kill(zygote_pid, nix::sys::signal::Signal::SIGSTOP).unwrap();
+    // A new entry on the way to a masked file (the home, where other tests and programs drop
+    // files) is a new mask generation, so a new zygote: the stuck command must go to the one
+    // stopped. When a new one served it instead, the stopped one is let go and the try repeated.
+    let mut tries = 0;
+    let zygote = loop {
+        tries += 1;
+        assert!(tries <= 5, "every try met a new mask generation");
+        assert_warm(&f.run("echo first").await);
+        let zygote = f.runtime.warm_holders().pid().unwrap();
+        let zygote_pid = nix::unistd::Pid::from_raw(i32::try_from(zygote).unwrap());
+        let started = f.runtime.warm_holders().started();
+        nix::sys::signal::kill(zygote_pid, nix::sys::signal::Signal::SIGSTOP).unwrap();
 
-    let ready = std::sync::Arc::new(tokio::sync::Notify::new());
-    let waiting = tokio::spawn({
-        let (f, ready) = (f.clone(), ready.clone());
-        async move {
-            ready.notify_one();
-            // Synchronous: it waits for the stopped zygote's answer (10 s) on this worker.
-            let runtime = f.runtime.contained("echo stuck", "echo stuck");
-            runtime
-                .spawn_shell("echo stuck", &f.root)
-                .map(|_| ())
-                .map_err(|e| e.to_string())
+        let ready = std::sync::Arc::new(tokio::sync::Notify::new());
+        let waiting = tokio::spawn({
+            let (f, ready) = (f.clone(), ready.clone());
+            async move {
+                ready.notify_one();
+                // Synchronous: it waits for the stopped zygote's answer (10 s) on this worker.
+                let runtime = f.runtime.contained("echo stuck", "echo stuck");
+                runtime
+                    .spawn_shell("echo stuck", &f.root)
+                    .map(|_| ())
+                    .map_err(|e| e.to_string())
+            }
+        });
+        ready.notified().await;
+        let other = tokio::spawn(async { "ran" }).await.unwrap();
+        assert_eq!(other, "ran");
+        let finished_early = waiting.is_finished();
+        let stuck = waiting.await.unwrap();
+        if f.runtime.warm_holders().started() > started {
+            nix::sys::signal::kill(zygote_pid, nix::sys::signal::Signal::SIGCONT).unwrap();
+            continue;
         }
-    });
-    ready.notified().await;
-    let other = tokio::spawn(async { "ran" }).await.unwrap();
-    assert_eq!(other, "ran");
-    assert!(
-        !waiting.is_finished(),
-        "a task spawned later ran only once the wait for the zygote had ended"
-    );
-    let stuck = waiting.await.unwrap();
-    assert!(
-        stuck.as_ref().is_err_and(|e| e.contains("did not answer")),
-        "{stuck:?}"
-    );
+        assert!(
+            !finished_early,
+            "a task spawned later ran only once the wait for the zygote had ended"
+        );
+        assert!(
+            stuck.as_ref().is_err_and(|e| e.contains("did not answer")),
+            "{stuck:?}"
+        );
+        break zygote;
+    };
 
     let next = f.run("echo next").await;
     assert_warm(&next);
