@@ -44,6 +44,8 @@ struct StderrTail {
 const STDERR_LINES: usize = 12;
 /// Characters kept of one stderr line.
 const STDERR_LINE_CHARS: usize = 300;
+/// How long the sandbox helper may take to say how it confined a server that has answered.
+const STATUS_WAIT: std::time::Duration = std::time::Duration::from_secs(5);
 
 impl StderrTail {
     /// Reads `stderr` to its end on a task of its own, keeping the last [`STDERR_LINES`]
@@ -143,7 +145,11 @@ async fn connect(
                 tail.follow(stderr);
             }
             let served = ().serve(transport).await;
-            // The helper said how it confined the server before starting it.
+            // The helper says how it confined the server once the server has started (the
+            // fallback's reaper, right after its spawn: maybe after the handshake).
+            if let (Ok(_), Some(check)) = (&served, &invocation.check) {
+                check.status_written(STATUS_WAIT).await;
+            }
             let confinement = invocation.check.as_ref().map_or_else(
                 || crate::runtime::sandbox::Confinement::Unconfined {
                     reason: invocation.unconfined.clone().unwrap_or_default(),
