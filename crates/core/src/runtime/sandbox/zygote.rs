@@ -20,7 +20,7 @@
 //! did not answer at all is killed, never asked again. When none can start, the command goes
 //! through the per-command helper as before.
 //!
-//! The wait for the zygote's answer (about a fork and an exec, at most [`START_TIMEOUT`]) never
+//! The wait for the zygote's answer (about a fork and an exec, at most `START_TIMEOUT`) never
 //! holds a runtime worker: on a multi-threaded runtime it runs under
 //! [`tokio::task::block_in_place`], which hands the worker's other tasks (the ACP dispatch
 //! loop's among them) to another thread first.
