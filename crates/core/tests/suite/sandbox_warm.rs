@@ -16,6 +16,7 @@ use keel_core::runtime::sandbox::Confinement;
 use keel_core::runtime::sandbox::profile::Mechanism;
 use keel_core::runtime::{Runtime, RuntimeConfig};
 use keel_core::tool::ProgressSink;
+use keel_testkit::measure::running_with;
 use tokio_util::sync::CancellationToken;
 
 const SECRET: &str = "WARM-SECRET-3f9e21";
@@ -137,23 +138,6 @@ fn label(mechanism: Mechanism) -> &'static str {
         Mechanism::Namespaces => "namespaces",
         _ => "landlock",
     }
-}
-
-/// Whether a live (not zombie) process has `arg` among its arguments.
-fn running_with(arg: &str) -> bool {
-    let Ok(entries) = std::fs::read_dir("/proc") else {
-        return false;
-    };
-    entries.flatten().any(|entry| {
-        let Ok(cmdline) = std::fs::read(entry.path().join("cmdline")) else {
-            return false;
-        };
-        cmdline.split(|b| *b == 0).any(|a| a == arg.as_bytes())
-            && std::fs::read_to_string(entry.path().join("stat")).is_ok_and(|stat| {
-                stat.rsplit_once(')')
-                    .is_some_and(|(_, rest)| !rest.trim_start().starts_with('Z'))
-            })
-    })
 }
 
 /// A `sleep` argument unique to this test process and `n`, so the test can find the process.
