@@ -148,7 +148,7 @@ async fn connect(
             // The helper says how it confined the server once the server has started (the
             // fallback's reaper, right after its spawn: maybe after the handshake).
             if let (Ok(_), Some(check)) = (&served, &invocation.check) {
-                check.status_written(STATUS_WAIT).await;
+                check.status_written(STATUS_WAIT, || false).await;
             }
             let confinement = invocation.check.as_ref().map_or_else(
                 || crate::runtime::sandbox::Confinement::Unconfined {

@@ -354,6 +354,13 @@ impl Prepared {
         }
     }
 
+    /// For a tool that previews nothing: the path the engine resolved and decided on, as the
+    /// plan the run acts on (resolving the argument again could reach another place: a symlink
+    /// swapped in since the decision).
+    pub fn decided_path(subject: Option<&std::path::Path>) -> Option<Self> {
+        subject.map(|subject| Self::new(None, subject.to_path_buf()))
+    }
+
     /// The plan, as the tool that made it stored it.
     pub fn plan<P: 'static>(self) -> Result<P, ToolError> {
         self.plan.downcast::<P>().map(|plan| *plan).map_err(|_| {

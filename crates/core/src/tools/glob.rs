@@ -100,7 +100,7 @@ impl Tool for GlobTool {
         subject: Option<&Path>,
         _ctx: &ToolContext,
     ) -> Result<Option<Prepared>, ToolError> {
-        Ok(subject.map(|subject| Prepared::new(None, subject.to_path_buf())))
+        Ok(Prepared::decided_path(subject))
     }
 
     async fn run_prepared(

@@ -163,7 +163,7 @@ impl Tool for GrepTool {
         subject: Option<&Path>,
         _ctx: &ToolContext,
     ) -> Result<Option<Prepared>, ToolError> {
-        Ok(subject.map(|subject| Prepared::new(None, subject.to_path_buf())))
+        Ok(Prepared::decided_path(subject))
     }
 
     async fn run_prepared(

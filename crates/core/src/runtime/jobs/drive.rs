@@ -3,7 +3,6 @@
 
 use std::path::PathBuf;
 use std::sync::Arc;
-use std::time::Duration;
 
 use super::super::TerminalBackend;
 use super::super::process::{
@@ -19,26 +18,18 @@ use super::{HELPER_WAIT, Job, JobState, lock};
 /// until `exited` says the command ended.
 pub(super) async fn started_confinement(
     invocation: &ShellInvocation,
-    mut exited: impl FnMut() -> bool,
+    exited: impl FnMut() -> bool,
 ) -> Confinement {
     let Some(check) = &invocation.check else {
         // No helper runs it: the reason is known without one.
         return invocation.confinement();
     };
-    let until = tokio::time::Instant::now() + HELPER_WAIT;
-    let mut pause = Duration::from_millis(1);
-    loop {
-        if let Some(confinement) = peek_status(check).await {
-            return confinement;
-        }
-        if exited() || tokio::time::Instant::now() >= until {
-            return Confinement::Unconfined {
-                reason: "the sandbox helper did not confirm that it confined the command".into(),
-            };
-        }
-        tokio::time::sleep(pause).await;
-        pause = (pause * 2).min(Duration::from_millis(50));
-    }
+    check.status_written(HELPER_WAIT, exited).await;
+    peek_status(check)
+        .await
+        .unwrap_or_else(|| Confinement::Unconfined {
+            reason: "the sandbox helper did not confirm that it confined the command".into(),
+        })
 }
 
 /// The helper's status line, once written: confined (with the nonce) or not.

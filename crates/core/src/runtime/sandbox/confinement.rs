@@ -162,19 +162,20 @@ pub(crate) fn alive(pid: i32) -> bool {
 }
 
 impl ConfinementCheck {
-    /// Waits (up to `within`) until the helper has written its status line. Under the fallback
-    /// the reaper writes it once the program's spawn has returned, so a program may already
-    /// have answered (an MCP server its handshake) before it is there: read too early, the
-    /// command would be reported unconfined.
+    /// Waits (up to `within`, or until `exited` says the command ended) until the helper has
+    /// written its status line. Under the fallback the reaper writes it once the program's
+    /// spawn has returned, so a program may already have answered (an MCP server its
+    /// handshake) before it is there: read too early, the command would be reported unconfined.
     #[expect(
         clippy::disallowed_methods,
         reason = "the runtime is where ambient authority lives"
     )]
-    pub async fn status_written(&self, within: Duration) {
+    pub async fn status_written(&self, within: Duration, mut exited: impl FnMut() -> bool) {
         let until = tokio::time::Instant::now() + within;
         let mut pause = Duration::from_millis(1);
         while !std::fs::read_to_string(&self.status_file)
             .is_ok_and(|text| status_line(&text).is_some())
+            && !exited()
             && tokio::time::Instant::now() < until
         {
             tokio::time::sleep(pause).await;
